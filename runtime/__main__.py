@@ -1,0 +1,9 @@
+"""`python -m runtime` is the `toolrt` command."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,309 @@
+"""`Runtime`: the public face the CLI, the MCP server and host applications use.
+
+```python
+rt = Runtime.load(root=".")
+rt.specs("openai", model="gpt-5")
+await rt.call("read", {"filePath": "README.md"})
+```
+A Runtime holds the current Snapshot (swapped whole on reload) and the state that outlives
+snapshots: session approvals, session memory, the audit log, host handlers and listeners.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .audit import AuditLog
+from .dispatch import CallEvent, CallRequest, Services, dispatch, permission_requests
+from .errors import ConfigError, UsageError
+from .permissions.ask import Asker
+from .permissions.evaluate import check as check_pattern
+from .permissions.evaluate import decide
+from .permissions.model import Decision, PermissionRequest
+from .result import ToolResult
+from .selection import Selection, ToolSet, select
+from .settings import resolve_flags
+from .snapshot import Snapshot, build_snapshot, with_tool
+
+__all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadStatus:
+    generation: int
+    digest: str
+    loaded_at: float
+    last_error: ConfigError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotChange:
+    """What a swap changed, for listeners (`toolrt watch`, the MCP server)."""
+
+    old: Snapshot
+    new: Snapshot
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+    permissions_changed: bool
+
+
+def _audit_log(snapshot: Snapshot) -> AuditLog:
+    audit = snapshot.settings.audit
+    if os.environ.get("TOOLRT_AUDIT", "").lower() in ("0", "false", "off", "no"):
+        return AuditLog(None)
+    if audit is False:
+        return AuditLog(None)
+    return AuditLog(audit if isinstance(audit, Path) else snapshot.data_dir / "audit.jsonl")
+
+
+class Runtime:
+    """A loaded toolrt configuration that answers spec, check and call requests."""
+
+    def __init__(self, snapshot: Snapshot, *, flags: Mapping[str, bool] | None = None) -> None:
+        self._snapshot = snapshot
+        self._cli_flags = dict(flags or {})
+        self._flags = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=self._cli_flags)
+        self._services = Services(audit=_audit_log(snapshot))
+        self._services.batch = self._batch
+        self._selections: dict[tuple[Any, ...], ToolSet] = {}
+        self._generation = 1
+        self._last_error: ConfigError | None = None
+        self._swap_listeners: list[Callable[[SnapshotChange], None]] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, root: str | os.PathLike[str] = ".", *, flags: Mapping[str, bool] | None = None) -> Runtime:
+        """Read, validate and compile the config at `root` (built-in layer included).
+
+        Raises:
+            ConfigError: the config is invalid; `.problems` locate every finding.
+            UsageError: `root` is not a directory, or a flag is unknown.
+        """
+        path = Path(root)
+        if not path.is_dir():
+            raise UsageError(f"--root {root}: not a directory")
+        return cls(build_snapshot(path), flags=flags)
+
+    # --- state ------------------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The current snapshot; a call keeps the one it started with."""
+        return self._snapshot
+
+    @property
+    def root(self) -> Path:
+        return self._snapshot.root
+
+    @property
+    def flags(self) -> Mapping[str, bool]:
+        return self._flags
+
+    @property
+    def audit(self) -> AuditLog:
+        return self._services.audit
+
+    def status(self) -> ReloadStatus:
+        return ReloadStatus(self._generation, self._snapshot.digest, self._snapshot.loaded_at, self._last_error)
+
+    # --- selection and specs ----------------------------------------------------------------------
+
+    def _selection(self, model: str | None, provider: str | None, agent: str | None, client: str | None,
+                   flags: Mapping[str, bool] | None, toolset: str | None) -> ToolSet:
+        snapshot = self._snapshot
+        values = self._flags
+        if flags:
+            values = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli={**self._cli_flags, **flags})
+        key = (id(snapshot), model, provider, agent, client, tuple(sorted(values.items())), toolset,
+               tuple(sorted(self._services.host_handlers)))
+        found = self._selections.get(key)
+        if found is None:
+            if len(self._selections) > 256:
+                self._selections.clear()
+            found = select(snapshot, Selection(model, provider, agent, client, values, toolset),
+                           host_handlers=self._services.host_handlers)
+            self._selections[key] = found
+        return found
+
+    def tools(self, *, model: str | None = None, provider: str | None = None, agent: str | None = None,
+              client: str | None = None, flags: Mapping[str, bool] | None = None, toolset: str | None = None) -> ToolSet:
+        """The tools offered for this selection, and each hidden tool with its reason."""
+        return self._selection(model, provider, agent, client, flags, toolset)
+
+    def specs(self, format: str, *, model: str | None = None, provider: str | None = None, agent: str | None = None,
+              client: str | None = None, flags: Mapping[str, bool] | None = None, toolset: str | None = None) -> list[dict[str, Any]]:
+        """Provider function specs (`openai`, `openai-responses`, `anthropic`, `gemini`, `mcp`)."""
+        from .specs import compile_spec
+
+        toolset_ = self._selection(model, provider, agent, client, flags, toolset)
+        specs = []
+        for offered in toolset_.offered:
+            definition = offered.tool.definition
+            compiled = compile_spec(
+                format,
+                name=offered.name,
+                description=offered.tool.description,
+                parameters=definition.parameters,
+                title=definition.title if definition.title and "{" not in definition.title else None,
+                annotations=definition.annotations,
+            )
+            specs.append(compiled.spec)
+        return specs
+
+    # --- permissions ------------------------------------------------------------------------------
+
+    def check(self, permission: str, pattern: str, *, agent: str | None = None) -> Decision:
+        """The decision for one (permission, pattern) as the agent's rules give it (no session approvals)."""
+        permissions = self._snapshot.permissions
+        return check_pattern(permission, pattern, permissions.ruleset(agent), locked=permissions.locked)
+
+    def check_call(self, tool: str, args: Mapping[str, Any] | str | None, *, agent: str | None = None) -> tuple[Decision, list[PermissionRequest]]:
+        """Every request a call would make and the decision on them, without running anything."""
+        from .dispatch import _arguments
+
+        snapshot = self._snapshot
+        compiled = snapshot.tools.get(tool)
+        if compiled is None:
+            raise UsageError(f"unknown tool '{tool}' (tools: {', '.join(sorted(snapshot.tools))})")
+        try:
+            arguments = _arguments(compiled, args)
+        except Exception as exc:
+            raise UsageError(str(exc)) from None
+        requests = permission_requests(compiled, arguments, snapshot)
+        permissions = snapshot.permissions
+        return decide(requests, permissions.ruleset(agent), locked=permissions.locked), requests
+
+    # --- registration -----------------------------------------------------------------------------
+
+    def register(self, definition: Mapping[str, Any]) -> None:
+        """Add or replace one tool from a mapping validated exactly like a tool file."""
+        with self._lock:
+            self._swap(with_tool(self._snapshot, definition))
+
+    def register_handler(self, name: str, handler: Callable[..., Any]) -> None:
+        """Supply the handler of `handler: {host: NAME}` tools (e.g. `task`); they become visible."""
+        self._services.host_handlers[name] = handler
+        self._selections.clear()
+
+    def subscribe(self, listener: Callable[[CallEvent], None]) -> Callable[[], None]:
+        """Receive call events (running, metadata, completed, error); returns an unsubscribe function."""
+        self._services.listeners.append(listener)
+        return lambda: self._services.listeners.remove(listener)
+
+    def on_swap(self, listener: Callable[[SnapshotChange], None]) -> Callable[[], None]:
+        """Be told after every snapshot swap (reload or register); returns an unsubscribe function."""
+        self._swap_listeners.append(listener)
+        return lambda: self._swap_listeners.remove(listener)
+
+    # --- reload -----------------------------------------------------------------------------------
+
+    def reload(self) -> ReloadStatus:
+        """Rebuild from disk; on success swap atomically, on failure keep serving the last good snapshot."""
+        try:
+            snapshot = build_snapshot(self._snapshot.root)
+        except ConfigError as error:
+            self._last_error = error
+            return self.status()
+        with self._lock:
+            self._last_error = None
+            if snapshot.digest != self._snapshot.digest:
+                self._swap(snapshot)
+        return self.status()
+
+    def _swap(self, snapshot: Snapshot) -> None:
+        old = self._snapshot
+        self._flags = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=self._cli_flags)
+        self._snapshot = snapshot
+        self._generation += 1
+        self._selections.clear()
+        if not self._swap_listeners:
+            return
+        added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
+        removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
+        changed = tuple(sorted(
+            t for t in set(snapshot.tools) & set(old.tools)
+            if snapshot.tools[t].definition != old.tools[t].definition or snapshot.tools[t].description != old.tools[t].description
+        ))
+        permissions_changed = [l.rules for l in snapshot.permissions.layers] != [l.rules for l in old.permissions.layers]
+        change = SnapshotChange(old, snapshot, added, removed, changed, permissions_changed)
+        for listener in tuple(self._swap_listeners):
+            listener(change)
+
+    # --- calls ------------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        tool: str,
+        args: Mapping[str, Any] | str | None = None,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        client: str | None = None,
+        session: str | None = None,
+        ask: Asker | None = None,
+        abort: anyio.Event | None = None,
+        call_id: str = "",
+        message_id: str = "",
+        flags: Mapping[str, bool] | None = None,
+        questioner: Any = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> ToolResult:
+        """Run one call through repair, arguments, permission, execution, truncation and the audit log.
+
+        Failures come back as results with `error` set (a message written for the model).
+
+        Raises:
+            UsageError: `agent` names no agent (the message lists the agents).
+        """
+        snapshot = self._snapshot
+        toolset = self._selection(model, provider, agent, client, flags, None)
+        snapshot.permissions.ruleset(agent)  # an unknown agent is the caller's mistake, not the model's
+        request = CallRequest(
+            tool=tool, args=args, agent=agent, model=model, provider=provider, client=client,
+            session=session or "default", call_id=call_id, message_id=message_id, ask=ask, abort=abort,
+            questioner=questioner, extra=extra or {},
+        )
+        return await dispatch(request, snapshot, toolset, self._services)
+
+    def call_sync(self, tool: str, args: Mapping[str, Any] | str | None = None, **options: Any) -> ToolResult:
+        """`call` for scripts without an event loop."""
+        return anyio.run(lambda: self.call(tool, args, **options))
+
+    async def call_many(self, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]], **options: Any) -> list[ToolResult]:
+        """Independent calls: `parallel: true` tools run concurrently, the rest in order; results in call order."""
+        results: list[ToolResult | None] = [None] * len(calls)
+        snapshot = self._snapshot
+        sequential: list[int] = []
+
+        async def run(index: int) -> None:
+            tool, args = calls[index]
+            results[index] = await self.call(tool, args, **options)
+
+        async def run_sequential() -> None:
+            for index in sequential:
+                await run(index)
+
+        async with anyio.create_task_group() as group:
+            for index, (tool, _) in enumerate(calls):
+                compiled = snapshot.tools.get(tool) or snapshot.tools.get(tool.lower())
+                if compiled is not None and compiled.definition.parallel:
+                    group.start_soon(run, index)
+                else:
+                    sequential.append(index)
+            group.start_soon(run_sequential)
+        return [r for r in results if r is not None]
+
+    async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
+        return await self.call_many(
+            list(calls), agent=request.agent, model=request.model, provider=request.provider, client=request.client,
+            session=request.session, ask=request.ask, abort=request.abort,
+        )

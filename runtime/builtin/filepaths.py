@@ -1,0 +1,229 @@
+"""Where a file tool's path really leads, and opening it without ever blocking on a special file.
+
+Dispatch asks `external_directory` for the path arguments a tool declares under `permission.paths`.
+The handlers check again against the path they are about to touch, symlinks resolved, because a
+symlink inside the root may point outside it and a path can change between dispatch and the
+handler: nothing outside the root is read or written without an `external_directory` decision.
+
+Files are opened with `O_NONBLOCK` and checked with `fstat` on the open descriptor, so a FIFO or a
+device put where a regular file was expected is refused instead of hanging the call.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from ..context import ToolContext
+from ..errors import ToolFailure
+
+__all__ = [
+    "Kind",
+    "describe_mode",
+    "external_patterns",
+    "guard",
+    "is_within",
+    "decode_text",
+    "encode_text",
+    "make_parents",
+    "open_regular",
+    "read_regular",
+    "relative",
+    "stat_or_none",
+    "write_regular",
+]
+
+Kind = Literal["file", "directory"]
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether the absolute, normalised `path` is `root` or lies below it (purely lexical)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def relative(path: Path, root: Path) -> str:
+    """`path` relative to `root` with `/` separators (`../x` when outside), as edit permissions match it."""
+    return os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def external_patterns(path: Path, root: Path, kind: Kind = "file") -> tuple[str, ...]:
+    """The `<dir>/*` patterns `external_directory` must allow before `path` is touched (empty inside the root).
+
+    Both the path as written and its real target (symlinks resolved) are checked, each against the
+    root in the same form, so neither `../x` nor a symlink out of the root slips through.
+    """
+    patterns: list[str] = []
+    lexical_root = os.path.normpath(root)
+    for candidate, base in (
+        (os.path.normpath(path), lexical_root),
+        (os.path.realpath(path), os.path.realpath(root)),
+    ):
+        if is_within(candidate, base):
+            continue
+        directory = candidate if kind == "directory" else os.path.dirname(candidate)
+        pattern = os.path.join(directory, "*").replace(os.sep, "/")
+        if pattern not in patterns:
+            patterns.append(pattern)
+    return tuple(patterns)
+
+
+async def guard(ctx: ToolContext, path: Path, kind: Kind = "file") -> Path:
+    """Ask `external_directory` if `path` or its target lies outside the root; return the real path.
+
+    Raises:
+        PermissionBlocked: the ask was denied or rejected.
+    """
+    patterns = external_patterns(path, ctx.root, kind)
+    if patterns:
+        await ctx.ask(
+            "external_directory",
+            patterns,
+            always=patterns,
+            metadata={"filepath": str(path), "parentDir": patterns[0][:-2]},
+        )
+    return Path(os.path.realpath(path))
+
+
+def stat_or_none(path: Path, display: str) -> os.stat_result | None:
+    """`os.stat(path)` following symlinks, or None when nothing is there.
+
+    Raises:
+        ToolFailure: the path cannot be examined (permission on a parent, a NUL byte, a name too long).
+    """
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except ValueError as error:
+        raise ToolFailure(f"Invalid path {display!r}: {error}. Give a plain file path.") from error
+    except OSError as error:
+        raise ToolFailure(f"Cannot access {display}: {error.strerror}.") from error
+
+
+def describe_mode(mode: int) -> str:
+    """What kind of filesystem object a `st_mode` describes, with an article ("a FIFO (named pipe)")."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def open_regular(path: Path, display: str) -> tuple[BinaryIO, os.stat_result]:
+    """Open a regular file for reading without blocking; return the stream and its `fstat`.
+
+    Raises:
+        ToolFailure: the file is not readable, or it is not a regular file (FIFO, device, socket, directory).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    except PermissionError as error:
+        raise ToolFailure(
+            f"Cannot read {display}: permission denied. The file's permissions do not allow reading it; "
+            "ask the user to change them, or read a different file."
+        ) from error
+    except OSError as error:
+        raise ToolFailure(f"Cannot read {display}: {error.strerror}.") from error
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(fd)
+        raise ToolFailure(
+            f"Cannot read {display}: it is {describe_mode(status.st_mode)}, not a regular file. "
+            "Only regular files and directories can be read."
+        )
+    return os.fdopen(fd, "rb"), status
+
+
+def decode_text(data: bytes) -> str:
+    """File bytes as text; bytes that are not UTF-8 survive as surrogate escapes and are written back unchanged."""
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def encode_text(text: str, display: str) -> bytes:
+    """Text as the bytes to write (the inverse of `decode_text`).
+
+    Raises:
+        ToolFailure: the text holds a lone surrogate, which no UTF-8 file can contain.
+    """
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError as error:
+        raise ToolFailure(
+            f"Cannot write {display}: the new text contains {error.object[error.start : error.end]!r}, "
+            "a lone surrogate that UTF-8 cannot encode. Remove it or use the character it was meant to be."
+        ) from error
+
+
+def read_regular(path: Path, display: str) -> tuple[str, os.stat_result]:
+    """The whole text of the regular file `path` (see `decode_text`) and the `fstat` taken before reading.
+
+    Raises:
+        ToolFailure: as `open_regular`, or a read error.
+    """
+    stream, status = open_regular(path, display)
+    with stream:
+        try:
+            data = stream.read()
+        except OSError as error:
+            raise ToolFailure(f"Cannot read {display}: {error.strerror}.") from error
+    return decode_text(data), status
+
+
+def make_parents(path: Path, display: str) -> None:
+    """Create the missing parent directories of `path`.
+
+    Raises:
+        ToolFailure: a parent exists as a file, or a directory cannot be created.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as error:
+        raise ToolFailure(
+            f"Cannot create the directories for {display}: a parent path exists and is not a directory."
+        ) from error
+    except OSError as error:
+        raise ToolFailure(f"Cannot create the directories for {display}: {error.strerror}.") from error
+
+
+def write_regular(path: Path, data: bytes, display: str) -> os.stat_result:
+    """Create or overwrite the regular file `path` with `data` (parents created); return its new `fstat`.
+
+    Raises:
+        ToolFailure: the target is not a regular file, or it cannot be written.
+    """
+    make_parents(path, display)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _NONBLOCK, 0o666)
+    except PermissionError as error:
+        raise ToolFailure(
+            f"Cannot write {display}: permission denied. Ask the user to change the file's permissions."
+        ) from error
+    except OSError as error:
+        raise ToolFailure(f"Cannot write {display}: {error.strerror}.") from error
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise ToolFailure(
+                f"Cannot write {display}: it is {describe_mode(status.st_mode)}, not a regular file. "
+                "Choose a path that is a regular file or does not exist yet."
+            )
+        # Only now that the target is known to be a regular file is it safe to drop its old content.
+        os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        return os.fstat(fd)
+    except OSError as error:
+        raise ToolFailure(f"Cannot write {display}: {error.strerror}.") from error
+    finally:
+        os.close(fd)

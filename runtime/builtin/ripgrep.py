@@ -1,0 +1,142 @@
+"""Running ripgrep for glob, grep and list: find the binary, stream its records, stop early, never a shell.
+
+Output is consumed as it arrives, one record at a time, so memory stays bounded however much rg
+prints, and a caller that has seen enough (glob after 101 files) stops rg instead of waiting for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+from ..errors import ToolFailure
+
+__all__ = ["RipgrepRun", "ripgrep_binary", "run_ripgrep"]
+
+_STDERR_CAP = 16 * 1024
+# Every call gets these: a user's RIPGREP_CONFIG_PATH must not change the output format we parse.
+_BASE_FLAGS = ("--no-config", "--color=never")
+
+
+@dataclass(frozen=True, slots=True)
+class RipgrepRun:
+    """How one rg run ended."""
+
+    exit_code: int | None
+    """rg's exit status (0 found, 1 nothing found, 2 error); None when the consumer stopped it early."""
+    stderr: str
+    """rg's error output, at most 16 KB, decoded leniently."""
+
+
+@cache
+def ripgrep_binary() -> str:
+    """The `rg` executable: on PATH, else next to the running interpreter (the `ripgrep` wheel installs it there).
+
+    Raises ToolFailure when neither exists, since the search tools cannot work without it.
+    """
+    found = shutil.which("rg")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / ("rg.exe" if sys.platform == "win32" else "rg")
+    if beside.is_file():
+        return str(beside)
+    raise ToolFailure(
+        "ripgrep (`rg`) is not installed, so this search tool cannot run. "
+        "Install the `ripgrep` Python package (pip install ripgrep) or put `rg` on PATH."
+    )
+
+
+async def run_ripgrep(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    abort: anyio.Event,
+    consume: Callable[[bytes], bool],
+    separator: bytes = b"\n",
+    max_record: int = 64 * 1024,
+) -> RipgrepRun:
+    """Run `rg ARGS` in `cwd` and hand each output record (without its separator) to `consume`.
+
+    A record longer than `max_record` bytes is cut to that length, since no caller shows more.
+    `consume` returns False to stop: rg is killed and the result's exit_code is None. Setting
+    `abort` kills rg and raises ToolFailure; cancellation kills it too.
+    """
+    argv = [ripgrep_binary(), *_BASE_FLAGS, *args]
+    stderr = bytearray()
+    stopped = False
+    async with await anyio.open_process(
+        argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        if process.stdout is None or process.stderr is None:
+            raise RuntimeError("rg was started without pipes")
+        try:
+            async with anyio.create_task_group() as group:
+                watcher = anyio.CancelScope()
+                group.start_soon(_collect_stderr, process.stderr, stderr)
+                group.start_soon(_watch_abort, abort, group.cancel_scope, watcher)
+                stopped = not await _split_records(process.stdout, separator, max_record, consume)
+                if stopped:
+                    _kill(process)
+                watcher.cancel()
+            if group.cancel_scope.cancel_called:
+                raise ToolFailure("The search was aborted before it finished.")
+        except BaseException:
+            # Cancelled, timed out or aborted: rg must not outlive the call.
+            _kill(process)
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+    return RipgrepRun(None if stopped else process.returncode, stderr.decode("utf-8", "replace").strip())
+
+
+async def _split_records(
+    stream: ByteReceiveStream, separator: bytes, max_record: int, consume: Callable[[bytes], bool]
+) -> bool:
+    """Feed `consume` record by record; False when it asked to stop."""
+    pending = bytearray()
+    overflow = False  # the current record already reached max_record: drop bytes until its separator
+    async for chunk in stream:
+        start = 0
+        while True:
+            end = chunk.find(separator, start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if not overflow:
+                room = max_record - len(pending)
+                pending += piece[:room]
+                overflow = len(piece) > room
+            if end < 0:
+                break
+            if not consume(bytes(pending)):
+                return False
+            pending.clear()
+            overflow = False
+            start = end + len(separator)
+    return not pending or consume(bytes(pending))
+
+
+def _kill(process: Process) -> None:
+    # The process may exit between the check and the signal; that race is harmless.
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
+async def _collect_stderr(stream: ByteReceiveStream, sink: bytearray) -> None:
+    async for chunk in stream:
+        sink += chunk[: max(0, _STDERR_CAP - len(sink))]
+
+
+async def _watch_abort(abort: anyio.Event, target: anyio.CancelScope, own: anyio.CancelScope) -> None:
+    with own:
+        await abort.wait()
+        target.cancel()

@@ -1,0 +1,122 @@
+"""The `skill` tool: load the instructions of one SKILL.md; its description lists the skills there are.
+
+Skills live in `<root>/.toolrt/skills/<dir>/SKILL.md` and `~/.config/toolrt/skills/<dir>/SKILL.md`;
+each starts with YAML frontmatter holding `name` and `description`. A project skill replaces a
+user skill of the same name. A project SKILL.md that resolves outside the project (a symlink planted
+in a repository) is ignored, so loading a skill never reads a file the person did not put there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+import anyio
+import yaml
+
+from ..context import DescribeInfo, ToolContext
+from ..errors import ToolFailure
+
+__all__ = ["Skill", "describe", "discover_skills", "skill"]
+
+_MAX_SKILL_BYTES = 1024 * 1024
+PLACEHOLDER = "{skills}"
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    """One loadable skill."""
+
+    name: str
+    description: str
+    directory: Path
+    """The directory holding SKILL.md; files the skill mentions are relative to it."""
+    content: str
+    """SKILL.md without its frontmatter."""
+
+
+def discover_skills(root: Path, home: Path) -> dict[str, Skill]:
+    """Every valid skill, user skills first and project skills over them; files that do not parse are skipped."""
+    skills: dict[str, Skill] = {}
+    for base, confine in ((home / ".config" / "toolrt" / "skills", None), (root / ".toolrt" / "skills", root)):
+        for path in sorted(base.glob("*/SKILL.md")):
+            found = _load(path, confine)
+            if found is not None:
+                skills[found.name] = found
+    return skills
+
+
+def describe(description: str, info: DescribeInfo) -> str:
+    """The tool description with the available skills put in place of `{skills}` (appended when absent)."""
+    skills = discover_skills(info.root, info.home)
+    if skills:
+        entries = "".join(
+            f"  <skill>\n    <name>{escape(item.name)}</name>\n    <description>{escape(item.description)}"
+            "</description>\n  </skill>\n"
+            for item in sorted(skills.values(), key=lambda s: s.name)
+        )
+        listing = f"<available_skills>\n{entries}</available_skills>"
+    else:
+        listing = "No skills are currently available."
+    if PLACEHOLDER in description:
+        return description.replace(PLACEHOLDER, listing)
+    return f"{description.rstrip()}\n\n{listing}"
+
+
+async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """The content of the skill called `name`, headed by its base directory.
+
+    Raises ToolFailure naming the available skills when there is no skill of that name.
+    """
+    name = str(args["name"])
+    skills = await anyio.to_thread.run_sync(discover_skills, ctx.root, Path.home())
+    chosen = skills.get(name)
+    if chosen is None:
+        available = ", ".join(sorted(skills)) or "none"
+        raise ToolFailure(
+            f"Skill {name!r} not found. Available skills: {available}. Call skill with one of these names."
+        )
+    return {
+        "title": f"Loaded skill: {chosen.name}",
+        "output": f"## Skill: {chosen.name}\n\n**Base directory**: {chosen.directory}\n\n{chosen.content.strip()}",
+        "metadata": {"name": chosen.name, "dir": str(chosen.directory)},
+    }
+
+
+def _load(path: Path, confine: Path | None) -> Skill | None:
+    try:
+        real = path.resolve(strict=True)
+        if confine is not None and not real.is_relative_to(confine.resolve()):
+            return None
+        if real.stat().st_size > _MAX_SKILL_BYTES:
+            return None
+        text = real.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, RuntimeError):
+        return None
+    frontmatter, body = _split_frontmatter(text)
+    if frontmatter is None:
+        return None
+    try:
+        meta = yaml.safe_load(frontmatter)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not name.strip() or not isinstance(description, str):
+        return None
+    return Skill(name.strip(), " ".join(description.split()), path.parent, body)
+
+
+def _split_frontmatter(text: str) -> tuple[str | None, str]:
+    """`---\\nYAML\\n---\\nbody` → (YAML, body); (None, text) when there is no frontmatter."""
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None, text
+    for index in range(1, len(lines)):
+        if lines[index].strip() == "---":
+            return "".join(lines[1:index]), "".join(lines[index + 1 :])
+    return None, text

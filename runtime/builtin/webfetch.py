@@ -1,0 +1,181 @@
+"""The `webfetch` tool: GET one http(s) URL, at most 5 MB, returned as markdown, text or HTML (OpenCode §14).
+
+httpx2, markdownify and bs4 are imported inside the call: loading this module for a snapshot
+must not cost their import time.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import anyio
+
+from ..context import ToolContext
+from ..errors import ToolFailure
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = ["DEFAULT_TIMEOUT", "MAX_RESPONSE_SIZE", "MAX_TIMEOUT", "html_to_markdown", "html_to_text", "webfetch"]
+
+MAX_RESPONSE_SIZE = 5 * 1024 * 1024
+DEFAULT_TIMEOUT = 30.0
+MAX_TIMEOUT = 120.0
+TOO_LARGE = "Response too large (exceeds 5MB limit)"
+
+_ACCEPT = {
+    "markdown": "text/markdown;q=1.0, text/x-markdown;q=0.9, text/plain;q=0.8, text/html;q=0.7, */*;q=0.1",
+    "text": "text/plain;q=1.0, text/markdown;q=0.9, text/html;q=0.8, */*;q=0.1",
+    "html": "text/html;q=1.0, application/xhtml+xml;q=0.9, text/plain;q=0.8, text/markdown;q=0.7, */*;q=0.1",
+}
+_USER_AGENT = "Mozilla/5.0 (compatible; toolrt-webfetch/0.1; +https://github.com/toolrt)"
+# Never content for a reader: dropped before converting, with their text.
+_INVISIBLE = ("script", "style", "noscript", "template", "iframe", "object", "embed", "meta", "link")
+_BLOCKS = (
+    "p", "div", "section", "article", "header", "footer", "nav", "aside", "main", "h1", "h2", "h3", "h4", "h5",
+    "h6", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table", "pre", "blockquote", "figure", "figcaption", "form",
+    "title", "hr",
+)  # fmt: skip
+# SVG is markup the model can read; OpenCode also keeps this odd image type as text.
+_TEXT_IMAGES = frozenset({"image/svg+xml", "image/vnd.fastbidsheet"})
+
+
+async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Fetch `url` and return its body in `format` (markdown by default); images come back as an attachment.
+
+    Raises ToolFailure for a non-http(s) URL, a non-2xx status, a body over 5 MB (checked while
+    streaming, not only from Content-Length), a timeout, or a network error.
+    """
+    url = str(args["url"])
+    if not url.startswith(("http://", "https://")):
+        raise ToolFailure("URL must start with http:// or https://")
+    output_format = str(args.get("format") or "markdown")
+    if output_format not in _ACCEPT:
+        raise ToolFailure(f"Unknown format {output_format!r}: use one of markdown, text, html.")
+    timeout = min(float(args.get("timeout") or DEFAULT_TIMEOUT), MAX_TIMEOUT)
+    if timeout <= 0:
+        raise ToolFailure(f"timeout must be a positive number of seconds (at most 120), got {timeout:g}.")
+
+    failure: ToolFailure | None = None
+    download: tuple[str, bytes] | None = None
+    # Failures are carried out of the task group by hand: raised inside it they would arrive wrapped.
+    async with anyio.create_task_group() as group:
+        group.start_soon(_cancel_on_abort, ctx.abort, group.cancel_scope)
+        with anyio.move_on_after(timeout):
+            try:
+                download = await _download(url, _ACCEPT[output_format])
+            except ToolFailure as error:
+                failure = error
+        group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    if ctx.abort.is_set() and download is None:
+        raise ToolFailure(f"Fetching {url} was aborted.")
+    if download is None:
+        raise ToolFailure(
+            f"Request timed out after {timeout:g} seconds: {url}. Try again with a larger `timeout` (at most 120), "
+            "or fetch another URL."
+        )
+    return _present(url, output_format, *download)
+
+
+async def _download(url: str, accept: str) -> tuple[str, bytes]:
+    import httpx2
+
+    headers = {"User-Agent": _USER_AGENT, "Accept": accept, "Accept-Language": "en-US,en;q=0.9"}
+    try:
+        async with (
+            httpx2.AsyncClient(follow_redirects=True, timeout=None) as client,
+            client.stream("GET", url, headers=headers) as response,
+        ):
+            if not response.is_success:
+                raise ToolFailure(f"Request failed with status code: {response.status_code}")
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_RESPONSE_SIZE:
+                raise ToolFailure(TOO_LARGE)
+            body = await _read_capped(response)
+            return response.headers.get("content-type", ""), body
+    except httpx2.InvalidURL as error:
+        raise ToolFailure(f"Invalid URL {url!r}: {error}. Give a full URL such as https://example.com/page.") from error
+    except httpx2.HTTPError as error:
+        raise ToolFailure(f"Could not fetch {url}: {type(error).__name__}: {error or 'no details'}") from error
+
+
+async def _read_capped(response: httpx2.Response) -> bytes:
+    """The decoded body, refused as soon as it passes the cap (a lying or absent Content-Length changes nothing)."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_RESPONSE_SIZE:
+            raise ToolFailure(TOO_LARGE)
+    return bytes(body)
+
+
+async def _cancel_on_abort(abort: anyio.Event, scope: anyio.CancelScope) -> None:
+    await abort.wait()
+    scope.cancel()
+
+
+def _present(url: str, output_format: str, content_type: str, body: bytes) -> dict[str, Any]:
+    mime = content_type.split(";")[0].strip().lower()
+    title = f"{url} ({content_type})"
+    if mime.startswith("image/") and mime not in _TEXT_IMAGES:
+        attachment = {
+            "type": "file",
+            "mime": mime,
+            "url": f"data:{mime};base64,{base64.b64encode(body).decode('ascii')}",
+            "filename": posixpath.basename(urlsplit(url).path) or "image",
+        }
+        return {"title": title, "output": "Image fetched successfully", "metadata": {}, "attachments": [attachment]}
+    text = body.decode(_charset(content_type), "replace")
+    if "text/html" in content_type and output_format == "markdown":
+        text = html_to_markdown(text)
+    elif "text/html" in content_type and output_format == "text":
+        text = html_to_text(text)
+    return {"title": title, "output": text, "metadata": {}}
+
+
+def _charset(content_type: str) -> str:
+    import codecs
+
+    found = re.search(r"charset=[\"']?([\w.:-]+)", content_type, re.IGNORECASE)
+    if found:
+        try:
+            return codecs.lookup(found.group(1)).name
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+def html_to_markdown(html: str) -> str:
+    """HTML → markdown (ATX headings, `-` bullets, fenced code) without scripts, styles or embeds."""
+    from markdownify import MarkdownConverter
+
+    converter = MarkdownConverter(heading_style="ATX", bullets="-", code_language="", escape_underscores=False)
+    return str(converter.convert_soup(_visible_soup(html))).strip()
+
+
+def html_to_text(html: str) -> str:
+    """HTML → its visible text, one block element per line, runs of blank lines collapsed."""
+    soup = _visible_soup(html)
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    for block in soup.find_all(_BLOCKS):
+        block.insert_before("\n")
+        block.append("\n")
+    lines = (" ".join(line.split()) for line in soup.get_text().splitlines())
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _visible_soup(html: str) -> Any:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    for tag in soup.find_all(_INVISIBLE):
+        tag.decompose()
+    return soup

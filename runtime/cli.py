@@ -1,0 +1,324 @@
+"""The `toolrt` command line. `main(argv)` returns the exit code, so it can be tested by calling it.
+
+Exit codes: 0 success, 1 invalid config or an error result, 2 usage errors. Heavy modules are
+imported only by the commands that need them (`mcp` by serve, `watchfiles` by watch and serve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .errors import ConfigError, Problem, UsageError
+
+if TYPE_CHECKING:
+    from .api import Runtime
+    from .permissions.ask import AskRequest, Reply
+    from .permissions.model import Decision, PermissionRequest
+
+__all__ = ["main"]
+
+FORMATS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits 2 on usage errors, as the contract says
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
+
+
+def _selection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="model id the tools are for (e.g. gpt-5, claude-sonnet-4)")
+    parser.add_argument("--provider", help="provider id (e.g. openai, anthropic)")
+    parser.add_argument("--agent", help="agent whose permissions apply (default: the default agent)")
+    parser.add_argument("--client", help="client name (e.g. cli, app, desktop)")
+    parser.add_argument("--flag", action="append", default=[], metavar="NAME[=BOOL]", help="set a flag (repeatable)")
+    parser.add_argument("--toolset", help="offer only the tools of this tool set")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="toolrt", description="A declarative tool runtime for LLM agents.")
+    parser.add_argument("--version", action="version", version="toolrt 0.1.0")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.add_argument("--root", default=".", help="project directory (default: the current directory)")
+        return sub
+
+    validate = command("validate", "check the config; exit 1 when invalid")
+    validate.add_argument("--format", choices=("text", "json", "github"), default="text")
+    listing = command("list", "the tools a model sees, and why the others are hidden")
+    _selection_options(listing)
+    listing.add_argument("--json", action="store_true")
+    specs = command("specs", "provider function specs as a JSON array on stdout")
+    specs.add_argument("--format", choices=FORMATS, required=True)
+    _selection_options(specs)
+    check = command("check", "explain the permission decision for a pattern or a whole call")
+    check.add_argument("permission", nargs="?")
+    check.add_argument("pattern", nargs="?")
+    check.add_argument("--tool")
+    check.add_argument("--args", default="{}", help="the call's arguments as JSON")
+    check.add_argument("--agent")
+    check.add_argument("--json", action="store_true")
+    call = command("call", "run one tool call through the whole pipeline")
+    call.add_argument("tool")
+    call.add_argument("args", nargs="?", default="{}", help="arguments as JSON (default: {})")
+    call.add_argument("--agent")
+    call.add_argument("--model")
+    call.add_argument("--provider")
+    call.add_argument("--client")
+    call.add_argument("--session", default="cli")
+    call.add_argument("--flag", action="append", default=[], metavar="NAME[=BOOL]")
+    answer = call.add_mutually_exclusive_group()
+    answer.add_argument("--yes", action="store_true", help="approve what asks, once")
+    answer.add_argument("--no", action="store_true", help="reject what asks")
+    call.add_argument("--json", action="store_true")
+    watch = command("watch", "print each reload as the config changes")
+    watch.add_argument("--json", action="store_true")
+    serve = command("serve", "serve the tools over MCP")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    for name in ("--agent", "--model", "--provider", "--client"):
+        serve.add_argument(name)
+    schema = command("schema", "print a config file's JSON Schema")
+    schema.add_argument("name", choices=("tool", "permissions", "project"))
+    init = command("init", "write a starter project")
+    init.add_argument("directory", nargs="?", default=".")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        options = _parser().parse_args(list(argv) if argv is not None else None)
+        handler = globals()[f"_cmd_{options.command}"]
+        code: int = handler(options, out)
+        return code
+    except UsageError as error:
+        print(f"toolrt: {error}", file=err)
+        return 2
+    except ConfigError as error:
+        for problem in error.problems:
+            print(_text(problem), file=err)
+        print(f"toolrt: the config is invalid ({len(error.problems)} problem(s)); run `toolrt validate` for details", file=err)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _text(problem: Problem) -> str:
+    prefix = "warning: " if problem.severity == "warning" else ""
+    return f"{problem.file}:{problem.line}:{problem.column}: {prefix}{problem.message}"
+
+
+def _flags(values: Sequence[str]) -> dict[str, bool]:
+    from .settings import parse_flag_option
+
+    return dict(parse_flag_option(v) for v in values)
+
+
+def _load(options: argparse.Namespace) -> Runtime:
+    from .api import Runtime
+
+    return Runtime.load(options.root, flags=_flags(getattr(options, "flag", [])))
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
+    from .validate import validate
+
+    report = validate(Path(options.root))
+    if options.format == "json":
+        def entry(p: Problem) -> dict[str, Any]:
+            return {"file": p.file, "line": p.line, "column": p.column, "pointer": p.pointer, "message": p.message, "severity": p.severity}
+
+        json.dump({"ok": report.ok, "errors": [entry(p) for p in report.errors], "warnings": [entry(p) for p in report.warnings]}, out, indent=2)
+        out.write("\n")
+    elif options.format == "github":
+        for problem in report.errors + report.warnings:
+            level = "error" if problem.severity == "error" else "warning"
+            message = problem.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            out.write(f"::{level} file={problem.file},line={max(problem.line, 1)},col={max(problem.column, 1)}::{message}\n")
+    else:
+        for problem in report.errors + report.warnings:
+            out.write(_text(problem) + "\n")
+        verdict = "valid" if report.ok else "invalid"
+        out.write(f"{options.root}: {verdict} ({len(report.errors)} error(s), {len(report.warnings)} warning(s))\n")
+    return 0 if report.ok else 1
+
+
+def _selection(options: argparse.Namespace) -> dict[str, Any]:
+    return {"model": options.model, "provider": options.provider, "agent": options.agent, "client": options.client, "toolset": options.toolset}
+
+
+def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
+    rt = _load(options)
+    toolset = rt.tools(**_selection(options))
+    if options.json:
+        json.dump({
+            "tools": [{"name": o.name, "id": o.tool.id, "source": o.tool.definition.source} for o in toolset.offered],
+            "hidden": [{"id": h.id, "reason": h.reason} for h in toolset.hidden],
+        }, out, indent=2)
+        out.write("\n")
+        return 0
+    width = max((len(o.name) for o in toolset.offered), default=4)
+    for offered in toolset.offered:
+        first = offered.tool.description.strip().splitlines()[0] if offered.tool.description.strip() else ""
+        alias = f" (as override {offered.tool.id})" if offered.name != offered.tool.id else ""
+        out.write(f"{offered.name:<{width}}  {first[:90]}{alias}\n")
+    if toolset.hidden:
+        out.write("\nhidden:\n")
+        for hidden in toolset.hidden:
+            out.write(f"  {hidden.id}: {hidden.reason}\n")
+    return 0
+
+
+def _cmd_specs(options: argparse.Namespace, out: TextIO) -> int:
+    rt = _load(options)
+    json.dump(rt.specs(options.format, **_selection(options)), out, indent=2, ensure_ascii=False)
+    out.write("\n")
+    return 0
+
+
+def _decision_json(decision: Decision) -> dict[str, Any]:
+    return {
+        "action": decision.action,
+        "requests": [
+            {
+                "permission": d.permission,
+                "pattern": d.pattern,
+                "action": d.action,
+                "rule": None if d.rule is None else {
+                    "permission": d.rule.permission, "pattern": d.rule.pattern, "action": d.rule.action, "source": d.rule.source,
+                },
+                **({"reason": d.reason} if d.reason else {}),
+            }
+            for d in decision.decisions
+        ],
+    }
+
+
+def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
+    rt = _load(options)
+    if options.tool:
+        if options.permission or options.pattern:
+            raise UsageError("give either PERMISSION PATTERN or --tool ID --args JSON, not both")
+        try:
+            args = json.loads(options.args)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
+        decision, _ = rt.check_call(options.tool, args, agent=options.agent)
+    else:
+        if not (options.permission and options.pattern):
+            raise UsageError("give PERMISSION PATTERN, or --tool ID --args JSON")
+        decision = rt.check(options.permission, options.pattern, agent=options.agent)
+    if options.json:
+        json.dump(_decision_json(decision), out, indent=2)
+        out.write("\n")
+        return 0
+    for d in decision.decisions:
+        why = f"rule {d.rule.permission} \"{d.rule.pattern}\": {d.rule.action} ({d.rule.source})" if d.rule else "no rule matched: default ask"
+        extra = f" [{d.reason}]" if d.reason else ""
+        out.write(f"{d.action:<5}  {d.permission} {d.pattern!r}  ← {why}{extra}\n")
+    if not decision.decisions:
+        out.write("allow  (the call makes no permission request)\n")
+    out.write(f"decision: {decision.action}\n")
+    return 0
+
+
+def _terminal_asker(out: TextIO) -> Any:
+    from .permissions.ask import Reply
+
+    async def ask(request: AskRequest) -> Reply:
+        import anyio
+
+        lines = [f"\n{request.title or f'{request.tool} asks for permission'}"]
+        if request.message:
+            lines.append(request.message)
+        lines.extend(f"  {d.permission}: {d.pattern}" for d in request.pending)
+        print("\n".join(lines), file=sys.stderr)
+        answer = await anyio.to_thread.run_sync(lambda: input("allow? [o]nce / [a]lways / [r]eject: ").strip().lower())
+        if answer in ("o", "once", "y", "yes"):
+            return Reply("once")
+        if answer in ("a", "always"):
+            return Reply("always")
+        message = await anyio.to_thread.run_sync(lambda: input("message for the model (optional): ").strip())
+        return Reply("reject", message or None)
+
+    return ask
+
+
+def _fixed_asker(kind: str) -> Any:
+    from .permissions.ask import Reply
+
+    async def ask(request: AskRequest) -> Reply:
+        return Reply(kind)  # type: ignore[arg-type]
+
+    return ask
+
+
+def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
+    import anyio
+
+    rt = _load(options)
+    if options.yes:
+        asker = _fixed_asker("once")
+    elif options.no:
+        asker = _fixed_asker("reject")
+    elif sys.stdin.isatty() and sys.stderr.isatty():
+        asker = _terminal_asker(out)
+    else:
+        asker = None
+    result = anyio.run(lambda: rt.call(
+        options.tool, options.args, agent=options.agent, model=options.model, provider=options.provider,
+        client=options.client, session=options.session, ask=asker,
+    ))
+    if options.json:
+        json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
+        out.write("\n")
+    elif result.error is not None:
+        print(result.error, file=sys.stderr)
+    else:
+        out.write(result.output)
+        if not result.output.endswith("\n"):
+            out.write("\n")
+    return 0 if result.error is None else 1
+
+
+def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
+    from .watch_cli import run_watch
+
+    return run_watch(_load(options), json_output=options.json, out=out)
+
+
+def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
+    from .serve_mcp import run_serve
+
+    return run_serve(_load(options), transport=options.transport, host=options.host, port=options.port,
+                     agent=options.agent, model=options.model, provider=options.provider, client=options.client)
+
+
+def _cmd_schema(options: argparse.Namespace, out: TextIO) -> int:
+    from .config.resources import schema
+
+    json.dump(schema(options.name), out, indent=2)
+    out.write("\n")
+    return 0
+
+
+def _cmd_init(options: argparse.Namespace, out: TextIO) -> int:
+    from .init import write_starter
+
+    for path in write_starter(Path(options.directory)):
+        out.write(f"wrote {path}\n")
+    return 0
+

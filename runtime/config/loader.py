@@ -1,0 +1,96 @@
+"""Read YAML config files into `Document`s that remember the line and column of every node.
+
+This is the only module that reads config files. It uses libyaml's parser when present and builds
+plain Python values itself, so that every value keeps its position for error messages.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError, Problem
+from .document import Document, child_pointer
+
+__all__ = ["load_documents", "load_yaml_text"]
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
+
+
+def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
+    """Every YAML document of one file; raises `ConfigError` for unreadable files and bad YAML."""
+    shown = display or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([Problem(shown, 0, 0, "", f"file is not valid UTF-8 ({exc.reason} at byte {exc.start})")])
+    except OSError as exc:
+        raise ConfigError([Problem(shown, 0, 0, "", f"cannot read file: {exc.strerror or exc}")]) from exc
+    return load_yaml_text(text, path=path, display=shown)
+
+
+def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
+    """Parse YAML text (possibly several `---` documents) into located documents."""
+    loader = _Loader(text)
+    documents: list[Document] = []
+    problems: list[Problem] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            marks: dict[str, tuple[int, int]] = {}
+            data = _build(loader, node, "", marks, problems, display)
+            documents.append(Document(path=path, data=data, marks=marks, display=display))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        what = exc.problem or "invalid YAML"
+        context = f" ({exc.context})" if exc.context else ""
+        raise ConfigError([Problem(display, line, column, "", f"YAML syntax error: {what}{context}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem(display, 0, 0, "", f"YAML error: {exc}")]) from None
+    finally:
+        loader.dispose()
+    if problems:
+        raise ConfigError(problems)
+    return documents
+
+
+def _build(
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    pointer: str,
+    marks: dict[str, tuple[int, int]],
+    problems: list[Problem],
+    display: str,
+) -> Any:
+    marks.setdefault(pointer, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)  # resolves `<<` merge keys
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                key = str(key) if isinstance(key, (int, float, bool)) or key is None else repr(key)
+            child = child_pointer(pointer, key)
+            if key in result:
+                line, column = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+                first = marks.get(child, (0, 0))[0]
+                problems.append(Problem(display, line, column, child, f"duplicate key '{key}' (first at line {first})"))
+                continue
+            marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            result[key] = _build(loader, value_node, child, marks, problems, display)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _build(loader, item, child_pointer(pointer, index), marks, problems, display)
+            for index, item in enumerate(node.value)
+        ]
+    value = loader.construct_object(node, deep=True)
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()  # JSON has no dates: keep what the author wrote
+    return value

@@ -1,0 +1,310 @@
+"""Frozen definitions built from validated config documents: tools, selectors, project settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from .document import Document
+
+__all__ = [
+    "ArgvHandler",
+    "FlagDef",
+    "Handler",
+    "HostHandler",
+    "PathArg",
+    "PermissionSpec",
+    "ProjectSettings",
+    "PythonHandler",
+    "Selector",
+    "ShellHandler",
+    "ToolDefinition",
+    "TruncateSpec",
+    "When",
+    "settings_from_documents",
+    "tool_from_document",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PythonHandler:
+    ref: str
+    """`package.module:function`, called with `(args, ctx)`."""
+    blocking: bool = True
+    """Sync functions run in a worker thread unless this is false."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOptions:
+    cwd: str | None = None
+    env_allow: tuple[str, ...] | None = None
+    env_set: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    stdin: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ArgvHandler:
+    argv: tuple[str, ...]
+    options: ProcessOptions = ProcessOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class ShellHandler:
+    script: str
+    shell: str = "/bin/sh"
+    options: ProcessOptions = ProcessOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class HostHandler:
+    name: str
+    """The slot a host fills with `Runtime.register_handler(name, fn)`."""
+
+
+Handler = PythonHandler | ArgvHandler | ShellHandler | HostHandler
+
+
+@dataclass(frozen=True, slots=True)
+class PathArg:
+    arg: str
+    kind: Literal["file", "directory"] = "file"
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionSpec:
+    key: str
+    patterns: tuple[str, ...] = ("*",)
+    always: tuple[str, ...] = ()
+    paths: tuple[PathArg, ...] = ()
+    analyzer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """AND of its fields; `not_` holds selectors none of which may match."""
+
+    model: str | None = None
+    provider: str | None = None
+    group: str | None = None
+    not_: tuple[Selector, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    models: tuple[Selector, ...] | None = None
+    models_group: str | None = None
+    providers: tuple[str, ...] | None = None
+    flags: tuple[str, ...] = ()
+    clients: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateSpec:
+    max_lines: int | None = None
+    max_bytes: int | None = None
+    direction: Literal["head", "tail"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    id: str
+    description: str
+    parameters: Mapping[str, Any]
+    """The declared JSON Schema; never mutated (spec compilers copy it)."""
+    handler: Handler
+    permission: PermissionSpec
+    when: When = When()
+    source: str = ""
+    """`file:line` of the definition."""
+    layer: str = "project"
+    title: str | None = None
+    confirm_title: str | None = None
+    confirm_message: str | None = None
+    overrides: str | None = None
+    internal: bool = False
+    timeout: float | None = None
+    truncate: TruncateSpec | None = TruncateSpec()
+    """None: the handler truncates its own output."""
+    annotations: Mapping[str, bool] = field(default_factory=lambda: _EMPTY)
+    parallel: bool = False
+    cache_ttl: float | None = None
+    examples_valid: tuple[Mapping[str, Any], ...] = ()
+    examples_invalid: tuple[Mapping[str, Any], ...] = ()
+    describe: str | None = None
+    format_validation_error: str | None = None
+    enabled: bool = True
+    document: Document | None = field(default=None, compare=False, repr=False)
+    """Where the definition came from (for located errors); None for tools registered at run time."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlagDef:
+    name: str
+    description: str
+    default: bool = False
+    stage: str = "experimental"
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectSettings:
+    flags: Mapping[str, FlagDef] = field(default_factory=lambda: _EMPTY)
+    model_groups: Mapping[str, tuple[Selector, ...]] = field(default_factory=lambda: _EMPTY)
+    toolsets: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _EMPTY)
+    builtin_tools: bool | tuple[str, ...] = True
+    locked_permissions: Path | None = None
+    timeout: float = 120.0
+    truncate: TruncateSpec = TruncateSpec(2000, 51200, "head")
+    data_dir: Path | None = None
+    audit: bool | Path = True
+    env_allow: tuple[str, ...] | None = None
+
+
+def _selector(data: Mapping[str, Any]) -> Selector:
+    return Selector(
+        model=data.get("model"),
+        provider=data.get("provider"),
+        group=data.get("group"),
+        not_=tuple(_selector(s) for s in data.get("not", ())),
+    )
+
+
+def _when(data: Mapping[str, Any]) -> When:
+    models = data.get("models")
+    providers, clients = data.get("providers"), data.get("clients")
+    return When(
+        models=tuple(_selector(s) for s in models) if isinstance(models, list) else None,
+        models_group=models if isinstance(models, str) else None,
+        providers=tuple(providers) if providers is not None else None,
+        flags=tuple(data.get("flags", ())),
+        clients=tuple(clients) if clients is not None else None,
+    )
+
+
+def _process_options(data: Mapping[str, Any]) -> ProcessOptions:
+    env = data.get("env", {})
+    allow = env.get("allow")
+    return ProcessOptions(
+        cwd=data.get("cwd"),
+        env_allow=tuple(allow) if allow is not None else None,
+        env_set=MappingProxyType(dict(env.get("set", {}))),
+        stdin=data.get("stdin"),
+    )
+
+
+def _handler(data: Mapping[str, Any]) -> Handler:
+    if "python" in data:
+        return PythonHandler(data["python"], blocking=data.get("blocking", True))
+    if "argv" in data:
+        return ArgvHandler(tuple(data["argv"]), _process_options(data))
+    if "shell" in data:
+        return ShellHandler(data["shell"], data.get("shell_path", "/bin/sh"), _process_options(data))
+    return HostHandler(data["host"])
+
+
+def _permission(tool_id: str, data: Mapping[str, Any]) -> PermissionSpec:
+    paths = tuple(
+        PathArg(p) if isinstance(p, str) else PathArg(p["arg"], p.get("kind", "file")) for p in data.get("paths", ())
+    )
+    return PermissionSpec(
+        key=data.get("key", tool_id),
+        patterns=tuple(data.get("patterns", ("*",))),
+        always=tuple(data.get("always", ())),
+        paths=paths,
+        analyzer=data.get("analyzer"),
+    )
+
+
+def _truncate(data: Any) -> TruncateSpec | None:
+    if data is False:
+        return None
+    data = data or {}
+    return TruncateSpec(data.get("max_lines"), data.get("max_bytes"), data.get("direction"))
+
+
+def tool_from_document(document: Document, *, description: str, layer: str) -> ToolDefinition:
+    """A definition from a schema-valid tool document (the description already resolved)."""
+    data: Mapping[str, Any] = document.data
+    tool_id: str = data["id"]
+    confirm = data.get("confirm", {})
+    examples = data.get("examples", {})
+    cache = data.get("cache")
+    return ToolDefinition(
+        id=tool_id,
+        description=description,
+        parameters=data.get("parameters", {"type": "object", "properties": {}}),
+        handler=_handler(data["handler"]),
+        permission=_permission(tool_id, data.get("permission", {})),
+        when=_when(data.get("when", {})),
+        source=document.source(""),
+        layer=layer,
+        title=data.get("title"),
+        confirm_title=confirm.get("title"),
+        confirm_message=confirm.get("message"),
+        overrides=data.get("overrides"),
+        internal=data.get("internal", False),
+        timeout=data.get("timeout"),
+        truncate=_truncate(data.get("truncate")),
+        annotations=MappingProxyType(dict(data.get("annotations", {}))),
+        parallel=data.get("parallel", False),
+        cache_ttl=cache["ttl"] if cache else None,
+        examples_valid=tuple(examples.get("valid", ())),
+        examples_invalid=tuple(examples.get("invalid", ())),
+        describe=data.get("describe"),
+        format_validation_error=data.get("format_validation_error"),
+        enabled=data.get("enabled", True),
+        document=document,
+    )
+
+
+def settings_from_documents(documents: list[Document], *, root: Path) -> ProjectSettings:
+    """Project settings from the built-in and project `toolrt.yaml` (later documents win per key).
+
+    Flags and model groups accumulate; a flag declared twice is reported by the snapshot builder.
+    """
+    flags: dict[str, FlagDef] = {}
+    groups: dict[str, tuple[Selector, ...]] = {}
+    toolsets: dict[str, tuple[str, ...]] = {}
+    merged: dict[str, Any] = {}
+    for document in documents:
+        data: Mapping[str, Any] = document.data or {}
+        for index, flag in enumerate(data.get("flags", ())):
+            flags[flag["name"]] = FlagDef(
+                name=flag["name"],
+                description=flag["description"],
+                default=flag.get("default", False),
+                stage=flag.get("stage", "experimental"),
+                source=document.source(f"/flags/{index}"),
+            )
+        for name, selectors in data.get("model_groups", {}).items():
+            groups[name] = tuple(_selector(s) for s in selectors)
+        for name, ids in data.get("toolsets", {}).items():
+            toolsets[name] = tuple(ids)
+        for key in ("builtin_tools", "locked_permissions"):
+            if key in data:
+                merged[key] = data[key]
+        merged.update(data.get("defaults", {}))
+    truncate = merged.get("truncate", {})
+    audit = merged.get("audit", True)
+    locked = merged.get("locked_permissions")
+    data_dir = merged.get("data_dir")
+    builtin_tools = merged.get("builtin_tools", True)
+    return ProjectSettings(
+        flags=MappingProxyType(flags),
+        model_groups=MappingProxyType(groups),
+        toolsets=MappingProxyType(toolsets),
+        builtin_tools=tuple(builtin_tools) if isinstance(builtin_tools, list) else builtin_tools,
+        locked_permissions=(root / Path(locked).expanduser()) if locked else None,
+        timeout=float(merged.get("timeout", 120.0)),
+        truncate=TruncateSpec(
+            truncate.get("max_lines", 2000), truncate.get("max_bytes", 51200), truncate.get("direction", "head")
+        ),
+        data_dir=(root / Path(data_dir).expanduser()) if data_dir else None,
+        audit=(root / Path(audit).expanduser()) if isinstance(audit, str) else audit,
+        env_allow=tuple(merged["env_allow"]) if "env_allow" in merged else None,
+    )

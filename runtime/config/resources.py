@@ -1,0 +1,30 @@
+"""Where the built-in layer lives: inside the wheel, or at the repository root in a source checkout."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCHEMA_NAMES", "builtin_root", "schema"]
+
+SCHEMA_NAMES = {"tool": "tool.schema.json", "permissions": "permissions.schema.json", "project": "project.schema.json"}
+
+
+@functools.cache
+def builtin_root() -> Path:
+    """The directory holding the built-in `tools.d/`, `permissions.yaml`, `toolrt.yaml` and `schemas/`."""
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_builtin"
+    if packaged.is_dir():
+        return packaged
+    return package.parent
+
+
+@functools.cache
+def schema(name: str) -> dict[str, Any]:
+    """A config schema by short name (`tool`, `permissions`, `project`); parsed once."""
+    with open(builtin_root() / "schemas" / SCHEMA_NAMES[name], encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
+    return data

@@ -1,0 +1,205 @@
+"""Check documents against `schemas/`: a compiled fast validator decides, jsonschema explains.
+
+The fast path (jsonschema-rs, compiled once) answers "valid?" in microseconds. Only a document that
+fails pays for importing `jsonschema` and building messages that name the file, line, column, what
+was found and what was expected, with the closest valid key for a typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jsonschema_rs
+
+from ..errors import Problem
+from .document import Document, child_pointer
+from .resources import SCHEMA_NAMES, schema
+
+__all__ = ["check_document", "describe_value", "parameter_schema_problems"]
+
+_ID_HINT = "use letters, digits, '_' and '-', start with a letter or '_', at most 64 characters (every provider accepts these)"
+
+
+@functools.cache
+def _registry() -> jsonschema_rs.Registry:
+    return jsonschema_rs.Registry([(schema(name)["$id"], schema(name)) for name in SCHEMA_NAMES])
+
+
+@functools.cache
+def _fast_validator(kind: str) -> Any:
+    return jsonschema_rs.validator_for(schema(kind), registry=_registry())
+
+
+def check_document(document: Document, kind: str) -> list[Problem]:
+    """Problems of `document` against the `kind` schema (`tool`, `permissions`, `project`); [] if valid."""
+    if _fast_validator(kind).is_valid(document.data):
+        return []
+    return [_problem(document, pointer, message) for pointer, message in _explain(kind, document.data)]
+
+
+def parameter_schema_problems(document: Document, pointer: str, parameters: Mapping[str, Any]) -> list[Problem]:
+    """Problems that make a tool's `parameters` unusable as a 2020-12 JSON Schema."""
+    if jsonschema_rs.meta.is_valid(parameters):
+        return []
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
+    problems = []
+    for error in validator.iter_errors(parameters):
+        where = _pointer(pointer, error.absolute_path)
+        problems.append(_problem(document, where, f"not a valid JSON Schema: {_message(error)}"))
+    return problems or [_problem(document, pointer, "not a valid JSON Schema")]
+
+
+def describe_value(value: Any) -> str:
+    """A short phrase for what was found: `a string ('foo')`, `a list`, `null`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _problem(document: Document, pointer: str, message: str) -> Problem:
+    line, column = document.locate(pointer)
+    return Problem(document.name, line, column, pointer, message)
+
+
+def _explain(kind: str, data: Any) -> Iterator[tuple[str, str]]:
+    import jsonschema
+    import referencing
+
+    resources = [(schema(n)["$id"], referencing.Resource.from_contents(schema(n))) for n in SCHEMA_NAMES]
+    registry: referencing.Registry[Any] = referencing.Registry().with_resources(resources)
+    validator = jsonschema.Draft202012Validator(schema(kind), registry=registry)
+    seen: set[tuple[str, str]] = set()
+    for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        for pointer, message in _messages(error):
+            if (pointer, message) not in seen:
+                seen.add((pointer, message))
+                yield pointer, message
+
+
+def _pointer(base: str, path: Any) -> str:
+    pointer = base
+    for part in path:
+        pointer = child_pointer(pointer, part)
+    return pointer
+
+
+def _messages(error: Any) -> Iterator[tuple[str, str]]:
+    pointer = _pointer("", error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(error.schema.get("properties", {}))
+        for key in error.instance:
+            if key in allowed:
+                continue
+            hint = difflib.get_close_matches(key, allowed, n=1)
+            suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; expected one of: {', '.join(allowed)}"
+            yield child_pointer(pointer, key), f"unknown key '{key}'{suggestion}"
+        return
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        handler = _handler_message(error)
+        if handler:
+            yield pointer, handler
+            return
+        branch = _intended_branch_error(error)
+        if branch is not None:
+            yield from _messages(branch)
+            return
+    if error.validator == "not" and not isinstance(error.instance, dict):
+        return  # the root's own type error says it better
+    yield pointer, _message(error)
+
+
+def _intended_branch_error(error: Any) -> Any:
+    """Among a oneOf/anyOf's branch errors, the one from the branch the author most likely meant.
+
+    A branch whose top-level `type`/`const` does not fit was not meant; of the rest, the deepest error
+    is the most specific. None when no branch stands out (the generic message is then used).
+    """
+    depth = len(error.absolute_path)
+    meant = [
+        e for e in error.context
+        if not (len(e.absolute_path) == depth and e.validator in ("type", "const", "enum"))
+    ]
+    if not meant:
+            return None
+    return max(meant, key=lambda e: len(e.absolute_path))
+
+
+def _handler_message(error: Any) -> str | None:
+    instance = error.instance
+    if not (isinstance(instance, dict) and "python" in error.schema.get("properties", {})):
+        return None
+    kinds = [k for k in ("python", "argv", "shell", "host") if k in instance]
+    if len(kinds) != 1:
+        found = ", ".join(kinds) if kinds else "none"
+        return f"a handler needs exactly one of python, argv, shell, host (found: {found})"
+    only = {
+        "python": "blocking",
+        "argv": "cwd, env, stdin",
+        "shell": "shell_path, cwd, env, stdin",
+        "host": "no other key",
+    }[kinds[0]]
+    extra = sorted(set(instance) - {kinds[0]})
+    return f"a {kinds[0]} handler takes {only}; remove {', '.join(extra)}"
+
+
+_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false",
+               "integer": "an integer", "number": "a number", "null": "null"}
+
+
+def _branch_word(branch: Any) -> str:
+    if isinstance(branch, dict):
+        if "const" in branch:
+            return str(branch["const"]).lower() if isinstance(branch["const"], bool) else repr(branch["const"])
+        if isinstance(branch.get("type"), str):
+            return _TYPE_WORDS.get(branch["type"], branch["type"])
+    return "another form"
+
+
+def _message(error: Any) -> str:
+    validator, value, instance = error.validator, error.validator_value, error.instance
+    if validator in ("oneOf", "anyOf") and isinstance(value, list):
+        forms = " or ".join(dict.fromkeys(_branch_word(b) for b in value))
+        return f"expected {forms}, found {describe_value(instance)}"
+    field = error.absolute_path[-1] if error.absolute_path else None
+    if validator == "type":
+        expected = value if isinstance(value, str) else " or ".join(value)
+        expected = _TYPE_WORDS.get(expected, expected)
+        return f"expected {expected}, found {describe_value(instance)}"
+    if validator == "required":
+        missing = [name for name in value if isinstance(instance, dict) and name not in instance]
+        return f"missing required key '{missing[0] if missing else value[0]}'"
+    if validator == "pattern":
+        if field in ("id", "overrides") or (error.schema.get("pattern", "").startswith("^[a-zA-Z_][a-zA-Z0-9_-]{0,63}")):
+            return f"{instance!r} is not a valid tool id: {_ID_HINT}"
+        if ":" in error.schema.get("pattern", "") and "A-Za-z_" in error.schema.get("pattern", ""):
+            return f"{instance!r} is not of the form 'package.module:function'"
+        return f"{describe_value(instance)} does not match the pattern {value!r}"
+    if validator == "minLength" and value == 1:
+        return f"'{field}' is empty" if field is not None else "empty string"
+    if validator == "enum":
+        return f"{describe_value(instance)} is not one of: {', '.join(map(str, value))}"
+    if validator == "const" and value == "object":
+        return f"the root of 'parameters' must be 'type: object', found {describe_value(instance)}"
+    if validator == "not" and isinstance(instance, dict) and {"description", "description_file"} <= set(instance):
+        return "give either 'description' or 'description_file', not both"
+    if validator in ("minItems", "minProperties"):
+        return f"'{field}' must not be empty" if field is not None else "must not be empty"
+    if validator in ("exclusiveMinimum", "minimum"):
+        return f"{describe_value(instance)} is too small (must be {'>' if validator == 'exclusiveMinimum' else '>='} {value})"
+    return str(error.message)

@@ -1,0 +1,106 @@
+"""What a Python handler receives besides its arguments: who is calling, and ways to talk back."""
+
+from __future__ import annotations
+
+import os.path
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .permissions.model import PermissionRequest
+from .result import ToolResult
+
+__all__ = ["DescribeInfo", "ToolContext"]
+
+MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
+Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
+BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
+Questioner = Callable[[Sequence[Mapping[str, Any]]], Awaitable[list[list[str]]]]
+"""The host's way to put questions to the person: one list of chosen labels (or typed text) per question."""
+
+
+async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
+    raise RuntimeError("this context cannot run other tools")
+
+
+async def _allow_all(requests: Sequence[PermissionRequest]) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """OpenCode's `Tool.Context`: ids, the agent, an abort signal, live metadata and ask.
+
+    Handlers treat paths relative to `root`, keep per-session state in `session_state`, and
+    request extra permissions with `await ctx.ask(...)` (raises a `PermissionBlocked` error).
+    Sync handlers run in a worker thread and reach async methods through `anyio.from_thread.run`.
+    """
+
+    tool: str
+    root: Path
+    data_dir: Path
+    session: str = "default"
+    agent: str = "build"
+    message_id: str = ""
+    call_id: str = ""
+    model: str | None = None
+    provider: str | None = None
+    client: str | None = None
+    abort: anyio.Event = field(default_factory=anyio.Event)
+    session_state: MutableMapping[str, Any] = field(default_factory=dict)
+    """Per-session memory shared by the tools of one session (read times, todos)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Host-supplied values (e.g. the `task` tool's runner)."""
+    on_metadata: MetadataSink | None = None
+    asker: Asker = _allow_all
+    batch: BatchRunner = _no_batch
+    questioner: Questioner | None = None
+    available_tools: tuple[str, ...] = ()
+    """Ids of the tools this call's model may use (for messages such as batch's "not in registry")."""
+    title: str | None = None
+    live_metadata: dict[str, Any] = field(default_factory=dict)
+
+    def metadata(self, *, title: str | None = None, metadata: Mapping[str, Any] | None = None) -> None:
+        """Publish live progress (a title, partial output) to listeners of the call."""
+        if title is not None:
+            self.title = title
+        if metadata:
+            self.live_metadata.update(metadata)
+        if self.on_metadata is not None:
+            self.on_metadata(title, metadata)
+
+    async def ask(
+        self,
+        permission: str,
+        patterns: Sequence[str],
+        *,
+        always: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Ask for a permission of the handler's own; returns when allowed, raises when not."""
+        request = PermissionRequest(permission, tuple(patterns), tuple(always), dict(metadata or {}))
+        await self.asker([request])
+
+    async def ask_requests(self, requests: Sequence[PermissionRequest]) -> None:
+        """Ask several requests as one decision (any deny denies, all allow runs)."""
+        await self.asker(requests)
+
+    def resolve(self, path: str) -> Path:
+        """A path argument made absolute against the project root (no symlinks resolved)."""
+        candidate = Path(path).expanduser()
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        return Path(os.path.normpath(candidate))
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeInfo:
+    """What a tool's `describe:` hook may use to finish its description at snapshot build time."""
+
+    root: Path
+    home: Path
+    subagents: Mapping[str, str]
+    """Subagent names → their descriptions (the `task` tool lists them)."""

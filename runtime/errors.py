@@ -1,0 +1,119 @@
+"""The one error hierarchy of toolrt.
+
+```
+ToolrtError                     base, never raised directly
+ ├── ConfigError                config files are wrong; .problems hold file:line:column, pointer, message
+ ├── UsageError                 the caller asked for something that does not exist (agent, format, tool)
+ └── CallError                  one tool call failed; dispatch turns it into an error result for the model
+      ├── UnknownToolError      no tool of that name is available
+      ├── InvalidArgumentsError arguments are not JSON or do not satisfy the tool's schema
+      ├── PermissionBlocked     the permission step stopped the call
+      │    ├── DeniedError      a rule denies it (or an ask with nobody to answer)
+      │    ├── RejectedError    the person rejected it
+      │    └── CorrectedError   the person rejected it with feedback for the model
+      └── ToolFailure           the handler failed (raised, timed out, returned garbage)
+```
+
+A `ConfigError` stops validation and makes a reload keep the last good snapshot. A `CallError`
+becomes a `ToolResult` whose `error` is the message, written for the model. Anything else is a
+bug and propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "CallError",
+    "ConfigError",
+    "CorrectedError",
+    "DeniedError",
+    "InvalidArgumentsError",
+    "PermissionBlocked",
+    "Problem",
+    "RejectedError",
+    "ToolFailure",
+    "ToolrtError",
+    "UnknownToolError",
+    "UsageError",
+]
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding about a config file, located as precisely as the source allows."""
+
+    file: str
+    """Path of the file, as given to the loader (relative paths stay relative)."""
+    line: int
+    """1-based line; 0 when the problem concerns the file as a whole."""
+    column: int
+    """1-based column; 0 when unknown."""
+    pointer: str
+    """JSON pointer inside the document (`/parameters/properties/path`), `""` for the root."""
+    message: str
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.message}"
+
+
+class ToolrtError(Exception):
+    """Base of every error toolrt raises on purpose."""
+
+
+class ConfigError(ToolrtError):
+    """One or more config files are invalid."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems) or "invalid configuration")
+
+
+class UsageError(ToolrtError):
+    """The caller named something that does not exist or gave an option that makes no sense."""
+
+
+class CallError(ToolrtError):
+    """A tool call failed. `str(error)` is the text the model reads."""
+
+
+class UnknownToolError(CallError):
+    """The model called a tool that is not available to it."""
+
+
+class InvalidArgumentsError(CallError):
+    """The arguments are not a JSON object or do not satisfy the tool's parameter schema."""
+
+
+class PermissionBlocked(CallError):
+    """The permission step stopped the call."""
+
+
+class DeniedError(PermissionBlocked):
+    """A rule denies the call, or it needed approval and nobody could give it."""
+
+
+class RejectedError(PermissionBlocked):
+    """The person rejected the call."""
+
+    def __init__(self) -> None:
+        super().__init__("The user rejected permission to use this specific tool call.")
+
+
+class CorrectedError(PermissionBlocked):
+    """The person rejected the call and told the model what to do instead."""
+
+    def __init__(self, feedback: str) -> None:
+        self.feedback = feedback
+        super().__init__(
+            f"The user rejected permission to use this specific tool call with the following feedback: {feedback}"
+        )
+
+
+class ToolFailure(CallError):
+    """The handler could not do what was asked; the message says why and what to do next."""

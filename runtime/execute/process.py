@@ -1,0 +1,346 @@
+"""Run one tool process: its own process group, a deadline, bounded output, nothing left behind.
+
+`run_process` starts `argv` without a shell in a new session (so the child and everything it spawns
+share one process group), merges stderr into stdout, and reads the pipe in 64 KiB chunks. Output up
+to `memory_cap` bytes is kept in memory; past it the whole stream goes to a spill file and only a
+head and a tail stay in memory. A timeout, an abort event or the caller's cancellation sends SIGTERM
+to the group and SIGKILL after `kill_grace`.
+
+A command that exits normally is not killed: background jobs that let go of the output pipe
+(`server > log 2>&1 &`) keep running, as they would in a terminal. One that keeps the pipe open
+keeps the call running until it exits or the timeout fires. A process that moves itself to another
+session or group (`setsid`) is beyond the reach of a group signal.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import anyio
+import anyio.abc
+
+from ..errors import ToolFailure
+from ..truncate import new_output_path
+
+__all__ = ["CHUNK_SIZE", "ProcessOutcome", "run_process"]
+
+CHUNK_SIZE = 64 * 1024
+_POLL_INTERVAL = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOutcome:
+    """What a finished (or stopped) process produced."""
+
+    output: str
+    """stdout and stderr interleaved, UTF-8 with invalid bytes as U+FFFD. Past the memory cap: head,
+    `...N bytes omitted (full output saved to PATH)...`, tail."""
+    exit_code: int | None
+    """The exit status (negative: killed by that signal from elsewhere); None when we stopped it."""
+    timed_out: bool
+    aborted: bool
+    total_bytes: int
+    """Bytes the process wrote, all of them, whether kept in memory or not."""
+    spill_path: Path | None
+    """The file holding the full output when the memory cap was exceeded and a spill dir was given."""
+    duration: float
+    """Seconds from spawn to the end of the call."""
+
+
+class _Capture:
+    """Bounded capture of one output stream: everything up to the cap, then head + tail + spill file."""
+
+    __slots__ = (
+        "_cap",
+        "_chunks",
+        "_decoder",
+        "_head",
+        "_on_output",
+        "_overflow",
+        "_size",
+        "_spill",
+        "_spill_dir",
+        "_tail",
+        "_tail_size",
+        "spill_path",
+        "total",
+    )
+
+    def __init__(self, cap: int, spill_dir: Path | None, on_output: Callable[[str], None] | None) -> None:
+        self._cap = cap
+        self._spill_dir = spill_dir
+        self._on_output = on_output
+        # Live output is decoded incrementally so a character split across two reads arrives whole.
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace") if on_output is not None else None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._overflow = False
+        self._head = b""
+        self._tail: deque[bytes] = deque()
+        self._tail_size = 0
+        self._spill: BinaryIO | None = None
+        self.spill_path: Path | None = None
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self._decoder is not None and self._on_output is not None:
+            text = self._decoder.decode(chunk)
+            if text:
+                self._on_output(text)
+        if self._overflow:
+            self._write_spill(chunk)
+            self._keep_tail(chunk)
+            return
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        if self._size > self._cap:
+            self._start_overflow()
+
+    def _start_overflow(self) -> None:
+        self._overflow = True
+        self._open_spill()
+        head_cap = self._cap // 2
+        head: list[bytes] = []
+        head_size = 0
+        for chunk in self._chunks:
+            if head_size < head_cap:
+                head.append(chunk[: head_cap - head_size])
+                head_size += len(head[-1])
+        self._head = b"".join(head)
+        chunks, self._chunks = self._chunks, []
+        for chunk in chunks:
+            self._keep_tail(chunk)
+
+    def _open_spill(self) -> None:
+        if self._spill_dir is None:
+            return
+        path = new_output_path(self._spill_dir)
+        try:
+            self._spill_dir.mkdir(parents=True, exist_ok=True)
+            self._spill = open(path, "xb")
+        except OSError:
+            # A spill dir we cannot write degrades to head + tail; the call itself still succeeds.
+            return
+        self.spill_path = path
+        for chunk in self._chunks:
+            self._write_spill(chunk)
+
+    def _write_spill(self, chunk: bytes) -> None:
+        if self._spill is None:
+            return
+        try:
+            # Blocking writes of one chunk to the page cache cost less than a hop to a worker thread.
+            self._spill.write(chunk)
+        except OSError:
+            self._spill.close()
+            self._spill = None
+
+    def _keep_tail(self, chunk: bytes) -> None:
+        self._tail.append(chunk)
+        self._tail_size += len(chunk)
+        tail_cap = self._cap - self._cap // 2
+        while len(self._tail) > 1 and self._tail_size - len(self._tail[0]) >= tail_cap:
+            self._tail_size -= len(self._tail.popleft())
+
+    def finish(self) -> str:
+        """Flush the live decoder, close the spill file, and return the kept text."""
+        if self._decoder is not None and self._on_output is not None:
+            text = self._decoder.decode(b"", final=True)
+            if text:
+                self._on_output(text)
+        if not self._overflow:
+            return b"".join(self._chunks).decode("utf-8", "replace")
+        self.close()
+        head_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # final=False holds back a character the head boundary cut in two instead of mangling it.
+        head = head_decoder.decode(self._head)
+        head_used = len(self._head) - len(head_decoder.getstate()[0])
+        tail_cap = self._cap - self._cap // 2
+        tail = b"".join(self._tail)[-tail_cap:]
+        skip = 0
+        while skip < min(3, len(tail)) and tail[skip] & 0xC0 == 0x80:
+            skip += 1
+        tail = tail[skip:]
+        omitted = self.total - head_used - len(tail)
+        where = f" (full output saved to {self.spill_path})" if self.spill_path is not None else ""
+        return f"{head}\n\n...{omitted} bytes omitted{where}...\n\n{tail.decode('utf-8', 'replace')}"
+
+    def close(self) -> None:
+        if self._spill is not None:
+            try:
+                self._spill.close()
+            except OSError:
+                pass
+            self._spill = None
+
+
+def _spawn_error(argv: Sequence[str], cwd: Path, error: OSError) -> ToolFailure:
+    name = argv[0]
+    if error.filename is not None and os.fsdecode(error.filename) == os.fsdecode(cwd):
+        return ToolFailure(f"Working directory does not exist or is not a directory: '{cwd}'.")
+    if isinstance(error, FileNotFoundError):
+        return ToolFailure(f"Command not found: '{name}'. Check the spelling, or that it is installed and on PATH.")
+    if isinstance(error, PermissionError):
+        return ToolFailure(f"Permission denied running '{name}': it is not an executable file.")
+    if error.errno == errno.E2BIG:
+        size = sum(len(a) for a in argv)
+        return ToolFailure(
+            f"Argument list too long ({size} characters) for '{name}'. Pass large data through stdin or a file."
+        )
+    return ToolFailure(f"Could not start '{name}': {error.strerror or error}.")
+
+
+def _check_argv(argv: Sequence[str]) -> None:
+    if not argv:
+        raise ToolFailure("Cannot run an empty command: argv has no elements.")
+    for index, arg in enumerate(argv):
+        if "\0" in arg:
+            raise ToolFailure(f"Argument {index} contains a NUL byte, which a command line cannot carry.")
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Send `signum` to the group; False once the group has no members left."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        # A member changed its credentials (setuid); the rest of the group was still signalled.
+        return True
+    return True
+
+
+async def _terminate_group(process: anyio.abc.Process, grace: float) -> None:
+    """SIGTERM the whole group, give it `grace` seconds, then SIGKILL whatever is left."""
+    pgid = process.pid  # start_new_session makes the child a group leader: pgid == pid
+    if _signal_group(pgid, signal.SIGTERM):
+        with anyio.move_on_after(grace):
+            await process.wait()
+            # Grandchildren may outlive the leader; poll until the group empties or grace runs out.
+            while _signal_group(pgid, 0):
+                await anyio.sleep(_POLL_INTERVAL)
+        _signal_group(pgid, signal.SIGKILL)
+    await process.wait()
+
+
+async def _feed_stdin(process: anyio.abc.Process, data: bytes) -> None:
+    stream = process.stdin
+    if stream is None:
+        return
+    try:
+        await stream.send(data)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError, ConnectionResetError):
+        # The child exited or closed stdin without reading everything: its choice, not our failure.
+        pass
+    finally:
+        await stream.aclose()
+
+
+async def _pump(process: anyio.abc.Process, capture: _Capture) -> None:
+    stream = process.stdout
+    if stream is not None:
+        try:
+            while True:
+                capture.feed(await stream.receive(CHUNK_SIZE))
+        except anyio.EndOfStream:
+            pass
+    await process.wait()
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float | None,
+    stdin: bytes | None = None,
+    abort: anyio.Event | None = None,
+    on_output: Callable[[str], None] | None = None,
+    spill_dir: Path | None = None,
+    memory_cap: int = 1 << 20,
+    kill_grace: float = 0.2,
+) -> ProcessOutcome:
+    """Run `argv` (no shell) to completion, timeout, abort or cancellation, and report what it did.
+
+    `env` is the complete environment (see `build_env`). `stdin` bytes are fed to the child, else its
+    stdin is /dev/null. `on_output` receives decoded text as it arrives. Cancelling the calling task
+    stops the process group the same way a timeout does, then the cancellation propagates. An
+    `abort` already set returns at once without starting anything.
+
+    Raises:
+        ToolFailure: the command cannot be started (not found, not executable, NUL byte, too long,
+            missing working directory).
+    """
+    start = time.monotonic()
+    if abort is not None and abort.is_set():
+        return ProcessOutcome("", None, False, True, 0, None, 0.0)
+    _check_argv(argv)
+    try:
+        process = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as error:
+        raise _spawn_error(argv, cwd, error) from error
+    except ValueError as error:  # includes UnicodeEncodeError for unencodable arguments
+        raise ToolFailure(f"Could not start '{argv[0]}': {error}.") from error
+
+    capture = _Capture(memory_cap, spill_dir, on_output)
+    aborted = False
+    completed = False
+    deadline = anyio.CancelScope(deadline=anyio.current_time() + timeout if timeout is not None else float("inf"))
+
+    async def watch_abort(event: anyio.Event) -> None:
+        nonlocal aborted
+        await event.wait()
+        aborted = True
+        deadline.cancel()
+
+    try:
+        with deadline:
+            if abort is None and stdin is None:
+                # The common case skips the task group: one less layer on every call.
+                await _pump(process, capture)
+                completed = True
+            else:
+                async with anyio.create_task_group() as group:
+                    if abort is not None:
+                        group.start_soon(watch_abort, abort)
+                    if stdin is not None:
+                        group.start_soon(_feed_stdin, process, stdin)
+                    await _pump(process, capture)
+                    completed = True
+                    group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if not completed:
+                await _terminate_group(process, kill_grace)
+            capture.close()
+            await process.aclose()
+
+    output = capture.finish()
+    return ProcessOutcome(
+        output=output,
+        exit_code=process.returncode if completed else None,
+        timed_out=not completed and not aborted,
+        aborted=aborted and not completed,
+        total_bytes=capture.total,
+        spill_path=capture.spill_path,
+        duration=time.monotonic() - start,
+    )

@@ -1,0 +1,1 @@
+"""Permission rules, requests and decisions (OpenCode's PermissionNext, with its traps fixed)."""

@@ -1,0 +1,131 @@
+"""Deciding a call: every pattern of every request, the last matching rule, the locked layer apart.
+
+Order of a verdict for one (permission, pattern):
+1. the last matching rule of the agent's ruleset followed by the session's approvals (approvals
+   last, so they win); no match means ask;
+2. the request's `floor` raises an allow (or an ask, for a deny floor) to the floor;
+3. the locked layer, evaluated on its own: its deny beats everything, its ask is a floor that
+   neither rules nor approvals lift.
+The call: any deny denies it, all allow runs it, otherwise one ask covers the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .model import Action, Decision, PatternDecision, PermissionRequest, Rule, strictest
+from .rules import Ruleset
+
+__all__ = ["approval_required_message", "check", "decide", "denied_message", "disabled"]
+
+DENIED_OPENING = "The user has specified a rule which prevents you from using this specific tool call."
+
+
+def _decide_pattern(
+    request: PermissionRequest, pattern: str, ruleset: Ruleset, locked: Ruleset, approved: Ruleset | None
+) -> PatternDecision:
+    permission = request.permission
+    rule: Rule | None = ruleset.evaluate(permission, pattern)
+    if approved is not None:
+        rule = approved.evaluate(permission, pattern) or rule
+    action: Action = rule.action if rule is not None else "ask"
+    reason: str | None = None
+    if request.floor is not None and strictest(action, request.floor) == request.floor:
+        action = request.floor
+        reason = request.reason
+    locked_rule = locked.evaluate(permission, pattern) if locked else None
+    if locked_rule is not None and strictest(action, locked_rule.action) != action:
+        action, rule, reason = locked_rule.action, locked_rule, None
+    return PatternDecision(permission, pattern, action, rule, reason)
+
+
+def _overall(decisions: Sequence[PatternDecision]) -> Action:
+    actions = {decision.action for decision in decisions}
+    if "deny" in actions:
+        return "deny"
+    return "ask" if "ask" in actions else "allow"
+
+
+def decide(
+    requests: Sequence[PermissionRequest],
+    ruleset: Ruleset,
+    *,
+    locked: Ruleset,
+    approved: Ruleset | None = None,
+) -> Decision:
+    """Evaluate every pattern of every request first, then combine: any deny, else any ask, else allow.
+
+    A request without patterns asks nothing (OpenCode's bash tool with only `cd`).
+    """
+    decisions = tuple(
+        _decide_pattern(request, pattern, ruleset, locked, approved)
+        for request in requests
+        for pattern in request.patterns
+    )
+    return Decision(_overall(decisions), decisions)
+
+
+def check(permission: str, pattern: str, ruleset: Ruleset, *, locked: Ruleset) -> Decision:
+    """The verdict for one (permission, pattern) pair, as `toolrt check PERMISSION PATTERN` shows it."""
+    return decide([PermissionRequest(permission, (pattern,))], ruleset, locked=locked)
+
+
+def disabled(tool_permissions: Mapping[str, str], ruleset: Ruleset) -> frozenset[str]:
+    """Tool ids to hide: the last rule matching the tool's permission (pattern ignored) is `*` + deny.
+
+    `tool_permissions` maps tool id → permission key (edit/write/apply_patch → `edit`). A tool with
+    `bash: {"*": deny, "echo *": allow}` stays visible, since some calls can still run.
+    """
+    hidden: set[str] = set()
+    for tool, permission in tool_permissions.items():
+        rule = ruleset.last_rule_for_permission(permission)
+        if rule is not None and rule.pattern == "*" and rule.action == "deny":
+            hidden.add(tool)
+    return frozenset(hidden)
+
+
+def _basis(decision: PatternDecision) -> str:
+    rule = decision.rule
+    if rule is None:
+        return "no rule matched (default ask)" if decision.action == "ask" else f"raised to {decision.action}"
+    if rule.action == decision.action:
+        return f"by rule {rule.describe()}"
+    return f"rule {rule.describe()}, raised to {decision.action}"
+
+
+def _verdict_lines(decisions: Sequence[PatternDecision]) -> list[str]:
+    lines: list[str] = []
+    for decision in decisions:
+        line = f"- {decision.permission} `{decision.pattern}`: {decision.action}, {_basis(decision)}"
+        if decision.reason:
+            line += f"; {decision.reason}"
+        lines.append(line)
+    return list(dict.fromkeys(lines))
+
+
+def denied_message(decision: Decision) -> str:
+    """The model-facing text of a denied call: OpenCode's sentence, then the deciding rules, readable."""
+    denied = [d for d in decision.decisions if d.action == "deny"]
+    return "\n".join(
+        [
+            DENIED_OPENING,
+            "Denied:",
+            *_verdict_lines(denied),
+            "Do not retry this call as it is; do the task another way, or ask the user to change the rule.",
+        ]
+    )
+
+
+def approval_required_message(decision: Decision) -> str:
+    """The model-facing text of an ask that nobody can answer (headless runs)."""
+    asking = [d for d in decision.decisions if d.action == "ask"]
+    summary = ", ".join(dict.fromkeys(f"{d.permission} `{d.pattern}`" for d in asking[:3]))
+    if len(asking) > 3:
+        summary += f" and {len(asking) - 3} more"
+    return "\n".join(
+        [
+            f"This call needs approval ({summary}) but no one is available to approve it, so it was not run.",
+            *_verdict_lines(asking),
+            "Use a call the rules allow instead, or ask the user to run it or to allow it in permissions.yaml.",
+        ]
+    )

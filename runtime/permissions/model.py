@@ -1,0 +1,98 @@
+"""Value types of the permission engine: rules, requests, decisions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+__all__ = ["ACTIONS", "Action", "CallSite", "Decision", "PatternDecision", "PermissionRequest", "Rule", "strictest"]
+
+Action = Literal["allow", "ask", "deny"]
+ACTIONS: tuple[Action, ...] = ("allow", "ask", "deny")
+_STRICTNESS: Mapping[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def strictest(*actions: Action) -> Action:
+    """The strictest of several actions: deny > ask > allow."""
+    return max(actions, key=_STRICTNESS.__getitem__)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One (permission, pattern, action) rule; both fields are wildcards."""
+
+    permission: str
+    pattern: str
+    action: Action
+    source: str = ""
+    """Where the rule was written: `file:line`, or `session approval` for an "always" reply."""
+    layer: str = ""
+    """`builtin`, `project`, `agent:NAME`, `locked` or `approved`."""
+
+    def describe(self) -> str:
+        """The rule as a person would write it in permissions.yaml, with its origin."""
+        where = f" ({self.source})" if self.source else ""
+        return f'{self.permission}: "{self.pattern}": {self.action}{where}'
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    """What one call asks of one permission, as OpenCode's `ask({permission, patterns, always})`."""
+
+    permission: str
+    patterns: tuple[str, ...]
+    always: tuple[str, ...] = ()
+    """Patterns that an "always" reply turns into allow rules for the rest of the session."""
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    floor: Action | None = None
+    """The least strict action this request may get: `ask` means rules can never auto-allow it
+    (a dynamic command name, a loader variable, an unparseable command)."""
+    reason: str | None = None
+    """Why the floor applies, said to the person who is asked and to the model when denied."""
+
+
+@dataclass(frozen=True, slots=True)
+class PatternDecision:
+    """The verdict for one (permission, pattern) pair and the rule that decided it."""
+
+    permission: str
+    pattern: str
+    action: Action
+    rule: Rule | None
+    """The deciding rule; None when nothing matched (the default is ask)."""
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The verdict for a whole call: any deny denies, all allow allows, otherwise ask."""
+
+    action: Action
+    decisions: tuple[PatternDecision, ...]
+
+    @property
+    def rule(self) -> Rule | None:
+        """The rule behind the overall action: the first pattern decision with that action."""
+        for decision in self.decisions:
+            if decision.action == self.action:
+                return decision.rule
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """Where a call runs, for analyzers that turn arguments into requests (paths, bash)."""
+
+    root: Path
+    """The project root: paths outside it ask `external_directory`."""
+    cwd: Path
+    """The working directory of the call (the root unless the tool says otherwise)."""
+    home: Path
+    """What `~` and `$HOME` expand to."""
+    exempt: tuple[Path, ...] = ()
+    """Directories outside the root that never ask (the truncation output directory)."""

@@ -1,0 +1,139 @@
+"""Which tools a model sees: `when` filters, flags, clients, overrides, tool sets, permission-disabled tools.
+
+`select()` is pure: a snapshot plus who is asking gives the visible tools (under the names they are
+offered as) and, for every hidden tool, the reason it is hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from .config.model import HostHandler, Selector, When
+from .errors import UsageError
+from .permissions.evaluate import disabled
+from .permissions.wildcard import match
+from .snapshot import CompiledTool, Snapshot
+
+__all__ = ["Hidden", "Offered", "Selection", "ToolSet", "select"]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Who is asking: every field optional."""
+
+    model: str | None = None
+    provider: str | None = None
+    agent: str | None = None
+    client: str | None = None
+    flags: Mapping[str, bool] | None = None
+    """Resolved flag values; missing flags take their declared default."""
+    toolset: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Offered:
+    name: str
+    """The name the model sees (the base tool's name for an override)."""
+    tool: CompiledTool
+
+
+@dataclass(frozen=True, slots=True)
+class Hidden:
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    offered: tuple[Offered, ...]
+    hidden: tuple[Hidden, ...]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.offered)
+
+    def get(self, name: str) -> Offered | None:
+        for offered in self.offered:
+            if offered.name == name:
+                return offered
+        return None
+
+
+def _selector_matches(selector: Selector, selection: Selection, groups: Mapping[str, tuple[Selector, ...]]) -> bool:
+    if selector.model is not None and (selection.model is None or not match(selection.model, selector.model)):
+        return False
+    if selector.provider is not None and (selection.provider is None or not match(selection.provider, selector.provider)):
+        return False
+    if selector.group is not None and not any(_selector_matches(s, selection, groups) for s in groups.get(selector.group, ())):
+        return False
+    return not any(_selector_matches(s, selection, groups) for s in selector.not_)
+
+
+def _when_reason(when: When, selection: Selection, flags: Mapping[str, bool], groups: Mapping[str, tuple[Selector, ...]]) -> str | None:
+    """None when every filter holds, else why the tool is not available."""
+    selectors = when.models if when.models is not None else (groups.get(when.models_group, ()) if when.models_group else None)
+    if selectors is not None and not any(_selector_matches(s, selection, groups) for s in selectors):
+        wanted = when.models_group or "its model selectors"
+        return f"model {selection.model or '(none given)'} does not match {wanted}"
+    if when.providers is not None and not (selection.provider and any(match(selection.provider, p) for p in when.providers)):
+        return f"provider {selection.provider or '(none given)'} is not one of: {', '.join(when.providers)}"
+    for flag in when.flags:
+        wanted_on = not flag.startswith("!")
+        name = flag.lstrip("!")
+        if flags.get(name, False) != wanted_on:
+            return f"flag {name} is {'off' if wanted_on else 'on'}"
+    if when.clients is not None and selection.client not in when.clients:
+        return f"client {selection.client or '(none given)'} is not one of: {', '.join(when.clients)}"
+    return None
+
+
+def select(snapshot: Snapshot, selection: Selection = Selection(), *, host_handlers: Collection[str] = ()) -> ToolSet:
+    """The tools offered for `selection`, in definition order, and every hidden tool with its reason."""
+    groups = snapshot.settings.model_groups
+    flags = {name: flag.default for name, flag in snapshot.settings.flags.items()}
+    flags.update(selection.flags or {})
+    ruleset = snapshot.permissions.ruleset(selection.agent)
+    agent = selection.agent or snapshot.permissions.default_agent
+    hidden: dict[str, str] = {}
+    available: dict[str, CompiledTool] = {}
+    for tool_id, tool in snapshot.tools.items():
+        definition = tool.definition
+        reason = None
+        if definition.internal:
+            reason = "internal: never offered to the model (repair target)"
+        else:
+            reason = _when_reason(definition.when, selection, flags, groups)
+        if reason is None and isinstance(definition.handler, HostHandler) and definition.handler.name not in host_handlers:
+            reason = f"no host handler registered for '{definition.handler.name}'"
+        if reason is None:
+            available[tool_id] = tool
+        else:
+            hidden[tool_id] = reason
+    denied = disabled({tool_id: tool.permission_key for tool_id, tool in available.items()}, ruleset)
+    for tool_id in denied:
+        rule = ruleset.last_rule_for_permission(available[tool_id].permission_key)
+        where = f" ({rule.source})" if rule is not None and rule.source else ""
+        hidden[tool_id] = f"permission '{available.pop(tool_id).permission_key}' is denied for agent {agent}{where}"
+    offered: dict[str, Offered] = {tool_id: Offered(tool_id, tool) for tool_id, tool in available.items()}
+    for tool_id, tool in available.items():
+        base = tool.definition.overrides
+        if base is None:
+            continue
+        del offered[tool_id]
+        if base in offered or base in available:
+            offered[base] = Offered(base, tool)
+            hidden[base] = f"overridden by '{tool_id}' for this model"
+        else:
+            hidden[tool_id] = f"overrides '{base}', which is not available here"
+    if selection.toolset is not None:
+        members = snapshot.settings.toolsets.get(selection.toolset)
+        if members is None:
+            known = ", ".join(sorted(snapshot.settings.toolsets)) or "none declared"
+            raise UsageError(f"unknown tool set '{selection.toolset}' (tool sets: {known})")
+        for name in list(offered):
+            if name not in members:
+                hidden[offered.pop(name).tool.id] = f"not in tool set '{selection.toolset}'"
+    return ToolSet(
+        offered=tuple(offered.values()),
+        hidden=tuple(Hidden(tool_id, reason) for tool_id, reason in sorted(hidden.items())),
+    )

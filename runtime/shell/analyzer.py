@@ -1,0 +1,499 @@
+"""Bash command text → permission requests, by walking the tree-sitter-bash syntax tree.
+
+Every command node counts, wherever it sits: lists, pipelines, subshells, groups, `$( )`,
+backticks, process substitution, function bodies, loops and conditionals. Each gives a `bash`
+pattern (its text with its redirections, as OpenCode) plus its quote-removed form, and an
+`always` pattern (arity prefix + ` *`). Wrappers (wrappers.yaml) are peeled and the inner command
+checked too; strings run by `bash -c`, `eval`, `watch` and heredocs fed to a shell are parsed
+again. Every argument and redirection target that reaches outside the project asks
+`external_directory`. Whatever cannot be known before it runs fails closed: a request with floor
+`ask` and a reason the person and the model can read.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..permissions.model import PermissionRequest
+from . import limits
+from .arity import prefix
+from .braces import expand_braces
+from .parser import parse
+from .paths import PathScope, path_candidate
+from .unwrap import unwrap
+from .words import Word, evaluate
+from .wrappers import WrapperTable
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+__all__ = ["Findings", "analyze_text"]
+
+# Node types that hold no command and no redirect: the walk does not descend into them.
+_LEAVES = frozenset(
+    (
+        "word",
+        "number",
+        "raw_string",
+        "ansi_c_string",
+        "string_content",
+        "variable_name",
+        "special_variable_name",
+        "comment",
+        "file_descriptor",
+        "heredoc_start",
+        "heredoc_end",
+        "heredoc_content",
+        "test_operator",
+        "regex",
+        "extglob_pattern",
+    )
+)
+_NESTING = frozenset(
+    ("command_substitution", "process_substitution", "subshell", "compound_statement", "function_definition")
+)
+_REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
+_BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_SUBSTITUTION = re.compile(r"\$\(|`")
+_SUBSCRIPT_SUBSTITUTION = re.compile(r"\[[^\]]*(?:\$\(|`)")
+_FD_DUPLICATION = frozenset((">&", "<&"))
+
+
+@dataclass(slots=True)
+class Findings:
+    """What one analysis collected; `requests()` turns it into the call's permission requests."""
+
+    patterns: dict[str, None] = field(default_factory=dict)
+    always: dict[str, None] = field(default_factory=dict)
+    directories: dict[str, None] = field(default_factory=dict)
+    floored: dict[tuple[tuple[str, ...], str], None] = field(default_factory=dict)
+
+    def fail_closed(self, text: str, reason: str) -> None:
+        self.floored[((text,), reason)] = None
+
+    def requests(self) -> tuple[PermissionRequest, ...]:
+        """`external_directory` first (as dispatch checks it), then `bash`, then the floored ones."""
+        out: list[PermissionRequest] = []
+        if self.directories:
+            globs = tuple(posixpath.join(directory, "*") for directory in self.directories)
+            out.append(PermissionRequest("external_directory", globs, globs))
+        if self.patterns:
+            out.append(PermissionRequest("bash", tuple(self.patterns), tuple(self.always)))
+        for patterns, reason in self.floored:
+            out.append(PermissionRequest("bash", patterns, (), floor="ask", reason=reason))
+        return tuple(out)
+
+
+def analyze_text(
+    text: str,
+    *,
+    scope: PathScope,
+    table: WrapperTable,
+    findings: Findings,
+    cwd: str | None,
+    depth: int = 0,
+    inherited: tuple[str, ...] = (),
+) -> str | None:
+    """Add the requests of `text` to `findings`; returns the working directory after it runs.
+
+    `inherited` holds reasons that apply to every command inside (a script run by a shell whose
+    environment loads code). The return value is None once a `cd` went somewhere unknown.
+    """
+    analysis = _Analysis(scope, table, findings, cwd, depth, inherited)
+    analysis.run(text)
+    return analysis.cwd
+
+
+class _Analysis:
+    __slots__ = ("cwd", "depth", "findings", "first_error", "inherited", "scope", "source", "table", "text")
+
+    def __init__(
+        self,
+        scope: PathScope,
+        table: WrapperTable,
+        findings: Findings,
+        cwd: str | None,
+        depth: int,
+        inherited: tuple[str, ...],
+    ) -> None:
+        self.scope = scope
+        self.table = table
+        self.findings = findings
+        self.cwd = cwd
+        self.depth = depth
+        self.inherited = inherited
+        self.source = b""
+        self.text = ""
+        self.first_error: Node | None = None
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def run(self, text: str) -> None:
+        self.text = text
+        if _BINARY.search(text):
+            self.findings.fail_closed(text, "the command contains binary or invalid characters")
+        try:
+            self.source = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            self.source = text.encode("utf-8", "replace")
+        if len(self.source) > limits.MAX_INPUT_BYTES:
+            self.findings.fail_closed(text, f"the command is longer than {limits.MAX_INPUT_BYTES} bytes")
+            return
+        root = parse(self.source).root_node
+        self._walk(root)
+        if root.has_error:
+            where = ""
+            if self.first_error is not None:
+                row, column = self.first_error.start_point
+                where = f" (syntax error at line {row + 1}, column {column + 1})"
+            self.findings.fail_closed(text, f"the command could not be parsed{where}")
+
+    def _walk(self, root: Node) -> None:
+        """Visit every node in document order (so `cd` affects what follows); stops at a limit."""
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        visited = 0
+        while stack:
+            node, nesting = stack.pop()
+            visited += 1
+            if visited > limits.MAX_NODES:
+                self.findings.fail_closed(
+                    self.text, f"the command is too large to analyze (over {limits.MAX_NODES} syntax nodes)"
+                )
+                return
+            kind = node.type
+            if kind == "command":
+                self._command(node)
+            elif kind == "file_redirect":
+                self._redirect(node)
+            elif kind in ("declaration_command", "unset_command"):
+                self._declaration(node)
+            elif kind == "variable_assignment":
+                self._standalone_assignment(node)
+            elif kind in ("arithmetic_expansion", "c_style_for_statement"):
+                self._arithmetic(node)
+            elif kind == "compound_statement" and node.child_count and node.children[0].type == "((":
+                self._arithmetic(node)
+            elif kind == "test_command":
+                if _SUBSCRIPT_SUBSTITUTION.search(self._slice(node.start_byte, node.end_byte)):
+                    self._fail(node, "an array subscript in a test runs a command substitution")
+            elif kind == "for_statement":
+                self._for_values(node)
+            elif kind == "ERROR":
+                if self.first_error is None:
+                    self.first_error = node
+            elif node.is_missing and self.first_error is None:
+                self.first_error = node
+            if kind in _LEAVES:
+                continue
+            if kind in _NESTING:
+                nesting += 1
+                if nesting > limits.MAX_NESTING:
+                    self.findings.fail_closed(self.text, f"the command nests deeper than {limits.MAX_NESTING} levels")
+                    return
+            children = node.named_children
+            stack.extend((children[index], nesting) for index in range(len(children) - 1, -1, -1))
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def _command(self, node: Node) -> None:
+        assignments: list[Node] = []
+        name: Node | None = None
+        arguments: list[Node] = []
+        start = -1
+        for child in node.named_children:
+            kind = child.type
+            if name is None:
+                if kind == "command_name":
+                    name = child
+                    if start < 0:
+                        start = child.start_byte
+                elif kind == "variable_assignment":
+                    assignments.append(child)
+                elif kind in _REDIRECTS and start < 0:
+                    start = child.start_byte
+            elif kind not in _REDIRECTS:
+                arguments.append(child)
+        parent = node.parent
+        redirected = parent is not None and parent.type == "redirected_statement"
+        end = parent.end_byte if redirected and parent is not None else node.end_byte
+        if name is None:
+            # Only redirections (`> file`): it still writes, so it still asks.
+            if start >= 0:
+                self.findings.patterns[self._slice(start, end)] = None
+            return
+        home = self.scope.home
+        name_word = name.named_children[0] if name.named_child_count == 1 else name
+        words = [evaluate(name_word, home)]
+        words.extend(evaluate(argument, home) for argument in arguments)
+        reasons = list(self.inherited)
+        for assignment in assignments:
+            reasons.extend(self._assignment_reasons(assignment))
+        rest = self._slice(node.end_byte, end) if redirected else ""
+        self._check_paths(words)
+        self._segments(node, words, start, end, rest, reasons)
+
+    def _segments(self, node: Node, words: list[Word], start: int, end: int, rest: str, reasons: list[str]) -> None:
+        """The command and each command it wraps, outermost first."""
+        values = [word.value for word in words]
+        count = len(words)
+        work: list[tuple[int, int, list[str]]] = [(0, count, reasons)]
+        while work:
+            first, last, inherited = work.pop(0)
+            text = self._slice(start if first == 0 else words[first].start, end if last == count else words[last - 1].end)
+            head = words[first]
+            if head.value is None or head.glob:
+                self.findings.fail_closed(text, f"the command name `{head.raw}` is only known when it runs")
+                continue
+            base = head.value.rpartition("/")[2]
+            own = list(inherited)
+            if base in ("cd", "pushd"):
+                self._cd(words, first, last, text)
+                if base == "cd":
+                    continue
+            wrapper = self.table.match(values, first)
+            inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
+            if inner is not None:
+                for variable in inner.assignments:
+                    if self.table.is_dangerous_env(variable):
+                        own.append(_env_reason(variable))
+            self._emit(words, first, last, text, rest if last == count else "", own)
+            if inner is None:
+                continue
+            if inner.dynamic is not None:
+                self.findings.fail_closed(text, inner.dynamic)
+            for inner_first, inner_last in inner.commands:
+                work.append((inner_first, inner_last, own))
+            for script in inner.scripts:
+                self._script(script, text, own)
+            if inner.reads_stdin:
+                self._shell_input(node, text, own)
+
+    def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
+        tokens = [word.value if word.value is not None else word.raw for word in words[first:last]]
+        literal: list[str] = []
+        for word in words[first:last]:
+            if word.value is None:
+                break
+            literal.append(word.value)
+        patterns = [text, " ".join(tokens) + rest]
+        base = tokens[0]
+        if "/" in base:
+            # `/bin/rm -rf x` must meet the rules written for `rm`.
+            base = posixpath.basename(posixpath.normpath(base))
+            patterns.append(" ".join([base, *tokens[1:]]) + rest)
+        stripped = self._without_global_options(base, literal, reasons)
+        if stripped is not None:
+            patterns.append(" ".join(stripped + tokens[len(literal) :]) + rest)
+            literal = stripped
+        always = " ".join(prefix(literal)) + " *"
+        unique = tuple(dict.fromkeys(patterns))
+        if reasons:
+            self.findings.floored[(unique, "; ".join(dict.fromkeys(reasons)))] = None
+            return
+        for pattern in unique:
+            self.findings.patterns[pattern] = None
+        self.findings.always[always] = None
+
+    def _without_global_options(self, base: str, literal: list[str], reasons: list[str]) -> list[str] | None:
+        """`git -C dir -c k=v push x` → `git push x` (and the reasons `-c` brings); None if none apply."""
+        options = self.table.global_options.get(base)
+        if options is None:
+            return None
+        index = 1
+        while index < len(literal) and literal[index].startswith("-") and literal[index] != "--":
+            name, equals, _ = literal[index].partition("=")
+            short = name[:2] if not name.startswith("--") else name
+            reason = options.ask.get(name) or options.ask.get(short)
+            if reason is not None:
+                reasons.append(reason)
+            if not equals and name in options.options_with_value:
+                index += 2
+            else:
+                index += 1
+        if index == 1:
+            return None
+        return [base, *literal[index:]]
+
+    def _cd(self, words: list[Word], first: int, last: int, text: str) -> None:
+        target: Word | None = None
+        for word in words[first + 1 : last]:
+            if word.value is not None and word.value.startswith("-") and word.value != "-":
+                continue
+            target = word
+            break
+        if target is None:
+            self.cwd = self.scope.home
+            return
+        if target.value is None or target.glob:
+            self.findings.fail_closed(text, f"cd goes to `{target.raw}`, which is only known when it runs")
+            self.cwd = None
+            return
+        if target.value == "-":
+            self.findings.fail_closed(text, "cd - goes back to a directory not known here")
+            self.cwd = None
+            return
+        absolute = self.scope.expand(target.value, self.cwd) if target.value else self.cwd
+        self.cwd = posixpath.normpath(absolute) if absolute is not None else None
+
+    def _script(self, script: str, text: str, reasons: list[str]) -> None:
+        if self.depth + 1 > limits.MAX_SCRIPT_DEPTH:
+            self.findings.fail_closed(text, f"commands are nested in strings more than {limits.MAX_SCRIPT_DEPTH} levels deep")
+            return
+        analyze_text(
+            script,
+            scope=self.scope,
+            table=self.table,
+            findings=self.findings,
+            cwd=self.cwd,
+            depth=self.depth + 1,
+            inherited=tuple(reasons),
+        )
+
+    def _shell_input(self, node: Node, text: str, reasons: list[str]) -> None:
+        """A shell without `-c` runs its input: fail closed when something feeds it, parse heredocs."""
+        scripts: list[str] = []
+        fed = False
+        holder = node
+        parent = node.parent
+        if parent is not None and parent.type == "redirected_statement":
+            holder = parent
+            for redirect in parent.named_children:
+                if redirect.type == "heredoc_redirect":
+                    fed = True
+                    scripts.extend(self._heredoc_bodies(redirect))
+                elif redirect.type == "herestring_redirect":
+                    fed = True
+                    for content in redirect.named_children:
+                        value = evaluate(content, self.scope.home).value
+                        if value is not None:
+                            scripts.append(value)
+                elif redirect.type == "file_redirect" and self._operator(redirect) == "<":
+                    fed = True
+        pipeline = holder.parent
+        if pipeline is not None and pipeline.type == "pipeline":
+            if pipeline.named_children[0] != holder:
+                fed = True
+            outer = pipeline.parent
+            if outer is not None and outer.type == "heredoc_redirect":
+                fed = True
+                scripts.extend(self._heredoc_bodies(outer))
+        if not fed:
+            return
+        self.findings.fail_closed(text, "a shell runs the commands fed to its input")
+        for script in scripts:
+            self._script(script, text, reasons)
+
+    def _heredoc_bodies(self, redirect: Node) -> list[str]:
+        return [self._slice(child.start_byte, child.end_byte) for child in redirect.named_children if child.type == "heredoc_body"]
+
+    # -- other statements -----------------------------------------------------------------------
+
+    def _declaration(self, node: Node) -> None:
+        """`export`, `declare`, `local`, `readonly`, `typeset`, `unset`: a command of their own."""
+        parent = node.parent
+        end = parent.end_byte if parent is not None and parent.type == "redirected_statement" else node.end_byte
+        text = self._slice(node.start_byte, end)
+        keyword = node.children[0].type if node.child_count else ""
+        reasons = list(self.inherited)
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                reasons.extend(self._assignment_reasons(child))
+        self._emit_plain(text, keyword, reasons)
+
+    def _emit_plain(self, text: str, keyword: str, reasons: list[str]) -> None:
+        if reasons:
+            self.findings.floored[((text,), "; ".join(dict.fromkeys(reasons)))] = None
+            return
+        self.findings.patterns[text] = None
+        self.findings.always[" ".join(prefix([keyword])) + " *"] = None
+
+    def _standalone_assignment(self, node: Node) -> None:
+        parent = node.parent
+        if parent is not None and parent.type in ("command", "declaration_command"):
+            return
+        name = self._variable_name(node)
+        if name and self.table.is_dangerous_env(name):
+            self._fail(node, _env_reason(name))
+
+    def _assignment_reasons(self, node: Node) -> list[str]:
+        reasons: list[str] = []
+        name = self._variable_name(node)
+        if name and self.table.is_dangerous_env(name):
+            reasons.append(_env_reason(name))
+        value = node.child_by_field_name("value")
+        if value is not None and _SUBSTITUTION.search(self._slice(value.start_byte, value.end_byte)):
+            reasons.append(f"the value of {name} comes from a command")
+        return reasons
+
+    def _variable_name(self, node: Node) -> str:
+        target = node.named_children[0] if node.named_child_count else None
+        if target is not None and target.type == "subscript":
+            target = target.named_children[0] if target.named_child_count else None
+        if target is None:
+            return ""
+        return self._slice(target.start_byte, target.end_byte)
+
+    def _arithmetic(self, node: Node) -> None:
+        if _SUBSTITUTION.search(self._slice(node.start_byte, node.end_byte)):
+            self._fail(node, "arithmetic expansion runs a command substitution")
+
+    def _for_values(self, node: Node) -> None:
+        values = [evaluate(child, self.scope.home) for child in node.children_by_field_name("value")]
+        self._check_paths(values, skip_first=False)
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def _check_paths(self, words: list[Word], *, skip_first: bool = True) -> None:
+        for word in words[1:] if skip_first else words:
+            if word.value is not None:
+                candidates = expand_braces(word.value) if word.glob and "{" in word.value else [word.value]
+            else:
+                slash = word.prefix.rfind("/")
+                if slash < 0:
+                    continue
+                candidates = [word.prefix[: slash + 1]]
+            for candidate in candidates:
+                path = path_candidate(candidate)
+                if path is not None:
+                    self._external(path)
+
+    def _redirect(self, node: Node) -> None:
+        operator = self._operator(node)
+        for destination in node.children_by_field_name("destination"):
+            if operator in _FD_DUPLICATION and (destination.type == "number" or destination.text == b"-"):
+                continue
+            word = evaluate(destination, self.scope.home)
+            if word.value is None:
+                self._fail(node.parent or node, f"the redirect target `{word.raw}` is only known when it runs")
+                slash = word.prefix.rfind("/")
+                if slash >= 0:
+                    self._external(word.prefix[: slash + 1])
+                continue
+            for candidate in expand_braces(word.value) if word.glob else [word.value]:
+                if candidate:
+                    self._external(candidate)
+
+    def _external(self, path: str) -> None:
+        for directory in self.scope.external(path, self.cwd):
+            self.findings.directories[directory] = None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _operator(self, redirect: Node) -> str:
+        for child in redirect.children:
+            if not child.is_named:
+                return child.type
+        return ""
+
+    def _fail(self, node: Node, reason: str) -> None:
+        self.findings.fail_closed(self._slice(node.start_byte, node.end_byte), reason)
+
+    def _slice(self, start: int, end: int) -> str:
+        return self.source[start:end].decode("utf-8", "surrogateescape")
+
+
+def _env_reason(name: str) -> str:
+    return f"sets {name}, which can change what runs"

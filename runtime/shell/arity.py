@@ -1,0 +1,38 @@
+"""OpenCode's `BashArity.prefix`: how many leading tokens name a command, from `arity.yaml`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+
+__all__ = ["arity_table", "prefix"]
+
+
+@cache
+def arity_table() -> Mapping[str, int]:
+    """The packaged table: space-joined leading tokens → how many tokens name the command."""
+    import yaml
+
+    text = Path(__file__).with_name("arity.yaml").read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return {str(key): int(value) for key, value in data["arity"].items()}
+
+
+@cache
+def _longest_key() -> int:
+    return max(key.count(" ") + 1 for key in arity_table())
+
+
+def prefix(tokens: Sequence[str]) -> tuple[str, ...]:
+    """The tokens that name the command: the longest listed prefix decides, else the first token.
+
+    `("git", "push", "origin")` → `("git", "push")`; `("docker", "compose", "up", "-d")` →
+    `("docker", "compose", "up")`; `()` → `()`.
+    """
+    table = arity_table()
+    for length in range(min(len(tokens), _longest_key()), 0, -1):
+        arity = table.get(" ".join(tokens[:length]))
+        if arity is not None:
+            return tuple(tokens[:arity])
+    return tuple(tokens[:1])

@@ -1,0 +1,59 @@
+"""The two entry points dispatch calls: a command string, or the bash tool's validated arguments."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from ..permissions.model import CallSite, PermissionRequest
+from .analyzer import Findings, analyze_text
+from .paths import PathScope
+from .wrappers import WrapperTable, default_wrappers
+
+__all__ = ["analyze_call", "analyze_command"]
+
+
+def analyze_command(
+    command: str, site: CallSite, *, wrappers: WrapperTable | None = None
+) -> tuple[PermissionRequest, ...]:
+    """The permission requests running `command` in `site.cwd` needs.
+
+    `external_directory` (one request, a `<dir>/*` glob per location outside `site.root`) comes
+    first, then one `bash` request with every command's patterns and always-patterns, then one
+    `bash` request with floor `ask` per command that must never be auto-allowed (its reason says
+    why). A command that is only `cd DIR` asks nothing for `bash`. Never raises on bad input:
+    unparseable, oversized or binary text fails closed.
+    """
+    scope = PathScope(site)
+    findings = Findings()
+    cwd = posixpath.normpath(os.path.abspath(site.cwd))
+    analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=cwd)
+    return findings.requests()
+
+
+def analyze_call(
+    args: Mapping[str, Any], site: CallSite, *, wrappers: WrapperTable | None = None
+) -> tuple[PermissionRequest, ...]:
+    """`permission: {analyzer: bash}`: the requests of the bash tool's arguments.
+
+    `command` is analysed in `workdir` (resolved against `site.root`, `~` expanded) when given,
+    else in `site.cwd`; a `workdir` outside the root asks `external_directory` for `<workdir>/*`.
+    """
+    command = args.get("command")
+    if not isinstance(command, str):
+        return (
+            PermissionRequest("bash", (repr(command),), (), floor="ask", reason="the command is not a string"),
+        )
+    scope = PathScope(site)
+    findings = Findings()
+    cwd = posixpath.normpath(os.path.abspath(site.cwd))
+    workdir = args.get("workdir")
+    if isinstance(workdir, str) and workdir:
+        absolute = scope.expand(workdir, scope.root)
+        cwd = posixpath.normpath(absolute if absolute is not None else workdir)
+        if not scope.inside(cwd) or scope.external(cwd, None):
+            findings.directories[cwd] = None
+    analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=cwd)
+    return findings.requests()

@@ -1,0 +1,17 @@
+"""Bounds that keep bash analysis fast on hostile input; past any of them the analysis fails closed."""
+
+from __future__ import annotations
+
+__all__ = ["MAX_INPUT_BYTES", "MAX_NESTING", "MAX_NODES", "MAX_SCRIPT_DEPTH"]
+
+MAX_INPUT_BYTES = 100_000
+"""Longer command text is not parsed at all."""
+
+MAX_NODES = 20_000
+"""Syntax-tree nodes visited per parsed text; a 2 KB script has about a thousand."""
+
+MAX_NESTING = 64
+"""Substitutions, subshells and groups nested inside one another."""
+
+MAX_SCRIPT_DEPTH = 6
+"""Levels of command strings parsed again (`bash -c`, `eval`, `watch`, heredocs fed to a shell)."""

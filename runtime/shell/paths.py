@@ -1,0 +1,139 @@
+"""Which shell words name a location outside the project, and the `external_directory` glob for it.
+
+A word is taken as a path unless it plainly is not one (an option without `=`, a URL, `host:path`).
+Both forms are checked: the lexical one (`~` and `$HOME` expanded, `..` folded) and the real one
+(symlinks resolved), so neither `../../etc` nor a symlink inside the project that points out of
+it slips through. The real form costs one `lstat` per path component under the project root, and
+stops at the first component that does not exist.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from functools import lru_cache
+
+from ..permissions.model import CallSite
+
+__all__ = ["PathScope", "path_candidate"]
+
+_DEVICES = frozenset(("/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"))
+
+
+def path_candidate(word: str) -> str | None:
+    """The part of an argument that may be a path, or None when it is not a path at all.
+
+    `--out=/tmp/x` → `/tmp/x`; `-rf`, `https://x.y/z`, `git@host:repo` → None.
+    """
+    if not word:
+        return None
+    if word[0] == "-":
+        name, equals, value = word.partition("=")
+        if not equals or not value:
+            return None
+        word = value
+    if "://" in word:
+        return None
+    colon = word.find(":")
+    if colon > 0 and "/" not in word[:colon] and word[0] != "~":
+        return None
+    return word
+
+
+@lru_cache(maxsize=64)
+def _realpath(path: str) -> str:
+    # The project root and the exempt directories are resolved once per process: they are the
+    # fixed frame every call is measured against, not arguments the model controls.
+    return os.path.realpath(path)
+
+
+def _contains(parent: str, child: str) -> bool:
+    if parent == "/":
+        return child.startswith("/")
+    return child == parent or child.startswith(parent + "/")
+
+
+class PathScope:
+    """The project root of one call site, and the directories that never ask."""
+
+    __slots__ = ("exempt", "home", "root", "root_real")
+
+    def __init__(self, site: CallSite) -> None:
+        self.root = posixpath.normpath(os.path.abspath(site.root))
+        self.root_real = _realpath(self.root)
+        self.home = posixpath.normpath(os.path.abspath(site.home))
+        exempt: list[str] = []
+        for path in site.exempt:
+            lexical = posixpath.normpath(os.path.abspath(path))
+            exempt.append(lexical)
+            exempt.append(_realpath(lexical))
+        self.exempt = tuple(dict.fromkeys(exempt))
+
+    def expand(self, word: str, cwd: str | None) -> str | None:
+        """The absolute, unresolved form of `word` (tilde expanded), or None if cwd is unknown."""
+        if word[0] == "~":
+            head, slash, rest = word.partition("/")
+            if head == "~":
+                word = self.home + slash + rest
+            else:
+                # `~user/x`: the passwd lookup only happens for this rare form.
+                expanded = os.path.expanduser(head)
+                word = (expanded if expanded != head else "/nonexistent-user-home") + slash + rest
+        if word[0] == "/":
+            return word
+        if cwd is None:
+            return None
+        return cwd + "/" + word
+
+    def inside(self, lexical: str) -> bool:
+        """True when a normalised absolute path is in the project (lexically)."""
+        return _contains(self.root, lexical)
+
+    def external(self, word: str, cwd: str | None) -> list[str]:
+        """The directories (0, 1 or 2) outside the project that `word` reaches, lexically or really.
+
+        For a path that is an existing directory the directory itself, otherwise its parent,
+        as OpenCode's `kind` rule. `/dev/null` and friends and the exempt directories give none.
+        """
+        absolute = self.expand(word, cwd)
+        if absolute is None:
+            return []
+        lexical = posixpath.normpath(absolute)
+        if lexical.startswith("//"):
+            lexical = lexical[1:]
+        found: list[str] = []
+        if not self._exempt(lexical) and not _contains(self.root, lexical):
+            found.append(_directory_of(lexical))
+        real = self._real(absolute, lexical)
+        if real is not None and not self._exempt(real) and not _contains(self.root_real, real):
+            directory = _directory_of(real)
+            if directory not in found:
+                found.append(directory)
+        return found
+
+    def _real(self, absolute: str, lexical: str) -> str | None:
+        """The symlink-resolved path when it may differ from `lexical`, else None."""
+        if "/.." not in absolute and _contains(self.root, lexical):
+            # Walk the components under the root; only a symlink among them can lead out.
+            relative = lexical[len(self.root) :].lstrip("/")
+            current = self.root_real
+            for part in relative.split("/") if relative else ():
+                current = current + "/" + part if current != "/" else "/" + part
+                try:
+                    mode = os.lstat(current).st_mode
+                except OSError:
+                    return None
+                if stat.S_ISLNK(mode):
+                    return os.path.realpath(lexical)
+            return None
+        return os.path.realpath(absolute)
+
+    def _exempt(self, path: str) -> bool:
+        if path in _DEVICES or path.startswith("/dev/fd/"):
+            return True
+        return any(_contains(directory, path) for directory in self.exempt)
+
+
+def _directory_of(path: str) -> str:
+    return path if os.path.isdir(path) else posixpath.dirname(path)

@@ -1,0 +1,134 @@
+"""Shell words after quote removal: what the shell would pass as one argument, when that is knowable.
+
+`'rm'`, `r\\m`, `"r"m` and `$'\\x72m'` are all the word `rm`. A word holding a variable, a
+substitution or an arithmetic expansion has no static value; its literal prefix (the text before
+the first dynamic part) is kept, because `/etc/$name` still names something under `/etc`.
+`$HOME` and `${HOME}` are the one expansion resolved, to the call site's home directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+__all__ = ["Word", "evaluate"]
+
+_UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{]")
+_BRACE_EXPANSION = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
+_ANSI_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_ANSI_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S)
+_DOUBLE_QUOTE_ESCAPE = re.compile(r'\\([$`"\\\n])')
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """One shell word of a command, with where it sits in the source."""
+
+    raw: str
+    """The source text, quotes included."""
+    value: str | None
+    """The word after quote removal; None when part of it is only known at run time."""
+    prefix: str
+    """The literal text before the first dynamic part (the whole value when static)."""
+    glob: bool
+    """Unquoted `*`, `?`, `[` or a brace expansion: the shell would turn it into other words."""
+    start: int
+    end: int
+
+
+class _Builder:
+    __slots__ = ("dynamic", "glob", "parts")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.dynamic = False
+        self.glob = False
+
+    def add(self, text: str) -> None:
+        if not self.dynamic:
+            self.parts.append(text)
+
+
+def evaluate(node: Node, home: str) -> Word:
+    """The word `node` (a command name or argument) after quote removal."""
+    raw = _text(node)
+    builder = _Builder()
+    _piece(node, raw, home, builder)
+    prefix = "".join(builder.parts)
+    return Word(raw, None if builder.dynamic else prefix, prefix, builder.glob, node.start_byte, node.end_byte)
+
+
+def _piece(node: Node, text: str, home: str, out: _Builder) -> None:
+    kind = node.type
+    if kind == "word" or kind == "number":
+        out.add(_unquoted(text, out) if _UNQUOTED_SPECIAL.search(text) else text)
+    elif kind == "raw_string":
+        out.add(text[1:-1])
+    elif kind == "string":
+        for child in node.named_children:
+            if out.dynamic:
+                return
+            child_kind = child.type
+            if child_kind == "string_content":
+                out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child)))
+            else:
+                _piece(child, _text(child), home, out)
+    elif kind == "concatenation":
+        for child in node.children:
+            if out.dynamic:
+                return
+            _piece(child, _text(child), home, out)
+    elif kind == "ansi_c_string":
+        out.add(_ANSI_ESCAPE.sub(_ansi_escape, text[2:-1]))
+    elif kind in ("simple_expansion", "expansion") and text in ("$HOME", "${HOME}"):
+        out.add(home)
+    else:
+        out.dynamic = True
+
+
+def _unquoted(text: str, out: _Builder) -> str:
+    """Backslash removal for an unquoted word; notes globbing and brace expansion."""
+    if _BRACE_EXPANSION.search(text):
+        out.glob = True
+    chars: list[str] = []
+    index = 0
+    length = len(text)
+    while index < length:
+        char = text[index]
+        if char == "\\":
+            if index + 1 < length and text[index + 1] != "\n":
+                chars.append(text[index + 1])
+            index += 2
+            continue
+        if char in "*?[":
+            out.glob = True
+        chars.append(char)
+        index += 1
+    return "".join(chars)
+
+
+def _keep_escaped(match: re.Match[str]) -> str:
+    escaped = match.group(1)
+    return "" if escaped == "\n" else escaped
+
+
+def _ansi_escape(match: re.Match[str]) -> str:
+    body = match.group(1)
+    head = body[0]
+    if head in "xuU" and len(body) > 1:
+        code = int(body[1:], 16)
+        return chr(code) if code < 0x110000 else "\ufffd"
+    if head.isdigit():
+        return chr(int(body, 8))
+    if head == "c" and len(body) == 2:
+        return chr(ord(body[1]) & 0x1F)
+    return _ANSI_ESCAPES.get(head, body)
+
+
+def _text(node: Node) -> str:
+    data = node.text
+    return data.decode("utf-8", "surrogateescape") if data is not None else ""

@@ -1,0 +1,214 @@
+"""The wrapper table: commands that run other commands, loader variables, global options (wrappers.yaml).
+
+The packaged `wrappers.yaml` is the default; `WrapperTable.extended(data)` layers a user's entries
+over it (same shape as the file), so projects can teach the analyzer about their own runners.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, cast
+
+from ..errors import ConfigError, Problem
+
+__all__ = ["GlobalOptions", "Wrapper", "WrapperKind", "WrapperTable", "default_wrappers"]
+
+WrapperKind = Literal["command", "shell", "script", "find", "none"]
+_KINDS: frozenset[str] = frozenset(("command", "shell", "script", "find", "none"))
+_LIST_FIELDS = ("options_with_value", "stop_options", "script_options", "exec_options")
+_WRAPPER_FIELDS = frozenset((*_LIST_FIELDS, "kind", "positionals", "assignments"))
+_EMPTY: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Wrapper:
+    """How one wrapper command finds the command it runs (see the field notes in wrappers.yaml)."""
+
+    name: tuple[str, ...]
+    kind: WrapperKind = "command"
+    options_with_value: frozenset[str] = _EMPTY
+    stop_options: frozenset[str] = _EMPTY
+    script_options: frozenset[str] = _EMPTY
+    exec_options: frozenset[str] = _EMPTY
+    positionals: int = 0
+    assignments: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalOptions:
+    """Options a command accepts before its subcommand, and those that make it always ask."""
+
+    options_with_value: frozenset[str]
+    ask: Mapping[str, str]
+    """Option → the reason shown when it is present."""
+
+
+@dataclass(frozen=True, slots=True)
+class WrapperTable:
+    """Everything the analyzer knows about wrappers; immutable, built once and shared."""
+
+    wrappers: Mapping[tuple[str, ...], Wrapper]
+    dangerous_env: frozenset[str]
+    """Exact variable names."""
+    dangerous_env_prefixes: tuple[str, ...]
+    """Prefixes from entries ending in `*`."""
+    global_options: Mapping[str, GlobalOptions]
+    _first_words: frozenset[str] = field(default=_EMPTY, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_first_words", frozenset(name[0] for name in self.wrappers))
+
+    def match(self, words: Sequence[str | None], start: int) -> Wrapper | None:
+        """The wrapper that `words[start:]` begins with (first word by basename, longest name wins)."""
+        first = words[start]
+        if first is None:
+            return None
+        base = first.rpartition("/")[2]
+        if base not in self._first_words:
+            return None
+        best: Wrapper | None = None
+        for name, wrapper in self.wrappers.items():
+            if name[0] != base or start + len(name) > len(words):
+                continue
+            if all(words[start + i] == part for i, part in enumerate(name[1:], 1)):
+                if best is None or len(name) > len(best.name):
+                    best = wrapper
+        return best
+
+    def is_dangerous_env(self, name: str) -> bool:
+        """True for variables that load code or pick programs (`LD_PRELOAD`, `PATH`, `GIT_CONFIG_*`)."""
+        return name in self.dangerous_env or name.startswith(self.dangerous_env_prefixes)
+
+    def extended(self, data: Mapping[str, Any], *, source: str = "<wrappers>") -> WrapperTable:
+        """A new table with `data` (the wrappers.yaml shape) layered over this one.
+
+        Wrappers and global options with the same name replace the existing entry; dangerous
+        variables are added. Raises `ConfigError` naming the bad entry when `data` is malformed.
+        """
+        problems: list[Problem] = []
+        wrappers = dict(self.wrappers)
+        globals_ = dict(self.global_options)
+        exact = set(self.dangerous_env)
+        prefixes = list(self.dangerous_env_prefixes)
+        unknown = set(data) - {"wrappers", "dangerous_env", "global_options"}
+        for key in sorted(unknown):
+            problems.append(_problem(source, f"/{key}", f"unknown key {key!r} (expected wrappers, dangerous_env, global_options)"))
+        for name, spec in _mapping(data.get("wrappers"), source, "/wrappers", problems).items():
+            wrapper = _wrapper(str(name), spec, source, problems)
+            if wrapper is not None:
+                wrappers[wrapper.name] = wrapper
+        for index, entry in enumerate(_list(data.get("dangerous_env"), source, "/dangerous_env", problems)):
+            if entry.endswith("*"):
+                prefixes.append(entry[:-1])
+            else:
+                exact.add(entry)
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", entry):
+                problems.append(_problem(source, f"/dangerous_env/{index}", f"{entry!r} is not a variable name"))
+        for name, spec in _mapping(data.get("global_options"), source, "/global_options", problems).items():
+            pointer = f"/global_options/{_escape(str(name))}"
+            spec_map = _mapping(spec, source, pointer, problems)
+            options = _list(spec_map.get("options_with_value"), source, pointer + "/options_with_value", problems)
+            ask = _mapping(spec_map.get("ask"), source, pointer + "/ask", problems)
+            globals_[str(name)] = GlobalOptions(
+                frozenset(options), MappingProxyType({str(k): str(v) for k, v in ask.items()})
+            )
+        if problems:
+            raise ConfigError(problems)
+        return WrapperTable(
+            MappingProxyType(wrappers),
+            frozenset(exact),
+            tuple(prefixes),
+            MappingProxyType(globals_),
+        )
+
+    @classmethod
+    def empty(cls) -> WrapperTable:
+        """A table that knows no wrappers (the base for `extended`)."""
+        return cls(MappingProxyType({}), _EMPTY, (), MappingProxyType({}))
+
+    @classmethod
+    def load(cls, path: Path, *, base: WrapperTable | None = None) -> WrapperTable:
+        """Read a wrappers file and layer it over `base` (the packaged table by default)."""
+        import yaml
+
+        text = path.read_text(encoding="utf-8")
+        try:
+            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as error:
+            raise ConfigError([_problem(str(path), "", f"not valid YAML: {error}")]) from error
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ConfigError([_problem(str(path), "", "expected a mapping with a `wrappers` key")])
+        return (base if base is not None else default_wrappers()).extended(data, source=str(path))
+
+
+@cache
+def default_wrappers() -> WrapperTable:
+    """The packaged table, read once."""
+    return WrapperTable.load(Path(__file__).with_name("wrappers.yaml"), base=WrapperTable.empty())
+
+
+def _wrapper(name: str, spec: object, source: str, problems: list[Problem]) -> Wrapper | None:
+    pointer = f"/wrappers/{_escape(name)}"
+    spec_map = _mapping(spec, source, pointer, problems)
+    words = tuple(name.split())
+    if not words:
+        problems.append(_problem(source, pointer, "a wrapper needs a name"))
+        return None
+    for key in sorted(set(spec_map) - _WRAPPER_FIELDS):
+        problems.append(_problem(source, f"{pointer}/{key}", f"unknown field {key!r}"))
+    kind = spec_map.get("kind", "command")
+    if kind not in _KINDS:
+        problems.append(_problem(source, f"{pointer}/kind", f"kind {kind!r} is not one of {', '.join(sorted(_KINDS))}"))
+        return None
+    positionals = spec_map.get("positionals", 0)
+    if not isinstance(positionals, int) or isinstance(positionals, bool) or positionals < 0:
+        problems.append(_problem(source, f"{pointer}/positionals", "positionals must be a whole number >= 0"))
+        return None
+    assignments = spec_map.get("assignments", False)
+    if not isinstance(assignments, bool):
+        problems.append(_problem(source, f"{pointer}/assignments", "assignments must be true or false"))
+        return None
+    lists = {key: frozenset(_list(spec_map.get(key), source, f"{pointer}/{key}", problems)) for key in _LIST_FIELDS}
+    return Wrapper(
+        words,
+        cast(WrapperKind, kind),
+        lists["options_with_value"],
+        lists["stop_options"],
+        lists["script_options"],
+        lists["exec_options"],
+        positionals,
+        assignments,
+    )
+
+
+def _mapping(value: object, source: str, pointer: str, problems: list[Problem]) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return value
+    problems.append(_problem(source, pointer, f"expected a mapping, got {type(value).__name__}"))
+    return {}
+
+
+def _list(value: object, source: str, pointer: str, problems: list[Problem]) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    problems.append(_problem(source, pointer, "expected a list of strings"))
+    return []
+
+
+def _problem(source: str, pointer: str, message: str) -> Problem:
+    return Problem(source, 0, 0, pointer, message)
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")

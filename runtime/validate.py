@@ -1,0 +1,100 @@
+"""`toolrt validate`: everything that can be checked without running a tool.
+
+Beyond what building a snapshot checks (YAML, schemas, ids, templates, examples, flags, groups):
+handler imports, permission lint (unreachable rules, unused keys), permission self-tests, and that
+every tool compiles for every provider format (lossy rewrites reported as warnings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, Problem, UsageError
+from .permissions.model import PermissionRequest
+from .snapshot import CompiledTool, Snapshot, build_snapshot, python_handler_problems
+
+__all__ = ["Report", "validate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    errors: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def validate(root: Path) -> Report:
+    """Every error and warning of the config at `root`."""
+    if not root.is_dir():
+        raise UsageError(f"--root {root}: not a directory")
+    try:
+        snapshot = build_snapshot(root)
+    except ConfigError as error:
+        return _report(error.problems)
+    problems: list[Problem] = list(snapshot.warnings)
+    problems.extend(python_handler_problems(snapshot))
+    problems.extend(_permission_problems(snapshot))
+    problems.extend(_spec_problems(snapshot))
+    return _report(problems)
+
+
+def _report(problems: Sequence[Problem]) -> Report:
+    ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.file, p.line, p.column, p.message))
+    return Report(
+        errors=tuple(p for p in ordered if p.severity == "error"),
+        warnings=tuple(p for p in ordered if p.severity == "warning"),
+    )
+
+
+def _permission_problems(snapshot: Snapshot) -> list[Problem]:
+    from .dispatch import _arguments, permission_requests
+    from .permissions.lint import lint
+    from .permissions.tests import run_permission_tests
+
+    known = {tool.permission_key for tool in snapshot.tools.values()} | {tool.id for tool in snapshot.tools.values()}
+    known |= {"external_directory", "doom_loop", "bash", "task", "question", "plan_enter", "plan_exit"}
+    problems = lint(snapshot.permissions, known_permissions=known)
+
+    def analyze(tool_id: str, args: Mapping[str, Any], agent: str) -> Sequence[PermissionRequest]:
+        tool: CompiledTool | None = snapshot.tools.get(tool_id)
+        if tool is None:
+            raise UsageError(f"unknown tool '{tool_id}' (tools: {', '.join(sorted(snapshot.tools))})")
+        return permission_requests(tool, _arguments(tool, args), snapshot)
+
+    problems.extend(run_permission_tests(snapshot.permissions, analyze))
+    return problems
+
+
+def _spec_problems(snapshot: Snapshot) -> list[Problem]:
+    from .specs import FORMATS, compile_spec
+
+    problems: list[Problem] = []
+    for tool in snapshot.tools.values():
+        definition = tool.definition
+        if definition.internal:
+            continue
+        document = definition.document
+        for format in FORMATS:
+            try:
+                compiled = compile_spec(format, name=tool.id, description=tool.description, parameters=definition.parameters,
+                                        annotations=definition.annotations)
+            except Exception as exc:  # a compiler bug must surface as a finding, not a traceback
+                problems.append(_at(definition.source, document, "/parameters", f"does not compile for {format}: {exc}", "error"))
+                continue
+            for warning in compiled.warnings:
+                pointer = "/parameters" + warning.pointer
+                problems.append(_at(definition.source, document, pointer, f"{warning.message} [{format}, {warning.keyword}]", "warning"))
+    return problems
+
+
+def _at(source: str, document: Any, pointer: str, message: str, severity: str) -> Problem:
+    if document is None:
+        return Problem(source, 0, 0, pointer, message, severity)  # type: ignore[arg-type]
+    line, column = document.locate(pointer)
+    return Problem(document.name, line, column, pointer, message, severity)  # type: ignore[arg-type]
