@@ -12,6 +12,7 @@ snapshots: session approvals, session memory, the audit log, host handlers and l
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ class Runtime:
     """A loaded toolrt configuration that answers spec, check and call requests."""
 
     def __init__(self, snapshot: Snapshot, *, flags: Mapping[str, bool] | None = None) -> None:
+        if str(snapshot.root) not in sys.path:
+            sys.path.insert(0, str(snapshot.root))  # project handler modules import from the project root
         self._snapshot = snapshot
         self._cli_flags = dict(flags or {})
         self._flags = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=self._cli_flags)
@@ -117,12 +120,13 @@ class Runtime:
     # --- selection and specs ----------------------------------------------------------------------
 
     def _selection(self, model: str | None, provider: str | None, agent: str | None, client: str | None,
-                   flags: Mapping[str, bool] | None, toolset: str | None) -> ToolSet:
-        snapshot = self._snapshot
+                   flags: Mapping[str, bool] | None, toolset: str | None, snapshot: Snapshot | None = None) -> ToolSet:
+        # A call passes the snapshot it read once: a reload swapping in between must not mix two configs.
+        snapshot = snapshot or self._snapshot
         values = self._flags
         if flags:
             values = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli={**self._cli_flags, **flags})
-        key = (id(snapshot), model, provider, agent, client, tuple(sorted(values.items())), toolset,
+        key = (id(snapshot), snapshot.digest, model, provider, agent, client, tuple(sorted(values.items())), toolset,
                tuple(sorted(self._services.host_handlers)))
         found = self._selections.get(key)
         if found is None:
@@ -265,7 +269,7 @@ class Runtime:
             UsageError: `agent` names no agent (the message lists the agents).
         """
         snapshot = self._snapshot
-        toolset = self._selection(model, provider, agent, client, flags, None)
+        toolset = self._selection(model, provider, agent, client, flags, None, snapshot)
         snapshot.permissions.ruleset(agent)  # an unknown agent is the caller's mistake, not the model's
         request = CallRequest(
             tool=tool, args=args, agent=agent, model=model, provider=provider, client=client,

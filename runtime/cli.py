@@ -111,6 +111,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `toolrt specs | head`: the reader left; not an error worth a traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _text(problem: Problem) -> str:

@@ -43,7 +43,7 @@ from .result import ToolResult
 from .selection import Offered, ToolSet
 from .snapshot import CompiledTool, Snapshot, import_ref
 from .templates import render, render_argv
-from .truncate import truncate_output
+from .truncate import cleanup_outputs, truncate_output
 
 __all__ = ["CallEvent", "CallRequest", "Services", "dispatch", "permission_requests"]
 
@@ -590,13 +590,25 @@ def _truncate(tool: CompiledTool, result: ToolResult, snapshot: Snapshot, agent:
         max_bytes=max_bytes,
         direction=spec.direction or defaults.direction or "head",
         delegate_hint=delegate is not None and delegate.action != "deny" and "task" in snapshot.tools,
+        saved_path=Path(result.metadata["outputPath"]) if "outputPath" in result.metadata else None,
     )
+    _cleanup_once(snapshot.truncation_dir)
     if not truncated.truncated:
         return result
     metadata = dict(result.metadata)
     metadata["truncated"] = True
     metadata["outputPath"] = str(truncated.output_path)
     return ToolResult(result.title, truncated.content, MappingProxyType(metadata), result.attachments, result.error)
+
+
+_CLEANED: set[Path] = set()
+
+
+def _cleanup_once(directory: Path) -> None:
+    """Delete saved outputs older than 7 days, once per directory per process (OpenCode's hourly job)."""
+    if directory not in _CLEANED:
+        _CLEANED.add(directory)
+        cleanup_outputs(directory)
 
 
 # --- record ---------------------------------------------------------------------------------------

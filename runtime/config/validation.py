@@ -20,6 +20,7 @@ from .resources import SCHEMA_NAMES, schema
 
 __all__ = ["check_document", "describe_value", "parameter_schema_problems"]
 
+_SCHEMA_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 _ID_HINT = "use letters, digits, '_' and '-', start with a letter or '_', at most 64 characters (every provider accepts these)"
 
 
@@ -50,7 +51,11 @@ def parameter_schema_problems(document: Document, pointer: str, parameters: Mapp
     problems = []
     for error in validator.iter_errors(parameters):
         where = _pointer(pointer, error.absolute_path)
-        problems.append(_problem(document, where, f"not a valid JSON Schema: {_message(error)}"))
+        if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(error.instance, (str, list)):
+            detail = f"{error.instance!r} is not a JSON Schema type (types: {', '.join(_SCHEMA_TYPES)})"
+        else:
+            detail = _message(error)
+        problems.append(_problem(document, where, f"not a valid JSON Schema: {detail}"))
     return problems or [_problem(document, pointer, "not a valid JSON Schema")]
 
 

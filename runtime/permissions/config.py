@@ -89,9 +89,7 @@ def _scope_problems(spec: FileSpec) -> list[Problem]:
                 )
             )
         elif spec.scope == "builtin" and key == "inherit":
-            problems.append(
-                location.problem('"inherit" belongs in a project permissions.yaml, not the built-in one')
-            )
+            problems.append(location.problem('"inherit" belongs in a project permissions.yaml, not the built-in one'))
     return problems
 
 

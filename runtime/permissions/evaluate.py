@@ -34,8 +34,13 @@ def _decide_pattern(
         action = request.floor
         reason = request.reason
     locked_rule = locked.evaluate(permission, pattern) if locked else None
-    if locked_rule is not None and strictest(action, locked_rule.action) != action:
-        action, rule, reason = locked_rule.action, locked_rule, None
+    # A locked deny or ask that is at least as strict as the verdict so far becomes the deciding
+    # rule, so explanations show that approvals cannot lift it; a locked allow never decides.
+    if locked_rule is not None and locked_rule.action != "allow":
+        if strictest(action, locked_rule.action) == locked_rule.action:
+            if locked_rule.action != action:
+                reason = None
+            action, rule = locked_rule.action, locked_rule
     return PatternDecision(permission, pattern, action, rule, reason)
 
 

@@ -55,6 +55,7 @@ _LEAVES = frozenset(
 _NESTING = frozenset(
     ("command_substitution", "process_substitution", "subshell", "compound_statement", "function_definition")
 )
+_PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 _REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
 _BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _SUBSTITUTION = re.compile(r"\$\(|`")
@@ -165,8 +166,11 @@ class _Analysis:
                 return
             kind = node.type
             if kind == "command":
-                self._command(node)
-            elif kind == "file_redirect":
+                # Plain words hold no commands; only the rest of a command's children are walked.
+                inner = self._command(node)
+                stack.extend((inner[index], nesting) for index in range(len(inner) - 1, -1, -1))
+                continue
+            if kind == "file_redirect":
                 self._redirect(node)
             elif kind in ("declaration_command", "unset_command"):
                 self._declaration(node)
@@ -198,13 +202,17 @@ class _Analysis:
 
     # -- commands -------------------------------------------------------------------------------
 
-    def _command(self, node: Node) -> None:
+    def _command(self, node: Node) -> list[Node]:
+        """Record the command's requests; returns the children that may hold more commands."""
         assignments: list[Node] = []
         name: Node | None = None
         arguments: list[Node] = []
+        nested: list[Node] = []
         start = -1
         for child in node.named_children:
             kind = child.type
+            if kind not in _PLAIN_WORDS and kind != "command_name":
+                nested.append(child)
             if name is None:
                 if kind == "command_name":
                     name = child
@@ -223,9 +231,11 @@ class _Analysis:
             # Only redirections (`> file`): it still writes, so it still asks.
             if start >= 0:
                 self.findings.patterns[self._slice(start, end)] = None
-            return
+            return nested
         home = self.scope.home
         name_word = name.named_children[0] if name.named_child_count == 1 else name
+        if name_word.type not in _PLAIN_WORDS:
+            nested.insert(0, name)
         words = [evaluate(name_word, home)]
         words.extend(evaluate(argument, home) for argument in arguments)
         reasons = list(self.inherited)
@@ -234,6 +244,7 @@ class _Analysis:
         rest = self._slice(node.end_byte, end) if redirected else ""
         self._check_paths(words)
         self._segments(node, words, start, end, rest, reasons)
+        return nested
 
     def _segments(self, node: Node, words: list[Word], start: int, end: int, rest: str, reasons: list[str]) -> None:
         """The command and each command it wraps, outermost first."""

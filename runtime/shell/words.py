@@ -56,6 +56,8 @@ class _Builder:
 def evaluate(node: Node, home: str) -> Word:
     """The word `node` (a command name or argument) after quote removal."""
     raw = _text(node)
+    if node.type == "word" and not _UNQUOTED_SPECIAL.search(raw):
+        return Word(raw, raw, raw, False, node.start_byte, node.end_byte)
     builder = _Builder()
     _piece(node, raw, home, builder)
     prefix = "".join(builder.parts)

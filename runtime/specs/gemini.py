@@ -153,7 +153,7 @@ class GeminiRewriter(Rewriter):
             for i, b in enumerate(branches)
             if not (isinstance(b, dict) and type_names(b) == ("null",))
         ]
-        if len(kept) == 1 and isinstance(kept[0], dict):
+        if len(kept) == 1 and isinstance(kept[0], dict) and out.get("type", kept[0].get("type")) == kept[0].get("type"):
             # One alternative left (the other was null): it is the node itself.
             for key, value in kept[0].items():
                 if key == "description" and "description" in out:

@@ -1,0 +1,384 @@
+"""`toolrt serve`: the current snapshot's tools as an MCP server (official `mcp` SDK, low-level server).
+
+- `tools/list`: `rt.specs("mcp", selection)` as MCP tools (name, title, description, inputSchema,
+  annotations), read from the snapshot current at the time of the request;
+- `tools/call`: `rt.call` (permissions, truncation and the audit log apply); a failed call is a result
+  with `isError: true`; an unknown tool or malformed params are JSON-RPC errors;
+- `notifications/tools/list_changed` after every swap (the `listChanged` capability is advertised):
+  on the connection's standalone channel for handshake-era clients, through `subscriptions/listen`
+  for 2026-07-28 clients;
+- progress: a call's live metadata becomes `notifications/progress` when the client sent a token;
+- cancellation: `notifications/cancelled` sets the call's abort event, so the tool stops the way it
+  stops for any host (process tree killed, audit record written), then the request ends;
+- ask: `elicitation/create` when the client declared elicitation, else no asker (the runtime denies
+  with a message saying approval was required).
+
+The `mcp` SDK is imported by this module only, and this module only by `toolrt serve`. A Reloader
+runs alongside, so edits to the YAML reach connected clients as they are saved.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+
+from .api import Runtime, SnapshotChange
+from .dispatch import CallEvent
+from .errors import UsageError
+from .permissions.ask import AskRequest, Reply
+from .reload import Reloader
+from .result import ToolResult
+
+__all__ = ["ABORT_GRACE_SECONDS", "McpFace", "McpSelection", "build_server", "run_serve"]
+
+ABORT_GRACE_SECONDS = 5.0
+"""After a client cancels, how long a tool may take to honour its abort event before it is cancelled hard."""
+
+TRANSPORTS = ("stdio", "http")
+
+_DECISIONS = ("once", "always", "reject")
+_ASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {
+            "type": "string",
+            "title": "Allow this tool call?",
+            "enum": list(_DECISIONS),
+            "enumNames": ["Allow once", "Always allow (this session)", "Reject"],
+        },
+        "feedback": {"type": "string", "title": "Feedback for the model (when rejecting)"},
+    },
+    "required": ["decision"],
+}
+
+Ctx = ServerRequestContext[Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class McpSelection:
+    """Who the served tools are selected for (the `toolrt serve` selection options)."""
+
+    agent: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    client: str | None = None
+
+
+class _LoopBridge:
+    """Runs a callback on the event loop thread, from it or from a worker thread.
+
+    Swap listeners run in the Reloader's worker thread, and a blocking handler's live metadata
+    arrives from its worker thread; MCP sends must happen on the loop.
+    """
+
+    def __init__(self) -> None:
+        self._token = anyio.lowlevel.current_token()
+        self._thread = threading.get_ident()
+
+    def call(self, function: Callable[[], None]) -> None:
+        if threading.get_ident() == self._thread:
+            function()
+        else:
+            anyio.from_thread.run_sync(function, token=self._token)
+
+
+class McpFace:
+    """The handlers of the MCP server over one Runtime; one instance serves every connection."""
+
+    def __init__(self, rt: Runtime, selection: McpSelection) -> None:
+        self._rt = rt
+        self._selection = selection
+        self._sessions: list[ServerSession] = []
+        self._bus = InMemorySubscriptionBus()
+        self._ids = itertools.count(1)
+        self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange](64)
+
+    @property
+    def bus(self) -> InMemorySubscriptionBus:
+        return self._bus
+
+    # --- tools/list -------------------------------------------------------------------------------
+
+    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        s = self._selection
+        specs = self._rt.specs("mcp", agent=s.agent, model=s.model, provider=s.provider, client=s.client)
+        return types.ListToolsResult(tools=[types.Tool.model_validate(spec) for spec in specs])
+
+    # --- tools/call -------------------------------------------------------------------------------
+
+    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        s = self._selection
+        offered = self._rt.tools(agent=s.agent, model=s.model, provider=s.provider, client=s.client).offered
+        if params.name not in {o.name for o in offered}:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
+        abort = anyio.Event()
+        progress = _wants_progress(ctx)
+        send, receive = anyio.create_memory_object_stream[CallEvent](256)
+        bridge = _LoopBridge()
+        unsubscribe: Callable[[], None] | None = None
+        if progress:
+
+            def listen(event: CallEvent) -> None:
+                if event.call_id == call_id and event.kind == "metadata":
+                    bridge.call(lambda: _offer(send, event))
+
+            unsubscribe = self._rt.subscribe(listen)
+        box: list[ToolResult] = []
+
+        async def run_call() -> None:
+            # Shielded: a client's cancellation reaches the tool as its abort event (so it stops
+            # cleanly and is recorded), and only a tool that ignores it is cancelled hard.
+            with anyio.CancelScope(shield=True) as scope:
+                scopes.append(scope)
+                box.append(
+                    await self._rt.call(
+                        params.name,
+                        dict(params.arguments or {}),
+                        agent=s.agent,
+                        model=s.model,
+                        provider=s.provider,
+                        client=s.client,
+                        session=_session_name(ctx),
+                        ask=self._asker(ctx),
+                        abort=abort,
+                        call_id=call_id,
+                    )
+                )
+            send.close()
+
+        scopes: list[anyio.CancelScope] = []
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(run_call)
+                try:
+                    await _forward_progress(ctx, receive)
+                except anyio.get_cancelled_exc_class():
+                    abort.set()
+                    for scope in scopes:
+                        scope.deadline = anyio.current_time() + ABORT_GRACE_SECONDS
+                    raise
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
+        return _to_mcp(box[0])
+
+    def _asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
+        capabilities = ctx.session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None or not ctx.session.can_send_request:
+            return None
+
+        async def ask(request: AskRequest) -> Reply:
+            result = await ctx.session.elicit_form(_ask_text(request), _ASK_SCHEMA, related_request_id=ctx.request_id)
+            content = result.content or {}
+            decision = content.get("decision")
+            if result.action != "accept" or decision not in _DECISIONS:
+                return Reply("reject")
+            feedback = content.get("feedback")
+            if decision == "reject":
+                return Reply("reject", feedback if isinstance(feedback, str) and feedback.strip() else None)
+            return Reply("once" if decision == "once" else "always")
+
+        return ask
+
+    # --- list_changed -----------------------------------------------------------------------------
+
+    async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
+        """`notifications/initialized`: a handshake-era connection that wants list_changed."""
+        self._sessions.append(ctx.session)
+
+    def swap_listener(self) -> Callable[[SnapshotChange], None]:
+        """A `Runtime.on_swap` listener that queues the change for `notify_changes` (any thread)."""
+        bridge = _LoopBridge()
+
+        def on_swap(change: SnapshotChange) -> None:
+            bridge.call(lambda: _offer(self._changes_send, change))
+
+        return on_swap
+
+    async def notify_changes(self) -> None:
+        """Send `notifications/tools/list_changed` to every connection after every swap."""
+        async with self._changes_receive:
+            async for _change in self._changes_receive:
+                await self._bus.publish(ToolsListChanged())
+                for session in tuple(self._sessions):
+                    try:
+                        await session.send_tool_list_changed()
+                    except Exception:  # the client went away; stop telling it
+                        self._sessions.remove(session)
+
+
+def _offer(send: MemoryObjectSendStream[Any], item: Any) -> None:
+    # Progress and change notices may be dropped when a slow client lets them pile up; the next
+    # one carries the news just as well.
+    try:
+        send.send_nowait(item)
+    except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+
+
+def _session_name(ctx: Ctx) -> str:
+    # "Always" approvals are per session: one per HTTP session, one for the stdio client.
+    headers = getattr(ctx.request, "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    return f"mcp:{session_id}" if session_id else "mcp"
+
+
+def _wants_progress(ctx: Ctx) -> bool:
+    meta: Mapping[str, Any] | None = ctx.meta
+    if not meta:
+        return False
+    return meta.get("progressToken", meta.get("progress_token")) is not None
+
+
+async def _forward_progress(ctx: Ctx, receive: anyio.abc.ObjectReceiveStream[CallEvent]) -> None:
+    count = 0
+    async with receive:
+        async for event in receive:
+            count += 1
+            await ctx.session.report_progress(count, None, _progress_text(event))
+
+
+def _progress_text(event: CallEvent) -> str | None:
+    title = event.data.get("title")
+    metadata = event.data.get("metadata") or {}
+    output = event.data.get("output") or (metadata.get("output") if isinstance(metadata, Mapping) else None)
+    if isinstance(output, str) and output.strip():
+        return output.strip().splitlines()[-1][:200]
+    return title if isinstance(title, str) else None
+
+
+def _ask_text(request: AskRequest) -> str:
+    lines = [request.title or f"{request.tool} wants permission"]
+    if request.message:
+        lines.append(request.message)
+    lines.extend(f"{p.permission}: {p.pattern}" for p in request.pending)
+    return "\n".join(lines)
+
+
+def _to_mcp(result: ToolResult) -> types.CallToolResult:
+    content: list[types.ContentBlock] = []
+    text = result.error if result.error is not None else result.output
+    content.append(types.TextContent(type="text", text=text))
+    for attachment in result.attachments:
+        url = str(attachment.get("url", ""))
+        mime = str(attachment.get("mime", ""))
+        if url.startswith("data:") and mime.startswith("image/") and ";base64," in url:
+            content.append(types.ImageContent(type="image", data=url.split(";base64,", 1)[1], mime_type=mime))
+        elif url:
+            content.append(types.TextContent(type="text", text=f"attachment: {url}"))
+    return types.CallToolResult(
+        content=content, is_error=result.error is not None, _meta={"toolrt/title": result.title}
+    )
+
+
+class _ToolrtServer(Server[Any]):
+    """Advertises `tools.listChanged` on every transport (HTTP builds its own initialization options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+        )
+
+
+def build_server(rt: Runtime, selection: McpSelection) -> tuple[Server[Any], McpFace]:
+    """The low-level MCP server over `rt` and its handlers (for in-process use and tests)."""
+    face = McpFace(rt, selection)
+    server = _ToolrtServer(
+        "toolrt",
+        version=_version(),
+        instructions=f"Tools of the toolrt project at {rt.root}.",
+        on_list_tools=face.list_tools,
+        on_call_tool=face.call_tool,
+        on_subscriptions_listen=ListenHandler(face.bus),
+    )
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
+    return server, face
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolrt")
+    except PackageNotFoundError:
+        return "0"
+
+
+def run_serve(
+    rt: Runtime,
+    *,
+    transport: str,
+    host: str,
+    port: int,
+    agent: str | None,
+    model: str | None,
+    provider: str | None,
+    client: str | None,
+) -> int:
+    """Serve `rt` over stdio or streamable HTTP until the client disconnects (stdio) or Ctrl-C.
+
+    Raises:
+        UsageError: unknown transport, or an agent the config does not define.
+    """
+    if transport not in TRANSPORTS:
+        raise UsageError(f"unknown transport {transport!r}; expected one of: {', '.join(TRANSPORTS)}")
+    if agent is not None:
+        rt.snapshot.permissions.ruleset(agent)
+    selection = McpSelection(agent=agent, model=model, provider=provider, client=client)
+
+    async def main() -> None:
+        server, face = build_server(rt, selection)
+        unsubscribe = rt.on_swap(face.swap_listener())
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(face.notify_changes)
+                group.start_soon(Reloader(rt).run)
+                if transport == "stdio":
+                    await _serve_stdio(server)
+                else:
+                    await _serve_http(server, host, port)
+                group.cancel_scope.cancel()
+        finally:
+            unsubscribe()
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+async def _serve_stdio(server: Server[Any]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def _serve_http(server: Server[Any], host: str, port: int) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    await uvicorn.Server(config).serve()

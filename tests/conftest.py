@@ -1,0 +1,86 @@
+"""Shared fixtures: a throwaway project factory and a data directory that never touches the home directory."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+ProjectFactory = Callable[..., Path]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test writes truncated outputs and audit logs under its own temporary directory."""
+    data = tmp_path_factory.mktemp("toolrt-data")
+    monkeypatch.setenv("TOOLRT_DATA_DIR", str(data))
+    return data
+
+
+@pytest.fixture(autouse=True)
+def _forget_project_modules() -> Iterator[None]:
+    """Handler modules of one test's project must not leak into the next (same names, other files)."""
+    modules, path = set(sys.modules), list(sys.path)
+    yield
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+    sys.path[:] = path
+    try:
+        from runtime import dispatch
+    except ImportError:  # the dispatch module is mid-edit: nothing was cached
+        return
+    dispatch._HANDLERS.clear()
+
+
+def write_project(
+    root: Path,
+    tools: Mapping[str, str] | None = None,
+    permissions: str | None = None,
+    settings: str | None = None,
+    modules: Mapping[str, str] | None = None,
+    *,
+    builtin_tools: bool = False,
+) -> Path:
+    """Write `tools.d/<name>.yaml` per tool, `permissions.yaml`, `toolrt.yaml` and handler modules.
+
+    `builtin_tools: false` is prepended to the settings unless `builtin_tools=True`. Texts are dedented.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    if tools:
+        (root / "tools.d").mkdir(exist_ok=True)
+        for name, text in tools.items():
+            (root / "tools.d" / f"{name}.yaml").write_text(textwrap.dedent(text), encoding="utf-8")
+    if permissions is not None:
+        (root / "permissions.yaml").write_text(textwrap.dedent(permissions), encoding="utf-8")
+    body = textwrap.dedent(settings or "")
+    if not builtin_tools:
+        body = "builtin_tools: false\n" + body
+    if body.strip():
+        (root / "toolrt.yaml").write_text(body, encoding="utf-8")
+    for name, source in (modules or {}).items():
+        path = root / (name.replace(".", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> ProjectFactory:
+    """`make_project(tools, permissions=None, settings=None, modules=None, builtin_tools=False) -> root`."""
+    counter = iter(range(1_000_000))
+
+    def factory(
+        tools: Mapping[str, str] | None = None,
+        permissions: str | None = None,
+        settings: str | None = None,
+        modules: Mapping[str, str] | None = None,
+        *,
+        builtin_tools: bool = False,
+    ) -> Path:
+        root = tmp_path / f"project{next(counter)}"
+        return write_project(root, tools, permissions, settings, modules, builtin_tools=builtin_tools)
+
+    return factory
