@@ -98,6 +98,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     err = err or sys.stderr
     try:
         options = _parser().parse_args(list(argv) if argv is not None else None)
+        options.err = err
         handler = globals()[f"_cmd_{options.command}"]
         code: int = handler(options, out)
         return code
@@ -250,7 +251,7 @@ def _terminal_asker(out: TextIO) -> Any:
         if request.message:
             lines.append(request.message)
         lines.extend(f"  {d.permission}: {d.pattern}" for d in request.pending)
-        print("\n".join(lines), file=sys.stderr)
+        print("\n".join(lines), file=sys.stderr, flush=True)
         answer = await anyio.to_thread.run_sync(lambda: input("allow? [o]nce / [a]lways / [r]eject: ").strip().lower())
         if answer in ("o", "once", "y", "yes"):
             return Reply("once")
@@ -291,7 +292,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
         out.write("\n")
     elif result.error is not None:
-        print(result.error, file=sys.stderr)
+        print(result.error, file=options.err)
     else:
         out.write(result.output)
         if not result.output.endswith("\n"):

@@ -447,3 +447,187 @@ def test_confirm_title_and_message_reach_the_asker(make_project: Factory) -> Non
     seen: list[AskRequest] = []
     assert rt.call_sync("echo", {"text": "hey"}, ask=asker(Reply("once"), seen)).output == "hey"
     assert (seen[0].title, seen[0].message) == ("Echo hey?", "Will print hey once")
+
+
+# --- truncation -----------------------------------------------------------------------------------
+
+LINES = """
+def lines(args, ctx):
+    return "\\n".join(f"line {i}" for i in range(args["n"]))
+"""
+N_PARAM = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+HINT = "The tool call succeeded but the output was truncated. Full output saved to: "
+
+
+def _saved(output: str) -> Path:
+    return Path(output.split(HINT, 1)[1].splitlines()[0])
+
+
+def test_output_over_2000_lines_is_truncated_with_a_hint_naming_the_full_file(make_project: Factory) -> None:
+    tools = {"lines": tool("lines", {"python": "lines:lines"}, N_PARAM)}
+    rt = project(make_project, tools, modules={"lines": LINES})
+    result = rt.call_sync("lines", {"n": 2500})
+    full = "\n".join(f"line {i}" for i in range(2500))
+    assert result.error is None and result.metadata["truncated"] is True
+    assert result.output.startswith("line 0\nline 1\n")
+    assert "line 1999\n\n...500 lines truncated...\n\n" + HINT in result.output
+    assert "line 2000" not in result.output
+    saved = _saved(result.output)
+    assert saved == Path(result.metadata["outputPath"])
+    assert saved.read_text(encoding="utf-8") == full
+    assert saved.is_relative_to(rt.snapshot.data_dir)
+    short = rt.call_sync("lines", {"n": 2000})
+    assert "truncated" not in short.metadata and short.output.count("\n") == 1999
+
+
+def test_truncate_false_leaves_output_untouched(make_project: Factory) -> None:
+    tools = {"lines": tool("lines", {"python": "lines:lines"}, N_PARAM, truncate=False)}
+    rt = project(make_project, tools, modules={"lines": LINES})
+    result = rt.call_sync("lines", {"n": 3000})
+    assert result.output == "\n".join(f"line {i}" for i in range(3000))
+    assert "truncated" not in result.metadata
+
+
+def test_per_tool_truncate_settings_tail(make_project: Factory) -> None:
+    tools = {"lines": tool("lines", {"python": "lines:lines"}, N_PARAM, truncate={"max_lines": 5, "direction": "tail"})}
+    rt = project(make_project, tools, modules={"lines": LINES})
+    result = rt.call_sync("lines", {"n": 8})
+    assert result.output.startswith("...3 lines truncated...\n\n" + HINT)
+    assert result.output.endswith("\n\nline 3\nline 4\nline 5\nline 6\nline 7")
+    assert _saved(result.output).read_text() == "\n".join(f"line {i}" for i in range(8))
+
+
+# --- audit ----------------------------------------------------------------------------------------
+
+
+def test_every_call_appends_one_audit_record(make_project: Factory) -> None:
+    rt = project(make_project, {**ECHO_PATTERN, **py("boom", "boom")}, permissions=PERMS)
+    rt.call_sync("echo", {"text": "ok"}, session="s1", model="gpt-5")
+    rt.call_sync("echo", {"text": "nope"})
+    rt.call_sync("boom", {})
+    rt.call_sync("echo", "not json")
+    records, bad = read_records(rt.snapshot.data_dir / "audit.jsonl")
+    assert bad == []
+    assert [(r["tool"], r["status"]) for r in records] == [("echo", "ok"), ("echo", "denied"), ("boom", "error"), ("echo", "invalid")]
+    first = records[0]
+    assert (first["session"], first["model"], first["agent"], first["arguments"]) == ("s1", "gpt-5", "build", {"text": "ok"})
+    assert first["requests"] == [{"permission": "echo", "pattern": "ok", "action": "allow", "rule": first["requests"][0]["rule"]}]
+    assert isinstance(first["duration_ms"], float) and first["duration_ms"] >= 0
+    assert first["output_bytes"] == 2 and first["error"] is None
+    assert [r["action"] for r in records[1]["requests"]] == ["deny"]
+    assert records[2]["error"].startswith("The boom tool failed")
+
+
+def test_audit_off_in_settings_writes_nothing(make_project: Factory) -> None:
+    rt = project(make_project, ECHO, settings="defaults: {audit: false}\n")
+    assert rt.call_sync("echo", {"text": "x"}).output == "x"
+    assert rt.audit.path is None
+    assert not (rt.snapshot.data_dir / "audit.jsonl").exists()
+
+
+def test_audit_pointed_elsewhere(make_project: Factory, tmp_path: Path) -> None:
+    rt = project(make_project, ECHO, settings=f"defaults: {{audit: {tmp_path / 'calls.jsonl'}}}\n")
+    rt.call_sync("echo", {"text": "x"})
+    assert [r["tool"] for r in read_records(tmp_path / "calls.jsonl")[0]] == ["echo"]
+
+
+# --- call_many ------------------------------------------------------------------------------------
+
+RENDEZVOUS = """
+import anyio
+
+EVENTS = {}
+ORDER = []
+
+async def meet(args, ctx):
+    mine, other = args["me"], args["other"]
+    EVENTS.setdefault(mine, anyio.Event()).set()
+    await EVENTS.setdefault(other, anyio.Event()).wait()
+    return mine
+
+async def step(args, ctx):
+    ORDER.append(("start", args["me"]))
+    await anyio.sleep(0)
+    ORDER.append(("end", args["me"]))
+    return args["me"]
+
+async def fail(args, ctx):
+    raise RuntimeError("one failed")
+"""
+PAIR = text_param("me", "other", required=False)
+
+
+def test_call_many_runs_parallel_tools_concurrently_and_returns_in_call_order(make_project: Factory) -> None:
+    tools = {
+        "meet": tool("meet", {"python": "rendezvous:meet"}, PAIR, parallel=True),
+        "fail": tool("fail", {"python": "rendezvous:fail"}, parallel=True),
+    }
+    rt = project(make_project, tools, modules={"rendezvous": RENDEZVOUS})
+
+    async def main() -> list[ToolResult]:
+        with anyio.fail_after(10):  # only concurrent calls can meet: sequential ones would wait forever
+            return await rt.call_many([("meet", {"me": "a", "other": "b"}), ("fail", {}), ("meet", {"me": "b", "other": "a"})])
+
+    results = anyio.run(main)
+    assert [r.output for r in results] == ["a", "", "b"]
+    assert results[1].error == "The fail tool failed: RuntimeError: one failed"
+
+
+def test_call_many_runs_non_parallel_tools_in_order(make_project: Factory) -> None:
+    tools = {"step": tool("step", {"python": "rendezvous:step"}, PAIR)}
+    rt = project(make_project, tools, modules={"rendezvous": RENDEZVOUS})
+    results = anyio.run(lambda: rt.call_many([("step", {"me": str(i)}) for i in range(4)]))
+    assert [r.output for r in results] == ["0", "1", "2", "3"]
+    import rendezvous  # the project module, importable once the runtime put the root on sys.path
+
+    assert rendezvous.ORDER == [(kind, str(i)) for i in range(4) for kind in ("start", "end")]
+
+
+# --- cache ----------------------------------------------------------------------------------------
+
+
+def test_cache_returns_the_cached_result_for_the_same_arguments(make_project: Factory) -> None:
+    rt = project(make_project, py("echo", "echo", text_param("text"), cache={"ttl": 60}))
+    outputs = [rt.call_sync("echo", {"text": t}, session=f"s{i}").output for i, t in enumerate(["a", "a", "b", "a"])]
+    assert outputs == ["a", "a", "b", "a"]
+    import handlers
+
+    assert handlers.CALLS == [{"text": "a"}, {"text": "b"}]
+
+
+# --- registration ---------------------------------------------------------------------------------
+
+
+def test_register_adds_a_tool_at_run_time(make_project: Factory) -> None:
+    rt = project(make_project, ECHO)
+    rt.register(yaml.safe_load(tool("shout", {"argv": ["printf", "%s!", "{{ text }}"]}, text_param("text"))))
+    assert "shout" in rt.tools().names()
+    assert rt.call_sync("shout", {"text": "hey"}).output == "hey!"
+
+
+@pytest.mark.parametrize(
+    ("definition", "message"),
+    [
+        ({"id": "x", "description": "d", "handler": {"argv": ["echo", "{{ nope }}"]}}, r"'nope', which is not a declared parameter"),
+        ({"id": "x", "handler": {"argv": ["true"]}}, r"missing 'description'"),
+        ({"id": "x", "description": "d", "handler": {"shell": "echo \"{{ a }}\""}, "parameters": text_param("a")}, r"inside double quotes"),
+    ],
+)
+def test_register_validates_like_a_file(make_project: Factory, definition: dict[str, Any], message: str) -> None:
+    rt = project(make_project, ECHO)
+    with pytest.raises(ConfigError, match=message):
+        rt.register(definition)
+    assert rt.tools().names() == ("echo",)
+
+
+def test_register_handler_makes_a_host_tool_visible(make_project: Factory) -> None:
+    rt = project(make_project, {"task": tool("task", {"host": "task_runner"}, text_param("prompt"))})
+    hidden = {h.id: h.reason for h in rt.tools().hidden}
+    assert hidden == {"task": "no host handler registered for 'task_runner'"}
+
+    async def runner(args: Mapping[str, Any], ctx: Any) -> str:
+        return f"ran {args['prompt']} as {ctx.agent}"
+
+    rt.register_handler("task_runner", runner)
+    assert rt.tools().names() == ("task",)
+    assert rt.call_sync("task", {"prompt": "p"}).output == "ran p as build"

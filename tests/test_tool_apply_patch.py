@@ -74,8 +74,10 @@ def root(tmp_path: Path) -> Path:
             r"^apply_patch verification failed: line 2: unknown header '\*\*\* Frobnicate File: foo'",
         ),
         (patch("*** Add File:"), r"^apply_patch verification failed: line 2: '\*\*\* Add File:' needs a file path"),
-        (patch("*** Update File: a.txt", "@@"), r"^apply_patch verification failed: '\*\*\* Update File: a.txt' has no"),
-        (patch("*** End Patch"), "missing Begin/End markers"),
+        (
+            patch("*** Update File: a.txt", "@@"),
+            r"^apply_patch verification failed: '\*\*\* Update File: a.txt' has no",
+        ),
     ],
 )
 def test_malformed_patches_are_rejected(root: Path, text: str, message: str) -> None:
@@ -119,7 +121,11 @@ def test_add_update_delete_in_one_patch(root: Path) -> None:
 @pytest.mark.parametrize(
     ("before", "body", "after"),
     [
-        ("line1\nline2\nline3\nline4\n", ["@@", "-line2", "+changed2", "@@", "-line4", "+changed4"], "line1\nchanged2\nline3\nchanged4\n"),
+        (
+            "line1\nline2\nline3\nline4\n",
+            ["@@", "-line2", "+changed2", "@@", "-line4", "+changed4"],
+            "line1\nchanged2\nline3\nchanged4\n",
+        ),
         ("alpha\nomega\n", ["@@", " alpha", "+beta", " omega"], "alpha\nbeta\nomega\n"),
         ("no newline at end", ["@@", "-no newline at end", "+first line", "+second line"], "first line\nsecond line\n"),
         ("alpha\nlast\n", ["@@", "-last", "+end", "*** End of File"], "alpha\nend\n"),
@@ -132,7 +138,11 @@ def test_add_update_delete_in_one_patch(root: Path) -> None:
         ("line1  \nline2\nline3   \n", ["@@", "-line2", "+changed"], "line1  \nchanged\nline3   \n"),
         ("  line1\nline2\n  line3\n", ["@@", "-line2", "+changed"], "  line1\nchanged\n  line3\n"),
         ("    indented()\n", ["@@", "-indented()", "+    renamed()"], "    renamed()\n"),
-        ("print(\u201chello\u201d) \u2014 ok\u2026\n", ["@@", '-print("hello") - ok...', "+print('bye')"], "print('bye')\n"),
+        (
+            "print(\u201chello\u201d) \u2014 ok\u2026\n",
+            ["@@", '-print("hello") - ok...', "+print('bye')"],
+            "print('bye')\n",
+        ),
         ("a\nb\n", ["-a", "+A"], "A\nb\n"),
         ("a\n\nb\n", ["@@", " a", "", "-b", "+B"], "a\n\nB\n"),
         ("keep\n", ["@@", "+appended"], "keep\nappended\n"),
@@ -151,7 +161,10 @@ def test_move_to_a_new_directory(root: Path) -> None:
     (root / "old").mkdir()
     (root / "old" / "name.txt").write_text("old content\n")
     result = run_patch(
-        root, patch("*** Update File: old/name.txt", "*** Move to: renamed/dir/name.txt", "@@", "-old content", "+new content")
+        root,
+        patch(
+            "*** Update File: old/name.txt", "*** Move to: renamed/dir/name.txt", "@@", "-old content", "+new content"
+        ),
     )
     assert not (root / "old" / "name.txt").exists()
     assert (root / "renamed" / "dir" / "name.txt").read_text() == "new content\n"
@@ -202,12 +215,18 @@ def test_heredoc_wrappers_are_accepted(root: Path, heredoc: str, name: str) -> N
         (["*** Update File: missing.txt", "@@", "-nope", "+better"], "Failed to read file to update: missing.txt"),
         (["*** Delete File: missing.txt"], "Failed to read file to delete: missing.txt does not exist"),
         (["*** Delete File: dir"], "Cannot delete dir: it is a directory"),
-        (["*** Update File: modify.txt", "@@", "-missing", "+changed"], "Failed to find expected lines in modify.txt:\nmissing"),
-        (["*** Update File: modify.txt", "@@ nowhere", "-line1", "+x"], "Failed to find context 'nowhere' in modify.txt"),
+        (
+            ["*** Update File: modify.txt", "@@", "-missing", "+changed"],
+            "Failed to find expected lines in modify.txt:\nmissing",
+        ),
+        (
+            ["*** Update File: modify.txt", "@@ nowhere", "-line1", "+x"],
+            "Failed to find context 'nowhere' in modify.txt",
+        ),
         (["*** Update File: modify.txt", "@@", "-line2", "+B", "", "-line1", "+D"], "Failed to find expected lines"),
         (["*** Add File: dir", "+x"], "Cannot add dir: a directory exists at that path"),
         (
-            ["*** Update File: modify.txt", "*** Move to: dir", "@@", "-line1", "+x"],
+            ["*** Update File: modify.txt", "*** Move to: dir", "@@", "-line2", "+x"],
             "Cannot move modify.txt to dir: a directory exists there",
         ),
     ],
@@ -395,7 +414,9 @@ def test_exempt_directories_do_not_ask(root: Path) -> None:
     assert [r.permission for r in requests] == ["edit"]
 
 
-@pytest.mark.parametrize("args", [{}, {"patchText": ""}, {"patchText": 3}, {"patchText": "garbage"}, {"patchText": patch()}])
+@pytest.mark.parametrize(
+    "args", [{}, {"patchText": ""}, {"patchText": 3}, {"patchText": "garbage"}, {"patchText": patch()}]
+)
 def test_unparsable_patches_ask_nothing(root: Path, args: dict[str, Any]) -> None:
     assert permission_requests(args, site_for(root)) == ()
 

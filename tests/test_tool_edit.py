@@ -84,9 +84,7 @@ def test_edit_applies_the_replacement(root: Path, before: bytes, args: dict[str,
 def test_metadata_diff_is_unified_and_uses_lf(root: Path) -> None:
     diff = read_then_edit(root, "f.txt", b"one\r\ntwo\r\n", oldString="two", newString="2")["metadata"]["diff"]
     path = root / "f.txt"
-    assert diff == (
-        f"Index: {path}\n{'=' * 67}\n--- {path}\n+++ {path}\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n"
-    )
+    assert diff == (f"Index: {path}\n{'=' * 67}\n--- {path}\n+++ {path}\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n")
 
 
 @pytest.mark.parametrize(
@@ -97,7 +95,9 @@ def test_metadata_diff_is_unified_and_uses_lf(root: Path) -> None:
         (b"a\nb\n", {"oldString": "a", "newString": "a"}, SAME_STRINGS),
     ],
 )
-def test_replace_errors_reach_the_model_unchanged(root: Path, before: bytes, args: dict[str, Any], message: str) -> None:
+def test_replace_errors_reach_the_model_unchanged(
+    root: Path, before: bytes, args: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ToolFailure, match=f"^{re.escape(message)}$"):
         read_then_edit(root, "f.txt", before, **args)
     assert (root / "f.txt").read_bytes() == before
@@ -117,7 +117,9 @@ def test_a_file_changed_since_it_was_read_is_refused(root: Path) -> None:
     ctx = make_ctx(root)
     call(read, {"filePath": "f.txt"}, ctx)
     target.write_text("a\nb\n")
-    with pytest.raises(ToolFailure, match=r"has been modified since it was last read\.\nLast modification: .*Z\n") as info:
+    with pytest.raises(
+        ToolFailure, match=r"has been modified since it was last read\.\nLast modification: .*Z\n"
+    ) as info:
         call(edit, {"filePath": "f.txt", "oldString": "a", "newString": "c"}, ctx)
     assert str(info.value).endswith("\n\nPlease read the file again before modifying it.")
     assert target.read_text() == "a\nb\n"
@@ -216,7 +218,11 @@ def test_a_symlink_out_of_the_root_asks_for_the_target_directory(root: Path) -> 
     assert (root / "link.txt").is_symlink()
     assert {request.patterns for request in asked} == {(f"{outside}/*",)}
     with pytest.raises(DeniedError):
-        call(edit, {"filePath": "link.txt", "oldString": "b", "newString": "c"}, make_ctx(root, deny="external_directory"))
+        call(
+            edit,
+            {"filePath": "link.txt", "oldString": "b", "newString": "c"},
+            make_ctx(root, deny="external_directory"),
+        )
     assert (outside / "real.txt").read_text() == "b\n"
 
 
@@ -255,7 +261,10 @@ def test_yaml_handler_resolves_and_examples_validate() -> None:
         ({"filePath": "f", "newString": "b"}, "'oldString' is a required property"),
         ({"filePath": "", "oldString": "a", "newString": "b"}, "should be non-empty"),
         ({"filePath": "f", "oldString": None, "newString": "b"}, "None is not of type 'string'"),
-        ({"filePath": "f", "oldString": "a", "newString": "b", "replaceAll": "true"}, "'true' is not of type 'boolean'"),
+        (
+            {"filePath": "f", "oldString": "a", "newString": "b", "replaceAll": "true"},
+            "'true' is not of type 'boolean'",
+        ),
     ],
 )
 def test_schema_rejects_bad_arguments(args: dict[str, Any], message: str) -> None:

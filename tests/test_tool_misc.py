@@ -232,6 +232,14 @@ def test_skill_unknown_name_lists_the_available_ones(skill_dirs: tuple[Path, Pat
         call(skill, {"name": name}, make_ctx(tmp_path))
 
 
+def test_skill_when_none_are_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(
+        ToolFailure, match=r"^Skill 'x' not found: no skills are installed .*Continue without a skill\.$"
+    ):
+        call(skill, {"name": "x"}, make_ctx(tmp_path))
+
+
 # ---------------------------------------------------------------- batch
 
 AVAILABLE = ("invalid", "read", "grep", "glob", "batch", "bash")

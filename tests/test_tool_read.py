@@ -79,7 +79,11 @@ def lines_of(count: int) -> str:
         ),
         (lines_of(3), {"offset": 3}, "<file>\n\n\n(End of file - total 3 lines)\n</file>"),
         (lines_of(3), {"offset": 9}, "<file>\n\n\n(End of file - total 3 lines)\n</file>"),
-        (lines_of(3), {"offset": 1, "limit": 2}, "<file>\n00002| line1\n00003| line2\n\n(End of file - total 3 lines)\n</file>"),
+        (
+            lines_of(3),
+            {"offset": 1, "limit": 2},
+            "<file>\n00002| line1\n00003| line2\n\n(End of file - total 3 lines)\n</file>",
+        ),
     ],
 )
 def test_read_window_and_end_note(root: Path, content: str, args: dict[str, Any], expected: str) -> None:
@@ -231,7 +235,8 @@ def test_a_directory_listing_honours_offset_and_limit(root: Path) -> None:
         (root / f"f{index}").write_text("")
     result = call(read, {"filePath": ".", "offset": 1, "limit": 2}, make_ctx(root))
     assert result["output"] == (
-        "<directory>\nf1\nf2\n\n(Directory has more entries. Use 'offset' parameter to read beyond entry 3)\n</directory>"
+        "<directory>\nf1\nf2\n\n"
+        "(Directory has more entries. Use 'offset' parameter to read beyond entry 3)\n</directory>"
     )
     assert result["metadata"]["truncated"] is True
 

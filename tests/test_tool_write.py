@@ -113,8 +113,14 @@ def test_sessions_do_not_share_read_stamps(root: Path) -> None:
     ("prepare", "message"),
     [
         (lambda root: (root / "t").mkdir(), "^Path is a directory, not a file: {path}$"),
-        (lambda root: os.mkfifo(root / "t"), r"^Cannot write {path}: it is a FIFO \(named pipe\), not a regular file\."),
-        (lambda root: (root / "t").write_text("file"), "^Cannot create the directories for {path}/x: a parent path exists"),
+        (
+            lambda root: os.mkfifo(root / "t"),
+            r"^Cannot write {path}: it is a FIFO \(named pipe\), not a regular file\.",
+        ),
+        (
+            lambda root: (root / "t").write_text("file"),
+            "^Cannot create the directories for {path}/x: a parent path exists",
+        ),
     ],
 )
 def test_targets_that_cannot_be_written(root: Path, prepare: Callable[[Path], object], message: str) -> None:

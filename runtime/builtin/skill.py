@@ -75,9 +75,14 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     skills = await anyio.to_thread.run_sync(discover_skills, ctx.root, Path.home())
     chosen = skills.get(name)
     if chosen is None:
-        available = ", ".join(sorted(skills)) or "none"
+        if not skills:
+            raise ToolFailure(
+                f"Skill {name!r} not found: no skills are installed (no SKILL.md under .toolrt/skills/ or "
+                "~/.config/toolrt/skills/). Continue without a skill."
+            )
         raise ToolFailure(
-            f"Skill {name!r} not found. Available skills: {available}. Call skill with one of these names."
+            f"Skill {name!r} not found. Available skills: {', '.join(sorted(skills))}. "
+            "Call skill with one of these names."
         )
     return {
         "title": f"Loaded skill: {chosen.name}",

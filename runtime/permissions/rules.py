@@ -10,12 +10,11 @@ tries rules whose prefix the text starts with, newest first, and stops at the fi
 from __future__ import annotations
 
 import heapq
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .model import Rule
-from .wildcard import compile_pattern, fold, literal_prefix
+from .wildcard import Matcher, compile_matcher, fold, literal_prefix
 
 __all__ = ["Ruleset"]
 
@@ -29,7 +28,7 @@ _VIEW_CACHE_LIMIT = 4096
 class _Entry:
     index: int
     rule: Rule
-    regex: re.Pattern[str]
+    matches: Matcher
     prefix: str
 
 
@@ -60,7 +59,7 @@ class _PatternIndex:
             for entry in bucket:
                 if entry.index <= best_index:
                     break
-                if entry.regex.fullmatch(text) is not None:
+                if entry.matches(text):
                     best, best_index = entry.rule, entry.index
                     break
         return best
@@ -83,15 +82,15 @@ class Ruleset:
         wild: dict[str, list[_Entry]] = {}
         for index, rule in enumerate(self._rules):
             pattern = rule.pattern
-            entry = _Entry(index, rule, compile_pattern(pattern), literal_prefix(pattern)[:_PREFIX_CAP])
+            entry = _Entry(index, rule, compile_matcher(pattern), literal_prefix(pattern)[:_PREFIX_CAP])
             key = rule.permission
             if "*" in key or "?" in key:
                 wild.setdefault(key, []).append(entry)
             else:
                 exact.setdefault(fold(key), []).append(entry)
         self._exact: dict[str, tuple[_Entry, ...]] = {key: tuple(items) for key, items in exact.items()}
-        self._wild: tuple[tuple[re.Pattern[str], tuple[_Entry, ...]], ...] = tuple(
-            (compile_pattern(key), tuple(items)) for key, items in wild.items()
+        self._wild: tuple[tuple[Matcher, tuple[_Entry, ...]], ...] = tuple(
+            (compile_matcher(key), tuple(items)) for key, items in wild.items()
         )
         self._views: dict[str, _PatternIndex] = {}
 
@@ -127,7 +126,7 @@ class Ruleset:
         view = self._views.get(key)
         if view is None:
             sources = [self._exact.get(key, ())]
-            sources.extend(entries for regex, entries in self._wild if regex.fullmatch(key) is not None)
+            sources.extend(entries for matches, entries in self._wild if matches(key))
             view = _PatternIndex(list(heapq.merge(*sources, key=lambda entry: entry.index)))
             if len(self._views) >= _VIEW_CACHE_LIMIT:
                 self._views.clear()

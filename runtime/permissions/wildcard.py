@@ -9,13 +9,26 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from functools import lru_cache
 
-__all__ = ["CASE_INSENSITIVE", "compile_pattern", "expand_pattern", "fold", "literal_prefix", "match"]
+__all__ = [
+    "CASE_INSENSITIVE",
+    "Matcher",
+    "compile_matcher",
+    "compile_pattern",
+    "expand_pattern",
+    "fold",
+    "literal_prefix",
+    "match",
+]
 
 CASE_INSENSITIVE = sys.platform == "win32"
 _FLAGS = re.S | (re.I if CASE_INSENSITIVE else 0)
 _OPTIONAL_TAIL = " *"
+
+Matcher = Callable[[str], bool]
+"""A compiled wildcard: takes the folded text (`fold(text)`), says whether the pattern matches it."""
 
 
 def fold(text: str) -> str:
@@ -46,9 +59,40 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts), _FLAGS)
 
 
+def _has_wildcard(text: str) -> bool:
+    return "*" in text or "?" in text
+
+
+@lru_cache(maxsize=65536)
+def compile_matcher(pattern: str) -> Matcher:
+    """The fastest exact test for `pattern`; same answers as `compile_pattern(pattern).fullmatch`.
+
+    Most rules are a literal, `prefix*`, `*suffix`, `*infix*` or `command *`; those become string
+    comparisons, because compiling a Python regex costs ~100 µs and a 10,000-rule config would
+    spend seconds on it at every reload. Other shapes use the regex.
+    """
+    folded = fold(pattern)
+    if not _has_wildcard(folded):
+        return folded.__eq__
+    if folded.endswith(_OPTIONAL_TAIL) and not _has_wildcard(stem := folded[: -len(_OPTIONAL_TAIL)]):
+        spaced = stem + " "
+        return lambda text: text == stem or text.startswith(spaced)
+    if "?" not in folded:
+        parts = folded.split("*")
+        if len(parts) == 2:
+            head, tail = parts
+            size = len(head) + len(tail)
+            return lambda text: len(text) >= size and text.startswith(head) and text.endswith(tail)
+        if len(parts) == 3 and not parts[0] and not parts[2]:
+            infix = parts[1]
+            return lambda text: infix in text
+    fullmatch = compile_pattern(pattern).fullmatch
+    return lambda text: fullmatch(text) is not None
+
+
 def match(text: str, pattern: str) -> bool:
     """True when `text` matches the wildcard `pattern` in full."""
-    return compile_pattern(pattern).fullmatch(fold(text)) is not None
+    return compile_matcher(pattern)(fold(text))
 
 
 def literal_prefix(pattern: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..permissions.model import CallSite, PermissionRequest
 from .analyzer import Findings, analyze_text
-from .paths import PathScope
+from .paths import scope_for
 from .wrappers import WrapperTable, default_wrappers
 
 __all__ = ["analyze_call", "analyze_command"]
@@ -26,7 +26,7 @@ def analyze_command(
     why). A command that is only `cd DIR` asks nothing for `bash`. Never raises on bad input:
     unparseable, oversized or binary text fails closed.
     """
-    scope = PathScope(site)
+    scope = scope_for(site)
     findings = Findings()
     cwd = posixpath.normpath(os.path.abspath(site.cwd))
     analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=cwd)
@@ -46,7 +46,7 @@ def analyze_call(
         return (
             PermissionRequest("bash", (repr(command),), (), floor="ask", reason="the command is not a string"),
         )
-    scope = PathScope(site)
+    scope = scope_for(site)
     findings = Findings()
     cwd = posixpath.normpath(os.path.abspath(site.cwd))
     workdir = args.get("workdir")

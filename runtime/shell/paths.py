@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from ..permissions.model import CallSite
 
-__all__ = ["PathScope", "path_candidate"]
+__all__ = ["PathScope", "path_candidate", "scope_for"]
 
 _DEVICES = frozenset(("/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"))
 
@@ -117,9 +117,17 @@ class PathScope:
         if "/.." not in absolute and _contains(self.root, lexical):
             # Walk the components under the root; only a symlink among them can lead out.
             relative = lexical[len(self.root) :].lstrip("/")
-            current = self.root_real
-            for part in relative.split("/") if relative else ():
-                current = current + "/" + part if current != "/" else "/" + part
+            if not relative:
+                return None
+            current = self.root_real.rstrip("/")
+            if "/" not in relative:
+                # The common case (`origin`, `main`): one cheap existence test, no exception.
+                current += "/" + relative
+                if not os.access(current, os.F_OK, follow_symlinks=False):
+                    return None
+                return os.path.realpath(current) if os.path.islink(current) else None
+            for part in relative.split("/"):
+                current += "/" + part
                 try:
                     mode = os.lstat(current).st_mode
                 except OSError:
@@ -133,6 +141,12 @@ class PathScope:
         if path in _DEVICES or path.startswith("/dev/fd/"):
             return True
         return any(_contains(directory, path) for directory in self.exempt)
+
+
+@lru_cache(maxsize=64)
+def scope_for(site: CallSite) -> PathScope:
+    """The scope of a call site, built once per site (the root's real path costs syscalls)."""
+    return PathScope(site)
 
 
 def _directory_of(path: str) -> str:
