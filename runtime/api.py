@@ -119,31 +119,68 @@ class Runtime:
 
     # --- selection and specs ----------------------------------------------------------------------
 
-    def _selection(self, model: str | None, provider: str | None, agent: str | None, client: str | None,
-                   flags: Mapping[str, bool] | None, toolset: str | None, snapshot: Snapshot | None = None) -> ToolSet:
+    def _selection(
+        self,
+        model: str | None,
+        provider: str | None,
+        agent: str | None,
+        client: str | None,
+        flags: Mapping[str, bool] | None,
+        toolset: str | None,
+        snapshot: Snapshot | None = None,
+    ) -> ToolSet:
         # A call passes the snapshot it read once: a reload swapping in between must not mix two configs.
         snapshot = snapshot or self._snapshot
         values = self._flags
         if flags:
             values = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli={**self._cli_flags, **flags})
-        key = (id(snapshot), snapshot.digest, model, provider, agent, client, tuple(sorted(values.items())), toolset,
-               tuple(sorted(self._services.host_handlers)))
+        key = (
+            id(snapshot),
+            snapshot.digest,
+            model,
+            provider,
+            agent,
+            client,
+            tuple(sorted(values.items())),
+            toolset,
+            tuple(sorted(self._services.host_handlers)),
+        )
         found = self._selections.get(key)
         if found is None:
             if len(self._selections) > 256:
                 self._selections.clear()
-            found = select(snapshot, Selection(model, provider, agent, client, values, toolset),
-                           host_handlers=self._services.host_handlers)
+            found = select(
+                snapshot,
+                Selection(model, provider, agent, client, values, toolset),
+                host_handlers=self._services.host_handlers,
+            )
             self._selections[key] = found
         return found
 
-    def tools(self, *, model: str | None = None, provider: str | None = None, agent: str | None = None,
-              client: str | None = None, flags: Mapping[str, bool] | None = None, toolset: str | None = None) -> ToolSet:
+    def tools(
+        self,
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        agent: str | None = None,
+        client: str | None = None,
+        flags: Mapping[str, bool] | None = None,
+        toolset: str | None = None,
+    ) -> ToolSet:
         """The tools offered for this selection, and each hidden tool with its reason."""
         return self._selection(model, provider, agent, client, flags, toolset)
 
-    def specs(self, format: str, *, model: str | None = None, provider: str | None = None, agent: str | None = None,
-              client: str | None = None, flags: Mapping[str, bool] | None = None, toolset: str | None = None) -> list[dict[str, Any]]:
+    def specs(
+        self,
+        format: str,
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        agent: str | None = None,
+        client: str | None = None,
+        flags: Mapping[str, bool] | None = None,
+        toolset: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Provider function specs (`openai`, `openai-responses`, `anthropic`, `gemini`, `mcp`)."""
         from .specs import compile_spec
 
@@ -169,7 +206,9 @@ class Runtime:
         permissions = self._snapshot.permissions
         return check_pattern(permission, pattern, permissions.ruleset(agent), locked=permissions.locked)
 
-    def check_call(self, tool: str, args: Mapping[str, Any] | str | None, *, agent: str | None = None) -> tuple[Decision, list[PermissionRequest]]:
+    def check_call(
+        self, tool: str, args: Mapping[str, Any] | str | None, *, agent: str | None = None
+    ) -> tuple[Decision, list[PermissionRequest]]:
         """Every request a call would make and the decision on them, without running anything."""
         from .dispatch import _arguments
 
@@ -232,11 +271,17 @@ class Runtime:
             return
         added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
         removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
-        changed = tuple(sorted(
-            t for t in set(snapshot.tools) & set(old.tools)
-            if snapshot.tools[t].definition != old.tools[t].definition or snapshot.tools[t].description != old.tools[t].description
-        ))
-        permissions_changed = [l.rules for l in snapshot.permissions.layers] != [l.rules for l in old.permissions.layers]
+        changed = tuple(
+            sorted(
+                t
+                for t in set(snapshot.tools) & set(old.tools)
+                if snapshot.tools[t].definition != old.tools[t].definition
+                or snapshot.tools[t].description != old.tools[t].description
+            )
+        )
+        permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
+            layer.rules for layer in old.permissions.layers
+        ]
         change = SnapshotChange(old, snapshot, added, removed, changed, permissions_changed)
         for listener in tuple(self._swap_listeners):
             listener(change)
@@ -272,9 +317,19 @@ class Runtime:
         toolset = self._selection(model, provider, agent, client, flags, None, snapshot)
         snapshot.permissions.ruleset(agent)  # an unknown agent is the caller's mistake, not the model's
         request = CallRequest(
-            tool=tool, args=args, agent=agent, model=model, provider=provider, client=client,
-            session=session or "default", call_id=call_id, message_id=message_id, ask=ask, abort=abort,
-            questioner=questioner, extra=extra or {},
+            tool=tool,
+            args=args,
+            agent=agent,
+            model=model,
+            provider=provider,
+            client=client,
+            session=session or "default",
+            call_id=call_id,
+            message_id=message_id,
+            ask=ask,
+            abort=abort,
+            questioner=questioner,
+            extra=extra or {},
         )
         return await dispatch(request, snapshot, toolset, self._services)
 
@@ -282,7 +337,9 @@ class Runtime:
         """`call` for scripts without an event loop."""
         return anyio.run(lambda: self.call(tool, args, **options))
 
-    async def call_many(self, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]], **options: Any) -> list[ToolResult]:
+    async def call_many(
+        self, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]], **options: Any
+    ) -> list[ToolResult]:
         """Independent calls: `parallel: true` tools run concurrently, the rest in order; results in call order."""
         results: list[ToolResult | None] = [None] * len(calls)
         snapshot = self._snapshot
@@ -308,6 +365,12 @@ class Runtime:
 
     async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
         return await self.call_many(
-            list(calls), agent=request.agent, model=request.model, provider=request.provider, client=request.client,
-            session=request.session, ask=request.ask, abort=request.abort,
+            list(calls),
+            agent=request.agent,
+            model=request.model,
+            provider=request.provider,
+            client=request.client,
+            session=request.session,
+            ask=request.ask,
+            abort=request.abort,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -18,7 +18,7 @@ from .errors import ConfigError, Problem, UsageError
 if TYPE_CHECKING:
     from .api import Runtime
     from .permissions.ask import AskRequest, Reply
-    from .permissions.model import Decision, PermissionRequest
+    from .permissions.model import Decision
 
 __all__ = ["main"]
 
@@ -108,7 +108,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except ConfigError as error:
         for problem in error.problems:
             print(_text(problem), file=err)
-        print(f"toolrt: the config is invalid ({len(error.problems)} problem(s)); run `toolrt validate` for details", file=err)
+        print(
+            f"toolrt: the config is invalid ({len(error.problems)} problem(s)); run `toolrt validate` for details",
+            file=err,
+        )
         return 1
     except KeyboardInterrupt:
         return 130
@@ -144,16 +147,34 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
 
     report = validate(Path(options.root))
     if options.format == "json":
-        def entry(p: Problem) -> dict[str, Any]:
-            return {"file": p.file, "line": p.line, "column": p.column, "pointer": p.pointer, "message": p.message, "severity": p.severity}
 
-        json.dump({"ok": report.ok, "errors": [entry(p) for p in report.errors], "warnings": [entry(p) for p in report.warnings]}, out, indent=2)
+        def entry(p: Problem) -> dict[str, Any]:
+            return {
+                "file": p.file,
+                "line": p.line,
+                "column": p.column,
+                "pointer": p.pointer,
+                "message": p.message,
+                "severity": p.severity,
+            }
+
+        json.dump(
+            {
+                "ok": report.ok,
+                "errors": [entry(p) for p in report.errors],
+                "warnings": [entry(p) for p in report.warnings],
+            },
+            out,
+            indent=2,
+        )
         out.write("\n")
     elif options.format == "github":
         for problem in report.errors + report.warnings:
             level = "error" if problem.severity == "error" else "warning"
             message = problem.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            out.write(f"::{level} file={problem.file},line={max(problem.line, 1)},col={max(problem.column, 1)}::{message}\n")
+            out.write(
+                f"::{level} file={problem.file},line={max(problem.line, 1)},col={max(problem.column, 1)}::{message}\n"
+            )
     else:
         for problem in report.errors + report.warnings:
             out.write(_text(problem) + "\n")
@@ -163,17 +184,29 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _selection(options: argparse.Namespace) -> dict[str, Any]:
-    return {"model": options.model, "provider": options.provider, "agent": options.agent, "client": options.client, "toolset": options.toolset}
+    return {
+        "model": options.model,
+        "provider": options.provider,
+        "agent": options.agent,
+        "client": options.client,
+        "toolset": options.toolset,
+    }
 
 
 def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
     rt = _load(options)
     toolset = rt.tools(**_selection(options))
     if options.json:
-        json.dump({
-            "tools": [{"name": o.name, "id": o.tool.id, "source": o.tool.definition.source} for o in toolset.offered],
-            "hidden": [{"id": h.id, "reason": h.reason} for h in toolset.hidden],
-        }, out, indent=2)
+        json.dump(
+            {
+                "tools": [
+                    {"name": o.name, "id": o.tool.id, "source": o.tool.definition.source} for o in toolset.offered
+                ],
+                "hidden": [{"id": h.id, "reason": h.reason} for h in toolset.hidden],
+            },
+            out,
+            indent=2,
+        )
         out.write("\n")
         return 0
     width = max((len(o.name) for o in toolset.offered), default=4)
@@ -203,8 +236,13 @@ def _decision_json(decision: Decision) -> dict[str, Any]:
                 "permission": d.permission,
                 "pattern": d.pattern,
                 "action": d.action,
-                "rule": None if d.rule is None else {
-                    "permission": d.rule.permission, "pattern": d.rule.pattern, "action": d.rule.action, "source": d.rule.source,
+                "rule": None
+                if d.rule is None
+                else {
+                    "permission": d.rule.permission,
+                    "pattern": d.rule.pattern,
+                    "action": d.rule.action,
+                    "source": d.rule.source,
                 },
                 **({"reason": d.reason} if d.reason else {}),
             }
@@ -232,7 +270,11 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
         out.write("\n")
         return 0
     for d in decision.decisions:
-        why = f"rule {d.rule.permission} \"{d.rule.pattern}\": {d.rule.action} ({d.rule.source})" if d.rule else "no rule matched: default ask"
+        why = (
+            f'rule {d.rule.permission} "{d.rule.pattern}": {d.rule.action} ({d.rule.source})'
+            if d.rule
+            else "no rule matched: default ask"
+        )
         extra = f" [{d.reason}]" if d.reason else ""
         out.write(f"{d.action:<5}  {d.permission} {d.pattern!r}  ← {why}{extra}\n")
     if not decision.decisions:
@@ -284,10 +326,18 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         asker = _terminal_asker(out)
     else:
         asker = None
-    result = anyio.run(lambda: rt.call(
-        options.tool, options.args, agent=options.agent, model=options.model, provider=options.provider,
-        client=options.client, session=options.session, ask=asker,
-    ))
+    result = anyio.run(
+        lambda: rt.call(
+            options.tool,
+            options.args,
+            agent=options.agent,
+            model=options.model,
+            provider=options.provider,
+            client=options.client,
+            session=options.session,
+            ask=asker,
+        )
+    )
     if options.json:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
         out.write("\n")
@@ -309,8 +359,16 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
     from .serve_mcp import run_serve
 
-    return run_serve(_load(options), transport=options.transport, host=options.host, port=options.port,
-                     agent=options.agent, model=options.model, provider=options.provider, client=options.client)
+    return run_serve(
+        _load(options),
+        transport=options.transport,
+        host=options.host,
+        port=options.port,
+        agent=options.agent,
+        model=options.model,
+        provider=options.provider,
+        client=options.client,
+    )
 
 
 def _cmd_schema(options: argparse.Namespace, out: TextIO) -> int:
@@ -327,4 +385,3 @@ def _cmd_init(options: argparse.Namespace, out: TextIO) -> int:
     for path in write_starter(Path(options.directory)):
         out.write(f"wrote {path}\n")
     return 0
-

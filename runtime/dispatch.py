@@ -38,6 +38,7 @@ from .errors import (
 from .execute.environment import DEFAULT_ENV_ALLOW, build_env
 from .execute.process import run_process
 from .permissions.ask import Asker, PermissionBroker
+from .permissions.evaluate import decide
 from .permissions.model import CallSite, Decision, PermissionRequest
 from .result import ToolResult
 from .selection import Offered, ToolSet
@@ -124,12 +125,24 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     if offered is None:
         assert repair_note is not None
         result = ToolResult(title="Invalid Tool", output="", error=repair_note)
-        _record(services.audit, request, call_id, agent, request.tool, args, None, time.perf_counter() - started, "invalid", result)
+        _record(
+            services.audit,
+            request,
+            call_id,
+            agent,
+            request.tool,
+            args,
+            None,
+            time.perf_counter() - started,
+            "invalid",
+            result,
+        )
         return result
     tool = offered.tool
     if services.listeners:
         services.emit(CallEvent("running", call_id, offered.name, request.session, {"input": args}, time.time()))
     decision: Decision | None = None
+    requests: list[PermissionRequest] | None = None
     status = "ok"
     try:
         args = _arguments(tool, args)
@@ -154,6 +167,14 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
             status = "invalid"
     except CallError as error:
         status = _status(error)
+        if decision is None and requests is not None and isinstance(error, PermissionBlocked):
+            # The record names the rules that blocked the call; authorize raised before returning them.
+            decision = decide(
+                requests,
+                snapshot.permissions.ruleset(agent),
+                locked=snapshot.permissions.locked,
+                approved=services.broker.approved(request.session),
+            )
         result = ToolResult(title=_title(tool, args, snapshot.root) or offered.name, output="", error=str(error))
     duration = time.perf_counter() - started
     _record(services.audit, request, call_id, agent, offered.name, args, decision, duration, status, result)
@@ -202,16 +223,20 @@ def _arguments(tool: CompiledTool, raw: Any) -> dict[str, Any]:
         try:
             args = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
-            raise InvalidArgumentsError(_invalid_text(tool, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")) from None
+            raise InvalidArgumentsError(
+                _invalid_text(tool, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+            ) from None
     else:
         args = raw
     if not isinstance(args, Mapping):
-        raise InvalidArgumentsError(_invalid_text(tool, f"expected a JSON object of arguments, got {type(args).__name__}"))
+        raise InvalidArgumentsError(
+            _invalid_text(tool, f"expected a JSON object of arguments, got {type(args).__name__}")
+        )
     args = dict(args)
     for name, default in tool.defaults.items():
         args.setdefault(name, default)
     if tool.validator.is_valid(args):
-        return args
+        return args  # type: ignore[no-any-return]  # a dict of JSON values
     errors = list(tool.validator.iter_errors(args))
     hook = tool.definition.format_validation_error
     if hook:
@@ -273,7 +298,9 @@ def _external_requests(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
         for directory in external_directories(value, site, directory=path_arg.kind == "directory"):
             pattern = f"{directory}/*".replace("//", "/")
             requests.append(
-                PermissionRequest("external_directory", (pattern,), (pattern,), {"filepath": value, "parentDir": directory})
+                PermissionRequest(
+                    "external_directory", (pattern,), (pattern,), {"filepath": value, "parentDir": directory}
+                )
             )
     return requests
 
@@ -299,7 +326,9 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _with_doom_loop(requests: list[PermissionRequest], name: str, args: Mapping[str, Any], session: SessionState) -> list[PermissionRequest]:
+def _with_doom_loop(
+    requests: list[PermissionRequest], name: str, args: Mapping[str, Any], session: SessionState
+) -> list[PermissionRequest]:
     key = (name, json.dumps(args, sort_keys=True, default=str))
     session.recent.append(key)
     if len(session.recent) == DOOM_LOOP_THRESHOLD and all(k == key for k in session.recent):
@@ -366,7 +395,9 @@ def _resolve_handler(tool: CompiledTool, services: Services) -> Callable[..., An
     if isinstance(handler, HostHandler):
         function = services.host_handlers.get(handler.name)
         if function is None:
-            raise ToolFailure(f"The {tool.id} tool is not available: the host application has not registered a handler for it.")
+            raise ToolFailure(
+                f"The {tool.id} tool is not available: the host application has not registered a handler for it."
+            )
         return function
     assert isinstance(handler, PythonHandler)
     function = _HANDLERS.get(handler.ref)
@@ -378,7 +409,9 @@ def _resolve_handler(tool: CompiledTool, services: Services) -> Callable[..., An
     return function
 
 
-async def _invoke(function: Callable[..., Any], args: dict[str, Any], ctx: ToolContext, blocking: bool, abort: anyio.Event | None) -> Any:
+async def _invoke(
+    function: Callable[..., Any], args: dict[str, Any], ctx: ToolContext, blocking: bool, abort: anyio.Event | None
+) -> Any:
     try:
         if inspect.iscoroutinefunction(function):
             if abort is None:
@@ -439,7 +472,11 @@ def _context(
 
     def on_metadata(title: str | None, metadata: Mapping[str, Any] | None) -> None:
         if services.listeners:
-            services.emit(CallEvent("metadata", call_id, tool.id, request.session, {"title": title, "metadata": metadata}, time.time()))
+            services.emit(
+                CallEvent(
+                    "metadata", call_id, tool.id, request.session, {"title": title, "metadata": metadata}, time.time()
+                )
+            )
 
     async def batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
         if services.batch is None:
@@ -513,13 +550,19 @@ async def _run_command(
     output = outcome.output
     if notes:
         output += "\n\n<toolrt_metadata>\n" + "\n".join(notes) + "\n</toolrt_metadata>"
-    metadata = {"exit": outcome.exit_code, "output_bytes": outcome.total_bytes}
+    metadata: dict[str, Any] = {"exit": outcome.exit_code, "output_bytes": outcome.total_bytes}
     if outcome.spill_path is not None:
         metadata["outputPath"] = str(outcome.spill_path)
     title = _title(tool, args, root) or " ".join(argv)[:80]
     error = None
     if outcome.timed_out or outcome.aborted or outcome.exit_code != 0:
-        status = "timed out" if outcome.timed_out else "was aborted" if outcome.aborted else f"exited with code {outcome.exit_code}"
+        status = (
+            "timed out"
+            if outcome.timed_out
+            else "was aborted"
+            if outcome.aborted
+            else f"exited with code {outcome.exit_code}"
+        )
         error = f"The command {status}.\n{output}".rstrip()
     return ToolResult(title=title, output=output, metadata=MappingProxyType(metadata), error=error)
 

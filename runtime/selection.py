@@ -62,20 +62,30 @@ class ToolSet:
 def _selector_matches(selector: Selector, selection: Selection, groups: Mapping[str, tuple[Selector, ...]]) -> bool:
     if selector.model is not None and (selection.model is None or not match(selection.model, selector.model)):
         return False
-    if selector.provider is not None and (selection.provider is None or not match(selection.provider, selector.provider)):
+    if selector.provider is not None and (
+        selection.provider is None or not match(selection.provider, selector.provider)
+    ):
         return False
-    if selector.group is not None and not any(_selector_matches(s, selection, groups) for s in groups.get(selector.group, ())):
+    if selector.group is not None and not any(
+        _selector_matches(s, selection, groups) for s in groups.get(selector.group, ())
+    ):
         return False
     return not any(_selector_matches(s, selection, groups) for s in selector.not_)
 
 
-def _when_reason(when: When, selection: Selection, flags: Mapping[str, bool], groups: Mapping[str, tuple[Selector, ...]]) -> str | None:
+def _when_reason(
+    when: When, selection: Selection, flags: Mapping[str, bool], groups: Mapping[str, tuple[Selector, ...]]
+) -> str | None:
     """None when every filter holds, else why the tool is not available."""
-    selectors = when.models if when.models is not None else (groups.get(when.models_group, ()) if when.models_group else None)
+    selectors = (
+        when.models if when.models is not None else (groups.get(when.models_group, ()) if when.models_group else None)
+    )
     if selectors is not None and not any(_selector_matches(s, selection, groups) for s in selectors):
         wanted = when.models_group or "its model selectors"
         return f"model {selection.model or '(none given)'} does not match {wanted}"
-    if when.providers is not None and not (selection.provider and any(match(selection.provider, p) for p in when.providers)):
+    if when.providers is not None and not (
+        selection.provider and any(match(selection.provider, p) for p in when.providers)
+    ):
         return f"provider {selection.provider or '(none given)'} is not one of: {', '.join(when.providers)}"
     for flag in when.flags:
         wanted_on = not flag.startswith("!")
@@ -103,7 +113,11 @@ def select(snapshot: Snapshot, selection: Selection = Selection(), *, host_handl
             reason = "internal: never offered to the model (repair target)"
         else:
             reason = _when_reason(definition.when, selection, flags, groups)
-        if reason is None and isinstance(definition.handler, HostHandler) and definition.handler.name not in host_handlers:
+        if (
+            reason is None
+            and isinstance(definition.handler, HostHandler)
+            and definition.handler.name not in host_handlers
+        ):
             reason = f"no host handler registered for '{definition.handler.name}'"
         if reason is None:
             available[tool_id] = tool

@@ -73,7 +73,10 @@ def resolve_flags(
         values = {name: flag.default for name, flag in declared.items()}
         values.update(cli)
         return MappingProxyType(values)
-    model = _flag_model(tuple((name, flag.default) for name, flag in sorted(declared.items())), str(env_file) if env_file.is_file() else None)
+    model = _flag_model(
+        tuple((name, flag.default) for name, flag in sorted(declared.items())),
+        str(env_file) if env_file.is_file() else None,
+    )
     try:
         settings = model(**cli)
     except Exception as exc:  # pydantic's ValidationError: a malformed boolean in the environment or .env

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -37,7 +37,15 @@ from .permissions.config import PermissionConfig, build_permission_config
 from .settings import default_data_dir
 from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
 
-__all__ = ["CompiledTool", "Snapshot", "build_snapshot", "compile_tool", "import_ref", "python_handler_problems", "with_tool"]
+__all__ = [
+    "CompiledTool",
+    "Snapshot",
+    "build_snapshot",
+    "compile_tool",
+    "import_ref",
+    "python_handler_problems",
+    "with_tool",
+]
 
 EDIT_TOOLS = frozenset({"edit", "write", "apply_patch", "patch", "multiedit"})
 
@@ -127,14 +135,20 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
     names = frozenset(tool.parameters.get("properties", {}))
     for index, name in enumerate(tool.parameters.get("required", ())):
         if name not in names:
-            problems.append(_locate(tool, f"/parameters/required/{index}", f"required names '{name}', which is not a property (properties: {', '.join(sorted(names)) or 'none'})"))
+            problems.append(
+                _locate(
+                    tool,
+                    f"/parameters/required/{index}",
+                    f"required names '{name}', which is not a property (properties: {_names(names)})",
+                )
+            )
     validator = jsonschema_rs.validator_for(dict(tool.parameters))
 
-    def template(pointer: str, source: str | None, *, shell: bool = False) -> Any:
+    def template(pointer: str, source: str | None, *, quote_shell: bool = False) -> Any:
         if source is None:
             return None
         try:
-            return compile_template(source, names, shell=shell)
+            return compile_template(source, names, shell=quote_shell)
         except TemplateProblem as exc:
             problems.append(_locate(tool, pointer, str(exc)))
             return None
@@ -144,7 +158,11 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
     always = tuple(template(f"/permission/always/{i}", p) for i, p in enumerate(spec.always))
     for index, path_arg in enumerate(spec.paths):
         if path_arg.arg not in names:
-            problems.append(_locate(tool, f"/permission/paths/{index}", f"path argument '{path_arg.arg}' is not a declared parameter"))
+            problems.append(
+                _locate(
+                    tool, f"/permission/paths/{index}", f"path argument '{path_arg.arg}' is not a declared parameter"
+                )
+            )
     handler = tool.handler
     argv = shell = cwd = stdin = None
     env_set: dict[str, Any] = {}
@@ -154,7 +172,7 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         except TemplateProblem as exc:
             problems.append(_locate(tool, "/handler/argv", str(exc)))
     if isinstance(handler, ShellHandler):
-        shell = template("/handler/shell", handler.script, shell=True)
+        shell = template("/handler/shell", handler.script, quote_shell=True)
     if isinstance(handler, (ArgvHandler, ShellHandler)):
         cwd = template("/handler/cwd", handler.options.cwd)
         stdin = template("/handler/stdin", handler.options.stdin)
@@ -165,7 +183,11 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         parameter_names=names,
         validator=validator,
         defaults=MappingProxyType(
-            {n: spec["default"] for n, spec in tool.parameters.get("properties", {}).items() if isinstance(spec, Mapping) and "default" in spec}
+            {
+                n: spec["default"]
+                for n, spec in tool.parameters.get("properties", {}).items()
+                if isinstance(spec, Mapping) and "default" in spec
+            }
         ),
         title=template("/title", tool.title),
         confirm_title=template("/confirm/title", tool.confirm_title),
@@ -186,13 +208,27 @@ def _check_examples(tool: CompiledTool, problems: list[Problem]) -> None:
     for index, example in enumerate(tool.definition.examples_valid):
         if not tool.validator.is_valid(example):
             error = next(iter(tool.validator.iter_errors(example)))
-            problems.append(_locate(tool.definition, f"/examples/valid/{index}", f"valid example does not pass the parameters schema: {error.message}"))
+            problems.append(
+                _locate(
+                    tool.definition,
+                    f"/examples/valid/{index}",
+                    f"valid example does not pass the parameters schema: {error.message}",
+                )
+            )
     for index, example in enumerate(tool.definition.examples_invalid):
         if tool.validator.is_valid(example):
-            problems.append(_locate(tool.definition, f"/examples/invalid/{index}", "invalid example passes the parameters schema (the schema is too loose, or the example is wrong)"))
+            problems.append(
+                _locate(
+                    tool.definition,
+                    f"/examples/invalid/{index}",
+                    "invalid example passes the parameters schema (the schema is too loose, or the example is wrong)",
+                )
+            )
 
 
-def _merge_tools(layers: tuple[Layer, ...], settings: ProjectSettings, problems: list[Problem]) -> dict[str, tuple[ToolSource, str]]:
+def _merge_tools(
+    layers: tuple[Layer, ...], settings: ProjectSettings, problems: list[Problem]
+) -> dict[str, tuple[ToolSource, str]]:
     merged: dict[str, tuple[ToolSource, str]] = {}
     for layer in layers:
         seen: dict[str, ToolSource] = {}
@@ -201,7 +237,15 @@ def _merge_tools(layers: tuple[Layer, ...], settings: ProjectSettings, problems:
             if tool_id in seen:
                 first = seen[tool_id].document
                 line, column = source.document.locate("/id")
-                problems.append(Problem(source.document.name, line, column, "/id", f"duplicate tool id '{tool_id}' (also defined in {first.source('/id')})"))
+                problems.append(
+                    Problem(
+                        source.document.name,
+                        line,
+                        column,
+                        "/id",
+                        f"duplicate tool id '{tool_id}' (also defined in {first.source('/id')})",
+                    )
+                )
                 continue
             seen[tool_id] = source
             if layer.name == "builtin" and settings.builtin_tools is not True:
@@ -212,6 +256,15 @@ def _merge_tools(layers: tuple[Layer, ...], settings: ProjectSettings, problems:
                 continue
             merged[tool_id] = (source, layer.name)
     return merged
+
+
+def _data(document: Document | None) -> Any:
+    return document.data if document is not None else None
+
+
+def _names(names: Iterable[str]) -> str:
+    """Names for a message: sorted, comma-separated, or `none`."""
+    return ", ".join(sorted(names)) or "none"
 
 
 def _digest(parts: list[Any]) -> str:
@@ -229,18 +282,24 @@ def build_snapshot(
     config = config if config is not None else read_config(root_path)
     problems = list(config.problems)
     warnings: list[Problem] = []
-    settings = settings_from_documents([l.settings for l in config.layers if l.settings is not None], root=root_path)
+    settings = settings_from_documents(
+        [layer.settings for layer in config.layers if layer.settings is not None], root=root_path
+    )
     _check_flags(config, settings, problems)
     data_dir = settings.data_dir or default_data_dir()
     locked_doc = None
-    locked_path = Path(os.environ["TOOLRT_LOCKED_PERMISSIONS"]) if os.environ.get("TOOLRT_LOCKED_PERMISSIONS") else settings.locked_permissions
+    locked_path = (
+        Path(os.environ["TOOLRT_LOCKED_PERMISSIONS"])
+        if os.environ.get("TOOLRT_LOCKED_PERMISSIONS")
+        else settings.locked_permissions
+    )
     if locked_path is not None:
         if not locked_path.is_file():
             problems.append(Problem(str(locked_path), 0, 0, "", "locked permissions file does not exist"))
         else:
             locked_doc = read_single(locked_path, "permissions", problems)
-    builtin_permissions = next((l.permissions for l in config.layers if l.name == "builtin"), None)
-    project_permissions = next((l.permissions for l in config.layers if l.name == "project"), None)
+    builtin_permissions = next((layer.permissions for layer in config.layers if layer.name == "builtin"), None)
+    project_permissions = next((layer.permissions for layer in config.layers if layer.name == "project"), None)
     permissions: PermissionConfig | None = None
     if builtin_permissions is not None:
         try:
@@ -255,7 +314,9 @@ def build_snapshot(
         except ConfigError as error:
             problems.extend(error.problems)
     else:
-        problems.append(Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid"))
+        problems.append(
+            Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid")
+        )
     tools: dict[str, CompiledTool] = {}
     describe_info = DescribeInfo(
         root=root_path,
@@ -273,9 +334,11 @@ def build_snapshot(
     if errors or permissions is None:
         raise ConfigError(errors or problems)
     digest = _digest(
-        [[l.name, [s.document.data for s in l.tools], l.permissions.data if l.permissions else None,
-          l.settings.data if l.settings else None] for l in config.layers]
-        + [locked_doc.data if locked_doc else None]
+        [
+            [layer.name, [t.document.data for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
+            for layer in config.layers
+        ]
+        + [_data(locked_doc)]
     )
     return Snapshot(
         root=root_path,
@@ -297,7 +360,9 @@ def _subagents(permissions: PermissionConfig | None) -> Mapping[str, str]:
     return {name: info.description or "" for name, info in permissions.agents.items() if info.mode != "primary"}
 
 
-def _compile_with_description(definition: ToolDefinition, info: DescribeInfo, problems: list[Problem]) -> CompiledTool | None:
+def _compile_with_description(
+    definition: ToolDefinition, info: DescribeInfo, problems: list[Problem]
+) -> CompiledTool | None:
     description = definition.description
     if definition.describe:
         try:
@@ -318,10 +383,27 @@ def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Pr
                 if name not in declared:
                     line, column = source.document.locate(f"/when/flags/{index}")
                     known = ", ".join(sorted(declared)) or "none declared"
-                    problems.append(Problem(source.document.name, line, column, f"/when/flags/{index}", f"unknown flag '{name}' (declared flags: {known}); declare it under 'flags:' in toolrt.yaml"))
+                    problems.append(
+                        Problem(
+                            source.document.name,
+                            line,
+                            column,
+                            f"/when/flags/{index}",
+                            f"unknown flag '{name}' (declared flags: {known}); declare it under 'flags:' in toolrt.yaml",  # noqa: E501
+                        )
+                    )
     for key in os.environ:
         if key.startswith("TOOLRT_FLAG_") and key[12:].lower() not in declared:
-            problems.append(Problem("<environment>", 0, 0, "", f"environment variable {key} names an unknown flag '{key[12:].lower()}' (declared flags: {', '.join(sorted(declared)) or 'none'})"))
+            problems.append(
+                Problem(
+                    "<environment>",
+                    0,
+                    0,
+                    "",
+                    f"environment variable {key} names an unknown flag '{key[12:].lower()}' "
+                    f"(declared flags: {_names(declared)})",
+                )
+            )
 
 
 def _check_references(tools: Mapping[str, CompiledTool], settings: ProjectSettings, problems: list[Problem]) -> None:
@@ -330,17 +412,35 @@ def _check_references(tools: Mapping[str, CompiledTool], settings: ProjectSettin
         definition = tool.definition
         when = definition.when
         if when.models_group is not None and when.models_group not in groups:
-            problems.append(_locate(definition, "/when/models", f"unknown model group '{when.models_group}' (groups: {', '.join(sorted(groups)) or 'none declared in toolrt.yaml'})"))
+            problems.append(
+                _locate(
+                    definition,
+                    "/when/models",
+                    f"unknown model group '{when.models_group}' (groups: {_names(groups)})",
+                )
+            )
         for index, selector in enumerate(when.models or ()):
             for group in _selector_groups(selector):
                 if group not in groups:
-                    problems.append(_locate(definition, f"/when/models/{index}", f"unknown model group '{group}' (groups: {', '.join(sorted(groups)) or 'none declared in toolrt.yaml'})"))
+                    problems.append(
+                        _locate(
+                            definition,
+                            f"/when/models/{index}",
+                            f"unknown model group '{group}' (groups: {_names(groups)})",
+                        )
+                    )
         if definition.overrides is not None and definition.overrides not in tools:
-            problems.append(_locate(definition, "/overrides", f"overrides '{definition.overrides}', which is not a tool"))
+            problems.append(
+                _locate(definition, "/overrides", f"overrides '{definition.overrides}', which is not a tool")
+            )
     for name, ids in settings.toolsets.items():
         for tool_id in ids:
             if tool_id not in tools:
-                problems.append(Problem("toolrt.yaml", 0, 0, f"/toolsets/{name}", f"tool set '{name}' names unknown tool '{tool_id}'"))
+                problems.append(
+                    Problem(
+                        "toolrt.yaml", 0, 0, f"/toolsets/{name}", f"tool set '{name}' names unknown tool '{tool_id}'"
+                    )
+                )
 
 
 def _selector_groups(selector: Any) -> list[str]:

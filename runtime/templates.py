@@ -108,7 +108,10 @@ def _check_shell_positions(source: str) -> None:
             index = 0
             while index < len(value):
                 char = value[index]
-                if quote is None and value.startswith("<<", index) and not value.startswith("<<<", index):
+                if quote is None and value.startswith("<<<", index):
+                    index += 3  # a here-string takes an ordinary word; its last two `<` are no `<<`
+                    continue
+                if quote is None and value.startswith("<<", index):
                     heredoc = True
                 if char == "\\" and quote != "'":
                     index += 2
@@ -142,8 +145,8 @@ def render(template: jinja2.Template, args: Mapping[str, Any], parameters: froze
 
 @dataclass(frozen=True, slots=True)
 class ArgvTemplate:
-    elements: tuple[jinja2.Template | Any, ...]
-    """A `jinja2.Template` per element, or a compiled expression for whole-expression elements."""
+    elements: tuple[Any, ...]
+    """A `jinja2.Template` per element, or a compiled expression (a callable) for whole-expression ones."""
     expands: tuple[bool, ...]
 
 
@@ -179,7 +182,7 @@ def render_argv(template: ArgvTemplate, args: Mapping[str, Any], parameters: fro
     context.update(args)
     context[ROOT_VARIABLE] = str(root)
     argv: list[str] = []
-    for element, expands in zip(template.elements, template.expands):
+    for element, expands in zip(template.elements, template.expands, strict=True):
         if not expands:
             argv.append(element.render(context))
             continue

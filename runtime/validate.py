@@ -82,14 +82,29 @@ def _spec_problems(snapshot: Snapshot) -> list[Problem]:
         document = definition.document
         for format in FORMATS:
             try:
-                compiled = compile_spec(format, name=tool.id, description=tool.description, parameters=definition.parameters,
-                                        annotations=definition.annotations)
+                compiled = compile_spec(
+                    format,
+                    name=tool.id,
+                    description=tool.description,
+                    parameters=definition.parameters,
+                    annotations=definition.annotations,
+                )
             except Exception as exc:  # a compiler bug must surface as a finding, not a traceback
-                problems.append(_at(definition.source, document, "/parameters", f"does not compile for {format}: {exc}", "error"))
+                problems.append(
+                    _at(definition.source, document, "/parameters", f"does not compile for {format}: {exc}", "error")
+                )
                 continue
             for warning in compiled.warnings:
                 pointer = "/parameters" + warning.pointer
-                problems.append(_at(definition.source, document, pointer, f"{warning.message} [{format}, {warning.keyword}]", "warning"))
+                problems.append(
+                    _at(
+                        definition.source,
+                        document,
+                        pointer,
+                        f"{warning.message} [{format}, {warning.keyword}]",
+                        "warning",
+                    )
+                )
     return problems
 
 

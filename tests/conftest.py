@@ -67,6 +67,12 @@ def write_project(
     return root
 
 
+@pytest.fixture(scope="session")
+def project_writer() -> Callable[..., Path]:
+    """`write_project` for fixtures of wider scope than `make_project` (no import of conftest needed)."""
+    return write_project
+
+
 @pytest.fixture
 def make_project(tmp_path: Path) -> ProjectFactory:
     """`make_project(tools, permissions=None, settings=None, modules=None, builtin_tools=False) -> root`."""

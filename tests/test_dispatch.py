@@ -631,3 +631,140 @@ def test_register_handler_makes_a_host_tool_visible(make_project: Factory) -> No
     rt.register_handler("task_runner", runner)
     assert rt.tools().names() == ("task",)
     assert rt.call_sync("task", {"prompt": "p"}).output == "ran p as build"
+
+
+# --- selection ------------------------------------------------------------------------------------
+
+APPLY_PATCH_MODELS = {"model": "*gpt-*", "not": [{"model": "*oss*"}, {"model": "*gpt-4*"}]}
+EDITING = {
+    "apply_patch": tool("apply_patch", {"argv": ["true"]}, when={"models": [APPLY_PATCH_MODELS]}),
+    "edit": tool("edit", {"argv": ["true"]}, when={"models": [{"not": [APPLY_PATCH_MODELS]}]}),
+    "write": tool("write", {"argv": ["true"]}, when={"models": [{"not": [APPLY_PATCH_MODELS]}]}),
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "offered"),
+    [
+        ("gpt-5", ("apply_patch",)),
+        ("gpt-3.5-turbo", ("apply_patch",)),
+        ("openai/gpt-5-codex", ("apply_patch",)),
+        ("gpt-4o", ("edit", "write")),
+        ("gpt-oss-120b", ("edit", "write")),
+        ("claude-sonnet-4", ("edit", "write")),
+        (None, ("edit", "write")),
+    ],
+)
+def test_opencode_apply_patch_rule_in_yaml_alone(make_project: Factory, model: str | None, offered: tuple[str, ...]) -> None:
+    rt = project(make_project, EDITING)
+    toolset = rt.tools(model=model)
+    assert toolset.names() == offered
+    hidden = {h.id: h.reason for h in toolset.hidden}
+    assert set(hidden) == {"apply_patch", "edit", "write"} - set(offered)
+    assert all(reason.startswith(f"model {model or '(none given)'} does not match") for reason in hidden.values())
+
+
+FLAGGED = {"beta": tool("beta", {"argv": ["true"]}, when={"flags": ["beta"]}), "stable": tool("stable", {"argv": ["true"]}, when={"flags": ["!beta"]})}
+FLAG_SETTINGS = "flags:\n  - {name: beta, description: The beta tool.}\n"
+
+
+def test_flag_values_from_the_option_and_the_environment(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_project(FLAGGED, settings=FLAG_SETTINGS)
+    off = Runtime.load(root)
+    assert off.tools().names() == ("stable",)
+    assert {h.id: h.reason for h in off.tools().hidden} == {"beta": "flag beta is off"}
+    assert off.tools(flags={"beta": True}).names() == ("beta",)
+    assert Runtime.load(root, flags={"beta": True}).tools().names() == ("beta",)
+    monkeypatch.setenv("TOOLRT_FLAG_BETA", "1")
+    on = Runtime.load(root)
+    assert on.tools().names() == ("beta",)
+    assert {h.id: h.reason for h in on.tools().hidden} == {"stable": "flag beta is on"}
+
+
+def test_unknown_flag_in_the_environment_is_a_config_error(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_project(FLAGGED, settings=FLAG_SETTINGS)
+    monkeypatch.setenv("TOOLRT_FLAG_BETTA", "1")
+    with pytest.raises(ConfigError, match=r"environment variable TOOLRT_FLAG_BETTA names an unknown flag 'betta' \(declared flags: .*beta"):
+        Runtime.load(root)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "offered", "reasons"),
+    [
+        ({}, (), {"cli_only": "client (none given) is not one of: cli", "oai": "provider (none given) is not one of: openai*", "fast": "model (none given) does not match fast"}),
+        ({"client": "cli"}, ("cli_only",), {}),
+        ({"provider": "openai-compatible"}, ("oai",), {}),
+        ({"provider": "anthropic"}, (), {"oai": "provider anthropic is not one of: openai*"}),
+        ({"model": "gpt-4o-mini"}, ("fast",), {}),
+        ({"model": "claude-haiku-4"}, ("fast",), {}),
+        ({"model": "gpt-5"}, (), {"fast": "model gpt-5 does not match fast"}),
+    ],
+)
+def test_clients_providers_and_model_groups(
+    make_project: Factory, kwargs: dict[str, str], offered: tuple[str, ...], reasons: dict[str, str]
+) -> None:
+    tools = {
+        "cli_only": tool("cli_only", {"argv": ["true"]}, when={"clients": ["cli"]}),
+        "oai": tool("oai", {"argv": ["true"]}, when={"providers": ["openai*"]}),
+        "fast": tool("fast", {"argv": ["true"]}, when={"models": "fast"}),
+    }
+    settings = "model_groups:\n  fast: [{model: '*mini*'}, {model: '*haiku*'}]\n"
+    toolset = project(make_project, tools, settings=settings).tools(**kwargs)
+    assert toolset.names() == offered
+    hidden = {h.id: h.reason for h in toolset.hidden}
+    assert set(hidden) == {"cli_only", "oai", "fast"} - set(offered)
+    for tool_id, reason in reasons.items():
+        assert hidden[tool_id] == reason
+
+
+def test_override_is_offered_under_the_base_name_for_matching_models(make_project: Factory) -> None:
+    tools = {
+        "grep": tool("grep", {"argv": ["echo", "plain"]}),
+        "grep_gpt": tool("grep_gpt", {"argv": ["echo", "tuned"]}, overrides="grep", when={"models": [{"model": "gpt-*"}]}),
+    }
+    rt = project(make_project, tools)
+    tuned = rt.tools(model="gpt-5")
+    assert tuned.names() == ("grep",)
+    assert tuned.get("grep") is not None and tuned.get("grep").tool.id == "grep_gpt"  # type: ignore[union-attr]
+    assert {h.id: h.reason for h in tuned.hidden} == {"grep": "overridden by 'grep_gpt' for this model"}
+    assert rt.call_sync("grep", {}, model="gpt-5").output == "tuned\n"
+    assert rt.call_sync("grep", {}, model="claude-sonnet-4").output == "plain\n"
+    assert rt.tools(model="claude-sonnet-4").names() == ("grep",)
+
+
+def test_toolsets_limit_what_is_offered(make_project: Factory) -> None:
+    tools = {n: tool(n, {"argv": ["true"]}) for n in ("a", "b", "c")}
+    rt = project(make_project, tools, settings="toolsets:\n  small: [a, c]\n")
+    toolset = rt.tools(toolset="small")
+    assert toolset.names() == ("a", "c")
+    assert {h.id: h.reason for h in toolset.hidden} == {"b": "not in tool set 'small'"}
+    from runtime.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"unknown tool set 'big' \(tool sets: small\)"):
+        rt.tools(toolset="big")
+
+
+def test_tool_denied_by_the_agents_last_rule_is_hidden_with_the_reason(make_project: Factory) -> None:
+    perms = """
+    agents:
+      reviewer:
+        mode: subagent
+        description: Reviews without echoing.
+        permission:
+          echo: {"*": deny}
+      partial:
+        mode: subagent
+        description: Echoes some things.
+        permission:
+          echo: {"*": deny, "ok*": allow}
+    """
+    rt = project(make_project, {**ECHO, **py("other", "echo", text_param("text"))}, permissions=perms)
+    reviewer = rt.tools(agent="reviewer")
+    assert reviewer.names() == ("other",)
+    (hidden,) = reviewer.hidden
+    assert hidden.id == "echo"
+    assert hidden.reason.startswith("permission 'echo' is denied for agent reviewer")
+    assert rt.tools(agent="partial").names() == ("echo", "other")
+    assert rt.tools().names() == ("echo", "other")
+    denied = rt.call_sync("echo", {"text": "x"}, agent="reviewer")
+    assert denied.error == "Model tried to call unavailable tool 'echo'. Available tools: other."

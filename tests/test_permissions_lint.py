@@ -114,7 +114,7 @@ def test_unused_keys_are_warnings_for_project_files_only() -> None:
 
 
 def test_lint_of_a_large_layer_finds_the_one_shadowed_rule() -> None:
-    lines = "\n".join(f'  - {{permission: bash, pattern: "cmd{i} --flag", action: allow}}' for i in range(3000))
+    lines = "\n".join(f'  - {{permission: bash, pattern: "cmd{i} --flag", action: allow}}' for i in range(1000))
     config = build(f'rules:\n{lines}\n  - {{permission: bash, pattern: "cmd7 *", action: deny}}\n')
     problems = lint(config)
     assert [p.message[:70] for p in problems] == [

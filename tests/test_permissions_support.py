@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
@@ -37,12 +37,12 @@ def _marks(node: yaml.Node, pointer: str, marks: dict[str, tuple[int, int]]) -> 
 
 def document(text: str, name: str = "permissions.yaml") -> Document:
     """Parse and schema-validate YAML text the way the lead's loader hands documents over."""
-    data: Any = yaml.safe_load(text)
+    data: Any = yaml.load(text, Loader=yaml.CSafeLoader)
     errors = sorted(VALIDATOR.iter_errors(data), key=lambda e: list(e.path))
     if errors:
         raise AssertionError(f"{name} does not match the schema: {errors[0].message}")
     marks: dict[str, tuple[int, int]] = {}
-    node = yaml.compose(text)
+    node = yaml.compose(text, Loader=yaml.CSafeLoader)
     if node is not None:
         _marks(node, "", marks)
     return Document(Path(name), data, marks, name)

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from runtime.builtin.apply_patch import apply_patch, permission_requests
+from runtime.builtin.apply_patch import MAX_PATCH_FILE_BYTES, apply_patch, permission_requests
 from runtime.builtin.patch_format import AddFile, Chunk, DeleteFile, PatchError, UpdateFile, parse_patch
 from runtime.context import ToolContext
 from runtime.errors import DeniedError, ToolFailure
@@ -294,6 +294,15 @@ def test_a_symlink_out_of_the_root_asks_before_writing(root: Path) -> None:
 def test_special_files_are_refused(root: Path) -> None:
     with pytest.raises(ToolFailure, match="^apply_patch verification failed: /dev/zero is a character device"):
         run_patch(root, patch("*** Update File: /dev/zero", "@@", "-a", "+b"))
+
+
+def test_a_huge_file_is_refused_before_anything_is_written(root: Path) -> None:
+    with (root / "huge.log").open("wb") as handle:
+        handle.write(b"first\n" + b"log line\n" * (MAX_PATCH_FILE_BYTES // 9 + 1))
+    text = patch("*** Add File: new.txt", "+x", "*** Update File: huge.log", "@@", "-first", "+1st")
+    with pytest.raises(ToolFailure, match=r"^apply_patch verification failed: huge\.log is \d+ bytes, over the"):
+        run_patch(root, text)
+    assert not (root / "new.txt").exists()
 
 
 def test_non_utf8_bytes_outside_the_hunk_survive(root: Path) -> None:

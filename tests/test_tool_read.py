@@ -78,6 +78,10 @@ def lines_of(count: int) -> str:
             "(File has more lines. Use 'offset' parameter to read beyond line 15)\n</file>",
         ),
         (lines_of(3), {"offset": 3}, "<file>\n\n\n(End of file - total 3 lines)\n</file>"),
+        ("a\nb", {"offset": 1}, "<file>\n00002| b\n\n(End of file - total 2 lines)\n</file>"),
+        ("a\nb", {"offset": 2}, "<file>\n\n\n(End of file - total 2 lines)\n</file>"),
+        ("a\nb\n", {"offset": 2}, "<file>\n\n\n(End of file - total 2 lines)\n</file>"),
+        ("a\nb\n", {"offset": 7}, "<file>\n\n\n(End of file - total 2 lines)\n</file>"),
         (lines_of(3), {"offset": 9}, "<file>\n\n\n(End of file - total 3 lines)\n</file>"),
         (
             lines_of(3),
@@ -299,6 +303,18 @@ def test_inside_paths_ask_nothing(root: Path) -> None:
     (root / "sub" / "in.txt").write_text("nested content")
     asked: list[PermissionRequest] = []
     assert "nested content" in call(read, {"filePath": str(root / "sub" / "in.txt")}, make_ctx(root, asked))["output"]
+    assert asked == []
+
+
+def test_saved_truncated_output_reads_without_asking(root: Path) -> None:
+    # Dispatch saves cut output under <data_dir>/tool-output and tells the model to read it back.
+    data_dir = root.parent / "data"
+    (data_dir / "tool-output").mkdir(parents=True)
+    (data_dir / "tool-output" / "tool_1").write_text("full output")
+    asked: list[PermissionRequest] = []
+    ctx = make_ctx(root, asked)
+    ctx.data_dir = data_dir
+    assert "full output" in call(read, {"filePath": str(data_dir / "tool-output" / "tool_1")}, ctx)["output"]
     assert asked == []
 
 

@@ -40,15 +40,28 @@ BROKEN = [
     ("empty_description", "tools.d/tool.yaml:2:1", r"'description' is empty"),
     ("handler_without_function", "tools.d/tool.yaml:3:11", r"'mymodule' is not of the form 'package.module:function'"),
     ("template_syntax", "tools.d/tool.yaml:7:11", r"template syntax error: unexpected end of template"),
-    ("template_unknown_param", "tools.d/tool.yaml:7:11", r"template uses 'nmae', which is not a declared parameter \(declared: name\)"),
+    (
+        "template_unknown_param",
+        "tools.d/tool.yaml:7:11",
+        r"template uses 'nmae', which is not a declared parameter \(declared: name\)",
+    ),
     ("unknown_flag", "tools.d/tool.yaml:4:16", r"unknown flag 'turbo_mode' \(declared flags: batch_tool\)"),
     ("not_utf8", "tools.d/tool.yaml:0:0", r"file is not valid UTF-8"),
     ("empty_tools_dir", "tools.d:0:0", r"directory has no .yaml files"),
     ("handler_not_importable", "tools.d/tool.yaml:3:11", r"handler 'no_such_module_xyz:run' cannot be imported"),
     ("shell_in_quotes", "tools.d/tool.yaml:7:11", r"\{\{ \}\} inside double quotes"),
     ("example_fails", "tools.d/tool.yaml:10:11", r"valid example does not pass the parameters schema"),
-    ("unreachable_rule", "permissions.yaml:3:5", r'rule bash: "rm \*": deny \(line 3\) can never decide: it is covered by the later rule bash: "\*": allow \(line 4\)'),
-    ("failing_permission_test", "permissions.yaml:4:5", r"permission test failed: t \"x\" for agent build: expected allow, got deny"),
+    (
+        "unreachable_rule",
+        "permissions.yaml:3:5",
+        r'rule bash: "rm \*": deny \(line 3\) can never decide: '
+        r'it is covered by the later rule bash: "\*": allow \(line 4\)',
+    ),
+    (
+        "failing_permission_test",
+        "permissions.yaml:4:5",
+        r"permission test failed: t \"x\" for agent build: expected allow, got deny",
+    ),
 ]
 
 
@@ -56,7 +69,7 @@ BROKEN = [
 def test_broken_fixture_fails_with_location(fixture: str, location: str, message: str) -> None:
     code, out, err = run("validate", "--root", str(FIXTURES / fixture))
     assert code == 1, out + err
-    line = next((l for l in out.splitlines() if l.startswith(location)), None)
+    line = next((text for text in out.splitlines() if text.startswith(location)), None)
     assert line is not None, f"no problem at {location} in:\n{out}"
     assert re.search(message, line), line
     assert "Traceback" not in out + err
@@ -101,8 +114,12 @@ def test_validate_json_format() -> None:
     assert report["ok"] is False
     [error] = [e for e in report["errors"] if "paramters" in e["message"]]
     assert error == {
-        "file": "tools.d/tool.yaml", "line": 4, "column": 1, "pointer": "/paramters",
-        "message": "unknown key 'paramters'; did you mean 'parameters'?", "severity": "error",
+        "file": "tools.d/tool.yaml",
+        "line": 4,
+        "column": 1,
+        "pointer": "/paramters",
+        "message": "unknown key 'paramters'; did you mean 'parameters'?",
+        "severity": "error",
     }
 
 
@@ -155,8 +172,16 @@ def test_check_pattern_and_tool(tmp_path: Path) -> None:
     assert decision["action"] == "ask"
     assert decision["requests"][0]["rule"]["pattern"] == "*.env"
     assert decision["requests"][0]["rule"]["source"].startswith("<builtin>/permissions.yaml:")
-    code, out, _ = run("check", "--root", str(tmp_path), "--tool", "bash", "--args",
-                       '{"command": "git status && rm -rf /", "description": "x"}', "--json")
+    code, out, _ = run(
+        "check",
+        "--root",
+        str(tmp_path),
+        "--tool",
+        "bash",
+        "--args",
+        '{"command": "git status && rm -rf /", "description": "x"}',
+        "--json",
+    )
     assert code == 0
     decision = json.loads(out)
     patterns = {(r["permission"], r["pattern"]) for r in decision["requests"]}

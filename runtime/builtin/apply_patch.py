@@ -26,7 +26,15 @@ from ..errors import ToolFailure
 from ..permissions.model import CallSite, PermissionRequest
 from . import filetime
 from .diff import count_changes, trim_diff, unified_diff
-from .filepaths import describe_mode, encode_text, external_patterns, is_within, read_regular, relative, stat_or_none
+from .filepaths import (
+    describe_mode,
+    encode_text,
+    exempt_directories,
+    external_patterns,
+    read_regular,
+    relative,
+    stat_or_none,
+)
 from .patch_format import AddFile, DeleteFile, Hunk, PatchError, UpdateFile, apply_chunks, is_empty_patch, parse_patch
 
 __all__ = ["MAX_PATCH_FILE_BYTES", "apply_patch", "permission_requests"]
@@ -116,11 +124,7 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> Sequence[Per
     try:
         hunks = parse_patch(text)
         paths = [_resolve_in(site.root, site.home, raw) for raw in _named_paths(hunks)]
-        exempt = [os.path.normpath(directory) for directory in site.exempt]
-        outside: list[str] = []
-        for path in paths:
-            if not any(is_within(str(path), directory) for directory in exempt):
-                outside.extend(external_patterns(path, site.root))
+        outside = [pattern for path in paths for pattern in external_patterns(path, site.root, exempt=site.exempt)]
     except (PatchError, ToolFailure):
         return ()
     if not paths:
@@ -295,7 +299,7 @@ async def apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, An
     for raw in _named_paths(hunks):
         path = ctx.resolve(raw)
         paths[raw] = (path, Path(os.path.realpath(path)))
-        outside.extend(external_patterns(path, ctx.root))
+        outside.extend(external_patterns(path, ctx.root, exempt=exempt_directories(ctx)))
     if outside:
         await ctx.ask_requests(
             [PermissionRequest("external_directory", (pattern,), (pattern,)) for pattern in _unique(outside)]

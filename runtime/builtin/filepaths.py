@@ -20,8 +20,10 @@ from ..context import ToolContext
 from ..errors import ToolFailure
 
 __all__ = [
+    "TRUNCATION_SUBDIR",
     "Kind",
     "describe_mode",
+    "exempt_directories",
     "external_patterns",
     "guard",
     "is_within",
@@ -37,6 +39,10 @@ __all__ = [
 
 Kind = Literal["file", "directory"]
 
+TRUNCATION_SUBDIR = "tool-output"
+"""Where dispatch saves cut output (`Snapshot.truncation_dir` is `data_dir / "tool-output"`): the model
+reads those files back with `read`, and they must not ask `external_directory`, as in dispatch."""
+
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -50,11 +56,12 @@ def relative(path: Path, root: Path) -> str:
     return os.path.relpath(path, root).replace(os.sep, "/")
 
 
-def external_patterns(path: Path, root: Path, kind: Kind = "file") -> tuple[str, ...]:
+def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple[Path, ...] = ()) -> tuple[str, ...]:
     """The `<dir>/*` patterns `external_directory` must allow before `path` is touched (empty inside the root).
 
     Both the path as written and its real target (symlinks resolved) are checked, each against the
-    root in the same form, so neither `../x` nor a symlink out of the root slips through.
+    root in the same form, so neither `../x` nor a symlink out of the root slips through. A path
+    inside one of the `exempt` directories never asks.
 
     Raises:
         ToolFailure: the path contains a NUL byte (no filesystem call accepts it).
@@ -63,11 +70,13 @@ def external_patterns(path: Path, root: Path, kind: Kind = "file") -> tuple[str,
         raise ToolFailure(f"Invalid path {str(path)!r}: it contains a NUL byte. Give a plain file path.")
     patterns: list[str] = []
     lexical_root = os.path.normpath(root)
+    allowed = [os.path.normpath(directory) for directory in exempt]
+    allowed += [os.path.realpath(directory) for directory in exempt]
     for candidate, base in (
         (os.path.normpath(path), lexical_root),
         (os.path.realpath(path), os.path.realpath(root)),
     ):
-        if is_within(candidate, base):
+        if is_within(candidate, base) or any(is_within(candidate, directory) for directory in allowed):
             continue
         directory = candidate if kind == "directory" else os.path.dirname(candidate)
         pattern = os.path.join(directory, "*").replace(os.sep, "/")
@@ -76,13 +85,18 @@ def external_patterns(path: Path, root: Path, kind: Kind = "file") -> tuple[str,
     return tuple(patterns)
 
 
+def exempt_directories(ctx: ToolContext) -> tuple[Path, ...]:
+    """Directories outside the root that never ask: the truncation output directory, as dispatch's CallSite has it."""
+    return (ctx.data_dir / TRUNCATION_SUBDIR,)
+
+
 async def guard(ctx: ToolContext, path: Path, kind: Kind = "file") -> Path:
     """Ask `external_directory` if `path` or its target lies outside the root; return the real path.
 
     Raises:
         PermissionBlocked: the ask was denied or rejected.
     """
-    patterns = external_patterns(path, ctx.root, kind)
+    patterns = external_patterns(path, ctx.root, kind, exempt_directories(ctx))
     if patterns:
         await ctx.ask(
             "external_directory",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..context import ToolContext
@@ -131,7 +130,7 @@ def _newest_first(groups: Iterable[FileMatches]) -> list[FileMatches]:
     dated: list[tuple[float, FileMatches]] = []
     for group in groups:
         try:
-            dated.append((Path(group.path).stat().st_mtime, group))
+            dated.append((os.stat(group.path).st_mtime, group))
         except OSError:
             continue
     dated.sort(key=lambda item: item[0], reverse=True)

@@ -68,6 +68,7 @@ _NON_PRINTABLE = frozenset([*range(9), *range(14, 32)])
 # Enough bytes to hold MAX_LINE_LENGTH characters of any UTF-8 text, plus one to know the line is longer.
 _KEEP_BYTES = MAX_LINE_LENGTH * 4 + 4
 _CHUNK = 64 * 1024
+_SKIP_BLOCK = 1024 * 1024
 _MAX_SUGGESTIONS = 3
 
 
@@ -124,11 +125,31 @@ def _display(raw: bytes, first: bool) -> str:
     return text
 
 
+def _skip_lines(stream: BinaryIO, count: int) -> int:
+    """Move past `count` lines by counting newlines in large blocks; return how many lines there were (<= count)."""
+    skipped = 0
+    partial = False
+    while skipped < count:
+        block = stream.read(_SKIP_BLOCK)
+        if not block:
+            return skipped + int(partial)
+        newlines = block.count(b"\n")
+        if skipped + newlines >= count:
+            position = -1
+            for _ in range(count - skipped):
+                position = block.index(b"\n", position + 1)
+            stream.seek(position + 1 - len(block), os.SEEK_CUR)
+            return count
+        skipped += newlines
+        partial = not block.endswith(b"\n")
+    return skipped
+
+
 def _window(stream: BinaryIO, offset: int, limit: int) -> _Window:
+    skipped = _skip_lines(stream, offset)
+    if skipped < offset:
+        return _Window((), False, False, skipped)
     lines = _raw_lines(stream)
-    for skipped in range(offset):
-        if next(lines, None) is None:
-            return _Window((), False, False, skipped)
     shown: list[str] = []
     used = 0
     for raw in lines:

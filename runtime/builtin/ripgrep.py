@@ -103,24 +103,20 @@ async def _split_records(
     stream: ByteReceiveStream, separator: bytes, max_record: int, consume: Callable[[bytes], bool]
 ) -> bool:
     """Feed `consume` record by record; False when it asked to stop."""
-    pending = bytearray()
-    overflow = False  # the current record already reached max_record: drop bytes until its separator
+    pending = bytearray()  # the start of a record split across chunks, never more than max_record bytes
     async for chunk in stream:
-        start = 0
-        while True:
-            end = chunk.find(separator, start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            if not overflow:
-                room = max_record - len(pending)
-                pending += piece[:room]
-                overflow = len(piece) > room
-            if end < 0:
-                break
-            if not consume(bytes(pending)):
+        pieces = chunk.split(separator)
+        tail = pieces.pop()
+        for piece in pieces:
+            if pending:
+                pending += piece[: max_record - len(pending)]
+                record = bytes(pending)
+                pending.clear()
+            else:
+                record = piece[:max_record]
+            if not consume(record):
                 return False
-            pending.clear()
-            overflow = False
-            start = end + len(separator)
+        pending += tail[: max_record - len(pending)]
     return not pending or consume(bytes(pending))
 
 

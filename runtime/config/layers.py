@@ -75,7 +75,7 @@ def _read(path: Path, display: str, problems: list[Problem]) -> list[Document]:
 def _description(document: Document, problems: list[Problem]) -> str | None:
     data = document.data
     if data.get("enabled") is False:
-        return data.get("description", "")
+        return str(data.get("description", ""))
     if "description" in data:
         text: str = data["description"]
         if not text.strip():
@@ -91,7 +91,9 @@ def _description(document: Document, problems: list[Problem]) -> str | None:
         if not text.strip():
             problems.append(_at(document, "/description_file", f"description file {path} is empty"))
         return text
-    problems.append(_at(document, "", "missing 'description' (or 'description_file'): the model needs to know what the tool does"))
+    problems.append(
+        _at(document, "", "missing 'description' (or 'description_file'): the model needs to know what the tool does")
+    )
     return None
 
 
@@ -109,7 +111,9 @@ def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Pat
         try:
             files = tool_files(tools_dir)
         except OSError as exc:
-            problems.append(Problem(_display(tools_dir, base, prefix), 0, 0, "", f"cannot list directory: {exc.strerror}"))
+            problems.append(
+                Problem(_display(tools_dir, base, prefix), 0, 0, "", f"cannot list directory: {exc.strerror}")
+            )
             files = []
         if not files and name == "project":
             problems.append(Problem(_display(tools_dir, base, prefix), 0, 0, "", "directory has no .yaml files"))
@@ -134,7 +138,14 @@ def read_single(path: Path, kind: str, problems: list[Problem], *, display: str 
 
 
 def _single(
-    path: Path, base: Path, prefix: str, kind: str, problems: list[Problem], watched: list[Path], *, display: str | None = None
+    path: Path,
+    base: Path,
+    prefix: str,
+    kind: str,
+    problems: list[Problem],
+    watched: list[Path],
+    *,
+    display: str | None = None,
 ) -> Document | None:
     watched.append(path)
     if not path.exists():
@@ -144,7 +155,15 @@ def _single(
     if not documents:
         return None
     if len(documents) > 1:
-        problems.append(Problem(display, documents[1].locate("")[0], 1, "", f"{path.name} must hold one document, found {len(documents)}"))
+        problems.append(
+            Problem(
+                display,
+                documents[1].locate("")[0],
+                1,
+                "",
+                f"{path.name} must hold one document, found {len(documents)}",
+            )
+        )
     document = documents[0]
     if document.data is None:
         document = Document(document.path, {}, document.marks, document.display)
@@ -178,7 +197,15 @@ def read_config(root: Path, *, locked: Path | None = None, plugins: bool = True)
             if not directory.is_dir():
                 problems.append(Problem(str(directory), 0, 0, "", f"plugin '{name}' does not point at a directory"))
                 continue
-            layers.append(read_layer(f"plugin:{name}", directory.parent if directory.name == TOOLS_DIR else directory, problems, [], prefix=f"<plugin {name}>/"))
+            layers.append(
+                read_layer(
+                    f"plugin:{name}",
+                    directory.parent if directory.name == TOOLS_DIR else directory,
+                    problems,
+                    [],
+                    prefix=f"<plugin {name}>/",
+                )
+            )
     if root.resolve() != builtin.resolve():
         layers.append(read_layer("project", root, problems, watched))
     env_locked = os.environ.get("TOOLRT_LOCKED_PERMISSIONS")

@@ -17,7 +17,7 @@ from .document import Document, child_pointer
 
 __all__ = ["load_documents", "load_yaml_text"]
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
@@ -26,7 +26,8 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError([Problem(shown, 0, 0, "", f"file is not valid UTF-8 ({exc.reason} at byte {exc.start})")])
+        reason = f"file is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        raise ConfigError([Problem(shown, 0, 0, "", reason)]) from None
     except OSError as exc:
         raise ConfigError([Problem(shown, 0, 0, "", f"cannot read file: {exc.strerror or exc}")]) from exc
     return load_yaml_text(text, path=path, display=shown)

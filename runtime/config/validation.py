@@ -21,7 +21,9 @@ from .resources import SCHEMA_NAMES, schema
 __all__ = ["check_document", "describe_value", "parameter_schema_problems"]
 
 _SCHEMA_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
-_ID_HINT = "use letters, digits, '_' and '-', start with a letter or '_', at most 64 characters (every provider accepts these)"
+_ID_HINT = (
+    "use letters, digits, '_' and '-', start with a letter or '_', at most 64 characters (every provider accepts these)"
+)
 
 
 @functools.cache
@@ -43,7 +45,7 @@ def check_document(document: Document, kind: str) -> list[Problem]:
 
 def parameter_schema_problems(document: Document, pointer: str, parameters: Mapping[str, Any]) -> list[Problem]:
     """Problems that make a tool's `parameters` unusable as a 2020-12 JSON Schema."""
-    if jsonschema_rs.meta.is_valid(parameters):
+    if jsonschema_rs.meta.is_valid(dict(parameters)):
         return []
     import jsonschema
 
@@ -137,11 +139,10 @@ def _intended_branch_error(error: Any) -> Any:
     """
     depth = len(error.absolute_path)
     meant = [
-        e for e in error.context
-        if not (len(e.absolute_path) == depth and e.validator in ("type", "const", "enum"))
+        e for e in error.context if not (len(e.absolute_path) == depth and e.validator in ("type", "const", "enum"))
     ]
     if not meant:
-            return None
+        return None
     return max(meant, key=lambda e: len(e.absolute_path))
 
 
@@ -163,8 +164,15 @@ def _handler_message(error: Any) -> str | None:
     return f"a {kinds[0]} handler takes {only}; remove {', '.join(extra)}"
 
 
-_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false",
-               "integer": "an integer", "number": "a number", "null": "null"}
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "boolean": "true or false",
+    "integer": "an integer",
+    "number": "a number",
+    "null": "null",
+}
 
 
 def _branch_word(branch: Any) -> str:
@@ -172,7 +180,8 @@ def _branch_word(branch: Any) -> str:
         if "const" in branch:
             return str(branch["const"]).lower() if isinstance(branch["const"], bool) else repr(branch["const"])
         if isinstance(branch.get("type"), str):
-            return _TYPE_WORDS.get(branch["type"], branch["type"])
+            word = str(_TYPE_WORDS.get(branch["type"], branch["type"]))
+            return word
     return "another form"
 
 
@@ -190,7 +199,9 @@ def _message(error: Any) -> str:
         missing = [name for name in value if isinstance(instance, dict) and name not in instance]
         return f"missing required key '{missing[0] if missing else value[0]}'"
     if validator == "pattern":
-        if field in ("id", "overrides") or (error.schema.get("pattern", "").startswith("^[a-zA-Z_][a-zA-Z0-9_-]{0,63}")):
+        if field in ("id", "overrides") or (
+            error.schema.get("pattern", "").startswith("^[a-zA-Z_][a-zA-Z0-9_-]{0,63}")
+        ):
             return f"{instance!r} is not a valid tool id: {_ID_HINT}"
         if ":" in error.schema.get("pattern", "") and "A-Za-z_" in error.schema.get("pattern", ""):
             return f"{instance!r} is not of the form 'package.module:function'"
@@ -206,5 +217,6 @@ def _message(error: Any) -> str:
     if validator in ("minItems", "minProperties"):
         return f"'{field}' must not be empty" if field is not None else "must not be empty"
     if validator in ("exclusiveMinimum", "minimum"):
-        return f"{describe_value(instance)} is too small (must be {'>' if validator == 'exclusiveMinimum' else '>='} {value})"
+        bound = ">" if validator == "exclusiveMinimum" else ">="
+        return f"{describe_value(instance)} is too small (must be {bound} {value})"
     return str(error.message)

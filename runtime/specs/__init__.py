@@ -24,9 +24,10 @@ from runtime.specs.core import thaw
 from runtime.specs.gemini import compile_gemini
 from runtime.specs.mcp import HINTS, compile_mcp
 from runtime.specs.model import CompiledSpec, SpecWarning
+from runtime.specs.nulls import strip_strict_nulls
 from runtime.specs.openai import compile_openai
 
-__all__ = ["FORMATS", "CompiledSpec", "SpecWarning", "compile_spec"]
+__all__ = ["FORMATS", "CompiledSpec", "SpecWarning", "compile_spec", "strip_strict_nulls"]
 
 FORMATS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
 

@@ -1,0 +1,1 @@
+"""Handlers of this project's tools; importable because toolrt puts the project root on sys.path."""

@@ -1,0 +1,137 @@
+"""`toolrt serve` driven by the official MCP client over stdio: list, call, list_changed, bad requests, ask."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+REPO = Path(__file__).resolve().parent.parent
+
+TOOL = """\
+id: {id}
+description: "{text} The test tool echoes the number it is given, for the MCP tests."
+title: "{id} title"
+parameters: {{type: object, properties: {{n: {{type: integer}}}}, required: [n]}}
+handler: {{argv: ["echo", "{text} {{{{ n }}}}"]}}
+annotations: {{read_only: true}}
+"""
+
+
+def write_tool(root: Path, tool_id: str, text: str) -> None:
+    (root / "tools.d").mkdir(parents=True, exist_ok=True)
+    temp = root / "tools.d" / f".{tool_id}.tmp"
+    temp.write_text(TOOL.format(id=tool_id, text=text), encoding="utf-8")
+    os.replace(temp, root / "tools.d" / f"{tool_id}.yaml")
+
+
+def project(tmp_path: Path, permissions: str | None = None) -> Path:
+    root = tmp_path / "project"
+    write_tool(root, "echo_n", "first")
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
+    if permissions is not None:
+        (root / "permissions.yaml").write_text(permissions, encoding="utf-8")
+    return root
+
+
+def server(root: Path, data: Path) -> StdioServerParameters:
+    env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "PYTHONPATH": str(REPO)}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "runtime", "serve", "--root", str(root)], env=env, cwd=str(root)
+    )
+
+
+def run(
+    tmp_path: Path, body: Callable[[Client, anyio.Event], Awaitable[None]], *, permissions: str | None = None, **kw: Any
+) -> Path:
+    root = project(tmp_path, permissions)
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            params = server(root, tmp_path / "data")
+            async with Client(params, mode="legacy", message_handler=on_message, **kw) as client:
+                await body(client, changed)
+
+    anyio.run(main)
+    return root
+
+
+def test_list_call_change_and_list_again(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+
+    async def body(client: Client, changed: anyio.Event) -> None:
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None and capabilities.tools.list_changed is True
+        listed = await client.list_tools()
+        (tool,) = listed.tools
+        assert (tool.name, tool.title) == ("echo_n", "echo_n title")
+        assert tool.input_schema["required"] == ["n"]
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        result = await client.call_tool("echo_n", {"n": 5})
+        assert result.is_error is False
+        assert [c.text for c in result.content if isinstance(c, types.TextContent)] == ["first 5\n"]
+        write_tool(root, "second", "second")
+        await changed.wait()
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+        assert names == ["echo_n", "second"]
+        again = await client.call_tool("second", {"n": 1})
+        assert again.content[0].text == "second 1\n"  # type: ignore[union-attr]
+
+    run(tmp_path, body)
+
+
+def test_bad_requests_get_errors_not_a_crash(tmp_path: Path) -> None:
+    async def body(client: Client, changed: anyio.Event) -> None:
+        with pytest.raises(MCPError, match="Unknown tool: nope"):
+            await client.call_tool("nope", {"n": 1})
+        wrong = await client.call_tool("echo_n", {"n": "five"})  # schema violation: the model can retry
+        assert wrong.is_error is True
+        assert "n" in wrong.content[0].text  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="(?i)invalid"):  # params that are not CallToolRequestParams
+            await _raw_call(client, {"name": 5, "arguments": "not an object"})
+        still = await client.call_tool("echo_n", {"n": 2})  # the server survived
+        assert still.is_error is False
+
+    run(tmp_path, body)
+
+
+async def _raw_call(client: Client, params: dict[str, Any]) -> Any:
+    # The client's typed API cannot build a malformed request, so send one below it.
+    return await client.session._dispatcher.send_raw_request("tools/call", params, None)
+
+
+def test_ask_goes_through_elicitation_and_without_it_is_denied(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "once"})
+
+    async def with_ui(client: Client, changed: anyio.Event) -> None:
+        result = await client.call_tool("echo_n", {"n": 3})
+        assert (result.is_error, result.content[0].text) == (False, "first 3\n")  # type: ignore[union-attr]
+
+    rules = "permission:\n  echo_n: ask\n"
+    run(tmp_path / "ui", with_ui, permissions=rules, elicitation_callback=elicit)
+    assert len(asked) == 1 and "echo_n" in asked[0]
+
+    async def headless(client: Client, changed: anyio.Event) -> None:
+        result = await client.call_tool("echo_n", {"n": 3})
+        assert result.is_error is True
+        assert "approval" in result.content[0].text.lower()  # type: ignore[union-attr]
+
+    run(tmp_path / "headless", headless, permissions=rules)

@@ -1,0 +1,134 @@
+"""Jinja2 templates of tool definitions: text, shell-quoting and argv rendering, and load-time checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.templates import TemplateProblem, compile_argv, compile_template, render, render_argv
+
+ROOT = Path("/project")
+PARAMS = frozenset({"path", "items", "flag", "n", "on"})
+
+
+def text(source: str, **args: Any) -> str:
+    return render(compile_template(source, PARAMS), args, PARAMS, ROOT)
+
+
+def shell(source: str, **args: Any) -> str:
+    return render(compile_template(source, PARAMS, shell=True), args, PARAMS, ROOT)
+
+
+def argv(elements: list[str], **args: Any) -> list[str]:
+    return render_argv(compile_argv(elements, PARAMS), args, PARAMS, ROOT)
+
+
+@pytest.mark.parametrize(
+    ("source", "args", "expected"),
+    [
+        ("Read {{ path }}", {"path": "a.py"}, "Read a.py"),
+        ("Read {{ path }}", {}, "Read "),
+        ("{{ on }}/{{ n }}", {"on": True, "n": 3}, "true/3"),
+        ("{{ path | abspath }}", {"path": "src/../a.py"}, "/project/a.py"),
+        ("{{ path | abspath }}", {"path": "/etc/x"}, "/etc/x"),
+        ("{{ path | relpath }}", {"path": "/project/src/a.py"}, "src/a.py"),
+        ("{{ path | relpath }}", {"path": "/elsewhere/a.py"}, "../elsewhere/a.py"),
+        ("{{ path | quote }}", {"path": "a b"}, "'a b'"),
+        ("{% if flag %}-{{ flag }}{% endif %}", {}, ""),
+    ],
+)
+def test_text_templates_render_values_as_they_are(source: str, args: dict[str, Any], expected: str) -> None:
+    assert text(source, **args) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "args", "expected"),
+    [
+        ("ls {{ path }}", {"path": "a b"}, "ls 'a b'"),
+        ("ls {{ path }}", {"path": "$(rm -rf /)"}, "ls '$(rm -rf /)'"),
+        ("ls {{ path }}", {"path": "it's"}, "ls 'it'\"'\"'s'"),
+        ("ls {{ path }}", {}, "ls ''"),
+        ("ls {{ items }}", {"items": ["a", "b c", ";"]}, "ls a 'b c' ';'"),
+        ("ls {{ items }}", {"items": []}, "ls "),
+        ("head -n {{ n }} {{ on }}", {"n": 5, "on": False}, "head -n 5 false"),
+        ("grep -e {{ path }} 2>/dev/null || true", {"path": "-v"}, "grep -e -v 2>/dev/null || true"),
+    ],
+)
+def test_shell_templates_quote_every_value(source: str, args: dict[str, Any], expected: str) -> None:
+    assert shell(source, **args) == expected
+
+
+@pytest.mark.parametrize(
+    ("elements", "args", "expected"),
+    [
+        (["ls", "{{ path }}"], {"path": "a b"}, ["ls", "a b"]),
+        (["ls", "{{ items }}"], {"items": ["a", "b c"]}, ["ls", "a", "b c"]),
+        (["ls", "{{ items }}", "--"], {"items": []}, ["ls", "--"]),
+        (["ls", "{{ flag }}", "x"], {}, ["ls", "x"]),
+        (["ls", "{{- flag -}}", "x"], {}, ["ls", "x"]),
+        (["ls", "--flag={{ flag }}"], {}, ["ls", "--flag="]),
+        (["ls", "-n{{ n }}"], {"n": 3}, ["ls", "-n3"]),
+        (["ls", "{{ n }}", "{{ on }}"], {"n": 0, "on": True}, ["ls", "0", "true"]),
+        (["ls", "{{ path | abspath }}"], {"path": "x"}, ["ls", "/project/x"]),
+        (["echo", "{{ items }} tail"], {"items": ["a"]}, ["echo", "['a'] tail"]),
+        (["echo", "{{ path }}"], {"path": "; rm -rf / #"}, ["echo", "; rm -rf / #"]),
+    ],
+)
+def test_argv_elements_render_separately_and_whole_expressions_expand(
+    elements: list[str], args: dict[str, Any], expected: list[str]
+) -> None:
+    assert argv(elements, **args) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("echo {{ nope }}", r"template uses 'nope', which is not a declared parameter \(declared: flag, items, n, on, path\)"),
+        ("echo {{ path ", r"template syntax error: .* \(template line 1\)"),
+        ("{% for x in %}", r"template syntax error"),
+        ("echo {{ os.system }}", r"'os', which is not a declared parameter"),
+    ],
+)
+def test_unknown_names_and_syntax_errors_fail_at_compile_time(source: str, message: str) -> None:
+    with pytest.raises(TemplateProblem, match=message):
+        compile_template(source, PARAMS)
+    with pytest.raises(TemplateProblem, match=message):
+        compile_argv(["x", source], PARAMS)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ('echo "{{ path }}"', r"\{\{ \}\} inside double quotes \(template line 1\): values are shell-quoted automatically"),
+        ("echo '{{ path }}'", r"\{\{ \}\} inside single quotes \(template line 1\)"),
+        ('echo "a $(cat {{ path }})"', r"inside double quotes"),
+        ("echo ok\necho \"x{{ path }}x\"", r"inside double quotes \(template line 2\)"),
+        ("cat <<EOF\n{{ path }}\nEOF", r"\{\{ \}\} after a here-document \(template line 2\) is not quoted by the shell; pass the value with the handler's `stdin:` instead"),
+        ("cat <<'EOF'\n{{ path }}\nEOF", r"after a here-document"),
+        ("cat <<-EOF\n\t{{ path }}\nEOF", r"after a here-document"),
+    ],
+)
+def test_shell_positions_where_quoting_is_unsafe_are_rejected(source: str, message: str) -> None:
+    with pytest.raises(TemplateProblem, match=message):
+        compile_template(source, PARAMS, shell=True)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "echo {{ path }}",
+        "echo \"fixed text\" {{ path }} 'more'",
+        "echo \\\"{{ path }}",  # escaped quote: the value is a word of its own
+        "cat <<< {{ path }}",  # here-string, not a here-document: an ordinary word
+        "x=\"a\"; echo {{ path }}",
+        "printf '%s\\n' {{ items }}",
+    ],
+)
+def test_shell_positions_that_keep_the_value_one_word_are_accepted(source: str) -> None:
+    compile_template(source, PARAMS, shell=True)
+
+
+def test_text_templates_allow_quotes_around_values() -> None:
+    assert text('say "{{ path }}"', path="x") == 'say "x"'
