@@ -78,6 +78,7 @@ def main() -> None:
         cases: dict[str, tuple[Callable[[], object], int]] = {
             "rg bare: grep 2000 matches": (bare_rg([*grep_flags, "needle", str(root)], root), 20),
             "grep tool: 2000 matches (100 shown)": (tool(grep, {"pattern": "needle"}, root), 20),
+            "rg bare: grep, no match": (bare_rg([*grep_flags, "zz_absent_zz", str(root)], root), 20),
             "grep tool: no match": (tool(grep, {"pattern": "zz_absent_zz"}, root), 20),
             "rg bare: --files sorted by mtime": (bare_rg(["--files", "--sortr=modified"], root), 20),
             "glob tool: **/*.py (2000 files, 100 shown)": (tool(glob, {"pattern": "**/*.py"}, root), 20),

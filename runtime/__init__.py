@@ -11,8 +11,8 @@ result = await rt.call("read", {"filePath": "README.md"})
 
 from __future__ import annotations
 
-from .api import ReloadStatus, Runtime, SnapshotChange
-from .context import ToolContext
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CallError,
     ConfigError,
@@ -27,9 +27,35 @@ from .errors import (
     UnknownToolError,
     UsageError,
 )
-from .permissions.ask import AskRequest, Reply
 from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
 from .result import ToolResult
+
+if TYPE_CHECKING:
+    from .api import ReloadStatus, Runtime, SnapshotChange
+    from .context import ToolContext
+    from .permissions.ask import AskRequest, Reply
+
+# Heavier names load on first use, so `import runtime.<module>` (the CLI's fast commands) stays cheap.
+_LAZY = {
+    "ReloadStatus": "api",
+    "Runtime": "api",
+    "SnapshotChange": "api",
+    "ToolContext": "context",
+    "AskRequest": "permissions.ask",
+    "Reply": "permissions.ask",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

@@ -17,12 +17,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .audit import AuditLog
-from .dispatch import CallEvent, CallRequest, Services, dispatch, permission_requests
 from .errors import ConfigError, UsageError
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
@@ -32,6 +31,9 @@ from .result import ToolResult
 from .selection import Selection, ToolSet, select
 from .settings import resolve_flags
 from .snapshot import Snapshot, build_snapshot, with_tool
+
+if TYPE_CHECKING:
+    from .dispatch import CallEvent, CallRequest, Services
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
 
@@ -74,8 +76,8 @@ class Runtime:
         self._snapshot = snapshot
         self._cli_flags = dict(flags or {})
         self._flags = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=self._cli_flags)
-        self._services = Services(audit=_audit_log(snapshot))
-        self._services.batch = self._batch
+        self._host_handlers: dict[str, Callable[..., Any]] = {}
+        self._services_: Services | None = None
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
         self._generation = 1
         self._last_error: ConfigError | None = None
@@ -94,6 +96,16 @@ class Runtime:
         if not path.is_dir():
             raise UsageError(f"--root {root}: not a directory")
         return cls(build_snapshot(path), flags=flags)
+
+    @property
+    def _services(self) -> Services:
+        # Built on first use: the call pipeline's imports are not needed by specs, list or check.
+        if self._services_ is None:
+            from .dispatch import Services
+
+            self._services_ = Services(audit=_audit_log(self._snapshot), host_handlers=self._host_handlers)
+            self._services_.batch = self._batch
+        return self._services_
 
     # --- state ------------------------------------------------------------------------------------
 
@@ -143,7 +155,7 @@ class Runtime:
             client,
             tuple(sorted(values.items())),
             toolset,
-            tuple(sorted(self._services.host_handlers)),
+            tuple(sorted(self._host_handlers)),
         )
         found = self._selections.get(key)
         if found is None:
@@ -152,7 +164,7 @@ class Runtime:
             found = select(
                 snapshot,
                 Selection(model, provider, agent, client, values, toolset),
-                host_handlers=self._services.host_handlers,
+                host_handlers=self._host_handlers,
             )
             self._selections[key] = found
         return found
@@ -210,7 +222,7 @@ class Runtime:
         self, tool: str, args: Mapping[str, Any] | str | None, *, agent: str | None = None
     ) -> tuple[Decision, list[PermissionRequest]]:
         """Every request a call would make and the decision on them, without running anything."""
-        from .dispatch import _arguments
+        from .dispatch import _arguments, permission_requests
 
         snapshot = self._snapshot
         compiled = snapshot.tools.get(tool)
@@ -233,7 +245,7 @@ class Runtime:
 
     def register_handler(self, name: str, handler: Callable[..., Any]) -> None:
         """Supply the handler of `handler: {host: NAME}` tools (e.g. `task`); they become visible."""
-        self._services.host_handlers[name] = handler
+        self._host_handlers[name] = handler
         self._selections.clear()
 
     def subscribe(self, listener: Callable[[CallEvent], None]) -> Callable[[], None]:
@@ -316,6 +328,8 @@ class Runtime:
         snapshot = self._snapshot
         toolset = self._selection(model, provider, agent, client, flags, None, snapshot)
         snapshot.permissions.ruleset(agent)  # an unknown agent is the caller's mistake, not the model's
+        from .dispatch import CallRequest, dispatch
+
         request = CallRequest(
             tool=tool,
             args=args,

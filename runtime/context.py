@@ -49,7 +49,8 @@ class ToolContext:
     model: str | None = None
     provider: str | None = None
     client: str | None = None
-    abort: anyio.Event = field(default_factory=anyio.Event)
+    abort_event: anyio.Event | None = None
+    """The caller's abort signal; None until a handler asks for `abort` (most never do)."""
     session_state: MutableMapping[str, Any] = field(default_factory=dict)
     """Per-session memory shared by the tools of one session (read times, todos)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -62,6 +63,13 @@ class ToolContext:
     """Ids of the tools this call's model may use (for messages such as batch's "not in registry")."""
     title: str | None = None
     live_metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def abort(self) -> anyio.Event:
+        """Set when the call is aborted: long-running handlers watch it and stop."""
+        if self.abort_event is None:
+            self.abort_event = anyio.Event()
+        return self.abort_event
 
     def metadata(self, *, title: str | None = None, metadata: Mapping[str, Any] | None = None) -> None:
         """Publish live progress (a title, partial output) to listeners of the call."""

@@ -13,8 +13,8 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
@@ -43,6 +43,7 @@ from .permissions.model import CallSite, Decision, PermissionRequest
 from .result import ToolResult
 from .selection import Offered, ToolSet
 from .snapshot import CompiledTool, Snapshot, import_ref
+from .specs.nulls import strip_strict_nulls
 from .templates import render, render_argv
 from .truncate import cleanup_outputs, truncate_output
 
@@ -88,7 +89,7 @@ class CallEvent:
 class SessionState:
     tools: dict[str, Any] = field(default_factory=dict)
     """`ToolContext.session_state`: shared by the tools of one session (read times, todos)."""
-    recent: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=DOOM_LOOP_THRESHOLD))
+    recent: deque[tuple[str, Mapping[str, Any]]] = field(default_factory=lambda: deque(maxlen=DOOM_LOOP_THRESHOLD))
 
 
 @dataclass
@@ -101,6 +102,8 @@ class Services:
     listeners: list[Callable[[CallEvent], None]] = field(default_factory=list)
     sessions: dict[str, SessionState] = field(default_factory=dict)
     cache: dict[tuple[str, str, str], tuple[float, ToolResult]] = field(default_factory=dict)
+    allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
+    """Reusable allow decisions of argument-independent requests (see `_authorize`)."""
     batch: Callable[[CallRequest, Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]] | None = None
     call_counter: int = 0
 
@@ -113,6 +116,51 @@ class Services:
     def emit(self, event: CallEvent) -> None:
         for listener in tuple(self.listeners):
             listener(event)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One call in flight: what every step after repair needs to know."""
+
+    request: CallRequest
+    snapshot: Snapshot
+    toolset: ToolSet
+    services: Services
+    call_id: str
+    agent: str
+    tool: str
+    granted: set[tuple[str, str]] = field(default_factory=set)
+    """(permission, pattern) pairs the permission step allowed; a handler asking them again is not re-asked."""
+
+    async def ask(self, requests: Sequence[PermissionRequest]) -> None:
+        """`ToolContext.ask`: a handler's own requests, minus what this call was already allowed."""
+        remaining = []
+        for req in requests:
+            patterns = tuple(p for p in req.patterns if (req.permission, p) not in self.granted)
+            if patterns:
+                remaining.append(replace(req, patterns=patterns))
+        if not remaining:
+            return
+        decision = await self.services.broker.authorize(
+            remaining,
+            ruleset=self.snapshot.permissions.ruleset(self.agent),
+            locked=self.snapshot.permissions.locked,
+            session=self.request.session,
+            asker=self.request.ask,
+            tool=self.tool,
+            call_id=self.call_id,
+        )
+        self.granted.update((d.permission, d.pattern) for d in decision.decisions)
+
+    def on_metadata(self, title: str | None, metadata: Mapping[str, Any] | None) -> None:
+        if self.services.listeners:
+            data = {"title": title, "metadata": metadata}
+            self.services.emit(CallEvent("metadata", self.call_id, self.tool, self.request.session, data, time.time()))
+
+    async def batch(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
+        if self.services.batch is None:
+            raise ToolFailure("batch calls are not available in this runtime")
+        return await self.services.batch(self.request, calls)
 
 
 async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, services: Services) -> ToolResult:
@@ -147,20 +195,13 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     try:
         args = _arguments(tool, args)
         requests = permission_requests(tool, args, snapshot)
-        if repair_note is None:
-            requests = _with_doom_loop(requests, offered.name, args, services.session(request.session))
-        decision = await services.broker.authorize(
-            requests,
-            ruleset=snapshot.permissions.ruleset(agent),
-            locked=snapshot.permissions.locked,
-            session=request.session,
-            asker=request.ask,
-            tool=offered.name,
-            call_id=call_id,
-            title=_render_optional(tool.confirm_title, tool, args, snapshot.root),
-            message=_render_optional(tool.confirm_message, tool, args, snapshot.root),
+        doom_loop = repair_note is None and _doom_loop(requests, offered.name, args, services.session(request.session))
+        decision = await _authorize(
+            tool, offered.name, args, requests, request, snapshot, services, agent, call_id, doom_loop
         )
-        result = await _execute_cached(tool, args, request, snapshot, toolset, services, call_id, agent)
+        call = _Call(request, snapshot, toolset, services, call_id, agent, tool.id)
+        call.granted.update((d.permission, d.pattern) for d in decision.decisions)
+        result = await _execute_cached(tool, args, call)
         result = _truncate(tool, result, snapshot, agent)
         if repair_note is not None:
             result = ToolResult(result.title, result.output, result.metadata, result.attachments, result.output)
@@ -237,6 +278,9 @@ def _arguments(tool: CompiledTool, raw: Any) -> dict[str, Any]:
         args.setdefault(name, default)
     if tool.validator.is_valid(args):
         return args  # type: ignore[no-any-return]  # a dict of JSON values
+    stripped = strip_strict_nulls(args, tool.definition.parameters)
+    if stripped != args and tool.validator.is_valid(stripped):
+        return stripped  # OpenAI strict mode sends null for an optional argument it leaves out
     errors = list(tool.validator.iter_errors(args))
     hook = tool.definition.format_validation_error
     if hook:
@@ -260,14 +304,12 @@ def _pointer(path: Sequence[Any]) -> str:
 # --- permission -----------------------------------------------------------------------------------
 
 
-def call_site(snapshot: Snapshot, cwd: Path | None = None) -> CallSite:
-    return CallSite(root=snapshot.root, cwd=cwd or snapshot.root, home=Path.home(), exempt=(snapshot.truncation_dir,))
-
-
 def permission_requests(tool: CompiledTool, args: Mapping[str, Any], snapshot: Snapshot) -> list[PermissionRequest]:
     """The requests a call makes: external directories of path arguments first, then the tool's own."""
+    if tool.static_requests is not None:
+        return list(tool.static_requests)
     spec = tool.definition.permission
-    site = call_site(snapshot)
+    site = snapshot.site
     requests = _external_requests(tool, args, site)
     if spec.analyzer is not None:
         analyzer = _analyzer(spec.analyzer)
@@ -326,14 +368,54 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _with_doom_loop(
-    requests: list[PermissionRequest], name: str, args: Mapping[str, Any], session: SessionState
-) -> list[PermissionRequest]:
-    key = (name, json.dumps(args, sort_keys=True, default=str))
+def _doom_loop(requests: list[PermissionRequest], name: str, args: Mapping[str, Any], session: SessionState) -> bool:
+    """Append a `doom_loop` request on the third identical consecutive call of the session."""
+    key = (name, args)  # compared by value: the same tool with equal arguments
     session.recent.append(key)
     if len(session.recent) == DOOM_LOOP_THRESHOLD and all(k == key for k in session.recent):
         requests.append(PermissionRequest("doom_loop", (name,), (name,), {"tool": name, "input": dict(args)}))
-    return requests
+        return True
+    return False
+
+
+async def _authorize(
+    tool: CompiledTool,
+    name: str,
+    args: Mapping[str, Any],
+    requests: list[PermissionRequest],
+    request: CallRequest,
+    snapshot: Snapshot,
+    services: Services,
+    agent: str,
+    call_id: str,
+    doom_loop: bool,
+) -> Decision:
+    """The permission step. An allow for argument-independent requests is reused while the agent's
+    rules and the session's approvals stay the same objects (a reload or an approval replaces them)."""
+    ruleset = snapshot.permissions.ruleset(agent)
+    approved = services.broker.approved(request.session)
+    cacheable = tool.static_requests is not None and not doom_loop
+    key = (name, agent, request.session)
+    if cacheable:
+        hit = services.allowed.get(key)
+        if hit is not None and hit[0] is tool and hit[1] is ruleset and hit[2] is approved:
+            return hit[3]
+    decision = await services.broker.authorize(
+        requests,
+        ruleset=ruleset,
+        locked=snapshot.permissions.locked,
+        session=request.session,
+        asker=request.ask,
+        tool=name,
+        call_id=call_id,
+        title=_render_optional(tool.confirm_title, tool, args, snapshot.root),
+        message=_render_optional(tool.confirm_message, tool, args, snapshot.root),
+    )
+    if cacheable and all(d.action == "allow" for d in decision.decisions):
+        if len(services.allowed) > 4096:
+            services.allowed.clear()
+        services.allowed[key] = (tool, ruleset, approved, decision)
+    return decision
 
 
 # --- execute --------------------------------------------------------------------------------------
@@ -342,52 +424,53 @@ _HANDLERS: dict[str, Callable[..., Any]] = {}
 """Imported Python handlers by reference; a reload that changes a module restarts the process anyway."""
 
 
-async def _execute_cached(
-    tool: CompiledTool,
-    args: dict[str, Any],
-    request: CallRequest,
-    snapshot: Snapshot,
-    toolset: ToolSet,
-    services: Services,
-    call_id: str,
-    agent: str,
-) -> ToolResult:
+async def _execute_cached(tool: CompiledTool, args: dict[str, Any], call: _Call) -> ToolResult:
     ttl = tool.definition.cache_ttl
     if ttl is None:
-        return await _execute(tool, args, request, snapshot, toolset, services, call_id, agent)
-    key = (tool.id, json.dumps(args, sort_keys=True, default=str), snapshot.digest)
-    hit = services.cache.get(key)
+        return await _execute(tool, args, call)
+    key = (tool.id, json.dumps(args, sort_keys=True, default=str), call.snapshot.digest)
+    cache = call.services.cache
+    hit = cache.get(key)
     now = time.monotonic()
     if hit is not None and hit[0] > now:
         return hit[1]
-    result = await _execute(tool, args, request, snapshot, toolset, services, call_id, agent)
+    result = await _execute(tool, args, call)
     if result.error is None:
-        services.cache[key] = (now + ttl, result)
+        cache[key] = (now + ttl, result)
     return result
 
 
-async def _execute(
-    tool: CompiledTool,
-    args: dict[str, Any],
-    request: CallRequest,
-    snapshot: Snapshot,
-    toolset: ToolSet,
-    services: Services,
-    call_id: str,
-    agent: str,
-) -> ToolResult:
+async def _execute(tool: CompiledTool, args: dict[str, Any], call: _Call) -> ToolResult:
     handler = tool.definition.handler
-    timeout = tool.definition.timeout or snapshot.settings.timeout
+    timeout = tool.definition.timeout or call.snapshot.settings.timeout
     if isinstance(handler, (ArgvHandler, ShellHandler)):
-        return await _run_command(tool, args, request, snapshot, timeout, services, call_id)
-    function = _resolve_handler(tool, services)
-    ctx = _context(tool, request, snapshot, toolset, services, call_id, agent)
+        return await _run_command(tool, args, call, timeout)
+    function = _resolve_handler(tool, call.services)
+    ctx = _context(tool, call)
+    root = call.snapshot.root
+    if call.request.abort is None and inspect.iscoroutinefunction(function):
+        # Run the first step inline: a handler that finishes without suspending needs no timer.
+        coroutine = function(args, ctx)
+        try:
+            first = coroutine.send(None)
+        except StopIteration as finished:
+            return _normalize(tool, args, finished.value, ctx, root)
+        except CallError:
+            raise
+        except Exception as exc:  # the handler's bug must not take the runtime down
+            raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
+        awaitable: Awaitable[Any] = _Resumed(coroutine, first)
+        with anyio.move_on_after(timeout) as scope:
+            outcome = await _guarded(awaitable, ctx)
+        if scope.cancelled_caught:
+            raise ToolFailure(f"The {tool.id} tool did not finish within {timeout:g} seconds and was stopped.")
+        return _normalize(tool, args, outcome, ctx, root)
     blocking = isinstance(handler, PythonHandler) and handler.blocking
     with anyio.move_on_after(timeout) as scope:
-        outcome = await _invoke(function, args, ctx, blocking, request.abort)
+        outcome = await _invoke(function, args, ctx, blocking, call.request.abort)
     if scope.cancelled_caught:
         raise ToolFailure(f"The {tool.id} tool did not finish within {timeout:g} seconds and was stopped.")
-    return _normalize(tool, args, outcome, ctx, snapshot.root)
+    return _normalize(tool, args, outcome, ctx, call.snapshot.root)
 
 
 def _resolve_handler(tool: CompiledTool, services: Services) -> Callable[..., Any]:
@@ -429,6 +512,43 @@ async def _invoke(
         raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
 
 
+class _Resumed:
+    """Await a coroutine whose first step already ran and yielded `first` (the thing it waits on)."""
+
+    __slots__ = ("_coroutine", "_first")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coroutine, self._first = coroutine, first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, value = self._coroutine, self._first
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # cancellation and friends go to the handler, as with `await`
+                try:
+                    value = coroutine.throw(exc)
+                except StopIteration as finished:
+                    return finished.value
+            else:
+                try:
+                    value = coroutine.send(sent)
+                except StopIteration as finished:
+                    return finished.value
+
+
+async def _guarded(awaitable: Awaitable[Any], ctx: ToolContext) -> Any:
+    try:
+        return await awaitable
+    except CallError:
+        raise
+    except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist
+        raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
+
+
 async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:
     result: list[Any] = []
 
@@ -448,72 +568,32 @@ async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:
     return result[0]
 
 
-def _context(
-    tool: CompiledTool,
-    request: CallRequest,
-    snapshot: Snapshot,
-    toolset: ToolSet,
-    services: Services,
-    call_id: str,
-    agent: str,
-) -> ToolContext:
-    session = services.session(request.session)
-
-    async def ask(requests: Sequence[PermissionRequest]) -> None:
-        await services.broker.authorize(
-            requests,
-            ruleset=snapshot.permissions.ruleset(agent),
-            locked=snapshot.permissions.locked,
-            session=request.session,
-            asker=request.ask,
-            tool=tool.id,
-            call_id=call_id,
-        )
-
-    def on_metadata(title: str | None, metadata: Mapping[str, Any] | None) -> None:
-        if services.listeners:
-            services.emit(
-                CallEvent(
-                    "metadata", call_id, tool.id, request.session, {"title": title, "metadata": metadata}, time.time()
-                )
-            )
-
-    async def batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
-        if services.batch is None:
-            raise ToolFailure("batch calls are not available in this runtime")
-        return await services.batch(request, calls)
-
+def _context(tool: CompiledTool, call: _Call) -> ToolContext:
+    request, snapshot = call.request, call.snapshot
     return ToolContext(
         tool=tool.id,
         root=snapshot.root,
         data_dir=snapshot.data_dir,
         session=request.session,
-        agent=agent,
+        agent=call.agent,
         message_id=request.message_id,
-        call_id=call_id,
+        call_id=call.call_id,
         model=request.model,
         provider=request.provider,
         client=request.client,
-        abort=request.abort or anyio.Event(),
-        session_state=session.tools,
+        abort_event=request.abort,
+        session_state=call.services.session(request.session).tools,
         extra=request.extra,
-        on_metadata=on_metadata,
-        asker=ask,
-        batch=batch,
+        on_metadata=call.on_metadata,
+        asker=call.ask,
+        batch=call.batch,
         questioner=request.questioner,
-        available_tools=toolset.names(),
+        available_tools=call.toolset.names(),
     )
 
 
-async def _run_command(
-    tool: CompiledTool,
-    args: dict[str, Any],
-    request: CallRequest,
-    snapshot: Snapshot,
-    timeout: float,
-    services: Services,
-    call_id: str,
-) -> ToolResult:
+async def _run_command(tool: CompiledTool, args: dict[str, Any], call: _Call, timeout: float) -> ToolResult:
+    request, snapshot, services, call_id = call.request, call.snapshot, call.services, call.call_id
     handler = tool.definition.handler
     assert isinstance(handler, (ArgvHandler, ShellHandler))
     names, root = tool.parameter_names, snapshot.root

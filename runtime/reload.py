@@ -144,8 +144,11 @@ class Reloader:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    async def reload_once(self) -> ReloadEvent:
-        """Rebuild from disk now (in a worker thread), swap on success, report the outcome."""
+    async def reload_once(self, *, report_unchanged: bool = True) -> ReloadEvent:
+        """Rebuild from disk now (in a worker thread), swap on success, report the outcome.
+
+        With `report_unchanged=False` listeners hear of it only when it swapped or failed.
+        """
         async with self._lock:
             self._last_change = None
             unsubscribe = self._rt.on_swap(self._remember)
@@ -156,6 +159,8 @@ class Reloader:
                 unsubscribe()
             change = self._last_change if status.generation != before else None
             event = self._report(status, change)
+        if not report_unchanged and change is None and event.error is None:
+            return event
         for listener in tuple(self._listeners):
             listener(event)
         return event
@@ -189,13 +194,17 @@ class Reloader:
             async for _batch in self._changes:
                 await self.reload_once()
             return
+        recheck = False
         while True:
             targets = watch_targets(self._rt.snapshot)
-            await self._watch(targets, ready)
-            ready = None
+            await self._watch(targets, ready, recheck=recheck)
+            ready, recheck = None, True
 
-    async def _watch(self, targets: WatchTargets, ready: anyio.Event | None) -> None:
-        """Watch `targets` until a reload changes what must be watched (then return to re-arm)."""
+    async def _watch(self, targets: WatchTargets, ready: anyio.Event | None, *, recheck: bool) -> None:
+        """Watch `targets` until a reload changes what must be watched (then return to re-arm).
+
+        With `recheck`, reload once the watch is live: a save made while re-arming had no watcher.
+        """
         stop = anyio.Event()
         send, receive = anyio.create_memory_object_stream[ChangeSet](1)
 
@@ -223,11 +232,17 @@ class Reloader:
             if ready is not None:
                 ready.set()
             try:
+                if recheck:
+                    await self.reload_once(report_unchanged=False)
+                    if watch_targets(self._rt.snapshot) != targets:
+                        return
                 async with receive:
                     async for _batch in receive:
                         await self.reload_once()
                         if watch_targets(self._rt.snapshot) != targets:
                             break
             finally:
-                # The watcher thread only notices `stop` (not cancellation), so always set it.
+                # The watcher thread only notices `stop` (not cancellation), so always set it; closing
+                # the receiving end frees a pump blocked on sending a batch nobody will read.
                 stop.set()
+                receive.close()

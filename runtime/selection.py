@@ -123,9 +123,12 @@ def select(snapshot: Snapshot, selection: Selection = Selection(), *, host_handl
             available[tool_id] = tool
         else:
             hidden[tool_id] = reason
-    denied = disabled({tool_id: tool.permission_key for tool_id, tool in available.items()}, ruleset)
+    keys = {tool_id: tool.permission_key for tool_id, tool in available.items()}
+    locked = snapshot.permissions.locked
+    denied = disabled(keys, ruleset) | disabled(keys, locked)
     for tool_id in denied:
-        rule = ruleset.last_rule_for_permission(available[tool_id].permission_key)
+        key = available[tool_id].permission_key
+        rule = locked.last_rule_for_permission(key) or ruleset.last_rule_for_permission(key)
         where = f" ({rule.source})" if rule is not None and rule.source else ""
         hidden[tool_id] = f"permission '{available.pop(tool_id).permission_key}' is denied for agent {agent}{where}"
     offered: dict[str, Offered] = {tool_id: Offered(tool_id, tool) for tool_id, tool in available.items()}

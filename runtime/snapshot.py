@@ -7,6 +7,7 @@ and matches.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ from .config.validation import parameter_schema_problems
 from .context import DescribeInfo
 from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
+from .permissions.model import CallSite, PermissionRequest
 from .settings import default_data_dir
 from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
 
@@ -71,6 +73,9 @@ class CompiledTool:
     cwd: Any = None
     stdin: Any = None
     env_set: Mapping[str, Any] = field(default_factory=dict)
+    static_requests: tuple[PermissionRequest, ...] | None = None
+    """The permission requests of every call when they do not depend on the arguments (no templates,
+    no path arguments, no analyzer): computed once, and their allow decisions can be reused."""
 
     @property
     def id(self) -> str:
@@ -82,7 +87,7 @@ class CompiledTool:
         return "edit" if key in EDIT_TOOLS else key
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Snapshot:
     root: Path
     data_dir: Path
@@ -98,6 +103,11 @@ class Snapshot:
     @property
     def truncation_dir(self) -> Path:
         return self.data_dir / "tool-output"
+
+    @functools.cached_property
+    def site(self) -> CallSite:
+        """Where calls run by default: the root, the home directory, the truncation dir exempt."""
+        return CallSite(root=self.root, cwd=self.root, home=Path.home(), exempt=(self.truncation_dir,))
 
 
 def import_ref(ref: str) -> Any:
@@ -147,6 +157,8 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
     def template(pointer: str, source: str | None, *, quote_shell: bool = False) -> Any:
         if source is None:
             return None
+        if not quote_shell and "{" not in source:
+            return source  # constant text: nothing to render per call
         try:
             return compile_template(source, names, shell=quote_shell)
         except TemplateProblem as exc:
@@ -177,7 +189,11 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         cwd = template("/handler/cwd", handler.options.cwd)
         stdin = template("/handler/stdin", handler.options.stdin)
         env_set = {k: template(f"/handler/env/set/{k}", v) for k, v in handler.options.env_set.items()}
+    static = None
+    if spec.analyzer is None and not spec.paths and all(isinstance(t, str) for t in patterns + always):
+        static = (PermissionRequest(spec.key, tuple(patterns), tuple(always)),)
     compiled = CompiledTool(
+        static_requests=static,
         definition=tool,
         description=description,
         parameter_names=names,

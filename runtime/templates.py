@@ -135,8 +135,13 @@ def _check_shell_positions(source: str) -> None:
                 )
 
 
-def render(template: jinja2.Template, args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> str:
-    """Render with every declared parameter defined (absent ones as None) and the project root."""
+def render(template: jinja2.Template | str, args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> str:
+    """Render with every declared parameter defined (absent ones as None) and the project root.
+
+    A plain string is a template without expressions, compiled away at load time.
+    """
+    if isinstance(template, str):
+        return template
     context = dict.fromkeys(parameters)
     context.update(args)
     context[ROOT_VARIABLE] = str(root)

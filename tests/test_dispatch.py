@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import importlib
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,7 +27,11 @@ OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 def tool(tool_id: str, handler: Mapping[str, Any], parameters: Mapping[str, Any] | None = None, **extra: Any) -> str:
     """A tool file's YAML text."""
-    data: dict[str, Any] = {"id": tool_id, "description": f"The {tool_id} test tool.", "parameters": parameters or OBJECT}
+    data: dict[str, Any] = {
+        "id": tool_id,
+        "description": f"The {tool_id} test tool.",
+        "parameters": parameters or OBJECT,
+    }
     data["handler"] = dict(handler)
     data.update(extra)
     return yaml.safe_dump(data, sort_keys=False)
@@ -100,13 +105,17 @@ def test_name_differing_only_by_case_is_repaired(make_project: Factory, name: st
 
 def test_unknown_name_goes_to_invalid_tool_with_closest_names_first(make_project: Factory) -> None:
     root = make_project(
-        {**py("zeta", "echo", text_param("text")), **py("readme", "echo", text_param("text"))}, modules={"handlers": HANDLERS}, builtin_tools=True
+        {**py("zeta", "echo", text_param("text")), **py("readme", "echo", text_param("text"))},
+        modules={"handlers": HANDLERS},
+        builtin_tools=True,
     )
     rt = Runtime.load(root)
     result = rt.call_sync("reed", {"filePath": "x"})
     assert result.error is not None
     assert result.title == "Invalid Tool"
-    assert "The arguments provided to the tool are invalid: Model tried to call unavailable tool 'reed'." in result.output
+    assert (
+        "The arguments provided to the tool are invalid: Model tried to call unavailable tool 'reed'." in result.output
+    )
     available = result.output.split("Available tools: ", 1)[1].rstrip(".").split(", ")
     assert available[:2] == ["read", "readme"]
     assert "zeta" in available and "invalid" not in available
@@ -134,13 +143,15 @@ def test_arguments_as_json_string_are_parsed(make_project: Factory) -> None:
         ("[1, 2]", r"expected a JSON object of arguments, got list"),
     ],
 )
-def test_arguments_that_are_not_a_json_object_are_an_argument_error(make_project: Factory, raw: str, detail: str) -> None:
+def test_arguments_that_are_not_a_json_object_are_an_argument_error(
+    make_project: Factory, raw: str, detail: str
+) -> None:
     rt = project(make_project, ECHO)
     result = rt.call_sync("echo", raw)
     assert result.error is not None
     assert result.error.startswith("The echo tool was called with invalid arguments: ")
     assert result.error.endswith(".\nPlease rewrite the input so it satisfies the expected schema.")
-    assert __import__("re").search(detail, result.error)
+    assert re.search(detail, result.error)
 
 
 def test_schema_defaults_are_applied(make_project: Factory) -> None:
@@ -279,7 +290,9 @@ LISTING = {
         ({"items": []}, "[]"),  # no arguments at all: printf still prints its format once
     ],
 )
-def test_argv_list_expands_and_absent_optional_is_omitted(make_project: Factory, args: dict[str, Any], output: str) -> None:
+def test_argv_list_expands_and_absent_optional_is_omitted(
+    make_project: Factory, args: dict[str, Any], output: str
+) -> None:
     rt = project(make_project, {"t": tool("t", {"argv": ["printf", "[%s]", "{{ flag }}", "{{ items }}"]}, LISTING)})
     result = rt.call_sync("t", args)
     assert (result.error, result.output, result.metadata["exit"]) == (None, output, 0)
@@ -333,7 +346,11 @@ def test_secrets_in_the_environment_are_not_passed(make_project: Factory, monkey
         make_project,
         {
             "plain": tool("plain", {"argv": ["env"]}),
-            "allowed": tool("allowed", {"argv": ["env"], "env": {"allow": ["VISIBLE_*"], "set": {"GREETING": "hi {{ who }}"}}}, text_param("who")),
+            "allowed": tool(
+                "allowed",
+                {"argv": ["env"], "env": {"allow": ["VISIBLE_*"], "set": {"GREETING": "hi {{ who }}"}}},
+                text_param("who"),
+            ),
         },
     )
     plain = rt.call_sync("plain", {}).output
@@ -393,7 +410,12 @@ def test_ask_without_an_asker_is_denied_asking_for_approval(make_project: Factor
         (Reply("once"), None, True),
         (Reply("always"), None, False),
         (Reply("reject"), "The user rejected permission to use this specific tool call.", True),
-        (Reply("reject", "use the other tool"), "The user rejected permission to use this specific tool call with the following feedback: use the other tool", True),
+        (
+            Reply("reject", "use the other tool"),
+            "The user rejected permission to use this specific tool call with the following feedback: "
+            "use the other tool",
+            True,
+        ),
     ],
 )
 def test_ask_with_an_asker(make_project: Factory, reply: Reply, error: str | None, second_asks: bool) -> None:
@@ -408,7 +430,9 @@ def test_ask_with_an_asker(make_project: Factory, reply: Reply, error: str | Non
 
 
 @pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink"])
-def test_path_arguments_outside_the_root_ask_external_directory(make_project: Factory, tmp_path: Path, kind: str) -> None:
+def test_path_arguments_outside_the_root_ask_external_directory(
+    make_project: Factory, tmp_path: Path, kind: str
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     rt = project(make_project, py("echo", "echo", text_param("text"), permission={"paths": ["text"]}))
@@ -442,7 +466,12 @@ def test_third_identical_call_asks_doom_loop(make_project: Factory) -> None:
 
 def test_confirm_title_and_message_reach_the_asker(make_project: Factory) -> None:
     perms = 'permission: {"*": allow, echo: ask}\n'
-    tools = py("echo", "echo", text_param("text"), confirm={"title": "Echo {{ text }}?", "message": "Will print {{ text }} once"})
+    tools = py(
+        "echo",
+        "echo",
+        text_param("text"),
+        confirm={"title": "Echo {{ text }}?", "message": "Will print {{ text }} once"},
+    )
     rt = project(make_project, tools, permissions=perms)
     seen: list[AskRequest] = []
     assert rt.call_sync("echo", {"text": "hey"}, ask=asker(Reply("once"), seen)).output == "hey"
@@ -508,10 +537,22 @@ def test_every_call_appends_one_audit_record(make_project: Factory) -> None:
     rt.call_sync("echo", "not json")
     records, bad = read_records(rt.snapshot.data_dir / "audit.jsonl")
     assert bad == []
-    assert [(r["tool"], r["status"]) for r in records] == [("echo", "ok"), ("echo", "denied"), ("boom", "error"), ("echo", "invalid")]
+    assert [(r["tool"], r["status"]) for r in records] == [
+        ("echo", "ok"),
+        ("echo", "denied"),
+        ("boom", "error"),
+        ("echo", "invalid"),
+    ]
     first = records[0]
-    assert (first["session"], first["model"], first["agent"], first["arguments"]) == ("s1", "gpt-5", "build", {"text": "ok"})
-    assert first["requests"] == [{"permission": "echo", "pattern": "ok", "action": "allow", "rule": first["requests"][0]["rule"]}]
+    assert (first["session"], first["model"], first["agent"], first["arguments"]) == (
+        "s1",
+        "gpt-5",
+        "build",
+        {"text": "ok"},
+    )
+    assert first["requests"] == [
+        {"permission": "echo", "pattern": "ok", "action": "allow", "rule": first["requests"][0]["rule"]}
+    ]
     assert isinstance(first["duration_ms"], float) and first["duration_ms"] >= 0
     assert first["output_bytes"] == 2 and first["error"] is None
     assert [r["action"] for r in records[1]["requests"]] == ["deny"]
@@ -566,7 +607,9 @@ def test_call_many_runs_parallel_tools_concurrently_and_returns_in_call_order(ma
 
     async def main() -> list[ToolResult]:
         with anyio.fail_after(10):  # only concurrent calls can meet: sequential ones would wait forever
-            return await rt.call_many([("meet", {"me": "a", "other": "b"}), ("fail", {}), ("meet", {"me": "b", "other": "a"})])
+            return await rt.call_many(
+                [("meet", {"me": "a", "other": "b"}), ("fail", {}), ("meet", {"me": "b", "other": "a"})]
+            )
 
     results = anyio.run(main)
     assert [r.output for r in results] == ["a", "", "b"]
@@ -578,8 +621,7 @@ def test_call_many_runs_non_parallel_tools_in_order(make_project: Factory) -> No
     rt = project(make_project, tools, modules={"rendezvous": RENDEZVOUS})
     results = anyio.run(lambda: rt.call_many([("step", {"me": str(i)}) for i in range(4)]))
     assert [r.output for r in results] == ["0", "1", "2", "3"]
-    import rendezvous  # the project module, importable once the runtime put the root on sys.path
-
+    rendezvous = importlib.import_module("rendezvous")  # the project module: the runtime put its root on sys.path
     assert rendezvous.ORDER == [(kind, str(i)) for i in range(4) for kind in ("start", "end")]
 
 
@@ -590,9 +632,7 @@ def test_cache_returns_the_cached_result_for_the_same_arguments(make_project: Fa
     rt = project(make_project, py("echo", "echo", text_param("text"), cache={"ttl": 60}))
     outputs = [rt.call_sync("echo", {"text": t}, session=f"s{i}").output for i, t in enumerate(["a", "a", "b", "a"])]
     assert outputs == ["a", "a", "b", "a"]
-    import handlers
-
-    assert handlers.CALLS == [{"text": "a"}, {"text": "b"}]
+    assert importlib.import_module("handlers").CALLS == [{"text": "a"}, {"text": "b"}]
 
 
 # --- registration ---------------------------------------------------------------------------------
@@ -608,9 +648,15 @@ def test_register_adds_a_tool_at_run_time(make_project: Factory) -> None:
 @pytest.mark.parametrize(
     ("definition", "message"),
     [
-        ({"id": "x", "description": "d", "handler": {"argv": ["echo", "{{ nope }}"]}}, r"'nope', which is not a declared parameter"),
+        (
+            {"id": "x", "description": "d", "handler": {"argv": ["echo", "{{ nope }}"]}},
+            r"'nope', which is not a declared parameter",
+        ),
         ({"id": "x", "handler": {"argv": ["true"]}}, r"missing 'description'"),
-        ({"id": "x", "description": "d", "handler": {"shell": "echo \"{{ a }}\""}, "parameters": text_param("a")}, r"inside double quotes"),
+        (
+            {"id": "x", "description": "d", "handler": {"shell": 'echo "{{ a }}"'}, "parameters": text_param("a")},
+            r"inside double quotes",
+        ),
     ],
 )
 def test_register_validates_like_a_file(make_project: Factory, definition: dict[str, Any], message: str) -> None:
@@ -655,7 +701,9 @@ EDITING = {
         (None, ("edit", "write")),
     ],
 )
-def test_opencode_apply_patch_rule_in_yaml_alone(make_project: Factory, model: str | None, offered: tuple[str, ...]) -> None:
+def test_opencode_apply_patch_rule_in_yaml_alone(
+    make_project: Factory, model: str | None, offered: tuple[str, ...]
+) -> None:
     rt = project(make_project, EDITING)
     toolset = rt.tools(model=model)
     assert toolset.names() == offered
@@ -664,11 +712,16 @@ def test_opencode_apply_patch_rule_in_yaml_alone(make_project: Factory, model: s
     assert all(reason.startswith(f"model {model or '(none given)'} does not match") for reason in hidden.values())
 
 
-FLAGGED = {"beta": tool("beta", {"argv": ["true"]}, when={"flags": ["beta"]}), "stable": tool("stable", {"argv": ["true"]}, when={"flags": ["!beta"]})}
+FLAGGED = {
+    "beta": tool("beta", {"argv": ["true"]}, when={"flags": ["beta"]}),
+    "stable": tool("stable", {"argv": ["true"]}, when={"flags": ["!beta"]}),
+}
 FLAG_SETTINGS = "flags:\n  - {name: beta, description: The beta tool.}\n"
 
 
-def test_flag_values_from_the_option_and_the_environment(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flag_values_from_the_option_and_the_environment(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = make_project(FLAGGED, settings=FLAG_SETTINGS)
     off = Runtime.load(root)
     assert off.tools().names() == ("stable",)
@@ -681,17 +734,30 @@ def test_flag_values_from_the_option_and_the_environment(make_project: Factory, 
     assert {h.id: h.reason for h in on.tools().hidden} == {"stable": "flag beta is on"}
 
 
-def test_unknown_flag_in_the_environment_is_a_config_error(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unknown_flag_in_the_environment_is_a_config_error(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = make_project(FLAGGED, settings=FLAG_SETTINGS)
     monkeypatch.setenv("TOOLRT_FLAG_BETTA", "1")
-    with pytest.raises(ConfigError, match=r"environment variable TOOLRT_FLAG_BETTA names an unknown flag 'betta' \(declared flags: .*beta"):
+    with pytest.raises(
+        ConfigError,
+        match=r"environment variable TOOLRT_FLAG_BETTA names an unknown flag 'betta' \(declared flags: .*beta",
+    ):
         Runtime.load(root)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "offered", "reasons"),
     [
-        ({}, (), {"cli_only": "client (none given) is not one of: cli", "oai": "provider (none given) is not one of: openai*", "fast": "model (none given) does not match fast"}),
+        (
+            {},
+            (),
+            {
+                "cli_only": "client (none given) is not one of: cli",
+                "oai": "provider (none given) is not one of: openai*",
+                "fast": "model (none given) does not match fast",
+            },
+        ),
         ({"client": "cli"}, ("cli_only",), {}),
         ({"provider": "openai-compatible"}, ("oai",), {}),
         ({"provider": "anthropic"}, (), {"oai": "provider anthropic is not one of: openai*"}),
@@ -701,7 +767,7 @@ def test_unknown_flag_in_the_environment_is_a_config_error(make_project: Factory
     ],
 )
 def test_clients_providers_and_model_groups(
-    make_project: Factory, kwargs: dict[str, str], offered: tuple[str, ...], reasons: dict[str, str]
+    make_project: Factory, kwargs: dict[str, Any], offered: tuple[str, ...], reasons: dict[str, str]
 ) -> None:
     tools = {
         "cli_only": tool("cli_only", {"argv": ["true"]}, when={"clients": ["cli"]}),
@@ -720,7 +786,9 @@ def test_clients_providers_and_model_groups(
 def test_override_is_offered_under_the_base_name_for_matching_models(make_project: Factory) -> None:
     tools = {
         "grep": tool("grep", {"argv": ["echo", "plain"]}),
-        "grep_gpt": tool("grep_gpt", {"argv": ["echo", "tuned"]}, overrides="grep", when={"models": [{"model": "gpt-*"}]}),
+        "grep_gpt": tool(
+            "grep_gpt", {"argv": ["echo", "tuned"]}, overrides="grep", when={"models": [{"model": "gpt-*"}]}
+        ),
     }
     rt = project(make_project, tools)
     tuned = rt.tools(model="gpt-5")

@@ -42,18 +42,6 @@ def make(root: Path, version: str = "v1", *, permissions: str | None = None) -> 
     return root
 
 
-async def _title_is(rt: Runtime, title: str) -> None:
-    swapped = anyio.Event()
-    unsubscribe = rt.on_swap(
-        lambda change: swapped.set() if change.new.tools["ver"].definition.title == title else None
-    )
-    try:
-        if rt.snapshot.tools["ver"].definition.title != title:
-            await swapped.wait()
-    finally:
-        unsubscribe()
-
-
 # --- scripted change source ---------------------------------------------------------------------
 
 
@@ -178,44 +166,48 @@ def test_session_approvals_survive_a_swap(tmp_path: Path) -> None:
 # --- real files through watchfiles --------------------------------------------------------------
 
 
-async def _watching(rt: Runtime, action: Callable[[], Awaitable[None]]) -> None:
+async def _watching(rt: Runtime, action: Callable[[Reloader], Awaitable[None]]) -> None:
+    reloader = Reloader(rt)
     ready = anyio.Event()
     async with anyio.create_task_group() as group:
-        group.start_soon(lambda: Reloader(rt).run(ready=ready))
+        group.start_soon(lambda: reloader.run(ready=ready))
         with anyio.fail_after(10):
             await ready.wait()
-            await action()
+            await action(reloader)
         group.cancel_scope.cancel()
 
 
-async def _generation_after(rt: Runtime, generation: int) -> None:
-    swapped = anyio.Event()
-    unsubscribe = rt.on_swap(lambda _change: swapped.set())
-    try:
-        if rt.status().generation <= generation:
-            await swapped.wait()
-    finally:
-        unsubscribe()
+async def _until(reloader: Reloader, done: Callable[[], bool]) -> None:
+    """Wait, reload after reload, until `done()` holds (listeners run on the loop: no thread hand-off)."""
+    while not done():
+        reloaded = anyio.Event()
+        unsubscribe = reloader.on_reload(lambda _event, event=reloaded: event.set())
+        try:
+            await reloaded.wait()
+        finally:
+            unsubscribe()
+
+
+def _title(rt: Runtime) -> str | None:
+    tool = rt.snapshot.tools.get("ver")
+    return tool.definition.title if tool is not None else None
 
 
 def test_watcher_sees_save_break_fix_and_directory_recreated(tmp_path: Path) -> None:
     rt = Runtime.load(make(tmp_path))
     path = tmp_path / "tools.d" / "ver.yaml"
 
-    async def action() -> None:
+    async def action(reloader: Reloader) -> None:
         _atomic(tmp_path)
-        await _generation_after(rt, 1)
-        assert rt.snapshot.tools["ver"].definition.title == "ver v2"
+        await _until(reloader, lambda: _title(rt) == "ver v2")
         path.write_text(BROKEN, encoding="utf-8")
-        while rt.status().last_error is None:  # each reload is reported: wait for the broken one
-            await anyio.sleep(0.01)
-        assert rt.snapshot.tools["ver"].definition.title == "ver v2"
+        await _until(reloader, lambda: rt.status().last_error is not None)
+        assert _title(rt) == "ver v2"
         shutil.rmtree(tmp_path / "tools.d")
-        await _generation_after(rt, 2)
-        assert "ver" not in rt.snapshot.tools and rt.status().last_error is None
+        await _until(reloader, lambda: _title(rt) is None)
+        assert rt.status().last_error is None
         make(tmp_path, "v3")  # a removed directory re-created: its parent was watched
-        await _generation_after(rt, 3)
-        assert rt.snapshot.tools["ver"].definition.title == "ver v3"
+        await _until(reloader, lambda: _title(rt) == "ver v3")
 
     anyio.run(_watching, rt, action)
 
@@ -247,7 +239,7 @@ def test_calls_stay_consistent_while_the_config_is_rewritten(tmp_path: Path) -> 
             result = await rt.call("ver", {"n": worker * 100_000 + n})
             results.append((result.title, result.output, result.error))
 
-    async def writer() -> None:
+    async def writer(reloader: Reloader) -> None:
         for i in range(1, 41):
             version = f"v{i}"
             text = tool_text(version) if i % 2 == 0 else BROKEN
@@ -258,17 +250,16 @@ def test_calls_stay_consistent_while_the_config_is_rewritten(tmp_path: Path) -> 
             os.replace(temp, path)
             with anyio.fail_after(10):
                 if i % 2 == 0:
-                    await _title_is(rt, f"ver {version}")
+                    await _until(reloader, lambda: _title(rt) == f"ver {version}")  # noqa: B023 (awaited here)
                 else:
-                    while rt.status().last_error is None:  # no swap to wait on: poll the status
-                        await anyio.sleep(0.005)
+                    await _until(reloader, lambda: rt.status().last_error is not None)
         done.set()
 
-    async def action() -> None:
+    async def action(reloader: Reloader) -> None:
         async with anyio.create_task_group() as group:
             for worker in range(4):
                 group.start_soon(caller, worker)
-            group.start_soon(writer)
+            group.start_soon(writer, reloader)
 
     anyio.run(_watching, rt, action)
     assert len(results) > 40

@@ -70,6 +70,7 @@ def run(
     return root
 
 
+@pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds
 def test_list_call_change_and_list_again(tmp_path: Path) -> None:
     root = tmp_path / "project"
 
@@ -94,6 +95,7 @@ def test_list_call_change_and_list_again(tmp_path: Path) -> None:
     run(tmp_path, body)
 
 
+@pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds
 def test_bad_requests_get_errors_not_a_crash(tmp_path: Path) -> None:
     async def body(client: Client, changed: anyio.Event) -> None:
         with pytest.raises(MCPError, match="Unknown tool: nope"):
@@ -114,6 +116,7 @@ async def _raw_call(client: Client, params: dict[str, Any]) -> Any:
     return await client.session._dispatcher.send_raw_request("tools/call", params, None)
 
 
+@pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds
 def test_ask_goes_through_elicitation_and_without_it_is_denied(tmp_path: Path) -> None:
     asked: list[str] = []
 

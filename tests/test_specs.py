@@ -10,7 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -322,15 +322,21 @@ def test_read_only_mappings_are_accepted_and_left_alone(fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_output_shares_no_containers_with_the_input(fmt: str) -> None:
-    declared = load("scalars")
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_output_shares_no_containers_with_the_input(fmt: str, name: str) -> None:
+    declared = load(name)
     pristine = copy.deepcopy(declared)
-    spec = compile_(fmt, declared).spec
-    for node, _ in subschemas(parameters_of(fmt, spec)):
-        for value in node.values():
-            if isinstance(value, (list, dict)):
-                value.clear()
+    clear_all(compile_(fmt, declared).spec)
     assert declared == pristine
+
+
+def clear_all(value: Any) -> None:
+    """Empty every container of a JSON value, deepest first (a caller mutating its spec)."""
+    children = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else []
+    for child in children:
+        clear_all(child)
+    if isinstance(value, (dict, list)):
+        value.clear()
 
 
 # --- warnings name each lossy rewrite -------------------------------------------------------------
@@ -487,6 +493,14 @@ def test_openai_fallback_reasons(schema: dict[str, Any], reason: str) -> None:
     result = compile_("openai", schema)
     assert result.spec["function"]["strict"] is False
     assert reason in result.warnings[0].message
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_root_reference_is_resolved_into_a_plain_object(fmt: str) -> None:
+    schema = {"$ref": "#/$defs/Args", "$defs": {"Args": {"type": "object", "properties": {"a": {"type": "string"}}}}}
+    result = compile_(fmt, schema)
+    assert structural_problems(fmt, result) == []
+    assert types_of(parameters_of(fmt, result.spec)["properties"]["a"])[0] == "string"  # type: ignore[index]
 
 
 def test_openai_fallback_on_deep_nesting() -> None:
@@ -836,3 +850,5 @@ def test_random_schemas_always_satisfy_every_provider(schema: dict[str, Any]) ->
         assert schema == pristine
         assert all(w.format == fmt for w in result.warnings)
         assert all(w.pointer == "" or w.pointer.startswith("/") for w in result.warnings)
+        clear_all(result.spec)
+        assert schema == pristine

@@ -121,7 +121,10 @@ def test_list_parameter_in_shell_template_is_one_word_per_item(make_project: Wri
 @pytest.mark.parametrize(
     ("script", "message"),
     [
-        ('printf %s "{{ value }}"', r"\{\{ \}\} inside double quotes \(template line 1\): values are shell-quoted automatically"),
+        (
+            'printf %s "{{ value }}"',
+            r"\{\{ \}\} inside double quotes \(template line 1\): values are shell-quoted automatically",
+        ),
         ("printf %s '{{ value }}'", r"\{\{ \}\} inside single quotes"),
         ('echo "$(printf %s {{ value }})"', r"inside double quotes"),
         ("cat <<EOF\n{{ value }}\nEOF", r"after a here-document \(template line 2\) is not quoted by the shell"),

@@ -18,7 +18,8 @@ def text(source: str, **args: Any) -> str:
 
 
 def shell(source: str, **args: Any) -> str:
-    return render(compile_template(source, PARAMS, shell=True), args, PARAMS, ROOT)
+    template = compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
+    return render(template, args, PARAMS, ROOT)
 
 
 def argv(elements: list[str], **args: Any) -> list[str]:
@@ -85,7 +86,10 @@ def test_argv_elements_render_separately_and_whole_expressions_expand(
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("echo {{ nope }}", r"template uses 'nope', which is not a declared parameter \(declared: flag, items, n, on, path\)"),
+        (
+            "echo {{ nope }}",
+            r"template uses 'nope', which is not a declared parameter \(declared: flag, items, n, on, path\)",
+        ),
         ("echo {{ path ", r"template syntax error: .* \(template line 1\)"),
         ("{% for x in %}", r"template syntax error"),
         ("echo {{ os.system }}", r"'os', which is not a declared parameter"),
@@ -101,18 +105,25 @@ def test_unknown_names_and_syntax_errors_fail_at_compile_time(source: str, messa
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ('echo "{{ path }}"', r"\{\{ \}\} inside double quotes \(template line 1\): values are shell-quoted automatically"),
+        (
+            'echo "{{ path }}"',
+            r"\{\{ \}\} inside double quotes \(template line 1\): values are shell-quoted automatically",
+        ),
         ("echo '{{ path }}'", r"\{\{ \}\} inside single quotes \(template line 1\)"),
         ('echo "a $(cat {{ path }})"', r"inside double quotes"),
-        ("echo ok\necho \"x{{ path }}x\"", r"inside double quotes \(template line 2\)"),
-        ("cat <<EOF\n{{ path }}\nEOF", r"\{\{ \}\} after a here-document \(template line 2\) is not quoted by the shell; pass the value with the handler's `stdin:` instead"),
+        ('echo ok\necho "x{{ path }}x"', r"inside double quotes \(template line 2\)"),
+        (
+            "cat <<EOF\n{{ path }}\nEOF",
+            r"\{\{ \}\} after a here-document \(template line 2\) is not quoted by the shell; "
+            r"pass the value with the handler's `stdin:` instead",
+        ),
         ("cat <<'EOF'\n{{ path }}\nEOF", r"after a here-document"),
         ("cat <<-EOF\n\t{{ path }}\nEOF", r"after a here-document"),
     ],
 )
 def test_shell_positions_where_quoting_is_unsafe_are_rejected(source: str, message: str) -> None:
     with pytest.raises(TemplateProblem, match=message):
-        compile_template(source, PARAMS, shell=True)
+        compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
 
 
 @pytest.mark.parametrize(
@@ -120,14 +131,14 @@ def test_shell_positions_where_quoting_is_unsafe_are_rejected(source: str, messa
     [
         "echo {{ path }}",
         "echo \"fixed text\" {{ path }} 'more'",
-        "echo \\\"{{ path }}",  # escaped quote: the value is a word of its own
+        'echo \\"{{ path }}',  # escaped quote: the value is a word of its own
         "cat <<< {{ path }}",  # here-string, not a here-document: an ordinary word
-        "x=\"a\"; echo {{ path }}",
+        'x="a"; echo {{ path }}',
         "printf '%s\\n' {{ items }}",
     ],
 )
 def test_shell_positions_that_keep_the_value_one_word_are_accepted(source: str) -> None:
-    compile_template(source, PARAMS, shell=True)
+    compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
 
 
 def test_text_templates_allow_quotes_around_values() -> None:

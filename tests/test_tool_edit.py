@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -144,6 +145,17 @@ def test_successive_edits_need_only_one_read(root: Path) -> None:
     call(edit, {"filePath": "f.txt", "oldString": "a", "newString": "A"}, ctx)
     call(edit, {"filePath": "f.txt", "oldString": "b", "newString": "B"}, ctx)
     assert (root / "f.txt").read_text() == "A\nB\n"
+
+
+def test_read_stamps_survive_a_json_round_trip_of_session_state(root: Path) -> None:
+    # A host that persists session state between processes (`toolrt call --session`) stores JSON.
+    (root / "f.txt").write_text("a\n")
+    first = make_ctx(root)
+    call(read, {"filePath": "f.txt"}, first)
+    second = make_ctx(root)
+    second.session_state = json.loads(json.dumps(first.session_state))
+    call(edit, {"filePath": "f.txt", "oldString": "a", "newString": "b"}, second)
+    assert (root / "f.txt").read_text() == "b\n"
 
 
 def test_empty_old_string_creates_the_file_and_its_directories(root: Path) -> None:

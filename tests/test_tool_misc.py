@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema  # type: ignore[import-untyped,unused-ignore]
 import pytest
 import yaml
 

@@ -308,6 +308,25 @@ def test_render_matches_empty_is_no_files_found() -> None:
 # ---------------------------------------------------------------- ripgrep binary
 
 
+@pytest.mark.parametrize(
+    ("beside", "on_path", "expected"),
+    [(True, True, "beside"), (False, True, "on_path"), (True, False, "beside")],
+)
+def test_ripgrep_binary_prefers_the_one_beside_the_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, beside: bool, on_path: bool, expected: str
+) -> None:
+    locations = {"beside": str(tmp_path / "rg"), "on_path": "/somewhere/bin/rg"}
+    if beside:
+        (tmp_path / "rg").write_bytes(b"")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr("shutil.which", lambda name: locations["on_path"] if on_path else None)
+    ripgrep.ripgrep_binary.cache_clear()
+    try:
+        assert ripgrep.ripgrep_binary() == locations[expected]
+    finally:
+        ripgrep.ripgrep_binary.cache_clear()
+
+
 def test_missing_ripgrep_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
@@ -315,10 +334,6 @@ def test_missing_ripgrep_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch, tmp
     try:
         with pytest.raises(ToolFailure, match=r"ripgrep \(`rg`\) is not installed.*pip install ripgrep"):
             ripgrep.ripgrep_binary()
-        beside = tmp_path / "rg"
-        beside.write_bytes(b"")
-        ripgrep.ripgrep_binary.cache_clear()
-        assert ripgrep.ripgrep_binary() == str(beside)
     finally:
         ripgrep.ripgrep_binary.cache_clear()
 

@@ -3,14 +3,15 @@
 OpenCode compares the file's mtime with the wall-clock time of the read, which misses a change made
 within the filesystem's timestamp resolution. Here the read records the file's own identity (mtime
 in nanoseconds, size, inode) as it was when read, and any difference later counts as a change.
-The table lives in `ToolContext.session_state`, so each session has its own.
+The table lives in `ToolContext.session_state["filetime"]` as plain JSON values (real path →
+`{mtime_ns, size, inode, read_at}`), so a host may persist session state between processes.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,14 +37,21 @@ class ReadStamp:
     def matches(self, current: os.stat_result) -> bool:
         return (current.st_mtime_ns, current.st_size, current.st_ino) == (self.mtime_ns, self.size, self.inode)
 
+    def to_json(self) -> dict[str, int | float]:
+        return {"mtime_ns": self.mtime_ns, "size": self.size, "inode": self.inode, "read_at": self.read_at}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReadStamp:
+        return cls(int(data["mtime_ns"]), int(data["size"]), int(data["inode"]), float(data["read_at"]))
+
 
 def stamp_of(status: os.stat_result) -> ReadStamp:
     """The stamp of a file whose `stat` (or `fstat`) result is `status`, read now."""
     return ReadStamp(status.st_mtime_ns, status.st_size, status.st_ino, time.time())
 
 
-def _table(state: MutableMapping[str, Any]) -> dict[str, ReadStamp]:
-    table: dict[str, ReadStamp] = state.setdefault(_KEY, {})
+def _table(state: MutableMapping[str, Any]) -> dict[str, dict[str, int | float]]:
+    table: dict[str, dict[str, int | float]] = state.setdefault(_KEY, {})
     return table
 
 
@@ -54,7 +62,7 @@ def _key(path: Path) -> str:
 
 def record(state: MutableMapping[str, Any], path: Path, status: os.stat_result) -> None:
     """Remember that the session has seen `path` as described by `status`."""
-    _table(state)[_key(path)] = stamp_of(status)
+    _table(state)[_key(path)] = stamp_of(status).to_json()
 
 
 def refresh(state: MutableMapping[str, Any], path: Path) -> None:
@@ -62,7 +70,7 @@ def refresh(state: MutableMapping[str, Any], path: Path) -> None:
     table = _table(state)
     key = _key(path)
     if key in table:
-        table[key] = stamp_of(os.stat(key))
+        table[key] = stamp_of(os.stat(key)).to_json()
 
 
 def _iso(seconds: float) -> str:
@@ -76,9 +84,10 @@ def assert_fresh(state: MutableMapping[str, Any], path: Path, display: str) -> N
     Raises:
         ToolFailure: the file was never read in this session, or it changed on disk since.
     """
-    stamp = _table(state).get(_key(path))
-    if stamp is None:
+    stored = _table(state).get(_key(path))
+    if stored is None:
         raise ToolFailure(f"You must read the file {display} before overwriting it. Use the read tool first.")
+    stamp = ReadStamp.from_json(stored)
     current = os.stat(path)
     if not stamp.matches(current):
         raise ToolFailure(

@@ -39,16 +39,18 @@ class RipgrepRun:
 
 @cache
 def ripgrep_binary() -> str:
-    """The `rg` executable: on PATH, else next to the running interpreter (the `ripgrep` wheel installs it there).
+    """The `rg` executable: the one the `ripgrep` wheel installed beside this interpreter, else `rg` on PATH.
 
+    The wheel's binary comes first: it is the version toolrt depends on, and a PATH entry may be a
+    version-manager shim (pyenv's costs ~100 ms per spawn against ~3 ms for the binary itself).
     Raises ToolFailure when neither exists, since the search tools cannot work without it.
     """
-    found = shutil.which("rg")
-    if found:
-        return found
     beside = Path(sys.executable).parent / ("rg.exe" if sys.platform == "win32" else "rg")
     if beside.is_file():
         return str(beside)
+    found = shutil.which("rg")
+    if found:
+        return found
     raise ToolFailure(
         "ripgrep (`rg`) is not installed, so this search tool cannot run. "
         "Install the `ripgrep` Python package (pip install ripgrep) or put `rg` on PATH."

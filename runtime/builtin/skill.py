@@ -9,10 +9,10 @@ in a repository) is ignored, so loading a skill never reads a file the person di
 from __future__ import annotations
 
 from collections.abc import Mapping
+from html import escape
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 import anyio
 import yaml
@@ -54,7 +54,7 @@ def describe(description: str, info: DescribeInfo) -> str:
     skills = discover_skills(info.root, info.home)
     if skills:
         entries = "".join(
-            f"  <skill>\n    <name>{escape(item.name)}</name>\n    <description>{escape(item.description)}"
+            f"  <skill>\n    <name>{escape(item.name, quote=False)}</name>\n    <description>{escape(item.description, quote=False)}"
             "</description>\n  </skill>\n"
             for item in sorted(skills.values(), key=lambda s: s.name)
         )

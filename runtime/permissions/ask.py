@@ -72,6 +72,10 @@ class _Pending:
     done: bool = False
 
 
+_NO_APPROVALS = Ruleset()
+"""Shared by every session without approvals, so its per-permission index is built once."""
+
+
 class PermissionBroker:
     """Per-session approvals and pending asks; `authorize` is the permission step of every call."""
 
@@ -82,7 +86,7 @@ class PermissionBroker:
 
     def approved(self, session: str) -> Ruleset:
         """The allow rules "always" replies added to `session`, oldest first."""
-        return self._approved.get(session, Ruleset())
+        return self._approved.get(session, _NO_APPROVALS)
 
     def pending(self, session: str) -> tuple[AskRequest, ...]:
         """The asks of `session` still waiting for a reply, in the order they were asked."""

@@ -154,10 +154,11 @@ class _Analysis:
 
     def _walk(self, root: Node) -> None:
         """Visit every node in document order (so `cd` affects what follows); stops at a limit."""
-        stack: list[tuple[Node, int]] = [(root, 0)]
+        # Entries carry the parent: tree-sitter builds a new object for every `.parent` access.
+        stack: list[tuple[Node, Node | None, int]] = [(root, None, 0)]
         visited = 0
         while stack:
-            node, nesting = stack.pop()
+            node, parent, nesting = stack.pop()
             visited += 1
             if visited > limits.MAX_NODES:
                 self.findings.fail_closed(
@@ -167,64 +168,68 @@ class _Analysis:
             kind = node.type
             if kind == "command":
                 # Plain words hold no commands; only the rest of a command's children are walked.
-                inner = self._command(node)
-                stack.extend((inner[index], nesting) for index in range(len(inner) - 1, -1, -1))
-                continue
-            if kind == "file_redirect":
-                self._redirect(node)
-            elif kind in ("declaration_command", "unset_command"):
-                self._declaration(node)
-            elif kind == "variable_assignment":
-                self._standalone_assignment(node)
-            elif kind in ("arithmetic_expansion", "c_style_for_statement"):
-                self._arithmetic(node)
-            elif kind == "compound_statement" and node.child_count and node.children[0].type == "((":
-                self._arithmetic(node)
-            elif kind == "test_command":
-                if _SUBSCRIPT_SUBSTITUTION.search(self._slice(node.start_byte, node.end_byte)):
-                    self._fail(node, "an array subscript in a test runs a command substitution")
-            elif kind == "for_statement":
-                self._for_values(node)
-            elif kind == "ERROR":
-                if self.first_error is None:
-                    self.first_error = node
-            elif node.is_missing and self.first_error is None:
-                self.first_error = node
-            if kind in _LEAVES:
-                continue
+                children = self._command(node, parent)
+            else:
+                if kind == "file_redirect":
+                    self._redirect(node, parent)
+                elif kind == "declaration_command" or kind == "unset_command":
+                    self._declaration(node, parent)
+                elif kind == "variable_assignment":
+                    self._standalone_assignment(node, parent)
+                elif kind == "arithmetic_expansion" or kind == "c_style_for_statement":
+                    self._arithmetic(node)
+                elif kind == "compound_statement" and node.child_count and node.children[0].type == "((":
+                    self._arithmetic(node)
+                elif kind == "test_command":
+                    if _SUBSCRIPT_SUBSTITUTION.search(self._slice(node.start_byte, node.end_byte)):
+                        self._fail(node, "an array subscript in a test runs a command substitution")
+                elif kind == "for_statement":
+                    self._for_values(node)
+                elif kind == "ERROR":
+                    if self.first_error is None:
+                        self.first_error = node
+                if kind in _LEAVES:
+                    continue
+                children = node.named_children
             if kind in _NESTING:
                 nesting += 1
                 if nesting > limits.MAX_NESTING:
                     self.findings.fail_closed(self.text, f"the command nests deeper than {limits.MAX_NESTING} levels")
                     return
-            children = node.named_children
-            stack.extend((children[index], nesting) for index in range(len(children) - 1, -1, -1))
+            for child in reversed(children):
+                stack.append((child, node, nesting))
 
     # -- commands -------------------------------------------------------------------------------
 
-    def _command(self, node: Node) -> list[Node]:
+    def _command(self, node: Node, parent: Node | None) -> list[Node]:
         """Record the command's requests; returns the children that may hold more commands."""
+        home = self.scope.home
         assignments: list[Node] = []
         name: Node | None = None
-        arguments: list[Node] = []
+        words: list[Word] = []
         nested: list[Node] = []
         start = -1
         for child in node.named_children:
             kind = child.type
-            if kind not in _PLAIN_WORDS and kind != "command_name":
-                nested.append(child)
             if name is None:
                 if kind == "command_name":
                     name = child
                     if start < 0:
                         start = child.start_byte
-                elif kind == "variable_assignment":
+                    name_word = child.named_children[0] if child.named_child_count == 1 else child
+                    word = evaluate(name_word, home)
+                    if word.kind not in _PLAIN_WORDS:
+                        nested.append(child)
+                    words.append(word)
+                    continue
+                if kind == "variable_assignment":
                     assignments.append(child)
                 elif kind in _REDIRECTS and start < 0:
                     start = child.start_byte
             elif kind not in _REDIRECTS:
-                arguments.append(child)
-        parent = node.parent
+                words.append(evaluate(child, home, kind))
+            if kind not in _PLAIN_WORDS:
+                nested.append(child)
         redirected = parent is not None and parent.type == "redirected_statement"
         end = parent.end_byte if redirected and parent is not None else node.end_byte
         if name is None:
@@ -232,28 +237,34 @@ class _Analysis:
             if start >= 0:
                 self.findings.patterns[self._slice(start, end)] = None
             return nested
-        home = self.scope.home
-        name_word = name.named_children[0] if name.named_child_count == 1 else name
-        if name_word.type not in _PLAIN_WORDS:
-            nested.insert(0, name)
-        words = [evaluate(name_word, home)]
-        words.extend(evaluate(argument, home) for argument in arguments)
         reasons = list(self.inherited)
         for assignment in assignments:
             reasons.extend(self._assignment_reasons(assignment))
         rest = self._slice(node.end_byte, end) if redirected else ""
         self._check_paths(words)
-        self._segments(node, words, start, end, rest, reasons)
+        self._segments(node, parent, words, start, end, rest, reasons)
         return nested
 
-    def _segments(self, node: Node, words: list[Word], start: int, end: int, rest: str, reasons: list[str]) -> None:
+    def _segments(
+        self,
+        node: Node,
+        parent: Node | None,
+        words: list[Word],
+        start: int,
+        end: int,
+        rest: str,
+        reasons: list[str],
+    ) -> None:
         """The command and each command it wraps, outermost first."""
         values = [word.value for word in words]
         count = len(words)
         work: list[tuple[int, int, list[str]]] = [(0, count, reasons)]
         while work:
             first, last, inherited = work.pop(0)
-            text = self._slice(start if first == 0 else words[first].start, end if last == count else words[last - 1].end)
+            text = self._slice(
+                start if first == 0 else words[first].node.start_byte,
+                end if last == count else words[last - 1].node.end_byte,
+            )
             head = words[first]
             if head.value is None or head.glob:
                 self.findings.fail_closed(text, f"the command name `{head.raw}` is only known when it runs")
@@ -280,7 +291,7 @@ class _Analysis:
             for script in inner.scripts:
                 self._script(script, text, own)
             if inner.reads_stdin:
-                self._shell_input(node, text, own)
+                self._shell_input(node, parent, text, own)
 
     def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
         tokens = [word.value if word.value is not None else word.raw for word in words[first:last]]
@@ -351,7 +362,9 @@ class _Analysis:
 
     def _script(self, script: str, text: str, reasons: list[str]) -> None:
         if self.depth + 1 > limits.MAX_SCRIPT_DEPTH:
-            self.findings.fail_closed(text, f"commands are nested in strings more than {limits.MAX_SCRIPT_DEPTH} levels deep")
+            self.findings.fail_closed(
+                text, f"commands are nested in strings more than {limits.MAX_SCRIPT_DEPTH} levels deep"
+            )
             return
         analyze_text(
             script,
@@ -363,12 +376,11 @@ class _Analysis:
             inherited=tuple(reasons),
         )
 
-    def _shell_input(self, node: Node, text: str, reasons: list[str]) -> None:
+    def _shell_input(self, node: Node, parent: Node | None, text: str, reasons: list[str]) -> None:
         """A shell without `-c` runs its input: fail closed when something feeds it, parse heredocs."""
         scripts: list[str] = []
         fed = False
         holder = node
-        parent = node.parent
         if parent is not None and parent.type == "redirected_statement":
             holder = parent
             for redirect in parent.named_children:
@@ -398,13 +410,16 @@ class _Analysis:
             self._script(script, text, reasons)
 
     def _heredoc_bodies(self, redirect: Node) -> list[str]:
-        return [self._slice(child.start_byte, child.end_byte) for child in redirect.named_children if child.type == "heredoc_body"]
+        return [
+            self._slice(child.start_byte, child.end_byte)
+            for child in redirect.named_children
+            if child.type == "heredoc_body"
+        ]
 
     # -- other statements -----------------------------------------------------------------------
 
-    def _declaration(self, node: Node) -> None:
+    def _declaration(self, node: Node, parent: Node | None) -> None:
         """`export`, `declare`, `local`, `readonly`, `typeset`, `unset`: a command of their own."""
-        parent = node.parent
         end = parent.end_byte if parent is not None and parent.type == "redirected_statement" else node.end_byte
         text = self._slice(node.start_byte, end)
         keyword = node.children[0].type if node.child_count else ""
@@ -421,8 +436,7 @@ class _Analysis:
         self.findings.patterns[text] = None
         self.findings.always[" ".join(prefix([keyword])) + " *"] = None
 
-    def _standalone_assignment(self, node: Node) -> None:
-        parent = node.parent
+    def _standalone_assignment(self, node: Node, parent: Node | None) -> None:
         if parent is not None and parent.type in ("command", "declaration_command"):
             return
         name = self._variable_name(node)
@@ -471,14 +485,14 @@ class _Analysis:
                 if path is not None:
                     self._external(path)
 
-    def _redirect(self, node: Node) -> None:
+    def _redirect(self, node: Node, parent: Node | None) -> None:
         operator = self._operator(node)
         for destination in node.children_by_field_name("destination"):
             if operator in _FD_DUPLICATION and (destination.type == "number" or destination.text == b"-"):
                 continue
             word = evaluate(destination, self.scope.home)
             if word.value is None:
-                self._fail(node.parent or node, f"the redirect target `{word.raw}` is only known when it runs")
+                self._fail(parent or node, f"the redirect target `{word.raw}` is only known when it runs")
                 slash = word.prefix.rfind("/")
                 if slash >= 0:
                     self._external(word.prefix[: slash + 1])

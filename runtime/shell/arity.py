@@ -15,7 +15,7 @@ def arity_table() -> Mapping[str, int]:
     import yaml
 
     text = Path(__file__).with_name("arity.yaml").read_text(encoding="utf-8")
-    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    data = yaml.safe_load(text)
     return {str(key): int(value) for key, value in data["arity"].items()}
 
 

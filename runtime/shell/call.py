@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Mapping
 from typing import Any
@@ -28,8 +27,7 @@ def analyze_command(
     """
     scope = scope_for(site)
     findings = Findings()
-    cwd = posixpath.normpath(os.path.abspath(site.cwd))
-    analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=cwd)
+    analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=scope.cwd)
     return findings.requests()
 
 
@@ -43,12 +41,10 @@ def analyze_call(
     """
     command = args.get("command")
     if not isinstance(command, str):
-        return (
-            PermissionRequest("bash", (repr(command),), (), floor="ask", reason="the command is not a string"),
-        )
+        return (PermissionRequest("bash", (repr(command),), (), floor="ask", reason="the command is not a string"),)
     scope = scope_for(site)
     findings = Findings()
-    cwd = posixpath.normpath(os.path.abspath(site.cwd))
+    cwd = scope.cwd
     workdir = args.get("workdir")
     if isinstance(workdir, str) and workdir:
         absolute = scope.expand(workdir, scope.root)

@@ -57,12 +57,13 @@ def _contains(parent: str, child: str) -> bool:
 class PathScope:
     """The project root of one call site, and the directories that never ask."""
 
-    __slots__ = ("exempt", "home", "root", "root_real")
+    __slots__ = ("cwd", "exempt", "home", "root", "root_real")
 
     def __init__(self, site: CallSite) -> None:
         self.root = posixpath.normpath(os.path.abspath(site.root))
         self.root_real = _realpath(self.root)
         self.home = posixpath.normpath(os.path.abspath(site.home))
+        self.cwd = posixpath.normpath(os.path.abspath(site.cwd))
         exempt: list[str] = []
         for path in site.exempt:
             lexical = posixpath.normpath(os.path.abspath(path))
@@ -96,6 +97,18 @@ class PathScope:
         For a path that is an existing directory the directory itself, otherwise its parent,
         as OpenCode's `kind` rule. `/dev/null` and friends and the exempt directories give none.
         """
+        if cwd is not None and "/" not in word and word[0] != "~" and word != "." and word != "..":
+            base = self._real_inside(cwd)
+            if base is not None:
+                # The common case (`origin`, `main`): a name in a directory known to be in the
+                # project; only a symlink of that name can lead out.
+                candidate = base + "/" + word
+                if not os.access(candidate, os.F_OK, follow_symlinks=False) or not os.path.islink(candidate):
+                    return []
+                real = os.path.realpath(candidate)
+                if self._exempt(real) or _contains(self.root_real, real):
+                    return []
+                return [_directory_of(real)]
         absolute = self.expand(word, cwd)
         if absolute is None:
             return []
@@ -105,12 +118,29 @@ class PathScope:
         found: list[str] = []
         if not self._exempt(lexical) and not _contains(self.root, lexical):
             found.append(_directory_of(lexical))
-        real = self._real(absolute, lexical)
-        if real is not None and not self._exempt(real) and not _contains(self.root_real, real):
-            directory = _directory_of(real)
+        resolved = self._real(absolute, lexical)
+        if resolved is not None and not self._exempt(resolved) and not _contains(self.root_real, resolved):
+            directory = _directory_of(resolved)
             if directory not in found:
                 found.append(directory)
         return found
+
+    def _real_inside(self, directory: str) -> str | None:
+        """The real path of a directory that is in the project both lexically and really, else None."""
+        if directory == self.root:
+            return self.root_real.rstrip("/") or ""
+        if not _contains(self.root, directory):
+            return None
+        current = self.root_real.rstrip("/")
+        for part in directory[len(self.root) :].strip("/").split("/"):
+            current += "/" + part
+            try:
+                mode = os.lstat(current).st_mode
+            except OSError:
+                return None
+            if stat.S_ISLNK(mode):
+                return None
+        return current
 
     def _real(self, absolute: str, lexical: str) -> str | None:
         """The symlink-resolved path when it may differ from `lexical`, else None."""

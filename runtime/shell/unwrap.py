@@ -75,8 +75,9 @@ def _options_then_command(wrapper: Wrapper, words: Sequence[str | None], index: 
             if script is not None:
                 if script == "":
                     return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a script that is not a literal string")
-                # `env -S 'cmd a' b`: the split string, then the remaining operands.
-                rest = words[index + step : end]
+                # `env -S 'cmd a' b`: the split string, then the remaining operands (for `su -c`
+                # the operand is a user name, not part of the command).
+                rest = words[index + step : end] if wrapper.kind == "command" else ()
                 if any(part is None for part in rest):
                     return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a command that is not literal")
                 scripts.append(" ".join([script, *(part for part in rest if part is not None)]))

@@ -9,8 +9,7 @@ the first dynamic part) is kept, because `/etc/$name` still names something unde
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -24,9 +23,11 @@ _ANSI_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{
 _DOUBLE_QUOTE_ESCAPE = re.compile(r'\\([$`"\\\n])')
 
 
-@dataclass(frozen=True, slots=True)
-class Word:
-    """One shell word of a command, with where it sits in the source."""
+class Word(NamedTuple):
+    """One shell word of a command.
+
+    A named tuple rather than a dataclass: the analyzer builds one per word on the hot path.
+    """
 
     raw: str
     """The source text, quotes included."""
@@ -36,8 +37,10 @@ class Word:
     """The literal text before the first dynamic part (the whole value when static)."""
     glob: bool
     """Unquoted `*`, `?`, `[` or a brace expansion: the shell would turn it into other words."""
-    start: int
-    end: int
+    node: Node
+    """Where the word sits in the source (byte offsets are read only when needed)."""
+    kind: str
+    """The node type (`word`, `string`, `concatenation`, ...)."""
 
 
 class _Builder:
@@ -53,19 +56,21 @@ class _Builder:
             self.parts.append(text)
 
 
-def evaluate(node: Node, home: str) -> Word:
-    """The word `node` (a command name or argument) after quote removal."""
-    raw = _text(node)
-    if node.type == "word" and not _UNQUOTED_SPECIAL.search(raw):
-        return Word(raw, raw, raw, False, node.start_byte, node.end_byte)
+def evaluate(node: Node, home: str, kind: str | None = None) -> Word:
+    """The word `node` (a command name or argument) after quote removal; `kind` is its node type."""
+    if kind is None:
+        kind = node.type
+    data = node.text
+    raw = data.decode("utf-8", "surrogateescape") if data is not None else ""
+    if kind == "word" and not _UNQUOTED_SPECIAL.search(raw):
+        return Word(raw, raw, raw, False, node, kind)
     builder = _Builder()
-    _piece(node, raw, home, builder)
+    _piece(node, kind, raw, home, builder)
     prefix = "".join(builder.parts)
-    return Word(raw, None if builder.dynamic else prefix, prefix, builder.glob, node.start_byte, node.end_byte)
+    return Word(raw, None if builder.dynamic else prefix, prefix, builder.glob, node, kind)
 
 
-def _piece(node: Node, text: str, home: str, out: _Builder) -> None:
-    kind = node.type
+def _piece(node: Node, kind: str, text: str, home: str, out: _Builder) -> None:
     if kind == "word" or kind == "number":
         out.add(_unquoted(text, out) if _UNQUOTED_SPECIAL.search(text) else text)
     elif kind == "raw_string":
@@ -78,12 +83,12 @@ def _piece(node: Node, text: str, home: str, out: _Builder) -> None:
             if child_kind == "string_content":
                 out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child)))
             else:
-                _piece(child, _text(child), home, out)
+                _piece(child, child_kind, _text(child), home, out)
     elif kind == "concatenation":
         for child in node.children:
             if out.dynamic:
                 return
-            _piece(child, _text(child), home, out)
+            _piece(child, child.type, _text(child), home, out)
     elif kind == "ansi_c_string":
         out.add(_ANSI_ESCAPE.sub(_ansi_escape, text[2:-1]))
     elif kind in ("simple_expansion", "expansion") and text in ("$HOME", "${HOME}"):

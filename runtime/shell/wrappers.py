@@ -97,7 +97,9 @@ class WrapperTable:
         prefixes = list(self.dangerous_env_prefixes)
         unknown = set(data) - {"wrappers", "dangerous_env", "global_options"}
         for key in sorted(unknown):
-            problems.append(_problem(source, f"/{key}", f"unknown key {key!r} (expected wrappers, dangerous_env, global_options)"))
+            problems.append(
+                _problem(source, f"/{key}", f"unknown key {key!r} (expected wrappers, dangerous_env, global_options)")
+            )
         for name, spec in _mapping(data.get("wrappers"), source, "/wrappers", problems).items():
             wrapper = _wrapper(str(name), spec, source, problems)
             if wrapper is not None:
@@ -138,7 +140,7 @@ class WrapperTable:
 
         text = path.read_text(encoding="utf-8")
         try:
-            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            data = yaml.safe_load(text)
         except yaml.YAMLError as error:
             raise ConfigError([_problem(str(path), "", f"not valid YAML: {error}")]) from error
         if data is None:

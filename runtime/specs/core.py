@@ -62,6 +62,14 @@ ANNOTATIONS = frozenset({"title", "description", "default", "examples", "depreca
 
 def thaw(value: Any) -> Any:
     """A deep copy of `value` as plain JSON containers (any Mapping → dict, list/tuple → list)."""
+    kind = type(value)
+    # Exact-type checks first: ABC isinstance checks dominate the cost on plain JSON.
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value
+    if kind is dict:
+        return {key if type(key) is str else str(key): thaw(item) for key, item in value.items()}
+    if kind is list:
+        return [thaw(item) for item in value]
     if isinstance(value, Mapping):
         return {str(key): thaw(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -156,23 +164,27 @@ def _ordered_union(first: Iterable[Any], second: Iterable[Any]) -> list[Any]:
 def merge(base: Schema, overlay: Schema) -> tuple[Schema, list[str]]:
     """Both schemas as one (what `allOf: [base, overlay]` means, as far as one node can say it).
 
+    Neither input is mutated; the result may share unchanged subschemas with them.
+
     Properties merge recursively, `required` and `enum` combine, `type` intersects, and the
     overlay's annotations win. Returns the merge and the keywords whose values disagreed, where
     the overlay's value was kept (the caller warns about those).
     """
-    out = thaw(base)
+    # Shallow: callers rebuild every node they output, so only containers changed here are copied.
+    out = dict(base)
     conflicts: list[str] = []
     for key, value in overlay.items():
         if key not in out or out[key] == value or key in ANNOTATIONS:
-            out[key] = thaw(value)
+            out[key] = value
         elif key == "properties" and isinstance(value, Mapping) and isinstance(out[key], dict):
+            out[key] = dict(out[key])
             for name, sub in value.items():
                 mine = out[key].get(name)
                 if isinstance(mine, dict) and isinstance(sub, Mapping):
                     out[key][name], inner = merge(mine, dict(sub))
                     conflicts.extend(inner)
                 else:
-                    out[key][name] = thaw(sub)
+                    out[key][name] = sub
         elif key == "required" and isinstance(value, list) and isinstance(out[key], list):
             out[key] = _ordered_union(out[key], value)
         elif key == "type":
@@ -182,13 +194,13 @@ def merge(base: Schema, overlay: Schema) -> tuple[Schema, list[str]]:
                 out[key] = both[0] if len(both) == 1 else both
             else:
                 conflicts.append(key)
-                out[key] = thaw(value)
+                out[key] = value
         elif key == "enum" and isinstance(value, list) and isinstance(out[key], list):
             both = [v for v in out[key] if v in value]
-            out[key] = both if both else thaw(value)
+            out[key] = both if both else value
             if not both:
                 conflicts.append(key)
         else:
             conflicts.append(key)
-            out[key] = thaw(value)
+            out[key] = value
     return out, conflicts

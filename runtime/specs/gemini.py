@@ -4,7 +4,7 @@ Gemini takes no references, no type arrays, no `oneOf`/`allOf` and only string e
 are inlined (recursion cut after a few levels), `[T, "null"]` becomes `nullable`, several types
 become an `anyOf`, `const` becomes a one-value enum, and every other keyword outside the allowed
 fields moves into the description of its node. A tool without parameters declares none, since
-Gemini refuses an object without properties.
+Gemini refuses an object without properties. `title` is dropped without a warning, as for OpenAI.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.specs.core import Schema, merge, note, thaw
+from runtime.specs.core import Schema, merge, note
 from runtime.specs.model import SpecWarning
 from runtime.specs.refs import RefIndex
 
@@ -20,9 +20,13 @@ COMBINATORS = ("allOf", "anyOf", "oneOf")
 
 
 def lift_root(schema: Schema, *, format: str, label: str) -> tuple[Schema, list[str], list[SpecWarning]]:
-    """The root as a plain object, the notes for the tool description, and the warnings."""
+    """The root as a plain object, the notes for the tool description, and the warnings.
+
+    `schema` is not mutated, but the result shares its untouched subschemas: pass a private copy.
+    """
     refs = RefIndex(schema)
-    out = thaw(schema)
+    # Shallow: only the root and its `properties` change; the result may share subschemas with `schema`.
+    out = dict(schema)
     warnings: list[SpecWarning] = []
     if "$ref" in out:
         # A root that is only a reference to its real shape loses nothing by being resolved.
@@ -53,13 +57,12 @@ def lift_root(schema: Schema, *, format: str, label: str) -> tuple[Schema, list[
 
 
 def _lift(out: Schema, keyword: str, branches: list[Schema]) -> None:
-    properties = out.get("properties")
-    if not isinstance(properties, dict):
-        properties = out["properties"] = {}
+    declared_properties = out.get("properties")
+    properties = out["properties"] = dict(declared_properties) if isinstance(declared_properties, dict) else {}
     required_sets: list[list[str]] = []
     for branch in branches:
         for name, sub in (branch.get("properties") or {}).items():
-            properties.setdefault(name, thaw(sub))
+            properties.setdefault(name, sub)
         required = branch.get("required")
         required_sets.append([r for r in required if isinstance(r, str)] if isinstance(required, list) else [])
     if keyword == "allOf":
@@ -79,7 +82,7 @@ def _resolved(branch: Any, refs: RefIndex) -> Schema:
         return {} if branch is True else {"not": {}}
     found = refs.resolve(branch.get("$ref")) if "$ref" in branch else None
     if found is None:
-        return dict(thaw(branch))
+        return branch
     merged, _ = merge(found[0], {k: v for k, v in branch.items() if k != "$ref"})
     return merged
 

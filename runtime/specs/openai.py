@@ -5,6 +5,9 @@ Strict mode wants every object closed (`additionalProperties: false`) with every
 into the description of their node. A schema that strict mode cannot express at all (an open
 dict, an untyped value, several `allOf` entries, a root `anyOf`, the size limits) makes this one
 tool fall back to `strict: false`, with its schema only minimally cleaned.
+
+`title` is dropped without a warning: pydantic puts one on every field, where it only repeats the
+property name. `default` and `examples` do reach the model, as notes in the description.
 """
 
 from __future__ import annotations
@@ -118,6 +121,8 @@ class StrictRewriter(Rewriter):
 
     def rewrite(self, schema: Schema, pointer: str, *, root: bool) -> Any:
         if "$ref" in schema:
+            if root:
+                raise NotStrict(pointer, "the root schema must be an object, not a '$ref'")
             if self.refs.resolve(schema["$ref"]) is None:
                 self.unresolved(schema, pointer)
             return {"$ref": schema["$ref"]}

@@ -1,0 +1,183 @@
+"""Dispatch benchmarks, measured side by side in one run.
+
+1. A trivial async Python tool `echo(text) -> text` through `Runtime.call` (validation, permission
+   allow, truncation check, audit recording ON to a temporary file) against the same function through
+   the official `mcp` SDK's in-process server call (`MCPServer.call_tool`). Goal: toolrt >= 20x faster.
+2. An argv tool running `true` through `Runtime.call` against `anyio.run_process(["true"])`.
+   Goal: ratio <= 1.2.
+
+Usage: python benchmarks/bench_call.py [--calls N] [--spawns N] [--repeats R]
+Prints a table, then one JSON line with every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from runtime.api import Runtime
+from runtime.audit import read_records
+from runtime.execute import build_env
+
+HANDLER = """
+async def echo(args, ctx):
+    return args["text"]
+"""
+
+ECHO_TOOL = """
+id: echo
+description: Echo the text back.
+parameters:
+  type: object
+  properties: {text: {type: string}}
+  required: [text]
+  additionalProperties: false
+handler: {python: "bench_handlers:echo"}
+"""
+
+TRUE_TOOL = """
+id: noop
+description: Run true.
+parameters: {type: object, properties: {}}
+handler: {argv: ["true"]}
+"""
+
+
+async def echo_function(text: str) -> str:
+    """The function both sides run."""
+    return text
+
+
+def make_project(base: Path) -> Path:
+    root = base / "project"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "tools.d" / "echo.yaml").write_text(ECHO_TOOL)
+    (root / "tools.d" / "noop.yaml").write_text(TRUE_TOOL)
+    (root / "bench_handlers.py").write_text(HANDLER)
+    audit = base / "audit.jsonl"
+    (root / "toolrt.yaml").write_text(
+        f"builtin_tools: false\ndefaults:\n  data_dir: {base / 'data'}\n  audit: {audit}\n"
+    )
+    return root
+
+
+async def _per_call(fn: Callable[[], Awaitable[object]], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        await fn()
+    return (time.perf_counter() - start) / calls
+
+
+async def _side_by_side(
+    ours: Callable[[], Awaitable[object]], base: Callable[[], Awaitable[object]], calls: int, repeats: int
+) -> tuple[float, float]:
+    for fn in (ours, base):  # warm both paths (imports, caches) before timing
+        await _per_call(fn, max(10, calls // 10))
+    ours_times: list[float] = []
+    base_times: list[float] = []
+    for _ in range(repeats):  # interleaved so machine drift hits both alike
+        ours_times.append(await _per_call(ours, calls))
+        base_times.append(await _per_call(base, calls))
+    return statistics.median(ours_times), statistics.median(base_times)
+
+
+def _mcp_server() -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("bench")
+    server.tool(name="echo")(echo_function)
+    return server
+
+
+async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]:
+    server = _mcp_server()
+    sessions = iter(range(10**9))
+
+    async def ours() -> object:
+        # A fresh session per call: identical consecutive calls would (rightly) trip doom-loop detection.
+        result = await rt.call("echo", {"text": "hi"}, session=f"s{next(sessions)}")
+        assert result.output == "hi", result.error
+        return result
+
+    async def baseline() -> object:
+        result = await server.call_tool("echo", {"text": "hi"})
+        return result
+
+    probe = await baseline()
+    assert "hi" in repr(probe), probe
+    ours_median, base_median = await _side_by_side(ours, baseline, calls, repeats)
+    return {
+        "toolrt_call_us": ours_median * 1e6,
+        "mcp_call_tool_us": base_median * 1e6,
+        "speedup": base_median / ours_median,
+    }
+
+
+async def argv_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]:
+    env = build_env()
+    cwd = rt.root
+    sessions = iter(range(10**9))
+
+    async def ours() -> object:
+        result = await rt.call("noop", {}, session=f"p{next(sessions)}")
+        assert result.error is None, result.error
+        return result
+
+    async def baseline() -> object:
+        return await anyio.run_process(["true"], env=env, cwd=cwd)
+
+    ours_median, base_median = await _side_by_side(ours, baseline, calls, repeats)
+    return {
+        "toolrt_argv_true_ms": ours_median * 1000,
+        "anyio_run_process_true_ms": base_median * 1000,
+        "ratio": ours_median / base_median,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="python-tool calls per timed loop")
+    parser.add_argument("--spawns", type=int, default=100, help="argv-tool calls per timed loop")
+    parser.add_argument("--repeats", type=int, default=7, help="timed loops per side (the median is reported)")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        rt = Runtime.load(make_project(base))
+        assert rt.audit.path == base / "audit.jsonl"
+
+        async def run() -> tuple[dict[str, float], dict[str, float]]:
+            return await python_tool(rt, options.calls, options.repeats), await argv_tool(
+                rt, options.spawns, options.repeats
+            )
+
+        python, argv = anyio.run(run)
+        records, bad = read_records(base / "audit.jsonl")
+        assert not bad and len(records) > options.calls * options.repeats, "audit recording must be on"
+    rows = [
+        ("python tool: toolrt rt.call", f"{python['toolrt_call_us']:.1f} µs"),
+        ("python tool: mcp MCPServer.call_tool", f"{python['mcp_call_tool_us']:.1f} µs"),
+        ("  speedup (goal >= 20x)", f"{python['speedup']:.1f}x"),
+        ("argv `true`: toolrt rt.call", f"{argv['toolrt_argv_true_ms']:.3f} ms"),
+        ("argv `true`: anyio.run_process", f"{argv['anyio_run_process_true_ms']:.3f} ms"),
+        ("  ratio (goal <= 1.2)", f"{argv['ratio']:.2f}"),
+    ]
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value:>12}")
+    print(json.dumps({"benchmark": "call", "cpus": os.cpu_count(), **python, **argv}))
+
+
+if __name__ == "__main__":
+    main()
