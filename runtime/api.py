@@ -287,8 +287,11 @@ class Runtime:
             sorted(
                 t
                 for t in set(snapshot.tools) & set(old.tools)
-                if snapshot.tools[t].definition != old.tools[t].definition
-                or snapshot.tools[t].description != old.tools[t].description
+                if snapshot.tools[t] is not old.tools[t]  # unchanged files keep their compiled tool
+                and (
+                    snapshot.tools[t].definition != old.tools[t].definition
+                    or snapshot.tools[t].description != old.tools[t].description
+                )
             )
         )
         permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .config.model import HostHandler, Selector, When
 from .errors import UsageError
@@ -31,8 +32,9 @@ class Selection:
     toolset: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Offered:
+class Offered(NamedTuple):
+    """A tool as the model sees it (a tuple: selections build one per tool, so it must be cheap)."""
+
     name: str
     """The name the model sees (the base tool's name for an override)."""
     tool: CompiledTool

@@ -274,6 +274,33 @@ def _merge_tools(
     return merged
 
 
+_PERMISSIONS: list[tuple[tuple[Any, ...], PermissionConfig | None, tuple[Problem, ...]]] = []
+"""The last permission config built, with the documents it came from: unchanged files keep their
+compiled rulesets (and the per-permission indexes those build lazily) across reloads."""
+
+
+def _permission_config(
+    builtin: Document, project: Document | None, locked: Document | None, data_dir: Path, problems: list[Problem]
+) -> PermissionConfig | None:
+    key = (builtin, project, locked, Path.home(), data_dir)
+    for cached_key, config, found in _PERMISSIONS:
+        same_files = all(a is b for a, b in zip(cached_key[:3], key[:3], strict=True))
+        if same_files and cached_key[3:] == key[3:]:
+            problems.extend(found)
+            return config
+    found_problems: list[Problem] = []
+    config = None
+    try:
+        config = build_permission_config(
+            builtin, project, locked, home=Path.home(), data_dir=data_dir, truncation_dir=data_dir / "tool-output"
+        )
+    except ConfigError as error:
+        found_problems.extend(error.problems)
+    problems.extend(found_problems)
+    _PERMISSIONS[:] = [(key, config, tuple(found_problems))]
+    return config
+
+
 def _data(document: Document | None) -> Any:
     return document.data if document is not None else None
 
@@ -318,17 +345,7 @@ def build_snapshot(
     project_permissions = next((layer.permissions for layer in config.layers if layer.name == "project"), None)
     permissions: PermissionConfig | None = None
     if builtin_permissions is not None:
-        try:
-            permissions = build_permission_config(
-                builtin_permissions,
-                project_permissions,
-                locked_doc,
-                home=Path.home(),
-                data_dir=data_dir,
-                truncation_dir=data_dir / "tool-output",
-            )
-        except ConfigError as error:
-            problems.extend(error.problems)
+        permissions = _permission_config(builtin_permissions, project_permissions, locked_doc, data_dir, problems)
     else:
         problems.append(
             Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid")
@@ -340,8 +357,7 @@ def build_snapshot(
         subagents=_subagents(permissions),
     )
     for tool_id, (source, layer) in _merge_tools(config.layers, settings, problems).items():
-        definition = tool_from_document(source.document, description=source.description or "", layer=layer)
-        compiled = _compile_with_description(definition, describe_info, problems)
+        compiled = _compile_cached(source.document, source.description or "", layer, describe_info, problems)
         if compiled is not None:
             tools[tool_id] = compiled
     _check_references(tools, settings, problems)
@@ -351,7 +367,7 @@ def build_snapshot(
         raise ConfigError(errors or problems)
     digest = _digest(
         [
-            [layer.name, [t.document.data for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
+            [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
             for layer in config.layers
         ]
         + [_data(locked_doc)]
@@ -374,6 +390,31 @@ def _subagents(permissions: PermissionConfig | None) -> Mapping[str, str]:
     if permissions is None:
         return {}
     return {name: info.description or "" for name, info in permissions.agents.items() if info.mode != "primary"}
+
+
+_COMPILED: dict[int, tuple[Document, str, str, CompiledTool | None, tuple[Problem, ...]]] = {}
+"""Compiled tools by source document (held, so its id stays unique), description and layer."""
+
+
+def _compile_cached(
+    document: Document, description: str, layer: str, info: DescribeInfo, problems: list[Problem]
+) -> CompiledTool | None:
+    """Compile a tool document, reusing the result for a document unchanged since the last build."""
+    if "describe" in document.data:  # describe hooks read the world: always rerun them
+        definition = tool_from_document(document, description=description, layer=layer)
+        return _compile_with_description(definition, info, problems)
+    hit = _COMPILED.get(id(document))
+    if hit is not None and hit[0] is document and hit[1] == description and hit[2] == layer:
+        problems.extend(hit[4])
+        return hit[3]
+    found: list[Problem] = []
+    definition = tool_from_document(document, description=description, layer=layer)
+    compiled = _compile_with_description(definition, info, found)
+    problems.extend(found)
+    if len(_COMPILED) > 20_000:
+        _COMPILED.clear()
+    _COMPILED[id(document)] = (document, description, layer, compiled, tuple(found))
+    return compiled
 
 
 def _compile_with_description(

@@ -6,6 +6,9 @@ so `toolrt validate` can report them all in one run.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,6 +33,8 @@ class ToolSource:
     document: Document
     description: str | None
     """The description text (inline or from description_file), None when missing."""
+    digest: str = ""
+    """sha256 of the document's canonical JSON (the snapshot digest combines these)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +62,15 @@ def _display(path: Path, base: Path, prefix: str = "") -> str:
         return str(path)
 
 
-def tool_files(directory: Path) -> list[Path]:
-    """The YAML files of a `tools.d/` directory, sorted by name (hidden files skipped)."""
-    return sorted(
-        p for p in directory.iterdir() if p.suffix in _YAML_SUFFIXES and not p.name.startswith(".") and p.is_file()
-    )
+def tool_files(directory: Path) -> list[tuple[str, str, os.stat_result]]:
+    """(name, path, stat) of the YAML files of a `tools.d/` directory, sorted by name (hidden files skipped)."""
+    found = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(_YAML_SUFFIXES) and not entry.name.startswith(".") and entry.is_file():
+                found.append((entry.name, entry.path, entry.stat()))
+    found.sort()
+    return found
 
 
 def _read(path: Path, display: str, problems: list[Problem]) -> list[Document]:
@@ -102,6 +111,32 @@ def _at(document: Document, pointer: str, message: str) -> Problem:
     return Problem(document.name, line, column, pointer, message)
 
 
+_FileKey = tuple[str, str, int, int, int]
+_TOOL_FILES: dict[_FileKey, tuple[tuple[ToolSource, ...], tuple[Problem, ...]]] = {}
+"""Parsed and checked tool files by path and stat signature: a reload re-reads only what changed."""
+
+
+def _tool_file(path: str, display: str, stat: os.stat_result) -> tuple[tuple[ToolSource, ...], tuple[Problem, ...]]:
+    key = (path, display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    if key in _TOOL_FILES:
+        return _TOOL_FILES[key]
+    problems: list[Problem] = []
+    sources: list[ToolSource] = []
+    for document in _read(Path(path), display, problems):
+        schema_problems = check_document(document, "tool")
+        if schema_problems:
+            problems.extend(schema_problems)
+            continue
+        digest = hashlib.sha256(json.dumps(document.data, sort_keys=True, default=str).encode()).hexdigest()
+        sources.append(ToolSource(document, _description(document, problems), digest))
+    result = (tuple(sources), tuple(problems))
+    if not any("description_file" in source.document.data for source in sources):
+        if len(_TOOL_FILES) > 20_000:
+            _TOOL_FILES.clear()
+        _TOOL_FILES[key] = result
+    return result
+
+
 def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Path], *, prefix: str = "") -> Layer:
     """Read one layer rooted at `base` (its tools.d/, permissions.yaml and toolrt.yaml, each optional)."""
     tools: list[ToolSource] = []
@@ -117,13 +152,11 @@ def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Pat
             files = []
         if not files and name == "project":
             problems.append(Problem(_display(tools_dir, base, prefix), 0, 0, "", "directory has no .yaml files"))
-        for path in files:
-            for document in _read(path, _display(path, base, prefix), problems):
-                schema_problems = check_document(document, "tool")
-                if schema_problems:
-                    problems.extend(schema_problems)
-                    continue
-                tools.append(ToolSource(document, _description(document, problems)))
+        shown = _display(tools_dir, base, prefix)
+        for file_name, path, stat in files:
+            sources, found = _tool_file(path, f"{shown}/{file_name}", stat)
+            tools.extend(sources)
+            problems.extend(found)
     return Layer(
         name=name,
         tools=tuple(tools),
@@ -148,9 +181,27 @@ def _single(
     display: str | None = None,
 ) -> Document | None:
     watched.append(path)
-    if not path.exists():
+    try:
+        stat = path.stat()
+    except OSError:
         return None
     display = display or _display(path, base, prefix)
+    key = (str(path), display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    cached = _SINGLE_FILES.get((kind, key))
+    if cached is not None:
+        problems.extend(cached[1])
+        return cached[0]
+    found_problems: list[Problem] = []
+    document = _read_single(path, display, kind, found_problems)
+    problems.extend(found_problems)
+    _SINGLE_FILES[(kind, key)] = (document, tuple(found_problems))
+    return document
+
+
+_SINGLE_FILES: dict[tuple[str, _FileKey], tuple[Document | None, tuple[Problem, ...]]] = {}
+
+
+def _read_single(path: Path, display: str, kind: str, problems: list[Problem]) -> Document | None:
     documents = _read(path, display, problems)
     if not documents:
         return None
@@ -174,7 +225,13 @@ def _single(
     return document
 
 
-def _plugin_dirs() -> Iterable[tuple[str, Path]]:
+@functools.cache
+def _plugin_dirs() -> tuple[tuple[str, Path], ...]:
+    """Plugin `tools.d/` directories from the `toolrt.tools` entry points, found once per process."""
+    return tuple(_load_plugin_dirs())
+
+
+def _load_plugin_dirs() -> Iterable[tuple[str, Path]]:
     from importlib.metadata import entry_points
 
     for entry in entry_points(group="toolrt.tools"):

@@ -168,7 +168,9 @@ class _Analysis:
             kind = node.type
             if kind == "command":
                 # Plain words hold no commands; only the rest of a command's children are walked.
+                # Its words count against the budget too, so a huge flat command cannot hide.
                 children = self._command(node, parent)
+                visited += node.named_child_count
             else:
                 if kind == "file_redirect":
                     self._redirect(node, parent)
@@ -381,9 +383,12 @@ class _Analysis:
         scripts: list[str] = []
         fed = False
         holder = node
+        redirects = [child for child in node.named_children if child.type in _REDIRECTS]
         if parent is not None and parent.type == "redirected_statement":
             holder = parent
-            for redirect in parent.named_children:
+            redirects.extend(parent.named_children)
+        if redirects:
+            for redirect in redirects:
                 if redirect.type == "heredoc_redirect":
                     fed = True
                     scripts.extend(self._heredoc_bodies(redirect))

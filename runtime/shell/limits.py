@@ -7,8 +7,8 @@ __all__ = ["MAX_INPUT_BYTES", "MAX_NESTING", "MAX_NODES", "MAX_SCRIPT_DEPTH"]
 MAX_INPUT_BYTES = 100_000
 """Longer command text is not parsed at all."""
 
-MAX_NODES = 20_000
-"""Syntax-tree nodes visited per parsed text; a 2 KB script has about a thousand."""
+MAX_NODES = 10_000
+"""Syntax-tree nodes and words visited per parsed text; a 2 KB script has about a thousand."""
 
 MAX_NESTING = 64
 """Substitutions, subshells and groups nested inside one another."""

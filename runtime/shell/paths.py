@@ -115,8 +115,11 @@ class PathScope:
         lexical = posixpath.normpath(absolute)
         if lexical.startswith("//"):
             lexical = lexical[1:]
+        if self._exempt(lexical):
+            # `/dev/stderr` is a symlink into /proc: the name is what is exempt, not its target.
+            return []
         found: list[str] = []
-        if not self._exempt(lexical) and not _contains(self.root, lexical):
+        if not _contains(self.root, lexical):
             found.append(_directory_of(lexical))
         resolved = self._real(absolute, lexical)
         if resolved is not None and not self._exempt(resolved) and not _contains(self.root_real, resolved):

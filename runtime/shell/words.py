@@ -65,6 +65,9 @@ def evaluate(node: Node, home: str, kind: str | None = None) -> Word:
     if kind == "word" and not _UNQUOTED_SPECIAL.search(raw):
         return Word(raw, raw, raw, False, node, kind)
     builder = _Builder()
+    if kind == "concatenation" and _BRACE_EXPANSION.search(raw):
+        # `{a,b}` arrives as several pieces (`{`, `a,b`, `}`), so no single piece shows it.
+        builder.glob = True
     _piece(node, kind, raw, home, builder)
     prefix = "".join(builder.parts)
     return Word(raw, None if builder.dynamic else prefix, prefix, builder.glob, node, kind)

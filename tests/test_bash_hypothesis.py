@@ -1,0 +1,134 @@
+"""Generated shell text: the analyzer never raises, and whatever holds a command asks for something."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime.permissions.model import CallSite
+from runtime.shell import analyze_command
+from runtime.shell.parser import parse
+
+_ROOT = Path(tempfile.mkdtemp(prefix="toolrt-hypothesis-"))
+SITE = CallSite(root=_ROOT, cwd=_ROOT, home=_ROOT.parent)
+
+WORDS = st.sampled_from(
+    [
+        "rm",
+        "-rf",
+        "x",
+        "ls",
+        "echo",
+        "sudo",
+        "bash",
+        "-c",
+        "eval",
+        "env",
+        "A=1",
+        "cd",
+        "..",
+        "/etc",
+        "~",
+        "$HOME",
+        "find",
+        "-exec",
+        "{}",
+        "\\;",
+        "xargs",
+        "timeout",
+        "5",
+        "git",
+        "push",
+        "é",
+        "日本",
+        "\x00",
+        "\xff",
+        "$x",
+        "*",
+    ]
+)
+PIECES = st.one_of(
+    WORDS,
+    st.sampled_from(
+        [
+            " ",
+            " ",
+            " && ",
+            " || ",
+            "; ",
+            " | ",
+            " & ",
+            "\n",
+            "(",
+            ")",
+            "{ ",
+            " }",
+            "$(",
+            "`",
+            "'",
+            '"',
+            "<(",
+            ">",
+            ">>",
+            "2>&1",
+            "<<EOF\n",
+            "\nEOF\n",
+            "$((",
+            "))",
+            "\\",
+            "#",
+            "=",
+            "<<<",
+        ]
+    ),
+    st.text(max_size=4),
+)
+SHELL_TEXT = st.lists(PIECES, max_size=40).map("".join)
+
+
+def _commands(text: str) -> int:
+    """How many command nodes tree-sitter sees that are not a bare `cd`."""
+    tree = parse(text.encode("utf-8", "surrogatepass"))
+    stack = [tree.root_node]
+    count = 0
+    while stack:
+        node = stack.pop()
+        if node.type == "command":
+            name = node.child_by_field_name("name")
+            if name is None or name.text != b"cd":
+                count += 1
+        stack.extend(node.named_children)
+    return count
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SHELL_TEXT)
+def test_analysis_never_raises_and_always_decides(text: str) -> None:
+    requests = analyze_command(text, SITE)
+    tree = parse(text.encode("utf-8", "surrogatepass"))
+    if tree.root_node.has_error:
+        assert any(request.floor == "ask" for request in requests)
+    if _commands(text):
+        assert requests, text
+    for request in requests:
+        assert request.patterns, request
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_arbitrary_unicode_never_raises(text: str) -> None:
+    requests = analyze_command(text, SITE)
+    if any(ord(char) < 32 and char not in "\t\n\r" or 0xD800 <= ord(char) <= 0xDFFF for char in text):
+        assert any(request.floor == "ask" for request in requests)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_invalid_utf8_never_raises(data: bytes) -> None:
+    text = data.decode("utf-8", "surrogateescape")
+    requests = analyze_command(text, SITE)
+    if text != data.decode("utf-8", "replace"):
+        assert any(request.floor == "ask" for request in requests)
