@@ -103,12 +103,14 @@ def _mcp_server() -> Any:
 
 async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]:
     server = _mcp_server()
-    sessions = iter(range(10**9))
+    counter = iter(range(10**9))
 
     async def ours() -> object:
-        # A fresh session per call: identical consecutive calls would (rightly) trip doom-loop detection.
-        result = await rt.call("echo", {"text": "hi"}, session=f"s{next(sessions)}")
-        assert result.output == "hi", result.error
+        # One session, as a conversation; the text varies because identical consecutive calls
+        # would (rightly) trip doom-loop detection.
+        text = f"hi{next(counter) % 7}"
+        result = await rt.call("echo", {"text": text}, session="bench")
+        assert result.output == text, result.error
         return result
 
     async def baseline() -> object:

@@ -248,6 +248,17 @@ class Runtime:
         self._host_handlers[name] = handler
         self._selections.clear()
 
+    def session_state(self, session: str) -> dict[str, Any]:
+        """The tools' memory of `session` (read times, todos), to persist between processes.
+
+        Keep it JSON-serialisable; `restore_session` puts it back (`toolrt call` does both).
+        """
+        return dict(self._services.session(session).tools)
+
+    def restore_session(self, session: str, state: Mapping[str, Any]) -> None:
+        """Put back what `session_state` returned in an earlier process."""
+        self._services.session(session).tools.update(state)
+
     def subscribe(self, listener: Callable[[CallEvent], None]) -> Callable[[], None]:
         """Receive call events (running, metadata, completed, error); returns an unsubscribe function."""
         self._services.listeners.append(listener)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -326,6 +326,8 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         asker = _terminal_asker(out)
     else:
         asker = None
+    state_file = _session_file(rt, options.session)
+    rt.restore_session(options.session, _read_json(state_file))
     result = anyio.run(
         lambda: rt.call(
             options.tool,
@@ -338,6 +340,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
             ask=asker,
         )
     )
+    _write_json(state_file, rt.session_state(options.session))
     if options.json:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
         out.write("\n")
@@ -348,6 +351,36 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         if not result.output.endswith("\n"):
             out.write("\n")
     return 0 if result.error is None else 1
+
+
+def _session_file(rt: Runtime, session: str) -> Path:
+    """Where `toolrt call --session S` keeps the session's memory between runs (read times, todos)."""
+    import hashlib
+
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in session)[:64]
+    digest = hashlib.sha256(f"{rt.root}\0{session}".encode()).hexdigest()[:12]
+    return rt.snapshot.data_dir / "sessions" / f"{safe}-{digest}.json"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # a first call, or a damaged file: start the session afresh
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    import os
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as handle:
+            json.dump(data, handle, default=str)
+        os.replace(handle.name, path)
+    except OSError as error:
+        print(f"toolrt: could not save session state to {path}: {error}", file=sys.stderr)
 
 
 def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:

@@ -12,10 +12,9 @@ import inspect
 import json
 import os
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -50,6 +49,8 @@ from .truncate import cleanup_outputs, truncate_output
 __all__ = ["CallEvent", "CallRequest", "Services", "dispatch", "permission_requests"]
 
 DOOM_LOOP_THRESHOLD = 3
+MAX_SESSIONS = 4096
+"""Sessions whose state (read times, todos, doom-loop history) is kept in memory at once."""
 INVALID_TOOL = "invalid"
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -100,7 +101,7 @@ class Services:
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
     host_handlers: MutableMapping[str, Callable[..., Any]] = field(default_factory=dict)
     listeners: list[Callable[[CallEvent], None]] = field(default_factory=list)
-    sessions: dict[str, SessionState] = field(default_factory=dict)
+    sessions: OrderedDict[str, SessionState] = field(default_factory=OrderedDict)
     cache: dict[tuple[str, str, str], tuple[float, ToolResult]] = field(default_factory=dict)
     allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
     """Reusable allow decisions of argument-independent requests (see `_authorize`)."""
@@ -108,9 +109,15 @@ class Services:
     call_counter: int = 0
 
     def session(self, name: str) -> SessionState:
-        state = self.sessions.get(name)
+        """The state of session `name`; the least recently used sessions are forgotten past a cap."""
+        sessions = self.sessions
+        state = sessions.get(name)
         if state is None:
-            state = self.sessions[name] = SessionState()
+            state = sessions[name] = SessionState()
+            if len(sessions) > MAX_SESSIONS:
+                del sessions[next(iter(sessions))]
+        else:
+            sessions.move_to_end(name)
         return state
 
     def emit(self, event: CallEvent) -> None:
@@ -747,6 +754,43 @@ def _status(error: CallError) -> str:
     return "error"
 
 
+_SECOND: list[Any] = [0, ""]
+
+
+def _utc_timestamp() -> str:
+    """ISO 8601 UTC with milliseconds; the part up to the second is formatted once per second."""
+    now = time.time()
+    second = int(now)
+    if second != _SECOND[0]:
+        _SECOND[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
+
+
+_REQUEST_RECORDS: dict[int, tuple[Decision, list[dict[str, Any]]]] = {}
+
+
+def _requests_record(decision: Decision | None) -> list[dict[str, Any]]:
+    """The `requests` field of a record; memoised for decisions reused across calls (cached allows)."""
+    if decision is None:
+        return []
+    hit = _REQUEST_RECORDS.get(id(decision))
+    if hit is not None and hit[0] is decision:
+        return hit[1]
+    entries = [
+        {
+            "permission": d.permission,
+            "pattern": d.pattern,
+            "action": d.action,
+            "rule": d.rule.describe() if d.rule is not None else None,
+        }
+        for d in decision.decisions
+    ]
+    if len(_REQUEST_RECORDS) > 1024:
+        _REQUEST_RECORDS.clear()
+    _REQUEST_RECORDS[id(decision)] = (decision, entries)
+    return entries
+
+
 def _record(
     audit: AuditLog,
     request: CallRequest,
@@ -761,25 +805,16 @@ def _record(
 ) -> None:
     if audit.path is None:
         return
-    requests = [
-        {
-            "permission": d.permission,
-            "pattern": d.pattern,
-            "action": d.action,
-            "rule": d.rule.describe() if d.rule is not None else None,
-        }
-        for d in (decision.decisions if decision is not None else ())
-    ]
     audit.append(
         {
-            "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "time": _utc_timestamp(),
             "session": request.session,
             "agent": agent,
             "model": request.model,
             "tool": tool,
             "call_id": call_id,
             "arguments": args,
-            "requests": requests,
+            "requests": _requests_record(decision),
             "duration_ms": round(duration * 1000, 3),
             "status": status,
             "output_bytes": len(result.output),

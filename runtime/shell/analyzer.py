@@ -12,6 +12,7 @@ again. Every argument and redirection target that reaches outside the project as
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from . import limits
 from .arity import prefix
 from .braces import expand_braces
 from .parser import parse
-from .paths import PathScope, path_candidate
+from .paths import PathScope, fs_safe, path_candidate
 from .unwrap import unwrap
 from .words import Word, evaluate
 from .wrappers import WrapperTable
@@ -61,6 +62,7 @@ _BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _SUBSTITUTION = re.compile(r"\$\(|`")
 _SUBSCRIPT_SUBSTITUTION = re.compile(r"\[[^\]]*(?:\$\(|`)")
 _FD_DUPLICATION = frozenset((">&", "<&"))
+_UNKNOWN = "\0unknown"  # not yet computed; NUL never occurs in a path
 
 
 @dataclass(slots=True)
@@ -109,7 +111,18 @@ def analyze_text(
 
 
 class _Analysis:
-    __slots__ = ("cwd", "depth", "findings", "first_error", "inherited", "scope", "source", "table", "text")
+    __slots__ = (
+        "cwd",
+        "cwd_real",
+        "depth",
+        "findings",
+        "first_error",
+        "inherited",
+        "scope",
+        "source",
+        "table",
+        "text",
+    )
 
     def __init__(
         self,
@@ -124,6 +137,7 @@ class _Analysis:
         self.table = table
         self.findings = findings
         self.cwd = cwd
+        self.cwd_real: str | None = _UNKNOWN
         self.depth = depth
         self.inherited = inherited
         self.source = b""
@@ -296,29 +310,36 @@ class _Analysis:
                 self._shell_input(node, parent, text, own)
 
     def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
-        tokens = [word.value if word.value is not None else word.raw for word in words[first:last]]
-        literal: list[str] = []
+        tokens: list[str] = []
+        dynamic_at = -1
         for word in words[first:last]:
-            if word.value is None:
-                break
-            literal.append(word.value)
+            value = word.value
+            if value is None:
+                if dynamic_at < 0:
+                    dynamic_at = len(tokens)
+                tokens.append(word.raw)
+            else:
+                tokens.append(value)
+        literal = tokens if dynamic_at < 0 else tokens[:dynamic_at]
         patterns = [text, " ".join(tokens) + rest]
         base = tokens[0]
         if "/" in base:
             # `/bin/rm -rf x` must meet the rules written for `rm`.
             base = posixpath.basename(posixpath.normpath(base))
             patterns.append(" ".join([base, *tokens[1:]]) + rest)
-        stripped = self._without_global_options(base, literal, reasons)
-        if stripped is not None:
-            patterns.append(" ".join(stripped + tokens[len(literal) :]) + rest)
-            literal = stripped
+        if base in self.table.global_options:
+            stripped = self._without_global_options(base, literal, reasons)
+            if stripped is not None:
+                patterns.append(" ".join(stripped + tokens[len(literal) :]) + rest)
+                literal = stripped
         always = " ".join(prefix(literal)) + " *"
         unique = tuple(dict.fromkeys(patterns))
         if reasons:
             self.findings.floored[(unique, "; ".join(dict.fromkeys(reasons)))] = None
             return
+        found = self.findings.patterns
         for pattern in unique:
-            self.findings.patterns[pattern] = None
+            found[pattern] = None
         self.findings.always[always] = None
 
     def _without_global_options(self, base: str, literal: list[str], reasons: list[str]) -> list[str] | None:
@@ -348,6 +369,7 @@ class _Analysis:
                 continue
             target = word
             break
+        self.cwd_real = _UNKNOWN
         if target is None:
             self.cwd = self.scope.home
             return
@@ -477,9 +499,28 @@ class _Analysis:
     # -- paths ----------------------------------------------------------------------------------
 
     def _check_paths(self, words: list[Word], *, skip_first: bool = True) -> None:
+        base = self._cwd_real()
         for word in words[1:] if skip_first else words:
-            if word.value is not None:
-                candidates = expand_braces(word.value) if word.glob and "{" in word.value else [word.value]
+            value = word.value
+            if value is not None:
+                if not value or (value[0] == "-" and "=" not in value):
+                    continue
+                if (
+                    base is not None
+                    and not word.glob
+                    and value[0] != "~"
+                    and "/" not in value
+                    and ":" not in value
+                    and value != "."
+                    and value != ".."
+                    and fs_safe(value)
+                ):
+                    # A bare name in a directory known to be inside the project: only an existing
+                    # entry of that name (a symlink) can lead out, and most names do not exist.
+                    if os.access(base + "/" + value, os.F_OK, follow_symlinks=False):
+                        self._external(value)
+                    continue
+                candidates = expand_braces(value) if word.glob and "{" in value else [value]
             else:
                 slash = word.prefix.rfind("/")
                 if slash < 0:
@@ -489,6 +530,12 @@ class _Analysis:
                 path = path_candidate(candidate)
                 if path is not None:
                     self._external(path)
+
+    def _cwd_real(self) -> str | None:
+        """The real path of the working directory while it is inside the project, else None."""
+        if self.cwd_real is _UNKNOWN:
+            self.cwd_real = self.scope.real_inside(self.cwd) if self.cwd is not None else None
+        return self.cwd_real
 
     def _redirect(self, node: Node, parent: Node | None) -> None:
         operator = self._operator(node)

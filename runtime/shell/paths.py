@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 from functools import lru_cache
 
 from ..permissions.model import CallSite
 
-__all__ = ["PathScope", "path_candidate", "scope_for"]
+__all__ = ["PathScope", "fs_safe", "path_candidate", "scope_for"]
 
 _DEVICES = frozenset(("/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"))
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
+
+
+def fs_safe(path: str) -> bool:
+    """False for text the OS cannot take as a path (NUL, lone surrogates): such words get lexical checks only."""
+    if path.isascii():
+        return "\x00" not in path
+    return _UNSAFE.search(path) is None
 
 
 def path_candidate(word: str) -> str | None:
@@ -97,8 +106,10 @@ class PathScope:
         For a path that is an existing directory the directory itself, otherwise its parent,
         as OpenCode's `kind` rule. `/dev/null` and friends and the exempt directories give none.
         """
+        if not fs_safe(word):
+            return self._lexical_only(word, cwd)
         if cwd is not None and "/" not in word and word[0] != "~" and word != "." and word != "..":
-            base = self._real_inside(cwd)
+            base = self.real_inside(cwd)
             if base is not None:
                 # The common case (`origin`, `main`): a name in a directory known to be in the
                 # project; only a symlink of that name can lead out.
@@ -128,11 +139,20 @@ class PathScope:
                 found.append(directory)
         return found
 
-    def _real_inside(self, directory: str) -> str | None:
+    def _lexical_only(self, word: str, cwd: str | None) -> list[str]:
+        absolute = self.expand(word, cwd) if word[0] != "~" or fs_safe(word.partition("/")[0]) else None
+        if absolute is None:
+            return []
+        lexical = posixpath.normpath(absolute)
+        if self._exempt(lexical) or _contains(self.root, lexical):
+            return []
+        return [posixpath.dirname(lexical)]
+
+    def real_inside(self, directory: str) -> str | None:
         """The real path of a directory that is in the project both lexically and really, else None."""
         if directory == self.root:
             return self.root_real.rstrip("/") or ""
-        if not _contains(self.root, directory):
+        if not _contains(self.root, directory) or not fs_safe(directory):
             return None
         current = self.root_real.rstrip("/")
         for part in directory[len(self.root) :].strip("/").split("/"):
