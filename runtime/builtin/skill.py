@@ -9,8 +9,8 @@ in a repository) is ignored, so loading a skill never reads a file the person di
 from __future__ import annotations
 
 from collections.abc import Mapping
-from html import escape
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,8 @@ def describe(description: str, info: DescribeInfo) -> str:
     skills = discover_skills(info.root, info.home)
     if skills:
         entries = "".join(
-            f"  <skill>\n    <name>{escape(item.name, quote=False)}</name>\n    <description>{escape(item.description, quote=False)}"
-            "</description>\n  </skill>\n"
+            f"  <skill>\n    <name>{escape(item.name, quote=False)}</name>\n"
+            f"    <description>{escape(item.description, quote=False)}</description>\n  </skill>\n"
             for item in sorted(skills.values(), key=lambda s: s.name)
         )
         listing = f"<available_skills>\n{entries}</available_skills>"
