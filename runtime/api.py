@@ -33,7 +33,7 @@ from .settings import resolve_flags
 from .snapshot import Snapshot, build_snapshot, with_tool
 
 if TYPE_CHECKING:
-    from .dispatch import CallEvent, CallRequest, Services
+    from .calls import CallEvent, CallRequest, Services
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
 
@@ -101,7 +101,7 @@ class Runtime:
     def _services(self) -> Services:
         # Built on first use: the call pipeline's imports are not needed by specs, list or check.
         if self._services_ is None:
-            from .dispatch import Services
+            from .calls import Services
 
             self._services_ = Services(audit=_audit_log(self._snapshot), host_handlers=self._host_handlers)
             self._services_.batch = self._batch
@@ -222,14 +222,15 @@ class Runtime:
         self, tool: str, args: Mapping[str, Any] | str | None, *, agent: str | None = None
     ) -> tuple[Decision, list[PermissionRequest]]:
         """Every request a call would make and the decision on them, without running anything."""
-        from .dispatch import _arguments, permission_requests
+        from .arguments import parse_arguments
+        from .call_permissions import permission_requests
 
         snapshot = self._snapshot
         compiled = snapshot.tools.get(tool)
         if compiled is None:
             raise UsageError(f"unknown tool '{tool}' (tools: {', '.join(sorted(snapshot.tools))})")
         try:
-            arguments = _arguments(compiled, args)
+            arguments = parse_arguments(compiled, args)
         except Exception as exc:
             raise UsageError(str(exc)) from None
         requests = permission_requests(compiled, arguments, snapshot)
@@ -342,7 +343,8 @@ class Runtime:
         snapshot = self._snapshot
         toolset = self._selection(model, provider, agent, client, flags, None, snapshot)
         snapshot.permissions.ruleset(agent)  # an unknown agent is the caller's mistake, not the model's
-        from .dispatch import CallRequest, dispatch
+        from .calls import CallRequest
+        from .dispatch import dispatch
 
         request = CallRequest(
             tool=tool,

@@ -38,7 +38,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 
 from .api import Runtime, SnapshotChange
-from .dispatch import CallEvent
+from .calls import CallEvent
 from .errors import UsageError
 from .permissions.ask import AskRequest, Reply
 from .reload import Reloader

@@ -53,7 +53,8 @@ def _report(problems: Sequence[Problem]) -> Report:
 
 
 def _permission_problems(snapshot: Snapshot) -> list[Problem]:
-    from .dispatch import _arguments, permission_requests
+    from .arguments import parse_arguments
+    from .call_permissions import permission_requests
     from .permissions.lint import lint
     from .permissions.tests import run_permission_tests
 
@@ -65,7 +66,7 @@ def _permission_problems(snapshot: Snapshot) -> list[Problem]:
         tool: CompiledTool | None = snapshot.tools.get(tool_id)
         if tool is None:
             raise UsageError(f"unknown tool '{tool_id}' (tools: {', '.join(sorted(snapshot.tools))})")
-        return permission_requests(tool, _arguments(tool, args), snapshot)
+        return permission_requests(tool, parse_arguments(tool, args), snapshot)
 
     problems.extend(run_permission_tests(snapshot.permissions, analyze))
     return problems

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime import handlers
+
 ProjectFactory = Callable[..., Path]
 
 
@@ -26,13 +28,16 @@ def _forget_project_modules() -> Iterator[None]:
     modules, path = set(sys.modules), list(sys.path)
     yield
     for name in set(sys.modules) - modules:
-        del sys.modules[name]
+        if name.split(".")[0] != "runtime" and _is_project_module(sys.modules[name]):
+            del sys.modules[name]
     sys.path[:] = path
-    try:
-        from runtime import dispatch
-    except ImportError:  # the dispatch module is mid-edit: nothing was cached
-        return
-    dispatch._HANDLERS.clear()
+    handlers._HANDLERS.clear()
+
+
+def _is_project_module(module: object) -> bool:
+    """A module imported from a test's project directory (not the stdlib or an installed package)."""
+    file = getattr(module, "__file__", None) or ""
+    return bool(file) and not file.startswith((sys.prefix, sys.base_prefix, str(Path(__file__).parent.parent)))
 
 
 def write_project(

@@ -16,7 +16,7 @@ import yaml
 
 from runtime.api import Runtime
 from runtime.audit import read_records
-from runtime.dispatch import CallEvent
+from runtime.calls import CallEvent
 from runtime.errors import ConfigError
 from runtime.permissions.ask import AskRequest, Reply
 from runtime.result import ToolResult

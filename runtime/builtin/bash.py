@@ -78,11 +78,14 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     description = str(args.get("description") or "")
     timeout = _timeout_ms(args.get("timeout"))
     cwd = _workdir(args, ctx)
-    streamed: list[str] = []
+    shown = ""
 
     def on_output(text: str) -> None:
-        streamed.append(text)
-        ctx.metadata(metadata={"output": _sliced("".join(streamed)), "description": description})
+        # Only the first 30,000 characters are ever shown live, so only those are kept here.
+        nonlocal shown
+        if len(shown) <= MAX_METADATA_LENGTH:
+            shown += text[: MAX_METADATA_LENGTH + 1 - len(shown)]
+            ctx.metadata(metadata={"output": _sliced(shown), "description": description})
 
     ctx.metadata(metadata={"output": "", "description": description})
     outcome = await run_process(

@@ -1,0 +1,62 @@
+"""The arguments step: parse, apply schema defaults, validate with the validator compiled per snapshot.
+
+Only a failing call pays for the detailed message, which names every bad field by JSON pointer in
+OpenCode's form, so the model can rewrite its call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .errors import InvalidArgumentsError
+from .snapshot import CompiledTool, import_ref
+from .specs.nulls import strip_strict_nulls
+
+__all__ = ["parse_arguments"]
+
+
+def parse_arguments(tool: CompiledTool, raw: Any) -> dict[str, Any]:
+    """Parse (a JSON string), apply schema defaults, validate with the compiled validator."""
+    if raw is None:
+        args: Any = {}
+    elif isinstance(raw, str):
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise InvalidArgumentsError(
+                _invalid_text(tool, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+            ) from None
+    else:
+        args = raw
+    if not isinstance(args, Mapping):
+        raise InvalidArgumentsError(
+            _invalid_text(tool, f"expected a JSON object of arguments, got {type(args).__name__}")
+        )
+    args = dict(args)
+    for name, default in tool.defaults.items():
+        args.setdefault(name, default)
+    if tool.validator.is_valid(args):
+        return args  # type: ignore[no-any-return]  # a dict of JSON values
+    stripped = strip_strict_nulls(args, tool.definition.parameters)
+    if stripped != args and tool.validator.is_valid(stripped):
+        return stripped  # OpenAI strict mode sends null for an optional argument it leaves out
+    errors = list(tool.validator.iter_errors(args))
+    hook = tool.definition.format_validation_error
+    if hook:
+        formatter: Callable[[str, list[Any]], str] = import_ref(hook)
+        raise InvalidArgumentsError(formatter(tool.id, errors))
+    lines = [f"- {_pointer(e.instance_path)}: {e.message}" for e in errors]
+    raise InvalidArgumentsError(_invalid_text(tool, "\n" + "\n".join(lines)))
+
+
+def _invalid_text(tool: CompiledTool, detail: str) -> str:
+    return (
+        f"The {tool.id} tool was called with invalid arguments: {detail}.\n"
+        "Please rewrite the input so it satisfies the expected schema."
+    )
+
+
+def _pointer(path: Sequence[Any]) -> str:
+    return "/" + "/".join(str(p) for p in path) if path else "(root)"

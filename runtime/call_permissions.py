@@ -1,0 +1,134 @@
+"""The permission step of a call: the requests it makes, the doom-loop check, the decision.
+
+Requests come from the tool's `permission:` block (templates over the arguments), from an analyzer
+(`bash`, or `module:function`), and from path arguments that reach outside the project root
+(lexically or through symlinks), which ask `external_directory` first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .calls import DOOM_LOOP_THRESHOLD, CallRequest, Services, SessionState, render_optional
+from .permissions.model import CallSite, Decision, PermissionRequest
+from .snapshot import CompiledTool, Snapshot, import_ref
+from .templates import render
+
+__all__ = ["add_doom_loop", "authorize", "external_directories", "permission_requests"]
+
+
+def permission_requests(tool: CompiledTool, args: Mapping[str, Any], snapshot: Snapshot) -> list[PermissionRequest]:
+    """The requests a call makes: external directories of path arguments first, then the tool's own."""
+    if tool.static_requests is not None:
+        return list(tool.static_requests)
+    spec = tool.definition.permission
+    site = snapshot.site
+    requests = _external_requests(tool, args, site)
+    if spec.analyzer is not None:
+        analyzer = _analyzer(spec.analyzer)
+        requests.extend(analyzer(args, site))
+        return requests
+    names, root = tool.parameter_names, snapshot.root
+    patterns = tuple(render(t, args, names, root) for t in tool.patterns)
+    always = tuple(render(t, args, names, root) for t in tool.always)
+    requests.append(PermissionRequest(spec.key, patterns, always))
+    return requests
+
+
+def _analyzer(name: str) -> Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]]:
+    if name == "bash":
+        from .shell import analyze_call
+
+        return analyze_call
+    function: Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]] = import_ref(name)
+    return function
+
+
+def _external_requests(tool: CompiledTool, args: Mapping[str, Any], site: CallSite) -> list[PermissionRequest]:
+    requests: list[PermissionRequest] = []
+    for path_arg in tool.definition.permission.paths:
+        value = args.get(path_arg.arg)
+        if not isinstance(value, str) or not value:
+            continue
+        for directory in external_directories(value, site, directory=path_arg.kind == "directory"):
+            pattern = f"{directory}/*".replace("//", "/")
+            requests.append(
+                PermissionRequest(
+                    "external_directory", (pattern,), (pattern,), {"filepath": value, "parentDir": directory}
+                )
+            )
+    return requests
+
+
+def external_directories(value: str, site: CallSite, *, directory: bool) -> list[str]:
+    """Directories outside the root that `value` reaches, lexically or through symlinks (both checked)."""
+    lexical = Path(os.path.normpath(site.cwd / Path(value).expanduser()))
+    try:
+        real = lexical.resolve(strict=False)
+    except (OSError, RuntimeError):
+        real = lexical
+    roots = (site.root, site.root.resolve())
+    found: list[str] = []
+    for candidate in (lexical, real):
+        if any(_inside(candidate, root) for root in roots) or any(_inside(candidate, e) for e in site.exempt):
+            continue
+        is_dir = directory or candidate.is_dir()
+        found.append(str(candidate if is_dir else candidate.parent))
+    return list(dict.fromkeys(found))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def add_doom_loop(requests: list[PermissionRequest], name: str, args: Mapping[str, Any], session: SessionState) -> bool:
+    """Append a `doom_loop` request on the third identical consecutive call of the session."""
+    key = (name, args)  # compared by value: the same tool with equal arguments
+    session.recent.append(key)
+    if len(session.recent) == DOOM_LOOP_THRESHOLD and all(k == key for k in session.recent):
+        requests.append(PermissionRequest("doom_loop", (name,), (name,), {"tool": name, "input": dict(args)}))
+        return True
+    return False
+
+
+async def authorize(
+    tool: CompiledTool,
+    name: str,
+    args: Mapping[str, Any],
+    requests: list[PermissionRequest],
+    request: CallRequest,
+    snapshot: Snapshot,
+    services: Services,
+    agent: str,
+    call_id: str,
+    doom_loop: bool,
+) -> Decision:
+    """The permission step. An allow for argument-independent requests is reused while the agent's
+    rules and the session's approvals stay the same objects (a reload or an approval replaces them)."""
+    ruleset = snapshot.permissions.ruleset(agent)
+    approved = services.broker.approved(request.session)
+    cacheable = tool.static_requests is not None and not doom_loop
+    key = (name, agent, request.session)
+    if cacheable:
+        hit = services.allowed.get(key)
+        if hit is not None and hit[0] is tool and hit[1] is ruleset and hit[2] is approved:
+            return hit[3]
+    decision = await services.broker.authorize(
+        requests,
+        ruleset=ruleset,
+        locked=snapshot.permissions.locked,
+        session=request.session,
+        asker=request.ask,
+        tool=name,
+        call_id=call_id,
+        title=render_optional(tool.confirm_title, tool, args, snapshot.root),
+        message=render_optional(tool.confirm_message, tool, args, snapshot.root),
+    )
+    if cacheable and all(d.action == "allow" for d in decision.decisions):
+        if len(services.allowed) > 4096:
+            services.allowed.clear()
+        services.allowed[key] = (tool, ruleset, approved, decision)
+    return decision

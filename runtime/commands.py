@@ -1,0 +1,74 @@
+"""Running `argv:` and `shell:` handlers as processes."""
+
+from __future__ import annotations
+
+import time
+from types import MappingProxyType
+from typing import Any
+
+from .calls import ActiveCall, CallEvent, call_title
+from .config.model import ArgvHandler, ShellHandler
+from .execute.environment import DEFAULT_ENV_ALLOW, build_env
+from .execute.process import run_process
+from .result import ToolResult
+from .snapshot import CompiledTool
+from .templates import render, render_argv
+
+__all__ = ["run_command"]
+
+
+async def run_command(tool: CompiledTool, args: dict[str, Any], call: ActiveCall, timeout: float) -> ToolResult:
+    """Run an `argv:` or `shell:` handler: no shell for argv, every value quoted for shell templates;
+    a new process group killed whole on timeout or abort; output bounded in memory."""
+    request, snapshot, services, call_id = call.request, call.snapshot, call.services, call.call_id
+    handler = tool.definition.handler
+    assert isinstance(handler, (ArgvHandler, ShellHandler))
+    names, root = tool.parameter_names, snapshot.root
+    if isinstance(handler, ArgvHandler):
+        assert tool.argv is not None
+        argv = render_argv(tool.argv, args, names, root)
+    else:
+        argv = [handler.shell, "-c", render(tool.shell, args, names, root)]
+    options = handler.options
+    cwd = root / render(tool.cwd, args, names, root) if tool.cwd is not None else root
+    allow = options.env_allow if options.env_allow is not None else (snapshot.settings.env_allow or DEFAULT_ENV_ALLOW)
+    env = build_env(allow, set={k: render(t, args, names, root) for k, t in tool.env_set.items()})
+    stdin = render(tool.stdin, args, names, root).encode() if tool.stdin is not None else None
+
+    def on_output(text: str) -> None:
+        if services.listeners:
+            services.emit(CallEvent("metadata", call_id, tool.id, request.session, {"output": text}, time.time()))
+
+    outcome = await run_process(
+        argv,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        stdin=stdin,
+        abort=request.abort,
+        on_output=on_output,
+        spill_dir=snapshot.truncation_dir,
+    )
+    notes = []
+    if outcome.timed_out:
+        notes.append(f"{tool.id} tool terminated command after exceeding timeout {timeout * 1000:g} ms")
+    if outcome.aborted:
+        notes.append("User aborted the command")
+    output = outcome.output
+    if notes:
+        output += "\n\n<toolrt_metadata>\n" + "\n".join(notes) + "\n</toolrt_metadata>"
+    metadata: dict[str, Any] = {"exit": outcome.exit_code, "output_bytes": outcome.total_bytes}
+    if outcome.spill_path is not None:
+        metadata["outputPath"] = str(outcome.spill_path)
+    title = call_title(tool, args, root) or " ".join(argv)[:80]
+    error = None
+    if outcome.timed_out or outcome.aborted or outcome.exit_code != 0:
+        status = (
+            "timed out"
+            if outcome.timed_out
+            else "was aborted"
+            if outcome.aborted
+            else f"exited with code {outcome.exit_code}"
+        )
+        error = f"The command {status}.\n{output}".rstrip()
+    return ToolResult(title=title, output=output, metadata=MappingProxyType(metadata), error=error)

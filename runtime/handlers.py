@@ -1,0 +1,212 @@
+"""Running Python handlers (`python:` in the YAML, or `host:` ones the embedding application supplies).
+
+A handler returns text or OpenCode's result mapping; anything else, an exception, or a hang past the
+timeout becomes a clean error result for the model, and the runtime keeps serving.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import anyio
+
+from .calls import ActiveCall, Services, call_title
+from .config.model import HostHandler, PythonHandler
+from .context import ToolContext
+from .errors import CallError, ToolFailure
+from .result import ToolResult
+from .snapshot import CompiledTool, import_ref
+
+__all__ = ["run_handler"]
+
+_HANDLERS: dict[str, Callable[..., Any]] = {}
+"""Imported Python handlers by reference; a reload that changes a module restarts the process anyway."""
+
+
+async def run_handler(tool: CompiledTool, args: dict[str, Any], call: ActiveCall, timeout: float) -> ToolResult:
+    """Run a `python:` or `host:` handler under the timeout; its return value becomes a ToolResult.
+
+    Async handlers run their first step inline: one that finishes without suspending needs no timer.
+    Sync handlers run in a worker thread unless the YAML says `blocking: false`.
+    """
+    handler = tool.definition.handler
+    function = _resolve_handler(tool, call.services)
+    ctx = _context(tool, call)
+    root = call.snapshot.root
+    if call.request.abort is None and inspect.iscoroutinefunction(function):
+        coroutine = function(args, ctx)
+        try:
+            first = coroutine.send(None)
+        except StopIteration as finished:
+            return _normalize(tool, args, finished.value, ctx, root)
+        except CallError:
+            raise
+        except Exception as exc:  # the handler's bug must not take the runtime down
+            raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
+        awaitable: Awaitable[Any] = _Resumed(coroutine, first)
+        with anyio.move_on_after(timeout) as scope:
+            outcome = await _guarded(awaitable, ctx)
+        if scope.cancelled_caught:
+            raise ToolFailure(f"The {tool.id} tool did not finish within {timeout:g} seconds and was stopped.")
+        return _normalize(tool, args, outcome, ctx, root)
+    blocking = isinstance(handler, PythonHandler) and handler.blocking
+    with anyio.move_on_after(timeout) as scope:
+        outcome = await _invoke(function, args, ctx, blocking, call.request.abort)
+    if scope.cancelled_caught:
+        raise ToolFailure(f"The {tool.id} tool did not finish within {timeout:g} seconds and was stopped.")
+    return _normalize(tool, args, outcome, ctx, call.snapshot.root)
+
+
+def _resolve_handler(tool: CompiledTool, services: Services) -> Callable[..., Any]:
+    handler = tool.definition.handler
+    if isinstance(handler, HostHandler):
+        function = services.host_handlers.get(handler.name)
+        if function is None:
+            raise ToolFailure(
+                f"The {tool.id} tool is not available: the host application has not registered a handler for it."
+            )
+        return function
+    assert isinstance(handler, PythonHandler)
+    function = _HANDLERS.get(handler.ref)
+    if function is None:
+        try:
+            function = _HANDLERS[handler.ref] = import_ref(handler.ref)
+        except ImportError as exc:
+            raise ToolFailure(f"The {tool.id} tool is misconfigured: {exc}") from None
+    return function
+
+
+async def _invoke(
+    function: Callable[..., Any], args: dict[str, Any], ctx: ToolContext, blocking: bool, abort: anyio.Event | None
+) -> Any:
+    try:
+        if inspect.iscoroutinefunction(function):
+            if abort is None:
+                return await function(args, ctx)
+            return await _abortable(function(args, ctx), abort)
+        if blocking:
+            return await anyio.to_thread.run_sync(function, args, ctx, abandon_on_cancel=True)
+        outcome = function(args, ctx)
+        if inspect.isawaitable(outcome):
+            return await outcome
+        return outcome
+    except CallError:
+        raise
+    except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist
+        raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
+
+
+class _Resumed:
+    """Await a coroutine whose first step already ran and yielded `first` (the thing it waits on)."""
+
+    __slots__ = ("_coroutine", "_first")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coroutine, self._first = coroutine, first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, value = self._coroutine, self._first
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # cancellation and friends go to the handler, as with `await`
+                try:
+                    value = coroutine.throw(exc)
+                except StopIteration as finished:
+                    return finished.value
+            else:
+                try:
+                    value = coroutine.send(sent)
+                except StopIteration as finished:
+                    return finished.value
+
+
+async def _guarded(awaitable: Awaitable[Any], ctx: ToolContext) -> Any:
+    try:
+        return await awaitable
+    except CallError:
+        raise
+    except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist
+        raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
+
+
+async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:
+    result: list[Any] = []
+
+    async def run() -> None:
+        result.append(await coroutine)
+        group.cancel_scope.cancel()
+
+    async def watch() -> None:
+        await abort.wait()
+        group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        group.start_soon(watch)
+    if not result:
+        raise ToolFailure("User aborted the command")
+    return result[0]
+
+
+def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
+    request, snapshot = call.request, call.snapshot
+    return ToolContext(
+        tool=tool.id,
+        root=snapshot.root,
+        data_dir=snapshot.data_dir,
+        session=request.session,
+        agent=call.agent,
+        message_id=request.message_id,
+        call_id=call.call_id,
+        model=request.model,
+        provider=request.provider,
+        client=request.client,
+        abort_event=request.abort,
+        session_state=call.services.session(request.session).tools,
+        extra=request.extra,
+        on_metadata=call.on_metadata,
+        asker=call.ask,
+        batch=call.batch,
+        questioner=request.questioner,
+        available_tools=call.toolset.names(),
+    )
+
+
+def _normalize(tool: CompiledTool, args: Mapping[str, Any], outcome: Any, ctx: ToolContext, root: Path) -> ToolResult:
+    """A handler's return value as a ToolResult; anything but text or OpenCode's mapping is an error."""
+    title = call_title(tool, args, root)
+    if isinstance(outcome, str):
+        return ToolResult(title=title or ctx.title or "", output=_clean(outcome))
+    if isinstance(outcome, ToolResult):
+        return outcome
+    if isinstance(outcome, Mapping) and isinstance(outcome.get("output", ""), str):
+        metadata = outcome.get("metadata") or {}
+        attachments = outcome.get("attachments") or ()
+        if isinstance(metadata, Mapping) and isinstance(attachments, (list, tuple)):
+            return ToolResult(
+                title=title or str(outcome.get("title") or ctx.title or ""),
+                output=_clean(outcome.get("output", "")),
+                metadata=MappingProxyType(dict(metadata)),
+                attachments=tuple(attachments),
+            )
+    raise ToolFailure(
+        f"The {tool.id} tool's handler returned {type(outcome).__name__}; a handler returns text or "
+        "a mapping with 'output' (and optional 'title', 'metadata', 'attachments')."
+    )
+
+
+def _clean(text: str) -> str:
+    """Text safe to encode: lone surrogates (undecodable bytes) become U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")

@@ -1,0 +1,135 @@
+"""The bash tool's handler, called directly with a ToolContext."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime.builtin.bash import MAX_METADATA_LENGTH, bash, shell_program
+from runtime.context import ToolContext
+from runtime.errors import ToolFailure
+
+
+def make_ctx(tmp_path: Path, **kwargs: Any) -> ToolContext:
+    return ToolContext(tool="bash", root=tmp_path, data_dir=tmp_path / "data", **kwargs)
+
+
+def run(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    async def main() -> dict[str, Any]:
+        with anyio.fail_after(20):
+            return await bash(args, ctx)
+
+    return anyio.run(main)
+
+
+def test_echo_hello_returns_exactly_its_output(tmp_path: Path) -> None:
+    result = run({"command": "echo hello", "description": "Say hello"}, make_ctx(tmp_path))
+    assert result == {
+        "title": "Say hello",
+        "output": "hello\n",
+        "metadata": {"output": "hello\n", "exit": 0, "description": "Say hello"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "exit_code"),
+    [
+        ("echo a; echo b >&2; echo c", "a\nb\nc\n", 0),
+        ("echo out; exit 3", "out\n", 3),
+        ("printf 'no newline'", "no newline", 0),
+        ("pwd", "{root}\n", 0),
+        ("false", "", 1),
+    ],
+)
+def test_output_is_interleaved_and_exit_code_reported(
+    tmp_path: Path, command: str, output: str, exit_code: int
+) -> None:
+    result = run({"command": command, "description": "Run it"}, make_ctx(tmp_path))
+    assert result["output"] == output.format(root=tmp_path)
+    assert result["metadata"]["exit"] == exit_code
+
+
+def test_workdir_is_resolved_against_the_root(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    result = run({"command": "pwd", "description": "Where", "workdir": "sub"}, make_ctx(tmp_path))
+    assert result["output"] == f"{tmp_path / 'sub'}\n"
+
+
+def test_missing_workdir_is_an_error_that_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ToolFailure, match=r"The workdir 'nope' is not a directory .*omit workdir"):
+        run({"command": "pwd", "description": "Where", "workdir": "nope"}, make_ctx(tmp_path))
+
+
+@pytest.mark.parametrize("timeout", [-5, -1])
+def test_negative_timeout_uses_opencode_text(tmp_path: Path, timeout: int) -> None:
+    with pytest.raises(ToolFailure, match=rf"^Invalid timeout value: {timeout}\. Timeout must be a positive number\.$"):
+        run({"command": "echo x", "description": "x", "timeout": timeout}, make_ctx(tmp_path))
+
+
+def test_timeout_stops_the_command_and_its_grandchildren(tmp_path: Path) -> None:
+    command = "sleep 60 & echo $! > child.pid; echo started; wait"
+    result = run({"command": command, "description": "Sleep", "timeout": 300}, make_ctx(tmp_path))
+    assert result["output"] == (
+        "started\n\n\n<bash_metadata>\nbash tool terminated command after exceeding timeout 300 ms\n</bash_metadata>"
+    )
+    assert result["metadata"]["exit"] is None
+    child = int((tmp_path / "child.pid").read_text())
+
+    async def wait_gone() -> None:
+        with anyio.fail_after(5):
+            while _alive(child):
+                await anyio.sleep(0.01)
+
+    anyio.run(wait_gone)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_abort_stops_the_command(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+
+    def on_metadata(title: str | None, metadata: Mapping[str, Any] | None) -> None:
+        if metadata and "started" in metadata.get("output", ""):
+            ctx.abort.set()
+
+    ctx.on_metadata = on_metadata
+    result = run({"command": "echo started; sleep 60", "description": "Wait"}, ctx)
+    assert result["output"] == "started\n\n\n<bash_metadata>\nUser aborted the command\n</bash_metadata>"
+    assert result["metadata"]["exit"] is None
+
+
+def test_metadata_output_is_sliced_but_the_output_is_whole(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    result = run({"command": "head -c 40000 /dev/zero | tr '\\0' a", "description": "Print a lot"}, ctx)
+    assert result["output"] == "a" * 40_000
+    assert result["metadata"]["output"] == "a" * MAX_METADATA_LENGTH + "\n\n..."
+    assert ctx.live_metadata["output"] == "a" * MAX_METADATA_LENGTH + "\n\n..."
+
+
+@pytest.mark.parametrize(
+    ("shell", "expected"),
+    [
+        ("/bin/sh", "/bin/sh"),
+        ("/usr/bin/fish", None),
+        ("/nonexistent/zsh", None),
+        ("bash", None),
+        ("", None),
+    ],
+)
+def test_shell_is_the_users_when_acceptable(shell: str, expected: str | None) -> None:
+    chosen = shell_program({"SHELL": shell})
+    if expected is None:
+        assert os.path.basename(chosen) == "bash"
+    else:
+        assert chosen == expected
