@@ -31,6 +31,7 @@ import anyio.abc
 
 from ..errors import ToolFailure
 from ..truncate import new_output_path
+from .spawn import PidfdProcess, open_process
 
 __all__ = ["CHUNK_SIZE", "ProcessOutcome", "run_process"]
 
@@ -221,7 +222,7 @@ def _signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-async def _terminate_group(process: anyio.abc.Process, grace: float) -> None:
+async def _terminate_group(process: PidfdProcess | anyio.abc.Process, grace: float) -> None:
     """SIGTERM the whole group, give it `grace` seconds, then SIGKILL whatever is left."""
     pgid = process.pid  # start_new_session makes the child a group leader: pgid == pid
     if _signal_group(pgid, signal.SIGTERM):
@@ -234,7 +235,7 @@ async def _terminate_group(process: anyio.abc.Process, grace: float) -> None:
     await process.wait()
 
 
-async def _feed_stdin(process: anyio.abc.Process, data: bytes) -> None:
+async def _feed_stdin(process: PidfdProcess | anyio.abc.Process, data: bytes) -> None:
     stream = process.stdin
     if stream is None:
         return
@@ -247,7 +248,7 @@ async def _feed_stdin(process: anyio.abc.Process, data: bytes) -> None:
         await stream.aclose()
 
 
-async def _pump(process: anyio.abc.Process, capture: _Capture) -> None:
+async def _pump(process: PidfdProcess | anyio.abc.Process, capture: _Capture) -> None:
     stream = process.stdout
     if stream is not None:
         try:
@@ -287,14 +288,8 @@ async def run_process(
         return ProcessOutcome("", None, False, True, 0, None, 0.0)
     _check_argv(argv)
     try:
-        process = await anyio.open_process(
-            list(argv),
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
+        process = await open_process(
+            argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, cwd=cwd, env=env
         )
     except OSError as error:
         raise _spawn_error(argv, cwd, error) from error
