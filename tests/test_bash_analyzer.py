@@ -506,3 +506,10 @@ def test_importing_the_package_does_not_load_the_parser() -> None:
     code = "import sys, runtime.shell; print('tree_sitter' in sys.modules, 'yaml' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("command", ["/cd", "./cd x", "/tmp/cd /etc"])
+def test_a_program_named_cd_is_not_the_cd_builtin(site: CallSite, command: str) -> None:
+    # Found by the hypothesis test: `/cd` is an executable somewhere, not the builtin that asks nothing.
+    requests = [r for r in analyze_command(command, site) if r.permission == "bash"]
+    assert requests and command in requests[0].patterns

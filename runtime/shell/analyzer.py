@@ -233,7 +233,7 @@ class _Analysis:
                     if start < 0:
                         start = child.start_byte
                     name_word = child.named_children[0] if child.named_child_count == 1 else child
-                    word = evaluate(name_word, home)
+                    word = evaluate(name_word, home, source=self.source)
                     if word.kind not in _PLAIN_WORDS:
                         nested.append(child)
                     words.append(word)
@@ -243,7 +243,7 @@ class _Analysis:
                 elif kind in _REDIRECTS and start < 0:
                     start = child.start_byte
             elif kind not in _REDIRECTS:
-                words.append(evaluate(child, home, kind))
+                words.append(evaluate(child, home, kind, source=self.source))
             if kind not in _PLAIN_WORDS:
                 nested.append(child)
         redirected = parent is not None and parent.type == "redirected_statement"
@@ -285,11 +285,10 @@ class _Analysis:
             if head.value is None or head.glob:
                 self.findings.fail_closed(text, f"the command name `{head.raw}` is only known when it runs")
                 continue
-            base = head.value.rpartition("/")[2]
             own = list(inherited)
-            if base in ("cd", "pushd"):
+            if head.value in ("cd", "pushd"):  # the builtins; `/x/cd` is some program that asks like any other
                 self._cd(words, first, last, text)
-                if base == "cd":
+                if head.value == "cd":
                     continue
             wrapper = self.table.match(values, first)
             inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
@@ -417,7 +416,7 @@ class _Analysis:
                 elif redirect.type == "herestring_redirect":
                     fed = True
                     for content in redirect.named_children:
-                        value = evaluate(content, self.scope.home).value
+                        value = evaluate(content, self.scope.home, source=self.source).value
                         if value is not None:
                             scripts.append(value)
                 elif redirect.type == "file_redirect" and self._operator(redirect) == "<":
@@ -493,7 +492,9 @@ class _Analysis:
             self._fail(node, "arithmetic expansion runs a command substitution")
 
     def _for_values(self, node: Node) -> None:
-        values = [evaluate(child, self.scope.home) for child in node.children_by_field_name("value")]
+        values = [
+            evaluate(child, self.scope.home, source=self.source) for child in node.children_by_field_name("value")
+        ]
         self._check_paths(values, skip_first=False)
 
     # -- paths ----------------------------------------------------------------------------------
@@ -540,9 +541,10 @@ class _Analysis:
     def _redirect(self, node: Node, parent: Node | None) -> None:
         operator = self._operator(node)
         for destination in node.children_by_field_name("destination"):
-            if operator in _FD_DUPLICATION and (destination.type == "number" or destination.text == b"-"):
+            target = self._slice(destination.start_byte, destination.end_byte)
+            if operator in _FD_DUPLICATION and (destination.type == "number" or target == "-"):
                 continue
-            word = evaluate(destination, self.scope.home)
+            word = evaluate(destination, self.scope.home, source=self.source)
             if word.value is None:
                 self._fail(parent or node, f"the redirect target `{word.raw}` is only known when it runs")
                 slash = word.prefix.rfind("/")

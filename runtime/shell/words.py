@@ -56,24 +56,27 @@ class _Builder:
             self.parts.append(text)
 
 
-def evaluate(node: Node, home: str, kind: str | None = None) -> Word:
-    """The word `node` (a command name or argument) after quote removal; `kind` is its node type."""
+def evaluate(node: Node, home: str, kind: str | None = None, *, source: bytes) -> Word:
+    """The word `node` (a command name or argument) after quote removal; `kind` is its node type.
+
+    Text comes from `source`, the command as given, not from the tree: the parser may have seen a
+    sanitized copy of the same length (see `parser.parse`).
+    """
     if kind is None:
         kind = node.type
-    data = node.text
-    raw = data.decode("utf-8", "surrogateescape") if data is not None else ""
+    raw = _text(node, source)
     if kind == "word" and not _UNQUOTED_SPECIAL.search(raw):
         return Word(raw, raw, raw, False, node, kind)
     builder = _Builder()
     if kind == "concatenation" and _BRACE_EXPANSION.search(raw):
         # `{a,b}` arrives as several pieces (`{`, `a,b`, `}`), so no single piece shows it.
         builder.glob = True
-    _piece(node, kind, raw, home, builder)
+    _piece(node, kind, raw, home, builder, source)
     prefix = "".join(builder.parts)
     return Word(raw, None if builder.dynamic else prefix, prefix, builder.glob, node, kind)
 
 
-def _piece(node: Node, kind: str, text: str, home: str, out: _Builder) -> None:
+def _piece(node: Node, kind: str, text: str, home: str, out: _Builder, source: bytes) -> None:
     if kind == "word" or kind == "number":
         out.add(_unquoted(text, out) if _UNQUOTED_SPECIAL.search(text) else text)
     elif kind == "raw_string":
@@ -84,14 +87,14 @@ def _piece(node: Node, kind: str, text: str, home: str, out: _Builder) -> None:
                 return
             child_kind = child.type
             if child_kind == "string_content":
-                out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child)))
+                out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child, source)))
             else:
-                _piece(child, child_kind, _text(child), home, out)
+                _piece(child, child_kind, _text(child, source), home, out, source)
     elif kind == "concatenation":
         for child in node.children:
             if out.dynamic:
                 return
-            _piece(child, child.type, _text(child), home, out)
+            _piece(child, child.type, _text(child, source), home, out, source)
     elif kind == "ansi_c_string":
         out.add(_ANSI_ESCAPE.sub(_ansi_escape, text[2:-1]))
     elif kind in ("simple_expansion", "expansion") and text in ("$HOME", "${HOME}"):
@@ -139,6 +142,5 @@ def _ansi_escape(match: re.Match[str]) -> str:
     return _ANSI_ESCAPES.get(head, body)
 
 
-def _text(node: Node) -> str:
-    data = node.text
-    return data.decode("utf-8", "surrogateescape") if data is not None else ""
+def _text(node: Node, source: bytes) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", "surrogateescape")
