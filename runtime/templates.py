@@ -1,33 +1,45 @@
 """Jinja2 templates of tool definitions, compiled once per snapshot.
 
-Three kinds, three environments:
+Three kinds:
 - text (titles, confirm messages, permission patterns): values rendered as they are; `None` is empty.
-- shell: every `{{ }}` value is shell-quoted by the environment's `finalize`; lists become several
+- shell: every `{{ }}` value is shell-quoted (the environment's `finalize`); lists become several
   quoted words. There is no `| raw`: a model-supplied value can never become shell code.
 - argv: each element rendered separately, run without a shell; an element that is exactly one
   expression evaluating to a list expands into several arguments, and to nothing when it is `None`.
+
+Nearly every template in practice is text with `{{ name }}` or `{{ name | filter }}` substitutions.
+Those compile to a list of parts with the same output as Jinja2 (same finalize, same filters)
+without Jinja2's parse-and-codegen, which costs about a millisecond per template; everything else
+(`{% if %}`, expressions, whitespace control) goes to Jinja2, imported on first use.
 """
 
 from __future__ import annotations
 
+import functools
 import os.path
+import re
 import shlex
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-import jinja2.meta
-import jinja2.nodes
+if TYPE_CHECKING:
+    import jinja2
+    import jinja2.nodes
 
-__all__ = ["ArgvTemplate", "TemplateProblem", "compile_argv", "compile_template", "render", "render_argv"]
+__all__ = ["ArgvTemplate", "Template", "TemplateProblem", "compile_argv", "compile_template", "render", "render_argv"]
 
 ROOT_VARIABLE = "__root__"
+_ALLOWED_GLOBALS = frozenset({ROOT_VARIABLE, "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 
 
 class TemplateProblem(Exception):
     """A template does not compile or names a variable that is not a declared parameter."""
+
+
+# --- values and filters (shared by both paths) ---------------------------------------------------
 
 
 def _value_text(value: Any) -> str:
@@ -38,104 +50,227 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
+def _is_undefined(value: Any) -> bool:
+    jinja2 = sys.modules.get("jinja2")  # only Jinja2 templates produce Undefined, and only once it is imported
+    return jinja2 is not None and isinstance(value, jinja2.Undefined)
+
+
 def _shell_quote(value: Any) -> str:
-    if isinstance(value, jinja2.Undefined) or value is None:
+    if value is None or _is_undefined(value):
         return "''"
     if isinstance(value, (list, tuple)):
         return " ".join(shlex.quote(_value_text(item)) for item in value) if value else ""
     return shlex.quote(_value_text(value))
 
 
-@jinja2.pass_context
-def _abspath(context: jinja2.runtime.Context, value: Any) -> str:
-    root = str(context.get(ROOT_VARIABLE, "."))
+def _abspath(root: str, value: Any) -> str:
     path = os.path.expanduser(_value_text(value) or ".")
     return os.path.normpath(os.path.join(root, path)).replace("\\", "/")
 
 
-@jinja2.pass_context
-def _relpath(context: jinja2.runtime.Context, value: Any) -> str:
-    root = str(context.get(ROOT_VARIABLE, "."))
-    absolute = _abspath(context, value)
-    return os.path.relpath(absolute, root).replace("\\", "/")
+def _relpath(root: str, value: Any) -> str:
+    return os.path.relpath(_abspath(root, value), root).replace("\\", "/")
 
 
-def _environment(finalize: Any) -> jinja2.Environment:
-    env = jinja2.Environment(autoescape=False, keep_trailing_newline=True, finalize=finalize)
-    env.filters["abspath"] = _abspath
-    env.filters["relpath"] = _relpath
-    env.filters["quote"] = lambda v: shlex.quote(_value_text(v))
+def _quote(root: str, value: Any) -> str:
+    return shlex.quote(_value_text(value))
+
+
+_FILTERS: Mapping[str, Callable[[str, Any], str]] = {"abspath": _abspath, "relpath": _relpath, "quote": _quote}
+
+
+# --- the fast path ---------------------------------------------------------------------------------
+
+_EXPRESSION = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\|\s*(abspath|relpath|quote)\s*)?\}\}")
+_JINJA_SYNTAX = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
+
+_Part = str | tuple[str, str | None]
+"""Literal text, or (parameter name, filter name or None)."""
+
+
+def _fast_parts(source: str) -> list[_Part] | None:
+    """The parts of a template in the simple subset, or None when Jinja2 must handle it."""
+    parts: list[_Part] = []
+    position = 0
+    for match in _EXPRESSION.finditer(source):
+        parts.append(source[position : match.start()])
+        parts.append((match.group(1), match.group(2)))
+        position = match.end()
+    parts.append(source[position:])
+    for part in parts:
+        if isinstance(part, str) and _JINJA_SYNTAX.search(part):
+            return None  # Jinja2 syntax left outside the simple expressions
+    return [part for part in parts if part != ""]
+
+
+def _line_of(source: str, part_index: int, parts: Sequence[_Part]) -> int:
+    before = "".join(p if isinstance(p, str) else "{{}}" for p in parts[:part_index])
+    return before.count("\n") + 1
+
+
+@dataclass(frozen=True, slots=True)
+class _FastTemplate:
+    """A template of literal text and `{{ name }}` / `{{ name | filter }}` parts; renders like Jinja2."""
+
+    parts: tuple[_Part, ...]
+    shell: bool
+
+    def render(self, context: Mapping[str, Any]) -> str:
+        finalize = _shell_quote if self.shell else _value_text
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            name, filter_name = part
+            value = context.get(name)
+            if filter_name is not None:
+                value = _FILTERS[filter_name](str(context.get(ROOT_VARIABLE, ".")), value)
+            out.append(finalize(value))
+        return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _FastExpression:
+    """A whole-element argv expression `{{ name }}` / `{{ name | filter }}`: the value itself, not text."""
+
+    name: str
+    filter_name: str | None
+
+    def __call__(self, **context: Any) -> Any:
+        value = context.get(self.name)
+        if self.filter_name is not None:
+            value = _FILTERS[self.filter_name](str(context.get(ROOT_VARIABLE, ".")), value)
+        return value
+
+
+Template = Any
+"""A compiled template: `_FastTemplate` or `jinja2.Template` (both have `.render(context)`)."""
+
+
+def _check_names(names: Sequence[str], parameters: frozenset[str]) -> None:
+    unknown = sorted(set(names) - parameters - _ALLOWED_GLOBALS)
+    if unknown:
+        listed = ", ".join(repr(n) for n in unknown)
+        declared = ", ".join(sorted(parameters)) or "none"
+        raise TemplateProblem(f"template uses {listed}, which is not a declared parameter (declared: {declared})")
+
+
+# --- the Jinja2 path -------------------------------------------------------------------------------
+
+
+@functools.cache
+def _jinja(shell: bool) -> jinja2.Environment:
+    import jinja2
+
+    def context_filter(function: Callable[[str, Any], str]) -> Any:
+        @jinja2.pass_context
+        def apply(context: jinja2.runtime.Context, value: Any) -> str:
+            return function(str(context.get(ROOT_VARIABLE, ".")), value)
+
+        return apply
+
+    env = jinja2.Environment(
+        autoescape=False, keep_trailing_newline=True, finalize=_shell_quote if shell else _value_text
+    )
+    for name, function in _FILTERS.items():
+        env.filters[name] = context_filter(function)
     return env
 
 
-_TEXT = _environment(_value_text)
-_SHELL = _environment(_shell_quote)
-_ALLOWED_GLOBALS = frozenset({ROOT_VARIABLE, "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
+def _jinja_check(source: str, parameters: frozenset[str], *, shell: bool = False) -> jinja2.nodes.Template:
+    import jinja2
+    import jinja2.meta
 
-
-def _check(env: jinja2.Environment, source: str, parameters: frozenset[str]) -> jinja2.nodes.Template:
     try:
-        tree = env.parse(source)
+        tree = _jinja(shell).parse(source)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateProblem(f"template syntax error: {exc.message} (template line {exc.lineno})") from None
-    unknown = sorted(jinja2.meta.find_undeclared_variables(tree) - parameters - _ALLOWED_GLOBALS)
-    if unknown:
-        names = ", ".join(repr(n) for n in unknown)
-        declared = ", ".join(sorted(parameters)) or "none"
-        raise TemplateProblem(f"template uses {names}, which is not a declared parameter (declared: {declared})")
+    _check_names(sorted(jinja2.meta.find_undeclared_variables(tree)), parameters)
     return tree
 
 
-def compile_template(source: str, parameters: frozenset[str], *, shell: bool = False) -> jinja2.Template:
-    """Compile a text (or shell-quoting) template that may reference only `parameters`."""
-    env = _SHELL if shell else _TEXT
-    _check(env, source, parameters)
-    if shell:
-        _check_shell_positions(source)
-    return env.from_string(source)
+# --- shell positions -------------------------------------------------------------------------------
 
 
-def _check_shell_positions(source: str) -> None:
-    """Reject `{{ }}` where a quoted word would not stay one word: inside quotes or a here-document.
+class _QuoteState:
+    """Tracks shell quoting across a template's literal text, to judge where `{{ }}` may stand."""
 
-    The value is quoted with `shlex.quote`, which is only safe as a word of its own: inside `"..."`
-    the single quotes are literal and `$( )` would run; inside `'...'` the value would be unquoted.
-    """
-    quote: str | None = None
-    heredoc = False
-    for lineno, token, value in _SHELL.lex(source):
+    def __init__(self) -> None:
+        self.quote: str | None = None
+        self.heredoc = False
+
+    def feed(self, text: str) -> None:
+        index = 0
+        while index < len(text):
+            char = text[index]
+            if self.quote is None and text.startswith("<<<", index):
+                index += 3  # a here-string takes an ordinary word; its last two `<` are no `<<`
+                continue
+            if self.quote is None and text.startswith("<<", index):
+                self.heredoc = True
+            if char == "\\" and self.quote != "'":
+                index += 2
+                continue
+            if self.quote is None and char in "'\"":
+                self.quote = char
+            elif self.quote == char:
+                self.quote = None
+            index += 1
+
+    def check_expression(self, lineno: int) -> None:
+        """Reject `{{ }}` where a quoted word would not stay one word: inside quotes or a here-document.
+
+        The value is quoted with `shlex.quote`, which is only safe as a word of its own: inside `"..."`
+        the single quotes are literal and `$( )` would run; inside `'...'` the value would be unquoted.
+        """
+        if self.quote is not None:
+            kind = "double" if self.quote == '"' else "single"
+            raise TemplateProblem(
+                f"{{{{ }}}} inside {kind} quotes (template line {lineno}): values are shell-quoted automatically, "
+                "write the expression outside quotes"
+            )
+        if self.heredoc:
+            raise TemplateProblem(
+                f"{{{{ }}}} after a here-document (template line {lineno}) is not quoted by the shell; "
+                "pass the value with the handler's `stdin:` instead"
+            )
+
+
+def _check_shell_positions(source: str, parts: Sequence[_Part] | None) -> None:
+    state = _QuoteState()
+    if parts is not None:
+        for index, part in enumerate(parts):
+            if isinstance(part, str):
+                state.feed(part)
+            else:
+                state.check_expression(_line_of(source, index, parts))
+        return
+    for lineno, token, value in _jinja(True).lex(source):
         if token == "data":
-            index = 0
-            while index < len(value):
-                char = value[index]
-                if quote is None and value.startswith("<<<", index):
-                    index += 3  # a here-string takes an ordinary word; its last two `<` are no `<<`
-                    continue
-                if quote is None and value.startswith("<<", index):
-                    heredoc = True
-                if char == "\\" and quote != "'":
-                    index += 2
-                    continue
-                if quote is None and char in "'\"":
-                    quote = char
-                elif quote == char:
-                    quote = None
-                index += 1
+            state.feed(value)
         elif token == "variable_begin":
-            if quote is not None:
-                kind = "double" if quote == '"' else "single"
-                raise TemplateProblem(
-                    f"{{{{ }}}} inside {kind} quotes (template line {lineno}): values are shell-quoted automatically, "
-                    "write the expression outside quotes"
-                )
-            if heredoc:
-                raise TemplateProblem(
-                    f"{{{{ }}}} after a here-document (template line {lineno}) is not quoted by the shell; "
-                    "pass the value with the handler's `stdin:` instead"
-                )
+            state.check_expression(lineno)
 
 
-def render(template: jinja2.Template | str, args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> str:
+# --- compile and render ----------------------------------------------------------------------------
+
+
+def compile_template(source: str, parameters: frozenset[str], *, shell: bool = False) -> Template:
+    """Compile a text (or shell-quoting) template that may reference only `parameters`."""
+    parts = _fast_parts(source)
+    if parts is not None:
+        _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
+        if shell:
+            _check_shell_positions(source, parts)
+        return _FastTemplate(tuple(parts), shell)
+    _jinja_check(source, parameters, shell=shell)
+    if shell:
+        _check_shell_positions(source, None)
+    return _jinja(shell).from_string(source)
+
+
+def render(template: Template | str, args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> str:
     """Render with every declared parameter defined (absent ones as None) and the project root.
 
     A plain string is a template without expressions, compiled away at load time.
@@ -145,13 +280,14 @@ def render(template: jinja2.Template | str, args: Mapping[str, Any], parameters:
     context = dict.fromkeys(parameters)
     context.update(args)
     context[ROOT_VARIABLE] = str(root)
-    return template.render(context)
+    result: str = template.render(context)
+    return result
 
 
 @dataclass(frozen=True, slots=True)
 class ArgvTemplate:
     elements: tuple[Any, ...]
-    """A `jinja2.Template` per element, or a compiled expression (a callable) for whole-expression ones."""
+    """A template per element, or a compiled expression (a callable) for whole-expression ones."""
     expands: tuple[bool, ...]
 
 
@@ -159,18 +295,30 @@ def compile_argv(elements: Sequence[str], parameters: frozenset[str]) -> ArgvTem
     compiled: list[Any] = []
     expands: list[bool] = []
     for element in elements:
-        tree = _check(_TEXT, element, parameters)
+        parts = _fast_parts(element)
+        if parts is not None:
+            _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
+            if len(parts) == 1 and not isinstance(parts[0], str):
+                compiled.append(_FastExpression(*parts[0]))
+                expands.append(True)
+            else:
+                compiled.append(_FastTemplate(tuple(parts), shell=False))
+                expands.append(False)
+            continue
+        tree = _jinja_check(element, parameters)
         expression = _single_expression(tree, element)
         if expression is not None:
-            compiled.append(_TEXT.compile_expression(expression, undefined_to_none=True))
+            compiled.append(_jinja(False).compile_expression(expression, undefined_to_none=True))
             expands.append(True)
         else:
-            compiled.append(_TEXT.from_string(element))
+            compiled.append(_jinja(False).from_string(element))
             expands.append(False)
     return ArgvTemplate(tuple(compiled), tuple(expands))
 
 
 def _single_expression(tree: jinja2.nodes.Template, source: str) -> str | None:
+    import jinja2.nodes
+
     stripped = source.strip()
     if len(tree.body) != 1 or not stripped.startswith("{{") or not stripped.endswith("}}"):
         return None

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime.templates import TemplateProblem, compile_argv, compile_template, render, render_argv
 
@@ -143,3 +145,31 @@ def test_shell_positions_that_keep_the_value_one_word_are_accepted(source: str) 
 
 def test_text_templates_allow_quotes_around_values() -> None:
     assert text('say "{{ path }}"', path="x") == 'say "x"'
+
+
+_FAST_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=20), st.lists(st.text(max_size=5), max_size=3)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    literals=st.lists(st.text(alphabet="ab c/-_.'\"\n$", max_size=6), min_size=1, max_size=4),
+    filters=st.lists(st.sampled_from(["", " | abspath", " | relpath", " | quote"]), min_size=1, max_size=3),
+    value=_FAST_VALUES,
+    shell=st.booleans(),
+)
+def test_fast_templates_render_exactly_as_jinja(
+    literals: list[str], filters: list[str], value: Any, shell: bool
+) -> None:
+    # The compiled-away subset must be indistinguishable from Jinja2 with the same finalize and filters.
+    from runtime.templates import _jinja
+
+    source = "".join(f"{text}{{{{ v{f} }}}}" for text, f in zip(literals, filters, strict=False)) + literals[-1]
+    try:
+        fast = compile_template(source, frozenset({"v"}), shell=shell)
+    except TemplateProblem:
+        return  # an expression inside quotes: rejected on both paths alike
+    assert type(fast).__name__ == "_FastTemplate"
+    context = {"v": value, "__root__": "/project"}
+    assert fast.render(context) == _jinja(shell).from_string(source).render(context)

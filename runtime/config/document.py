@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Document", "child_pointer"]
+__all__ = ["Document", "child_pointer", "node_marks"]
 
 
 def child_pointer(pointer: str, key: str | int) -> str:
@@ -22,10 +21,18 @@ class Document:
 
     path: Path
     data: Any
-    marks: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """JSON pointer → (1-based line, 1-based column) of the node's start (a key's position for mappings' values)."""
+    marks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """JSON pointer → (1-based line, 1-based column) of the node's start (a key's position for mappings' values).
+    Filled from `node` on the first lookup: most documents are valid and never need them."""
     display: str = ""
     """The path as shown in messages (relative to the root when inside it)."""
+    text: str | None = field(default=None, repr=False, compare=False)
+    """The YAML text of the file, kept to compute `marks` on the first lookup (holding one string
+    instead of a node per value keeps the garbage collector's work small for large configs)."""
+    index: int = 0
+    """Which `---` document of the file this is."""
+    start: tuple[int, int] = (1, 1)
+    """Line and column where the document's content starts (what `source("")` names)."""
 
     @property
     def name(self) -> str:
@@ -33,6 +40,10 @@ class Document:
 
     def locate(self, pointer: str) -> tuple[int, int]:
         """Line and column of `pointer`, or of its nearest ancestor that has a mark."""
+        if not pointer and not self.marks:
+            return self.start
+        if not self.marks and self.text is not None:
+            self.marks.update(node_marks(_compose(self.text, self.index)))
         while True:
             if pointer in self.marks:
                 return self.marks[pointer]
@@ -43,3 +54,29 @@ class Document:
     def source(self, pointer: str) -> str:
         """`file:line` of a node, the form rules and definitions carry as their origin."""
         return f"{self.name}:{self.locate(pointer)[0]}"
+
+
+def _compose(text: str, index: int) -> Any:
+    import yaml
+
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return list(yaml.compose_all(text, Loader=loader_class))[index]
+
+
+def node_marks(root: Any) -> dict[str, tuple[int, int]]:
+    """JSON pointer → (line, column) for every node under a composed YAML node (mapping values at their key)."""
+    marks: dict[str, tuple[int, int]] = {"": (root.start_mark.line + 1, root.start_mark.column + 1)}
+    stack = [("", root)]
+    while stack:
+        pointer, node = stack.pop()
+        if node.id == "mapping":
+            for key_node, value_node in node.value:
+                child = child_pointer(pointer, key_node.value if key_node.id == "scalar" else str(key_node.value))
+                marks.setdefault(child, (key_node.start_mark.line + 1, key_node.start_mark.column + 1))
+                stack.append((child, value_node))
+        elif node.id == "sequence":
+            for index, item in enumerate(node.value):
+                child = child_pointer(pointer, index)
+                marks.setdefault(child, (item.start_mark.line + 1, item.start_mark.column + 1))
+                stack.append((child, item))
+    return marks

@@ -17,6 +17,7 @@ from .document import Document, child_pointer
 
 __all__ = ["load_documents", "load_yaml_text"]
 
+_STR_TAG = "tag:yaml.org,2002:str"
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -39,13 +40,15 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
     documents: list[Document] = []
     problems: list[Problem] = []
     try:
+        position = -1
         while loader.check_node():
             node = loader.get_node()
+            position += 1
             if node is None:
                 continue
-            marks: dict[str, tuple[int, int]] = {}
-            data = _build(loader, node, "", marks, problems, display)
-            documents.append(Document(path=path, data=data, marks=marks, display=display))
+            data = _build(loader, node, None, problems, display)
+            start = (node.start_mark.line + 1, node.start_mark.column + 1)
+            documents.append(Document(path, data, display=display, text=text, index=position, start=start))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
@@ -61,37 +64,49 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
     return documents
 
 
-def _build(
-    loader: yaml.SafeLoader,
-    node: yaml.Node,
-    pointer: str,
-    marks: dict[str, tuple[int, int]],
-    problems: list[Problem],
-    display: str,
-) -> Any:
-    marks.setdefault(pointer, (node.start_mark.line + 1, node.start_mark.column + 1))
+_Link = tuple[Any, "str | int"] | None
+"""Where a node sits: (parent link, key or index); turned into a JSON pointer only for an error."""
+
+
+def _pointer(link: _Link) -> str:
+    keys: list[str | int] = []
+    while link is not None:
+        link, key = link
+        keys.append(key)
+    pointer = ""
+    for key in reversed(keys):
+        pointer = child_pointer(pointer, key)
+    return pointer
+
+
+def _build(loader: yaml.SafeLoader, node: yaml.Node, link: _Link, problems: list[Problem], display: str) -> Any:
+    """Plain Python values from a composed node (marks are computed later, only if needed)."""
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # resolves `<<` merge keys
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = key_node.value if key_node.tag == _STR_TAG else loader.construct_object(key_node, deep=True)
             if not isinstance(key, str):
                 key = str(key) if isinstance(key, (int, float, bool)) or key is None else repr(key)
-            child = child_pointer(pointer, key)
             if key in result:
-                line, column = key_node.start_mark.line + 1, key_node.start_mark.column + 1
-                first = marks.get(child, (0, 0))[0]
-                problems.append(Problem(display, line, column, child, f"duplicate key '{key}' (first at line {first})"))
+                _duplicate(node, key_node, key, link, problems, display)
                 continue
-            marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            result[key] = _build(loader, value_node, child, marks, problems, display)
+            result[key] = _build(loader, value_node, (link, key), problems, display)
         return result
     if isinstance(node, yaml.SequenceNode):
-        return [
-            _build(loader, item, child_pointer(pointer, index), marks, problems, display)
-            for index, item in enumerate(node.value)
-        ]
+        return [_build(loader, item, (link, index), problems, display) for index, item in enumerate(node.value)]
+    if node.tag == _STR_TAG:
+        return node.value  # the common case, without the constructor's bookkeeping
     value = loader.construct_object(node, deep=True)
     if isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()  # JSON has no dates: keep what the author wrote
     return value
+
+
+def _duplicate(
+    mapping: yaml.MappingNode, key_node: yaml.Node, key: str, link: _Link, problems: list[Problem], display: str
+) -> None:
+    first = next(k for k, _ in mapping.value if str(k.value) == key)
+    line, column = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+    message = f"duplicate key '{key}' (first at line {first.start_mark.line + 1})"
+    problems.append(Problem(display, line, column, _pointer((link, key)), message))
