@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,7 +232,31 @@ def _plugin_dirs() -> tuple[tuple[str, Path], ...]:
     return tuple(_load_plugin_dirs())
 
 
+def _any_plugin_installed() -> bool:
+    """A quick look for `[toolrt.tools]` in installed distributions' entry_points.txt files.
+
+    Parsing every distribution's metadata (importlib.metadata) costs tens of milliseconds on each
+    start; most installs have no plugin at all, which this finds in a few.
+    """
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    with open(os.path.join(entry or ".", name, "entry_points.txt"), encoding="utf-8") as handle:
+                        if "[toolrt.tools]" in handle.read():
+                            return True
+                except OSError:
+                    continue
+    return False
+
+
 def _load_plugin_dirs() -> Iterable[tuple[str, Path]]:
+    if not _any_plugin_installed():
+        return
     from importlib.metadata import entry_points
 
     for entry in entry_points(group="toolrt.tools"):
