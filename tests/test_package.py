@@ -1,0 +1,100 @@
+"""The package's shape: the public surface, and imports that only point down the data flow."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import runtime
+
+PACKAGE = Path(runtime.__file__).parent
+
+# Lower layers first; a module may import only modules of its own layer or lower ones.
+LAYERS: list[set[str]] = [
+    {"errors", "result", "permissions.model", "config", "config.document", "config.resources"},
+    {"config.loader", "config.validation", "config.model", "config.layers", "templates", "truncate", "audit"},
+    {"settings", "context", "permissions.*", "specs.*", "shell.*", "execute.*"},
+    {"snapshot"},
+    {"selection"},
+    {"calls"},
+    {"arguments", "call_permissions", "handlers", "commands", "records", "builtin.*"},
+    {"dispatch"},
+    {"validate", "init", "api"},
+    {"reload", "watch_cli", "serve_mcp", "cli", "__main__", "__init__"},
+]
+
+
+def _layer_of(module: str) -> int:
+    for index, members in enumerate(LAYERS):
+        for member in members:
+            if module == member or (member.endswith(".*") and module.startswith(member[:-2] + ".")):
+                return index
+            if member.endswith(".*") and module == member[:-2]:
+                return index
+    raise AssertionError(f"module runtime.{module} is in no layer: add it to LAYERS")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        if "_builtin" in path.parts:
+            continue
+        relative = path.relative_to(PACKAGE).with_suffix("")
+        parts = list(relative.parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1] if node.level > 1 else package
+                name = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            elif node.module and node.module.startswith("runtime."):
+                name = node.module.removeprefix("runtime.")
+            else:
+                continue
+            targets.add(name)
+        elif isinstance(node, ast.Import):
+            targets.update(a.name.removeprefix("runtime.") for a in node.names if a.name.startswith("runtime."))
+    return {t for t in targets if t}
+
+
+def test_imports_only_point_down_the_data_flow() -> None:
+    modules = _modules()
+    upward = []
+    for module, path in modules.items():
+        if module == "__init__":
+            continue  # the package face re-exports from everywhere (lazily)
+        own = _layer_of(module)
+        for target in _imports(module, path):
+            if target not in modules:
+                continue
+            if _layer_of(target) > own:
+                upward.append(f"runtime.{module} imports runtime.{target}")
+    assert upward == []
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert runtime.__all__ == sorted(runtime.__all__)
+    for name in runtime.__all__:
+        assert getattr(runtime, name) is not None, name
+    assert runtime.Runtime.__module__ == "runtime.api"
+
+
+def test_importing_runtime_does_not_import_heavy_modules() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, runtime.cli, runtime.specs, runtime.snapshot;"
+        "print(sorted(m for m in ('mcp', 'watchfiles', 'jinja2', 'jsonschema', 'pydantic', 'tree_sitter')"
+        " if m in sys.modules))"
+    )
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "[]"
