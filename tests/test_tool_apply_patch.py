@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
 import jsonschema
 import pytest
+import tool_helpers
 import yaml
 
 from runtime.builtin.apply_patch import MAX_PATCH_FILE_BYTES, apply_patch, permission_requests
@@ -21,25 +22,13 @@ from runtime.errors import DeniedError, ToolFailure
 from runtime.permissions.model import CallSite, PermissionRequest
 
 REPO = Path(__file__).resolve().parent.parent
-Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
 
 
-def make_ctx(root: Path, asked: list[PermissionRequest] | None = None, deny: str | None = None) -> ToolContext:
-    async def asker(requests: Sequence[PermissionRequest]) -> None:
-        if asked is not None:
-            asked.extend(requests)
-        if any(request.permission == deny for request in requests):
-            raise DeniedError(f"{deny} denied")
-
-    return ToolContext(tool="apply_patch", root=root, data_dir=root / "data", asker=asker)
+make_ctx = functools.partial(tool_helpers.make_ctx, tool="apply_patch")
 
 
 def run_patch(root: Path, patch: str, ctx: ToolContext | None = None) -> dict[str, Any]:
-    async def main() -> dict[str, Any]:
-        with anyio.fail_after(20):
-            return await apply_patch({"patchText": patch}, ctx or make_ctx(root))
-
-    return anyio.run(main)
+    return tool_helpers.call(apply_patch, {"patchText": patch}, ctx or make_ctx(root))
 
 
 def patch(*lines: str) -> str:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import base64
+import functools
 import importlib
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
 import jsonschema
 import pytest
+import tool_helpers
 import yaml
 
 from runtime.builtin import filetime
 from runtime.builtin.read import MAX_ATTACHMENT_BYTES, MAX_BYTES, read
-from runtime.context import ToolContext
 from runtime.errors import DeniedError, ToolFailure
 from runtime.permissions.model import PermissionRequest
 
@@ -25,28 +24,10 @@ REPO = Path(__file__).resolve().parent.parent
 PNG_1X1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 )
-Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
 
 
-def make_ctx(root: Path, asked: list[PermissionRequest] | None = None, deny: str | None = None) -> ToolContext:
-    """A context whose asker records every request and denies the permission named by `deny`."""
-
-    async def asker(requests: Sequence[PermissionRequest]) -> None:
-        if asked is not None:
-            asked.extend(requests)
-        if any(request.permission == deny for request in requests):
-            raise DeniedError(f"{deny} denied")
-
-    return ToolContext(tool="read", root=root, data_dir=root / "data", asker=asker)
-
-
-def call(handler: Handler, args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    async def main() -> dict[str, Any]:
-        with anyio.fail_after(20):
-            result: dict[str, Any] = await handler(args, ctx)
-            return result
-
-    return anyio.run(main)
+make_ctx = functools.partial(tool_helpers.make_ctx, tool="read")
+call = tool_helpers.call
 
 
 @pytest.fixture

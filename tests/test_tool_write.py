@@ -2,45 +2,29 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import jsonschema
 import pytest
+import tool_helpers
 import yaml
 
 from runtime.builtin.read import read
 from runtime.builtin.write import write
-from runtime.context import ToolContext
 from runtime.errors import DeniedError, ToolFailure
 from runtime.permissions.model import PermissionRequest
 
 REPO = Path(__file__).resolve().parent.parent
-Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
 
 
-def make_ctx(root: Path, asked: list[PermissionRequest] | None = None, deny: str | None = None) -> ToolContext:
-    async def asker(requests: Sequence[PermissionRequest]) -> None:
-        if asked is not None:
-            asked.extend(requests)
-        if any(request.permission == deny for request in requests):
-            raise DeniedError(f"{deny} denied")
-
-    return ToolContext(tool="write", root=root, data_dir=root / "data", asker=asker)
-
-
-def call(handler: Handler, args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    async def main() -> dict[str, Any]:
-        with anyio.fail_after(20):
-            result: dict[str, Any] = await handler(args, ctx)
-            return result
-
-    return anyio.run(main)
+make_ctx = functools.partial(tool_helpers.make_ctx, tool="write")
+call = tool_helpers.call
 
 
 @pytest.fixture

@@ -1,0 +1,40 @@
+"""Helpers for tests that run a built-in tool's handler directly, without the dispatch pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runtime.context import ToolContext
+from runtime.errors import DeniedError
+from runtime.permissions.model import PermissionRequest
+
+Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
+
+
+def make_ctx(
+    root: Path, asked: list[PermissionRequest] | None = None, deny: str | None = None, *, tool: str = "tool"
+) -> ToolContext:
+    """A context rooted at `root` whose `ask` records requests in `asked` and denies permission `deny`."""
+
+    async def asker(requests: Sequence[PermissionRequest]) -> None:
+        if asked is not None:
+            asked.extend(requests)
+        if any(request.permission == deny for request in requests):
+            raise DeniedError(f"{deny} denied")
+
+    return ToolContext(tool=tool, root=root, data_dir=root / "data", asker=asker)
+
+
+def call(handler: Handler, args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Run a handler to completion (20 s at most) and return its result mapping."""
+
+    async def main() -> dict[str, Any]:
+        with anyio.fail_after(20):
+            result: dict[str, Any] = await handler(args, ctx)
+            return result
+
+    return anyio.run(main)
