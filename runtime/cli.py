@@ -148,21 +148,11 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
     report = validate(Path(options.root))
     if options.format == "json":
 
-        def entry(p: Problem) -> dict[str, Any]:
-            return {
-                "file": p.file,
-                "line": p.line,
-                "column": p.column,
-                "pointer": p.pointer,
-                "message": p.message,
-                "severity": p.severity,
-            }
-
         json.dump(
             {
                 "ok": report.ok,
-                "errors": [entry(p) for p in report.errors],
-                "warnings": [entry(p) for p in report.warnings],
+                "errors": [p.to_json() for p in report.errors],
+                "warnings": [p.to_json() for p in report.warnings],
             },
             out,
             indent=2,

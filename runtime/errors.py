@@ -61,6 +61,17 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.column}: {self.message}"
 
+    def to_json(self) -> dict[str, object]:
+        """The `toolrt validate --format json` entry: file, line, column, pointer, message, severity."""
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "pointer": self.pointer,
+            "message": self.message,
+            "severity": self.severity,
+        }
+
 
 class ToolrtError(Exception):
     """Base of every error toolrt raises on purpose."""

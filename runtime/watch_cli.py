@@ -27,17 +27,7 @@ __all__ = ["event_json", "format_event", "run_watch"]
 def event_json(event: ReloadEvent) -> dict[str, Any]:
     """The `--json` line of one reload."""
     change = event.change
-    errors = [
-        {
-            "file": p.file,
-            "line": p.line,
-            "column": p.column,
-            "pointer": p.pointer,
-            "message": p.message,
-            "severity": p.severity,
-        }
-        for p in (event.error.problems if event.error is not None else ())
-    ]
+    errors = [p.to_json() for p in (event.error.problems if event.error is not None else ())]
     return {
         "generation": event.status.generation,
         "digest": event.status.digest,
