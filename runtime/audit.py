@@ -55,6 +55,26 @@ class AuditLog:
             return
         try:
             data = _encode(record)
+        except (ValueError, TypeError) as error:
+            self._fail(error)
+            return
+        self._write(data)
+
+    def append_line(self, line: str) -> None:
+        """Write one already-encoded JSON line (ending in a newline); never raises, like `append`."""
+        if self.path is None:
+            return
+        try:
+            data = line.encode("utf-8")
+        except UnicodeEncodeError:
+            # Lone surrogates (undecodable bytes in arguments): keep them as JSON escapes instead.
+            data = json.dumps(json.loads(line), ensure_ascii=True).encode("ascii") + b"\n"
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if self.path is None:
+            return
+        try:
             fd = self._fd if self._fd is not None else self._open(self.path)
             written = os.write(fd, data)
             if written < len(data):

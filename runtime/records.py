@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -44,13 +45,13 @@ def _utc_timestamp() -> str:
     return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
 
 
-_REQUEST_RECORDS: dict[int, tuple[Decision, list[dict[str, Any]]]] = {}
+_REQUEST_RECORDS: dict[int, tuple[Decision, str]] = {}
 
 
-def _requests_record(decision: Decision | None) -> list[dict[str, Any]]:
-    """The `requests` field of a record; memoised for decisions reused across calls (cached allows)."""
+def _requests_json(decision: Decision | None) -> str:
+    """The `requests` field, encoded; memoised for decisions reused across calls (cached allows)."""
     if decision is None:
-        return []
+        return "[]"
     hit = _REQUEST_RECORDS.get(id(decision))
     if hit is not None and hit[0] is decision:
         return hit[1]
@@ -63,10 +64,20 @@ def _requests_record(decision: Decision | None) -> list[dict[str, Any]]:
         }
         for d in decision.decisions
     ]
+    encoded = _json(entries)
     if len(_REQUEST_RECORDS) > 1024:
         _REQUEST_RECORDS.clear()
-    _REQUEST_RECORDS[id(decision)] = (decision, entries)
-    return entries
+    _REQUEST_RECORDS[id(decision)] = (decision, encoded)
+    return encoded
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
+_json = _ENCODER.encode  # one encoder for every record: `json.dumps(**options)` builds a new one per call
+_encode_string = json.encoder.encode_basestring  # the C string escaper
+
+
+def _string(value: str | None) -> str:
+    return "null" if value is None else str(_encode_string(value))
 
 
 def record_call(
@@ -81,21 +92,19 @@ def record_call(
     status: str,
     result: ToolResult,
 ) -> None:
+    """Append the call's record: time, session, agent, model, tool, call_id, arguments, requests (each
+    permission and pattern with its action and deciding rule), duration_ms, status, output_bytes, error.
+
+    The line is assembled from pre-encoded parts (the per-decision `requests` is memoised), which costs
+    a fraction of encoding the whole mapping on every call; `read_records` sees plain JSON.
+    """
     if audit.path is None:
         return
-    audit.append(
-        {
-            "time": _utc_timestamp(),
-            "session": request.session,
-            "agent": agent,
-            "model": request.model,
-            "tool": tool,
-            "call_id": call_id,
-            "arguments": args,
-            "requests": _requests_record(decision),
-            "duration_ms": round(duration * 1000, 3),
-            "status": status,
-            "output_bytes": len(result.output),
-            "error": result.error,
-        }
+    line = (
+        f'{{"time":"{_utc_timestamp()}","session":{_string(request.session)},"agent":{_string(agent)},'
+        f'"model":{_string(request.model)},"tool":{_string(tool)},"call_id":{_string(call_id)},'
+        f'"arguments":{_json(args)},"requests":{_requests_json(decision)},'
+        f'"duration_ms":{round(duration * 1000, 3)},"status":"{status}","output_bytes":{len(result.output)},'
+        f'"error":{_string(result.error)}}}\n'
     )
+    audit.append_line(line)

@@ -210,3 +210,25 @@ def test_schema_command() -> None:
     code, out, _ = run("schema", "tool")
     assert code == 0
     assert json.loads(out)["$id"] == "https://toolrt.dev/schemas/tool.schema.json"
+
+
+OPENCODE_TOOLS = {"bash", "read", "glob", "grep", "webfetch", "todowrite", "skill", "list", "todoread"}
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("claude-sonnet-4", OPENCODE_TOOLS | {"edit", "write"}),
+        ("gpt-4o", OPENCODE_TOOLS | {"edit", "write"}),
+        ("gpt-5", OPENCODE_TOOLS | {"apply_patch"}),
+    ],
+)
+@pytest.mark.parametrize("format", ["openai", "anthropic"])
+def test_default_specs_are_opencodes_tool_set(tmp_path: Path, model: str, expected: set[str], format: str) -> None:
+    # OpenCode §3 for a client without `question`, no `task` host handler, and no web search providers;
+    # `list` and `todoread` in addition, as the issue asks.
+    code, out, _ = run("specs", "--root", str(tmp_path), "--format", format, "--model", model)
+    assert code == 0
+    specs = json.loads(out)
+    names = {spec["function"]["name"] if format == "openai" else spec["name"] for spec in specs}
+    assert names == expected
