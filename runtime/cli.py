@@ -147,7 +147,6 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
 
     report = validate(Path(options.root))
     if options.format == "json":
-
         json.dump(
             {
                 "ok": report.ok,

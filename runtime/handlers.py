@@ -7,7 +7,7 @@ timeout becomes a clean error result for the model, and the runtime keeps servin
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -30,29 +30,11 @@ _HANDLERS: dict[str, Callable[..., Any]] = {}
 async def run_handler(tool: CompiledTool, args: dict[str, Any], call: ActiveCall, timeout: float) -> ToolResult:
     """Run a `python:` or `host:` handler under the timeout; its return value becomes a ToolResult.
 
-    Async handlers run their first step inline: one that finishes without suspending needs no timer.
     Sync handlers run in a worker thread unless the YAML says `blocking: false`.
     """
     handler = tool.definition.handler
     function = _resolve_handler(tool, call.services)
     ctx = _context(tool, call)
-    root = call.snapshot.root
-    if call.request.abort is None and inspect.iscoroutinefunction(function):
-        coroutine = function(args, ctx)
-        try:
-            first = coroutine.send(None)
-        except StopIteration as finished:
-            return _normalize(tool, args, finished.value, ctx, root)
-        except CallError:
-            raise
-        except Exception as exc:  # the handler's bug must not take the runtime down
-            raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
-        awaitable: Awaitable[Any] = _Resumed(coroutine, first)
-        with anyio.move_on_after(timeout) as scope:
-            outcome = await _guarded(awaitable, ctx)
-        if scope.cancelled_caught:
-            raise ToolFailure(f"The {tool.id} tool did not finish within {timeout:g} seconds and was stopped.")
-        return _normalize(tool, args, outcome, ctx, root)
     blocking = isinstance(handler, PythonHandler) and handler.blocking
     with anyio.move_on_after(timeout) as scope:
         outcome = await _invoke(function, args, ctx, blocking, call.request.abort)
@@ -94,43 +76,6 @@ async def _invoke(
         if inspect.isawaitable(outcome):
             return await outcome
         return outcome
-    except CallError:
-        raise
-    except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist
-        raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
-
-
-class _Resumed:
-    """Await a coroutine whose first step already ran and yielded `first` (the thing it waits on)."""
-
-    __slots__ = ("_coroutine", "_first")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coroutine, self._first = coroutine, first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, value = self._coroutine, self._first
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as exc:  # cancellation and friends go to the handler, as with `await`
-                try:
-                    value = coroutine.throw(exc)
-                except StopIteration as finished:
-                    return finished.value
-            else:
-                try:
-                    value = coroutine.send(sent)
-                except StopIteration as finished:
-                    return finished.value
-
-
-async def _guarded(awaitable: Awaitable[Any], ctx: ToolContext) -> Any:
-    try:
-        return await awaitable
     except CallError:
         raise
     except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist

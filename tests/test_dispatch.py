@@ -836,3 +836,34 @@ def test_tool_denied_by_the_agents_last_rule_is_hidden_with_the_reason(make_proj
     assert rt.tools().names() == ("echo", "other")
     denied = rt.call_sync("echo", {"text": "x"}, agent="reviewer")
     assert denied.error == "Model tried to call unavailable tool 'echo'. Available tools: other."
+
+
+def test_an_async_handler_that_opens_a_cancel_scope_before_suspending(make_project: Factory) -> None:
+    # Regression: running a handler's first step outside the call's timeout scope broke handlers that
+    # open their own scope (a task group, a deadline) and then wait.
+    root = make_project(
+        {"scoped": TOOL_SCOPED},
+        modules={"scoped_handlers": SCOPED_MODULE},
+    )
+    rt = Runtime.load(root)
+    result = rt.call_sync("scoped", {})
+    assert result.error is None, result.error
+    assert result.output == "done"
+
+
+TOOL_SCOPED = """\
+id: scoped
+description: Opens a cancel scope, then waits inside it.
+handler: {python: "scoped_handlers:scoped"}
+"""
+
+SCOPED_MODULE = """\
+import anyio
+
+async def scoped(args, ctx):
+    with anyio.move_on_after(5):
+        await anyio.sleep(0)
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.sleep, 0)
+    return "done"
+"""
