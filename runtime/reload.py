@@ -17,6 +17,7 @@ only the long-lived faces (`toolrt watch`, `toolrt serve`) import this module.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterable, Callable, Set
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,8 @@ def watch_targets(snapshot: Snapshot) -> WatchTargets:
 
 def _subdirectories(directory: Path) -> list[Path]:
     try:
-        return [child for child in directory.iterdir() if child.is_dir() and not child.name.startswith(".")]
+        with os.scandir(directory) as entries:  # d_type: no stat per entry (tools.d/ may hold thousands)
+            return [Path(e.path) for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
 
