@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .calls import DOOM_LOOP_THRESHOLD, CallRequest, Services, SessionState, render_optional
+from .compiled import CompiledTool, import_ref
 from .permissions.model import CallSite, Decision, PermissionRequest
-from .snapshot import CompiledTool, Snapshot, import_ref
+from .snapshot import Snapshot
 from .templates import render
 
 __all__ = ["add_doom_loop", "authorize", "external_directories", "permission_requests"]

@@ -18,13 +18,14 @@ from typing import Any
 import anyio
 
 from .audit import AuditLog
+from .compiled import CompiledTool
 from .context import Questioner
 from .errors import ToolFailure
 from .permissions.ask import Asker, PermissionBroker
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
 from .selection import ToolSet
-from .snapshot import CompiledTool, Snapshot
+from .snapshot import Snapshot
 from .templates import render
 
 __all__ = ["ActiveCall", "CallEvent", "CallRequest", "Services", "SessionState", "call_title", "render_optional"]

@@ -7,11 +7,11 @@ from types import MappingProxyType
 from typing import Any
 
 from .calls import ActiveCall, CallEvent, call_title
+from .compiled import CompiledTool
 from .config.model import ArgvHandler, ShellHandler
 from .execute.environment import DEFAULT_ENV_ALLOW, build_env
 from .execute.process import run_process
 from .result import ToolResult
-from .snapshot import CompiledTool
 from .templates import render, render_argv
 
 __all__ = ["run_command"]

@@ -19,6 +19,7 @@ from .arguments import parse_arguments
 from .call_permissions import add_doom_loop, authorize, permission_requests
 from .calls import ActiveCall, CallEvent, CallRequest, Services, call_title
 from .commands import run_command
+from .compiled import CompiledTool
 from .config.model import ArgvHandler, ShellHandler
 from .errors import CallError, PermissionBlocked
 from .handlers import run_handler
@@ -27,7 +28,7 @@ from .permissions.model import Decision, PermissionRequest
 from .records import record_call, status_of
 from .result import ToolResult
 from .selection import Offered, ToolSet
-from .snapshot import CompiledTool, Snapshot
+from .snapshot import Snapshot
 from .truncate import cleanup_outputs, truncate_output
 
 __all__ = ["dispatch"]

@@ -15,11 +15,11 @@ from typing import Any
 import anyio
 
 from .calls import ActiveCall, Services, call_title
+from .compiled import CompiledTool, import_ref
 from .config.model import HostHandler, PythonHandler
 from .context import ToolContext
 from .errors import CallError, ToolFailure
 from .result import ToolResult
-from .snapshot import CompiledTool, import_ref
 
 __all__ = ["run_handler"]
 

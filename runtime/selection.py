@@ -10,11 +10,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .compiled import CompiledTool
 from .config.model import HostHandler, Selector, When
 from .errors import UsageError
 from .permissions.evaluate import disabled
 from .permissions.wildcard import match
-from .snapshot import CompiledTool, Snapshot
+from .snapshot import Snapshot
 
 __all__ = ["Hidden", "Offered", "Selection", "ToolSet", "select"]
 

@@ -18,73 +18,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import jsonschema_rs
-
+from .compiled import CompiledTool, compile_tool, import_ref, locate
 from .config.document import Document
 from .config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
 from .config.model import (
-    ArgvHandler,
     ProjectSettings,
-    PythonHandler,
-    ShellHandler,
     ToolDefinition,
     settings_from_documents,
     tool_from_document,
 )
-from .config.validation import parameter_schema_problems
 from .context import DescribeInfo
 from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
-from .permissions.model import CallSite, PermissionRequest
+from .permissions.model import CallSite
 from .settings import default_data_dir
-from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
 
-__all__ = [
-    "CompiledTool",
-    "Snapshot",
-    "build_snapshot",
-    "compile_tool",
-    "import_ref",
-    "python_handler_problems",
-    "with_tool",
-]
-
-EDIT_TOOLS = frozenset({"edit", "write", "apply_patch", "patch", "multiedit"})
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledTool:
-    """A definition with everything a call needs precompiled."""
-
-    definition: ToolDefinition
-    description: str
-    parameter_names: frozenset[str]
-    validator: Any
-    """jsonschema-rs validator of the parameters, built once."""
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    """Top-level parameter defaults, applied to arguments before validation."""
-    title: Any = None
-    confirm_title: Any = None
-    confirm_message: Any = None
-    patterns: tuple[Any, ...] = ()
-    always: tuple[Any, ...] = ()
-    argv: ArgvTemplate | None = None
-    shell: Any = None
-    cwd: Any = None
-    stdin: Any = None
-    env_set: Mapping[str, Any] = field(default_factory=dict)
-    static_requests: tuple[PermissionRequest, ...] | None = None
-    """The permission requests of every call when they do not depend on the arguments (no templates,
-    no path arguments, no analyzer): computed once, and their allow decisions can be reused."""
-
-    @property
-    def id(self) -> str:
-        return self.definition.id
-
-    @property
-    def permission_key(self) -> str:
-        key = self.definition.permission.key
-        return "edit" if key in EDIT_TOOLS else key
+__all__ = ["Snapshot", "build_snapshot", "with_tool"]
 
 
 @dataclass(frozen=True)
@@ -108,138 +57,6 @@ class Snapshot:
     def site(self) -> CallSite:
         """Where calls run by default: the root, the home directory, the truncation dir exempt."""
         return CallSite(root=self.root, cwd=self.root, home=Path.home(), exempt=(self.truncation_dir,))
-
-
-def import_ref(ref: str) -> Any:
-    """Resolve `package.module:attribute` (dots allowed in the attribute); ImportError says what failed."""
-    import importlib
-
-    module_name, _, attribute = ref.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImportError(f"cannot import module '{module_name}': {exc}") from exc
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ImportError(f"module '{module_name}' has no attribute '{attribute}'") from None
-    return target
-
-
-def _locate(tool: ToolDefinition, pointer: str, message: str, severity: str = "error") -> Problem:
-    document = tool.document
-    if document is None:
-        return Problem(tool.source or "<registered>", 0, 0, pointer, message, severity)  # type: ignore[arg-type]
-    line, column = document.locate(pointer)
-    return Problem(document.name, line, column, pointer, message, severity)  # type: ignore[arg-type]
-
-
-def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]) -> CompiledTool | None:
-    """Compile one definition; append located problems and return None when it cannot be used."""
-    before = len(problems)
-    document = tool.document or Document(Path(tool.source or "<registered>"), {})
-    problems.extend(parameter_schema_problems(document, "/parameters", tool.parameters))
-    if len(problems) > before:
-        return None
-    names = frozenset(tool.parameters.get("properties", {}))
-    for index, name in enumerate(tool.parameters.get("required", ())):
-        if name not in names:
-            problems.append(
-                _locate(
-                    tool,
-                    f"/parameters/required/{index}",
-                    f"required names '{name}', which is not a property (properties: {_names(names)})",
-                )
-            )
-    validator = jsonschema_rs.validator_for(dict(tool.parameters))
-
-    def template(pointer: str, source: str | None, *, quote_shell: bool = False) -> Any:
-        if source is None:
-            return None
-        if not quote_shell and "{" not in source:
-            return source  # constant text: nothing to render per call
-        try:
-            return compile_template(source, names, shell=quote_shell)
-        except TemplateProblem as exc:
-            problems.append(_locate(tool, pointer, str(exc)))
-            return None
-
-    spec = tool.permission
-    patterns = tuple(template(f"/permission/patterns/{i}", p) for i, p in enumerate(spec.patterns))
-    always = tuple(template(f"/permission/always/{i}", p) for i, p in enumerate(spec.always))
-    for index, path_arg in enumerate(spec.paths):
-        if path_arg.arg not in names:
-            problems.append(
-                _locate(
-                    tool, f"/permission/paths/{index}", f"path argument '{path_arg.arg}' is not a declared parameter"
-                )
-            )
-    handler = tool.handler
-    argv = shell = cwd = stdin = None
-    env_set: dict[str, Any] = {}
-    if isinstance(handler, ArgvHandler):
-        try:
-            argv = compile_argv(handler.argv, names)
-        except TemplateProblem as exc:
-            problems.append(_locate(tool, "/handler/argv", str(exc)))
-    if isinstance(handler, ShellHandler):
-        shell = template("/handler/shell", handler.script, quote_shell=True)
-    if isinstance(handler, (ArgvHandler, ShellHandler)):
-        cwd = template("/handler/cwd", handler.options.cwd)
-        stdin = template("/handler/stdin", handler.options.stdin)
-        env_set = {k: template(f"/handler/env/set/{k}", v) for k, v in handler.options.env_set.items()}
-    static = None
-    if spec.analyzer is None and not spec.paths and all(isinstance(t, str) for t in patterns + always):
-        static = (PermissionRequest(spec.key, tuple(patterns), tuple(always)),)
-    compiled = CompiledTool(
-        static_requests=static,
-        definition=tool,
-        description=description,
-        parameter_names=names,
-        validator=validator,
-        defaults=MappingProxyType(
-            {
-                n: spec["default"]
-                for n, spec in tool.parameters.get("properties", {}).items()
-                if isinstance(spec, Mapping) and "default" in spec
-            }
-        ),
-        title=template("/title", tool.title),
-        confirm_title=template("/confirm/title", tool.confirm_title),
-        confirm_message=template("/confirm/message", tool.confirm_message),
-        patterns=patterns,
-        always=always,
-        argv=argv,
-        shell=shell,
-        cwd=cwd,
-        stdin=stdin,
-        env_set=MappingProxyType(env_set),
-    )
-    _check_examples(compiled, problems)
-    return compiled if len(problems) == before else None
-
-
-def _check_examples(tool: CompiledTool, problems: list[Problem]) -> None:
-    for index, example in enumerate(tool.definition.examples_valid):
-        if not tool.validator.is_valid(example):
-            error = next(iter(tool.validator.iter_errors(example)))
-            problems.append(
-                _locate(
-                    tool.definition,
-                    f"/examples/valid/{index}",
-                    f"valid example does not pass the parameters schema: {error.message}",
-                )
-            )
-    for index, example in enumerate(tool.definition.examples_invalid):
-        if tool.validator.is_valid(example):
-            problems.append(
-                _locate(
-                    tool.definition,
-                    f"/examples/invalid/{index}",
-                    "invalid example passes the parameters schema (the schema is too loose, or the example is wrong)",
-                )
-            )
 
 
 def _merge_tools(
@@ -426,7 +243,7 @@ def _compile_with_description(
             hook: Callable[[str, DescribeInfo], str] = import_ref(definition.describe)
             description = hook(description, info)
         except Exception as exc:  # a hook is project code: report it as a config problem
-            problems.append(_locate(definition, "/describe", f"describe hook failed: {type(exc).__name__}: {exc}"))
+            problems.append(locate(definition, "/describe", f"describe hook failed: {type(exc).__name__}: {exc}"))
             return None
     return compile_tool(definition, description, problems)
 
@@ -470,7 +287,7 @@ def _check_references(tools: Mapping[str, CompiledTool], settings: ProjectSettin
         when = definition.when
         if when.models_group is not None and when.models_group not in groups:
             problems.append(
-                _locate(
+                locate(
                     definition,
                     "/when/models",
                     f"unknown model group '{when.models_group}' (groups: {_names(groups)})",
@@ -480,7 +297,7 @@ def _check_references(tools: Mapping[str, CompiledTool], settings: ProjectSettin
             for group in _selector_groups(selector):
                 if group not in groups:
                     problems.append(
-                        _locate(
+                        locate(
                             definition,
                             f"/when/models/{index}",
                             f"unknown model group '{group}' (groups: {_names(groups)})",
@@ -488,7 +305,7 @@ def _check_references(tools: Mapping[str, CompiledTool], settings: ProjectSettin
                     )
         if definition.overrides is not None and definition.overrides not in tools:
             problems.append(
-                _locate(definition, "/overrides", f"overrides '{definition.overrides}', which is not a tool")
+                locate(definition, "/overrides", f"overrides '{definition.overrides}', which is not a tool")
             )
     for name, ids in settings.toolsets.items():
         for tool_id in ids:
@@ -505,34 +322,6 @@ def _selector_groups(selector: Any) -> list[str]:
     for inner in selector.not_:
         found.extend(_selector_groups(inner))
     return found
-
-
-def python_handler_problems(snapshot: Snapshot) -> list[Problem]:
-    """Handlers, hooks and analyzers that cannot be imported (project root first on sys.path)."""
-    import sys
-
-    problems: list[Problem] = []
-    root = str(snapshot.root)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    for tool in snapshot.tools.values():
-        definition = tool.definition
-        refs = []
-        if isinstance(definition.handler, PythonHandler):
-            refs.append(("/handler/python", definition.handler.ref))
-        if definition.permission.analyzer and ":" in definition.permission.analyzer:
-            refs.append(("/permission/analyzer", definition.permission.analyzer))
-        if definition.format_validation_error:
-            refs.append(("/format_validation_error", definition.format_validation_error))
-        for pointer, ref in refs:
-            try:
-                target = import_ref(ref)
-            except ImportError as exc:
-                problems.append(_locate(definition, pointer, f"handler '{ref}' cannot be imported: {exc}"))
-                continue
-            if not callable(target):
-                problems.append(_locate(definition, pointer, f"'{ref}' is not callable"))
-    return problems
 
 
 def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:

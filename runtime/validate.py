@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .compiled import CompiledTool, import_ref, locate
+from .config.model import PythonHandler
 from .errors import ConfigError, Problem, UsageError
 from .permissions.model import PermissionRequest
-from .snapshot import CompiledTool, Snapshot, build_snapshot, python_handler_problems
+from .snapshot import Snapshot, build_snapshot
 
 __all__ = ["Report", "validate"]
 
@@ -114,3 +116,31 @@ def _at(source: str, document: Any, pointer: str, message: str, severity: str) -
         return Problem(source, 0, 0, pointer, message, severity)  # type: ignore[arg-type]
     line, column = document.locate(pointer)
     return Problem(document.name, line, column, pointer, message, severity)  # type: ignore[arg-type]
+
+
+def python_handler_problems(snapshot: Snapshot) -> list[Problem]:
+    """Handlers, hooks and analyzers that cannot be imported (project root first on sys.path)."""
+    import sys
+
+    problems: list[Problem] = []
+    root = str(snapshot.root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    for tool in snapshot.tools.values():
+        definition = tool.definition
+        refs = []
+        if isinstance(definition.handler, PythonHandler):
+            refs.append(("/handler/python", definition.handler.ref))
+        if definition.permission.analyzer and ":" in definition.permission.analyzer:
+            refs.append(("/permission/analyzer", definition.permission.analyzer))
+        if definition.format_validation_error:
+            refs.append(("/format_validation_error", definition.format_validation_error))
+        for pointer, ref in refs:
+            try:
+                target = import_ref(ref)
+            except ImportError as exc:
+                problems.append(locate(definition, pointer, f"handler '{ref}' cannot be imported: {exc}"))
+                continue
+            if not callable(target):
+                problems.append(locate(definition, pointer, f"'{ref}' is not callable"))
+    return problems

@@ -14,6 +14,7 @@ LAYERS: list[set[str]] = [
     {"errors", "result", "permissions.model", "config", "config.document", "config.resources"},
     {"config.loader", "config.validation", "config.model", "config.layers", "templates", "truncate", "audit"},
     {"settings", "context", "permissions.*", "specs.*", "shell.*", "execute.*"},
+    {"compiled"},
     {"snapshot"},
     {"selection"},
     {"calls"},

@@ -1,0 +1,194 @@
+"""Compiling one tool definition: its argument validator, its templates, its permission requests.
+
+Everything a call needs is prepared here once per snapshot, so the per-call path only renders and
+matches. Problems are appended to the caller's list, located at the definition's file:line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import jsonschema_rs
+
+from .config.document import Document
+from .config.model import ArgvHandler, ShellHandler, ToolDefinition
+from .config.validation import parameter_schema_problems
+from .errors import Problem
+from .permissions.model import PermissionRequest
+from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
+
+__all__ = ["EDIT_TOOLS", "CompiledTool", "compile_tool", "import_ref", "locate"]
+
+EDIT_TOOLS = frozenset({"edit", "write", "apply_patch", "patch", "multiedit"})
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTool:
+    """A definition with everything a call needs precompiled."""
+
+    definition: ToolDefinition
+    description: str
+    parameter_names: frozenset[str]
+    validator: Any
+    """jsonschema-rs validator of the parameters, built once."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Top-level parameter defaults, applied to arguments before validation."""
+    title: Any = None
+    confirm_title: Any = None
+    confirm_message: Any = None
+    patterns: tuple[Any, ...] = ()
+    always: tuple[Any, ...] = ()
+    argv: ArgvTemplate | None = None
+    shell: Any = None
+    cwd: Any = None
+    stdin: Any = None
+    env_set: Mapping[str, Any] = field(default_factory=dict)
+    static_requests: tuple[PermissionRequest, ...] | None = None
+    """The permission requests of every call when they do not depend on the arguments (no templates,
+    no path arguments, no analyzer): computed once, and their allow decisions can be reused."""
+
+    @property
+    def id(self) -> str:
+        return self.definition.id
+
+    @property
+    def permission_key(self) -> str:
+        key = self.definition.permission.key
+        return "edit" if key in EDIT_TOOLS else key
+
+
+def import_ref(ref: str) -> Any:
+    """Resolve `package.module:attribute` (dots allowed in the attribute); ImportError says what failed."""
+    import importlib
+
+    module_name, _, attribute = ref.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"cannot import module '{module_name}': {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ImportError(f"module '{module_name}' has no attribute '{attribute}'") from None
+    return target
+
+
+def locate(tool: ToolDefinition, pointer: str, message: str, severity: str = "error") -> Problem:
+    document = tool.document
+    if document is None:
+        return Problem(tool.source or "<registered>", 0, 0, pointer, message, severity)  # type: ignore[arg-type]
+    line, column = document.locate(pointer)
+    return Problem(document.name, line, column, pointer, message, severity)  # type: ignore[arg-type]
+
+
+def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]) -> CompiledTool | None:
+    """Compile one definition; append located problems and return None when it cannot be used."""
+    before = len(problems)
+    document = tool.document or Document(Path(tool.source or "<registered>"), {})
+    problems.extend(parameter_schema_problems(document, "/parameters", tool.parameters))
+    if len(problems) > before:
+        return None
+    names = frozenset(tool.parameters.get("properties", {}))
+    for index, name in enumerate(tool.parameters.get("required", ())):
+        if name not in names:
+            problems.append(
+                locate(
+                    tool,
+                    f"/parameters/required/{index}",
+                    f"required names '{name}', which is not a property "
+                    f"(properties: {', '.join(sorted(names)) or 'none'})",
+                )
+            )
+    validator = jsonschema_rs.validator_for(dict(tool.parameters))
+
+    def template(pointer: str, source: str | None, *, quote_shell: bool = False) -> Any:
+        if source is None:
+            return None
+        if not quote_shell and "{" not in source:
+            return source  # constant text: nothing to render per call
+        try:
+            return compile_template(source, names, shell=quote_shell)
+        except TemplateProblem as exc:
+            problems.append(locate(tool, pointer, str(exc)))
+            return None
+
+    spec = tool.permission
+    patterns = tuple(template(f"/permission/patterns/{i}", p) for i, p in enumerate(spec.patterns))
+    always = tuple(template(f"/permission/always/{i}", p) for i, p in enumerate(spec.always))
+    for index, path_arg in enumerate(spec.paths):
+        if path_arg.arg not in names:
+            problems.append(
+                locate(
+                    tool, f"/permission/paths/{index}", f"path argument '{path_arg.arg}' is not a declared parameter"
+                )
+            )
+    handler = tool.handler
+    argv = shell = cwd = stdin = None
+    env_set: dict[str, Any] = {}
+    if isinstance(handler, ArgvHandler):
+        try:
+            argv = compile_argv(handler.argv, names)
+        except TemplateProblem as exc:
+            problems.append(locate(tool, "/handler/argv", str(exc)))
+    if isinstance(handler, ShellHandler):
+        shell = template("/handler/shell", handler.script, quote_shell=True)
+    if isinstance(handler, (ArgvHandler, ShellHandler)):
+        cwd = template("/handler/cwd", handler.options.cwd)
+        stdin = template("/handler/stdin", handler.options.stdin)
+        env_set = {k: template(f"/handler/env/set/{k}", v) for k, v in handler.options.env_set.items()}
+    static = None
+    if spec.analyzer is None and not spec.paths and all(isinstance(t, str) for t in patterns + always):
+        static = (PermissionRequest(spec.key, tuple(patterns), tuple(always)),)
+    compiled = CompiledTool(
+        static_requests=static,
+        definition=tool,
+        description=description,
+        parameter_names=names,
+        validator=validator,
+        defaults=MappingProxyType(
+            {
+                n: spec["default"]
+                for n, spec in tool.parameters.get("properties", {}).items()
+                if isinstance(spec, Mapping) and "default" in spec
+            }
+        ),
+        title=template("/title", tool.title),
+        confirm_title=template("/confirm/title", tool.confirm_title),
+        confirm_message=template("/confirm/message", tool.confirm_message),
+        patterns=patterns,
+        always=always,
+        argv=argv,
+        shell=shell,
+        cwd=cwd,
+        stdin=stdin,
+        env_set=MappingProxyType(env_set),
+    )
+    _check_examples(compiled, problems)
+    return compiled if len(problems) == before else None
+
+
+def _check_examples(tool: CompiledTool, problems: list[Problem]) -> None:
+    for index, example in enumerate(tool.definition.examples_valid):
+        if not tool.validator.is_valid(example):
+            error = next(iter(tool.validator.iter_errors(example)))
+            problems.append(
+                locate(
+                    tool.definition,
+                    f"/examples/valid/{index}",
+                    f"valid example does not pass the parameters schema: {error.message}",
+                )
+            )
+    for index, example in enumerate(tool.definition.examples_invalid):
+        if tool.validator.is_valid(example):
+            problems.append(
+                locate(
+                    tool.definition,
+                    f"/examples/invalid/{index}",
+                    "invalid example passes the parameters schema (the schema is too loose, or the example is wrong)",
+                )
+            )
