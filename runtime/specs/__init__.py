@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.errors import UsageError
-from runtime.specs.anthropic import compile_anthropic
-from runtime.specs.core import thaw
-from runtime.specs.gemini import compile_gemini
-from runtime.specs.mcp import HINTS, compile_mcp
-from runtime.specs.model import CompiledSpec, SpecWarning
-from runtime.specs.nulls import strip_strict_nulls
-from runtime.specs.openai import compile_openai
+from ..errors import UsageError
+from .anthropic import compile_anthropic
+from .core import thaw
+from .gemini import compile_gemini
+from .mcp import HINTS, compile_mcp
+from .model import CompiledSpec, SpecWarning
+from .nulls import strip_strict_nulls
+from .openai import compile_openai
 
 __all__ = ["FORMATS", "CompiledSpec", "SpecWarning", "compile_spec", "strip_strict_nulls"]
 

@@ -6,9 +6,9 @@ Anthropic refuses `oneOf`/`anyOf`/`allOf` at the top of `input_schema`; everythi
 
 from __future__ import annotations
 
-from runtime.specs.core import Schema, with_notes
-from runtime.specs.lift import lift_root
-from runtime.specs.model import CompiledSpec
+from .core import Schema, with_notes
+from .lift import lift_root
+from .model import CompiledSpec
 
 __all__ = ["compile_anthropic"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.specs.core import (
+from .core import (
     SILENT_KEYWORDS,
     Schema,
     as_json,
@@ -21,9 +21,9 @@ from runtime.specs.core import (
     type_names,
     with_notes,
 )
-from runtime.specs.lift import lift_root
-from runtime.specs.model import CompiledSpec
-from runtime.specs.rewriter import Rewriter
+from .lift import lift_root
+from .model import CompiledSpec
+from .rewriter import Rewriter
 
 __all__ = ["GEMINI_FIELDS", "compile_gemini"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.specs.core import Schema, merge, note
-from runtime.specs.model import SpecWarning
-from runtime.specs.refs import RefIndex
+from .core import Schema, merge, note
+from .model import SpecWarning
+from .refs import RefIndex
 
 __all__ = ["lift_root"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.specs.core import Schema, map_children
-from runtime.specs.model import CompiledSpec
-from runtime.specs.rewriter import Rewriter
+from .core import Schema, map_children
+from .model import CompiledSpec
+from .rewriter import Rewriter
 
 __all__ = ["compile_mcp"]
 

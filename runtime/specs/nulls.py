@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.specs.core import Schema, type_names
-from runtime.specs.refs import RefIndex
+from .core import Schema, type_names
+from .refs import RefIndex
 
 __all__ = ["strip_strict_nulls"]
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from runtime.specs.core import SILENT_KEYWORDS, Schema, child_pointer, inferred_type, thaw, type_names, with_notes
-from runtime.specs.lift import lift_root
-from runtime.specs.model import CompiledSpec, SpecWarning
-from runtime.specs.rewriter import Rewriter
+from .core import SILENT_KEYWORDS, Schema, child_pointer, inferred_type, thaw, type_names, with_notes
+from .lift import lift_root
+from .model import CompiledSpec, SpecWarning
+from .rewriter import Rewriter
 
 __all__ = ["STRICT_FORMATS", "STRICT_KEYWORDS", "compile_openai"]
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from runtime.specs.core import Schema, child_pointer
+from .core import Schema, child_pointer
 
 __all__ = ["RefIndex"]
 

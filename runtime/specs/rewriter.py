@@ -8,11 +8,12 @@ every depth and inlined definitions are reported at their own pointer (`/$defs/N
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from runtime.specs.core import SILENT_KEYWORDS, Schema, merge, note, thaw, with_notes
-from runtime.specs.model import SpecWarning
-from runtime.specs.refs import RefIndex
+from .core import SILENT_KEYWORDS, Schema, merge, note, thaw, with_notes
+from .model import SpecWarning
+from .refs import RefIndex
 
 __all__ = ["MAX_INLINED", "Rewriter"]
 
@@ -20,7 +21,7 @@ MAX_INLINED = 1000
 """References one schema may inline in total; bounds the output of a schema built to explode."""
 
 
-class Rewriter:
+class Rewriter(ABC):
     """Rebuilds one declared schema for one format; never mutates the declared schema."""
 
     label: ClassVar[str]
@@ -74,9 +75,9 @@ class Rewriter:
         """Whether this node's `$ref` is replaced by its target (default: always)."""
         return True
 
+    @abstractmethod
     def rewrite(self, schema: Schema, pointer: str, *, root: bool) -> Any:
         """The format's rewrite of one node (no `$ref` to inline, no `allOf` to merge left)."""
-        raise NotImplementedError
 
     def node(self, value: Any, pointer: str) -> Any:
         """Rewrite any subschema: booleans, references and `allOf` first, then `rewrite`."""
