@@ -34,6 +34,8 @@ from .truncate import cleanup_outputs, truncate_output
 __all__ = ["dispatch"]
 
 INVALID_TOOL = "invalid"
+MAX_CACHED_RESULTS = 4096
+"""Results kept by `cache: {ttl}` tools at once; past it expired entries go, then the oldest half."""
 
 
 async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, services: Services) -> ToolResult:
@@ -140,6 +142,9 @@ async def _execute_cached(tool: CompiledTool, args: dict[str, Any], call: Active
         return hit[1]
     result = await _execute(tool, args, call)
     if result.error is None:
+        if len(cache) >= MAX_CACHED_RESULTS:
+            for stale in [k for k, (expires, _) in cache.items() if expires <= now] or list(cache)[: len(cache) // 2]:
+                del cache[stale]
         cache[key] = (now + ttl, result)
     return result
 
