@@ -57,7 +57,8 @@ class CallRequest:
 
 @dataclass(frozen=True, slots=True)
 class CallEvent:
-    """`running` (data: input), `metadata` (title, metadata), `completed` (the result) or `error`."""
+    """`running` (data: input), `metadata` (title, metadata), then `completed` or `error` (data: the result,
+    and the call's `start` and `end` as Unix times)."""
 
     kind: str
     call_id: str

@@ -98,7 +98,9 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     record_call(services.audit, request, call_id, agent, offered.name, args, decision, duration, status, result)
     if services.listeners:
         kind = "completed" if result.error is None else "error"
-        services.emit(CallEvent(kind, call_id, offered.name, request.session, {"result": result}, time.time()))
+        ended = time.time()
+        timing = {"result": result, "start": ended - duration, "end": ended}
+        services.emit(CallEvent(kind, call_id, offered.name, request.session, timing, ended))
     return result
 
 
