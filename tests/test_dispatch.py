@@ -270,6 +270,7 @@ def test_events_reach_listeners_in_order(make_project: Factory) -> None:
     assert events[0].data == {"input": {}}
     assert events[1].data == {"title": "halfway", "metadata": {"percent": 50}}
     assert events[2].data["result"].output == "done"
+    assert events[2].data["start"] <= events[2].data["end"] == events[2].time
     assert events[4].data["result"].error.startswith("The boom tool failed: ValueError")
 
 
