@@ -83,6 +83,7 @@ def _spec_problems(snapshot: Snapshot) -> list[Problem]:
         if definition.internal:
             continue
         document = definition.document
+        lossy: dict[tuple[str, str, str], list[str]] = {}
         for format in FORMATS:
             try:
                 compiled = compile_spec(
@@ -98,16 +99,13 @@ def _spec_problems(snapshot: Snapshot) -> list[Problem]:
                 )
                 continue
             for warning in compiled.warnings:
-                pointer = "/parameters" + warning.pointer
-                problems.append(
-                    _at(
-                        definition.source,
-                        document,
-                        pointer,
-                        f"{warning.message} [{format}, {warning.keyword}]",
-                        "warning",
-                    )
-                )
+                # openai and openai-responses share their rules: one warning names both formats.
+                formats = lossy.setdefault((warning.pointer, warning.keyword, warning.message), [])
+                formats.append(format)
+        for (pointer, keyword, message), formats in lossy.items():
+            where = "/parameters" + pointer
+            text = f"{message} [{', '.join(formats)}: {keyword}]"
+            problems.append(_at(definition.source, document, where, text, "warning"))
     return problems
 
 
