@@ -61,7 +61,16 @@ def _permission_problems(snapshot: Snapshot) -> list[Problem]:
     from .permissions.tests import run_permission_tests
 
     known = {tool.permission_key for tool in snapshot.tools.values()} | {tool.id for tool in snapshot.tools.values()}
-    known |= {"external_directory", "doom_loop", "bash", "task", "question", "plan_enter", "plan_exit"}
+    known |= {
+        "external_directory",
+        "doom_loop",
+        "bash",
+        "task",
+        "question",
+        "plan_enter",
+        "plan_exit",
+        "private_network",
+    }
     problems = lint(snapshot.permissions, known_permissions=known)
 
     def analyze(tool_id: str, args: Mapping[str, Any], agent: str) -> Sequence[PermissionRequest]:

@@ -263,3 +263,89 @@ def test_bad_arguments_reaching_the_handler(tmp_path: Path, args: dict[str, Any]
 def test_converters(html: str, markdown: str, text: str) -> None:
     assert html_to_markdown(html) == markdown
     assert html_to_text(html) == text
+
+
+# --- private_network: local services are not reachable unseen ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "private"),
+    [
+        ("http://127.0.0.1:8080/", True),
+        ("http://localhost/admin", True),
+        ("http://printer.local/", True),
+        ("http://169.254.169.254/latest/meta-data/", True),  # cloud metadata
+        ("http://10.1.2.3/", True),
+        ("http://[::1]/", True),
+        ("http://[::ffff:127.0.0.1]/", True),
+        ("https://docs.python.org/3/", False),
+        ("https://93.184.215.14/", False),
+    ],
+)
+def test_urls_inside_the_network_ask_private_network(url: str, private: bool) -> None:
+    from runtime.builtin.webfetch import permission_requests
+    from runtime.permissions.model import CallSite
+
+    site = CallSite(root=Path("/project"), cwd=Path("/project"), home=Path("/home/user"))
+    requests = permission_requests({"url": url}, site)
+    assert requests[0].permission == "webfetch" and requests[0].patterns == (url,)
+    assert [r.permission for r in requests[1:]] == (["private_network"] if private else [])
+
+
+def _project(tmp_path: Path, permissions: str = "") -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "toolrt.yaml").write_text("builtin_tools: [webfetch, invalid]\n")
+    if permissions:
+        (root / "permissions.yaml").write_text(permissions)
+    return root
+
+
+def test_the_defaults_ask_before_fetching_from_localhost(server: Server, tmp_path: Path) -> None:
+    from runtime.api import Runtime
+
+    rt = Runtime.load(_project(tmp_path))
+    result = rt.call_sync("webfetch", {"url": f"{server.base}/notes.txt", "format": "text"})
+    assert result.error is not None
+    assert "needs approval (private_network `127.0.0.1`)" in result.error
+
+
+def test_a_rule_can_allow_a_local_host(server: Server, tmp_path: Path) -> None:
+    from runtime.api import Runtime
+
+    rt = Runtime.load(_project(tmp_path, 'permission:\n  private_network: {"127.0.0.1": allow}\n'))
+    result = rt.call_sync("webfetch", {"url": f"{server.base}/notes.txt", "format": "text"})
+    assert result.error is None, result.error
+    assert "plain text" in result.output
+
+
+def test_a_public_name_resolving_inside_the_network_asks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import runtime.builtin.webfetch as module
+    from runtime.errors import DeniedError
+    from runtime.permissions.model import PermissionRequest
+
+    async def resolve(host: str, port: int, **_: Any) -> list[Any]:
+        return [(2, 1, 6, "", ("10.0.0.7", port))]
+
+    monkeypatch.setattr(module.anyio, "getaddrinfo", resolve)
+    asked: list[PermissionRequest] = []
+
+    async def asker(requests: Any) -> None:
+        asked.extend(requests)
+        raise DeniedError("private_network denied")
+
+    ctx = ToolContext(tool="webfetch", root=tmp_path, data_dir=tmp_path / "data", asker=asker)
+    with pytest.raises(DeniedError, match="private_network denied"):
+        anyio.run(lambda: webfetch({"url": "http://intranet.example.com/"}, ctx))
+    assert [(r.permission, r.patterns) for r in asked] == [("private_network", ("intranet.example.com",))]
+
+
+def test_a_redirect_into_the_network_is_not_followed() -> None:
+    import httpx2
+
+    from runtime.builtin.webfetch import _refuse_private_redirect
+
+    check = _refuse_private_redirect("https://public.example.com/start")
+    with pytest.raises(ToolFailure, match=r"redirected to http://169\.254\.169\.254/latest, an address inside"):
+        anyio.run(check, httpx2.Request("GET", "http://169.254.169.254/latest"))
+    anyio.run(check, httpx2.Request("GET", "https://cdn.example.com/next"))  # public: followed

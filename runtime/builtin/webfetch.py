@@ -7,6 +7,7 @@ must not cost their import time.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import posixpath
 import re
 from collections.abc import Mapping
@@ -17,11 +18,21 @@ import anyio
 
 from ..context import ToolContext
 from ..errors import ToolFailure
+from ..permissions.model import CallSite, PermissionRequest
 
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_RESPONSE_SIZE", "MAX_TIMEOUT", "html_to_markdown", "html_to_text", "webfetch"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_RESPONSE_SIZE",
+    "MAX_TIMEOUT",
+    "html_to_markdown",
+    "html_to_text",
+    "permission_requests",
+    "private_address",
+    "webfetch",
+]
 
 MAX_RESPONSE_SIZE = 5 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0
@@ -45,6 +56,50 @@ _BLOCKS = (
 _TEXT_IMAGES = frozenset({"image/svg+xml", "image/vnd.fastbidsheet"})
 
 
+_LOCAL_NAMES = ("localhost", ".localhost", ".local", ".internal", ".lan", ".home.arpa")
+
+
+def private_address(host: str) -> bool:
+    """Whether `host` (a name or an address) is inside this machine or its network, not the internet:
+    loopback, private ranges, link-local (cloud metadata services), or names that only resolve locally."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(_LOCAL_NAMES):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return not address.is_global
+
+
+def permission_requests(args: Mapping[str, Any], site: CallSite) -> tuple[PermissionRequest, ...]:
+    """`webfetch` on the URL (always `*`), plus `private_network` on the host when the URL names an
+    address inside the network (the defaults ask: a model must not reach local services unseen)."""
+    url = str(args.get("url", ""))
+    requests = [PermissionRequest("webfetch", (url,), ("*",))]
+    host = urlsplit(url).hostname or ""
+    if host and private_address(host):
+        requests.append(PermissionRequest("private_network", (host,), (host,), {"url": url}))
+    return tuple(requests)
+
+
+async def _check_resolved(url: str, ctx: ToolContext) -> None:
+    """Ask `private_network` when a public-looking host name resolves to an address inside the network."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not host or private_address(host):
+        return  # empty (httpx reports it) or already asked by `permission_requests`
+    try:
+        infos = await anyio.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
+    except OSError:
+        return  # unresolvable: the fetch itself fails with the resolver's message
+    inside = sorted({str(info[4][0]) for info in infos if private_address(str(info[4][0]))})
+    if inside:
+        await ctx.ask("private_network", [host], always=[host], metadata={"url": url, "addresses": inside})
+
+
 async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Fetch `url` and return its body in `format` (markdown by default); images come back as an attachment.
 
@@ -61,6 +116,7 @@ async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if timeout <= 0:
         raise ToolFailure(f"timeout must be a positive number of seconds (at most 120), got {timeout:g}.")
 
+    await _check_resolved(url, ctx)
     failure: ToolFailure | None = None
     download: tuple[str, bytes] | None = None
     # Failures are carried out of the task group by hand: raised inside it they would arrive wrapped.
@@ -84,13 +140,30 @@ async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return _present(url, output_format, *download)
 
 
+def _refuse_private_redirect(url: str) -> Any:
+    """A request hook: a redirect may not lead into the network unless the URL itself pointed there."""
+    allowed = urlsplit(url).hostname or ""
+
+    async def check(request: httpx2.Request) -> None:
+        host = request.url.host
+        if host != allowed and private_address(host):
+            raise ToolFailure(
+                f"{url} redirected to {request.url}, an address inside the network; it was not followed. "
+                "Fetch that URL directly if it is really needed, so the person can approve it."
+            )
+
+    return check
+
+
 async def _download(url: str, accept: str) -> tuple[str, bytes]:
     import httpx2
 
     headers = {"User-Agent": _USER_AGENT, "Accept": accept, "Accept-Language": "en-US,en;q=0.9"}
     try:
         async with (
-            httpx2.AsyncClient(follow_redirects=True, timeout=None) as client,
+            httpx2.AsyncClient(
+                follow_redirects=True, timeout=None, event_hooks={"request": [_refuse_private_redirect(url)]}
+            ) as client,
             client.stream("GET", url, headers=headers) as response,
         ):
             if not response.is_success:
