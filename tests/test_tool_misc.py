@@ -422,7 +422,6 @@ def test_descriptions_are_written_for_the_model(tool: str) -> None:
         ("glob", "glob", ["{{ pattern }}"], ["*"], [{"arg": "path", "kind": "directory"}]),
         ("grep", "grep", ["{{ pattern }}"], ["*"], [{"arg": "path", "kind": "directory"}]),
         ("list", "list", ["{{ path | abspath }}"], ["*"], [{"arg": "path", "kind": "directory"}]),
-        ("webfetch", "webfetch", ["{{ url }}"], ["*"], None),
         ("skill", "skill", ["{{ name }}"], None, None),
         ("task", "task", ["{{ subagent_type }}"], None, None),
     ],
@@ -433,6 +432,11 @@ def test_yaml_permissions(
     permission = load(tool)["permission"]
     assert (permission["key"], permission["patterns"]) == (key, patterns)
     assert (permission.get("always"), permission.get("paths")) == (always, paths)
+
+
+def test_webfetch_permission_comes_from_its_analyzer() -> None:
+    # `webfetch` on the URL with always `*`, plus `private_network` for local hosts (test_tool_webfetch.py).
+    assert load("webfetch")["permission"] == {"analyzer": "runtime.builtin.webfetch:permission_requests"}
 
 
 @pytest.mark.parametrize(
