@@ -138,3 +138,48 @@ def test_ask_goes_through_elicitation_and_without_it_is_denied(tmp_path: Path) -
         assert "approval" in result.content[0].text.lower()  # type: ignore[union-attr]
 
     run(tmp_path / "headless", headless, permissions=rules)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_streamable_http_on_loopback(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    root = project(tmp_path)
+    port = _free_port()
+    env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "runtime", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
+    process = subprocess.Popen(argv, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60  # importing the SDK takes seconds; wait for the port, not a guess
+        while True:
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server never listened"
+                time.sleep(0.05)
+
+        async def body() -> tuple[list[str], str]:
+            with anyio.fail_after(30):
+                async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                    listed = await client.list_tools()
+                    result = await client.call_tool("echo_n", {"n": 7})
+                    return [tool.name for tool in listed.tools], result.content[0].text  # type: ignore[union-attr]
+
+        names, text = anyio.run(body)
+        assert names == ["echo_n"]
+        assert text.strip() == "first 7"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
