@@ -183,3 +183,18 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds
+def test_live_output_reaches_the_client_as_progress(tmp_path: Path) -> None:
+    async def body(client: Client, changed: anyio.Event) -> None:
+        messages: list[str | None] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            messages.append(message)
+
+        result = await client.call_tool("echo_n", {"n": 3}, progress_callback=on_progress)
+        assert result.content[0].text == "first 3\n"  # type: ignore[union-attr]
+        assert any(message is not None and "first 3" in message for message in messages), messages
+
+    run(tmp_path, body)
