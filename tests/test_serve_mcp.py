@@ -198,3 +198,48 @@ def test_live_output_reaches_the_client_as_progress(tmp_path: Path) -> None:
         assert any(message is not None and "first 3" in message for message in messages), messages
 
     run(tmp_path, body)
+
+
+SLEEPER = """\
+id: sleeper
+description: "Writes its process id, says it started, then sleeps: for the cancellation test."
+parameters: {type: object, properties: {pidfile: {type: string}}, required: [pidfile]}
+handler: {shell: "echo $$ > {{ pidfile }}; echo started; exec sleep 60"}
+timeout: 120
+"""
+
+
+@pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds
+def test_a_client_cancellation_stops_the_tool(tmp_path: Path) -> None:
+    pidfile = tmp_path / "sleeper.pid"
+    (tmp_path / "project" / "tools.d").mkdir(parents=True)
+    (tmp_path / "project" / "tools.d" / "sleeper.yaml").write_text(SLEEPER, encoding="utf-8")
+
+    async def body(client: Client, changed: anyio.Event) -> None:
+        started = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if message is not None and "started" in message:
+                started.set()
+
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                await client.call_tool("sleeper", {"pidfile": str(pidfile)}, progress_callback=on_progress)
+
+            group.start_soon(call)
+            await started.wait()
+            group.cancel_scope.cancel()  # the client sends notifications/cancelled for the request
+        pid = int(pidfile.read_text())
+        with anyio.fail_after(20):
+            while Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid):
+                await anyio.sleep(0.05)
+
+    run(tmp_path, body)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
