@@ -13,7 +13,6 @@ from typing import Any
 import jsonschema
 import pytest
 import tool_helpers
-import yaml
 
 from runtime.builtin.apply_patch import MAX_PATCH_FILE_BYTES, apply_patch, permission_requests
 from runtime.builtin.patch_format import AddFile, Chunk, DeleteFile, PatchError, UpdateFile, parse_patch
@@ -423,21 +422,13 @@ def test_unparsable_patches_ask_nothing(root: Path, args: dict[str, Any]) -> Non
 
 
 def load_definition(name: str = "apply_patch") -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((REPO / "tools.d" / f"{name}.yaml").read_text())
-    return data
+    return tool_helpers.load_definition(name)
 
 
 def test_yaml_handler_and_analyzer_resolve_and_examples_validate() -> None:
-    definition = load_definition()
-    module_name, function_name = definition["handler"]["python"].split(":")
-    assert getattr(importlib.import_module(module_name), function_name) is apply_patch
+    definition = tool_helpers.check_definition("apply_patch", apply_patch)
     module_name, function_name = definition["permission"]["analyzer"].split(":")
     assert getattr(importlib.import_module(module_name), function_name) is permission_requests
-    for example in definition["examples"]["valid"]:
-        jsonschema.validate(example, definition["parameters"])
-    for example in definition["examples"]["invalid"]:
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(example, definition["parameters"])
 
 
 @pytest.mark.parametrize(

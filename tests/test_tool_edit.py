@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import os
 import re
@@ -14,7 +13,6 @@ from typing import Any
 import jsonschema
 import pytest
 import tool_helpers
-import yaml
 
 from runtime.builtin.edit import MAX_EDIT_BYTES, edit
 from runtime.builtin.read import read
@@ -229,19 +227,11 @@ def test_a_lone_surrogate_cannot_be_written(root: Path) -> None:
 
 
 def load_definition() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((REPO / "tools.d" / "edit.yaml").read_text())
-    return data
+    return tool_helpers.load_definition("edit")
 
 
 def test_yaml_handler_resolves_and_examples_validate() -> None:
-    definition = load_definition()
-    module_name, function_name = definition["handler"]["python"].split(":")
-    assert getattr(importlib.import_module(module_name), function_name) is edit
-    for example in definition["examples"]["valid"]:
-        jsonschema.validate(example, definition["parameters"])
-    for example in definition["examples"]["invalid"]:
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(example, definition["parameters"])
+    definition = tool_helpers.check_definition("edit", edit)
     assert definition["permission"] == {
         "key": "edit",
         "patterns": ["{{ filePath | relpath }}"],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import importlib
 import os
 import re
 from pathlib import Path
@@ -372,19 +371,11 @@ def test_a_nul_byte_in_the_path_is_an_error_not_a_crash(root: Path) -> None:
 
 
 def load_definition() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((REPO / "tools.d" / "read.yaml").read_text())
-    return data
+    return tool_helpers.load_definition("read")
 
 
 def test_yaml_handler_resolves_and_examples_validate() -> None:
-    definition = load_definition()
-    module_name, function_name = definition["handler"]["python"].split(":")
-    assert getattr(importlib.import_module(module_name), function_name) is read
-    for example in definition["examples"]["valid"]:
-        jsonschema.validate(example, definition["parameters"])
-    for example in definition["examples"]["invalid"]:
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(example, definition["parameters"])
+    tool_helpers.check_definition("read", read)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import re
 from collections.abc import Callable
@@ -13,7 +12,6 @@ from typing import Any
 import jsonschema
 import pytest
 import tool_helpers
-import yaml
 
 from runtime.builtin.read import read
 from runtime.builtin.write import write
@@ -153,19 +151,11 @@ def test_a_lone_surrogate_is_refused(root: Path) -> None:
 
 
 def load_definition() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((REPO / "tools.d" / "write.yaml").read_text())
-    return data
+    return tool_helpers.load_definition("write")
 
 
 def test_yaml_handler_resolves_and_examples_validate() -> None:
-    definition = load_definition()
-    module_name, function_name = definition["handler"]["python"].split(":")
-    assert getattr(importlib.import_module(module_name), function_name) is write
-    for example in definition["examples"]["valid"]:
-        jsonschema.validate(example, definition["parameters"])
-    for example in definition["examples"]["invalid"]:
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(example, definition["parameters"])
+    definition = tool_helpers.check_definition("write", write)
     assert definition["permission"]["key"] == "edit"
     assert definition["permission"]["patterns"] == ["{{ filePath | relpath }}"]
 

@@ -38,3 +38,35 @@ def call(handler: Handler, args: Mapping[str, Any], ctx: ToolContext) -> dict[st
             return result
 
     return anyio.run(main)
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def load_definition(tool_id: str) -> dict[str, Any]:
+    """The built-in `tools.d/<tool_id>.yaml`, parsed."""
+    import yaml
+
+    data: dict[str, Any] = yaml.safe_load((REPO / "tools.d" / f"{tool_id}.yaml").read_text(encoding="utf-8"))
+    return data
+
+
+def check_definition(tool_id: str, handler: Handler) -> dict[str, Any]:
+    """Load a built-in tool's YAML, check its `python:` handler is `handler` and its examples pass (valid)
+    or fail (invalid) its parameters schema; return the definition for further checks."""
+    import importlib
+
+    import jsonschema
+
+    definition = load_definition(tool_id)
+    module_name, function_name = definition["handler"]["python"].split(":")
+    assert getattr(importlib.import_module(module_name), function_name) is handler
+    for example in definition["examples"]["valid"]:
+        jsonschema.validate(example, definition["parameters"])
+    for example in definition["examples"]["invalid"]:
+        try:
+            jsonschema.validate(example, definition["parameters"])
+        except jsonschema.ValidationError:
+            continue
+        raise AssertionError(f"invalid example {example!r} of {tool_id} passes its schema")
+    return definition
