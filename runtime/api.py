@@ -67,6 +67,17 @@ def _audit_log(snapshot: Snapshot) -> AuditLog:
     return AuditLog(audit if isinstance(audit, Path) else snapshot.data_dir / "audit.jsonl")
 
 
+def _forget_modules(files: Sequence[Path]) -> None:
+    """Drop imported project handler modules whose file changed, so the next call imports the new code."""
+    from .handlers import forget_handlers
+
+    stale = {str(path) for path in files}
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) in stale:
+            del sys.modules[name]
+            forget_handlers(name)
+
+
 class Runtime:
     """A loaded toolrt configuration that answers spec, check and call requests."""
 
@@ -287,6 +298,10 @@ class Runtime:
 
     def _swap(self, snapshot: Snapshot) -> None:
         old = self._snapshot
+        files = snapshot.handler_files
+        changed_modules = [path for path, stamp in files.items() if old.handler_files.get(path) != stamp]
+        if changed_modules:
+            _forget_modules(changed_modules)
         self._flags = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=self._cli_flags)
         self._snapshot = snapshot
         self._generation += 1

@@ -21,10 +21,16 @@ from .context import ToolContext
 from .errors import CallError, ToolFailure
 from .result import ToolResult
 
-__all__ = ["run_handler"]
+__all__ = ["forget_handlers", "run_handler"]
 
 _HANDLERS: dict[str, Callable[..., Any]] = {}
-"""Imported Python handlers by reference; a reload that changes a module restarts the process anyway."""
+"""Imported Python handlers by reference (`module:function`)."""
+
+
+def forget_handlers(module: str) -> None:
+    """Forget the handlers imported from `module` (its file changed; the next call imports it again)."""
+    for ref in [ref for ref in _HANDLERS if ref.partition(":")[0] == module]:
+        del _HANDLERS[ref]
 
 
 async def run_handler(tool: CompiledTool, args: dict[str, Any], call: ActiveCall, timeout: float) -> ToolResult:

@@ -23,6 +23,7 @@ from .config.document import Document
 from .config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
 from .config.model import (
     ProjectSettings,
+    PythonHandler,
     ToolDefinition,
     settings_from_documents,
     tool_from_document,
@@ -48,6 +49,9 @@ class Snapshot:
     watched: tuple[Path, ...] = ()
     loaded_at: float = 0.0
     config: ConfigSet | None = field(default=None, compare=False, repr=False)
+    handler_files: Mapping[Path, tuple[int, int]] = field(default_factory=dict)
+    """Source files of the project's Python handlers (module file → mtime_ns, size): a reload that sees
+    one change makes the next call import the new code."""
 
     @property
     def truncation_dir(self) -> Path:
@@ -182,12 +186,13 @@ def build_snapshot(
     warnings.extend(p for p in problems if p.severity == "warning")
     if errors or permissions is None:
         raise ConfigError(errors or problems)
+    modules = handler_modules(root_path, tools)
     digest = _digest(
         [
             [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
             for layer in config.layers
         ]
-        + [_data(locked_doc)]
+        + [_data(locked_doc), [(str(path), stamp) for path, stamp in modules.items()]]
     )
     return Snapshot(
         root=root_path,
@@ -197,10 +202,32 @@ def build_snapshot(
         settings=settings,
         digest=digest,
         warnings=tuple(warnings),
-        watched=config.watched + ((locked_path,) if locked_path else ()),
+        watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(modules),
+        handler_files=MappingProxyType(modules),
         loaded_at=time.time(),
         config=config,
     )
+
+
+def handler_modules(root: Path, tools: Mapping[str, CompiledTool]) -> dict[Path, tuple[int, int]]:
+    """The files inside the project root that hold `python:` handlers, with their (mtime_ns, size).
+
+    Found by path (`pkg.mod` → `pkg/mod.py` or `pkg/mod/__init__.py`), never by importing.
+    """
+    found: dict[Path, tuple[int, int]] = {}
+    for tool in tools.values():
+        handler = tool.definition.handler
+        if not isinstance(handler, PythonHandler) or tool.definition.layer != "project":
+            continue
+        parts = handler.ref.partition(":")[0].split(".")
+        for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+            try:
+                stat = candidate.stat()
+            except OSError:
+                continue
+            found[candidate] = (stat.st_mtime_ns, stat.st_size)
+            break
+    return found
 
 
 def _subagents(permissions: PermissionConfig | None) -> Mapping[str, str]:

@@ -330,3 +330,23 @@ def test_watch_reports_a_repeated_error_briefly(tmp_path: Path) -> None:
     first, second = _events(tmp_path, [("tools.d/ver.yaml", BROKEN), ("tools.d/ver.yaml", BROKEN)])
     assert "\n" in format_event(first)
     assert format_event(second) == "reload 1: config still invalid (1 problem(s)), serving the last good config"
+
+
+def test_a_changed_handler_module_is_imported_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "project"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n")
+    (root / "tools.d" / "greet.yaml").write_text(
+        "id: greet\ndescription: Says which version of its handler ran.\nhandler: {python: 'greeting:greet'}\n"
+    )
+    module = root / "greeting.py"
+    module.write_text("async def greet(args, ctx):\n    return 'version one'\n")
+    monkeypatch.setenv("TOOLRT_DATA_DIR", str(tmp_path / "data"))
+    rt = Runtime.load(root)
+    assert rt.call_sync("greet", {}).output == "version one"
+    assert module in rt.snapshot.watched and watch_targets(rt.snapshot).relevant(module)  # watched too
+    generation = rt.status().generation
+    module.write_text("async def greet(args, ctx):\n    return 'version two, edited'\n")
+    assert rt.reload().generation == generation + 1
+    assert rt.call_sync("greet", {}).output == "version two, edited"
+    assert rt.reload().generation == generation + 1  # nothing changed since: no swap
