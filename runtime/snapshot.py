@@ -214,12 +214,14 @@ def handler_modules(root: Path, tools: Mapping[str, CompiledTool]) -> dict[Path,
 
     Found by path (`pkg.mod` → `pkg/mod.py` or `pkg/mod/__init__.py`), never by importing.
     """
+    names = {
+        tool.definition.handler.ref.partition(":")[0]
+        for tool in tools.values()
+        if isinstance(tool.definition.handler, PythonHandler) and tool.definition.layer == "project"
+    }
     found: dict[Path, tuple[int, int]] = {}
-    for tool in tools.values():
-        handler = tool.definition.handler
-        if not isinstance(handler, PythonHandler) or tool.definition.layer != "project":
-            continue
-        parts = handler.ref.partition(":")[0].split(".")
+    for name in sorted(names):
+        parts = name.split(".")
         for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
             try:
                 stat = candidate.stat()
