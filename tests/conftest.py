@@ -95,3 +95,11 @@ def make_project(tmp_path: Path) -> ProjectFactory:
         return write_project(root, tools, permissions, settings, modules, builtin_tools=builtin_tools)
 
     return factory
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """An empty project directory (tests that run a tool's handler directly work in it)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    return project

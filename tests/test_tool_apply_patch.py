@@ -39,13 +39,6 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    return project
-
-
 # --- OpenCode's apply_patch tests ----------------------------------------------------------------
 
 

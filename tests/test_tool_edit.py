@@ -27,13 +27,6 @@ make_ctx = functools.partial(tool_helpers.make_ctx, tool="edit")
 call = tool_helpers.call
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    return project
-
-
 def read_then_edit(root: Path, name: str, data: bytes, **args: Any) -> dict[str, Any]:
     (root / name).write_bytes(data)
     ctx = make_ctx(root)

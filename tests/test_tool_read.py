@@ -29,13 +29,6 @@ make_ctx = functools.partial(tool_helpers.make_ctx, tool="read")
 call = tool_helpers.call
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    return project
-
-
 def lines_of(count: int) -> str:
     return "\n".join(f"line{i}" for i in range(count))
 

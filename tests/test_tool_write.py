@@ -25,13 +25,6 @@ make_ctx = functools.partial(tool_helpers.make_ctx, tool="write")
 call = tool_helpers.call
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    return project
-
-
 def test_write_creates_the_file_and_its_directories(root: Path) -> None:
     result = call(write, {"filePath": "a/b/new.py", "content": "print('hi')\n"}, make_ctx(root))
     target = root / "a" / "b" / "new.py"

@@ -110,10 +110,10 @@ class Rewriter(ABC):
         ref = schema["$ref"]
         self.warn("$ref", pointer, f"{self.label}: '$ref' {ref!r} was not inlined: {why}")
         description = schema.get("description", target.get("description"))
-        stub: Schema = {"description": with_notes(description, [f"recursive: deeper levels of {ref} are omitted"])}
+        shallow: Schema = {"description": with_notes(description, [f"recursive: deeper levels of {ref} are omitted"])}
         if isinstance(target.get("type"), (str, list)):
-            stub["type"] = thaw(target["type"])
-        return self.rewrite(stub, pointer, root=False)
+            shallow["type"] = thaw(target["type"])
+        return self.rewrite(shallow, pointer, root=False)
 
     def multi_all_of(self, schema: Schema, pointer: str) -> None:
         """Called before an `allOf` of several entries is merged; a format may warn or refuse."""
