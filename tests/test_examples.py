@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def test_python_handler_example_runs(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The example plugin as pip would leave it: the package plus a dist-info with its entry point."""
     site = tmp_path / "site-packages"
     shutil.copytree(EXAMPLES / "plugin-package" / "src" / "myplugin", site / "myplugin")

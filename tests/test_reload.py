@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -181,7 +182,7 @@ async def _until(reloader: Reloader, done: Callable[[], bool]) -> None:
     """Wait, reload after reload, until `done()` holds (listeners run on the loop: no thread hand-off)."""
     while not done():
         reloaded = anyio.Event()
-        unsubscribe = reloader.on_reload(lambda _event, event=reloaded: event.set())
+        unsubscribe = reloader.on_reload(functools.partial(_set_event, reloaded))
         try:
             await reloaded.wait()
         finally:
@@ -350,3 +351,7 @@ def test_a_changed_handler_module_is_imported_again(tmp_path: Path, monkeypatch:
     assert rt.reload().generation == generation + 1
     assert rt.call_sync("greet", {}).output == "version two, edited"
     assert rt.reload().generation == generation + 1  # nothing changed since: no swap
+
+
+def _set_event(event: anyio.Event, _reload: ReloadEvent) -> None:
+    event.set()

@@ -320,14 +320,13 @@ def test_a_rule_can_allow_a_local_host(server: Server, tmp_path: Path) -> None:
 
 
 def test_a_public_name_resolving_inside_the_network_asks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import runtime.builtin.webfetch as module
     from runtime.errors import DeniedError
     from runtime.permissions.model import PermissionRequest
 
     async def resolve(host: str, port: int, **_: Any) -> list[Any]:
         return [(2, 1, 6, "", ("10.0.0.7", port))]
 
-    monkeypatch.setattr(module.anyio, "getaddrinfo", resolve)
+    monkeypatch.setattr(anyio, "getaddrinfo", resolve)
     asked: list[PermissionRequest] = []
 
     async def asker(requests: Any) -> None:
