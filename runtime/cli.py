@@ -294,6 +294,34 @@ def _terminal_asker(out: TextIO) -> Any:
     return ask
 
 
+def _terminal_questioner() -> Any:
+    """Put the `question` tool's questions to the person at the terminal (numbers, or typed text)."""
+
+    async def questioner(questions: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+        import anyio
+
+        answers: list[list[str]] = []
+        for item in questions:
+            options = [str(option.get("label", "")) for option in item.get("options", ())]
+            lines = [f"\n{item.get('header') or 'Question'}: {item['question']}"]
+            lines.extend(f"  {number}. {label}" for number, label in enumerate(options, 1))
+            print("\n".join(lines), file=sys.stderr, flush=True)
+            hint = "numbers, comma-separated" if item.get("multiple") else "a number"
+            reply = await anyio.to_thread.run_sync(input, f"answer ({hint}, or your own words): ")
+            answers.append(_chosen(reply.strip(), options, multiple=bool(item.get("multiple"))))
+        return answers
+
+    return questioner
+
+
+def _chosen(reply: str, options: Sequence[str], *, multiple: bool) -> list[str]:
+    """The labels a reply picks (`2` or `1,3`), or the reply itself when it is not option numbers."""
+    picks = [part.strip() for part in reply.split(",")] if multiple else [reply]
+    if picks and all(p.isdigit() and 1 <= int(p) <= len(options) for p in picks):
+        return [options[int(p) - 1] for p in picks]
+    return [reply] if reply else []
+
+
 def _fixed_asker(kind: str) -> Any:
     from .permissions.ask import Reply
 
@@ -315,6 +343,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         asker = _terminal_asker(out)
     else:
         asker = None
+    questioner = _terminal_questioner() if sys.stdin.isatty() and sys.stderr.isatty() else None
     state_file = _session_file(rt, options.session)
     rt.restore_session(options.session, _read_json(state_file))
     result = anyio.run(
@@ -327,6 +356,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
             client=options.client,
             session=options.session,
             ask=asker,
+            questioner=questioner,
         )
     )
     _write_json(state_file, rt.session_state(options.session))

@@ -232,3 +232,33 @@ def test_default_specs_are_opencodes_tool_set(tmp_path: Path, model: str, expect
     specs = json.loads(out)
     names = {spec["function"]["name"] if format == "openai" else spec["name"] for spec in specs}
     assert names == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "multiple", "chosen"),
+    [
+        ("2", False, ["SQLite"]),
+        ("1, 2", True, ["Postgres", "SQLite"]),
+        ("9", False, ["9"]),  # not an option number: the person's own words
+        ("whatever is simplest", False, ["whatever is simplest"]),
+        ("", False, []),
+    ],
+)
+def test_terminal_answers_pick_options_or_keep_words(reply: str, multiple: bool, chosen: list[str]) -> None:
+    from runtime.cli import _chosen
+
+    assert _chosen(reply, ["Postgres", "SQLite"], multiple=multiple) == chosen
+
+
+def test_terminal_questioner_asks_each_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+
+    from runtime.cli import _terminal_questioner
+
+    replies = iter(["1", "tabs"])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(replies))
+    questions = [
+        {"question": "Which database?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]},
+        {"question": "Indentation?", "options": [{"label": "spaces"}]},
+    ]
+    assert anyio.run(_terminal_questioner(), questions) == [["Postgres"], ["tabs"]]
