@@ -11,7 +11,7 @@
 - cancellation: `notifications/cancelled` sets the call's abort event, so the tool stops the way it
   stops for any host (process tree killed, audit record written), then the request ends;
 - ask: `elicitation/create` when the client declared elicitation, else no asker (the runtime denies
-  with a message saying approval was required).
+  with a message saying approval was required); the `question` tool's questions go the same way.
 
 The `mcp` SDK is imported by this module only, and this module only by `toolrt serve`. A Reloader
 runs alongside, so edits to the YAML reach connected clients as they are saved.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +156,7 @@ class McpFace:
                         client=s.client,
                         session=_session_name(ctx),
                         ask=self._asker(ctx),
+                        questioner=self._questioner(ctx),
                         abort=abort,
                         call_id=call_id,
                     )
@@ -196,6 +197,23 @@ class McpFace:
 
         return ask
 
+    def _questioner(self, ctx: Ctx) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
+        """The `question` tool's questions as elicitation forms, one per question; None without elicitation."""
+        if self._asker(ctx) is None:
+            return None
+
+        async def questioner(questions: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+            answers: list[list[str]] = []
+            for item in questions:
+                result = await ctx.session.elicit_form(
+                    str(item["question"]), _question_schema(item), related_request_id=ctx.request_id
+                )
+                answer = (result.content or {}).get("answer") if result.action == "accept" else None
+                answers.append(_answer_list(answer, multiple=bool(item.get("multiple"))))
+            return answers
+
+        return questioner
+
     # --- list_changed -----------------------------------------------------------------------------
 
     async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
@@ -221,6 +239,24 @@ class McpFace:
                         await session.send_tool_list_changed()
                     except Exception:  # the client went away; stop telling it
                         self._sessions.remove(session)
+
+
+def _question_schema(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A one-field form: the option labels to pick from (or, for several answers, text to type)."""
+    labels = [str(option.get("label", "")) for option in item.get("options", ()) if option.get("label")]
+    title = str(item.get("header") or item["question"])
+    if labels and not item.get("multiple"):
+        answer: dict[str, Any] = {"type": "string", "title": title, "enum": labels}
+    else:
+        hint = f" (one or more of: {', '.join(labels)}; comma-separated)" if labels else ""
+        answer = {"type": "string", "title": title + hint}
+    return {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}
+
+
+def _answer_list(answer: Any, *, multiple: bool) -> list[str]:
+    if not isinstance(answer, str) or not answer.strip():
+        return []
+    return [part.strip() for part in answer.split(",") if part.strip()] if multiple else [answer.strip()]
 
 
 def _offer(send: MemoryObjectSendStream[Any], item: Any) -> None:

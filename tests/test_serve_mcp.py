@@ -243,3 +243,37 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return "zombie"
+
+
+@pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds
+def test_the_question_tool_asks_through_elicitation(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "toolrt.yaml").write_text("builtin_tools: [question]\n", encoding="utf-8")
+    forms: list[dict[str, Any]] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        forms.append(params.requested_schema)  # type: ignore[union-attr]
+        return types.ElicitResult(action="accept", content={"answer": "SQLite"})
+
+    async def main() -> str:
+        env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+        argv = ["-m", "runtime", "serve", "--root", str(root), "--client", "cli"]
+        params = StdioServerParameters(command=sys.executable, args=argv, env=env, cwd=str(root))
+        with anyio.fail_after(60):
+            async with Client(params, mode="legacy", elicitation_callback=elicit) as client:
+                question = {
+                    "question": "Which database?",
+                    "header": "DB",
+                    "options": [
+                        {"label": "Postgres", "description": "a server"},
+                        {"label": "SQLite", "description": "a file"},
+                    ],
+                }
+                result = await client.call_tool("question", {"questions": [question]})
+                assert result.is_error is False
+                return str(result.content[0].text)  # type: ignore[union-attr]
+
+    text = anyio.run(main)
+    assert '"Which database?"="SQLite"' in text
+    assert forms[0]["properties"]["answer"]["enum"] == ["Postgres", "SQLite"]
