@@ -7,16 +7,16 @@ Run `python benchmarks/bench_file_tools.py`; prints a table, then one JSON line
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _timing import median_ms
 
 from runtime.builtin.patch_format import (
     UpdateFile,
@@ -41,15 +41,6 @@ def source(lines: int) -> str:
             "    return 0",
         ]
     return "\n".join(body) + "\n"
-
-
-def median_ms(fn: Callable[[], object], repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
 
 
 def not_found(content: str) -> None:

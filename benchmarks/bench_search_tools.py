@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,8 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _timing import median_ms
 
 from runtime.builtin.glob import glob
 from runtime.builtin.grep import FileMatches, grep, render_matches
@@ -44,15 +44,6 @@ def build_tree(root: Path) -> None:
             path = directory / f"mod{f:02}.py"
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             os.utime(path, (1_000_000 + d * 100 + f, 1_000_000 + d * 100 + f))
-
-
-def median_ms(fn: Callable[[], object], repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
 
 
 def tool(handler: Handler, args: Mapping[str, Any], root: Path) -> Callable[[], object]:

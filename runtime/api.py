@@ -157,17 +157,9 @@ class Runtime:
         values = self._flags
         if flags:
             values = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli={**self._cli_flags, **flags})
-        key = (
-            id(snapshot),
-            snapshot.digest,
-            model,
-            provider,
-            agent,
-            client,
-            tuple(sorted(values.items())),
-            toolset,
-            tuple(sorted(self._host_handlers)),
-        )
+        # Swaps and handler registrations clear the cache, so the key holds only what a call varies.
+        flags_key = tuple(sorted(flags.items())) if flags else None
+        key = (snapshot.digest, model, provider, agent, client, flags_key, toolset)
         found = self._selections.get(key)
         if found is None:
             if len(self._selections) > 256:

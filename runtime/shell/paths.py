@@ -154,16 +154,8 @@ class PathScope:
             return self.root_real.rstrip("/") or ""
         if not _contains(self.root, directory) or not fs_safe(directory):
             return None
-        current = self.root_real.rstrip("/")
-        for part in directory[len(self.root) :].strip("/").split("/"):
-            current += "/" + part
-            try:
-                mode = os.lstat(current).st_mode
-            except OSError:
-                return None
-            if stat.S_ISLNK(mode):
-                return None
-        return current
+        walked = self._walk(directory[len(self.root) :].strip("/"))
+        return None if walked is None or walked[1] else walked[0]
 
     def _real(self, absolute: str, lexical: str) -> str | None:
         """The symlink-resolved path when it may differ from `lexical`, else None."""
@@ -179,16 +171,24 @@ class PathScope:
                 if not os.access(current, os.F_OK, follow_symlinks=False):
                     return None
                 return os.path.realpath(current) if os.path.islink(current) else None
-            for part in relative.split("/"):
-                current += "/" + part
-                try:
-                    mode = os.lstat(current).st_mode
-                except OSError:
-                    return None
-                if stat.S_ISLNK(mode):
-                    return os.path.realpath(lexical)
-            return None
+            walked = self._walk(relative)
+            return os.path.realpath(lexical) if walked is not None and walked[1] else None
         return os.path.realpath(absolute)
+
+    def _walk(self, relative: str) -> tuple[str, bool] | None:
+        """Follow `relative` under the root's real path one component at a time, without following
+        links: (path so far, True) at the first symlink, (full path, False) when there is none, and
+        None when a component does not exist."""
+        current = self.root_real.rstrip("/")
+        for part in relative.split("/"):
+            current += "/" + part
+            try:
+                mode = os.lstat(current).st_mode
+            except OSError:
+                return None
+            if stat.S_ISLNK(mode):
+                return current, True
+        return current, False
 
     def _exempt(self, path: str) -> bool:
         if path in _DEVICES or path.startswith("/dev/fd/"):
