@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime.permissions.model import CallSite
-from runtime.shell import analyze_command
-from runtime.shell.parser import parse
+from toolrt.permissions.model import CallSite
+from toolrt.shell import analyze_command
+from toolrt.shell.parser import parse
 
 COMMANDS = {
     "git commit && push": 'git commit -m "x" && git push origin main',

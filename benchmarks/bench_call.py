@@ -27,9 +27,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime.api import Runtime
-from runtime.audit import read_records
-from runtime.execute import build_env
+from toolrt.api import Runtime
+from toolrt.audit import read_records
+from toolrt.execute import build_env
 
 HANDLER = """
 async def echo(args, ctx):

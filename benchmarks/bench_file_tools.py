@@ -18,15 +18,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _timing import median_ms
 
-from runtime.builtin.patch_format import (
+from toolrt.builtin.patch_format import (
     UpdateFile,
     apply_chunks,
     parse_patch,
 )
-from runtime.builtin.read import read
-from runtime.builtin.replacers import replace
-from runtime.context import ToolContext
-from runtime.errors import ToolFailure
+from toolrt.builtin.read import read
+from toolrt.builtin.replacers import replace
+from toolrt.context import ToolContext
+from toolrt.errors import ToolFailure
 
 
 def source(lines: int) -> str:

@@ -21,8 +21,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runtime import snapshot  # noqa: E402
-from runtime.config import layers  # noqa: E402
+from toolrt import snapshot  # noqa: E402
+from toolrt.config import layers  # noqa: E402
 
 TOOL = """\
 id: tool_{i}

@@ -20,11 +20,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runtime.config.document import Document  # noqa: E402
-from runtime.permissions.config import build_permission_config  # noqa: E402
-from runtime.permissions.evaluate import decide  # noqa: E402
-from runtime.permissions.model import Action, PermissionRequest, Rule  # noqa: E402
-from runtime.permissions.rules import Ruleset  # noqa: E402
+from toolrt.config.document import Document  # noqa: E402
+from toolrt.permissions.config import build_permission_config  # noqa: E402
+from toolrt.permissions.evaluate import decide  # noqa: E402
+from toolrt.permissions.model import Action, PermissionRequest, Rule  # noqa: E402
+from toolrt.permissions.rules import Ruleset  # noqa: E402
 
 BUDGET_US = 50.0
 ACTIONS: tuple[Action, ...] = ("allow", "ask", "deny")

@@ -25,7 +25,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime.execute import build_env, run_process
+from toolrt.execute import build_env, run_process
 
 BIG = 100_000_000
 BIG_SCRIPT = f"head -c {BIG} /dev/zero | tr '\\0' a"

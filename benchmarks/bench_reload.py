@@ -22,8 +22,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime.api import Runtime
-from runtime.reload import Reloader
+from toolrt.api import Runtime
+from toolrt.reload import Reloader
 
 TOOL = """\
 id: {id}

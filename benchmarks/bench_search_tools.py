@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _timing import median_ms
 
-from runtime.builtin.glob import glob
-from runtime.builtin.grep import FileMatches, grep, render_matches
-from runtime.builtin.ls import list_directory, render_tree
-from runtime.builtin.ripgrep import ripgrep_binary
-from runtime.builtin.todo import todoread, todowrite
-from runtime.context import ToolContext
+from toolrt.builtin.glob import glob
+from toolrt.builtin.grep import FileMatches, grep, render_matches
+from toolrt.builtin.ls import list_directory, render_tree
+from toolrt.builtin.ripgrep import ripgrep_binary
+from toolrt.builtin.todo import todoread, todowrite
+from toolrt.context import ToolContext
 
 Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 DIRECTORIES, FILES_PER_DIRECTORY, LINES_PER_FILE = 40, 50, 60

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runtime.specs import FORMATS, compile_spec  # noqa: E402
+from toolrt.specs import FORMATS, compile_spec  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "schemas"
 ROUNDS = 200

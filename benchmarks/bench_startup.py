@@ -34,8 +34,8 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
-        "toolrt validate": [sys.executable, "-m", "runtime", "validate"],
-        "toolrt specs --format openai": [sys.executable, "-m", "runtime", "specs", "--format", "openai"],
+        "toolrt validate": [sys.executable, "-m", "toolrt", "validate"],
+        "toolrt specs --format openai": [sys.executable, "-m", "toolrt", "specs", "--format", "openai"],
     }
     with tempfile.TemporaryDirectory() as project:
         env["TOOLRT_DATA_DIR"] = os.path.join(project, ".data")

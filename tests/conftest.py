@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import handlers
+from toolrt import handlers
 
 ProjectFactory = Callable[..., Path]
 
@@ -28,7 +28,7 @@ def _forget_project_modules() -> Iterator[None]:
     modules, path = set(sys.modules), list(sys.path)
     yield
     for name in set(sys.modules) - modules:
-        if name.split(".")[0] != "runtime" and _is_project_module(sys.modules[name]):
+        if name.split(".")[0] != "toolrt" and _is_project_module(sys.modules[name]):
             del sys.modules[name]
     sys.path[:] = path
     handlers._HANDLERS.clear()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime.audit import AuditLog, read_records
+from toolrt.audit import AuditLog, read_records
 
 
 def _record(n: int, **extra: Any) -> dict[str, Any]:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import ConfigError
-from runtime.permissions.model import CallSite, PermissionRequest
-from runtime.shell import WrapperTable, analyze_call, analyze_command, arity_prefix, default_wrappers
-from runtime.shell.limits import MAX_INPUT_BYTES
+from toolrt.errors import ConfigError
+from toolrt.permissions.model import CallSite, PermissionRequest
+from toolrt.shell import WrapperTable, analyze_call, analyze_command, arity_prefix, default_wrappers
+from toolrt.shell.limits import MAX_INPUT_BYTES
 
 
 @pytest.fixture
@@ -503,7 +503,7 @@ def test_importing_the_package_does_not_load_the_parser() -> None:
     import subprocess
     import sys
 
-    code = "import sys, runtime.shell; print('tree_sitter' in sys.modules, 'yaml' in sys.modules)"
+    code = "import sys, toolrt.shell; print('tree_sitter' in sys.modules, 'yaml' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.permissions.model import CallSite
-from runtime.shell import analyze_command
-from runtime.shell.parser import parse
+from toolrt.permissions.model import CallSite
+from toolrt.shell import analyze_command
+from toolrt.shell.parser import parse
 
 _ROOT = Path(tempfile.mkdtemp(prefix="toolrt-hypothesis-"))
 SITE = CallSite(root=_ROOT, cwd=_ROOT, home=_ROOT.parent)

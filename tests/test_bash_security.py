@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.permissions.evaluate import decide
-from runtime.permissions.model import CallSite, Rule
-from runtime.permissions.rules import Ruleset
-from runtime.shell import analyze_call, analyze_command
+from toolrt.permissions.evaluate import decide
+from toolrt.permissions.model import CallSite, Rule
+from toolrt.permissions.rules import Ruleset
+from toolrt.shell import analyze_call, analyze_command
 
 _READ_ONLY = ("echo *", "ls *", "ls*", "cat *", "head *", "tee *", "grep *", "git status*", "npm *", "find *", "true")
 

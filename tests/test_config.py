@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.api import Runtime
-from runtime.config.loader import load_yaml_text
-from runtime.errors import ConfigError, UsageError
-from runtime.snapshot import build_snapshot
+from toolrt.api import Runtime
+from toolrt.config.loader import load_yaml_text
+from toolrt.errors import ConfigError, UsageError
+from toolrt.snapshot import build_snapshot
 
 TOOL = """\
 id: {id}

@@ -14,12 +14,12 @@ import anyio
 import pytest
 import yaml
 
-from runtime.api import Runtime
-from runtime.audit import read_records
-from runtime.calls import CallEvent
-from runtime.errors import ConfigError
-from runtime.permissions.ask import AskRequest, Reply
-from runtime.result import ToolResult
+from toolrt.api import Runtime
+from toolrt.audit import read_records
+from toolrt.calls import CallEvent
+from toolrt.errors import ConfigError
+from toolrt.permissions.ask import AskRequest, Reply
+from toolrt.result import ToolResult
 
 Factory = Callable[..., Path]
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
@@ -48,7 +48,7 @@ import time
 
 import anyio
 
-from runtime.result import ToolResult
+from toolrt.result import ToolResult
 
 CALLS = []
 
@@ -807,7 +807,7 @@ def test_toolsets_limit_what_is_offered(make_project: Factory) -> None:
     toolset = rt.tools(toolset="small")
     assert toolset.names() == ("a", "c")
     assert {h.id: h.reason for h in toolset.hidden} == {"b": "not in tool set 'small'"}
-    from runtime.errors import UsageError
+    from toolrt.errors import UsageError
 
     with pytest.raises(UsageError, match=r"unknown tool set 'big' \(tool sets: small\)"):
         rt.tools(toolset="big")

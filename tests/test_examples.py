@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.api import Runtime
-from runtime.cli import main
-from runtime.config import layers
+from toolrt.api import Runtime
+from toolrt.cli import main
+from toolrt.config import layers
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

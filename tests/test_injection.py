@@ -17,8 +17,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime.errors import ToolFailure
-from runtime.execute import ProcessOutcome, build_env, run_process
+from toolrt.errors import ToolFailure
+from toolrt.execute import ProcessOutcome, build_env, run_process
 
 ENV = build_env()
 

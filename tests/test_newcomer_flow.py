@@ -14,7 +14,7 @@ import pytest
 
 def toolrt(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime", "call", *args, "--root", str(repo), "--session", "walkthrough"],
+        [sys.executable, "-m", "toolrt", "call", *args, "--root", str(repo), "--session", "walkthrough"],
         cwd=repo,
         env=env,
         capture_output=True,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import runtime
+import toolrt
 
-PACKAGE = Path(runtime.__file__).parent
+PACKAGE = Path(toolrt.__file__).parent
 
 # Lower layers first; a module may import only modules of its own layer or lower ones.
 LAYERS: list[set[str]] = [
@@ -32,7 +32,7 @@ def _layer_of(module: str) -> int:
                 return index
             if member.endswith(".*") and module == member[:-2]:
                 return index
-    raise AssertionError(f"module runtime.{module} is in no layer: add it to LAYERS")
+    raise AssertionError(f"module toolrt.{module} is in no layer: add it to LAYERS")
 
 
 def _modules() -> dict[str, Path]:
@@ -56,13 +56,13 @@ def _imports(module: str, path: Path) -> set[str]:
             if node.level:
                 base = package[: len(package) - node.level + 1] if node.level > 1 else package
                 name = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            elif node.module and node.module.startswith("runtime."):
-                name = node.module.removeprefix("runtime.")
+            elif node.module and node.module.startswith("toolrt."):
+                name = node.module.removeprefix("toolrt.")
             else:
                 continue
             targets.add(name)
         elif isinstance(node, ast.Import):
-            targets.update(a.name.removeprefix("runtime.") for a in node.names if a.name.startswith("runtime."))
+            targets.update(a.name.removeprefix("toolrt.") for a in node.names if a.name.startswith("toolrt."))
     return {t for t in targets if t}
 
 
@@ -77,15 +77,15 @@ def test_imports_only_point_down_the_data_flow() -> None:
             if target not in modules:
                 continue
             if _layer_of(target) > own:
-                upward.append(f"runtime.{module} imports runtime.{target}")
+                upward.append(f"toolrt.{module} imports toolrt.{target}")
     assert upward == []
 
 
 def test_all_is_sorted_and_complete() -> None:
-    assert runtime.__all__ == sorted(runtime.__all__)
-    for name in runtime.__all__:
-        assert getattr(runtime, name) is not None, name
-    assert runtime.Runtime.__module__ == "runtime.api"
+    assert toolrt.__all__ == sorted(toolrt.__all__)
+    for name in toolrt.__all__:
+        assert getattr(toolrt, name) is not None, name
+    assert toolrt.Runtime.__module__ == "toolrt.api"
 
 
 def test_importing_runtime_does_not_import_heavy_modules() -> None:
@@ -93,7 +93,7 @@ def test_importing_runtime_does_not_import_heavy_modules() -> None:
     import sys
 
     code = (
-        "import sys, runtime.cli, runtime.specs, runtime.snapshot;"
+        "import sys, toolrt.cli, toolrt.specs, toolrt.snapshot;"
         "print(sorted(m for m in ('mcp', 'watchfiles', 'jinja2', 'jsonschema', 'pydantic', 'tree_sitter')"
         " if m in sys.modules))"
     )

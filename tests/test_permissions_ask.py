@@ -9,10 +9,10 @@ import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from runtime.errors import CorrectedError, DeniedError, PermissionBlocked, RejectedError, UsageError
-from runtime.permissions.ask import APPROVAL_SOURCE, AskRequest, PermissionBroker, Reply
-from runtime.permissions.model import Action, Decision, PermissionRequest, Rule
-from runtime.permissions.rules import Ruleset
+from toolrt.errors import CorrectedError, DeniedError, PermissionBlocked, RejectedError, UsageError
+from toolrt.permissions.ask import APPROVAL_SOURCE, AskRequest, PermissionBroker, Reply
+from toolrt.permissions.model import Action, Decision, PermissionRequest, Rule
+from toolrt.permissions.rules import Ruleset
 
 NONE = Ruleset()
 TIMEOUT = 5

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from test_permissions_support import FIXTURES, HOME, TRUNCATION, build
 
-from runtime.errors import ConfigError, UsageError
-from runtime.permissions.config import TRUNCATION_SOURCE, AgentInfo
-from runtime.permissions.evaluate import check, disabled
-from runtime.permissions.model import Rule
-from runtime.permissions.rules import Ruleset
+from toolrt.errors import ConfigError, UsageError
+from toolrt.permissions.config import TRUNCATION_SOURCE, AgentInfo
+from toolrt.permissions.evaluate import check, disabled
+from toolrt.permissions.model import Rule
+from toolrt.permissions.rules import Ruleset
 
 EMPTY_BUILTIN = "default_agent: build\nagents: {build: {mode: primary}}\n"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.permissions.evaluate import approval_required_message, check, decide, denied_message, disabled
-from runtime.permissions.model import Action, PermissionRequest, Rule
-from runtime.permissions.rules import Ruleset
+from toolrt.permissions.evaluate import approval_required_message, check, decide, denied_message, disabled
+from toolrt.permissions.model import Action, PermissionRequest, Rule
+from toolrt.permissions.rules import Ruleset
 
 NONE = Ruleset()
 

@@ -7,8 +7,8 @@ import itertools
 import pytest
 from test_permissions_support import FIXTURES, build
 
-from runtime.permissions.lint import covers, lint
-from runtime.permissions.wildcard import compile_pattern
+from toolrt.permissions.lint import covers, lint
+from toolrt.permissions.wildcard import compile_pattern
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from runtime.permissions.model import Action, Rule
-from runtime.permissions.rules import Ruleset
-from runtime.permissions.wildcard import match
+from toolrt.permissions.model import Action, Rule
+from toolrt.permissions.rules import Ruleset
+from toolrt.permissions.wildcard import match
 
 
 def R(permission: str, pattern: str, action: Action) -> Rule:

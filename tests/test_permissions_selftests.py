@@ -7,9 +7,9 @@ from typing import Any
 
 from test_permissions_support import FIXTURES, build
 
-from runtime.errors import UsageError
-from runtime.permissions.model import PermissionRequest
-from runtime.permissions.tests import run_permission_tests
+from toolrt.errors import UsageError
+from toolrt.permissions.model import PermissionRequest
+from toolrt.permissions.tests import run_permission_tests
 
 
 def fake_bash(tool: str, args: Mapping[str, Any], agent: str) -> Sequence[PermissionRequest]:

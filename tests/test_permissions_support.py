@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 import yaml
 
-from runtime.config.document import Document, child_pointer
-from runtime.permissions.config import PermissionConfig, build_permission_config
+from toolrt.config.document import Document, child_pointer
+from toolrt.permissions.config import PermissionConfig, build_permission_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "schemas" / "permissions.schema.json").read_text(encoding="utf-8"))

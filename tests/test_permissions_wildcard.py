@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.permissions.wildcard import compile_matcher, compile_pattern, expand_pattern, fold, literal_prefix, match
+from toolrt.permissions.wildcard import compile_matcher, compile_pattern, expand_pattern, fold, literal_prefix, match
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime.errors import ToolFailure
-from runtime.execute import DEFAULT_ENV_ALLOW, ProcessOutcome, build_env, is_secret_name, run_process
+from toolrt.errors import ToolFailure
+from toolrt.execute import DEFAULT_ENV_ALLOW, ProcessOutcome, build_env, is_secret_name, run_process
 
 ENV = build_env()
 

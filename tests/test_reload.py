@@ -14,10 +14,10 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime.api import Runtime
-from runtime.permissions.ask import AskRequest, Reply
-from runtime.reload import ChangeSet, Reloader, ReloadEvent, watch_targets
-from runtime.watch_cli import event_json, format_event
+from toolrt.api import Runtime
+from toolrt.permissions.ask import AskRequest, Reply
+from toolrt.reload import ChangeSet, Reloader, ReloadEvent, watch_targets
+from toolrt.watch_cli import event_json, format_event
 
 TOOL = """\
 id: ver

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.builtin.replacers import (
+from toolrt.builtin.replacers import (
     MULTIPLE_MATCHES,
     NOT_FOUND,
     REPLACERS,
@@ -26,7 +26,7 @@ from runtime.builtin.replacers import (
     trimmed_boundary,
     whitespace_normalized,
 )
-from runtime.errors import ToolFailure
+from toolrt.errors import ToolFailure
 
 
 def test_replacers_run_in_opencode_order() -> None:

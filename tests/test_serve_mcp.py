@@ -46,7 +46,7 @@ def project(tmp_path: Path, permissions: str | None = None) -> Path:
 def server(root: Path, data: Path) -> StdioServerParameters:
     env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "PYTHONPATH": str(REPO)}
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "runtime", "serve", "--root", str(root)], env=env, cwd=str(root)
+        command=sys.executable, args=["-m", "toolrt", "serve", "--root", str(root)], env=env, cwd=str(root)
     )
 
 
@@ -157,7 +157,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     root = project(tmp_path)
     port = _free_port()
     env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "runtime", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
+    argv = [sys.executable, "-m", "toolrt", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
     process = subprocess.Popen(argv, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60  # importing the SDK takes seconds; wait for the port, not a guess
@@ -258,7 +258,7 @@ def test_the_question_tool_asks_through_elicitation(tmp_path: Path) -> None:
 
     async def main() -> str:
         env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
-        argv = ["-m", "runtime", "serve", "--root", str(root), "--client", "cli"]
+        argv = ["-m", "toolrt", "serve", "--root", str(root), "--client", "cli"]
         params = StdioServerParameters(command=sys.executable, args=argv, env=env, cwd=str(root))
         with anyio.fail_after(60):
             async with Client(params, mode="legacy", elicitation_callback=elicit) as client:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.errors import UsageError
-from runtime.specs import FORMATS, CompiledSpec, SpecWarning, compile_spec, strip_strict_nulls
+from toolrt.errors import UsageError
+from toolrt.specs import FORMATS, CompiledSpec, SpecWarning, compile_spec, strip_strict_nulls
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schemas"
 FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))

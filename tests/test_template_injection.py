@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.api import Runtime
-from runtime.errors import ConfigError
+from toolrt.api import Runtime
+from toolrt.errors import ConfigError
 
 
 def _corpus() -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.templates import TemplateProblem, compile_argv, compile_template, render, render_argv
+from toolrt.templates import TemplateProblem, compile_argv, compile_template, render, render_argv
 
 ROOT = Path("/project")
 PARAMS = frozenset({"path", "items", "flag", "n", "on"})
@@ -163,7 +163,7 @@ def test_fast_templates_render_exactly_as_jinja(
     literals: list[str], filters: list[str], value: Any, shell: bool
 ) -> None:
     # The compiled-away subset must be indistinguishable from Jinja2 with the same finalize and filters.
-    from runtime.templates import _jinja
+    from toolrt.templates import _jinja
 
     source = "".join(f"{text}{{{{ v{f} }}}}" for text, f in zip(literals, filters, strict=False)) + literals[-1]
     try:

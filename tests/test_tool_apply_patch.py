@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 import tool_helpers
 
-from runtime.builtin.apply_patch import MAX_PATCH_FILE_BYTES, apply_patch, permission_requests
-from runtime.builtin.patch_format import AddFile, Chunk, DeleteFile, PatchError, UpdateFile, parse_patch
-from runtime.context import ToolContext
-from runtime.errors import DeniedError, ToolFailure
-from runtime.permissions.model import CallSite, PermissionRequest
+from toolrt.builtin.apply_patch import MAX_PATCH_FILE_BYTES, apply_patch, permission_requests
+from toolrt.builtin.patch_format import AddFile, Chunk, DeleteFile, PatchError, UpdateFile, parse_patch
+from toolrt.context import ToolContext
+from toolrt.errors import DeniedError, ToolFailure
+from toolrt.permissions.model import CallSite, PermissionRequest
 
 REPO = Path(__file__).resolve().parent.parent
 

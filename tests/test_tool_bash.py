@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime.builtin.bash import MAX_METADATA_LENGTH, bash, shell_program
-from runtime.context import ToolContext
-from runtime.errors import ToolFailure
+from toolrt.builtin.bash import MAX_METADATA_LENGTH, bash, shell_program
+from toolrt.context import ToolContext
+from toolrt.errors import ToolFailure
 
 
 def make_ctx(tmp_path: Path, **kwargs: Any) -> ToolContext:

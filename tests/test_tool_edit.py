@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 import tool_helpers
 
-from runtime.builtin.edit import MAX_EDIT_BYTES, edit
-from runtime.builtin.read import read
-from runtime.builtin.replacers import MULTIPLE_MATCHES, NOT_FOUND, SAME_STRINGS
-from runtime.errors import DeniedError, ToolFailure
-from runtime.permissions.model import PermissionRequest
+from toolrt.builtin.edit import MAX_EDIT_BYTES, edit
+from toolrt.builtin.read import read
+from toolrt.builtin.replacers import MULTIPLE_MATCHES, NOT_FOUND, SAME_STRINGS
+from toolrt.errors import DeniedError, ToolFailure
+from toolrt.permissions.model import PermissionRequest
 
 REPO = Path(__file__).resolve().parent.parent
 

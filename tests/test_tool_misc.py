@@ -14,16 +14,16 @@ import jsonschema  # type: ignore[import-untyped,unused-ignore]
 import pytest
 import yaml
 
-from runtime.builtin import task_describe
-from runtime.builtin.batch import batch
-from runtime.builtin.invalid import invalid
-from runtime.builtin.question import question
-from runtime.builtin.skill import describe as describe_skills
-from runtime.builtin.skill import discover_skills, skill
-from runtime.builtin.todo import todo_path, todoread, todowrite
-from runtime.context import DescribeInfo, ToolContext
-from runtime.errors import ToolFailure
-from runtime.result import ToolResult
+from toolrt.builtin import task_describe
+from toolrt.builtin.batch import batch
+from toolrt.builtin.invalid import invalid
+from toolrt.builtin.question import question
+from toolrt.builtin.skill import describe as describe_skills
+from toolrt.builtin.skill import discover_skills, skill
+from toolrt.builtin.todo import todo_path, todoread, todowrite
+from toolrt.context import DescribeInfo, ToolContext
+from toolrt.errors import ToolFailure
+from toolrt.result import ToolResult
 
 TOOLS_DIR = Path(__file__).resolve().parent.parent / "tools.d"
 MY_TOOLS = (
@@ -393,16 +393,16 @@ def test_yaml_handlers_and_examples(tool: str) -> None:
 @pytest.mark.parametrize(
     ("tool", "handler"),
     [
-        ("glob", "runtime.builtin.glob:glob"),
-        ("grep", "runtime.builtin.grep:grep"),
-        ("list", "runtime.builtin.ls:list_directory"),
-        ("webfetch", "runtime.builtin.webfetch:webfetch"),
-        ("todowrite", "runtime.builtin.todo:todowrite"),
-        ("todoread", "runtime.builtin.todo:todoread"),
-        ("question", "runtime.builtin.question:question"),
-        ("skill", "runtime.builtin.skill:skill"),
-        ("batch", "runtime.builtin.batch:batch"),
-        ("invalid", "runtime.builtin.invalid:invalid"),
+        ("glob", "toolrt.builtin.glob:glob"),
+        ("grep", "toolrt.builtin.grep:grep"),
+        ("list", "toolrt.builtin.ls:list_directory"),
+        ("webfetch", "toolrt.builtin.webfetch:webfetch"),
+        ("todowrite", "toolrt.builtin.todo:todowrite"),
+        ("todoread", "toolrt.builtin.todo:todoread"),
+        ("question", "toolrt.builtin.question:question"),
+        ("skill", "toolrt.builtin.skill:skill"),
+        ("batch", "toolrt.builtin.batch:batch"),
+        ("invalid", "toolrt.builtin.invalid:invalid"),
     ],
 )
 def test_yaml_names_the_right_handler(tool: str, handler: str) -> None:
@@ -436,7 +436,7 @@ def test_yaml_permissions(
 
 def test_webfetch_permission_comes_from_its_analyzer() -> None:
     # `webfetch` on the URL with always `*`, plus `private_network` for local hosts (test_tool_webfetch.py).
-    assert load("webfetch")["permission"] == {"analyzer": "runtime.builtin.webfetch:permission_requests"}
+    assert load("webfetch")["permission"] == {"analyzer": "toolrt.builtin.webfetch:permission_requests"}
 
 
 @pytest.mark.parametrize(

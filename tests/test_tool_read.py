@@ -14,10 +14,10 @@ import pytest
 import tool_helpers
 import yaml
 
-from runtime.builtin import filetime
-from runtime.builtin.read import MAX_ATTACHMENT_BYTES, MAX_BYTES, read
-from runtime.errors import DeniedError, ToolFailure
-from runtime.permissions.model import PermissionRequest
+from toolrt.builtin import filetime
+from toolrt.builtin.read import MAX_ATTACHMENT_BYTES, MAX_BYTES, read
+from toolrt.errors import DeniedError, ToolFailure
+from toolrt.permissions.model import PermissionRequest
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_1X1 = base64.b64decode(

@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime.builtin import ripgrep
-from runtime.builtin.glob import TRUNCATED_NOTE, glob
-from runtime.builtin.grep import FileMatches, grep, render_matches
-from runtime.builtin.ls import list_directory, render_tree
-from runtime.context import ToolContext
-from runtime.errors import ToolFailure
+from toolrt.builtin import ripgrep
+from toolrt.builtin.glob import TRUNCATED_NOTE, glob
+from toolrt.builtin.grep import FileMatches, grep, render_matches
+from toolrt.builtin.ls import list_directory, render_tree
+from toolrt.context import ToolContext
+from toolrt.errors import ToolFailure
 
 Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 

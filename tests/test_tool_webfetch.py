@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime.builtin.webfetch import MAX_RESPONSE_SIZE, html_to_markdown, html_to_text, webfetch
-from runtime.context import ToolContext
-from runtime.errors import ToolFailure
+from toolrt.builtin.webfetch import MAX_RESPONSE_SIZE, html_to_markdown, html_to_text, webfetch
+from toolrt.context import ToolContext
+from toolrt.errors import ToolFailure
 
 PAGE = """<!doctype html>
 <html><head><title>Docs</title><style>body { color: red }</style><script>var tracking = 1;</script></head>
@@ -283,8 +283,8 @@ def test_converters(html: str, markdown: str, text: str) -> None:
     ],
 )
 def test_urls_inside_the_network_ask_private_network(url: str, private: bool) -> None:
-    from runtime.builtin.webfetch import permission_requests
-    from runtime.permissions.model import CallSite
+    from toolrt.builtin.webfetch import permission_requests
+    from toolrt.permissions.model import CallSite
 
     site = CallSite(root=Path("/project"), cwd=Path("/project"), home=Path("/home/user"))
     requests = permission_requests({"url": url}, site)
@@ -302,7 +302,7 @@ def _project(tmp_path: Path, permissions: str = "") -> Path:
 
 
 def test_the_defaults_ask_before_fetching_from_localhost(server: Server, tmp_path: Path) -> None:
-    from runtime.api import Runtime
+    from toolrt.api import Runtime
 
     rt = Runtime.load(_project(tmp_path))
     result = rt.call_sync("webfetch", {"url": f"{server.base}/notes.txt", "format": "text"})
@@ -311,7 +311,7 @@ def test_the_defaults_ask_before_fetching_from_localhost(server: Server, tmp_pat
 
 
 def test_a_rule_can_allow_a_local_host(server: Server, tmp_path: Path) -> None:
-    from runtime.api import Runtime
+    from toolrt.api import Runtime
 
     rt = Runtime.load(_project(tmp_path, 'permission:\n  private_network: {"127.0.0.1": allow}\n'))
     result = rt.call_sync("webfetch", {"url": f"{server.base}/notes.txt", "format": "text"})
@@ -320,8 +320,8 @@ def test_a_rule_can_allow_a_local_host(server: Server, tmp_path: Path) -> None:
 
 
 def test_a_public_name_resolving_inside_the_network_asks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from runtime.errors import DeniedError
-    from runtime.permissions.model import PermissionRequest
+    from toolrt.errors import DeniedError
+    from toolrt.permissions.model import PermissionRequest
 
     async def resolve(host: str, port: int, **_: Any) -> list[Any]:
         return [(2, 1, 6, "", ("10.0.0.7", port))]
@@ -342,7 +342,7 @@ def test_a_public_name_resolving_inside_the_network_asks(monkeypatch: pytest.Mon
 def test_a_redirect_into_the_network_is_not_followed() -> None:
     import httpx2
 
-    from runtime.builtin.webfetch import _refuse_private_redirect
+    from toolrt.builtin.webfetch import _refuse_private_redirect
 
     check = _refuse_private_redirect("https://public.example.com/start")
     with pytest.raises(ToolFailure, match=r"redirected to http://169\.254\.169\.254/latest, an address inside"):

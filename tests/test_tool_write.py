@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 import tool_helpers
 
-from runtime.builtin.read import read
-from runtime.builtin.write import write
-from runtime.errors import DeniedError, ToolFailure
-from runtime.permissions.model import PermissionRequest
+from toolrt.builtin.read import read
+from toolrt.builtin.write import write
+from toolrt.errors import DeniedError, ToolFailure
+from toolrt.permissions.model import PermissionRequest
 
 REPO = Path(__file__).resolve().parent.parent
 

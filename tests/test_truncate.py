@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.truncate import (
+from toolrt.truncate import (
     MAX_BYTES,
     MAX_LINES,
     cleanup_outputs,

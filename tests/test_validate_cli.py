@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli import main
+from toolrt.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "broken"
 REPO = Path(__file__).resolve().parent.parent
@@ -245,7 +245,7 @@ def test_default_specs_are_opencodes_tool_set(tmp_path: Path, model: str, expect
     ],
 )
 def test_terminal_answers_pick_options_or_keep_words(reply: str, multiple: bool, chosen: list[str]) -> None:
-    from runtime.cli import _chosen
+    from toolrt.cli import _chosen
 
     assert _chosen(reply, ["Postgres", "SQLite"], multiple=multiple) == chosen
 
@@ -253,7 +253,7 @@ def test_terminal_answers_pick_options_or_keep_words(reply: str, multiple: bool,
 def test_terminal_questioner_asks_each_question(monkeypatch: pytest.MonkeyPatch) -> None:
     import anyio
 
-    from runtime.cli import _terminal_questioner
+    from toolrt.cli import _terminal_questioner
 
     replies = iter(["1", "tabs"])
     monkeypatch.setattr("builtins.input", lambda prompt: next(replies))

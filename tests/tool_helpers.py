@@ -8,9 +8,9 @@ from typing import Any
 
 import anyio
 
-from runtime.context import ToolContext
-from runtime.errors import DeniedError
-from runtime.permissions.model import PermissionRequest
+from toolrt.context import ToolContext
+from toolrt.errors import DeniedError
+from toolrt.permissions.model import PermissionRequest
 
 Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import anyio
 
-from runtime.context import ToolContext
-from runtime.errors import ToolFailure
+from toolrt.context import ToolContext
+from toolrt.errors import ToolFailure
 
 MAX_BYTES = 5 * 1024 * 1024
 

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from runtime.context import ToolContext
-from runtime.errors import ToolFailure
+from toolrt.context import ToolContext
+from toolrt.errors import ToolFailure
 
 
 def timestamp(args: Mapping[str, Any], ctx: ToolContext) -> str:

@@ -19,7 +19,7 @@ def builtin_root() -> Path:
     packaged = package / "_builtin"
     if packaged.is_dir():
         return packaged
-    return package.parent
+    return package.parent.parent  # a source checkout: runtime/toolrt/ sits two levels below the root
 
 
 @functools.cache

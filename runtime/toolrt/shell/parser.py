@@ -1,4 +1,4 @@
-"""The tree-sitter-bash parser, created on first use so importing `runtime.shell` stays cheap."""
+"""The tree-sitter-bash parser, created on first use so importing `toolrt.shell` stays cheap."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m runtime` is the `toolrt` command."""
+"""`python -m toolrt` is the `toolrt` command."""
 
 from __future__ import annotations
 

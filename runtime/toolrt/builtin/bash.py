@@ -1,6 +1,6 @@
 """The `bash` tool: run one command line in the user's shell, as OpenCode's bash tool (§8).
 
-Permission is decided before the handler runs (`permission: {analyzer: bash}`, see runtime.shell);
+Permission is decided before the handler runs (`permission: {analyzer: bash}`, see toolrt.shell);
 the handler only runs the command: `$SHELL -c COMMAND` (bash, zsh or sh; else /bin/bash) in a new
 process group, stdout and stderr interleaved, a timeout and the abort signal stopping the whole
 group, live output published to `ctx.metadata`.

@@ -68,8 +68,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.context import ToolContext
-from runtime.errors import ToolFailure
+from toolrt.context import ToolContext
+from toolrt.errors import ToolFailure
 
 
 def word_count(args: Mapping[str, Any], ctx: ToolContext) -> str:

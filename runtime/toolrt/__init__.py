@@ -1,7 +1,7 @@
 """toolrt: a declarative, config-driven tool runtime for LLM agents.
 
 ```python
-from runtime import Runtime
+from toolrt import Runtime
 
 rt = Runtime.load(root=".")
 specs = rt.specs("openai", model="gpt-5")
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .context import ToolContext
     from .permissions.ask import AskRequest, Reply
 
-# Heavier names load on first use, so `import runtime.<module>` (the CLI's fast commands) stays cheap.
+# Heavier names load on first use, so `import toolrt.<module>` (the CLI's fast commands) stays cheap.
 _LAZY = {
     "ReloadStatus": "api",
     "Runtime": "api",
@@ -49,7 +49,7 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+        raise AttributeError(f"module 'toolrt' has no attribute {name!r}")
     import importlib
 
     value = getattr(importlib.import_module(f".{module}", __name__), name)

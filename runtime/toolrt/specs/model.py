@@ -13,7 +13,7 @@ class SpecWarning:
     """One lossy rewrite: what the provider could not take as declared, and what was done instead."""
 
     format: str
-    """The target format, one of `runtime.specs.FORMATS`."""
+    """The target format, one of `toolrt.specs.FORMATS`."""
     keyword: str
     """The JSON Schema keyword concerned (`oneOf`, `additionalProperties`), or `strict` for the strict-mode fallback."""
     pointer: str
