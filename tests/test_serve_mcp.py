@@ -44,7 +44,7 @@ def project(tmp_path: Path, permissions: str | None = None) -> Path:
 
 
 def server(root: Path, data: Path) -> StdioServerParameters:
-    env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "PYTHONPATH": str(REPO / "runtime")}
     return StdioServerParameters(
         command=sys.executable, args=["-m", "toolrt", "serve", "--root", str(root)], env=env, cwd=str(root)
     )
@@ -156,7 +156,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
 
     root = project(tmp_path)
     port = _free_port()
-    env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO / "runtime")}
     argv = [sys.executable, "-m", "toolrt", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
     process = subprocess.Popen(argv, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -257,7 +257,7 @@ def test_the_question_tool_asks_through_elicitation(tmp_path: Path) -> None:
         return types.ElicitResult(action="accept", content={"answer": "SQLite"})
 
     async def main() -> str:
-        env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO / "runtime")}
         argv = ["-m", "toolrt", "serve", "--root", str(root), "--client", "cli"]
         params = StdioServerParameters(command=sys.executable, args=argv, env=env, cwd=str(root))
         with anyio.fail_after(60):

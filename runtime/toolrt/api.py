@@ -339,6 +339,7 @@ class Runtime:
         flags: Mapping[str, bool] | None = None,
         questioner: Any = None,
         extra: Mapping[str, Any] | None = None,
+        toolset: str | None = None,
     ) -> ToolResult:
         """Run one call through repair, arguments, permission, execution, truncation and the audit log.
 
@@ -348,7 +349,7 @@ class Runtime:
             UsageError: `agent` names no agent (the message lists the agents).
         """
         snapshot = self._snapshot
-        toolset = self._selection(model, provider, agent, client, flags, None, snapshot)
+        offered = self._selection(model, provider, agent, client, flags, toolset, snapshot)
         snapshot.permissions.ruleset(agent)  # an unknown agent is the caller's mistake, not the model's
         from .calls import CallRequest
         from .dispatch import dispatch
@@ -368,7 +369,7 @@ class Runtime:
             questioner=questioner,
             extra=extra or {},
         )
-        return await dispatch(request, snapshot, toolset, self._services)
+        return await dispatch(request, snapshot, offered, self._services)
 
     def call_sync(self, tool: str, args: Mapping[str, Any] | str | None = None, **options: Any) -> ToolResult:
         """`call` for scripts without an event loop."""

@@ -31,65 +31,168 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+SELECTION_OPTIONS = ("agent", "model", "provider", "client", "toolset", "flag")
+"""The options that choose which tools a model sees; `list`, `specs`, `check`, `call` and `serve` share them."""
+
+
 def _selection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="model id the tools are for (e.g. gpt-5, claude-sonnet-4)")
-    parser.add_argument("--provider", help="provider id (e.g. openai, anthropic)")
-    parser.add_argument("--agent", help="agent whose permissions apply (default: the default agent)")
-    parser.add_argument("--client", help="client name (e.g. cli, app, desktop)")
-    parser.add_argument("--flag", action="append", default=[], metavar="NAME[=BOOL]", help="set a flag (repeatable)")
-    parser.add_argument("--toolset", help="offer only the tools of this tool set")
+    group = parser.add_argument_group("selection (which tools are offered, and under whose rules)")
+    group.add_argument(
+        "--agent", metavar="NAME", help="agent whose permission rules apply (default: the rules' default agent)"
+    )
+    group.add_argument(
+        "--model", metavar="ID", help="model the tools are offered to (e.g. gpt-5); filters `when: models`"
+    )
+    group.add_argument(
+        "--provider", metavar="ID", help="provider of the model (e.g. openai, anthropic); filters `when: providers`"
+    )
+    group.add_argument("--client", metavar="NAME", help="client name (e.g. cli, desktop); filters `when: clients`")
+    group.add_argument("--toolset", metavar="NAME", help="offer only this tool set's tools (toolrt.yaml `toolsets:`)")
+    group.add_argument(
+        "--flag",
+        action="append",
+        default=[],
+        metavar="NAME[=BOOL]",
+        help="turn a flag on (NAME) or set it (NAME=false); repeatable; overrides TOOLRT_FLAG_<NAME> and toolrt.yaml",
+    )
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="toolrt", description="A declarative tool runtime for LLM agents.")
-    parser.add_argument("--version", action="version", version="toolrt 0.1.0")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(
+        prog="toolrt",
+        description="A declarative tool runtime for LLM agents: tools, permissions and flags in YAML.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_examples(
+            "toolrt init my-project              # a starter project: tools, safe permissions, settings",
+            "toolrt validate                     # CI: exit 1 when the config is invalid",
+            "toolrt list --model gpt-5           # the tools gpt-5 sees, and why the others are hidden",
+            'toolrt call read \'{"filePath": "README.md"}\'',
+            "toolrt serve --toolset readonly     # an MCP server over stdio",
+            "",
+            "Run `toolrt COMMAND --help` for a command's options and examples.",
+        ),
+    )
+    parser.add_argument("--version", action="version", version="toolrt 0.1.0", help="print the version and exit")
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND", help="one of:"
+    )
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
-        sub.add_argument("--root", default=".", help="project directory (default: the current directory)")
+    def command(name: str, help: str, *examples: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=help,
+            description=help,
+            epilog=_examples(*examples),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.add_argument(
+            "--root", default=".", metavar="DIR", help="project directory (default: the current directory)"
+        )
         return sub
 
-    validate = command("validate", "check the config; exit 1 when invalid")
-    validate.add_argument("--format", choices=("text", "json", "github"), default="text")
-    listing = command("list", "the tools a model sees, and why the others are hidden")
+    validate = command(
+        "validate",
+        "check the config; exit 1 when invalid",
+        "toolrt validate",
+        "toolrt validate --format github     # annotations in a GitHub Actions log",
+    )
+    validate.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text (file:line:column: message), json, or github (workflow annotations); default: text",
+    )
+    listing = command(
+        "list",
+        "the tools a model sees, and why the others are hidden",
+        "toolrt list",
+        "toolrt list --model gpt-5 --provider openai --agent plan",
+        "toolrt list --toolset readonly --flag batch_tool --json",
+    )
     _selection_options(listing)
-    listing.add_argument("--json", action="store_true")
-    specs = command("specs", "provider function specs as a JSON array on stdout")
-    specs.add_argument("--format", choices=FORMATS, required=True)
+    listing.add_argument("--json", action="store_true", help="print {tools: [...], hidden: [...]} as JSON")
+    specs = command(
+        "specs",
+        "provider function specs as a JSON array on stdout",
+        "toolrt specs --format openai --model gpt-5",
+        "toolrt specs --format anthropic --toolset readonly > tools.json",
+    )
+    specs.add_argument("--format", choices=FORMATS, required=True, help="the provider's spec format")
     _selection_options(specs)
-    check = command("check", "explain the permission decision for a pattern or a whole call")
-    check.add_argument("permission", nargs="?")
-    check.add_argument("pattern", nargs="?")
-    check.add_argument("--tool")
-    check.add_argument("--args", default="{}", help="the call's arguments as JSON")
-    check.add_argument("--agent")
-    check.add_argument("--json", action="store_true")
-    call = command("call", "run one tool call through the whole pipeline")
-    call.add_argument("tool")
+    check = command(
+        "check",
+        "explain the permission decision for a pattern or a whole call",
+        "toolrt check bash 'git push origin main'",
+        "toolrt check edit src/app.py --agent plan",
+        'toolrt check --tool bash --args \'{"command": "ls && rm -rf build"}\' --json',
+    )
+    check.add_argument("permission", nargs="?", help="permission key (e.g. bash, edit, read, webfetch)")
+    check.add_argument("pattern", nargs="?", help="the pattern the call would ask for (a command, a path, a URL)")
+    check.add_argument("--tool", metavar="ID", help="check a whole call of this tool instead (with --args)")
+    check.add_argument("--args", default="{}", metavar="JSON", help="the call's arguments as JSON (default: {})")
+    check.add_argument("--json", action="store_true", help="print the decision and each request as JSON")
+    _selection_options(check)
+    call = command(
+        "call",
+        "run one tool call through the whole pipeline",
+        'toolrt call read \'{"filePath": "README.md"}\'',
+        'toolrt call bash \'{"command": "ls", "description": "list files"}\' --yes',
+        "toolrt call todowrite '{\"todos\": []}' --session s1 --json",
+    )
+    call.add_argument("tool", help="tool name as the model would call it")
     call.add_argument("args", nargs="?", default="{}", help="arguments as JSON (default: {})")
-    call.add_argument("--agent")
-    call.add_argument("--model")
-    call.add_argument("--provider")
-    call.add_argument("--client")
-    call.add_argument("--session", default="cli")
-    call.add_argument("--flag", action="append", default=[], metavar="NAME[=BOOL]")
+    _selection_options(call)
+    call.add_argument(
+        "--session",
+        default="cli",
+        metavar="ID",
+        help="session whose memory (read times, todos) the call uses and keeps (default: cli)",
+    )
     answer = call.add_mutually_exclusive_group()
     answer.add_argument("--yes", action="store_true", help="approve what asks, once")
     answer.add_argument("--no", action="store_true", help="reject what asks")
-    call.add_argument("--json", action="store_true")
-    watch = command("watch", "print each reload as the config changes")
-    watch.add_argument("--json", action="store_true")
-    serve = command("serve", "serve the tools over MCP")
-    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
-    for name in ("--agent", "--model", "--provider", "--client"):
-        serve.add_argument(name)
-    schema = command("schema", "print a config file's JSON Schema")
-    schema.add_argument("name", choices=("tool", "permissions", "project"))
-    init = command("init", "write a starter project")
-    init.add_argument("directory", nargs="?", default=".")
+    call.add_argument("--json", action="store_true", help="print {title, output, metadata, error} as JSON")
+    watch = command(
+        "watch",
+        "print each reload as the config changes",
+        "toolrt watch",
+        "toolrt watch --json | jq .",
+    )
+    watch.add_argument("--json", action="store_true", help="one JSON object per reload")
+    serve = command(
+        "serve",
+        "serve the tools over MCP",
+        "toolrt serve                                   # stdio, for desktop clients",
+        "toolrt serve --toolset readonly --agent plan",
+        "toolrt serve --transport http --port 8765      # streamable HTTP on 127.0.0.1",
+    )
+    serve.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    _selection_options(serve)
+    schema = command(
+        "schema",
+        "print a config file's JSON Schema",
+        "toolrt schema tool > tool.schema.json",
+    )
+    schema.add_argument(
+        "name",
+        choices=("tool", "permissions", "project"),
+        help="tool (tools.d/*.yaml), permissions or project (toolrt.yaml)",
+    )
+    init = command(
+        "init",
+        "write a starter project",
+        "toolrt init my-project",
+        "cd my-project && toolrt validate && toolrt list",
+    )
+    init.add_argument("directory", nargs="?", default=".", help="where to write it (default: the current directory)")
     return parser
 
 
@@ -173,6 +276,7 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _selection(options: argparse.Namespace) -> dict[str, Any]:
+    """The shared selection options as keyword arguments of `Runtime.tools` / `specs` / `call`."""
     return {
         "model": options.model,
         "provider": options.provider,
@@ -250,12 +354,14 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
         except json.JSONDecodeError as exc:
             raise UsageError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
         decision, _ = rt.check_call(options.tool, args, agent=options.agent)
+        hidden = next((h.reason for h in rt.tools(**_selection(options)).hidden if h.id == options.tool), None)
     else:
         if not (options.permission and options.pattern):
             raise UsageError("give PERMISSION PATTERN, or --tool ID --args JSON")
         decision = rt.check(options.permission, options.pattern, agent=options.agent)
+        hidden = None
     if options.json:
-        json.dump(_decision_json(decision), out, indent=2)
+        json.dump({**_decision_json(decision), **({"hidden": hidden} if hidden else {})}, out, indent=2)
         out.write("\n")
         return 0
     for d in decision.decisions:
@@ -269,6 +375,8 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
     if not decision.decisions:
         out.write("allow  (the call makes no permission request)\n")
     out.write(f"decision: {decision.action}\n")
+    if hidden:
+        out.write(f"note: {options.tool} is not offered for this selection: {hidden}\n")
     return 0
 
 
@@ -350,10 +458,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         lambda: rt.call(
             options.tool,
             options.args,
-            agent=options.agent,
-            model=options.model,
-            provider=options.provider,
-            client=options.client,
+            **_selection(options),
             session=options.session,
             ask=asker,
             questioner=questioner,
@@ -409,17 +514,14 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
-    from .serve_mcp import run_serve
+    from .serve_mcp import McpSelection, run_serve
 
     return run_serve(
         _load(options),
         transport=options.transport,
         host=options.host,
         port=options.port,
-        agent=options.agent,
-        model=options.model,
-        provider=options.provider,
-        client=options.client,
+        selection=McpSelection(**_selection(options)),
     )
 
 

@@ -77,6 +77,17 @@ class McpSelection:
     model: str | None = None
     provider: str | None = None
     client: str | None = None
+    toolset: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        """As keyword arguments of `Runtime.tools`, `specs` and `call`."""
+        return {
+            "agent": self.agent,
+            "model": self.model,
+            "provider": self.provider,
+            "client": self.client,
+            "toolset": self.toolset,
+        }
 
 
 class _LoopBridge:
@@ -115,15 +126,13 @@ class McpFace:
     # --- tools/list -------------------------------------------------------------------------------
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        s = self._selection
-        specs = self._rt.specs("mcp", agent=s.agent, model=s.model, provider=s.provider, client=s.client)
+        specs = self._rt.specs("mcp", **self._selection.options())
         return types.ListToolsResult(tools=[types.Tool.model_validate(spec) for spec in specs])
 
     # --- tools/call -------------------------------------------------------------------------------
 
     async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        s = self._selection
-        offered = self._rt.tools(agent=s.agent, model=s.model, provider=s.provider, client=s.client).offered
+        offered = self._rt.tools(**self._selection.options()).offered
         if params.name not in {o.name for o in offered}:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
@@ -150,10 +159,7 @@ class McpFace:
                     await self._rt.call(
                         params.name,
                         dict(params.arguments or {}),
-                        agent=s.agent,
-                        model=s.model,
-                        provider=s.provider,
-                        client=s.client,
+                        **self._selection.options(),
                         session=_session_name(ctx),
                         ask=self._asker(ctx),
                         questioner=self._questioner(ctx),
@@ -367,10 +373,7 @@ def run_serve(
     transport: str,
     host: str,
     port: int,
-    agent: str | None,
-    model: str | None,
-    provider: str | None,
-    client: str | None,
+    selection: McpSelection,
 ) -> int:
     """Serve `rt` over stdio or streamable HTTP until the client disconnects (stdio) or Ctrl-C.
 
@@ -379,9 +382,10 @@ def run_serve(
     """
     if transport not in TRANSPORTS:
         raise UsageError(f"unknown transport {transport!r}; expected one of: {', '.join(TRANSPORTS)}")
-    if agent is not None:
-        rt.snapshot.permissions.ruleset(agent)
-    selection = McpSelection(agent=agent, model=model, provider=provider, client=client)
+    if selection.agent is not None:
+        rt.snapshot.permissions.ruleset(selection.agent)
+    if selection.toolset is not None:
+        rt.tools(**selection.options())  # an unknown tool set is a usage error before the client connects
 
     async def main() -> None:
         server, face = build_server(rt, selection)
