@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import io
 import json
 from pathlib import Path
 
 import anyio
-import pytest
+from cli_helpers import run
 from mcp import Client
 
 from toolrt.api import Runtime
-from toolrt.cli import SELECTION_OPTIONS, _parser, main
+from toolrt.cli import SELECTION_OPTIONS, _parser
 from toolrt.serve_mcp import McpSelection, build_server
 
 SELECTING_COMMANDS = ("list", "specs", "check", "call", "serve")
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture(autouse=True)
-def _data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLRT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

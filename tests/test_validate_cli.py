@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -10,22 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from toolrt.cli import main
+from cli_helpers import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "broken"
 REPO = Path(__file__).resolve().parent.parent
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture(autouse=True)
-def _data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLRT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
 
 
 BROKEN = [
