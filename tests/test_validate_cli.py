@@ -53,8 +53,11 @@ BROKEN = [
 
 
 @pytest.mark.parametrize(("fixture", "location", "message"), BROKEN, ids=[b[0] for b in BROKEN])
-def test_broken_fixture_fails_with_location(fixture: str, location: str, message: str) -> None:
-    code, out, err = run("validate", "--root", str(FIXTURES / fixture))
+def test_broken_fixture_fails_with_location(
+    fixture: str, location: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(FIXTURES / fixture)
+    code, out, err = run("validate")
     assert code == 1, out + err
     line = next((text for text in out.splitlines() if text.startswith(location)), None)
     assert line is not None, f"no problem at {location} in:\n{out}"
@@ -94,14 +97,15 @@ def test_init_output_is_valid(tmp_path: Path) -> None:
     assert code == 2 and "refusing to overwrite" in err
 
 
-def test_validate_json_format() -> None:
+def test_validate_json_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # paths are relative to the working directory
     code, out, _ = run("validate", "--root", str(FIXTURES / "unknown_key"), "--format", "json")
     assert code == 1
     report = json.loads(out)
     assert report["ok"] is False
     [error] = [e for e in report["errors"] if "paramters" in e["message"]]
     assert error == {
-        "file": "tools.d/tool.yaml",
+        "file": "tests/fixtures/broken/unknown_key/tools.d/tool.yaml",
         "line": 4,
         "column": 1,
         "pointer": "/paramters",
@@ -110,10 +114,11 @@ def test_validate_json_format() -> None:
     }
 
 
-def test_validate_github_format() -> None:
-    code, out, _ = run("validate", "--root", str(FIXTURES / "duplicate_id"), "--format", "github")
+def test_validate_github_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # GitHub attaches annotations by paths relative to the repository root
+    code, out, _ = run("validate", "--root", "tests/fixtures/broken/duplicate_id", "--format", "github")
     assert code == 1
-    assert "::error file=tools.d/b.yaml,line=1,col=1::duplicate tool id 't'" in out
+    assert "::error file=tests/fixtures/broken/duplicate_id/tools.d/b.yaml,line=1,col=1::duplicate tool id 't'" in out
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import ConfigError, Problem, UsageError
+from . import __version__
+from .errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from .api import Runtime
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 FORMATS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
+FORMATS_OF_VALIDATE = ("text", "json", "github", "sarif")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_examples(
             "toolrt init my-project              # a starter project: tools, safe permissions, settings",
-            "toolrt validate                     # CI: exit 1 when the config is invalid",
+            "toolrt validate --strict            # CI: exit 1 on any error or warning in the project's files",
             "toolrt list --model gpt-5           # the tools gpt-5 sees, and why the others are hidden",
             'toolrt call read \'{"filePath": "README.md"}\'',
             "toolrt serve --toolset readonly     # an MCP server over stdio",
@@ -76,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
             "Run `toolrt COMMAND --help` for a command's options and examples.",
         ),
     )
-    parser.add_argument("--version", action="version", version="toolrt 0.1.0", help="print the version and exit")
+    parser.add_argument(
+        "--version", action="version", version=f"toolrt {__version__}", help="print the version and exit"
+    )
     commands = parser.add_subparsers(
         dest="command", required=True, parser_class=_Parser, metavar="COMMAND", help="one of:"
     )
@@ -98,14 +102,27 @@ def _parser() -> argparse.ArgumentParser:
         "validate",
         "check the config; exit 1 when invalid",
         "toolrt validate",
-        "toolrt validate --format github     # annotations in a GitHub Actions log",
+        "toolrt validate --strict --format github    # in a GitHub Actions step",
+        "toolrt validate tools.d/search.yaml         # pre-commit: the project is found from the file",
+        "toolrt validate --format sarif > toolrt.sarif",
+    )
+    validate.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="config files to check; each one's project is the nearest directory above it with tools.d/,"
+        " permissions.yaml or toolrt.yaml (not above the repository root)",
     )
     validate.add_argument(
         "--format",
-        choices=("text", "json", "github"),
+        choices=FORMATS_OF_VALIDATE,
         default="text",
-        help="text (file:line:column: message), json, or github (workflow annotations); default: text",
+        help="text (file:line:column: message), json, github (workflow annotations) or sarif (SARIF 2.1.0)",
     )
+    validate.add_argument(
+        "--all", action="store_true", help="also show warnings about built-in and plugin files (errors always show)"
+    )
+    validate.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     listing = command(
         "list",
         "the tools a model sees, and why the others are hidden",
@@ -209,8 +226,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         print(f"toolrt: {error}", file=err)
         return 2
     except ConfigError as error:
+        from .validate_cli import problem_text
+
         for problem in error.problems:
-            print(_text(problem), file=err)
+            print(problem_text(problem), file=err)
         print(
             f"toolrt: the config is invalid ({len(error.problems)} problem(s)); run `toolrt validate` for details",
             file=err,
@@ -223,11 +242,6 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-
-
-def _text(problem: Problem) -> str:
-    prefix = "warning: " if problem.severity == "warning" else ""
-    return f"{problem.file}:{problem.line}:{problem.column}: {prefix}{problem.message}"
 
 
 def _flags(values: Sequence[str]) -> dict[str, bool]:
@@ -246,33 +260,13 @@ def _load(options: argparse.Namespace) -> Runtime:
 
 
 def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
-    from .validate import validate
+    from .validate_cli import render, validate_paths
 
-    report = validate(Path(options.root))
-    if options.format == "json":
-        json.dump(
-            {
-                "ok": report.ok,
-                "errors": [p.to_json() for p in report.errors],
-                "warnings": [p.to_json() for p in report.warnings],
-            },
-            out,
-            indent=2,
-        )
-        out.write("\n")
-    elif options.format == "github":
-        for problem in report.errors + report.warnings:
-            level = "error" if problem.severity == "error" else "warning"
-            message = problem.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            out.write(
-                f"::{level} file={problem.file},line={max(problem.line, 1)},col={max(problem.column, 1)}::{message}\n"
-            )
-    else:
-        for problem in report.errors + report.warnings:
-            out.write(_text(problem) + "\n")
-        verdict = "valid" if report.ok else "invalid"
-        out.write(f"{options.root}: {verdict} ({len(report.errors)} error(s), {len(report.warnings)} warning(s))\n")
-    return 0 if report.ok else 1
+    if options.files and options.root != ".":
+        raise UsageError("give FILE arguments or --root, not both (each file's project is found from the file)")
+    outcome = validate_paths(Path(options.root), options.files, all_files=options.all)
+    render(outcome, options.format, out, strict=options.strict, all_files=options.all)
+    return 0 if outcome.passes(strict=options.strict) else 1
 
 
 def _selection(options: argparse.Namespace) -> dict[str, Any]:
