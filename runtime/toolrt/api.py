@@ -196,23 +196,14 @@ class Runtime:
         flags: Mapping[str, bool] | None = None,
         toolset: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Provider function specs (`openai`, `openai-responses`, `anthropic`, `gemini`, `mcp`)."""
-        from .specs import compile_spec
+        """Provider function specs (`openai`, `openai-responses`, `anthropic`, `gemini`, `mcp`).
 
+        Compiled once per snapshot and selection. Each spec is a new dict whose top-level keys the caller
+        may change (e.g. add Anthropic's `cache_control`); the values below it are shared with the cache:
+        `copy.deepcopy` a spec before changing anything nested.
+        """
         toolset_ = self._selection(model, provider, agent, client, flags, toolset)
-        specs = []
-        for offered in toolset_.offered:
-            definition = offered.tool.definition
-            compiled = compile_spec(
-                format,
-                name=offered.name,
-                description=offered.tool.description,
-                parameters=definition.parameters,
-                title=definition.title if definition.title and "{" not in definition.title else None,
-                annotations=definition.annotations,
-            )
-            specs.append(compiled.spec)
-        return specs
+        return [dict(spec) for spec in toolset_.specs(format)]
 
     # --- permissions ------------------------------------------------------------------------------
 

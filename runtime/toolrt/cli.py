@@ -193,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
     _selection_options(serve)
+    serve.add_argument("--page-size", type=int, help="tools per tools/list page (default: 10000)")
     schema = command(
         "schema",
         "print a config file's JSON Schema",
@@ -508,7 +509,7 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
-    from .serve_mcp import McpSelection, run_serve
+    from .serve_mcp import McpSelection, ServeLimits, run_serve
 
     return run_serve(
         _load(options),
@@ -516,6 +517,7 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
         host=options.host,
         port=options.port,
         selection=McpSelection(**_selection(options)),
+        limits=ServeLimits() if options.page_size is None else ServeLimits(page_size=options.page_size),
     )
 
 

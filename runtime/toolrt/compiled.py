@@ -50,6 +50,8 @@ class CompiledTool:
     static_requests: tuple[PermissionRequest, ...] | None = None
     """The permission requests of every call when they do not depend on the arguments (no templates,
     no path arguments, no analyzer): computed once, and their allow decisions can be reused."""
+    specs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict, compare=False, repr=False)
+    """Provider specs by (format, offered name), compiled on first use (`selection.spec_of`)."""
 
     @property
     def id(self) -> str:

@@ -7,8 +7,9 @@ offered as) and, for every hidden tool, the reason it is hidden.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from .compiled import CompiledTool
 from .config.model import HostHandler, Selector, When
@@ -17,7 +18,7 @@ from .permissions.evaluate import disabled
 from .permissions.wildcard import match
 from .snapshot import Snapshot
 
-__all__ = ["Hidden", "Offered", "Selection", "ToolSet", "select"]
+__all__ = ["Hidden", "Offered", "Selection", "ToolSet", "select", "spec_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,19 +48,77 @@ class Hidden:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ToolSet:
+    """The tools one selection offers, indexed by name, with its provider specs compiled on first use.
+
+    A ToolSet is built once per (snapshot, selection) and cached with it, so the per-call work is a
+    dictionary lookup whatever the number of tools, and each format's specs are compiled once.
+    """
+
     offered: tuple[Offered, ...]
     hidden: tuple[Hidden, ...]
+    _by_name: Mapping[str, Offered] = field(init=False, repr=False, compare=False)
+    _names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _specs: dict[str, tuple[Mapping[str, Any], ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", MappingProxyType({o.name: o for o in self.offered}))
+        object.__setattr__(self, "_names", tuple(o.name for o in self.offered))
+        object.__setattr__(self, "_specs", {})
 
     def names(self) -> tuple[str, ...]:
-        return tuple(o.name for o in self.offered)
+        """The offered names, in definition order (computed once)."""
+        return self._names
 
     def get(self, name: str) -> Offered | None:
-        for offered in self.offered:
-            if offered.name == name:
-                return offered
-        return None
+        return self._by_name.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def specs(self, format: str) -> tuple[Mapping[str, Any], ...]:
+        """Every offered tool's spec in `format`, compiled once per ToolSet and shared: never mutate them.
+
+        Raises:
+            UsageError: `format` is unknown.
+        """
+        found = self._specs.get(format)
+        if found is None:
+            from .specs import FORMATS
+
+            if format not in FORMATS:
+                raise UsageError(f"unknown spec format {format!r}; expected one of: {', '.join(FORMATS)}")
+            found = self._specs[format] = tuple(spec_of(offered, format) for offered in self.offered)
+        return found
+
+    def spec(self, name: str, format: str) -> Mapping[str, Any] | None:
+        """One offered tool's spec in `format` (shared: never mutate it); None when `name` is not offered."""
+        offered = self._by_name.get(name)
+        return None if offered is None else spec_of(offered, format)
+
+
+def spec_of(offered: Offered, format: str) -> Mapping[str, Any]:
+    """The spec of one tool under its offered name, compiled once per (tool, format, name).
+
+    The cache lives on the compiled tool, so a reload that keeps a tool file unchanged keeps its specs.
+    """
+    key = (format, offered.name)
+    cache = offered.tool.specs
+    found = cache.get(key)
+    if found is None:
+        from .specs import compile_spec
+
+        definition = offered.tool.definition
+        found = cache[key] = compile_spec(
+            format,
+            name=offered.name,
+            description=offered.tool.description,
+            parameters=definition.parameters,
+            title=definition.title if definition.title and "{" not in definition.title else None,
+            annotations=definition.annotations,
+        ).spec
+    return found
 
 
 def _selector_matches(selector: Selector, selection: Selection, groups: Mapping[str, tuple[Selector, ...]]) -> bool:

@@ -43,13 +43,16 @@ from .errors import UsageError
 from .permissions.ask import AskRequest, Reply
 from .reload import Reloader
 from .result import ToolResult
+from .selection import ToolSet
 
-__all__ = ["ABORT_GRACE_SECONDS", "McpFace", "McpSelection", "build_server", "run_serve"]
+__all__ = ["ABORT_GRACE_SECONDS", "McpFace", "McpSelection", "ServeLimits", "build_server", "run_serve"]
 
 ABORT_GRACE_SECONDS = 5.0
 """After a client cancels, how long a tool may take to honour its abort event before it is cancelled hard."""
 
 TRANSPORTS = ("stdio", "http")
+DEFAULT_PAGE_SIZE = 10_000
+"""`tools/list` pages only above this many tools: several clients never follow `nextCursor`."""
 
 _DECISIONS = ("once", "always", "reject")
 _ASK_SCHEMA: dict[str, Any] = {
@@ -90,6 +93,26 @@ class McpSelection:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ServeLimits:
+    """How much one `toolrt serve` process holds and hands out at once."""
+
+    page_size: int = DEFAULT_PAGE_SIZE
+    """Tools per `tools/list` page; a listing this long or shorter is one page without a cursor."""
+
+    def __post_init__(self) -> None:
+        if self.page_size < 1:
+            raise UsageError(f"--page-size must be at least 1, not {self.page_size}")
+
+
+def _page_start(cursor: str | None, total: int) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or int(cursor) > total:
+        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r} (list the tools again from the start)")
+    return int(cursor)
+
+
 class _LoopBridge:
     """Runs a callback on the event loop thread, from it or from a worker thread.
 
@@ -111,9 +134,11 @@ class _LoopBridge:
 class McpFace:
     """The handlers of the MCP server over one Runtime; one instance serves every connection."""
 
-    def __init__(self, rt: Runtime, selection: McpSelection) -> None:
+    def __init__(self, rt: Runtime, selection: McpSelection, limits: ServeLimits | None = None) -> None:
         self._rt = rt
         self._selection = selection
+        self._limits = limits or ServeLimits()
+        self._listed: tuple[ToolSet, tuple[types.Tool, ...]] | None = None
         self._sessions: list[ServerSession] = []
         self._bus = InMemorySubscriptionBus()
         self._ids = itertools.count(1)
@@ -125,15 +150,36 @@ class McpFace:
 
     # --- tools/list -------------------------------------------------------------------------------
 
+    def _toolset(self) -> ToolSet:
+        """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
+        return self._rt.tools(**self._selection.options())
+
+    def _listing(self) -> tuple[types.Tool, ...]:
+        """The served tools as MCP `Tool`s, built once per snapshot and selection."""
+        toolset = self._toolset()
+        cached = self._listed
+        if cached is None or cached[0] is not toolset:
+            cached = self._listed = (toolset, tuple(types.Tool.model_validate(spec) for spec in toolset.specs("mcp")))
+        return cached[1]
+
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        specs = self._rt.specs("mcp", **self._selection.options())
-        return types.ListToolsResult(tools=[types.Tool.model_validate(spec) for spec in specs])
+        tools = self._listing()
+        size = self._limits.page_size
+        if len(tools) <= size and (params is None or params.cursor is None):
+            return types.ListToolsResult(tools=list(tools))
+        start = _page_start(params.cursor if params is not None else None, len(tools))
+        end = start + size
+        return types.ListToolsResult(tools=list(tools[start:end]), next_cursor=str(end) if end < len(tools) else None)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The SDK's `get_tool_input_schema` hook: one tool's schema from the cached specs, no listing."""
+        spec = self._toolset().spec(name, "mcp")
+        return None if spec is None else spec["inputSchema"]
 
     # --- tools/call -------------------------------------------------------------------------------
 
     async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        offered = self._rt.tools(**self._selection.options()).offered
-        if params.name not in {o.name for o in offered}:
+        if params.name not in self._toolset():
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         abort = anyio.Event()
@@ -343,13 +389,16 @@ class _ToolrtServer(Server[Any]):
         )
 
 
-def build_server(rt: Runtime, selection: McpSelection) -> tuple[Server[Any], McpFace]:
+def build_server(
+    rt: Runtime, selection: McpSelection, limits: ServeLimits | None = None
+) -> tuple[Server[Any], McpFace]:
     """The low-level MCP server over `rt` and its handlers (for in-process use and tests)."""
-    face = McpFace(rt, selection)
+    face = McpFace(rt, selection, limits)
     server = _ToolrtServer(
         "toolrt",
         version=_version(),
         instructions=f"Tools of the toolrt project at {rt.root}.",
+        get_tool_input_schema=face.input_schema,
         on_list_tools=face.list_tools,
         on_call_tool=face.call_tool,
         on_subscriptions_listen=ListenHandler(face.bus),
@@ -374,6 +423,7 @@ def run_serve(
     host: str,
     port: int,
     selection: McpSelection,
+    limits: ServeLimits | None = None,
 ) -> int:
     """Serve `rt` over stdio or streamable HTTP until the client disconnects (stdio) or Ctrl-C.
 
@@ -388,7 +438,7 @@ def run_serve(
         rt.tools(**selection.options())  # an unknown tool set is a usage error before the client connects
 
     async def main() -> None:
-        server, face = build_server(rt, selection)
+        server, face = build_server(rt, selection, limits)
         unsubscribe = rt.on_swap(face.swap_listener())
         try:
             async with anyio.create_task_group() as group:

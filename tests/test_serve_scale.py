@@ -1,0 +1,100 @@
+"""`toolrt serve` at scale: listings from the spec cache, pages only above the page size, the schema hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from toolrt.api import Runtime
+from toolrt.errors import UsageError
+from toolrt.serve_mcp import McpSelection, ServeLimits, build_server
+
+TOOL = """\
+id: {id}
+description: "Echoes the number it is given, for the serve tests ({id})."
+parameters: {{type: object, properties: {{n: {{type: integer}}}}, required: [n]}}
+handler: {{argv: ["echo", "{{{{ n }}}}"]}}
+"""
+
+
+def project(tmp_path: Path, ids: list[str]) -> Path:
+    root = tmp_path / "project"
+    (root / "tools.d").mkdir(parents=True)
+    for tool_id in ids:
+        (root / "tools.d" / f"{tool_id}.yaml").write_text(TOOL.format(id=tool_id), encoding="utf-8")
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
+    return root
+
+
+def test_tools_list_pages_only_above_the_page_size(tmp_path: Path) -> None:
+    rt = Runtime.load(project(tmp_path, ["t1", "t2", "t3"]))
+
+    async def main() -> None:
+        small, _ = build_server(rt, McpSelection(), ServeLimits(page_size=2))
+        async with Client(small, mode="legacy") as client:
+            first = await client.list_tools()
+            assert [t.name for t in first.tools] == ["t1", "t2"]
+            assert first.next_cursor == "2"
+            second = await client.list_tools(cursor=first.next_cursor)
+            assert [t.name for t in second.tools] == ["t3"]
+            assert second.next_cursor is None
+            with pytest.raises(MCPError, match="Invalid cursor: 'zz'"):
+                await client.list_tools(cursor="zz")
+        large, _ = build_server(rt, McpSelection(), ServeLimits(page_size=3))
+        async with Client(large, mode="legacy") as client:
+            whole = await client.list_tools()
+            assert [t.name for t in whole.tools] == ["t1", "t2", "t3"]
+            assert whole.next_cursor is None
+
+    anyio.run(main)
+
+
+def test_the_sdk_gets_input_schemas_from_the_snapshot_without_listing(tmp_path: Path) -> None:
+    rt = Runtime.load(project(tmp_path, ["t1", "t2"]))
+    server, face = build_server(rt, McpSelection())
+    assert server.get_tool_input_schema is not None
+    schema = server.get_tool_input_schema("t2")
+    assert schema == {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert server.get_tool_input_schema("nope") is None
+    # Compiled once per snapshot and selection: the same object until a swap.
+    assert server.get_tool_input_schema("t2") is schema
+    rt.register(
+        {
+            "id": "t3",
+            "description": "A third tool registered at run time, for the cache test.",
+            "parameters": {"type": "object"},
+            "handler": {"argv": ["true"]},
+        }
+    )
+    assert server.get_tool_input_schema("t3") == {"type": "object"}
+
+
+def test_a_page_size_below_one_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="--page-size must be at least 1, not 0"):
+        ServeLimits(page_size=0)
+
+
+def test_specs_compile_once_per_selection_and_hand_out_new_top_level_dicts(tmp_path: Path) -> None:
+    rt = Runtime.load(project(tmp_path, ["t1", "t2"]))
+    first = rt.specs("anthropic")
+    first[0]["cache_control"] = {"type": "ephemeral"}
+    again = rt.specs("anthropic")
+    assert "cache_control" not in again[0]
+    assert again[0]["input_schema"] is first[0]["input_schema"]  # compiled once, not per request
+    assert rt.tools().names() == ("t1", "t2")
+    assert "t2" in rt.tools() and "nope" not in rt.tools()
+    with pytest.raises(UsageError, match="unknown spec format 'yaml'"):
+        rt.specs("yaml")
+    rt.register(
+        {
+            "id": "t1",
+            "description": "Replaced at run time, for the cache test of the specs.",
+            "parameters": {"type": "object"},
+            "handler": {"argv": ["true"]},
+        }
+    )
+    assert rt.specs("anthropic")[0]["description"].startswith("Replaced at run time")
