@@ -358,6 +358,8 @@ def test_one_edit_request_names_every_touched_path(root: Path) -> None:
             ("*",),
             {"filepath": "src/new.py, src/old.py, lib/old.py, src/gone.py"},
         ),
+        # The sources of the move and the delete must be readable: their content moves on or goes.
+        PermissionRequest("read", (str(root / "src/old.py"), str(root / "src/gone.py")), ("*",)),
     )
 
 
@@ -393,7 +395,7 @@ def test_symlinks_in_the_analyzer_are_resolved(root: Path) -> None:
     requests = permission_requests({"patchText": patch("*** Add File: linked/x.txt", "+x")}, site_for(root))
     assert [(r.permission, r.patterns) for r in requests] == [
         ("external_directory", (f"{outside}/*",)),
-        ("edit", ("linked/x.txt",)),
+        ("edit", ("linked/x.txt", "../elsewhere/x.txt")),  # the name, and the real path the rules also see
     ]
 
 

@@ -203,7 +203,8 @@ def test_a_symlink_out_of_the_root_asks_for_the_target_directory(root: Path) -> 
     call(edit, {"filePath": "link.txt", "oldString": "a", "newString": "b"}, ctx)
     assert (outside / "real.txt").read_text() == "b\n"
     assert (root / "link.txt").is_symlink()
-    assert {request.patterns for request in asked} == {(f"{outside}/*",)}
+    # external_directory for the target's directory; `read` asks for the target itself too.
+    assert {request.patterns for request in asked} == {(f"{outside}/*",), (str(outside / "real.txt"),)}
     with pytest.raises(DeniedError):
         call(
             edit,
@@ -227,7 +228,7 @@ def test_yaml_handler_resolves_and_examples_validate() -> None:
     definition = tool_helpers.check_definition("edit", edit)
     assert definition["permission"] == {
         "key": "edit",
-        "patterns": ["{{ filePath | relpath }}"],
+        "patterns": ["{{ filePath | relpath }}", "{{ filePath | realrelpath }}"],
         "always": ["*"],
         "paths": ["filePath"],
     }

@@ -421,7 +421,13 @@ def test_descriptions_are_written_for_the_model(tool: str) -> None:
     [
         ("glob", "glob", ["{{ pattern }}"], ["*"], [{"arg": "path", "kind": "directory"}]),
         ("grep", "grep", ["{{ pattern }}"], ["*"], [{"arg": "path", "kind": "directory"}]),
-        ("list", "list", ["{{ path | abspath }}"], ["*"], [{"arg": "path", "kind": "directory"}]),
+        (
+            "list",
+            "list",
+            ["{{ path | abspath }}", "{{ path | realpath }}"],
+            ["*"],
+            [{"arg": "path", "kind": "directory"}],
+        ),
         ("skill", "skill", ["{{ name }}"], None, None),
         ("task", "task", ["{{ subagent_type }}"], None, None),
     ],

@@ -22,7 +22,7 @@ Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 
 
 def make_ctx(root: Path) -> ToolContext:
-    return ToolContext(tool="search", root=root, data_dir=root / ".data")
+    return ToolContext(tool="search", root=root, data_dir=root / ".data", permits=lambda permission, pattern: True)
 
 
 def call(handler: Handler, args: Mapping[str, Any], root: Path) -> dict[str, Any]:

@@ -150,7 +150,7 @@ def load_definition() -> dict[str, Any]:
 def test_yaml_handler_resolves_and_examples_validate() -> None:
     definition = tool_helpers.check_definition("write", write)
     assert definition["permission"]["key"] == "edit"
-    assert definition["permission"]["patterns"] == ["{{ filePath | relpath }}"]
+    assert definition["permission"]["patterns"] == ["{{ filePath | relpath }}", "{{ filePath | realrelpath }}"]
 
 
 @pytest.mark.parametrize(

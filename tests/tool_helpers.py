@@ -18,7 +18,8 @@ Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
 def make_ctx(
     root: Path, asked: list[PermissionRequest] | None = None, deny: str | None = None, *, tool: str = "tool"
 ) -> ToolContext:
-    """A context rooted at `root` whose `ask` records requests in `asked` and denies permission `deny`."""
+    """A context rooted at `root` whose `ask` records requests in `asked` and denies permission `deny`
+    (which `permits` then refuses too)."""
 
     async def asker(requests: Sequence[PermissionRequest]) -> None:
         if asked is not None:
@@ -26,7 +27,10 @@ def make_ctx(
         if any(request.permission == deny for request in requests):
             raise DeniedError(f"{deny} denied")
 
-    return ToolContext(tool=tool, root=root, data_dir=root / "data", asker=asker)
+    def permits(permission: str, pattern: str) -> bool:
+        return permission != deny
+
+    return ToolContext(tool=tool, root=root, data_dir=root / "data", asker=asker, permits=permits)
 
 
 def call(handler: Handler, args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -11,6 +11,7 @@ snapshots: session approvals, session memory, the audit log, host handlers and l
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .audit import AuditLog
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, Problem, UsageError
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
 from .permissions.evaluate import decide
@@ -31,6 +32,8 @@ from .result import ToolResult
 from .selection import Selection, ToolSet, select
 from .settings import resolve_flags
 from .snapshot import Snapshot, build_snapshot, with_tool
+
+logger = logging.getLogger("toolrt.reload")
 
 if TYPE_CHECKING:
     from .calls import CallEvent, CallRequest, Services
@@ -272,6 +275,11 @@ class Runtime:
             snapshot = build_snapshot(self._snapshot.root)
         except ConfigError as error:
             self._last_error = error
+            return self.status()
+        except Exception as exc:  # any failure, even a bug, keeps the last good snapshot serving
+            logger.exception("reload failed; still serving generation %d", self._generation)
+            problem = Problem(str(self._snapshot.root), 0, 0, "", f"reload failed: {type(exc).__name__}: {exc}")
+            self._last_error = ConfigError([problem])
             return self.status()
         with self._lock:
             self._last_error = None

@@ -33,8 +33,9 @@ def permission_requests(tool: CompiledTool, args: Mapping[str, Any], snapshot: S
         requests.extend(analyzer(args, site))
         return requests
     names, root = tool.parameter_names, snapshot.root
-    patterns = tuple(render(t, args, names, root) for t in tool.patterns)
-    always = tuple(render(t, args, names, root) for t in tool.always)
+    # A pattern rendered twice (a path and its real path, when no symlink is involved) is asked once.
+    patterns = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.patterns))
+    always = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.always))
     requests.append(PermissionRequest(spec.key, patterns, always))
     return requests
 

@@ -22,6 +22,7 @@ from .compiled import CompiledTool
 from .context import Questioner
 from .errors import ToolFailure
 from .permissions.ask import Asker, PermissionBroker
+from .permissions.evaluate import decide
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
 from .selection import ToolSet
@@ -140,6 +141,17 @@ class ActiveCall:
             call_id=self.call_id,
         )
         self.granted.update((d.permission, d.pattern) for d in decision.decisions)
+
+    def permits(self, permission: str, pattern: str) -> bool:
+        """`ToolContext.permits`: the agent's rules, the locked file and the session's approvals allow it."""
+        permissions = self.snapshot.permissions
+        decision = decide(
+            (PermissionRequest(permission, (pattern,), ()),),
+            permissions.ruleset(self.agent),
+            locked=permissions.locked,
+            approved=self.services.broker.approved(self.request.session),
+        )
+        return decision.action == "allow"
 
     def on_metadata(self, title: str | None, metadata: Mapping[str, Any] | None) -> None:
         if self.services.listeners:

@@ -381,11 +381,9 @@ def _terminal_asker(out: TextIO) -> Any:
     async def ask(request: AskRequest) -> Reply:
         import anyio
 
-        lines = [f"\n{request.title or f'{request.tool} asks for permission'}"]
-        if request.message:
-            lines.append(request.message)
-        lines.extend(f"  {d.permission}: {d.pattern}" for d in request.pending)
-        print("\n".join(lines), file=sys.stderr, flush=True)
+        from .permissions.shown import ask_lines
+
+        print("\n" + "\n".join(ask_lines(request, indent="  ")), file=sys.stderr, flush=True)
         answer = await anyio.to_thread.run_sync(lambda: input("allow? [o]nce / [a]lways / [r]eject: ").strip().lower())
         if answer in ("o", "once", "y", "yes"):
             return Reply("once")
@@ -405,9 +403,12 @@ def _terminal_questioner() -> Any:
 
         answers: list[list[str]] = []
         for item in questions:
+            from .permissions.shown import escape_controls
+
             options = [str(option.get("label", "")) for option in item.get("options", ())]
-            lines = [f"\n{item.get('header') or 'Question'}: {item['question']}"]
-            lines.extend(f"  {number}. {label}" for number, label in enumerate(options, 1))
+            header = escape_controls(str(item.get("header") or "Question"))
+            lines = [f"\n{header}: {escape_controls(str(item['question']), keep_newlines=True)}"]
+            lines.extend(f"  {number}. {escape_controls(label)}" for number, label in enumerate(options, 1))
             print("\n".join(lines), file=sys.stderr, flush=True)
             hint = "numbers, comma-separated" if item.get("multiple") else "a number"
             reply = await anyio.to_thread.run_sync(input, f"answer ({hint}, or your own words): ")

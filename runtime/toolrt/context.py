@@ -18,6 +18,8 @@ __all__ = ["DescribeInfo", "ToolContext"]
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
 Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
 BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
+Permits = Callable[[str, str], bool]
+"""Whether the rules allow (permission, pattern) outright, without asking anyone."""
 Questioner = Callable[[Sequence[Mapping[str, Any]]], Awaitable[list[list[str]]]]
 """The host's way to put questions to the person: one list of chosen labels (or typed text) per question."""
 
@@ -28,6 +30,10 @@ async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Tool
 
 async def _allow_all(requests: Sequence[PermissionRequest]) -> None:
     return None
+
+
+def _permit_nothing(permission: str, pattern: str) -> bool:
+    return False
 
 
 @dataclass(slots=True)
@@ -58,6 +64,9 @@ class ToolContext:
     on_metadata: MetadataSink | None = None
     asker: Asker = _allow_all
     batch: BatchRunner = _no_batch
+    permits: Permits = _permit_nothing
+    """`permits(permission, pattern)`: whether the rules allow it without asking. The search tools leave
+    out files `read` would not allow; without a pipeline behind the context nothing is permitted."""
     questioner: Questioner | None = None
     available_tools: tuple[str, ...] = ()
     """Ids of the tools this call's model may use (for messages such as batch's "not in registry")."""

@@ -126,6 +126,7 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
         on_metadata=call.on_metadata,
         asker=call.ask,
         batch=call.batch,
+        permits=call.permits,
         questioner=request.questioner,
         available_tools=call.toolset.names(),
     )

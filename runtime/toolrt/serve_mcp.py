@@ -41,6 +41,7 @@ from .api import Runtime, SnapshotChange
 from .calls import CallEvent
 from .errors import UsageError
 from .permissions.ask import AskRequest, Reply
+from .permissions.shown import ask_lines, escape_controls
 from .reload import Reloader
 from .result import ToolResult
 from .selection import ToolSet
@@ -258,7 +259,9 @@ class McpFace:
             answers: list[list[str]] = []
             for item in questions:
                 result = await ctx.session.elicit_form(
-                    str(item["question"]), _question_schema(item), related_request_id=ctx.request_id
+                    escape_controls(str(item["question"]), keep_newlines=True),
+                    _question_schema(item),
+                    related_request_id=ctx.request_id,
                 )
                 answer = (result.content or {}).get("answer") if result.action == "accept" else None
                 answers.append(_answer_list(answer, multiple=bool(item.get("multiple"))))
@@ -296,11 +299,11 @@ class McpFace:
 def _question_schema(item: Mapping[str, Any]) -> dict[str, Any]:
     """A one-field form: the option labels to pick from (or, for several answers, text to type)."""
     labels = [str(option.get("label", "")) for option in item.get("options", ()) if option.get("label")]
-    title = str(item.get("header") or item["question"])
+    title = escape_controls(str(item.get("header") or item["question"]))
     if labels and not item.get("multiple"):
         answer: dict[str, Any] = {"type": "string", "title": title, "enum": labels}
     else:
-        hint = f" (one or more of: {', '.join(labels)}; comma-separated)" if labels else ""
+        hint = f" (one or more of: {escape_controls(', '.join(labels))}; comma-separated)" if labels else ""
         answer = {"type": "string", "title": title + hint}
     return {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}
 
@@ -352,11 +355,7 @@ def _progress_text(event: CallEvent) -> str | None:
 
 
 def _ask_text(request: AskRequest) -> str:
-    lines = [request.title or f"{request.tool} wants permission"]
-    if request.message:
-        lines.append(request.message)
-    lines.extend(f"{p.permission}: {p.pattern}" for p in request.pending)
-    return "\n".join(lines)
+    return "\n".join(ask_lines(request))
 
 
 def _to_mcp(result: ToolResult) -> types.CallToolResult:

@@ -72,16 +72,34 @@ def _relpath(root: str, value: Any) -> str:
     return os.path.relpath(_abspath(root, value), root).replace("\\", "/")
 
 
+def _realpath(root: str, value: Any) -> str:
+    """The path's target with every symlink resolved: rules see the file, not only its name."""
+    return os.path.realpath(_abspath(root, value)).replace("\\", "/")
+
+
+def _realrelpath(root: str, value: Any) -> str:
+    """`_realpath` relative to the root's own real path (`../x` when the target lies outside it)."""
+    return os.path.relpath(_realpath(root, value), os.path.realpath(root)).replace("\\", "/")
+
+
 def _quote(root: str, value: Any) -> str:
     return shlex.quote(_value_text(value))
 
 
-_FILTERS: Mapping[str, Callable[[str, Any], str]] = {"abspath": _abspath, "relpath": _relpath, "quote": _quote}
+_FILTERS: Mapping[str, Callable[[str, Any], str]] = {
+    "abspath": _abspath,
+    "relpath": _relpath,
+    "realpath": _realpath,
+    "realrelpath": _realrelpath,
+    "quote": _quote,
+}
 
 
 # --- the fast path ---------------------------------------------------------------------------------
 
-_EXPRESSION = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\|\s*(abspath|relpath|quote)\s*)?\}\}")
+_EXPRESSION = re.compile(
+    r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\|\s*(abspath|relpath|realpath|realrelpath|quote)\s*)?\}\}"
+)
 _JINJA_SYNTAX = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
 
 _Part = str | tuple[str, str | None]

@@ -130,8 +130,20 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> Sequence[Per
     if not paths:
         return ()
     requests = [PermissionRequest("external_directory", (pattern,), (pattern,)) for pattern in _unique(outside)]
-    relative_paths = _unique([relative(path, site.root) for path in paths])
-    requests.append(PermissionRequest("edit", relative_paths, ("*",), {"filepath": ", ".join(relative_paths)}))
+    real_root = Path(os.path.realpath(site.root))
+    named = [relative(path, site.root) for path in paths]
+    relative_paths = _unique(named + [relative(Path(os.path.realpath(path)), real_root) for path in paths])
+    requests.append(PermissionRequest("edit", relative_paths, ("*",), {"filepath": ", ".join(_unique(named))}))
+    # Moving or deleting a file hands its content on (or destroys it): the source must be readable too,
+    # or a patch could move `.env` to `env.txt` past a `read` deny.
+    sources = [
+        _resolve_in(site.root, site.home, hunk.path)
+        for hunk in hunks
+        if isinstance(hunk, DeleteFile) or (isinstance(hunk, UpdateFile) and hunk.move_to)
+    ]
+    read_patterns = _unique([form for path in sources for form in (str(path), os.path.realpath(path))])
+    if read_patterns:
+        requests.append(PermissionRequest("read", read_patterns, ("*",)))
     return tuple(requests)
 
 

@@ -26,7 +26,10 @@ __all__ = [
     "exempt_directories",
     "external_patterns",
     "guard",
+    "guard_read",
     "is_within",
+    "left_out_note",
+    "readable",
     "decode_text",
     "encode_text",
     "make_parents",
@@ -105,6 +108,35 @@ async def guard(ctx: ToolContext, path: Path, kind: Kind = "file") -> Path:
             metadata={"filepath": str(path), "parentDir": patterns[0][:-2]},
         )
     return Path(os.path.realpath(path))
+
+
+def readable(ctx: ToolContext, path: str) -> bool:
+    """Whether the `read` rules allow the absolute `path` outright, both as named and as its real target.
+
+    The search tools show only such files: a file `read` would ask for (or deny) is left out, so
+    neither a glob, a grep `include`, nor a symlink to it brings its name or content to the model.
+    """
+    if not ctx.permits("read", path):
+        return False
+    real = os.path.realpath(path)
+    return real == path or ctx.permits("read", real)
+
+
+def left_out_note(count: int) -> str:
+    """What a search tool says about the files it left out (empty when none were)."""
+    if not count:
+        return ""
+    files = "1 file" if count == 1 else f"{count} files"
+    return (
+        f"({files} left out: the read rules do not allow {'it' if count == 1 else 'them'} without asking. "
+        "Read a file by its path to ask for it.)"
+    )
+
+
+async def guard_read(ctx: ToolContext, path: Path) -> None:
+    """Ask `read` for `path` as named and as its real target (a search tool's `path` argument)."""
+    patterns = list(dict.fromkeys((str(path), os.path.realpath(path))))
+    await ctx.ask("read", patterns, always=["*"])
 
 
 def stat_or_none(path: Path, display: str) -> os.stat_result | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..context import ToolContext
 from ..errors import ToolFailure
+from .filepaths import guard_read, left_out_note, readable
 from .ripgrep import run_ripgrep
 
 __all__ = ["FILE_LIMIT", "TRUNCATED_NOTE", "glob", "search_directory"]
@@ -39,11 +40,19 @@ async def glob(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not pattern:
         raise ToolFailure("The pattern is empty. Give a glob such as `**/*.py` or `src/**/test_*.ts`.")
     directory = search_directory(ctx, args.get("path"))
+    if args.get("path"):
+        await guard_read(ctx, directory)
     found: list[str] = []
+    left_out = 0
 
     def take(record: bytes) -> bool:
+        nonlocal left_out
         if record:
-            found.append(os.fsdecode(record))
+            name = os.fsdecode(record)
+            if readable(ctx, str(directory / name)):
+                found.append(name)
+            else:
+                left_out += 1
         return len(found) <= FILE_LIMIT  # one past the limit proves there are more
 
     # rg sorts by mtime itself, so the 100 shown are the newest of all matches, not of the first 100 found.
@@ -63,6 +72,8 @@ async def glob(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     output = "\n".join(files) if files else "No files found"
     if truncated:
         output += "\n\n" + TRUNCATED_NOTE
+    if left_out:
+        output += "\n\n" + left_out_note(left_out)
     return {
         "title": os.path.relpath(directory, ctx.root),
         "output": output,

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..context import ToolContext
 from ..errors import ToolFailure
+from .filepaths import guard_read, left_out_note, readable
 from .ripgrep import run_ripgrep
 
 __all__ = ["MATCH_LIMIT", "MAX_LINE_LENGTH", "FileMatches", "grep", "render_matches"]
@@ -69,6 +70,8 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
             f"Path not found: {target}. Give an existing directory or file, absolute or relative to the project "
             "root, or leave `path` out to search the whole project."
         )
+    if args.get("path"):
+        await guard_read(ctx, target)
     include = args.get("include")
     rg_args = ["-nH", "--null", "--hidden", "--no-messages", "--field-match-separator=|", "--regexp", pattern]
     if include:
@@ -88,7 +91,11 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         )
     if run.exit_code not in (0, 1, 2):
         raise ToolFailure(f"ripgrep failed (exit {run.exit_code}): {run.stderr or 'no error output'}")
-    output, total = render_matches(_newest_first(collector.files.values()), inaccessible=run.exit_code == 2)
+    shown = [group for group in collector.files.values() if readable(ctx, group.path)]
+    output, total = render_matches(_newest_first(shown), inaccessible=run.exit_code == 2)
+    left_out = len(collector.files) - len(shown)
+    if left_out:
+        output += "\n\n" + left_out_note(left_out)
     return {
         "title": pattern,
         "output": output,

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..context import ToolContext
 from ..errors import ToolFailure
+from .filepaths import guard_read, left_out_note, readable
 from .glob import search_directory
 from .ripgrep import run_ripgrep
 
@@ -56,11 +57,19 @@ async def list_directory(args: Mapping[str, Any], ctx: ToolContext) -> dict[str,
             f'`ignore` must be a list of non-empty glob strings, e.g. ["*.log", "docs/"]; got {ignore!r}.'
         )
     globs = [f"--glob=!{pattern}" for pattern in (*IGNORED_DIRECTORIES, *ignore)]
+    if args.get("path"):
+        await guard_read(ctx, directory)
     found: list[str] = []
+    left_out = 0
 
     def take(record: bytes) -> bool:
+        nonlocal left_out
         if record:
-            found.append(os.fsdecode(record))
+            name = os.fsdecode(record)
+            if readable(ctx, str(directory / name)):
+                found.append(name)
+            else:
+                left_out += 1
         return len(found) <= ENTRY_LIMIT
 
     # Sorted by path so that, when truncated, the same 100 files come back on every call.
@@ -78,6 +87,8 @@ async def list_directory(args: Mapping[str, Any], ctx: ToolContext) -> dict[str,
         output += (
             f"\n(Showing the first {ENTRY_LIMIT} files. List a subdirectory, or add `ignore` globs, to see the rest.)\n"
         )
+    if left_out:
+        output += f"\n{left_out_note(left_out)}\n"
     return {
         "title": os.path.relpath(directory, ctx.root),
         "output": output,

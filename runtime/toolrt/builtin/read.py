@@ -275,7 +275,10 @@ async def read(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     offset: int = args.get("offset", 0)
     limit: int = args.get("limit", DEFAULT_LIMIT)
     path = ctx.resolve(file_path)
-    await guard(ctx, path)
+    real = await guard(ctx, path)
+    if real != path:
+        # The rules were asked for this real path before the call ran; a symlink changed since asks again.
+        await ctx.ask("read", [str(real)], always=["*"])
     result, status = await anyio.to_thread.run_sync(partial(_read_sync, path, offset, limit))
     if status is not None:
         filetime.record(ctx.session_state, path, status)

@@ -79,7 +79,12 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> tuple[Permis
     address inside the network (the defaults ask: a model must not reach local services unseen)."""
     url = str(args.get("url", ""))
     requests = [PermissionRequest("webfetch", (url,), ("*",))]
-    host = urlsplit(url).hostname or ""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        # A host the URL parser refuses (`[127.0.0.1]`) cannot be proved public: ask for it as written.
+        requests.append(PermissionRequest("private_network", (url,), (url,), {"url": url}))
+        return tuple(requests)
     if host and private_address(host):
         requests.append(PermissionRequest("private_network", (host,), (host,), {"url": url}))
     return tuple(requests)
@@ -109,6 +114,11 @@ async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     url = str(args["url"])
     if not url.startswith(("http://", "https://")):
         raise ToolFailure("URL must start with http:// or https://")
+    try:
+        urlsplit(url).port  # noqa: B018 (parses the host and port, raising for a malformed one)
+    except ValueError as error:
+        hint = "Give an http(s) URL such as https://example.com/."
+        raise ToolFailure(f"{url} is not a valid URL: {error}. {hint}") from None
     output_format = str(args.get("format") or "markdown")
     if output_format not in _ACCEPT:
         raise ToolFailure(f"Unknown format {output_format!r}: use one of markdown, text, html.")

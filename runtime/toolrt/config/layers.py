@@ -93,6 +93,14 @@ def _description(document: Document, problems: list[Problem]) -> str | None:
         return text
     if "description_file" in data:
         path = document.path.parent / data["description_file"]
+        layer = document.path.parent.parent if document.path.parent.name == TOOLS_DIR else document.path.parent
+        if not path.resolve().is_relative_to(layer.resolve()):
+            message = (
+                f"description file {data['description_file']} lies outside the layer directory {layer} "
+                "(symlinks resolved): keep it beside the tool"
+            )
+            problems.append(_at(document, "/description_file", message))
+            return None
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:

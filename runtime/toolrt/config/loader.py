@@ -46,7 +46,7 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
             position += 1
             if node is None:
                 continue
-            data = _build(loader, node, None, problems, display)
+            data = _build(loader, node, None, problems, _Expansion(display))
             start = (node.start_mark.line + 1, node.start_mark.column + 1)
             documents.append(Document(path, data, display=display, text=text, index=position, start=start))
     except yaml.MarkedYAMLError as exc:
@@ -57,6 +57,10 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
         raise ConfigError([Problem(display, line, column, "", f"YAML syntax error: {what}{context}")]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([Problem(display, 0, 0, "", f"YAML error: {exc}")]) from None
+    except _Refused as refused:
+        raise ConfigError([refused.problem]) from None
+    except RecursionError:
+        raise ConfigError([Problem(display, 0, 0, "", "YAML nested too deeply to read")]) from None
     finally:
         loader.dispose()
     if problems:
@@ -79,28 +83,111 @@ def _pointer(link: _Link) -> str:
     return pointer
 
 
-def _build(loader: yaml.SafeLoader, node: yaml.Node, link: _Link, problems: list[Problem], display: str) -> Any:
+MAX_ALIAS_EXPANSION = 10_000
+"""Values an aliased node may add to a document once expanded (a config that needs more is not a config)."""
+MAX_DEPTH = 200
+"""Nesting depth of mappings and sequences, aliases followed."""
+
+
+class _Refused(Exception):
+    """Expansion stopped: the problem says where and why."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def _problem_at(node: yaml.Node, link: _Link, display: str, message: str) -> _Refused:
+    mark = node.start_mark
+    return _Refused(Problem(display, mark.line + 1, mark.column + 1, _pointer(link), message))
+
+
+class _Expansion:
+    """Counts what a document's aliases add and watches depth and cycles while values are built."""
+
+    def __init__(self, display: str) -> None:
+        self.display = display
+        self.seen: set[int] = set()
+        self.expanded = 0
+        self.active: set[int] = set()
+
+    def enter(self, node: yaml.Node, link: _Link, depth: int) -> None:
+        key = id(node)
+        if key in self.active:
+            raise _problem_at(node, link, self.display, "an alias refers to itself (a value that contains itself)")
+        if depth > MAX_DEPTH:
+            raise _problem_at(node, link, self.display, f"values are nested deeper than {MAX_DEPTH} levels")
+        if key in self.seen:
+            self.expanded += 1
+            if self.expanded > MAX_ALIAS_EXPANSION:
+                message = f"aliases expand to more than {MAX_ALIAS_EXPANSION} values (an alias bomb?)"
+                raise _problem_at(node, link, self.display, message)
+        else:
+            self.seen.add(key)
+
+
+def _check_merges(node: yaml.MappingNode, link: _Link, display: str, chain: tuple[int, ...] = ()) -> None:
+    """Refuse a `<<` merge that (through other merges) includes its own mapping, before PyYAML loops on it."""
+    chain = (*chain, id(node))
+    for key_node, value_node in node.value:
+        if key_node.tag != "tag:yaml.org,2002:merge":
+            continue
+        targets = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        for target in targets:
+            if isinstance(target, yaml.MappingNode):
+                if id(target) in chain:
+                    raise _problem_at(key_node, link, display, "an alias refers to itself (a merge of its own mapping)")
+                _check_merges(target, link, display, chain)
+
+
+def _build(
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    link: _Link,
+    problems: list[Problem],
+    expansion: _Expansion,
+    depth: int = 0,
+) -> Any:
     """Plain Python values from a composed node (marks are computed later, only if needed)."""
     if isinstance(node, yaml.MappingNode):
+        expansion.enter(node, link, depth)
+        expansion.active.add(id(node))
+        _check_merges(node, link, expansion.display)
         loader.flatten_mapping(node)  # resolves `<<` merge keys
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = key_node.value if key_node.tag == _STR_TAG else loader.construct_object(key_node, deep=True)
+            key = key_node.value if key_node.tag == _STR_TAG else _construct(loader, key_node, link, expansion)
             if not isinstance(key, str):
                 key = str(key) if isinstance(key, (int, float, bool)) or key is None else repr(key)
             if key in result:
-                _duplicate(node, key_node, key, link, problems, display)
+                _duplicate(node, key_node, key, link, problems, expansion.display)
                 continue
-            result[key] = _build(loader, value_node, (link, key), problems, display)
+            result[key] = _build(loader, value_node, (link, key), problems, expansion, depth + 1)
+        expansion.active.discard(id(node))
         return result
     if isinstance(node, yaml.SequenceNode):
-        return [_build(loader, item, (link, index), problems, display) for index, item in enumerate(node.value)]
+        expansion.enter(node, link, depth)
+        expansion.active.add(id(node))
+        items = [
+            _build(loader, item, (link, index), problems, expansion, depth + 1) for index, item in enumerate(node.value)
+        ]
+        expansion.active.discard(id(node))
+        return items
     if node.tag == _STR_TAG:
+        expansion.enter(node, link, depth)
         return node.value  # the common case, without the constructor's bookkeeping
-    value = loader.construct_object(node, deep=True)
+    value = _construct(loader, node, link, expansion)
     if isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()  # JSON has no dates: keep what the author wrote
     return value
+
+
+def _construct(loader: yaml.SafeLoader, node: yaml.Node, link: _Link, expansion: _Expansion) -> Any:
+    """A scalar (or a complex mapping key) through PyYAML's constructor, counted like any value."""
+    expansion.enter(node, link, 0)
+    if not isinstance(node, yaml.ScalarNode):
+        raise _problem_at(node, link, expansion.display, "a mapping key must be a plain value, not a list or mapping")
+    return loader.construct_object(node, deep=True)
 
 
 def _duplicate(

@@ -135,11 +135,14 @@ def _ansi_escape(match: re.Match[str]) -> str:
     if head in "xuU" and len(body) > 1:
         code = int(body[1:], 16)
         return chr(code) if code < 0x110000 else "\ufffd"
-    if head.isdigit():
+    if head in "01234567":
         return chr(int(body, 8))
     if head == "c" and len(body) == 2:
         return chr(ord(body[1]) & 0x1F)
-    return _ANSI_ESCAPES.get(head, body)
+    if head in "\\'\"?":
+        return head
+    # bash keeps the backslash of an escape it does not know (`$'\9'` is the two characters `\9`).
+    return _ANSI_ESCAPES.get(head, "\\" + body)
 
 
 def _text(node: Node, source: bytes) -> str:

@@ -1,0 +1,59 @@
+"""What a person is shown when a call asks: text the model wrote, with every control character made visible.
+
+A carriage return in a command (`rm -rf ~\\rls`) would move the terminal's cursor back and hide the
+start of the line; an escape sequence could repaint it; a bidi override could reverse it. Every
+such character is shown as an escape (`\\r`, `\\x1b`, `\\u202e`), so the person reads what will run.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from .ask import AskRequest
+
+__all__ = ["ask_lines", "escape_controls"]
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def _visible(char: str) -> str:
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _hidden(char: str) -> bool:
+    """Control characters, and format characters (bidi overrides, zero-width joiners) that reorder or hide text."""
+    return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
+
+
+def escape_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with control and format characters escaped; a backslash before one is doubled to stay unambiguous.
+
+    With `keep_newlines`, `\\n` stays a line break (a tool's own multi-line confirm message).
+    """
+    if text.isprintable() and "\\" not in text:
+        return text
+    out: list[str] = []
+    for index, char in enumerate(text):
+        if char == "\n" and keep_newlines:
+            out.append(char)
+        elif char == "\\":
+            following = text[index + 1 : index + 2]
+            out.append("\\\\" if following and _hidden(following) else "\\")
+        elif _hidden(char):
+            out.append(_visible(char))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def ask_lines(request: AskRequest, *, indent: str = "") -> list[str]:
+    """The ask as lines: the title, the tool's confirm message, then each `permission: pattern` still at ask."""
+    lines = [escape_controls(request.title or f"{request.tool} asks for permission")]
+    if request.message:
+        lines.append(escape_controls(request.message, keep_newlines=True))
+    lines.extend(f"{indent}{escape_controls(d.permission)}: {escape_controls(d.pattern)}" for d in request.pending)
+    return lines

@@ -1,0 +1,93 @@
+"""Attacks on the YAML loader and on reload: alias bombs, self-referencing aliases, a reload that crashes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from toolrt import Runtime
+from toolrt.config.loader import load_yaml_text
+from toolrt.errors import ConfigError
+
+# Nine levels of ten aliases each: 10**9 strings once expanded, in under 300 bytes of YAML.
+BOMB = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [
+        f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{','.join(['*' + chr(ord('a') + i - 1)] * 10)}]"
+        for i in range(1, 9)
+    ]
+)
+
+
+def _load(text: str) -> list[object]:
+    return [document.data for document in load_yaml_text(text, path=Path("x.yaml"), display="tools.d/x.yaml")]
+
+
+def test_an_alias_bomb_is_a_located_error_within_100_ms() -> None:
+    assert len(BOMB.encode()) < 400
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"tools.d/x.yaml:\d+:\d+: .*aliases expand to more than") as caught:
+        _load(BOMB)
+    assert time.perf_counter() - started < 0.1
+    problem = caught.value.problems[0]
+    # The line is the anchored value's (an alias has no position of its own); the pointer is where it was used.
+    assert problem.line >= 1 and problem.pointer.startswith("/")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["&a [*a]", "a: &a {b: *a}", "&a {<<: *a}", "x: &x {y: [1, {z: *x}]}"],
+)
+def test_a_self_referencing_alias_is_a_located_error(text: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"tools.d/x.yaml:1:\d+: .*refers to itself"):
+        _load(text)
+    assert time.perf_counter() - started < 0.1
+
+
+def test_deep_nesting_is_a_located_error_not_a_crash() -> None:
+    with pytest.raises(ConfigError, match=r"nested deeper than"):
+        _load("[" * 5000 + "]" * 5000)
+
+
+def test_ordinary_anchors_and_aliases_stay_legal() -> None:
+    text = "base: &base {type: string, minLength: 1}\nname: *base\nmerged: {<<: *base, maxLength: 9}\n"
+    assert _load(text) == [
+        {
+            "base": {"type": "string", "minLength": 1},
+            "name": {"type": "string", "minLength": 1},
+            "merged": {"type": "string", "minLength": 1, "maxLength": 9},
+        }
+    ]
+
+
+def test_a_reload_that_fails_for_any_reason_keeps_the_last_good_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n", encoding="utf-8")
+    rt = Runtime.load(tmp_path)
+    before = rt.status().generation
+    import toolrt.api
+
+    def crash(root: Path) -> object:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(toolrt.api, "build_snapshot", crash)
+    status = rt.reload()
+    assert status.generation == before
+    assert status.last_error is not None and "RecursionError" in str(status.last_error)
+    assert "read" in {spec["name"] for spec in rt.specs("mcp")}
+
+
+def test_a_bomb_saved_while_serving_keeps_the_tools_up(tmp_path: Path) -> None:
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n", encoding="utf-8")
+    rt = Runtime.load(tmp_path)
+    (tmp_path / "tools.d").mkdir()
+    (tmp_path / "tools.d" / "bomb.yaml").write_text(BOMB + "\n", encoding="utf-8")
+    started = time.perf_counter()
+    status = rt.reload()
+    assert time.perf_counter() - started < 2
+    assert status.last_error is not None and "aliases expand" in str(status.last_error)
+    assert "read" in {spec["name"] for spec in rt.specs("mcp")}
