@@ -28,7 +28,7 @@ def by_permission(requests: tuple[PermissionRequest, ...], permission: str) -> l
 
 
 def bash_request(requests: tuple[PermissionRequest, ...]) -> PermissionRequest:
-    plain = [request for request in by_permission(requests, "bash") if request.floor is None]
+    plain = [request for request in by_permission(requests, "bash") if not request.opaque]
     assert len(plain) == 1, requests
     return plain[0]
 
@@ -39,7 +39,7 @@ def external_patterns(requests: tuple[PermissionRequest, ...]) -> tuple[str, ...
 
 
 def floored(requests: tuple[PermissionRequest, ...]) -> list[PermissionRequest]:
-    return [request for request in requests if request.floor == "ask"]
+    return [request for request in requests if request.opaque]
 
 
 # -- OpenCode's bash permission tests (test/tool/bash.test.ts), ported --------------------------------
@@ -491,7 +491,9 @@ def nested_shells(levels: int, command: str) -> str:
 )
 def test_hostile_input_fails_closed(site: CallSite, command: str, reason: str) -> None:
     reasons = [request.reason or "" for request in floored(analyze_command(command, site))]
-    assert any(text.startswith(reason) for text in reasons), reasons
+    # On a loaded machine the time budget may run out before the limit is reached: also closed.
+    budget = "the command could not be analysed within its time budget"
+    assert any(text.startswith((reason, budget)) for text in reasons), reasons
 
 
 def test_bad_command_argument_fails_closed(site: CallSite) -> None:

@@ -3,7 +3,9 @@
 Order of a verdict for one (permission, pattern):
 1. the last matching rule of the agent's ruleset followed by the session's approvals (approvals
    last, so they win); no match means ask;
-2. the request's `floor` raises an allow (or an ask, for a deny floor) to the floor;
+2. the request's `floor` raises an allow (or an ask, for a deny floor) to the floor; an `opaque`
+   request (an analyzer could not see what it runs) gets the ruleset's fallback instead, at least
+   ask, and deny when a rule denies its pattern or a command it names;
 3. the locked layer, evaluated on its own: its deny beats everything, its ask is a floor that
    neither rules nor approvals lift.
 The call: any deny denies it, all allow runs it, otherwise one ask covers the rest.
@@ -26,22 +28,50 @@ def _decide_pattern(
 ) -> PatternDecision:
     permission = request.permission
     rule: Rule | None = ruleset.evaluate(permission, pattern)
+    action: Action
+    reason: str | None = None
+    if request.opaque:
+        action, rule, reason = _opaque(request, rule, ruleset, locked)
+        return _locked(PatternDecision(permission, pattern, action, rule, reason), locked)
     if approved is not None:
         rule = approved.evaluate(permission, pattern) or rule
-    action: Action = rule.action if rule is not None else "ask"
-    reason: str | None = None
+    action = rule.action if rule is not None else "ask"
     if request.floor is not None and strictest(action, request.floor) == request.floor:
         action = request.floor
         reason = request.reason
-    locked_rule = locked.evaluate(permission, pattern) if locked else None
-    # A locked deny or ask that is at least as strict as the verdict so far becomes the deciding
-    # rule, so explanations show that approvals cannot lift it; a locked allow never decides.
-    if locked_rule is not None and locked_rule.action != "allow":
-        if strictest(action, locked_rule.action) == locked_rule.action:
-            if locked_rule.action != action:
-                reason = None
-            action, rule = locked_rule.action, locked_rule
-    return PatternDecision(permission, pattern, action, rule, reason)
+    return _locked(PatternDecision(permission, pattern, action, rule, reason), locked)
+
+
+def _locked(decision: PatternDecision, locked: Ruleset) -> PatternDecision:
+    """The locked layer over a verdict: a locked deny or ask at least as strict as the verdict so far
+    becomes the deciding rule, so explanations show that approvals cannot lift it; a locked allow
+    never decides."""
+    locked_rule = locked.evaluate(decision.permission, decision.pattern) if locked else None
+    if locked_rule is None or locked_rule.action == "allow":
+        return decision
+    if strictest(decision.action, locked_rule.action) != locked_rule.action:
+        return decision
+    reason = decision.reason if locked_rule.action == decision.action else None
+    return PatternDecision(decision.permission, decision.pattern, locked_rule.action, locked_rule, reason)
+
+
+def _opaque(
+    request: PermissionRequest, rule: Rule | None, ruleset: Ruleset, locked: Ruleset
+) -> tuple[Action, Rule | None, str | None]:
+    """What the analyzer could not see: a deny on the pattern or on a command it names, else the
+    ruleset's fallback for the permission, never weaker than ask (nor than the request's floor)."""
+    reason = request.reason
+    if rule is not None and rule.action == "deny":
+        return "deny", rule, reason
+    for named in request.named:
+        for rules in (ruleset, locked):
+            denial = rules.evaluate(request.permission, named) if rules else None
+            if denial is not None and denial.action == "deny":
+                said = f"it names `{named}`, which a rule denies"
+                return "deny", denial, f"{reason}; {said}" if reason else said
+    fallback = ruleset.fallback(request.permission)
+    action: Action = strictest("ask", fallback.action if fallback is not None else "ask", request.floor or "ask")
+    return action, fallback if fallback is not None and fallback.action == action else None, reason
 
 
 def _overall(decisions: Sequence[PatternDecision]) -> Action:

@@ -54,6 +54,14 @@ class PermissionRequest:
     (a dynamic command name, a loader variable, an unparseable command)."""
     reason: str | None = None
     """Why the floor applies, said to the person who is asked and to the model when denied."""
+    opaque: bool = False
+    """An analyzer could not see everything this runs (a hidden expansion, a parse error, code it does
+    not model): each pattern is judged as the ruleset's fallback for the permission (its catch-all
+    `*` rule, ask when there is none) and never weaker than ask; rules on the pattern only count when
+    they deny."""
+    named: tuple[str, ...] = ()
+    """With `opaque`: command texts the unseen part visibly names (`rm -rf x` inside a `${x:-...}`);
+    a rule that denies one of them denies the request."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from ..permissions.model import PermissionRequest
 from . import limits
 from .arity import prefix
 from .braces import expand_braces
+from .named import MAX_SCAN_CHARS, named_commands
 from .parser import parse
 from .paths import PathScope, fs_safe, path_candidate
 from .unwrap import unwrap
@@ -60,7 +62,7 @@ _PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 _REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
 _BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _SUBSTITUTION = re.compile(r"\$\(|`")
-_SUBSCRIPT_SUBSTITUTION = re.compile(r"\[[^\]]*(?:\$\(|`)")
+_BRACKETS_AND_SUBSTITUTIONS = re.compile(r"[\[\]`]|\$\(")
 _FD_DUPLICATION = frozenset((">&", "<&"))
 _UNKNOWN = "\0unknown"  # not yet computed; NUL never occurs in a path
 
@@ -72,21 +74,49 @@ class Findings:
     patterns: dict[str, None] = field(default_factory=dict)
     always: dict[str, None] = field(default_factory=dict)
     directories: dict[str, None] = field(default_factory=dict)
-    floored: dict[tuple[tuple[str, ...], str], None] = field(default_factory=dict)
+    unseen: dict[tuple[tuple[str, ...], str], tuple[tuple[str, ...], bool]] = field(default_factory=dict)
+    """(patterns, reason) of what could not be seen → (the commands its text names, all of them found)."""
+    deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
+    scan_left: int = MAX_SCAN_CHARS
+    """Characters the search for named commands may still read (all unseen texts together)."""
 
     def fail_closed(self, text: str, reason: str) -> None:
-        self.floored[((text,), reason)] = None
+        """Text the analyzer cannot see into: judged as the ruleset's fallback, at least ask, and
+        denied when it visibly names a command a rule denies."""
+        key = ((text,), reason)
+        if key in self.unseen:
+            return
+        if len(text) > self.scan_left:
+            self.scan_left = 0
+            self.unseen[key] = ((), False)
+            return
+        self.scan_left -= len(text)
+        self.unseen[key] = named_commands(text)
+
+    def unseen_command(self, patterns: tuple[str, ...], reason: str) -> None:
+        """A command the analyzer parsed but whose effect it cannot see (a loader variable): its own
+        patterns are what a deny rule is checked against."""
+        self.unseen.setdefault((patterns, reason), ((), True))
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
 
     def requests(self) -> tuple[PermissionRequest, ...]:
-        """`external_directory` first (as dispatch checks it), then `bash`, then the floored ones."""
+        """`external_directory` first (as dispatch checks it), then `bash`, then the unseen ones."""
         out: list[PermissionRequest] = []
         if self.directories:
             globs = tuple(posixpath.join(directory, "*") for directory in self.directories)
             out.append(PermissionRequest("external_directory", globs, globs))
         if self.patterns:
             out.append(PermissionRequest("bash", tuple(self.patterns), tuple(self.always)))
-        for patterns, reason in self.floored:
-            out.append(PermissionRequest("bash", patterns, (), floor="ask", reason=reason))
+        for (patterns, reason), (named, complete) in self.unseen.items():
+            if not complete:
+                reason += "; it is too long to check every command it names against the rules"
+            out.append(
+                PermissionRequest(
+                    "bash", patterns, (), floor=None if complete else "deny", reason=reason, opaque=True, named=named
+                )
+            )
         return tuple(out)
 
 
@@ -157,7 +187,11 @@ class _Analysis:
         if len(self.source) > limits.MAX_INPUT_BYTES:
             self.findings.fail_closed(text, f"the command is longer than {limits.MAX_INPUT_BYTES} bytes")
             return
-        root = parse(self.source).root_node
+        tree = parse(self.source, self.findings.deadline)
+        if tree is None:
+            self._out_of_time()
+            return
+        root = tree.root_node
         self._walk(root)
         if root.has_error:
             where = ""
@@ -174,6 +208,9 @@ class _Analysis:
         while stack:
             node, parent, nesting = stack.pop()
             visited += 1
+            if not visited & 255 and self.findings.out_of_time():
+                self._out_of_time()
+                return
             if visited > limits.MAX_NODES:
                 self.findings.fail_closed(
                     self.text, f"the command is too large to analyze (over {limits.MAX_NODES} syntax nodes)"
@@ -182,9 +219,12 @@ class _Analysis:
             kind = node.type
             if kind == "command":
                 # Plain words hold no commands; only the rest of a command's children are walked.
-                # Its words count against the budget too, so a huge flat command cannot hide.
-                children = self._command(node, parent)
+                # Its words count against the budget too (before they are read), so a huge flat
+                # command cannot hide.
                 visited += node.named_child_count
+                if visited > limits.MAX_NODES:
+                    continue
+                children = self._command(node, parent)
             else:
                 if kind == "file_redirect":
                     self._redirect(node, parent)
@@ -197,7 +237,7 @@ class _Analysis:
                 elif kind == "compound_statement" and node.child_count and node.children[0].type == "((":
                     self._arithmetic(node)
                 elif kind == "test_command":
-                    if _SUBSCRIPT_SUBSTITUTION.search(self._slice(node.start_byte, node.end_byte)):
+                    if _subscript_substitution(self._slice(node.start_byte, node.end_byte)):
                         self._fail(node, "an array subscript in a test runs a command substitution")
                 elif kind == "for_statement":
                     self._for_values(node)
@@ -283,7 +323,7 @@ class _Analysis:
             )
             head = words[first]
             if head.value is None or head.glob:
-                self.findings.fail_closed(text, f"the command name `{head.raw}` is only known when it runs")
+                self.findings.fail_closed(text, f"the command name `{_brief(head.raw)}` is only known when it runs")
                 continue
             own = list(inherited)
             if head.value in ("cd", "pushd"):  # the builtins; `/x/cd` is some program that asks like any other
@@ -331,15 +371,18 @@ class _Analysis:
             if stripped is not None:
                 patterns.append(" ".join(stripped + tokens[len(literal) :]) + rest)
                 literal = stripped
-        always = " ".join(prefix(literal)) + " *"
+        named = prefix(literal)
+        # An "always" rule is a wildcard: a `*` or `?` the model wrote (`git '*'`) would become one.
+        always = " ".join(named) + " *" if not any("*" in t or "?" in t for t in named) else None
         unique = tuple(dict.fromkeys(patterns))
         if reasons:
-            self.findings.floored[(unique, "; ".join(dict.fromkeys(reasons)))] = None
+            self.findings.unseen_command(unique, "; ".join(dict.fromkeys(reasons)))
             return
         found = self.findings.patterns
         for pattern in unique:
             found[pattern] = None
-        self.findings.always[always] = None
+        if always is not None:
+            self.findings.always[always] = None
 
     def _without_global_options(self, base: str, literal: list[str], reasons: list[str]) -> list[str] | None:
         """`git -C dir -c k=v push x` → `git push x` (and the reasons `-c` brings); None if none apply."""
@@ -373,7 +416,7 @@ class _Analysis:
             self.cwd = self.scope.home
             return
         if target.value is None or target.glob:
-            self.findings.fail_closed(text, f"cd goes to `{target.raw}`, which is only known when it runs")
+            self.findings.fail_closed(text, f"cd goes to `{_brief(target.raw)}`, which is only known when it runs")
             self.cwd = None
             return
         if target.value == "-":
@@ -457,7 +500,7 @@ class _Analysis:
 
     def _emit_plain(self, text: str, keyword: str, reasons: list[str]) -> None:
         if reasons:
-            self.findings.floored[((text,), "; ".join(dict.fromkeys(reasons)))] = None
+            self.findings.unseen_command((text,), "; ".join(dict.fromkeys(reasons)))
             return
         self.findings.patterns[text] = None
         self.findings.always[" ".join(prefix([keyword])) + " *"] = None
@@ -546,7 +589,7 @@ class _Analysis:
                 continue
             word = evaluate(destination, self.scope.home, source=self.source)
             if word.value is None:
-                self._fail(parent or node, f"the redirect target `{word.raw}` is only known when it runs")
+                self._fail(parent or node, f"the redirect target `{_brief(word.raw)}` is only known when it runs")
                 slash = word.prefix.rfind("/")
                 if slash >= 0:
                     self._external(word.prefix[: slash + 1])
@@ -567,11 +610,35 @@ class _Analysis:
                 return child.type
         return ""
 
+    def _out_of_time(self) -> None:
+        budget = round(limits.TIME_BUDGET * 1000)
+        self.findings.fail_closed(self.text, f"the command could not be analysed within its time budget ({budget} ms)")
+
     def _fail(self, node: Node, reason: str) -> None:
         self.findings.fail_closed(self._slice(node.start_byte, node.end_byte), reason)
 
     def _slice(self, start: int, end: int) -> str:
         return self.source[start:end].decode("utf-8", "surrogateescape")
+
+
+def _subscript_substitution(text: str) -> bool:
+    """A `$(` or backtick between a `[` and its `]` (an array subscript, evaluated as arithmetic).
+    One pass: a regex of the form `\\[[^]]*\\$\\(` would be quadratic on `[[[[...`."""
+    inside = False
+    for match in _BRACKETS_AND_SUBSTITUTIONS.finditer(text):
+        token = match.group()
+        if token == "[":
+            inside = True
+        elif token == "]":
+            inside = False
+        elif inside:
+            return True
+    return False
+
+
+def _brief(text: str) -> str:
+    """Source text quoted in a reason, cut short: reasons are read by people."""
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _env_reason(name: str) -> str:

@@ -6,7 +6,9 @@ import re
 
 __all__ = ["expand_braces"]
 
-_LIST = re.compile(r"\{([^{}]*,[^{}]*)\}")
+# An innermost `{...}` group; the first one holding a comma is expanded. (A regex with the comma
+# inside, `\{[^{}]*,[^{}]*\}`, backtracks quadratically on `{,,,,...`.)
+_GROUP = re.compile(r"\{([^{}]*)\}")
 _LIMIT = 64
 
 
@@ -20,7 +22,7 @@ def expand_braces(word: str) -> list[str]:
     done: list[str] = []
     while pending and len(done) + len(pending) <= _LIMIT:
         current = pending.pop()
-        match = _LIST.search(current)
+        match = next((found for found in _GROUP.finditer(current) if "," in found.group(1)), None)
         if match is None:
             done.append(current)
             continue

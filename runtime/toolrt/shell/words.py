@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 __all__ = ["Word", "evaluate"]
 
 _UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{]")
-_BRACE_EXPANSION = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
+# A `{...}` group without braces or blanks inside; whether it holds `,` or `..` is checked on the
+# match. (One regex with the check inside, `\{[^{}\s]*,[^{}\s]*\}`, backtracks quadratically on
+# `{,,,,...`.)
+_BRACE_GROUP = re.compile(r"\{[^{}\s]*\}")
 _ANSI_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _ANSI_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 _DOUBLE_QUOTE_ESCAPE = re.compile(r'\\([$`"\\\n])')
@@ -68,7 +71,7 @@ def evaluate(node: Node, home: str, kind: str | None = None, *, source: bytes) -
     if kind == "word" and not _UNQUOTED_SPECIAL.search(raw):
         return Word(raw, raw, raw, False, node, kind)
     builder = _Builder()
-    if kind == "concatenation" and _BRACE_EXPANSION.search(raw):
+    if kind == "concatenation" and _has_brace_expansion(raw):
         # `{a,b}` arrives as several pieces (`{`, `a,b`, `}`), so no single piece shows it.
         builder.glob = True
     _piece(node, kind, raw, home, builder, source)
@@ -105,7 +108,7 @@ def _piece(node: Node, kind: str, text: str, home: str, out: _Builder, source: b
 
 def _unquoted(text: str, out: _Builder) -> str:
     """Backslash removal for an unquoted word; notes globbing and brace expansion."""
-    if _BRACE_EXPANSION.search(text):
+    if _has_brace_expansion(text):
         out.glob = True
     chars: list[str] = []
     index = 0
@@ -122,6 +125,16 @@ def _unquoted(text: str, out: _Builder) -> str:
         chars.append(char)
         index += 1
     return "".join(chars)
+
+
+def _has_brace_expansion(text: str) -> bool:
+    if "{" not in text:
+        return False
+    for match in _BRACE_GROUP.finditer(text):
+        group = match.group()
+        if "," in group or ".." in group:
+            return True
+    return False
 
 
 def _keep_escaped(match: re.Match[str]) -> str:
