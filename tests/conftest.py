@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolrt import handlers
+from toolrt.permissions.model import CallSite
 
 ProjectFactory = Callable[..., Path]
 
@@ -103,3 +104,12 @@ def root(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     project.mkdir()
     return project
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> CallSite:
+    """A call site for the bash analyzer: `project/` as root and cwd, a sibling `home/`."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (tmp_path / "home").mkdir()
+    return CallSite(root=root, cwd=root, home=tmp_path / "home")

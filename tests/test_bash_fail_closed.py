@@ -8,8 +8,6 @@ deny-list (`"*": allow` minus `rm`, `git push`, `curl`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from toolrt.permissions.evaluate import decide, denied_message
@@ -38,14 +36,6 @@ DENY_LIST = Ruleset(
     ]
 )
 NO_RULES = Ruleset()
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> CallSite:
-    root = tmp_path / "project"
-    root.mkdir()
-    (tmp_path / "home").mkdir()
-    return CallSite(root=root, cwd=root, home=tmp_path / "home")
 
 
 def actions(command: str, site: CallSite) -> tuple[str, str]:

@@ -157,14 +157,6 @@ SHAPES: list[tuple[str, str, str]] = [
 ]
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> CallSite:
-    root = tmp_path / "project"
-    root.mkdir()
-    (tmp_path / "home").mkdir()
-    return CallSite(root=root, cwd=root, home=tmp_path / "home")
-
-
 def test_there_are_at_least_sixty_shapes() -> None:
     assert len(SHAPES) >= 60
     assert len({command for _, command, _ in SHAPES}) == len(SHAPES)
