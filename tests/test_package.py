@@ -13,7 +13,7 @@ PACKAGE = Path(toolrt.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "result", "permissions.model", "config", "config.document", "config.resources"},
     {"config.loader", "config.validation", "config.model", "config.layers", "templates", "truncate", "audit"},
-    {"settings", "context", "permissions.*", "specs.*", "shell.*", "execute.*"},
+    {"settings", "context", "permissions.*", "specs.*", "providers.*", "shell.*", "execute.*"},
     {"compiled"},
     {"snapshot"},
     {"selection"},

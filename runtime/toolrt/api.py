@@ -15,10 +15,10 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from .calls import CallEvent, CallRequest, Services
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,16 @@ def _audit_log(snapshot: Snapshot) -> AuditLog:
     if audit is False:
         return AuditLog(None)
     return AuditLog(audit if isinstance(audit, Path) else snapshot.data_dir / "audit.jsonl")
+
+
+def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -> Callable[[_T], Awaitable[Any]]:
+    """`function` made to wait for the one before it: concurrent calls' asks reach a person one by one."""
+
+    async def wrapped(request: _T) -> Any:
+        async with lock:
+            return await function(request)
+
+    return wrapped
 
 
 def _forget_modules(files: Sequence[Path]) -> None:
@@ -378,27 +390,101 @@ class Runtime:
         self, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]], **options: Any
     ) -> list[ToolResult]:
         """Independent calls: `parallel: true` tools run concurrently, the rest in order; results in call order."""
-        results: list[ToolResult | None] = [None] * len(calls)
+        return await self._together([tool for tool, _ in calls], lambda i: self.call(*calls[i], **options))
+
+    async def _together(self, tools: Sequence[str], run: Callable[[int], Awaitable[ToolResult]]) -> list[ToolResult]:
+        """`run(i)` for every call: `parallel: true` tools concurrently, the rest in order; results in call order."""
+        results: list[ToolResult | None] = [None] * len(tools)
         snapshot = self._snapshot
         sequential: list[int] = []
 
-        async def run(index: int) -> None:
-            tool, args = calls[index]
-            results[index] = await self.call(tool, args, **options)
+        async def one(index: int) -> None:
+            results[index] = await run(index)
 
         async def run_sequential() -> None:
             for index in sequential:
-                await run(index)
+                await one(index)
 
         async with anyio.create_task_group() as group:
-            for index, (tool, _) in enumerate(calls):
+            for index, tool in enumerate(tools):
                 compiled = snapshot.tools.get(tool) or snapshot.tools.get(tool.lower())
                 if compiled is not None and compiled.definition.parallel:
-                    group.start_soon(run, index)
+                    group.start_soon(one, index)
                 else:
                     sequential.append(index)
             group.start_soon(run_sequential)
         return [r for r in results if r is not None]
+
+    async def run_tool_calls(
+        self,
+        format: str,
+        response: Any,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        client: str | None = None,
+        session: str | None = None,
+        ask: Asker | None = None,
+        abort: anyio.Event | None = None,
+        flags: Mapping[str, bool] | None = None,
+        questioner: Any = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Run every tool call of one model turn; return what to append to the next request.
+
+        `format` is a provider format (`openai`, `openai-responses`, `anthropic`, `gemini`);
+        `response` is that provider's response for the turn (the SDK object or the same as plain
+        dicts), or the `ToolCall`s a stream accumulator collected. Calls run through the pipeline
+        like `call_many` (`parallel` tools concurrently, results in call order); asks and questions
+        of concurrent calls reach `ask` and `questioner` one at a time. Malformed calls (arguments
+        that are not JSON, an unknown, empty or hidden name) come back as error results for the
+        model; a call without an id (which every format but `gemini` needs to match its result) is
+        not run. No tool calls → `[]`.
+
+        Raises:
+            UsageError: `format` is unknown, or `agent` names no agent.
+        """
+        from .providers import ToolCall, adapter
+
+        module = adapter(format)
+        if isinstance(response, (list, tuple)) and response and all(isinstance(c, ToolCall) for c in response):
+            calls: list[ToolCall] = list(response)
+        else:
+            calls = module.tool_calls(response)
+        if not calls:
+            return []
+        self._snapshot.permissions.ruleset(agent)  # an unknown agent is the host's mistake: raise before running
+        lock = anyio.Lock()
+        options: dict[str, Any] = {
+            "agent": agent,
+            "model": model,
+            "provider": provider,
+            "client": client,
+            "session": session,
+            "abort": abort,
+            "flags": flags,
+            "extra": extra,
+            "ask": _one_at_a_time(ask, lock) if ask is not None else None,
+            "questioner": _one_at_a_time(questioner, lock) if questioner is not None else None,
+        }
+        needs_id = format != "gemini"
+
+        async def run(index: int) -> ToolResult:
+            call = calls[index]
+            if needs_id and not call.id:
+                return ToolResult(
+                    title=call.name or "Invalid Tool",
+                    output="",
+                    error=(
+                        f"This call to '{call.name}' came without a call id, so its result could not be matched "
+                        "to it and it was not run. Call the tool again."
+                    ),
+                )
+            return await self.call(call.name, call.arguments, call_id=call.id, **options)
+
+        results = await self._together([call.name for call in calls], run)
+        return module.result_messages(zip(calls, results, strict=True))
 
     async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
         return await self.call_many(
