@@ -120,12 +120,12 @@ def _handler(provider: FakeProvider) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write(b"data: [DONE]\n\n")
                 return
             status = 400 if "error" in reply else 200
-            data = json.dumps(reply).encode()
+            payload = json.dumps(reply).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
+            self.send_header("content-length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(data)
+            self.wfile.write(payload)
 
     return Handler
 
@@ -169,7 +169,13 @@ def chat_stream(*, text: str = "", calls: Sequence[tuple[str, str, str]] = (), p
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake", "choices": [choice]}
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "fake",
+            "choices": [choice],
+        }
 
     events: list[tuple[str | None, Mapping[str, Any]]] = [(None, chunk({"role": "assistant", "content": ""}))]
     for word in text.split(" ") if text else ():
@@ -190,7 +196,9 @@ def response(*, text: str | None = None, calls: Sequence[tuple[str, str, str]] =
     output: list[dict[str, Any]] = []
     if text:
         content = [{"type": "output_text", "text": text, "annotations": []}]
-        output.append({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": content})
+        output.append(
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": content}
+        )
     for call_id, name, arguments in calls:
         output.append(
             {
@@ -234,18 +242,20 @@ def message(*, text: str | None = None, calls: Sequence[tuple[str, str, Any]] = 
 def message_stream(*, text: str = "", calls: Sequence[tuple[str, str, str]] = (), pieces: int = 3) -> Stream:
     """The same turn as Messages stream events; each call's input JSON text in `pieces` deltas."""
     start = message()
-    events: list[tuple[str | None, Mapping[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+    events: list[tuple[str | None, Mapping[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
     index = 0
     if text:
-        block = {"type": "text", "text": ""}
-        events.append(("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}))
+        text_block: dict[str, Any] = {"type": "text", "text": ""}
+        events.append(("content_block_start", {"type": "content_block_start", "index": 0, "content_block": text_block}))
         for word in text.split(" "):
             delta = {"type": "text_delta", "text": word + " "}
             events.append(("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
         index = 1
     for call_id, name, arguments in calls:
-        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        block: dict[str, Any] = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
         events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
         size = max(1, -(-len(arguments) // pieces))
         for offset in range(0, len(arguments), size):

@@ -68,6 +68,11 @@ def check_texts(texts: dict[str, str], errors: dict[str, bool] | None = None) ->
         }
 
 
+def specs(rt: Runtime, format: str) -> Any:
+    """The specs as the SDKs' parameter types see them (plain JSON data, typed as `Any`)."""
+    return rt.specs(format)
+
+
 def run(rt: Runtime, format: str, turn: Any) -> list[dict[str, Any]]:
     return anyio.run(lambda: rt.run_tool_calls(format, turn, session=format))
 
@@ -78,10 +83,10 @@ def test_openai_chat_completions(rt: Runtime) -> None:
     with fake("openai", chat_completion(calls=json_calls()), chat_completion(text="done")) as provider:
         client = openai.OpenAI(base_url=provider.url, api_key="test", max_retries=0)
         messages: list[Any] = [{"role": "user", "content": "go"}]
-        first = client.chat.completions.create(model="fake", messages=messages, tools=rt.specs("openai"))
+        first = client.chat.completions.create(model="fake", messages=messages, tools=specs(rt, "openai"))
         messages.append(first.choices[0].message)
         messages += run(rt, "openai", first)
-        final = client.chat.completions.create(model="fake", messages=messages, tools=rt.specs("openai"))
+        final = client.chat.completions.create(model="fake", messages=messages, tools=specs(rt, "openai"))
     assert final.choices[0].message.content == "done"
     sent = provider.requests[1][1]["messages"]
     tools = [m for m in sent if m["role"] == "tool"]
@@ -117,7 +122,7 @@ def test_openai_responses(rt: Runtime) -> None:
     with fake("openai-responses", response(calls=json_calls()), response(text="done")) as provider:
         client = openai.OpenAI(base_url=provider.url, api_key="test", max_retries=0)
         items: list[Any] = [{"role": "user", "content": "go"}]
-        first = client.responses.create(model="fake", input=items, tools=rt.specs("openai-responses"))
+        first = client.responses.create(model="fake", input=items, tools=specs(rt, "openai-responses"))
         items += first.output
         items += run(rt, "openai-responses", first)
         final = client.responses.create(model="fake", input=items)
@@ -146,7 +151,7 @@ def test_anthropic_messages(rt: Runtime) -> None:
     with fake("anthropic", message(text="Looking.", calls=object_calls()), message(text="done")) as provider:
         client = anthropic.Anthropic(base_url=provider.url, api_key="test", max_retries=0)
         messages: list[Any] = [{"role": "user", "content": "go"}]
-        first = client.messages.create(model="fake", max_tokens=100, messages=messages, tools=rt.specs("anthropic"))
+        first = client.messages.create(model="fake", max_tokens=100, messages=messages, tools=specs(rt, "anthropic"))
         messages.append({"role": "assistant", "content": first.content})
         messages += run(rt, "anthropic", first)
         final = client.messages.create(model="fake", max_tokens=100, messages=messages)
@@ -156,7 +161,10 @@ def test_anthropic_messages(rt: Runtime) -> None:
         {b["tool_use_id"]: _anthropic_text(b) for b in results}, {b["tool_use_id"]: b["is_error"] for b in results}
     )
     pixel = next(b for b in results if b["tool_use_id"] == "call_pixel")
-    assert pixel["content"][1] == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL_B64}}
+    assert pixel["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PIXEL_B64},
+    }
 
 
 def test_anthropic_messages_stream(rt: Runtime) -> None:
@@ -188,7 +196,7 @@ def test_gemini(rt: Runtime) -> None:
     with fake("gemini", generate_content(calls=object_calls()), generate_content(text="done")) as provider:
         client = genai.Client(api_key="test", http_options=types.HttpOptions(base_url=provider.url))
         config = types.GenerateContentConfig(
-            tools=[types.Tool(function_declarations=rt.specs("gemini"))],  # type: ignore[arg-type]
+            tools=[types.Tool(function_declarations=specs(rt, "gemini"))],
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         )
         contents: list[Any] = [types.Content(role="user", parts=[types.Part(text="go")])]
