@@ -416,26 +416,14 @@ class Runtime:
         return [r for r in results if r is not None]
 
     async def run_tool_calls(
-        self,
-        format: str,
-        response: Any,
-        *,
-        agent: str | None = None,
-        model: str | None = None,
-        provider: str | None = None,
-        client: str | None = None,
-        session: str | None = None,
-        ask: Asker | None = None,
-        abort: anyio.Event | None = None,
-        flags: Mapping[str, bool] | None = None,
-        questioner: Any = None,
-        extra: Mapping[str, Any] | None = None,
+        self, format: str, response: Any, *, ask: Asker | None = None, questioner: Any = None, **options: Any
     ) -> list[dict[str, Any]]:
         """Run every tool call of one model turn; return what to append to the next request.
 
         `format` is a provider format (`openai`, `openai-responses`, `anthropic`, `gemini`);
         `response` is that provider's response for the turn (the SDK object or the same as plain
-        dicts), or the `ToolCall`s a stream accumulator collected. Calls run through the pipeline
+        dicts), or the `ToolCall`s a stream accumulator collected. `options` are `call`'s (agent,
+        model, provider, client, toolset, session, flags, abort, extra). Calls run through the pipeline
         like `call_many` (`parallel` tools concurrently, results in call order); asks and questions
         of concurrent calls reach `ask` and `questioner` one at a time. Malformed calls (arguments
         that are not JSON, an unknown, empty or hidden name) come back as error results for the
@@ -454,20 +442,12 @@ class Runtime:
             calls = module.tool_calls(response)
         if not calls:
             return []
-        self._snapshot.permissions.ruleset(agent)  # an unknown agent is the host's mistake: raise before running
+        self._snapshot.permissions.ruleset(options.get("agent"))  # an unknown agent: the host's mistake, raised
         lock = anyio.Lock()
-        options: dict[str, Any] = {
-            "agent": agent,
-            "model": model,
-            "provider": provider,
-            "client": client,
-            "session": session,
-            "abort": abort,
-            "flags": flags,
-            "extra": extra,
-            "ask": _one_at_a_time(ask, lock) if ask is not None else None,
-            "questioner": _one_at_a_time(questioner, lock) if questioner is not None else None,
-        }
+        if ask is not None:
+            options["ask"] = _one_at_a_time(ask, lock)
+        if questioner is not None:
+            options["questioner"] = _one_at_a_time(questioner, lock)
         needs_id = format != "gemini"
 
         async def run(index: int) -> ToolResult:

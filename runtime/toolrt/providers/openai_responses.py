@@ -11,25 +11,19 @@ A `function_call_output` takes text, images and files, so attachments travel ins
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
+from . import openai
 from .fields import field, items, plain, text_field
-from .media import MB, Media, MediaBudget, MediaLimits
+from .media import Media, MediaBudget
 from .model import ToolCall
 from .results import Pair, result_text
 
 __all__ = ["FORMAT", "LIMITS", "StreamAccumulator", "result_messages", "tool_calls"]
 
 FORMAT = "openai-responses"
-LIMITS = MediaLimits(
-    provider="OpenAI Responses",
-    images=frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}),
-    documents=frozenset({"application/pdf"}),
-    max_image_bytes=50 * MB,
-    max_document_bytes=50 * MB,
-    max_request_bytes=50 * MB,
-    max_images=500,
-)
+LIMITS = replace(openai.LIMITS, provider="OpenAI Responses")
 
 
 def _call(item: Any) -> ToolCall:
