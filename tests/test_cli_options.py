@@ -91,7 +91,7 @@ def test_toolset_reaches_list_specs_check_and_call(tmp_path: Path) -> None:
 
 def test_serve_offers_the_selected_tool_set(tmp_path: Path) -> None:
     rt = Runtime.load(_project(tmp_path / "p"))
-    server, _ = build_server(rt, McpSelection(toolset="reading"))
+    server, face = build_server(rt, McpSelection(toolset="reading"))
 
     async def main() -> tuple[list[str], bool]:
         with anyio.fail_after(30):
@@ -105,5 +105,6 @@ def test_serve_offers_the_selected_tool_set(tmp_path: Path) -> None:
                 return names, refused
 
     names, refused = anyio.run(main)
+    face.close()
     assert names == ["glob", "read"]
     assert refused

@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"settings", "context", "permissions.*", "specs.*", "providers.*", "shell.*", "execute.*"},
     {"compiled"},
     {"snapshot"},
-    {"selection"},
+    {"selection", "unasked"},
     {"calls"},
     {"arguments", "call_permissions", "handlers", "commands", "records", "builtin.*"},
     {"dispatch"},

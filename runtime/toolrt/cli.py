@@ -196,13 +196,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--page-size", type=int, help="tools per tools/list page (default: 10000)")
     schema = command(
         "schema",
-        "print a config file's JSON Schema",
+        "print a config file's JSON Schema, or write the schemas for an editor",
         "toolrt schema tool > tool.schema.json",
+        "toolrt schema --write .toolrt/schemas      # refresh the copies `toolrt init` wrote",
     )
     schema.add_argument(
         "name",
+        nargs="?",
         choices=("tool", "permissions", "project"),
-        help="tool (tools.d/*.yaml), permissions or project (toolrt.yaml)",
+        help="tool (tools.d/*.yaml), permissions or project (toolrt.yaml); with --write, default: all three",
+    )
+    schema.add_argument(
+        "--write",
+        metavar="DIR",
+        help="write the schema file(s) into DIR instead of printing (what `toolrt init` puts in .toolrt/schemas)",
     )
     init = command(
         "init",
@@ -449,6 +456,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         asker = None
     questioner = _terminal_questioner() if sys.stdin.isatty() and sys.stderr.isatty() else None
     state_file = _session_file(rt, options.session)
+    _tell_unasked_once(rt, options, state_file.with_suffix(".notice"))
     rt.restore_session(options.session, _read_json(state_file))
     result = anyio.run(
         lambda: rt.call(
@@ -471,6 +479,26 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         if not result.output.endswith("\n"):
             out.write("\n")
     return 0 if result.error is None else 1
+
+
+def _tell_unasked_once(rt: Runtime, options: argparse.Namespace, seen: Path) -> None:
+    """Say on stderr which offered tools run without asking, once per session (again when the list changes)."""
+    from .unasked import runs_without_asking, unasked_notice
+
+    notice = unasked_notice(runs_without_asking(rt.snapshot, rt.tools(**_selection(options)), options.agent))
+    if notice is None:
+        return
+    try:
+        if seen.read_text(encoding="utf-8") == notice:
+            return
+    except OSError:
+        pass  # not said in this session yet
+    print(notice, file=options.err)
+    try:
+        seen.parent.mkdir(parents=True, exist_ok=True)
+        seen.write_text(notice, encoding="utf-8")
+    except OSError as error:
+        print(f"toolrt: could not remember the notice in {seen}: {error}", file=options.err)
 
 
 def _session_file(rt: Runtime, session: str) -> Path:
@@ -523,8 +551,17 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_schema(options: argparse.Namespace, out: TextIO) -> int:
-    from .config.resources import schema
+    from .config.resources import SCHEMA_NAMES, schema
 
+    if options.write:
+        from .init import write_schemas
+
+        names = (options.name,) if options.name else tuple(SCHEMA_NAMES)
+        for path in write_schemas(Path(options.root) / options.write, names):
+            out.write(f"wrote {path}\n")
+        return 0
+    if options.name is None:
+        raise UsageError("name the schema (tool, permissions or project), or give --write DIR")
     json.dump(schema(options.name), out, indent=2)
     out.write("\n")
     return 0

@@ -1,17 +1,27 @@
-"""`toolrt init`: a starter project a newcomer can run and edit."""
+"""`toolrt init`: a starter project a newcomer can run and edit, safe before it is edited.
+
+- The config schemas are written into the project (`.toolrt/schemas/`, as `toolrt schema --write`
+  does) and every file's `$schema` modeline points at them by a relative path, so an editor with the
+  YAML language server completes and checks keys offline. `toolrt validate` warns when the copies
+  differ from the installed toolrt's.
+- `permissions.yaml` makes `bash`, edits and `webfetch` ask (the built-in rules allow everything).
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from .config.resources import SCHEMA_NAMES, schema
 from .errors import UsageError
 
-__all__ = ["write_starter"]
+__all__ = ["SCHEMA_DIR", "write_schemas", "write_starter"]
 
-_SCHEMA = "https://toolrt.dev/schemas"
+SCHEMA_DIR = ".toolrt/schemas"
+"""Where `toolrt init` puts the schemas, relative to the project root."""
 
 _FILES: dict[str, str] = {
-    "tools.d/word_count.yaml": f"""# yaml-language-server: $schema={_SCHEMA}/tool.schema.json
+    "tools.d/word_count.yaml": f"""# yaml-language-server: $schema=../{SCHEMA_DIR}/tool.schema.json
 id: word_count
 title: "Count words in {{{{ filePath }}}}"
 description: |
@@ -23,7 +33,7 @@ description: |
 parameters:
   type: object
   properties:
-    filePath: {{type: string, description: "File to count, relative to the project root", minLength: 1}}
+    filePath: {{type: string, description: "File to count, relative to the project root"}}
   required: [filePath]
   additionalProperties: false
 handler:
@@ -38,18 +48,19 @@ examples:
   valid: [{{filePath: README.md}}]
   invalid: [{{}}]
 """,
-    "tools.d/git_log.yaml": f"""# yaml-language-server: $schema={_SCHEMA}/tool.schema.json
+    "tools.d/git_log.yaml": f"""# yaml-language-server: $schema=../{SCHEMA_DIR}/tool.schema.json
 id: git_log
 title: "git log -n {{{{ count }}}}"
 description: |
   Show the most recent commits of the project's git repository, one per line (hash and subject).
   Use it to see what changed lately; use bash for anything more elaborate.
-  Parameters: count — how many commits (1–50, default 10).
+  Parameters: count — how many commits (1–50).
   Example: {{"count": 5}}
 parameters:
   type: object
   properties:
-    count: {{type: integer, minimum: 1, maximum: 50, default: 10, description: "Number of commits"}}
+    count: {{type: integer, minimum: 1, maximum: 50, description: "Number of commits, 1 to 50"}}
+  required: [count]
   additionalProperties: false
 handler:
   argv: [git, log, --oneline, -n, "{{{{ count }}}}"]
@@ -80,21 +91,48 @@ def word_count(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ToolFailure(f"File not found: {path}") from None
     return f"{text.count(chr(10))} lines, {len(text.split())} words, {len(text)} characters"
 ''',
-    "permissions.yaml": f"""# yaml-language-server: $schema={_SCHEMA}/permissions.schema.json
-# Rules are appended after the built-in defaults; the last matching rule wins.
+    "permissions.yaml": f"""# yaml-language-server: $schema=./{SCHEMA_DIR}/permissions.schema.json
+# This project's rules come after toolrt's built-in ones, which allow every tool (OpenCode's
+# default). The last matching rule wins; no matching rule asks. `toolrt check bash "git push"`
+# shows which rule decides a call, and `toolrt validate` runs the tests at the bottom.
 permission:
+  # Commands ask before they run. To let some run unasked, list them after "*", e.g.
+  #   bash: {{"*": ask, "git status*": allow, "git diff*": allow, "rm *": deny}}
+  bash: ask
+  # Changing files asks (edit, write and apply_patch share the `edit` permission). To allow edits
+  # under src/ only:  edit: {{"*": ask, "src/*": allow}}
+  edit: ask
+  # Fetching web pages asks. To allow one site:  webfetch: {{"*": ask, "https://docs.python.org/*": allow}}
+  webfetch: ask
+  # This project's own read-only tool runs unasked.
   git_log: allow
 tests:
   - {{permission: git_log, pattern: "*", expect: allow}}
+  - {{permission: bash, pattern: "rm -rf build", expect: ask}}
+  - {{permission: edit, pattern: src/app.py, expect: ask}}
+  - {{permission: webfetch, pattern: "https://example.com/", expect: ask}}
   - {{permission: read, pattern: /project/.env, expect: ask}}
 """,
-    "toolrt.yaml": f"""# yaml-language-server: $schema={_SCHEMA}/project.schema.json
+    "toolrt.yaml": f"""# yaml-language-server: $schema=./{SCHEMA_DIR}/project.schema.json
+# Project settings: tool sets, flags, model groups, defaults (docs/configuration.md lists them all).
 toolsets:
+  # `toolrt serve --toolset readonly` offers only these tools.
   readonly: [read, grep, glob, list, word_count]
 defaults:
   timeout: 60
 """,
 }
+
+
+def write_schemas(directory: Path, names: tuple[str, ...] = tuple(SCHEMA_NAMES)) -> list[Path]:
+    """Write the installed toolrt's config schemas into `directory` (created); returns the files written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names:
+        path = directory / SCHEMA_NAMES[name]
+        path.write_text(json.dumps(schema(name), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def write_starter(directory: Path) -> list[Path]:
@@ -108,4 +146,4 @@ def write_starter(directory: Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
-    return written
+    return [*written, *write_schemas(directory / SCHEMA_DIR)]

@@ -20,6 +20,7 @@ runs alongside, so edits to the YAML reach connected clients as they are saved.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from .api import Runtime, SnapshotChange
 from .calls import CallEvent
@@ -144,6 +145,11 @@ class McpFace:
         self._bus = InMemorySubscriptionBus()
         self._ids = itertools.count(1)
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange](64)
+
+    def close(self) -> None:
+        """Close the queue of reload notices (`notify_changes` ends; later swaps are dropped)."""
+        self._changes_send.close()
+        self._changes_receive.close()
 
     @property
     def bus(self) -> InMemorySubscriptionBus:
@@ -272,8 +278,31 @@ class McpFace:
     # --- list_changed -----------------------------------------------------------------------------
 
     async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
-        """`notifications/initialized`: a handshake-era connection that wants list_changed."""
+        """`notifications/initialized`: a handshake-era connection that wants list_changed, and the notice.
+
+        Desktop clients do not show the server's stderr: which tools run without asking goes to the
+        client's log as a warning.
+        """
         self._sessions.append(ctx.session)
+        notice = self.unasked_notice()
+        if notice is not None:
+            import warnings
+
+            with warnings.catch_warnings():
+                # Deprecated for 2026-07-28 clients (they read the instructions); handshake-era ones show it.
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await ctx.session.send_log_message("warning", notice, logger="toolrt")
+
+    async def set_log_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        """`logging/setLevel`: accepted (toolrt logs only the start-up notice, at warning)."""
+        return types.EmptyResult()
+
+    def unasked_notice(self) -> str | None:
+        """Which of the offered tools run without asking, or None when every one asks."""
+        from .unasked import runs_without_asking, unasked_notice
+
+        toolset = self._rt.tools(**self._selection.options())
+        return unasked_notice(runs_without_asking(self._rt.snapshot, toolset, self._selection.agent))
 
     def swap_listener(self) -> Callable[[SnapshotChange], None]:
         """A `Runtime.on_swap` listener that queues the change for `notify_changes` (any thread)."""
@@ -393,16 +422,18 @@ def build_server(
 ) -> tuple[Server[Any], McpFace]:
     """The low-level MCP server over `rt` and its handlers (for in-process use and tests)."""
     face = McpFace(rt, selection, limits)
+    notice = face.unasked_notice()
     server = _ToolrtServer(
         "toolrt",
         version=_version(),
-        instructions=f"Tools of the toolrt project at {rt.root}.",
+        instructions=f"Tools of the toolrt project at {rt.root}." + (f"\n\n{notice}" if notice else ""),
         get_tool_input_schema=face.input_schema,
         on_list_tools=face.list_tools,
         on_call_tool=face.call_tool,
         on_subscriptions_listen=ListenHandler(face.bus),
     )
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)
     return server, face
 
 
@@ -438,6 +469,9 @@ def run_serve(
 
     async def main() -> None:
         server, face = build_server(rt, selection, limits)
+        notice = face.unasked_notice()
+        if notice is not None:
+            print(notice, file=sys.stderr, flush=True)
         unsubscribe = rt.on_swap(face.swap_listener())
         try:
             async with anyio.create_task_group() as group:
@@ -450,6 +484,7 @@ def run_serve(
                 group.cancel_scope.cancel()
         finally:
             unsubscribe()
+            face.close()
 
     try:
         anyio.run(main)

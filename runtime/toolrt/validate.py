@@ -7,6 +7,8 @@ every tool compiles for every provider format (lossy rewrites reported as warnin
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +45,60 @@ def validate(root: Path) -> Report:
     problems.extend(python_handler_problems(snapshot))
     problems.extend(_permission_problems(snapshot))
     problems.extend(_spec_problems(snapshot))
+    problems.extend(schema_copy_problems(root))
     return _report(problems)
+
+
+_MODELINE = "# yaml-language-server: $schema="
+
+
+def schema_copy_problems(root: Path) -> list[Problem]:
+    """Warnings for `$schema` modelines pointing at a local schema copy that is missing or out of date.
+
+    `toolrt init` (and `toolrt schema --write DIR`) copy the installed toolrt's schemas into the
+    project; after an upgrade the copies lag behind and the editor completes yesterday's keys.
+    """
+    from .config.layers import tool_files
+    from .config.resources import SCHEMA_NAMES, schema
+
+    kinds = {file_name: name for name, file_name in SCHEMA_NAMES.items()}
+    files = [root / "permissions.yaml", root / "toolrt.yaml"]
+    files += [Path(path) for _, path, _ in tool_files(root / "tools.d")] if (root / "tools.d").is_dir() else []
+    problems: list[Problem] = []
+    reported: set[Path] = set()
+    for file in files:
+        try:
+            with file.open(encoding="utf-8") as handle:
+                first = handle.readline().strip()
+        except (OSError, UnicodeDecodeError):
+            continue  # the loader reports unreadable files
+        if not first.startswith(_MODELINE):
+            continue
+        target = first[len(_MODELINE) :].strip()
+        if "://" in target or target.startswith("/"):
+            continue
+        copy = (file.parent / target).resolve()
+        kind = kinds.get(copy.name)
+        if kind is None or copy in reported:
+            continue
+        reported.add(copy)
+        shown = str(file.relative_to(root))
+        refresh = f"toolrt schema --write {Path(os.path.relpath(copy.parent, root.resolve())).as_posix()}"
+        if not copy.is_file():
+            message = f"$schema points at {target}, which does not exist; write it with `{refresh}`"
+            problems.append(Problem(shown, 1, 1, "", message, "warning"))
+            continue
+        try:
+            current = json.loads(copy.read_text(encoding="utf-8")) == schema(kind)
+        except (OSError, ValueError):
+            current = False
+        if not current:
+            message = (
+                f"$schema points at {target}, an out-of-date copy of the {kind} schema (the installed"
+                f" toolrt's differs): editors complete old keys; refresh it with `{refresh}`"
+            )
+            problems.append(Problem(shown, 1, 1, "", message, "warning"))
+    return problems
 
 
 def _report(problems: Sequence[Problem]) -> Report:
