@@ -462,7 +462,7 @@ def test_bad_wrapper_data_is_a_config_error(data: dict[str, object], message: st
 def test_wrapper_file_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "wrappers.yaml"
     path.write_text("wrappers: [1, 2]\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"wrappers\.yaml:0:0: expected a mapping, got list"):
+    with pytest.raises(ConfigError, match=r"wrappers\.yaml: expected a mapping, got list"):
         WrapperTable.load(path)
 
 

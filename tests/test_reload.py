@@ -67,13 +67,13 @@ def test_broken_save_keeps_last_good_then_fix_clears(tmp_path: Path, caplog: pyt
         anyio.run(main)
     broken, again, fixed = events
     assert broken.error is not None and not broken.repeated
-    assert str(broken.error.problems[0]).startswith("tools.d/ver.yaml:3:")
+    assert str(broken.error.problems[0]).startswith("tools.d/ver.yaml:2:")
     assert broken.status.generation == 1
     assert again.repeated and again.error is not None
     assert fixed.error is None and rt.status().last_error is None and fixed.status.generation == 2
     assert fixed.change is not None and fixed.change.changed == ("ver",)
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "tools.d/ver.yaml:3:" in errors[0].getMessage()
+    assert len(errors) == 1 and "tools.d/ver.yaml:2:" in errors[0].getMessage()
     assert any("configuration fixed" in r.getMessage() for r in caplog.records)
 
 
@@ -110,7 +110,7 @@ def _settings_garbage(root: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "error_file", "title_after", "swapped"),
     [
-        (_delete, "tools.d", "ver v1", False),  # the only tool file gone: the project config is invalid
+        (_delete, None, None, True),  # the only tool file gone: an empty tools.d/ is valid, the tool is removed
         (_rename, None, "ver v1", False),  # same tool under another file name: same digest, no swap
         (_atomic, None, "ver v2", True),  # an editor's write-then-rename
         (_half, "tools.d/ver.yaml", "ver v1", False),
@@ -311,7 +311,7 @@ ADD = 'id: two\ndescription: The second test tool, used to see an addition.\nhan
         ([("toolrt.yaml", "builtin_tools: false\n")], "reload 1: no changes", {"added": [], "ok": True}),
         (
             [("tools.d/ver.yaml", BROKEN)],
-            "reload 1: config invalid, still serving the last good config:\n  tools.d/ver.yaml:3:",
+            "reload 1: config invalid, still serving the last good config:\n  tools.d/ver.yaml:2:",
             {"ok": False, "generation": 1},
         ),
     ],
@@ -324,7 +324,7 @@ def test_watch_prints_each_reload(
     line = json.loads(json.dumps(event_json(event)))
     assert {key: line[key] for key in record} == record
     if not line["ok"]:
-        assert line["errors"][0]["file"] == "tools.d/ver.yaml" and line["errors"][0]["line"] == 3
+        assert line["errors"][0]["file"] == "tools.d/ver.yaml" and line["errors"][0]["line"] == 2
 
 
 def test_watch_reports_a_repeated_error_briefly(tmp_path: Path) -> None:

@@ -19,9 +19,10 @@ from .config.model import ArgvHandler, ShellHandler, ToolDefinition
 from .config.validation import parameter_schema_problems
 from .errors import Problem
 from .permissions.model import PermissionRequest
+from .specs.properties import declared_properties, value_types
 from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
 
-__all__ = ["EDIT_TOOLS", "CompiledTool", "compile_tool", "import_ref", "locate"]
+__all__ = ["EDIT_TOOLS", "CompiledTool", "call_arity_problem", "compile_tool", "import_ref", "locate"]
 
 EDIT_TOOLS = frozenset({"edit", "write", "apply_patch", "patch", "multiedit"})
 
@@ -72,12 +73,32 @@ def import_ref(ref: str) -> Any:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ImportError(f"cannot import module '{module_name}': {exc}") from exc
+    except SyntaxError as exc:  # project code: any failure of its import is a finding, never a traceback
+        where = f" ({exc.filename}, line {exc.lineno})" if exc.filename else ""
+        raise ImportError(f"module '{module_name}' has a syntax error: {exc.msg}{where}") from exc
+    except (Exception, SystemExit) as exc:
+        raise ImportError(f"importing module '{module_name}' raised {type(exc).__name__}: {exc}") from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
             raise ImportError(f"module '{module_name}' has no attribute '{attribute}'") from None
     return target
+
+
+def call_arity_problem(function: Any, arity: int, shape: str) -> str | None:
+    """Why `function` cannot be called with `arity` positional arguments (None when it can, or when unknown)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None  # builtins and C callables without a signature: trust them
+    try:
+        signature.bind(*([None] * arity))
+    except TypeError:
+        return f"it takes {signature}, but is called as {shape}"
+    return None
 
 
 def locate(tool: ToolDefinition, pointer: str, message: str, severity: str = "error") -> Problem:
@@ -95,7 +116,8 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
     problems.extend(parameter_schema_problems(document, "/parameters", tool.parameters))
     if len(problems) > before:
         return None
-    names = frozenset(tool.parameters.get("properties", {}))
+    properties = declared_properties(tool.parameters)
+    names = frozenset(properties)
     for index, name in enumerate(tool.parameters.get("required", ())):
         if name not in names:
             problems.append(
@@ -123,12 +145,9 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
     patterns = tuple(template(f"/permission/patterns/{i}", p) for i, p in enumerate(spec.patterns))
     always = tuple(template(f"/permission/always/{i}", p) for i, p in enumerate(spec.always))
     for index, path_arg in enumerate(spec.paths):
-        if path_arg.arg not in names:
-            problems.append(
-                locate(
-                    tool, f"/permission/paths/{index}", f"path argument '{path_arg.arg}' is not a declared parameter"
-                )
-            )
+        problem = _path_argument_problem(path_arg.arg, properties, tool.parameters)
+        if problem is not None:
+            problems.append(locate(tool, f"/permission/paths/{index}", problem))
     handler = tool.handler
     argv = shell = cwd = stdin = None
     env_set: dict[str, Any] = {}
@@ -136,7 +155,8 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         try:
             argv = compile_argv(handler.argv, names)
         except TemplateProblem as exc:
-            problems.append(locate(tool, "/handler/argv", str(exc)))
+            where = "/handler/argv" if exc.element is None else f"/handler/argv/{exc.element}"
+            problems.append(locate(tool, where, str(exc)))
     if isinstance(handler, ShellHandler):
         shell = template("/handler/shell", handler.script, quote_shell=True)
     if isinstance(handler, (ArgvHandler, ShellHandler)):
@@ -153,11 +173,7 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         parameter_names=names,
         validator=validator,
         defaults=MappingProxyType(
-            {
-                n: spec["default"]
-                for n, spec in tool.parameters.get("properties", {}).items()
-                if isinstance(spec, Mapping) and "default" in spec
-            }
+            {name: schema["default"] for name, schema in properties.items() if "default" in schema}
         ),
         title=template("/title", tool.title),
         confirm_title=template("/confirm/title", tool.confirm_title),
@@ -172,6 +188,35 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
     )
     _check_examples(compiled, problems)
     return compiled if len(problems) == before else None
+
+
+_PATH_TYPES = frozenset({"string", "array", "null"})
+
+
+def _path_argument_problem(
+    name: str, properties: Mapping[str, Mapping[str, Any]], parameters: Mapping[str, Any]
+) -> str | None:
+    """Why parameter `name` cannot be a `permission.paths` argument (a string or an array of strings)."""
+    if name not in properties:
+        declared = ", ".join(sorted(properties)) or "none"
+        return f"path argument '{name}' is not a declared parameter (declared: {declared})"
+    schema = properties[name]
+    types = value_types(schema, parameters)
+    if not types or not types <= _PATH_TYPES or types == {"null"}:
+        found = " or ".join(sorted(types)) if types else "no type"
+        return (
+            f"path argument '{name}' must be declared as a string or an array of strings (found {found}): "
+            "only those can be checked against the project root"
+        )
+    if "array" in types:
+        items = schema.get("items")
+        item_types = value_types(items, parameters) if isinstance(items, Mapping) else set()
+        if not item_types or not item_types <= {"string"}:
+            return (
+                f"path argument '{name}' is an array whose items are not declared as strings "
+                "(give it `items: {type: string}`): only strings can be checked against the project root"
+            )
+    return None
 
 
 def _check_examples(tool: CompiledTool, problems: list[Problem]) -> None:

@@ -58,8 +58,17 @@ class Problem:
     message: str
     severity: Severity = "error"
 
+    @property
+    def where(self) -> str:
+        """`FILE:LINE:COL`, `FILE:LINE`, or `FILE` alone when no line is known (never `:0:0`)."""
+        if self.line <= 0:
+            return self.file
+        if self.column <= 0:
+            return f"{self.file}:{self.line}"
+        return f"{self.file}:{self.line}:{self.column}"
+
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}: {self.message}"
+        return f"{self.where}: {self.message}"
 
     def to_json(self) -> dict[str, object]:
         """The `toolrt validate --format json` entry: file, line, column, pointer, message, severity."""

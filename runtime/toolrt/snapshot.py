@@ -181,7 +181,7 @@ def build_snapshot(
         compiled = _compile_cached(source.document, source.description or "", layer, describe_info, problems)
         if compiled is not None:
             tools[tool_id] = compiled
-    _check_references(tools, settings, problems)
+    _check_references(tools, settings, [layer.settings for layer in config.layers if layer.settings], problems)
     errors = [p for p in problems if p.severity == "error"]
     warnings.extend(p for p in problems if p.severity == "warning")
     if errors or permissions is None:
@@ -309,7 +309,12 @@ def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Pr
             )
 
 
-def _check_references(tools: Mapping[str, CompiledTool], settings: ProjectSettings, problems: list[Problem]) -> None:
+def _check_references(
+    tools: Mapping[str, CompiledTool],
+    settings: ProjectSettings,
+    settings_documents: Iterable[Document],
+    problems: list[Problem],
+) -> None:
     groups = settings.model_groups
     for tool in tools.values():
         definition = tool.definition
@@ -336,14 +341,15 @@ def _check_references(tools: Mapping[str, CompiledTool], settings: ProjectSettin
             problems.append(
                 locate(definition, "/overrides", f"overrides '{definition.overrides}', which is not a tool")
             )
-    for name, ids in settings.toolsets.items():
-        for tool_id in ids:
-            if tool_id not in tools:
-                problems.append(
-                    Problem(
-                        "toolrt.yaml", 0, 0, f"/toolsets/{name}", f"tool set '{name}' names unknown tool '{tool_id}'"
-                    )
-                )
+    for document in settings_documents:
+        toolsets = document.data.get("toolsets") if isinstance(document.data, dict) else None
+        for name, ids in (toolsets or {}).items():
+            for index, tool_id in enumerate(ids):
+                if tool_id not in tools:
+                    pointer = f"/toolsets/{name}/{index}"
+                    line, column = document.locate(pointer)
+                    message = f"tool set '{name}' names unknown tool '{tool_id}'"
+                    problems.append(Problem(document.name, line, column, pointer, message))
 
 
 def _selector_groups(selector: Any) -> list[str]:

@@ -38,6 +38,9 @@ _ALLOWED_GLOBALS = frozenset({ROOT_VARIABLE, "range", "dict", "lipsum", "cycler"
 class TemplateProblem(Exception):
     """A template does not compile or names a variable that is not a declared parameter."""
 
+    element: int | None = None
+    """For an argv template: the index of the element at fault."""
+
 
 # --- values and filters (shared by both paths) ---------------------------------------------------
 
@@ -200,12 +203,51 @@ def _jinja_check(source: str, parameters: frozenset[str], *, shell: bool = False
     import jinja2
     import jinja2.meta
 
+    env = _jinja(shell)
     try:
-        tree = _jinja(shell).parse(source)
+        tree = env.parse(source)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateProblem(f"template syntax error: {exc.message} (template line {exc.lineno})") from None
-    _check_names(sorted(jinja2.meta.find_undeclared_variables(tree)), parameters)
+    _check_filters_and_tests(tree, env)  # before the names: finding them runs Jinja2's code generator
+    try:
+        names = jinja2.meta.find_undeclared_variables(tree)
+    except jinja2.TemplateError as exc:
+        raise TemplateProblem(f"template error: {exc.message or exc}") from None
+    _check_names(sorted(names), parameters)
     return tree
+
+
+def _check_filters_and_tests(tree: jinja2.nodes.Template, env: jinja2.Environment) -> None:
+    """Unknown `| filter` and `is test` names, reported at load time (Jinja2 finds them only when compiling)."""
+    import difflib
+
+    import jinja2.nodes
+
+    for node_type, known, word in (
+        (jinja2.nodes.Filter, env.filters, "filter"),
+        (jinja2.nodes.Test, env.tests, "test"),
+    ):
+        for node in tree.find_all(node_type):
+            name = node.name
+            if name in known:
+                continue
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise TemplateProblem(f"unknown {word} '{name}' (template line {node.lineno}){hint}")
+
+
+def _jinja_compile(shell: bool, source: str, *, expression: bool = False) -> Any:
+    """Jinja2's compile step, its errors as TemplateProblem (the checks above catch nearly all first)."""
+    import jinja2
+
+    try:
+        if expression:
+            return _jinja(shell).compile_expression(source, undefined_to_none=True)
+        return _jinja(shell).from_string(source)
+    except jinja2.TemplateError as exc:
+        line = getattr(exc, "lineno", None)
+        where = f" (template line {line})" if line else ""
+        raise TemplateProblem(f"template error: {exc.message or exc}{where}") from None
 
 
 # --- shell positions -------------------------------------------------------------------------------
@@ -285,7 +327,7 @@ def compile_template(source: str, parameters: frozenset[str], *, shell: bool = F
     _jinja_check(source, parameters, shell=shell)
     if shell:
         _check_shell_positions(source, None)
-    return _jinja(shell).from_string(source)
+    return _jinja_compile(shell, source)
 
 
 def render(template: Template | str, args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> str:
@@ -312,26 +354,30 @@ class ArgvTemplate:
 def compile_argv(elements: Sequence[str], parameters: frozenset[str]) -> ArgvTemplate:
     compiled: list[Any] = []
     expands: list[bool] = []
-    for element in elements:
-        parts = _fast_parts(element)
-        if parts is not None:
-            _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
-            if len(parts) == 1 and not isinstance(parts[0], str):
-                compiled.append(_FastExpression(*parts[0]))
-                expands.append(True)
-            else:
-                compiled.append(_FastTemplate(tuple(parts), shell=False))
-                expands.append(False)
-            continue
-        tree = _jinja_check(element, parameters)
-        expression = _single_expression(tree, element)
-        if expression is not None:
-            compiled.append(_jinja(False).compile_expression(expression, undefined_to_none=True))
-            expands.append(True)
-        else:
-            compiled.append(_jinja(False).from_string(element))
-            expands.append(False)
+    for index, element in enumerate(elements):
+        try:
+            template, expands_ = _compile_argv_element(element, parameters)
+        except TemplateProblem as problem:
+            problem.element = index
+            raise
+        compiled.append(template)
+        expands.append(expands_)
     return ArgvTemplate(tuple(compiled), tuple(expands))
+
+
+def _compile_argv_element(element: str, parameters: frozenset[str]) -> tuple[Any, bool]:
+    """One argv element: (template, whether it is a whole expression that may expand to several words)."""
+    parts = _fast_parts(element)
+    if parts is not None:
+        _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
+        if len(parts) == 1 and not isinstance(parts[0], str):
+            return _FastExpression(*parts[0]), True
+        return _FastTemplate(tuple(parts), shell=False), False
+    tree = _jinja_check(element, parameters)
+    expression = _single_expression(tree, element)
+    if expression is not None:
+        return _jinja_compile(False, expression, expression=True), True
+    return _jinja_compile(False, element), False
 
 
 def _single_expression(tree: jinja2.nodes.Template, source: str) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compiled import CompiledTool, import_ref, locate
+from .compiled import CompiledTool, call_arity_problem, import_ref, locate
 from .config.model import PythonHandler
 from .errors import ConfigError, Problem, UsageError
 from .permissions.model import PermissionRequest
@@ -46,6 +46,7 @@ def validate(root: Path) -> Report:
     problems.extend(_permission_problems(snapshot))
     problems.extend(_spec_problems(snapshot))
     problems.extend(schema_copy_problems(root))
+    problems.extend(_keyword_problems(snapshot))
     return _report(problems)
 
 
@@ -98,6 +99,17 @@ def schema_copy_problems(root: Path) -> list[Problem]:
                 f" toolrt's differs): editors complete old keys; refresh it with `{refresh}`"
             )
             problems.append(Problem(shown, 1, 1, "", message, "warning"))
+    return problems
+
+
+def _keyword_problems(snapshot: Snapshot) -> list[Problem]:
+    from .config.validation import parameter_keyword_warnings
+
+    problems: list[Problem] = []
+    for tool in snapshot.tools.values():
+        document = tool.definition.document
+        if document is not None and isinstance(document.data, dict) and "parameters" in document.data:
+            problems.extend(parameter_keyword_warnings(document, "/parameters", tool.definition.parameters))
     return problems
 
 
@@ -192,12 +204,12 @@ def python_handler_problems(snapshot: Snapshot) -> list[Problem]:
         definition = tool.definition
         refs = []
         if isinstance(definition.handler, PythonHandler):
-            refs.append(("/handler/python", definition.handler.ref))
+            refs.append(("/handler/python", definition.handler.ref, "handler(args, ctx)"))
         if definition.permission.analyzer and ":" in definition.permission.analyzer:
-            refs.append(("/permission/analyzer", definition.permission.analyzer))
+            refs.append(("/permission/analyzer", definition.permission.analyzer, "analyzer(args, site)"))
         if definition.format_validation_error:
-            refs.append(("/format_validation_error", definition.format_validation_error))
-        for pointer, ref in refs:
+            refs.append(("/format_validation_error", definition.format_validation_error, "formatter(tool_id, errors)"))
+        for pointer, ref, shape in refs:
             try:
                 target = import_ref(ref)
             except ImportError as exc:
@@ -205,4 +217,8 @@ def python_handler_problems(snapshot: Snapshot) -> list[Problem]:
                 continue
             if not callable(target):
                 problems.append(locate(definition, pointer, f"'{ref}' is not callable"))
+                continue
+            arity = call_arity_problem(target, 2, shape)
+            if arity is not None:
+                problems.append(locate(definition, pointer, f"'{ref}' cannot be called: {arity}"))
     return problems

@@ -177,9 +177,9 @@ def _shown_root(root: Path) -> str:
 
 
 def problem_text(problem: Problem) -> str:
-    """`file:line:column: [warning: ]message`."""
+    """`file:line:column: [warning: ]message` (`file: message` when no line is known)."""
     prefix = "warning: " if problem.severity == "warning" else ""
-    return f"{problem.file}:{problem.line}:{problem.column}: {prefix}{problem.message}"
+    return f"{problem.where}: {prefix}{problem.message}"
 
 
 def _escape_data(text: str) -> str:
@@ -194,7 +194,7 @@ def _github(problem: Problem) -> str:
     """A workflow command; files GitHub cannot attach to (toolrt's own) are named in the title instead."""
     properties: list[str] = []
     if problem.file.startswith("<") or os.path.isabs(problem.file):
-        properties.append(f"title={_escape_property(f'{problem.file}:{problem.line}')}")
+        properties.append(f"title={_escape_property(problem.where)}")
     else:
         properties.append(f"file={_escape_property(problem.file)}")
         if problem.line > 0:

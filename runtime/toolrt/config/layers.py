@@ -159,8 +159,6 @@ def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Pat
                 Problem(_display(tools_dir, base, prefix), 0, 0, "", f"cannot list directory: {exc.strerror}")
             )
             files = []
-        if not files and name == "project":
-            problems.append(Problem(_display(tools_dir, base, prefix), 0, 0, "", "directory has no .yaml files"))
         shown = _display(tools_dir, base, prefix)
         for file_name, path, stat in files:
             sources, found = _tool_file(path, f"{shown}/{file_name}", stat)

@@ -50,11 +50,7 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
             start = (node.start_mark.line + 1, node.start_mark.column + 1)
             documents.append(Document(path, data, display=display, text=text, index=position, start=start))
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-        what = exc.problem or "invalid YAML"
-        context = f" ({exc.context})" if exc.context else ""
-        raise ConfigError([Problem(display, line, column, "", f"YAML syntax error: {what}{context}")]) from None
+        raise ConfigError([_syntax_problem(exc, text, display)]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([Problem(display, 0, 0, "", f"YAML error: {exc}")]) from None
     except _Refused as refused:
@@ -66,6 +62,40 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
     if problems:
         raise ConfigError(problems)
     return documents
+
+
+_OPENERS = {"a quoted scalar": "quote", "a flow sequence": "'['", "a flow mapping": "'{'"}
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError, text: str, display: str) -> Problem:
+    """A YAML syntax error as a located problem that says what to do.
+
+    An unclosed quote or bracket is reported where it opened (the parser only notices at the end
+    of the file); a tab names the tab (YAML indents with spaces only).
+    """
+    mark = exc.problem_mark or exc.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+    what = exc.problem or "invalid YAML"
+    context = exc.context or ""
+    opened = next((name for phrase, name in _OPENERS.items() if context.endswith(phrase)), None)
+    if opened is not None and exc.context_mark is not None and exc.problem_mark is not None:
+        start = exc.context_mark
+        if "end of stream" in what or (start.line != exc.problem_mark.line and opened != "quote"):
+            ending = {"quote": "the closing quote", "'['": "the closing ']'", "'{'": "the closing '}'"}[opened]
+            message = (
+                f"YAML syntax error: the {opened} opened here is never closed "
+                f"(the parser reached line {exc.problem_mark.line + 1} looking for {ending})"
+            )
+            return Problem(display, start.line + 1, start.column + 1, "", message)
+    if mark is not None and _char_at(text, mark.index) == "\t":
+        message = "YAML syntax error: a tab character; YAML indents with spaces only (replace the tab with spaces)"
+        return Problem(display, line, column, "", message)
+    suffix = f" ({context})" if context else ""
+    return Problem(display, line, column, "", f"YAML syntax error: {what}{suffix}")
+
+
+def _char_at(text: str, index: int) -> str:
+    return text[index] if 0 <= index < len(text) else ""
 
 
 _Link = tuple[Any, "str | int"] | None

@@ -18,7 +18,7 @@ from ..errors import Problem
 from .document import Document, child_pointer
 from .resources import SCHEMA_NAMES, schema
 
-__all__ = ["check_document", "describe_value", "parameter_schema_problems"]
+__all__ = ["check_document", "describe_value", "parameter_keyword_warnings", "parameter_schema_problems"]
 
 _SCHEMA_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 _ID_HINT = (
@@ -59,6 +59,56 @@ def parameter_schema_problems(document: Document, pointer: str, parameters: Mapp
             detail = _message(error)
         problems.append(_problem(document, where, f"not a valid JSON Schema: {detail}"))
     return problems or [_problem(document, pointer, "not a valid JSON Schema")]
+
+
+_KNOWN_KEYWORDS = frozenset(
+    {
+        # core, applicator, unevaluated, validation, format, content and meta-data vocabularies (2020-12)
+        *("$schema", "$id", "$ref", "$defs", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary", "$comment"),
+        *("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "prefixItems", "items"),
+        *("contains", "properties", "patternProperties", "additionalProperties", "propertyNames"),
+        *("unevaluatedItems", "unevaluatedProperties"),
+        *("type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"),
+        *("maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains"),
+        *("maxProperties", "minProperties", "required", "dependentRequired", "format"),
+        *("contentEncoding", "contentMediaType", "contentSchema"),
+        *("title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples"),
+        # earlier drafts and provider dialects that schemas in the wild carry on purpose
+        *("definitions", "dependencies", "additionalItems", "nullable", "propertyOrdering", "enumNames"),
+    }
+)
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = (
+    *("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains"),
+    *("propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema"),
+)
+
+
+def parameter_keyword_warnings(document: Document, pointer: str, parameters: Mapping[str, Any]) -> list[Problem]:
+    """Warnings for keywords JSON Schema does not know inside `parameters` (a typo like `requird`
+    silently constrains nothing). `x-...` extension keywords are legitimate."""
+    found: list[Problem] = []
+    stack: list[tuple[str, Any]] = [(pointer, parameters)]
+    while stack:
+        where, node = stack.pop()
+        if not isinstance(node, Mapping):
+            continue
+        for key, value in node.items():
+            here = child_pointer(where, key)
+            if key in _SCHEMA_MAPS and isinstance(value, Mapping):
+                stack.extend((child_pointer(here, name), sub) for name, sub in value.items())
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                stack.extend((child_pointer(here, index), sub) for index, sub in enumerate(value))
+            elif key in _SCHEMA_ONE:
+                stack.append((here, value))
+            elif key not in _KNOWN_KEYWORDS and not key.startswith("x-"):
+                close = difflib.get_close_matches(key, sorted(_KNOWN_KEYWORDS), n=1, cutoff=0.6)
+                hint = f"; did you mean '{close[0]}'?" if close else " (extension keywords start with 'x-')"
+                message = f"unknown JSON Schema keyword '{key}' is ignored by validators and providers{hint}"
+                line, column = document.locate(here)
+                found.append(Problem(document.name, line, column, here, message, "warning"))
+    return found
 
 
 def describe_value(value: Any) -> str:
@@ -122,28 +172,32 @@ def _messages(error: Any) -> Iterator[tuple[str, str]]:
         if handler:
             yield pointer, handler
             return
-        branch = _intended_branch_error(error)
-        if branch is not None:
-            yield from _messages(branch)
+        branch_errors = _intended_branch_errors(error)
+        if branch_errors:
+            for branch in branch_errors:
+                yield from _messages(branch)
             return
     if error.validator == "not" and not isinstance(error.instance, dict):
         return  # the root's own type error says it better
     yield pointer, _message(error)
 
 
-def _intended_branch_error(error: Any) -> Any:
-    """Among a oneOf/anyOf's branch errors, the one from the branch the author most likely meant.
+def _intended_branch_errors(error: Any) -> list[Any]:
+    """Among a oneOf/anyOf's branch errors, those of the branch the author most likely meant.
 
-    A branch whose top-level `type`/`const` does not fit was not meant; of the rest, the deepest error
-    is the most specific. None when no branch stands out (the generic message is then used).
+    A branch whose top-level `type`/`const`/`enum` does not fit was not meant; of the rest, the branch
+    with the deepest error is the most specific. [] when no branch stands out (the generic message is
+    then used).
     """
     depth = len(error.absolute_path)
     meant = [
         e for e in error.context if not (len(e.absolute_path) == depth and e.validator in ("type", "const", "enum"))
     ]
     if not meant:
-        return None
-    return max(meant, key=lambda e: len(e.absolute_path))
+        return []
+    deepest = max(meant, key=lambda e: len(e.absolute_path))
+    branch = deepest.relative_schema_path[0] if deepest.relative_schema_path else None
+    return [e for e in meant if e.relative_schema_path and e.relative_schema_path[0] == branch] or [deepest]
 
 
 def _handler_message(error: Any) -> str | None:
@@ -176,6 +230,10 @@ _TYPE_WORDS = {
 
 
 def _branch_word(branch: Any) -> str:
+    if isinstance(branch, dict) and isinstance(branch.get("$ref"), str):
+        branch = _local_def(branch["$ref"]) or branch
+    if isinstance(branch, dict) and isinstance(branch.get("enum"), list):
+        return " or ".join(repr(v) if isinstance(v, str) else str(v) for v in branch["enum"])
     if isinstance(branch, dict):
         if "const" in branch:
             return str(branch["const"]).lower() if isinstance(branch["const"], bool) else repr(branch["const"])
@@ -185,11 +243,40 @@ def _branch_word(branch: Any) -> str:
     return "another form"
 
 
+def _local_def(ref: str) -> Any:
+    """The `$defs` entry a local `#/$defs/NAME` reference names, in any of the config schemas."""
+    if not ref.startswith("#/$defs/"):
+        return None
+    name = ref[len("#/$defs/") :]
+    for schema_name in SCHEMA_NAMES:
+        found = schema(schema_name).get("$defs", {}).get(name)
+        if found is not None:
+            return found
+    return None
+
+
+def _enum_values(branches: list[Any]) -> list[str]:
+    values: list[str] = []
+    for branch in branches:
+        if isinstance(branch, dict) and isinstance(branch.get("$ref"), str):
+            branch = _local_def(branch["$ref"]) or branch
+        if isinstance(branch, dict) and isinstance(branch.get("enum"), list):
+            values.extend(v for v in branch["enum"] if isinstance(v, str))
+    return values
+
+
+def _did_you_mean(value: Any, choices: list[str]) -> str:
+    if not isinstance(value, str) or not choices:
+        return ""
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
 def _message(error: Any) -> str:
     validator, value, instance = error.validator, error.validator_value, error.instance
     if validator in ("oneOf", "anyOf") and isinstance(value, list):
         forms = " or ".join(dict.fromkeys(_branch_word(b) for b in value))
-        return f"expected {forms}, found {describe_value(instance)}"
+        return f"expected {forms}, found {describe_value(instance)}{_did_you_mean(instance, _enum_values(value))}"
     field = error.absolute_path[-1] if error.absolute_path else None
     if validator == "type":
         expected = value if isinstance(value, str) else " or ".join(value)
@@ -209,7 +296,9 @@ def _message(error: Any) -> str:
     if validator == "minLength" and value == 1:
         return f"'{field}' is empty" if field is not None else "empty string"
     if validator == "enum":
-        return f"{describe_value(instance)} is not one of: {', '.join(map(str, value))}"
+        choices = [v for v in value if isinstance(v, str)]
+        listed = ", ".join(map(str, value))
+        return f"{describe_value(instance)} is not one of: {listed}{_did_you_mean(instance, choices)}"
     if validator == "const" and value == "object":
         return f"the root of 'parameters' must be 'type: object', found {describe_value(instance)}"
     if validator == "not" and isinstance(instance, dict) and {"description", "description_file"} <= set(instance):
