@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"arguments", "call_permissions", "handlers", "commands", "records", "builtin.*"},
     {"dispatch"},
     {"validate", "init", "api"},
-    {"reload", "watch_cli", "validate_cli", "serve_mcp", "cli", "__main__", "__init__"},
+    {"reload", "watch_cli", "validate_cli", "chat_cli", "serve_mcp", "cli", "__main__", "__init__"},
 ]
 
 

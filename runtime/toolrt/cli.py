@@ -211,6 +211,26 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write the schema file(s) into DIR instead of printing (what `toolrt init` puts in .toolrt/schemas)",
     )
+    chat = command(
+        "chat",
+        "a terminal agent loop against an OpenAI-compatible endpoint, to watch a model use the tools",
+        "OPENAI_API_KEY=... toolrt chat --base-url https://api.openai.com/v1 --model gpt-5",
+        "toolrt chat --base-url http://localhost:11434/v1 --model qwen3 --agent plan   # a local server",
+    )
+    chat.add_argument(
+        "--base-url", metavar="URL", help="the endpoint's base URL, ending in /v1 (default: $OPENAI_BASE_URL)"
+    )
+    chat.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="NAME",
+        help="environment variable holding the API key (default: OPENAI_API_KEY; unset sends none)",
+    )
+    chat.add_argument("--system", metavar="TEXT", help="a system message to start the conversation with")
+    chat.add_argument(
+        "--session", default="chat", metavar="ID", help="session whose approvals and memory the calls use"
+    )
+    _selection_options(chat)
     init = command(
         "init",
         "write a starter project",
@@ -529,6 +549,49 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
         os.replace(handle.name, path)
     except OSError as error:
         print(f"toolrt: could not save session state to {path}: {error}", file=sys.stderr)
+
+
+def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
+    import os
+
+    import anyio
+
+    try:
+        import openai
+    except ImportError:
+        raise UsageError("toolrt chat needs the openai package: pip install 'toolrt[openai]'") from None
+    from .chat_cli import run_chat
+
+    base_url = options.base_url or os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        raise UsageError("--base-url is required (or set OPENAI_BASE_URL)")
+    if not options.model:
+        raise UsageError("--model is required: the model id the endpoint serves")
+    rt = _load(options)
+    key = os.environ.get(options.api_key_env) or "none"  # local servers often take any key
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=key)
+    interactive = sys.stdin.isatty()
+
+    def read_line(prompt: str) -> str | None:
+        try:
+            return input(prompt)
+        except EOFError:
+            return None
+
+    return anyio.run(
+        lambda: run_chat(
+            rt,
+            client,
+            model=options.model,
+            selection=_selection(options),
+            session=options.session,
+            ask=_terminal_asker(out) if interactive else None,
+            questioner=_terminal_questioner() if interactive else None,
+            read_line=read_line,
+            out=out,
+            system=options.system,
+        )
+    )
 
 
 def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:

@@ -1,0 +1,141 @@
+"""`toolrt chat`: a terminal agent loop against any OpenAI-compatible endpoint, to watch a model use the tools.
+
+Each user line starts a turn: the model streams its answer, every tool call it makes runs through
+the pipeline (asks put to the person at the terminal) and is shown as it runs, and the results go
+back until the model answers without tools. The project's config is reloaded before every request,
+so an edited tool file is what the model sees next; a broken save keeps the last good tools.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .api import Runtime, SnapshotChange
+    from .calls import CallEvent
+
+__all__ = ["MAX_ROUNDS", "run_chat"]
+
+MAX_ROUNDS = 50
+"""Model requests per user line; past it the turn stops and says so (a model stuck calling tools)."""
+EXIT_WORDS = ("/exit", "/quit")
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    """Arguments on one line: JSON text as the model sent it, objects as JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Screen:
+    """What the person sees besides the model's text: calls as they run, reloads, errors."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.last_error: str | None = None
+
+    def line(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def call_event(self, event: CallEvent) -> None:
+        if event.kind == "running":
+            self.line(f"  > {event.tool} {_short(event.data.get('input'))}")
+        elif event.kind in ("completed", "error"):
+            result = event.data["result"]
+            if result.error is not None:
+                first = result.error.strip().splitlines()[0] if result.error.strip() else "failed"
+                self.line(f"  ! {event.tool}: {first}")
+            else:
+                self.line(f"  < {event.tool}: {result.title or 'done'}")
+
+    def swapped(self, change: SnapshotChange) -> None:
+        parts = [f"+{n}" for n in change.added] + [f"-{n}" for n in change.removed] + [f"~{n}" for n in change.changed]
+        if change.permissions_changed:
+            parts.append("permissions")
+        self.line(f"[reloaded: {' '.join(parts) if parts else 'config'}]")
+
+    def reload_failed(self, error: ConfigError) -> None:
+        first = error.problems[0] if error.problems else None
+        text = f"{first.file}:{first.line}: {first.message}" if first else str(error)
+        if text != self.last_error:
+            self.line(f"[config error, still using the last good tools: {text}]")
+        self.last_error = text
+
+
+async def run_chat(
+    rt: Runtime,
+    client: Any,
+    *,
+    model: str,
+    selection: Mapping[str, Any],
+    session: str,
+    ask: Any,
+    questioner: Any,
+    read_line: Callable[[str], str | None],
+    out: TextIO,
+    system: str | None = None,
+) -> int:
+    """Talk until end of input or `/exit`; returns the exit code (0)."""
+    import openai
+
+    from .providers.openai import StreamAccumulator
+
+    screen = _Screen(out)
+    unsubscribe = rt.subscribe(screen.call_event)
+    stop_swaps = rt.on_swap(screen.swapped)
+    messages: list[Any] = [{"role": "system", "content": system}] if system else []
+    screen.line(f"toolrt chat with {model}: {len(rt.tools(**selection).offered)} tools. /exit or Ctrl-D to leave.")
+    try:
+        while True:
+            line = await anyio.to_thread.run_sync(read_line, "you> ")
+            if line is None or line.strip() in EXIT_WORDS:
+                return 0
+            if not line.strip():
+                continue
+            start = len(messages)
+            messages.append({"role": "user", "content": line})
+            for _ in range(MAX_ROUNDS):
+                status = rt.reload()
+                if status.last_error is not None:
+                    screen.reload_failed(status.last_error)
+                else:
+                    screen.last_error = None
+                request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+                specs = rt.specs("openai", **selection)
+                if specs:
+                    request["tools"] = specs
+                turn = StreamAccumulator()
+                try:
+                    stream = await client.chat.completions.create(**request)
+                    async for chunk in stream:
+                        shown = len(turn.text)
+                        turn.feed(chunk)
+                        out.write(turn.text[shown:])
+                        out.flush()
+                except openai.OpenAIError as error:
+                    screen.line(f"\n[the endpoint failed: {error}; this message was dropped, try again]")
+                    del messages[start:]
+                    break
+                turn.finish()
+                if turn.text:
+                    out.write("\n")
+                messages.append(turn.message())
+                results = await rt.run_tool_calls(
+                    "openai", turn.calls, session=session, ask=ask, questioner=questioner, **selection
+                )
+                if not results:
+                    break
+                messages += results
+            else:
+                screen.line(f"[stopped after {MAX_ROUNDS} requests in one turn; say how to go on]")
+    finally:
+        unsubscribe()
+        stop_swaps()
