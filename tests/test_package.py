@@ -13,7 +13,7 @@ PACKAGE = Path(toolrt.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "result", "permissions.model", "config", "config.document", "config.resources"},
     {"config.loader", "config.validation", "config.model", "config.layers", "templates", "truncate", "audit"},
-    {"settings", "context", "permissions.*", "specs.*", "providers.*", "shell.*", "execute.*"},
+    {"settings", "context", "permissions.*", "specs.*", "providers.*", "shell.*", "execute.*", "sessions"},
     {"compiled"},
     {"snapshot"},
     {"selection", "unasked"},
@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"arguments", "call_permissions", "handlers", "commands", "records", "builtin.*"},
     {"dispatch"},
     {"validate", "init", "api"},
-    {"reload", "watch_cli", "validate_cli", "chat_cli", "serve_mcp", "cli", "__main__", "__init__"},
+    {"reload", "watch_cli", "validate_cli", "chat_cli", "serve_sessions", "serve_mcp", "cli", "__main__", "__init__"},
 ]
 
 

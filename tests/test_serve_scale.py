@@ -98,3 +98,14 @@ def test_specs_compile_once_per_selection_and_hand_out_new_top_level_dicts(tmp_p
         }
     )
     assert rt.specs("anthropic")[0]["description"].startswith("Replaced at run time")
+
+
+def test_a_handler_error_under_an_abort_event_reaches_the_model_as_itself(tmp_path: Path) -> None:
+    root = project(tmp_path, ["t1"])
+    (root / "toolrt.yaml").write_text("builtin_tools: [edit]\n", encoding="utf-8")
+    (root / "notes.txt").write_text("alpha\n", encoding="utf-8")
+    rt = Runtime.load(root)
+    args = {"filePath": str(root / "notes.txt"), "oldString": "alpha", "newString": "beta"}
+    result = rt.call_sync("edit", args, abort=anyio.Event())
+    assert result.error is not None
+    assert result.error.startswith("You must read the file"), result.error

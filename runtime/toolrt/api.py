@@ -30,6 +30,7 @@ from .permissions.evaluate import decide
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
 from .selection import Selection, ToolSet, select
+from .sessions import SessionStore
 from .settings import resolve_flags
 from .snapshot import Snapshot, build_snapshot, with_tool
 
@@ -151,6 +152,15 @@ class Runtime:
     @property
     def audit(self) -> AuditLog:
         return self._services.audit
+
+    @property
+    def sessions(self) -> SessionStore[Any]:
+        """Every session's state (approvals, read stamps, doom-loop history, todos).
+
+        `release(name)` ends a session; `limit(idle_seconds=..., max_sessions=...)` sets when idle
+        sessions expire (default 30 minutes) and how many are held (default 4096, the most idle go first).
+        """
+        return self._services.sessions
 
     def status(self) -> ReloadStatus:
         return ReloadStatus(self._generation, self._snapshot.digest, self._snapshot.loaded_at, self._last_error)

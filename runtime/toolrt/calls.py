@@ -8,7 +8,7 @@ as the handler, command and record steps see it; `Services` is the mutable side 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,14 +26,13 @@ from .permissions.evaluate import decide
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
 from .selection import ToolSet
+from .sessions import SessionStore
 from .snapshot import Snapshot
 from .templates import render
 
 __all__ = ["ActiveCall", "CallEvent", "CallRequest", "Services", "SessionState", "call_title", "render_optional"]
 
 DOOM_LOOP_THRESHOLD = 3
-MAX_SESSIONS = 4096
-"""Sessions whose state (read times, todos, doom-loop history) is kept in memory at once."""
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -84,24 +83,19 @@ class Services:
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
     host_handlers: MutableMapping[str, Callable[..., Any]] = field(default_factory=dict)
     listeners: list[Callable[[CallEvent], None]] = field(default_factory=list)
-    sessions: OrderedDict[str, SessionState] = field(default_factory=OrderedDict)
+    sessions: SessionStore[SessionState] = field(default_factory=lambda: SessionStore(SessionState))
     cache: dict[tuple[str, str, str], tuple[float, ToolResult]] = field(default_factory=dict)
     allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
     """Reusable allow decisions of argument-independent requests (see `call_permissions.authorize`)."""
     batch: Callable[[CallRequest, Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]] | None = None
     call_counter: int = 0
 
+    def __post_init__(self) -> None:
+        self.sessions.on_release(self.broker.forget)
+
     def session(self, name: str) -> SessionState:
-        """The state of session `name`; the least recently used sessions are forgotten past a cap."""
-        sessions = self.sessions
-        state = sessions.get(name)
-        if state is None:
-            state = sessions[name] = SessionState()
-            if len(sessions) > MAX_SESSIONS:
-                del sessions[next(iter(sessions))]
-        else:
-            sessions.move_to_end(name)
-        return state
+        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released)."""
+        return self.sessions.get(name)
 
     def emit(self, event: CallEvent) -> None:
         for listener in tuple(self.listeners):

@@ -194,6 +194,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
     _selection_options(serve)
     serve.add_argument("--page-size", type=int, help="tools per tools/list page (default: 10000)")
+    serve.add_argument(
+        "--session-idle", type=float, metavar="SECONDS", help="release sessions unused this long (default: 1800)"
+    )
+    serve.add_argument(
+        "--max-sessions", type=int, help="sessions held at once, the most idle released first (default: 4096)"
+    )
     schema = command(
         "schema",
         "print a config file's JSON Schema, or write the schemas for an editor",
@@ -609,7 +615,17 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
         host=options.host,
         port=options.port,
         selection=McpSelection(**_selection(options)),
-        limits=ServeLimits() if options.page_size is None else ServeLimits(page_size=options.page_size),
+        limits=ServeLimits(
+            **{
+                field: value
+                for field, value in (
+                    ("page_size", options.page_size),
+                    ("session_idle", options.session_idle),
+                    ("max_sessions", options.max_sessions),
+                )
+                if value is not None
+            }
+        ),
     )
 
 

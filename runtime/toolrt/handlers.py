@@ -90,9 +90,13 @@ async def _invoke(
 
 async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:
     result: list[Any] = []
+    failure: list[Exception] = []
 
     async def run() -> None:
-        result.append(await coroutine)
+        try:
+            result.append(await coroutine)
+        except Exception as exc:  # raised below as itself, not wrapped in the task group's ExceptionGroup
+            failure.append(exc)
         group.cancel_scope.cancel()
 
     async def watch() -> None:
@@ -102,6 +106,8 @@ async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:
     async with anyio.create_task_group() as group:
         group.start_soon(run)
         group.start_soon(watch)
+    if failure:
+        raise failure[0]
     if not result:
         raise ToolFailure("User aborted the command")
     return result[0]

@@ -31,10 +31,10 @@ import anyio.abc
 import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
@@ -46,6 +46,8 @@ from .permissions.shown import ask_lines, escape_controls
 from .reload import Reloader
 from .result import ToolResult
 from .selection import ToolSet
+from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
+from .sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
 
 __all__ = ["ABORT_GRACE_SECONDS", "McpFace", "McpSelection", "ServeLimits", "build_server", "run_serve"]
 
@@ -101,10 +103,18 @@ class ServeLimits:
 
     page_size: int = DEFAULT_PAGE_SIZE
     """Tools per `tools/list` page; a listing this long or shorter is one page without a cursor."""
+    session_idle: float | None = DEFAULT_IDLE_SECONDS
+    """Seconds after which an unused session (MCP session or token) is released; None: never."""
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    """Sessions held at once; past it the most idle one is released (and HTTP refuses new MCP sessions)."""
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
             raise UsageError(f"--page-size must be at least 1, not {self.page_size}")
+        if self.session_idle is not None and not self.session_idle > 0:
+            raise UsageError(f"--session-idle must be a positive number of seconds, not {self.session_idle:g}")
+        if self.max_sessions < 1:
+            raise UsageError(f"--max-sessions must be at least 1, not {self.max_sessions}")
 
 
 def _page_start(cursor: str | None, total: int) -> int:
@@ -139,9 +149,11 @@ class McpFace:
     def __init__(self, rt: Runtime, selection: McpSelection, limits: ServeLimits | None = None) -> None:
         self._rt = rt
         self._selection = selection
-        self._limits = limits or ServeLimits()
+        self._limits = limits = limits or ServeLimits()
+        rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
         self._listed: tuple[ToolSet, tuple[types.Tool, ...]] | None = None
-        self._sessions: list[ServerSession] = []
+        self._connections: set[Connection] = set()
+        self._mcp_sessions = McpSessions(rt.sessions)
         self._bus = InMemorySubscriptionBus()
         self._ids = itertools.count(1)
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange](64)
@@ -188,6 +200,7 @@ class McpFace:
     async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in self._toolset():
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        session, token = self._mcp_sessions.identify(ctx)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         abort = anyio.Event()
         progress = _wants_progress(ctx)
@@ -213,7 +226,7 @@ class McpFace:
                         params.name,
                         dict(params.arguments or {}),
                         **self._selection.options(),
-                        session=_session_name(ctx),
+                        session=session,
                         ask=self._asker(ctx),
                         questioner=self._questioner(ctx),
                         abort=abort,
@@ -236,7 +249,7 @@ class McpFace:
         finally:
             if unsubscribe is not None:
                 unsubscribe()
-        return _to_mcp(box[0])
+        return _to_mcp(box[0], token)
 
     def _asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
         capabilities = ctx.session.client_capabilities
@@ -278,12 +291,16 @@ class McpFace:
     # --- list_changed -----------------------------------------------------------------------------
 
     async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
-        """`notifications/initialized`: a handshake-era connection that wants list_changed, and the notice.
+        """`notifications/initialized`: a handshake-era connection that wants list_changed (until it closes),
+        and the notice.
 
         Desktop clients do not show the server's stderr: which tools run without asking goes to the
         client's log as a warning.
         """
-        self._sessions.append(ctx.session)
+        connection = connection_of(ctx)
+        if connection not in self._connections:
+            self._connections.add(connection)
+            connection.exit_stack.callback(self._connections.discard, connection)
         notice = self.unasked_notice()
         if notice is not None:
             import warnings
@@ -318,11 +335,11 @@ class McpFace:
         async with self._changes_receive:
             async for _change in self._changes_receive:
                 await self._bus.publish(ToolsListChanged())
-                for session in tuple(self._sessions):
+                for connection in tuple(self._connections):
                     try:
-                        await session.send_tool_list_changed()
+                        await connection.send_tool_list_changed()
                     except Exception:  # the client went away; stop telling it
-                        self._sessions.remove(session)
+                        self._connections.discard(connection)
 
 
 def _question_schema(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -350,13 +367,6 @@ def _offer(send: MemoryObjectSendStream[Any], item: Any) -> None:
         send.send_nowait(item)
     except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
         pass
-
-
-def _session_name(ctx: Ctx) -> str:
-    # "Always" approvals are per session: one per HTTP session, one for the stdio client.
-    headers = getattr(ctx.request, "headers", None)
-    session_id = headers.get("mcp-session-id") if headers is not None else None
-    return f"mcp:{session_id}" if session_id else "mcp"
 
 
 def _wants_progress(ctx: Ctx) -> bool:
@@ -387,7 +397,7 @@ def _ask_text(request: AskRequest) -> str:
     return "\n".join(ask_lines(request))
 
 
-def _to_mcp(result: ToolResult) -> types.CallToolResult:
+def _to_mcp(result: ToolResult, token: str | None = None) -> types.CallToolResult:
     content: list[types.ContentBlock] = []
     text = result.error if result.error is not None else result.output
     content.append(types.TextContent(type="text", text=text))
@@ -398,9 +408,10 @@ def _to_mcp(result: ToolResult) -> types.CallToolResult:
             content.append(types.ImageContent(type="image", data=url.split(";base64,", 1)[1], mime_type=mime))
         elif url:
             content.append(types.TextContent(type="text", text=f"attachment: {url}"))
-    return types.CallToolResult(
-        content=content, is_error=result.error is not None, _meta={"toolrt/title": result.title}
-    )
+    meta: dict[str, Any] = {"toolrt/title": result.title}
+    if token is not None:
+        meta[SESSION_META_KEY] = token
+    return types.CallToolResult(content=content, is_error=result.error is not None, _meta=meta)
 
 
 class _ToolrtServer(Server[Any]):
@@ -480,7 +491,7 @@ def run_serve(
                 if transport == "stdio":
                     await _serve_stdio(server)
                 else:
-                    await _serve_http(server, host, port)
+                    await _serve_http(server, host, port, limits or ServeLimits())
                 group.cancel_scope.cancel()
         finally:
             unsubscribe()
@@ -500,9 +511,11 @@ async def _serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[Any], host: str, port: int) -> None:
+async def _serve_http(server: Server[Any], host: str, port: int, limits: ServeLimits) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
+    app = server.streamable_http_app(
+        host=host, session_idle_timeout=limits.session_idle, max_sessions=limits.max_sessions
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()

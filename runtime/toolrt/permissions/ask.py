@@ -88,6 +88,10 @@ class PermissionBroker:
         """The allow rules "always" replies added to `session`, oldest first."""
         return self._approved.get(session, _NO_APPROVALS)
 
+    def forget(self, session: str) -> None:
+        """Drop the approvals of `session` (it ended); its pending asks, if any, still settle."""
+        self._approved.pop(session, None)
+
     def pending(self, session: str) -> tuple[AskRequest, ...]:
         """The asks of `session` still waiting for a reply, in the order they were asked."""
         return tuple(p.request for p in self._pending.values() if p.request.session == session and not p.done)

@@ -1,0 +1,81 @@
+"""Which toolrt session an MCP request belongs to: the session model of `toolrt serve`.
+
+A toolrt session holds "always" approvals, read-before-edit stamps, the doom-loop history and todos
+(`sessions.SessionStore`). Over MCP:
+
+- protocol versions with MCP sessions (2025-11-25 and earlier) over streamable HTTP: one toolrt
+  session per MCP session (`mcp:<Mcp-Session-Id>`), released when the MCP session ends (the client's
+  DELETE, the idle timeout, shutdown);
+- a connection without a session id on those versions (stdio, whose process serves one client): the
+  server's default session;
+- the sessionless version (2026-07-28): a request whose `_meta["toolrt/session"]` is a token this
+  server issued and still holds runs in that token's session; any other value (e.g. `"new"`) opens a
+  new session, and the result's `_meta["toolrt/session"]` carries its token for the client to echo
+  on later requests; a request without the key runs in the default session.
+
+The default session is one per server process: HTTP serves on loopback, for one local user. Two
+clients holding different sessions never share state; tokens are random and only ever issued by the
+server, so a client cannot pick another's session by name.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .sessions import SessionStore
+
+__all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
+
+SESSION_META_KEY = "toolrt/session"
+"""The `_meta` key of the session token on the sessionless protocol (request and result)."""
+DEFAULT_SESSION = "mcp"
+"""The session of requests that name none: one per server process."""
+_TOKEN_PREFIX = "mcp-token:"
+_MCP_SESSION_PREFIX = "mcp:"
+_RELEASE_REGISTERED = "toolrt/session-release"
+
+Ctx = ServerRequestContext[Any, Any]
+
+
+def connection_of(ctx: Ctx) -> Connection:
+    """The request's connection (its `exit_stack` runs when the client's connection or MCP session ends).
+
+    The low-level context does not expose it yet (the SDK's own `Context` does); `ServerSession` holds it.
+    """
+    connection: Connection = ctx.session._connection
+    return connection
+
+
+class McpSessions:
+    """Maps MCP requests to toolrt sessions in `store`, and releases them when their MCP session ends."""
+
+    def __init__(self, store: SessionStore[Any]) -> None:
+        self._store = store
+
+    def identify(self, ctx: Ctx) -> tuple[str, str | None]:
+        """(the toolrt session of this request, the token its result must carry, or None)."""
+        connection = connection_of(ctx)
+        if connection.session_id is not None:
+            name = _MCP_SESSION_PREFIX + connection.session_id
+            if not connection.state.get(_RELEASE_REGISTERED):
+                connection.state[_RELEASE_REGISTERED] = True
+                connection.exit_stack.callback(self._store.release, name)
+            return name, None
+        if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return DEFAULT_SESSION, None
+        meta: Mapping[str, Any] = ctx.meta or {}
+        if SESSION_META_KEY not in meta:
+            return DEFAULT_SESSION, None
+        token = meta[SESSION_META_KEY]
+        if isinstance(token, str) and _TOKEN_PREFIX + token in self._store:
+            return _TOKEN_PREFIX + token, token
+        token = secrets.token_urlsafe(18)
+        name = _TOKEN_PREFIX + token
+        self._store.get(name)  # held from now on, even if the call never reaches the pipeline
+        return name, token

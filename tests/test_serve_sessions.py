@@ -1,0 +1,210 @@
+"""The session model of `toolrt serve` over streamable HTTP on 127.0.0.1, both protocol versions.
+
+The server runs in the test's own event loop (uvicorn on a free loopback port), driven by the official
+client: two clients with different sessions never see each other's approvals or read stamps; on the
+sessionless protocol the server-issued token carries a session across requests; a cancelled call
+still has its process tree killed.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+import pytest
+import uvicorn
+from mcp import Client
+
+from toolrt.api import Runtime
+from toolrt.serve_mcp import McpSelection, build_server
+from toolrt.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
+from toolrt.sessions import SessionStore
+
+MODERN = "2026-07-28"
+ASKING = """\
+id: guarded
+description: "Echoes ok; its permission asks, for the approval isolation test of the serve sessions."
+parameters: {type: object, properties: {}}
+handler: {argv: ["echo", "ok"]}
+"""
+SLEEPER = """\
+id: sleeper
+description: "Writes its shell's process id, then sleeps: for the cancellation test of serve over HTTP."
+parameters: {type: object, properties: {pidfile: {type: string}}, required: [pidfile]}
+handler: {shell: "echo $$ > {{ pidfile }}; exec sleep 60"}
+timeout: 120
+"""
+
+
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "tools.d" / "guarded.yaml").write_text(ASKING, encoding="utf-8")
+    (root / "tools.d" / "sleeper.yaml").write_text(SLEEPER, encoding="utf-8")
+    (root / "toolrt.yaml").write_text("builtin_tools: [read, edit]\n", encoding="utf-8")
+    (root / "permissions.yaml").write_text("permission:\n  guarded: ask\n", encoding="utf-8")
+    (root / "notes.txt").write_text("alpha\n", encoding="utf-8")
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@asynccontextmanager
+async def serving(rt: Runtime) -> AsyncIterator[str]:
+    """`toolrt serve --transport http` in this event loop; yields the endpoint URL."""
+    server, _ = build_server(rt, McpSelection())
+    port = _free_port()
+    config = uvicorn.Config(
+        server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port, log_level="error"
+    )
+    web = uvicorn.Server(config)
+    async with anyio.create_task_group() as group:
+        group.start_soon(web.serve)
+        while not web.started:
+            await anyio.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            web.should_exit = True
+
+
+def run(tmp_path: Path, body: Callable[[Runtime, str], Awaitable[None]]) -> Runtime:
+    rt = Runtime.load(project(tmp_path))
+
+    async def main() -> None:
+        with anyio.fail_after(40):
+            async with serving(rt) as url:
+                await body(rt, url)
+
+    anyio.run(main)
+    return rt
+
+
+def _meta(token: str) -> types.RequestParamsMeta:
+    """A request `_meta` carrying a session token (the TypedDict takes extra keys at run time)."""
+    return cast(types.RequestParamsMeta, {SESSION_META_KEY: token})
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def _always(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"decision": "always"})
+
+
+def test_two_mcp_sessions_share_no_approvals_and_no_read_stamps(tmp_path: Path) -> None:
+    async def body(rt: Runtime, url: str) -> None:
+        notes = str(rt.root / "notes.txt")
+        async with (
+            Client(url, mode="legacy", elicitation_callback=_always) as first,
+            Client(url, mode="legacy") as second,
+        ):
+            approved = await first.call_tool("guarded", {})
+            assert (approved.is_error, _text(approved)) == (False, "ok\n")
+            refused = await second.call_tool("guarded", {})  # first's "always" is first's alone
+            assert refused.is_error is True
+            assert "approval" in _text(refused).lower()
+            read = await first.call_tool("read", {"filePath": notes})
+            assert read.is_error is False, _text(read)
+            unread = await second.call_tool("edit", {"filePath": notes, "oldString": "alpha", "newString": "beta"})
+            assert unread.is_error is True
+            assert "read" in _text(unread).lower()
+            edited = await first.call_tool("edit", {"filePath": notes, "oldString": "alpha", "newString": "beta"})
+            assert edited.is_error is False, _text(edited)
+            assert len(rt.sessions) == 2
+        # Both clients closed their MCP sessions: the server released what they held.
+        with anyio.fail_after(10):
+            while len(rt.sessions):
+                await anyio.sleep(0.01)
+        assert rt.snapshot.root.joinpath("notes.txt").read_text() == "beta\n"
+
+    run(tmp_path, body)
+
+
+def test_the_sessionless_protocol_carries_a_session_in_a_server_issued_token(tmp_path: Path) -> None:
+    async def body(rt: Runtime, url: str) -> None:
+        notes = str(rt.root / "notes.txt")
+        async with Client(url, mode=MODERN) as client:
+            read = await client.call_tool("read", {"filePath": notes}, meta=_meta("new"))
+            assert read.is_error is False, _text(read)
+            assert read.meta is not None
+            token = read.meta[SESSION_META_KEY]
+            assert isinstance(token, str) and len(token) >= 20
+            stranger = await client.call_tool("read", {"filePath": notes}, meta=_meta("guessed"))
+            assert stranger.meta is not None and stranger.meta[SESSION_META_KEY] not in (token, "guessed")
+            args = {"filePath": notes, "oldString": "alpha", "newString": "beta"}
+            unread = await client.call_tool("edit", args)  # the default session never read the file
+            assert unread.is_error is True
+            assert unread.meta is not None and SESSION_META_KEY not in unread.meta
+            edited = await client.call_tool("edit", args, meta=_meta(token))
+            assert edited.is_error is False, _text(edited)
+            assert edited.meta is not None and edited.meta[SESSION_META_KEY] == token
+        assert DEFAULT_SESSION in rt.sessions
+
+    rt = run(tmp_path, body)
+    assert rt.root.joinpath("notes.txt").read_text() == "beta\n"
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+def test_a_cancel_over_http_kills_the_process_tree(tmp_path: Path, mode: str) -> None:
+    pidfile = tmp_path / "sleeper.pid"
+
+    async def body(rt: Runtime, url: str) -> None:
+        async with Client(url, mode=mode) as client:
+            async with anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "sleeper", {"pidfile": str(pidfile)})
+                while not pidfile.exists() or not pidfile.read_text().strip():
+                    await anyio.sleep(0.02)
+                group.cancel_scope.cancel()
+            pid = int(pidfile.read_text())
+            with anyio.fail_after(15):
+                while _alive(pid):
+                    await anyio.sleep(0.05)
+            after = await client.call_tool("read", {"filePath": str(rt.root / "notes.txt")})
+            assert after.is_error is False  # the server carries on
+
+    run(tmp_path, body)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "zombie" not in status.lower()
+
+
+def test_idle_sessions_expire_and_the_most_idle_is_evicted_first() -> None:
+    now = [0.0]
+    released: list[str] = []
+    store: SessionStore[dict[str, int]] = SessionStore(dict, idle_seconds=60, max_sessions=2, clock=lambda: now[0])
+    store.on_release(released.append)
+    store.get("a")["n"] = 1
+    now[0] = 10
+    store.get("b")
+    now[0] = 20
+    store.get("a")  # a is used again: b is now the most idle
+    now[0] = 30
+    store.get("c")
+    assert released == ["b"] and "a" in store and "c" in store
+    now[0] = 85  # a was last used at 20: idle 65 s > 60
+    assert "a" not in store and released == ["b", "a"]
+    assert store.get("a") == {}  # a new, empty session under the old name
+    store.release("c")
+    assert released == ["b", "a", "c"] and len(store) == 1
+    from toolrt.errors import UsageError
+
+    with pytest.raises(UsageError, match="session limit must be at least 1, not 0"):
+        store.limit(idle_seconds=None, max_sessions=0)
