@@ -19,6 +19,7 @@ import mcp_types as types
 import pytest
 import uvicorn
 from mcp import Client
+from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
 from toolrt.serve_mcp import McpSelection, build_server
@@ -31,13 +32,6 @@ id: guarded
 description: "Echoes ok; its permission asks, for the approval isolation test of the serve sessions."
 parameters: {type: object, properties: {}}
 handler: {argv: ["echo", "ok"]}
-"""
-SLEEPER = """\
-id: sleeper
-description: "Writes its shell's process id, then sleeps: for the cancellation test of serve over HTTP."
-parameters: {type: object, properties: {pidfile: {type: string}}, required: [pidfile]}
-handler: {shell: "echo $$ > {{ pidfile }}; exec sleep 60"}
-timeout: 120
 """
 
 
