@@ -172,7 +172,8 @@ async def _watching(rt: Runtime, action: Callable[[Reloader], Awaitable[None]]) 
     ready = anyio.Event()
     async with anyio.create_task_group() as group:
         group.start_soon(lambda: reloader.run(ready=ready))
-        with anyio.fail_after(10):
+        # A safety net, not a budget: each action bounds its own waits; a loaded CI machine is slow.
+        with anyio.fail_after(120):
             await ready.wait()
             await action(reloader)
         group.cancel_scope.cancel()
