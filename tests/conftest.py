@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolrt import handlers
+from toolrt.call import handlers
 from toolrt.permissions.model import CallSite
 
 ProjectFactory = Callable[..., Path]

@@ -11,8 +11,9 @@ from cli_helpers import run
 from mcp import Client
 
 from toolrt.api import Runtime
+from toolrt.call.request import CallScope
 from toolrt.cli import SELECTION_OPTIONS, _parser
-from toolrt.serve_mcp import McpSelection, build_server
+from toolrt.serve_mcp import build_server
 
 SELECTING_COMMANDS = ("list", "specs", "check", "call", "serve")
 
@@ -91,7 +92,7 @@ def test_toolset_reaches_list_specs_check_and_call(tmp_path: Path) -> None:
 
 def test_serve_offers_the_selected_tool_set(tmp_path: Path) -> None:
     rt = Runtime.load(_project(tmp_path / "p"))
-    server, face = build_server(rt, McpSelection(toolset="reading"))
+    server, face = build_server(rt, CallScope(toolset="reading"))
 
     async def main() -> tuple[list[str], bool]:
         with anyio.fail_after(30):

@@ -16,7 +16,7 @@ import yaml
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
-from toolrt.calls import CallEvent
+from toolrt.call.events import CallEvent
 from toolrt.errors import ConfigError
 from toolrt.permissions.ask import AskRequest, Reply
 from toolrt.result import ToolResult

@@ -15,8 +15,9 @@ from cli_helpers import run
 from mcp import Client
 
 from toolrt.api import Runtime
+from toolrt.call.request import CallScope
 from toolrt.config.resources import SCHEMA_NAMES, schema
-from toolrt.serve_mcp import McpSelection, build_server
+from toolrt.serve_mcp import build_server
 
 
 @pytest.fixture
@@ -98,7 +99,7 @@ def test_call_says_once_per_session_which_tools_run_unasked(tmp_path: Path) -> N
 
 def test_serve_tells_mcp_clients_in_instructions_and_a_log_message(tmp_path: Path) -> None:
     rt = Runtime.load(tmp_path)
-    server, face = build_server(rt, McpSelection())
+    server, face = build_server(rt, CallScope())
     logged: list[Any] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
@@ -121,6 +122,6 @@ def test_serve_tells_mcp_clients_in_instructions_and_a_log_message(tmp_path: Pat
 def test_serve_with_every_tool_asking_says_nothing(starter: Path) -> None:
     (starter / "permissions.yaml").write_text('permission:\n  "*": ask\n', encoding="utf-8")
     rt = Runtime.load(starter)
-    server, face = build_server(rt, McpSelection())
+    server, face = build_server(rt, CallScope())
     assert face.unasked_notice() is None
     face.close()

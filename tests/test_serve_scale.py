@@ -10,8 +10,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from toolrt.api import Runtime
+from toolrt.call.request import CallScope
 from toolrt.errors import UsageError
-from toolrt.serve_mcp import McpSelection, ServeLimits, build_server
+from toolrt.serve_mcp import ServeLimits, build_server
 
 TOOL = """\
 id: {id}
@@ -34,7 +35,7 @@ def test_tools_list_pages_only_above_the_page_size(tmp_path: Path) -> None:
     rt = Runtime.load(project(tmp_path, ["t1", "t2", "t3"]))
 
     async def main() -> None:
-        small, _ = build_server(rt, McpSelection(), ServeLimits(page_size=2))
+        small, _ = build_server(rt, CallScope(), ServeLimits(page_size=2))
         async with Client(small, mode="legacy") as client:
             first = await client.list_tools()
             assert [t.name for t in first.tools] == ["t1", "t2"]
@@ -44,7 +45,7 @@ def test_tools_list_pages_only_above_the_page_size(tmp_path: Path) -> None:
             assert second.next_cursor is None
             with pytest.raises(MCPError, match="Invalid cursor: 'zz'"):
                 await client.list_tools(cursor="zz")
-        large, _ = build_server(rt, McpSelection(), ServeLimits(page_size=3))
+        large, _ = build_server(rt, CallScope(), ServeLimits(page_size=3))
         async with Client(large, mode="legacy") as client:
             whole = await client.list_tools()
             assert [t.name for t in whole.tools] == ["t1", "t2", "t3"]
@@ -55,7 +56,7 @@ def test_tools_list_pages_only_above_the_page_size(tmp_path: Path) -> None:
 
 def test_the_sdk_gets_input_schemas_from_the_snapshot_without_listing(tmp_path: Path) -> None:
     rt = Runtime.load(project(tmp_path, ["t1", "t2"]))
-    server, face = build_server(rt, McpSelection())
+    server, face = build_server(rt, CallScope())
     assert server.get_tool_input_schema is not None
     schema = server.get_tool_input_schema("t2")
     assert schema == {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}

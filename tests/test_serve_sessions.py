@@ -22,7 +22,8 @@ from mcp import Client
 from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
-from toolrt.serve_mcp import McpSelection, build_server
+from toolrt.call.request import CallScope
+from toolrt.serve_mcp import build_server
 from toolrt.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
 from toolrt.sessions import SessionStore
 
@@ -55,7 +56,7 @@ def _free_port() -> int:
 @asynccontextmanager
 async def serving(rt: Runtime) -> AsyncIterator[str]:
     """`toolrt serve --transport http` in this event loop; yields the endpoint URL."""
-    server, _ = build_server(rt, McpSelection())
+    server, _ = build_server(rt, CallScope())
     port = _free_port()
     config = uvicorn.Config(
         server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port, log_level="error"

@@ -21,6 +21,7 @@ from toolrt.builtin.question import question
 from toolrt.builtin.skill import describe as describe_skills
 from toolrt.builtin.skill import discover_skills, skill
 from toolrt.builtin.todo import todo_path, todoread, todowrite
+from toolrt.call.request import CallScope
 from toolrt.context import DescribeInfo, ToolContext
 from toolrt.errors import ToolFailure
 from toolrt.result import ToolResult
@@ -66,7 +67,7 @@ TODOS = [
 
 
 def test_todo_round_trip(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, session="ses_1")
+    ctx = make_ctx(tmp_path, scope=CallScope(session="ses_1"))
     written = call(todowrite, {"todos": TODOS}, ctx)
     assert written["title"] == "3 todos"
     assert written["output"] == json.dumps(TODOS, indent=2, ensure_ascii=False)
@@ -77,8 +78,8 @@ def test_todo_round_trip(tmp_path: Path) -> None:
 
 
 def test_todo_lists_are_per_session(tmp_path: Path) -> None:
-    call(todowrite, {"todos": TODOS}, make_ctx(tmp_path, session="a"))
-    other = call(todoread, {}, make_ctx(tmp_path, session="b"))
+    call(todowrite, {"todos": TODOS}, make_ctx(tmp_path, scope=CallScope(session="a")))
+    other = call(todoread, {}, make_ctx(tmp_path, scope=CallScope(session="b")))
     assert (other["title"], other["output"], other["metadata"]) == ("0 todos", "[]", {"todos": []})
 
 
@@ -91,7 +92,7 @@ def test_todowrite_replaces_the_whole_list(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("session", ["../../etc/passwd", "/abs/path", "..", ".", "a/b", "x" * 300, "nul\0byte", ""])
 def test_hostile_session_ids_stay_inside_the_data_dir(tmp_path: Path, session: str) -> None:
-    ctx = make_ctx(tmp_path, session=session)
+    ctx = make_ctx(tmp_path, scope=CallScope(session=session))
     call(todowrite, {"todos": TODOS[:1]}, ctx)
     path = todo_path(ctx)
     assert path.parent == tmp_path / "data" / "todos"
@@ -107,7 +108,7 @@ def test_hostile_session_ids_stay_inside_the_data_dir(tmp_path: Path, session: s
     ],
 )
 def test_todoread_reports_a_corrupt_file(tmp_path: Path, content: str, message: str) -> None:
-    ctx = make_ctx(tmp_path, session="ses")
+    ctx = make_ctx(tmp_path, scope=CallScope(session="ses"))
     todo_path(ctx).parent.mkdir(parents=True)
     todo_path(ctx).write_text(content, encoding="utf-8")
     with pytest.raises(ToolFailure, match=message):
@@ -465,6 +466,6 @@ def test_yaml_files_have_the_schema_modeline() -> None:
 
 
 def test_session_files_are_not_world_writable(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, session="perm")
+    ctx = make_ctx(tmp_path, scope=CallScope(session="perm"))
     call(todowrite, {"todos": TODOS}, ctx)
     assert not os.stat(todo_path(ctx)).st_mode & 0o022

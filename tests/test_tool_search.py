@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,19 @@ from toolrt.builtin.grep import FileMatches, grep, render_matches
 from toolrt.builtin.ls import list_directory, render_tree
 from toolrt.context import ToolContext
 from toolrt.errors import ToolFailure
+from toolrt.permissions.model import PermissionRequest
 
 Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 
 
+async def allow(requests: Sequence[PermissionRequest]) -> None:
+    """An asker double that approves every request (the rules are tested elsewhere)."""
+
+
 def make_ctx(root: Path) -> ToolContext:
-    return ToolContext(tool="search", root=root, data_dir=root / ".data", permits=lambda permission, pattern: True)
+    return ToolContext(
+        tool="search", root=root, data_dir=root / ".data", asker=allow, permits=lambda permission, pattern: True
+    )
 
 
 def call(handler: Handler, args: Mapping[str, Any], root: Path) -> dict[str, Any]:

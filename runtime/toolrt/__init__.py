@@ -32,6 +32,8 @@ from .result import ToolResult
 
 if TYPE_CHECKING:
     from .api import ReloadStatus, Runtime, SnapshotChange
+    from .call.events import CallEvent
+    from .call.request import CallScope
     from .context import ToolContext
     from .permissions.ask import AskRequest, Reply
 
@@ -40,6 +42,8 @@ _LAZY = {
     "ReloadStatus": "api",
     "Runtime": "api",
     "SnapshotChange": "api",
+    "CallEvent": "call.events",
+    "CallScope": "call.request",
     "ToolContext": "context",
     "AskRequest": "permissions.ask",
     "Reply": "permissions.ask",
@@ -62,6 +66,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AskRequest",
     "CallError",
+    "CallEvent",
+    "CallScope",
     "ConfigError",
     "CorrectedError",
     "Decision",

@@ -16,20 +16,22 @@ import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from .audit import AuditLog
+from .call.request import CallRequest, CallScope, Questioner, ScopeFields, scope_of
 from .errors import ConfigError, Problem, UsageError
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
 from .permissions.evaluate import decide
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
-from .selection import Selection, ToolSet, select
+from .selection import ToolSet, select
 from .sessions import SessionStore
 from .settings import resolve_flags
 from .snapshot import Snapshot, build_snapshot, with_tool
@@ -37,11 +39,16 @@ from .snapshot import Snapshot, build_snapshot, with_tool
 logger = logging.getLogger("toolrt.reload")
 
 if TYPE_CHECKING:
-    from .calls import CallEvent, CallRequest, Services
+    from typing_extensions import Unpack
+
+    from .call.events import CallEvent
+    from .call.state import Services
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
 
 _T = TypeVar("_T")
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+Dispatcher = Callable[[CallRequest, Snapshot, ToolSet, "Services"], Awaitable[ToolResult]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +92,7 @@ def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -
 
 def _forget_modules(files: Sequence[Path]) -> None:
     """Drop imported project handler modules whose file changed, so the next call imports the new code."""
-    from .handlers import forget_handlers
+    from .call.handlers import forget_handlers
 
     stale = {str(path) for path in files}
     for name, module in list(sys.modules.items()):
@@ -106,6 +113,7 @@ class Runtime:
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
+        self._dispatcher: Dispatcher | None = None
         self._generation = 1
         self._last_error: ConfigError | None = None
         self._swap_listeners: list[Callable[[SnapshotChange], None]] = []
@@ -128,10 +136,11 @@ class Runtime:
     def _services(self) -> Services:
         # Built on first use: the call pipeline's imports are not needed by specs, list or check.
         if self._services_ is None:
-            from .calls import Services
+            from .call.record import Recorder
+            from .call.state import Services
 
-            self._services_ = Services(audit=_audit_log(self._snapshot), host_handlers=self._host_handlers)
-            self._services_.batch = self._batch
+            self._services_ = Services(recorder=Recorder(_audit_log(self._snapshot)), host_handlers=self._host_handlers)
+            self._services_.run_batch = self._batch
         return self._services_
 
     # --- state ------------------------------------------------------------------------------------
@@ -151,7 +160,7 @@ class Runtime:
 
     @property
     def audit(self) -> AuditLog:
-        return self._services.audit
+        return self._services.recorder.audit
 
     @property
     def sessions(self) -> SessionStore[Any]:
@@ -167,67 +176,35 @@ class Runtime:
 
     # --- selection and specs ----------------------------------------------------------------------
 
-    def _selection(
-        self,
-        model: str | None,
-        provider: str | None,
-        agent: str | None,
-        client: str | None,
-        flags: Mapping[str, bool] | None,
-        toolset: str | None,
-        snapshot: Snapshot | None = None,
-    ) -> ToolSet:
+    def _selection(self, scope: CallScope, snapshot: Snapshot | None = None) -> ToolSet:
         # A call passes the snapshot it read once: a reload swapping in between must not mix two configs.
         snapshot = snapshot or self._snapshot
-        values = self._flags
-        if flags:
-            values = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli={**self._cli_flags, **flags})
         # Swaps and handler registrations clear the cache, so the key holds only what a call varies.
-        flags_key = tuple(sorted(flags.items())) if flags else None
-        key = (snapshot.digest, model, provider, agent, client, flags_key, toolset)
+        key = (snapshot.digest, scope.selection_key())
         found = self._selections.get(key)
         if found is None:
+            values = self._flags
+            if scope.flags:
+                cli = {**self._cli_flags, **scope.flags}
+                values = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=cli)
             if len(self._selections) > 256:
                 self._selections.clear()
-            found = select(
-                snapshot,
-                Selection(model, provider, agent, client, values, toolset),
-                host_handlers=self._host_handlers,
-            )
+            found = select(snapshot, scope, flags=values, host_handlers=self._host_handlers)
             self._selections[key] = found
         return found
 
-    def tools(
-        self,
-        *,
-        model: str | None = None,
-        provider: str | None = None,
-        agent: str | None = None,
-        client: str | None = None,
-        flags: Mapping[str, bool] | None = None,
-        toolset: str | None = None,
-    ) -> ToolSet:
-        """The tools offered for this selection, and each hidden tool with its reason."""
-        return self._selection(model, provider, agent, client, flags, toolset)
+    def tools(self, scope: CallScope | None = None, **fields: Unpack[ScopeFields]) -> ToolSet:
+        """The tools offered to `scope` (or the keyword fields), and each hidden tool with its reason."""
+        return self._selection(scope_of(scope, fields))
 
-    def specs(
-        self,
-        format: str,
-        *,
-        model: str | None = None,
-        provider: str | None = None,
-        agent: str | None = None,
-        client: str | None = None,
-        flags: Mapping[str, bool] | None = None,
-        toolset: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Provider function specs (`openai`, `openai-responses`, `anthropic`, `gemini`, `mcp`).
+    def specs(self, format: str, scope: CallScope | None = None, **fields: Unpack[ScopeFields]) -> list[dict[str, Any]]:
+        """Provider function specs (`openai`, `openai-responses`, `anthropic`, `gemini`, `mcp`) for `scope`.
 
         Compiled once per snapshot and selection. Each spec is a new dict whose top-level keys the caller
         may change (e.g. add Anthropic's `cache_control`); the values below it are shared with the cache:
         `copy.deepcopy` a spec before changing anything nested.
         """
-        toolset_ = self._selection(model, provider, agent, client, flags, toolset)
+        toolset_ = self._selection(scope_of(scope, fields))
         return [dict(spec) for spec in toolset_.specs(format)]
 
     # --- permissions ------------------------------------------------------------------------------
@@ -238,12 +215,18 @@ class Runtime:
         return check_pattern(permission, pattern, permissions.ruleset(agent), locked=permissions.locked)
 
     def check_call(
-        self, tool: str, args: Mapping[str, Any] | str | None, *, agent: str | None = None
+        self,
+        tool: str,
+        args: Mapping[str, Any] | str | None,
+        scope: CallScope | None = None,
+        **fields: Unpack[ScopeFields],
     ) -> tuple[Decision, list[PermissionRequest]]:
-        """Every request a call would make and the decision on them, without running anything."""
-        from .arguments import parse_arguments
-        from .call_permissions import permission_requests
+        """Every request a call would make and the decision on them, without running anything
+        (the scope's rules; no session approvals)."""
+        from .call.arguments import parse_arguments
+        from .call.permissions import permission_requests
 
+        agent = scope_of(scope, fields).agent
         snapshot = self._snapshot
         compiled = snapshot.tools.get(tool)
         if compiled is None:
@@ -347,60 +330,76 @@ class Runtime:
         self,
         tool: str,
         args: Mapping[str, Any] | str | None = None,
+        scope: CallScope | None = None,
         *,
-        agent: str | None = None,
-        model: str | None = None,
-        provider: str | None = None,
-        client: str | None = None,
-        session: str | None = None,
         ask: Asker | None = None,
+        questioner: Questioner | None = None,
         abort: anyio.Event | None = None,
         call_id: str = "",
         message_id: str = "",
-        flags: Mapping[str, bool] | None = None,
-        questioner: Any = None,
         extra: Mapping[str, Any] | None = None,
-        toolset: str | None = None,
+        **fields: Unpack[ScopeFields],
     ) -> ToolResult:
         """Run one call through repair, arguments, permission, execution, truncation and the audit log.
 
+        `scope` says who is calling; keyword fields (`agent=`, `session=`, `flags=`, ...) override
+        single fields of it. `ask` and `questioner` reach the person, `abort` stops the call.
         Failures come back as results with `error` set (a message written for the model).
 
         Raises:
-            UsageError: `agent` names no agent (the message lists the agents).
+            UsageError: the scope names an agent or tool set the config does not define.
         """
-        snapshot = self._snapshot
-        offered = self._selection(model, provider, agent, client, flags, toolset, snapshot)
-        snapshot.permissions.ruleset(agent)  # an unknown agent is the caller's mistake, not the model's
-        from .calls import CallRequest
-        from .dispatch import dispatch
-
         request = CallRequest(
-            tool=tool,
-            args=args,
-            agent=agent,
-            model=model,
-            provider=provider,
-            client=client,
-            session=session or "default",
-            call_id=call_id,
-            message_id=message_id,
-            ask=ask,
-            abort=abort,
-            questioner=questioner,
-            extra=extra or {},
+            tool,
+            args,
+            scope_of(scope, fields),
+            call_id,
+            message_id,
+            ask,
+            abort,
+            questioner,
+            _EMPTY if extra is None else extra,
         )
-        return await dispatch(request, snapshot, offered, self._services)
+        return await self._dispatch(request)
 
-    def call_sync(self, tool: str, args: Mapping[str, Any] | str | None = None, **options: Any) -> ToolResult:
-        """`call` for scripts without an event loop."""
-        return anyio.run(lambda: self.call(tool, args, **options))
+    async def _dispatch(self, request: CallRequest) -> ToolResult:
+        snapshot = self._snapshot
+        toolset = self._selection(request.scope, snapshot)
+        snapshot.permissions.ruleset(request.scope.agent)  # an unknown agent is the caller's mistake, not the model's
+        if self._dispatcher is None:
+            from .call.pipeline import dispatch
+
+            self._dispatcher = dispatch
+        return await self._dispatcher(request, snapshot, toolset, self._services)
+
+    def call_sync(
+        self, tool: str, args: Mapping[str, Any] | str | None = None, scope: CallScope | None = None, **options: Any
+    ) -> ToolResult:
+        """`call` for scripts without an event loop (same options)."""
+        return anyio.run(lambda: self.call(tool, args, scope, **options))
 
     async def call_many(
-        self, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]], **options: Any
+        self,
+        calls: Sequence[tuple[str, Mapping[str, Any] | str | None]],
+        scope: CallScope | None = None,
+        *,
+        ask: Asker | None = None,
+        questioner: Questioner | None = None,
+        abort: anyio.Event | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **fields: Unpack[ScopeFields],
     ) -> list[ToolResult]:
-        """Independent calls: `parallel: true` tools run concurrently, the rest in order; results in call order."""
-        return await self._together([tool for tool, _ in calls], lambda i: self.call(*calls[i], **options))
+        """Independent calls in one scope: `parallel: true` tools run concurrently, the rest in order;
+        results in call order."""
+        base = CallRequest("", None, scope_of(scope, fields), "", "", ask, abort, questioner, extra or _EMPTY)
+        return await self._run_many(base, calls)
+
+    async def _run_many(
+        self, base: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]]
+    ) -> list[ToolResult]:
+        return await self._together(
+            [tool for tool, _ in calls], lambda i: self._dispatch(replace(base, tool=calls[i][0], args=calls[i][1]))
+        )
 
     async def _together(self, tools: Sequence[str], run: Callable[[int], Awaitable[ToolResult]]) -> list[ToolResult]:
         """`run(i)` for every call: `parallel: true` tools concurrently, the rest in order; results in call order."""
@@ -426,14 +425,23 @@ class Runtime:
         return [r for r in results if r is not None]
 
     async def run_tool_calls(
-        self, format: str, response: Any, *, ask: Asker | None = None, questioner: Any = None, **options: Any
+        self,
+        format: str,
+        response: Any,
+        scope: CallScope | None = None,
+        *,
+        ask: Asker | None = None,
+        questioner: Questioner | None = None,
+        abort: anyio.Event | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **fields: Unpack[ScopeFields],
     ) -> list[dict[str, Any]]:
         """Run every tool call of one model turn; return what to append to the next request.
 
         `format` is a provider format (`openai`, `openai-responses`, `anthropic`, `gemini`);
         `response` is that provider's response for the turn (the SDK object or the same as plain
-        dicts), or the `ToolCall`s a stream accumulator collected. `options` are `call`'s (agent,
-        model, provider, client, toolset, session, flags, abort, extra). Calls run through the pipeline
+        dicts), or the `ToolCall`s a stream accumulator collected. `scope` (and the keyword fields) and
+        the other options are `call`'s. Calls run through the pipeline
         like `call_many` (`parallel` tools concurrently, results in call order); asks and questions
         of concurrent calls reach `ask` and `questioner` one at a time. Malformed calls (arguments
         that are not JSON, an unknown, empty or hidden name) come back as error results for the
@@ -452,12 +460,18 @@ class Runtime:
             calls = module.tool_calls(response)
         if not calls:
             return []
-        self._snapshot.permissions.ruleset(options.get("agent"))  # an unknown agent: the host's mistake, raised
+        who = scope_of(scope, fields)
+        self._snapshot.permissions.ruleset(who.agent)  # an unknown agent: the host's mistake, raised
         lock = anyio.Lock()
-        if ask is not None:
-            options["ask"] = _one_at_a_time(ask, lock)
-        if questioner is not None:
-            options["questioner"] = _one_at_a_time(questioner, lock)
+        base = CallRequest(
+            "",
+            None,
+            who,
+            ask=None if ask is None else _one_at_a_time(ask, lock),
+            abort=abort,
+            questioner=None if questioner is None else _one_at_a_time(questioner, lock),
+            extra=_EMPTY if extra is None else extra,
+        )
         needs_id = format != "gemini"
 
         async def run(index: int) -> ToolResult:
@@ -471,19 +485,11 @@ class Runtime:
                         "to it and it was not run. Call the tool again."
                     ),
                 )
-            return await self.call(call.name, call.arguments, call_id=call.id, **options)
+            return await self._dispatch(replace(base, tool=call.name, args=call.arguments, call_id=call.id))
 
         results = await self._together([call.name for call in calls], run)
         return module.result_messages(zip(calls, results, strict=True))
 
     async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
-        return await self.call_many(
-            list(calls),
-            agent=request.agent,
-            model=request.model,
-            provider=request.provider,
-            client=request.client,
-            session=request.session,
-            ask=request.ask,
-            abort=request.abort,
-        )
+        # Sub-calls keep the whole scope (flags and tool set too), the asker, the questioner and the abort.
+        return await self._run_many(replace(request, call_id="", message_id=""), calls)

@@ -9,7 +9,7 @@ so an edited tool file is what the model sees next; a broken save keeps the last
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
@@ -18,7 +18,8 @@ from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .api import Runtime, SnapshotChange
-    from .calls import CallEvent
+    from .call.events import CallEvent
+    from .call.request import CallScope
 
 __all__ = ["MAX_ROUNDS", "run_chat"]
 
@@ -75,8 +76,7 @@ async def run_chat(
     client: Any,
     *,
     model: str,
-    selection: Mapping[str, Any],
-    session: str,
+    scope: CallScope,
     ask: Any,
     questioner: Any,
     read_line: Callable[[str], str | None],
@@ -92,7 +92,7 @@ async def run_chat(
     unsubscribe = rt.subscribe(screen.call_event)
     stop_swaps = rt.on_swap(screen.swapped)
     messages: list[Any] = [{"role": "system", "content": system}] if system else []
-    screen.line(f"toolrt chat with {model}: {len(rt.tools(**selection).offered)} tools. /exit or Ctrl-D to leave.")
+    screen.line(f"toolrt chat with {model}: {len(rt.tools(scope).offered)} tools. /exit or Ctrl-D to leave.")
     try:
         while True:
             line = await anyio.to_thread.run_sync(read_line, "you> ")
@@ -109,7 +109,7 @@ async def run_chat(
                 else:
                     screen.last_error = None
                 request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
-                specs = rt.specs("openai", **selection)
+                specs = rt.specs("openai", scope)
                 if specs:
                     request["tools"] = specs
                 turn = StreamAccumulator()
@@ -128,9 +128,7 @@ async def run_chat(
                 if turn.text:
                     out.write("\n")
                 messages.append(turn.message())
-                results = await rt.run_tool_calls(
-                    "openai", turn.calls, session=session, ask=ask, questioner=questioner, **selection
-                )
+                results = await rt.run_tool_calls("openai", turn.calls, scope, ask=ask, questioner=questioner)
                 if not results:
                     break
                 messages += results

@@ -18,6 +18,7 @@ from .errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from .api import Runtime
+    from .call.request import CallScope
     from .permissions.ask import AskRequest, Reply
     from .permissions.model import Decision
 
@@ -303,20 +304,23 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
     return 0 if outcome.passes(strict=options.strict) else 1
 
 
-def _selection(options: argparse.Namespace) -> dict[str, Any]:
-    """The shared selection options as keyword arguments of `Runtime.tools` / `specs` / `call`."""
-    return {
-        "model": options.model,
-        "provider": options.provider,
-        "agent": options.agent,
-        "client": options.client,
-        "toolset": options.toolset,
-    }
+def _scope(options: argparse.Namespace) -> CallScope:
+    """The command's scope from its selection options (flags are the Runtime's, set at load)."""
+    from .call.request import CallScope
+
+    return CallScope(
+        agent=getattr(options, "agent", None),
+        model=getattr(options, "model", None),
+        provider=getattr(options, "provider", None),
+        client=getattr(options, "client", None),
+        session=getattr(options, "session", None) or "default",
+        toolset=getattr(options, "toolset", None),
+    )
 
 
 def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
     rt = _load(options)
-    toolset = rt.tools(**_selection(options))
+    toolset = rt.tools(_scope(options))
     if options.json:
         json.dump(
             {
@@ -344,7 +348,7 @@ def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_specs(options: argparse.Namespace, out: TextIO) -> int:
     rt = _load(options)
-    json.dump(rt.specs(options.format, **_selection(options)), out, indent=2, ensure_ascii=False)
+    json.dump(rt.specs(options.format, _scope(options)), out, indent=2, ensure_ascii=False)
     out.write("\n")
     return 0
 
@@ -381,8 +385,8 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
             args = json.loads(options.args)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
-        decision, _ = rt.check_call(options.tool, args, agent=options.agent)
-        hidden = next((h.reason for h in rt.tools(**_selection(options)).hidden if h.id == options.tool), None)
+        decision, _ = rt.check_call(options.tool, args, _scope(options))
+        hidden = next((h.reason for h in rt.tools(_scope(options)).hidden if h.id == options.tool), None)
     else:
         if not (options.permission and options.pattern):
             raise UsageError("give PERMISSION PATTERN, or --tool ID --args JSON")
@@ -484,16 +488,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     state_file = _session_file(rt, options.session)
     _tell_unasked_once(rt, options, state_file.with_suffix(".notice"))
     rt.restore_session(options.session, _read_json(state_file))
-    result = anyio.run(
-        lambda: rt.call(
-            options.tool,
-            options.args,
-            **_selection(options),
-            session=options.session,
-            ask=asker,
-            questioner=questioner,
-        )
-    )
+    result = anyio.run(lambda: rt.call(options.tool, options.args, _scope(options), ask=asker, questioner=questioner))
     _write_json(state_file, rt.session_state(options.session))
     if options.json:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
@@ -511,7 +506,7 @@ def _tell_unasked_once(rt: Runtime, options: argparse.Namespace, seen: Path) -> 
     """Say on stderr which offered tools run without asking, once per session (again when the list changes)."""
     from .unasked import runs_without_asking, unasked_notice
 
-    notice = unasked_notice(runs_without_asking(rt.snapshot, rt.tools(**_selection(options)), options.agent))
+    notice = unasked_notice(runs_without_asking(rt.snapshot, rt.tools(_scope(options)), options.agent))
     if notice is None:
         return
     try:
@@ -589,8 +584,7 @@ def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
             rt,
             client,
             model=options.model,
-            selection=_selection(options),
-            session=options.session,
+            scope=_scope(options),
             ask=_terminal_asker(out) if interactive else None,
             questioner=_terminal_questioner() if interactive else None,
             read_line=read_line,
@@ -607,14 +601,14 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
-    from .serve_mcp import McpSelection, ServeLimits, run_serve
+    from .serve_mcp import ServeLimits, run_serve
 
     return run_serve(
         _load(options),
         transport=options.transport,
         host=options.host,
         port=options.port,
-        selection=McpSelection(**_selection(options)),
+        scope=_scope(options),
         limits=ServeLimits(
             **{
                 field: value

@@ -10,6 +10,8 @@ from typing import Any
 
 import anyio
 
+from .call.request import DEFAULT_SCOPE, CallScope, Questioner
+from .errors import DeniedError
 from .permissions.model import PermissionRequest
 from .result import ToolResult
 
@@ -20,16 +22,16 @@ Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
 BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 Permits = Callable[[str, str], bool]
 """Whether the rules allow (permission, pattern) outright, without asking anyone."""
-Questioner = Callable[[Sequence[Mapping[str, Any]]], Awaitable[list[list[str]]]]
-"""The host's way to put questions to the person: one list of chosen labels (or typed text) per question."""
 
 
 async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
     raise RuntimeError("this context cannot run other tools")
 
 
-async def _allow_all(requests: Sequence[PermissionRequest]) -> None:
-    return None
+async def _deny_without_asker(requests: Sequence[PermissionRequest]) -> None:
+    """The default asker: nobody can approve, so every request is denied (fail closed)."""
+    wanted = ", ".join(f"{r.permission} `{p}`" for r in requests for p in r.patterns) or "a permission"
+    raise DeniedError(f"This call needs approval ({wanted}) but no one is available to approve it, so it was not run.")
 
 
 def _permit_nothing(permission: str, pattern: str) -> bool:
@@ -48,13 +50,10 @@ class ToolContext:
     tool: str
     root: Path
     data_dir: Path
-    session: str = "default"
-    agent: str = "build"
+    scope: CallScope = DEFAULT_SCOPE
+    """Who is calling (agent resolved, model, provider, client, session, flags, tool set)."""
     message_id: str = ""
     call_id: str = ""
-    model: str | None = None
-    provider: str | None = None
-    client: str | None = None
     abort_event: anyio.Event | None = None
     """The caller's abort signal; None until a handler asks for `abort` (most never do)."""
     session_state: MutableMapping[str, Any] = field(default_factory=dict)
@@ -62,7 +61,8 @@ class ToolContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Host-supplied values (e.g. the `task` tool's runner)."""
     on_metadata: MetadataSink | None = None
-    asker: Asker = _allow_all
+    asker: Asker = _deny_without_asker
+    """How the handler's own requests are decided; without one, every request is denied."""
     batch: BatchRunner = _no_batch
     permits: Permits = _permit_nothing
     """`permits(permission, pattern)`: whether the rules allow it without asking. The search tools leave
@@ -72,6 +72,14 @@ class ToolContext:
     """Ids of the tools this call's model may use (for messages such as batch's "not in registry")."""
     title: str | None = None
     live_metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def session(self) -> str:
+        return self.scope.session
+
+    @property
+    def agent(self) -> str | None:
+        return self.scope.agent
 
     @property
     def abort(self) -> anyio.Event:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from .call.request import DEFAULT_SCOPE, CallScope
 from .compiled import CompiledTool
 from .config.model import HostHandler, Selector, When
 from .errors import UsageError
@@ -18,20 +19,7 @@ from .permissions.evaluate import disabled
 from .permissions.wildcard import match
 from .snapshot import Snapshot
 
-__all__ = ["Hidden", "Offered", "Selection", "ToolSet", "select", "spec_of"]
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """Who is asking: every field optional."""
-
-    model: str | None = None
-    provider: str | None = None
-    agent: str | None = None
-    client: str | None = None
-    flags: Mapping[str, bool] | None = None
-    """Resolved flag values; missing flags take their declared default."""
-    toolset: str | None = None
+__all__ = ["Hidden", "Offered", "ToolSet", "select", "spec_of"]
 
 
 class Offered(NamedTuple):
@@ -121,51 +109,57 @@ def spec_of(offered: Offered, format: str) -> Mapping[str, Any]:
     return found
 
 
-def _selector_matches(selector: Selector, selection: Selection, groups: Mapping[str, tuple[Selector, ...]]) -> bool:
-    if selector.model is not None and (selection.model is None or not match(selection.model, selector.model)):
+def _selector_matches(selector: Selector, scope: CallScope, groups: Mapping[str, tuple[Selector, ...]]) -> bool:
+    if selector.model is not None and (scope.model is None or not match(scope.model, selector.model)):
         return False
-    if selector.provider is not None and (
-        selection.provider is None or not match(selection.provider, selector.provider)
-    ):
+    if selector.provider is not None and (scope.provider is None or not match(scope.provider, selector.provider)):
         return False
     if selector.group is not None and not any(
-        _selector_matches(s, selection, groups) for s in groups.get(selector.group, ())
+        _selector_matches(s, scope, groups) for s in groups.get(selector.group, ())
     ):
         return False
-    return not any(_selector_matches(s, selection, groups) for s in selector.not_)
+    return not any(_selector_matches(s, scope, groups) for s in selector.not_)
 
 
 def _when_reason(
-    when: When, selection: Selection, flags: Mapping[str, bool], groups: Mapping[str, tuple[Selector, ...]]
+    when: When, scope: CallScope, flags: Mapping[str, bool], groups: Mapping[str, tuple[Selector, ...]]
 ) -> str | None:
     """None when every filter holds, else why the tool is not available."""
     selectors = (
         when.models if when.models is not None else (groups.get(when.models_group, ()) if when.models_group else None)
     )
-    if selectors is not None and not any(_selector_matches(s, selection, groups) for s in selectors):
+    if selectors is not None and not any(_selector_matches(s, scope, groups) for s in selectors):
         wanted = when.models_group or "its model selectors"
-        return f"model {selection.model or '(none given)'} does not match {wanted}"
-    if when.providers is not None and not (
-        selection.provider and any(match(selection.provider, p) for p in when.providers)
-    ):
-        return f"provider {selection.provider or '(none given)'} is not one of: {', '.join(when.providers)}"
+        return f"model {scope.model or '(none given)'} does not match {wanted}"
+    if when.providers is not None and not (scope.provider and any(match(scope.provider, p) for p in when.providers)):
+        return f"provider {scope.provider or '(none given)'} is not one of: {', '.join(when.providers)}"
     for flag in when.flags:
         wanted_on = not flag.startswith("!")
         name = flag.lstrip("!")
         if flags.get(name, False) != wanted_on:
             return f"flag {name} is {'off' if wanted_on else 'on'}"
-    if when.clients is not None and selection.client not in when.clients:
-        return f"client {selection.client or '(none given)'} is not one of: {', '.join(when.clients)}"
+    if when.clients is not None and scope.client not in when.clients:
+        return f"client {scope.client or '(none given)'} is not one of: {', '.join(when.clients)}"
     return None
 
 
-def select(snapshot: Snapshot, selection: Selection = Selection(), *, host_handlers: Collection[str] = ()) -> ToolSet:
-    """The tools offered for `selection`, in definition order, and every hidden tool with its reason."""
+def select(
+    snapshot: Snapshot,
+    scope: CallScope = DEFAULT_SCOPE,
+    *,
+    flags: Mapping[str, bool] | None = None,
+    host_handlers: Collection[str] = (),
+) -> ToolSet:
+    """The tools offered for `scope`, in definition order, and every hidden tool with its reason.
+
+    `flags` are the resolved flag values (missing flags take their declared default); without them,
+    the scope's own flags over the declared defaults.
+    """
     groups = snapshot.settings.model_groups
-    flags = {name: flag.default for name, flag in snapshot.settings.flags.items()}
-    flags.update(selection.flags or {})
-    ruleset = snapshot.permissions.ruleset(selection.agent)
-    agent = selection.agent or snapshot.permissions.default_agent
+    values = {name: flag.default for name, flag in snapshot.settings.flags.items()}
+    values.update((scope.flags or {}) if flags is None else flags)
+    ruleset = snapshot.permissions.ruleset(scope.agent)
+    agent = scope.agent or snapshot.permissions.default_agent
     hidden: dict[str, str] = {}
     available: dict[str, CompiledTool] = {}
     for tool_id, tool in snapshot.tools.items():
@@ -174,7 +168,7 @@ def select(snapshot: Snapshot, selection: Selection = Selection(), *, host_handl
         if definition.internal:
             reason = "internal: never offered to the model (repair target)"
         else:
-            reason = _when_reason(definition.when, selection, flags, groups)
+            reason = _when_reason(definition.when, scope, values, groups)
         if (
             reason is None
             and isinstance(definition.handler, HostHandler)
@@ -204,14 +198,14 @@ def select(snapshot: Snapshot, selection: Selection = Selection(), *, host_handl
             hidden[base] = f"overridden by '{tool_id}' for this model"
         else:
             hidden[tool_id] = f"overrides '{base}', which is not available here"
-    if selection.toolset is not None:
-        members = snapshot.settings.toolsets.get(selection.toolset)
+    if scope.toolset is not None:
+        members = snapshot.settings.toolsets.get(scope.toolset)
         if members is None:
             known = ", ".join(sorted(snapshot.settings.toolsets)) or "none declared"
-            raise UsageError(f"unknown tool set '{selection.toolset}' (tool sets: {known})")
+            raise UsageError(f"unknown tool set '{scope.toolset}' (tool sets: {known})")
         for name in list(offered):
             if name not in members:
-                hidden[offered.pop(name).tool.id] = f"not in tool set '{selection.toolset}'"
+                hidden[offered.pop(name).tool.id] = f"not in tool set '{scope.toolset}'"
     return ToolSet(
         offered=tuple(offered.values()),
         hidden=tuple(Hidden(tool_id, reason) for tool_id, reason in sorted(hidden.items())),

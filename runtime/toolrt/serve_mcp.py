@@ -39,7 +39,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from .api import Runtime, SnapshotChange
-from .calls import CallEvent
+from .call.events import CallEvent
+from .call.request import CallScope
 from .errors import UsageError
 from .permissions.ask import AskRequest, Reply
 from .permissions.shown import ask_lines, escape_controls
@@ -49,7 +50,7 @@ from .selection import ToolSet
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
 
-__all__ = ["ABORT_GRACE_SECONDS", "McpFace", "McpSelection", "ServeLimits", "build_server", "run_serve"]
+__all__ = ["ABORT_GRACE_SECONDS", "McpFace", "ServeLimits", "build_server", "run_serve"]
 
 ABORT_GRACE_SECONDS = 5.0
 """After a client cancels, how long a tool may take to honour its abort event before it is cancelled hard."""
@@ -74,27 +75,6 @@ _ASK_SCHEMA: dict[str, Any] = {
 }
 
 Ctx = ServerRequestContext[Any, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class McpSelection:
-    """Who the served tools are selected for (the `toolrt serve` selection options)."""
-
-    agent: str | None = None
-    model: str | None = None
-    provider: str | None = None
-    client: str | None = None
-    toolset: str | None = None
-
-    def options(self) -> dict[str, Any]:
-        """As keyword arguments of `Runtime.tools`, `specs` and `call`."""
-        return {
-            "agent": self.agent,
-            "model": self.model,
-            "provider": self.provider,
-            "client": self.client,
-            "toolset": self.toolset,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +126,10 @@ class _LoopBridge:
 class McpFace:
     """The handlers of the MCP server over one Runtime; one instance serves every connection."""
 
-    def __init__(self, rt: Runtime, selection: McpSelection, limits: ServeLimits | None = None) -> None:
+    def __init__(self, rt: Runtime, scope: CallScope, limits: ServeLimits | None = None) -> None:
         self._rt = rt
-        self._selection = selection
+        self._scope = scope
+        """Who the served tools are for (the `toolrt serve` selection options); each call adds its session."""
         self._limits = limits = limits or ServeLimits()
         rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
         self._listed: tuple[ToolSet, tuple[types.Tool, ...]] | None = None
@@ -171,7 +152,7 @@ class McpFace:
 
     def _toolset(self) -> ToolSet:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
-        return self._rt.tools(**self._selection.options())
+        return self._rt.tools(self._scope)
 
     def _listing(self) -> tuple[types.Tool, ...]:
         """The served tools as MCP `Tool`s, built once per snapshot and selection."""
@@ -225,7 +206,7 @@ class McpFace:
                     await self._rt.call(
                         params.name,
                         dict(params.arguments or {}),
-                        **self._selection.options(),
+                        self._scope,
                         session=session,
                         ask=self._asker(ctx),
                         questioner=self._questioner(ctx),
@@ -318,8 +299,8 @@ class McpFace:
         """Which of the offered tools run without asking, or None when every one asks."""
         from .unasked import runs_without_asking, unasked_notice
 
-        toolset = self._rt.tools(**self._selection.options())
-        return unasked_notice(runs_without_asking(self._rt.snapshot, toolset, self._selection.agent))
+        toolset = self._rt.tools(self._scope)
+        return unasked_notice(runs_without_asking(self._rt.snapshot, toolset, self._scope.agent))
 
     def swap_listener(self) -> Callable[[SnapshotChange], None]:
         """A `Runtime.on_swap` listener that queues the change for `notify_changes` (any thread)."""
@@ -428,11 +409,9 @@ class _ToolrtServer(Server[Any]):
         )
 
 
-def build_server(
-    rt: Runtime, selection: McpSelection, limits: ServeLimits | None = None
-) -> tuple[Server[Any], McpFace]:
+def build_server(rt: Runtime, scope: CallScope, limits: ServeLimits | None = None) -> tuple[Server[Any], McpFace]:
     """The low-level MCP server over `rt` and its handlers (for in-process use and tests)."""
-    face = McpFace(rt, selection, limits)
+    face = McpFace(rt, scope, limits)
     notice = face.unasked_notice()
     server = _ToolrtServer(
         "toolrt",
@@ -463,7 +442,7 @@ def run_serve(
     transport: str,
     host: str,
     port: int,
-    selection: McpSelection,
+    scope: CallScope,
     limits: ServeLimits | None = None,
 ) -> int:
     """Serve `rt` over stdio or streamable HTTP until the client disconnects (stdio) or Ctrl-C.
@@ -473,13 +452,13 @@ def run_serve(
     """
     if transport not in TRANSPORTS:
         raise UsageError(f"unknown transport {transport!r}; expected one of: {', '.join(TRANSPORTS)}")
-    if selection.agent is not None:
-        rt.snapshot.permissions.ruleset(selection.agent)
-    if selection.toolset is not None:
-        rt.tools(**selection.options())  # an unknown tool set is a usage error before the client connects
+    if scope.agent is not None:
+        rt.snapshot.permissions.ruleset(scope.agent)
+    if scope.toolset is not None:
+        rt.tools(scope)  # an unknown tool set is a usage error before the client connects
 
     async def main() -> None:
-        server, face = build_server(rt, selection, limits)
+        server, face = build_server(rt, scope, limits)
         notice = face.unasked_notice()
         if notice is not None:
             print(notice, file=sys.stderr, flush=True)

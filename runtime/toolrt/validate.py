@@ -122,8 +122,8 @@ def _report(problems: Sequence[Problem]) -> Report:
 
 
 def _permission_problems(snapshot: Snapshot) -> list[Problem]:
-    from .arguments import parse_arguments
-    from .call_permissions import permission_requests
+    from .call.arguments import parse_arguments
+    from .call.permissions import permission_requests
     from .permissions.lint import lint
     from .permissions.tests import run_permission_tests
 

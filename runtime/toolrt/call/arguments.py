@@ -10,9 +10,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .compiled import CompiledTool, import_ref
-from .errors import InvalidArgumentsError
-from .specs.nulls import strip_strict_nulls
+from ..compiled import CompiledTool, import_ref
+from ..errors import InvalidArgumentsError
+from ..specs.nulls import strip_strict_nulls
 
 __all__ = ["parse_arguments"]
 

@@ -14,12 +14,14 @@ from typing import Any
 
 import anyio
 
-from .calls import ActiveCall, Services, call_title
-from .compiled import CompiledTool, import_ref
-from .config.model import HostHandler, PythonHandler
-from .context import ToolContext
-from .errors import CallError, ToolFailure
-from .result import ToolResult
+from ..compiled import CompiledTool, import_ref
+from ..config.model import HostHandler, PythonHandler
+from ..context import ToolContext
+from ..errors import CallError, ToolFailure
+from ..result import ToolResult
+from .active import ActiveCall
+from .state import Services
+from .titles import call_title
 
 __all__ = ["forget_handlers", "run_handler"]
 
@@ -33,11 +35,12 @@ def forget_handlers(module: str) -> None:
         del _HANDLERS[ref]
 
 
-async def run_handler(tool: CompiledTool, args: dict[str, Any], call: ActiveCall, timeout: float) -> ToolResult:
+async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
     """Run a `python:` or `host:` handler under the timeout; its return value becomes a ToolResult.
 
     Sync handlers run in a worker thread unless the YAML says `blocking: false`.
     """
+    tool = call.tool
     handler = tool.definition.handler
     function = _resolve_handler(tool, call.services)
     ctx = _context(tool, call)
@@ -119,15 +122,11 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
         tool=tool.id,
         root=snapshot.root,
         data_dir=snapshot.data_dir,
-        session=request.session,
-        agent=call.agent,
+        scope=call.scope,
         message_id=request.message_id,
         call_id=call.call_id,
-        model=request.model,
-        provider=request.provider,
-        client=request.client,
         abort_event=request.abort,
-        session_state=call.services.session(request.session).tools,
+        session_state=call.services.session(call.session).tools,
         extra=request.extra,
         on_metadata=call.on_metadata,
         asker=call.ask,

@@ -12,11 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .calls import DOOM_LOOP_THRESHOLD, CallRequest, Services, SessionState, render_optional
-from .compiled import CompiledTool, import_ref
-from .permissions.model import CallSite, Decision, PermissionRequest
-from .snapshot import Snapshot
-from .templates import render
+from ..compiled import CompiledTool, import_ref
+from ..permissions.model import CallSite, Decision, PermissionRequest
+from ..snapshot import Snapshot
+from ..templates import render
+from .active import ActiveCall
+from .state import DOOM_LOOP_THRESHOLD, SessionState
+from .titles import render_optional
 
 __all__ = ["add_doom_loop", "authorize", "external_directories", "permission_requests"]
 
@@ -42,7 +44,7 @@ def permission_requests(tool: CompiledTool, args: Mapping[str, Any], snapshot: S
 
 def _analyzer(name: str) -> Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]]:
     if name == "bash":
-        from .shell import analyze_call
+        from ..shell import analyze_call
 
         return analyze_call
     function: Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]] = import_ref(name)
@@ -97,23 +99,15 @@ def add_doom_loop(requests: list[PermissionRequest], name: str, args: Mapping[st
 
 
 async def authorize(
-    tool: CompiledTool,
-    name: str,
-    args: Mapping[str, Any],
-    requests: list[PermissionRequest],
-    request: CallRequest,
-    snapshot: Snapshot,
-    services: Services,
-    agent: str,
-    call_id: str,
-    doom_loop: bool,
+    call: ActiveCall, args: Mapping[str, Any], requests: list[PermissionRequest], doom_loop: bool
 ) -> Decision:
     """The permission step. An allow for argument-independent requests is reused while the agent's
     rules and the session's approvals stay the same objects (a reload or an approval replaces them)."""
-    ruleset = snapshot.permissions.ruleset(agent)
-    approved = services.broker.approved(request.session)
+    tool, snapshot, services, session = call.tool, call.snapshot, call.services, call.session
+    ruleset = snapshot.permissions.ruleset(call.agent)
+    approved = services.broker.approved(session)
     cacheable = tool.static_requests is not None and not doom_loop
-    key = (name, agent, request.session)
+    key = (call.name, call.agent, session)
     if cacheable:
         hit = services.allowed.get(key)
         if hit is not None and hit[0] is tool and hit[1] is ruleset and hit[2] is approved:
@@ -122,10 +116,10 @@ async def authorize(
         requests,
         ruleset=ruleset,
         locked=snapshot.permissions.locked,
-        session=request.session,
-        asker=request.ask,
-        tool=name,
-        call_id=call_id,
+        session=session,
+        asker=call.request.ask,
+        tool=call.name,
+        call_id=call.call_id,
         title=render_optional(tool.confirm_title, tool, args, snapshot.root),
         message=render_optional(tool.confirm_message, tool, args, snapshot.root),
     )

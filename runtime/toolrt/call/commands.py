@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import time
 from types import MappingProxyType
 from typing import Any
 
-from .calls import ActiveCall, CallEvent, call_title
-from .compiled import CompiledTool
-from .config.model import ArgvHandler, ShellHandler
-from .execute.environment import DEFAULT_ENV_ALLOW, build_env
-from .execute.process import run_process
-from .result import ToolResult
-from .templates import render, render_argv
+from ..config.model import ArgvHandler, ShellHandler
+from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
+from ..execute.process import run_process
+from ..result import ToolResult
+from ..templates import render, render_argv
+from .active import ActiveCall
+from .titles import call_title
 
 __all__ = ["run_command"]
 
 
-async def run_command(tool: CompiledTool, args: dict[str, Any], call: ActiveCall, timeout: float) -> ToolResult:
+async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
     """Run an `argv:` or `shell:` handler: no shell for argv, every value quoted for shell templates;
     a new process group killed whole on timeout or abort; output bounded in memory."""
-    request, snapshot, services, call_id = call.request, call.snapshot, call.services, call.call_id
+    tool = call.tool
+    snapshot = call.snapshot
     handler = tool.definition.handler
     assert isinstance(handler, (ArgvHandler, ShellHandler))
     names, root = tool.parameter_names, snapshot.root
@@ -36,8 +36,7 @@ async def run_command(tool: CompiledTool, args: dict[str, Any], call: ActiveCall
     stdin = render(tool.stdin, args, names, root).encode() if tool.stdin is not None else None
 
     def on_output(text: str) -> None:
-        if services.listeners:
-            services.emit(CallEvent("metadata", call_id, tool.id, request.session, {"output": text}, time.time()))
+        call.emit("metadata", {"output": text})
 
     outcome = await run_process(
         argv,
@@ -45,7 +44,7 @@ async def run_command(tool: CompiledTool, args: dict[str, Any], call: ActiveCall
         env=env,
         timeout=timeout,
         stdin=stdin,
-        abort=request.abort,
+        abort=call.request.abort,
         on_output=on_output,
         spill_dir=snapshot.truncation_dir,
     )

@@ -1,0 +1,16 @@
+"""The call pipeline, one step a module, in the order the data flows:
+
+```
+request      CallScope (who is calling) and CallRequest (what they asked)
+events       CallEvent: what listeners see of a call in flight
+state        the Runtime's mutable side that outlives snapshots: sessions, approvals, audit, caches
+active       ActiveCall: one call once repaired, as every later step sees it
+arguments    parse, apply defaults, validate against the validator compiled per snapshot
+permissions  the requests a call makes, the doom-loop check, the decision (ask included)
+handlers     run a `python:` / `host:` handler        commands   run an `argv:` / `shell:` handler
+run          the execute step: result cache, the handler kind, the timeout
+truncation   cut long output, save the full text, say how to read the rest
+record       the audit line
+pipeline     dispatch(): repair → arguments → permission → run → truncate → record
+```
+"""

@@ -1,0 +1,97 @@
+"""`ActiveCall`: one call once repaired, as the permission, run, truncation and record steps see it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..compiled import CompiledTool
+from ..errors import ToolFailure
+from ..permissions.evaluate import decide
+from ..permissions.model import PermissionRequest
+from ..result import ToolResult
+from ..selection import ToolSet
+from ..snapshot import Snapshot
+from .events import CallEvent
+from .request import CallRequest, CallScope
+from .state import Services
+
+__all__ = ["ActiveCall"]
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveCall:
+    """One call in flight, against the snapshot it started with."""
+
+    request: CallRequest
+    snapshot: Snapshot
+    toolset: ToolSet
+    services: Services
+    call_id: str
+    agent: str
+    """The agent whose rules apply: the scope's, or the config's default agent."""
+    name: str
+    """The name the model called the tool by (the base tool's name for an override)."""
+    tool: CompiledTool
+    granted: set[tuple[str, str]] = field(default_factory=set)
+    """(permission, pattern) pairs the permission step allowed; a handler asking them again is not re-asked."""
+
+    @property
+    def scope(self) -> CallScope:
+        """The request's scope with the agent resolved."""
+        scope = self.request.scope
+        return scope if scope.agent == self.agent else replace(scope, agent=self.agent)
+
+    @property
+    def session(self) -> str:
+        return self.request.scope.session
+
+    async def ask(self, requests: Sequence[PermissionRequest]) -> None:
+        """`ToolContext.ask`: a handler's own requests, minus what this call was already allowed."""
+        remaining = []
+        for req in requests:
+            patterns = tuple(p for p in req.patterns if (req.permission, p) not in self.granted)
+            if patterns:
+                remaining.append(replace(req, patterns=patterns))
+        if not remaining:
+            return
+        decision = await self.services.broker.authorize(
+            remaining,
+            ruleset=self.snapshot.permissions.ruleset(self.agent),
+            locked=self.snapshot.permissions.locked,
+            session=self.session,
+            asker=self.request.ask,
+            tool=self.tool.id,
+            call_id=self.call_id,
+        )
+        self.granted.update((d.permission, d.pattern) for d in decision.decisions)
+
+    def permits(self, permission: str, pattern: str) -> bool:
+        """`ToolContext.permits`: the agent's rules, the locked file and the session's approvals allow it."""
+        permissions = self.snapshot.permissions
+        decision = decide(
+            (PermissionRequest(permission, (pattern,), ()),),
+            permissions.ruleset(self.agent),
+            locked=permissions.locked,
+            approved=self.services.broker.approved(self.session),
+        )
+        return decision.action == "allow"
+
+    def emit(self, kind: str, data: Mapping[str, Any], at: float | None = None) -> None:
+        """Tell listeners about this call (no-op without listeners); `at` is the event's time (default: now)."""
+        services = self.services
+        if services.listeners:
+            when = time.time() if at is None else at
+            services.emit(CallEvent(kind, self.call_id, self.name, self.session, data, when))
+
+    def on_metadata(self, title: str | None, metadata: Mapping[str, Any] | None) -> None:
+        self.emit("metadata", {"title": title, "metadata": metadata})
+
+    async def batch(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
+        """Run sub-calls in this call's scope (flags and tool set included) with its asker and abort."""
+        run_batch = self.services.run_batch
+        if run_batch is None:
+            raise ToolFailure("batch calls are not available in this runtime")
+        return await run_batch(self.request, calls)

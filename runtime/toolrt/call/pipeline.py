@@ -1,0 +1,111 @@
+"""One audited pipeline for every call: repair → arguments → permission → run → truncate → record.
+
+Read top-down: `dispatch()` is the whole story; each step lives in a module of its own in this package.
+A call runs entirely against the snapshot it started with. Failures the model should read are
+`CallError`s and come back as results with `error` set; anything else is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from typing import Any
+
+from ..errors import CallError, PermissionBlocked
+from ..permissions.evaluate import decide
+from ..permissions.model import Decision, PermissionRequest
+from ..result import ToolResult
+from ..selection import Offered, ToolSet
+from ..snapshot import Snapshot
+from .active import ActiveCall
+from .arguments import parse_arguments
+from .permissions import add_doom_loop, authorize, permission_requests
+from .record import CallRecord, status_of
+from .request import CallRequest
+from .run import run_tool
+from .state import Services
+from .titles import call_title
+from .truncation import truncate_result
+
+__all__ = ["INVALID_TOOL", "dispatch"]
+
+INVALID_TOOL = "invalid"
+
+
+async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, services: Services) -> ToolResult:
+    """Run one call through the whole pipeline and record it; never raises for a failed call."""
+    started = time.perf_counter()
+    services.call_counter += 1
+    call_id = request.call_id or f"call_{services.call_counter}"
+    agent = request.scope.agent or snapshot.permissions.default_agent
+    offered, args, repair_note = _repair(request, toolset, snapshot)
+    if offered is None:
+        assert repair_note is not None
+        result = ToolResult(title="Invalid Tool", output="", error=repair_note)
+        duration = time.perf_counter() - started
+        services.recorder.record(
+            CallRecord(request.scope, agent, request.tool, call_id, args, None, "invalid", result, duration)
+        )
+        return result
+    call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool)
+    call.emit("running", {"input": args})
+    decision: Decision | None = None
+    requests: list[PermissionRequest] | None = None
+    status = "ok"
+    try:
+        args = parse_arguments(call.tool, args)
+        requests = permission_requests(call.tool, args, snapshot)
+        doom_loop = repair_note is None and add_doom_loop(requests, call.name, args, services.session(call.session))
+        decision = await authorize(call, args, requests, doom_loop)
+        call.granted.update((d.permission, d.pattern) for d in decision.decisions)
+        result = truncate_result(call, await run_tool(call, args))
+        if repair_note is not None:
+            result = ToolResult(result.title, result.output, result.metadata, result.attachments, result.output)
+            status = "invalid"
+    except CallError as error:
+        status = status_of(error)
+        if decision is None and requests is not None and isinstance(error, PermissionBlocked):
+            # The record names the rules that blocked the call; authorize raised before returning them.
+            permissions = snapshot.permissions
+            decision = decide(
+                requests,
+                permissions.ruleset(agent),
+                locked=permissions.locked,
+                approved=services.broker.approved(call.session),
+            )
+        title = call_title(call.tool, args, snapshot.root) or call.name
+        result = ToolResult(title=title, output="", error=str(error))
+    duration = time.perf_counter() - started
+    services.recorder.record(
+        CallRecord(request.scope, agent, call.name, call_id, args, decision, status, result, duration)
+    )
+    if services.listeners:
+        ended = time.time()
+        timing = {"result": result, "start": ended - duration, "end": ended}
+        call.emit("completed" if result.error is None else "error", timing, ended)
+    return result
+
+
+def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple[Offered | None, Any, str | None]:
+    """The tool to run: the named one, a case-insensitive match, or `invalid` with an explanation.
+
+    Returns (tool, arguments, note); the note is set when the call went to `invalid`, and the tool is
+    None when even `invalid` is absent (a project with `builtin_tools: false`).
+    """
+    offered = toolset.get(request.tool)
+    if offered is not None:
+        return offered, request.args, None
+    lowered = request.tool.lower()
+    if lowered != request.tool:
+        offered = toolset.get(lowered)
+        if offered is not None:
+            return offered, request.args, None
+    names = toolset.names()
+    close = difflib.get_close_matches(request.tool, names, n=3, cutoff=0.5)
+    ordered = close + [n for n in names if n not in close]
+    note = (
+        f"Model tried to call unavailable tool '{request.tool}'. "
+        f"Available tools: {', '.join(ordered) if ordered else 'none'}."
+    )
+    invalid = snapshot.tools.get(INVALID_TOOL)
+    return (Offered(INVALID_TOOL, invalid) if invalid else None), {"tool": request.tool, "error": note}, note

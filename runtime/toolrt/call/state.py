@@ -1,0 +1,65 @@
+"""The mutable side of a Runtime that outlives snapshots: sessions, approvals, the audit log, listeners, caches.
+
+One `Services` per Runtime; nothing here is shared between Runtimes. Every cache is bounded.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..audit import AuditLog
+from ..permissions.ask import PermissionBroker
+from ..permissions.model import Decision
+from ..result import ToolResult
+from ..sessions import SessionStore
+from .events import CallEvent, Listener
+from .record import Recorder
+from .request import CallRequest
+
+__all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
+
+DOOM_LOOP_THRESHOLD = 3
+
+BatchRunner = Callable[[CallRequest, Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
+"""Runs a batch's sub-calls in the scope of the call that made them."""
+
+
+@dataclass
+class SessionState:
+    tools: dict[str, Any] = field(default_factory=dict)
+    """`ToolContext.session_state`: shared by the tools of one session (read times, todos)."""
+    recent: deque[tuple[str, Mapping[str, Any]]] = field(default_factory=lambda: deque(maxlen=DOOM_LOOP_THRESHOLD))
+
+
+@dataclass
+class Services:
+    """What calls share within one Runtime, across snapshots."""
+
+    broker: PermissionBroker = field(default_factory=PermissionBroker)
+    recorder: Recorder = field(default_factory=lambda: Recorder(AuditLog(None)))
+    host_handlers: MutableMapping[str, Callable[..., Any]] = field(default_factory=dict)
+    listeners: list[Listener] = field(default_factory=list)
+    sessions: SessionStore[SessionState] = field(default_factory=lambda: SessionStore(SessionState))
+    results: dict[tuple[str, str, str], tuple[float, ToolResult]] = field(default_factory=dict)
+    """`cache: {ttl}` tools' results by (tool, arguments, snapshot digest): (expiry, result)."""
+    allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
+    """Reusable allow decisions of argument-independent requests (see `call.permissions.authorize`)."""
+    cleaned: set[Path] = field(default_factory=set)
+    """Output directories whose old saved outputs were already swept."""
+    run_batch: BatchRunner | None = None
+    call_counter: int = 0
+
+    def __post_init__(self) -> None:
+        self.sessions.on_release(self.broker.forget)
+
+    def session(self, name: str) -> SessionState:
+        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released)."""
+        return self.sessions.get(name)
+
+    def emit(self, event: CallEvent) -> None:
+        for listener in tuple(self.listeners):
+            listener(event)
