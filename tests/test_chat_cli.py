@@ -12,7 +12,7 @@ import pexpect
 import pytest
 from cli_helpers import run
 from conftest import write_project
-from fake_providers import FakeProvider, chat_stream, serve
+from fake_providers import FakeProvider, Reply, chat_stream, serve
 
 import toolrt
 
@@ -41,11 +41,13 @@ def test_chat_in_a_terminal_runs_calls_asks_and_reloads(tmp_path: Path) -> None:
     )
     (project / "notes.txt").write_text("remember the milk\n", encoding="utf-8")
     calls = [("c1", "read", json.dumps({"filePath": "notes.txt"})), ("c2", "ping", json.dumps({"n": 7}))]
-    replies = [
+    replies: list[Reply] = [
         chat_stream(text="Reading.", calls=calls),
         chat_stream(text="Your notes say: remember the milk."),
         chat_stream(text="Now with extra."),
         chat_stream(text="Still fine."),
+        {"error": {"message": "model overloaded", "type": "server_error"}},
+        chat_stream(text="Back again."),
     ]
     provider = FakeProvider("openai", list(replies))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
@@ -82,6 +84,14 @@ def test_chat_in_a_terminal_runs_calls_asks_and_reloads(tmp_path: Path) -> None:
             child.expect_exact("[config error, still using the last good tools: ")
             child.expect_exact("Still fine.")
             child.expect_exact("you> ")
+
+            child.sendline("this one fails")
+            child.expect_exact("[the endpoint failed: ")
+            child.expect_exact("model overloaded")
+            child.expect_exact("you> ")
+            child.sendline("try again")
+            child.expect_exact("Back again.")
+            child.expect_exact("you> ")
             child.sendline("/exit")
             child.expect(pexpect.EOF)
         finally:
@@ -97,6 +107,8 @@ def test_chat_in_a_terminal_runs_calls_asks_and_reloads(tmp_path: Path) -> None:
     results = {m["tool_call_id"]: m["content"] for m in provider.requests[1][1]["messages"] if m["role"] == "tool"}
     assert "remember the milk" in results["c1"]
     assert results["c2"] == "pong 7"
+    users = [m["content"] for m in provider.requests[-1][1]["messages"] if m["role"] == "user"]
+    assert users == ["what do my notes say?", "and now?", "and now?", "try again"]  # the failed one was dropped
 
 
 def test_chat_needs_an_endpoint_and_a_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -107,7 +107,7 @@ class StreamAccumulator:
                 index = field(raw, "index")
                 index = index if isinstance(index, int) else len(self.calls) + len(self._open)
                 if index not in self._open:
-                    done += self._close(lambda i, new=index: i < new)
+                    done += self._close(before=index)
                     self._open[index] = _Partial()
                 partial = self._open[index]
                 partial.id = partial.id or text_field(raw, "id")
@@ -117,16 +117,17 @@ class StreamAccumulator:
             reason = field(choice, "finish_reason")
             if reason is not None:
                 self.finish_reason = str(reason)
-                done += self._close(lambda i: True)
+                done += self._close()
         return done
 
     def finish(self) -> list[ToolCall]:
         """Calls still open when the stream ended without a finish reason (a cut connection)."""
-        return self._close(lambda i: True)
+        return self._close()
 
-    def _close(self, which: Any) -> list[ToolCall]:
+    def _close(self, before: int | None = None) -> list[ToolCall]:
+        """Complete the open calls (those with a lower index than `before`, when given), in index order."""
         done = []
-        for index in sorted(i for i in self._open if which(i)):
+        for index in sorted(i for i in self._open if before is None or i < before):
             partial = self._open.pop(index)
             done.append(ToolCall(partial.id, partial.name, partial.arguments))
         self.calls += done
