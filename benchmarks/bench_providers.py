@@ -20,11 +20,11 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+from _timing import interleaved_medians, print_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -116,13 +116,6 @@ def sdk_object(format: str, data: dict[str, Any]) -> Any:
         return None
 
 
-async def _per_turn(fn: Callable[[int], Awaitable[object]], turns: int) -> float:
-    start = time.perf_counter()
-    for turn in range(turns):
-        await fn(turn)
-    return (time.perf_counter() - start) / turns
-
-
 async def turn_side_by_side(rt: Runtime, turns: int, repeats: int) -> dict[str, float]:
     async def ours(turn: int) -> object:
         messages = await rt.run_tool_calls("openai", completion(turn), session=f"s{turn}")
@@ -138,13 +131,7 @@ async def turn_side_by_side(rt: Runtime, turns: int, repeats: int) -> dict[str, 
         assert results[-1].output == f"t{turn}.{CALLS - 1}", results
         return results
 
-    for fn in (ours, by_hand):
-        await _per_turn(fn, max(10, turns // 10))
-    ours_times, hand_times = [], []
-    for _ in range(repeats):  # interleaved so machine drift hits both alike
-        ours_times.append(await _per_turn(ours, turns))
-        hand_times.append(await _per_turn(by_hand, turns))
-    ours_median, hand_median = statistics.median(ours_times), statistics.median(hand_times)
+    ours_median, hand_median = await interleaved_medians(ours, by_hand, turns, repeats)
     return {
         "run_tool_calls_us": ours_median * 1e6,
         "call_many_us": hand_median * 1e6,
@@ -189,9 +176,7 @@ def main() -> None:
         ("  ratio (goal <= 1.1)", f"{turn['ratio']:.2f}"),
     ]
     rows += [(f"adapters alone: {name.removesuffix('_us')}", f"{value:.1f} µs") for name, value in alone.items()]
-    width = max(len(label) for label, _ in rows)
-    for label, value in rows:
-        print(f"{label:<{width}}  {value:>10}")
+    print_table(rows)
     print(json.dumps({"benchmark": "providers", "cpus": os.cpu_count(), **turn, **alone}))
 
 
