@@ -3,6 +3,9 @@
 1. Spawn overhead: `run_process(["true"])` against `anyio.run_process(["true"])` (goal: ratio <= 1.2).
 2. 100 MB of output through `sh -c`: peak memory growth (goal: < 32 MiB), by tracemalloc (Python heap)
    and by ru_maxrss (whole process), plus throughput.
+3. The OS sandbox through `rt.call`, sandboxed (the default policy) against `TOOLRT_SANDBOX_MODE=off`:
+   `true` (goal: ratio <= 1.5) and `git status` in a small repository (goal: ratio <= 1.1); and
+   `true` through the fork server (the path of unprivileged users) against the thread launcher.
 
 Usage: python benchmarks/bench_process.py [--calls N] [--repeats R]
 Prints a table, then one JSON line with every number.
@@ -12,20 +15,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from toolrt import Runtime
 from toolrt.execute import build_env, run_process
+from toolrt.sandbox.plan import plan_sandbox
+from toolrt.sandbox.support import detect_support
 
 BIG = 100_000_000
 BIG_SCRIPT = f"head -c {BIG} /dev/zero | tr '\\0' a"
@@ -95,10 +104,86 @@ async def big_output(spill_dir: Path) -> dict[str, float]:
     }
 
 
+TOOLS = {
+    "true_tool": 'id: true_tool\ndescription: Runs true, for the benchmark.\nhandler: {argv: ["true"]}\n',
+    "git_status": "id: git_status\ndescription: Runs git status, for the benchmark.\nhandler: {argv: [git, status]}\n",
+}
+
+
+def _small_repo(root: Path) -> None:
+    (root / "tools.d").mkdir(parents=True)
+    for name, text in TOOLS.items():
+        (root / "tools.d" / f"{name}.yaml").write_text(text)
+    (root / "permissions.yaml").write_text('permission:\n  "*": allow\n')
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n")
+    for index in range(20):
+        (root / f"file{index}.txt").write_text(f"line {index}\n" * 50)
+    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], cwd=root, check=True)
+
+
+def _load(root: Path, mode: str | None) -> Runtime:
+    saved = os.environ.pop("TOOLRT_SANDBOX_MODE", None)
+    if mode is not None:
+        os.environ["TOOLRT_SANDBOX_MODE"] = mode
+    try:
+        return Runtime.load(root)
+    finally:
+        os.environ.pop("TOOLRT_SANDBOX_MODE", None)
+        if saved is not None:
+            os.environ["TOOLRT_SANDBOX_MODE"] = saved
+
+
+async def sandbox_overhead(root: Path, calls: int, repeats: int) -> dict[str, float]:
+    sandboxed, unsandboxed = _load(root, None), _load(root, "off")
+    results: dict[str, float] = {}
+    for tool in ("true_tool", "git_status"):
+        probe = await sandboxed.call(tool, {})
+        if probe.error or probe.metadata.get("sandbox") in (None, "none"):
+            raise SystemExit(f"{tool}: not sandboxed as expected: {probe.error or probe.metadata}")
+        if (await unsandboxed.call(tool, {})).metadata.get("sandbox") != "none":
+            raise SystemExit(f"{tool}: the unsandboxed runtime ran in a sandbox")
+        on: list[float] = []
+        off: list[float] = []
+        for _ in range(repeats):  # interleaved so machine drift hits both alike
+            on.append(await _per_call(lambda t=tool: sandboxed.call(t, {}), calls))  # type: ignore[misc]
+            off.append(await _per_call(lambda t=tool: unsandboxed.call(t, {}), calls))  # type: ignore[misc]
+        results[f"{tool}_sandboxed_ms"] = statistics.median(on) * 1000
+        results[f"{tool}_unsandboxed_ms"] = statistics.median(off) * 1000
+        results[f"{tool}_ratio"] = statistics.median(on) / statistics.median(off)
+    results["sandbox"] = probe.metadata["sandbox"]  # type: ignore[assignment]
+    return results
+
+
+async def launcher_overhead(root: Path, calls: int, repeats: int) -> dict[str, float]:
+    """`true` in the same sandbox, started from a sandboxed thread vs by the fork server."""
+    support = detect_support()
+    plans = {
+        launch: plan_sandbox(sandbox.snapshot.sandbox, replace(support, launch=launch), root=root, output_dir=root)
+        for launch, sandbox in (("thread", _load(root, None)), ("forkserver", _load(root, None)))
+    }
+    env = build_env()
+    times: dict[str, list[float]] = {"thread": [], "forkserver": []}
+    for _ in range(repeats):
+        for launch, plan in plans.items():
+            times[launch].append(
+                await _per_call(lambda p=plan: run_process(["true"], cwd=root, env=env, timeout=30, sandbox=p), calls)  # type: ignore[misc]
+            )
+    thread, served = statistics.median(times["thread"]), statistics.median(times["forkserver"])
+    return {"thread_true_ms": thread * 1000, "forkserver_true_ms": served * 1000, "forkserver_ratio": served / thread}
+
+
 async def main(calls: int, repeats: int) -> dict[str, float]:
     results = await spawn_overhead(calls, repeats)
     with tempfile.TemporaryDirectory() as spill:
         results.update(await big_output(Path(spill)))
+    with tempfile.TemporaryDirectory() as project:
+        root = Path(project).resolve()
+        _small_repo(root)
+        results.update(await sandbox_overhead(root, max(calls // 4, 20), repeats))
+        results.update(await launcher_overhead(root, max(calls // 4, 20), repeats))
     return results
 
 
@@ -118,6 +203,15 @@ def _table(r: dict[str, float], calls: int, repeats: int) -> str:
             f"{r['big_output_rss_growth_mib']:.1f} MiB",
             "PASS" if r["big_output_rss_growth_mib"] < 32 else "FAIL",
         ),
+        ("sandbox", str(r["sandbox"]), ""),
+        ("rt.call `true`: sandboxed", f"{r['true_tool_sandboxed_ms']:.3f} ms", "median per call"),
+        ("rt.call `true`: sandbox off", f"{r['true_tool_unsandboxed_ms']:.3f} ms", "median per call"),
+        ("ratio (goal <= 1.5)", f"{r['true_tool_ratio']:.3f}", "PASS" if r["true_tool_ratio"] <= 1.5 else "FAIL"),
+        ("rt.call `git status`: sandboxed", f"{r['git_status_sandboxed_ms']:.3f} ms", "median per call"),
+        ("rt.call `git status`: sandbox off", f"{r['git_status_unsandboxed_ms']:.3f} ms", "median per call"),
+        ("ratio (goal <= 1.1)", f"{r['git_status_ratio']:.3f}", "PASS" if r["git_status_ratio"] <= 1.1 else "FAIL"),
+        ("sandboxed `true`: thread launcher", f"{r['thread_true_ms']:.3f} ms", "median per call"),
+        ("sandboxed `true`: fork server", f"{r['forkserver_true_ms']:.3f} ms", f"ratio {r['forkserver_ratio']:.2f}"),
     ]
     width = max(len(name) for name, _, _ in rows)
     lines = [f"process runner ({calls} calls x {repeats} repeats, interleaved)"]
@@ -132,4 +226,8 @@ if __name__ == "__main__":
     options = parser.parse_args()
     numbers = anyio.run(main, options.calls, options.repeats)
     print(_table(numbers, options.calls, options.repeats))
-    print(json.dumps({"benchmark": "process", **{k: round(v, 4) for k, v in numbers.items()}}))
+    print(
+        json.dumps(
+            {"benchmark": "process", **{k: round(v, 4) if isinstance(v, float) else v for k, v in numbers.items()}}
+        )
+    )

@@ -13,6 +13,17 @@ PACKAGE = Path(toolrt.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "result", "permissions.model", "config", "config.document", "config.resources"},
     {"config.loader", "config.validation", "config.model", "config.layers", "templates", "truncate", "audit"},
+    {
+        "sandbox",
+        "sandbox.kernel",
+        "sandbox.forkserver",
+        "sandbox.launcher",
+        "sandbox.policy",
+        "sandbox.support",
+        "sandbox.seatbelt",
+        "sandbox.bwrap",
+    },
+    {"sandbox.plan", "sandbox.hint", "sandbox.config"},
     {"permissions.*", "specs.*", "providers.*", "shell.*", "execute.*", "sessions"},
     {"call", "call.request", "call.events"},
     {"settings", "context"},

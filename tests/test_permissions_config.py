@@ -295,10 +295,10 @@ TWO_PRIMARIES = "default_agent: build\nagents: {build: {mode: primary}, x: {mode
             None,
             "agents: {x: {}}\ndefault_agent: build\n",
             [
-                'locked.yaml:1:1: "agents" is not allowed in the locked file: it holds only permission, rules '
-                "and tests",
-                'locked.yaml:2:1: "default_agent" is not allowed in the locked file: it holds only permission, rules '
-                "and tests",
+                'locked.yaml:1:1: "agents" is not allowed in the locked file: it holds only permission, rules, '
+                "tests and sandbox",
+                'locked.yaml:2:1: "default_agent" is not allowed in the locked file: it holds only permission, rules, '
+                "tests and sandbox",
             ],
         ),
         (

@@ -28,11 +28,18 @@ def run(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def test_echo_hello_returns_exactly_its_output(tmp_path: Path) -> None:
-    result = run({"command": "echo hello", "description": "Say hello"}, make_ctx(tmp_path))
+    ctx = make_ctx(tmp_path)
+    plan = ctx.sandbox_plan()
+    result = run({"command": "echo hello", "description": "Say hello"}, ctx)
     assert result == {
         "title": "Say hello",
         "output": "hello\n",
-        "metadata": {"output": "hello\n", "exit": 0, "description": "Say hello"},
+        "metadata": {
+            "output": "hello\n",
+            "exit": 0,
+            "description": "Say hello",
+            "sandbox": plan.description if plan is not None else "none",
+        },
     }
 
 

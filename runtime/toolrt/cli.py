@@ -601,10 +601,16 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
+    from .sandbox.config import sandbox_problems, sandbox_status
     from .serve_mcp import ServeLimits, run_serve
+    from .validate_cli import problem_text
 
+    rt = _load(options)
+    for problem in sandbox_problems(rt.snapshot.sandbox):
+        print(problem_text(problem), file=options.err)
+    print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)
     return run_serve(
-        _load(options),
+        rt,
         transport=options.transport,
         host=options.host,
         port=options.port,

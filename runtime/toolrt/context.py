@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os.path
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,9 @@ from .call.request import DEFAULT_SCOPE, CallScope, Questioner
 from .errors import DeniedError
 from .permissions.model import PermissionRequest
 from .result import ToolResult
+from .sandbox.config import call_plan
+from .sandbox.plan import SandboxPlan
+from .sandbox.policy import SandboxPolicy
 
 __all__ = ["DescribeInfo", "ToolContext"]
 
@@ -72,6 +75,11 @@ class ToolContext:
     """Ids of the tools this call's model may use (for messages such as batch's "not in registry")."""
     title: str | None = None
     live_metadata: dict[str, Any] = field(default_factory=dict)
+    sandbox: SandboxPolicy | None = field(default_factory=SandboxPolicy)
+    """The OS sandbox around processes the handler starts through toolrt (`bash`, `rg`); None: none.
+    A context built without a Runtime gets the default policy, never none."""
+    granted: Collection[tuple[str, str]] = ()
+    """(permission, pattern) pairs this call was allowed: an allowed `external_directory` widens the sandbox."""
 
     @property
     def session(self) -> str:
@@ -112,6 +120,13 @@ class ToolContext:
     async def ask_requests(self, requests: Sequence[PermissionRequest]) -> None:
         """Ask several requests as one decision (any deny denies, all allow runs)."""
         await self.asker(requests)
+
+    def sandbox_plan(self) -> SandboxPlan | None:
+        """What to enforce on a process this call starts (None: no sandbox; raises ToolFailure when
+        the locked file requires one this machine lacks)."""
+        if self.sandbox is None:
+            return None
+        return call_plan(self.sandbox, root=self.root, output_dir=self.data_dir / "tool-output", granted=self.granted)
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the project root (no symlinks resolved)."""

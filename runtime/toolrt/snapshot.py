@@ -32,6 +32,8 @@ from .context import DescribeInfo
 from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
 from .permissions.model import CallSite
+from .sandbox.config import build_policy, tool_policy
+from .sandbox.policy import SandboxPolicy
 from .settings import default_data_dir
 
 __all__ = ["Snapshot", "build_snapshot", "with_tool"]
@@ -52,6 +54,14 @@ class Snapshot:
     handler_files: Mapping[Path, tuple[int, int]] = field(default_factory=dict)
     """Source files of the project's Python handlers (module file → mtime_ns, size): a reload that sees
     one change makes the next call import the new code."""
+    sandbox: SandboxPolicy = SandboxPolicy()
+    """The OS sandbox of every process a call starts (host, locked file, then the project, tighten-only)."""
+    tool_sandboxes: Mapping[str, SandboxPolicy] = field(default_factory=dict)
+    """Tools whose file tightens the sandbox further, by id."""
+
+    def sandbox_for(self, tool_id: str) -> SandboxPolicy:
+        """The sandbox policy of one tool's processes (before per-call widening)."""
+        return self.tool_sandboxes.get(tool_id, self.sandbox)
 
     @property
     def truncation_dir(self) -> Path:
@@ -182,6 +192,15 @@ def build_snapshot(
         if compiled is not None:
             tools[tool_id] = compiled
     _check_references(tools, settings, [layer.settings for layer in config.layers if layer.settings], problems)
+    project_settings = next((layer.settings for layer in config.layers if layer.name == "project"), None)
+    sandbox = build_policy(
+        root=root_path, project=project_settings, locked=locked_doc, environ=os.environ, problems=problems
+    )
+    tool_sandboxes = {}
+    for tool_id, compiled_tool in tools.items():
+        tightened = tool_policy(sandbox, compiled_tool.definition.document, root=root_path, problems=problems)
+        if tightened is not None:
+            tool_sandboxes[tool_id] = tightened
     errors = [p for p in problems if p.severity == "error"]
     warnings.extend(p for p in problems if p.severity == "warning")
     if errors or permissions is None:
@@ -192,7 +211,7 @@ def build_snapshot(
             [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
             for layer in config.layers
         ]
-        + [_data(locked_doc), [(str(path), stamp) for path, stamp in modules.items()]]
+        + [_data(locked_doc), [(str(path), stamp) for path, stamp in modules.items()], repr(sandbox)]
     )
     return Snapshot(
         root=root_path,
@@ -206,6 +225,8 @@ def build_snapshot(
         handler_files=MappingProxyType(modules),
         loaded_at=time.time(),
         config=config,
+        sandbox=sandbox,
+        tool_sandboxes=MappingProxyType(tool_sandboxes),
     )
 
 
@@ -376,10 +397,23 @@ def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
     compiled = _compile_with_description(definition, info, problems)
     if compiled is None or problems:
         raise ConfigError(problems)
+    tightened = tool_policy(snapshot.sandbox, document, root=snapshot.root, problems=problems)
+    if problems:
+        raise ConfigError(problems)
     tools = dict(snapshot.tools)
+    sandboxes = dict(snapshot.tool_sandboxes)
+    sandboxes.pop(definition.id, None)
     if definition.enabled:
         tools[definition.id] = compiled
+        if tightened is not None:
+            sandboxes[definition.id] = tightened
     else:
         tools.pop(definition.id, None)
     digest = _digest([snapshot.digest, dict(data)])
-    return replace(snapshot, tools=MappingProxyType(tools), digest=digest, loaded_at=time.time())
+    return replace(
+        snapshot,
+        tools=MappingProxyType(tools),
+        tool_sandboxes=MappingProxyType(sandboxes),
+        digest=digest,
+        loaded_at=time.time(),
+    )

@@ -18,6 +18,7 @@ from .compiled import CompiledTool, call_arity_problem, import_ref, locate
 from .config.model import PythonHandler
 from .errors import ConfigError, Problem, UsageError
 from .permissions.model import PermissionRequest
+from .sandbox.config import sandbox_problems, sandbox_status
 from .snapshot import Snapshot, build_snapshot
 
 __all__ = ["Report", "validate"]
@@ -27,6 +28,8 @@ __all__ = ["Report", "validate"]
 class Report:
     errors: tuple[Problem, ...]
     warnings: tuple[Problem, ...]
+    sandbox: str | None = None
+    """Which OS sandbox the tools' processes run in (None when the config did not load)."""
 
     @property
     def ok(self) -> bool:
@@ -47,7 +50,8 @@ def validate(root: Path) -> Report:
     problems.extend(_spec_problems(snapshot))
     problems.extend(schema_copy_problems(root))
     problems.extend(_keyword_problems(snapshot))
-    return _report(problems)
+    problems.extend(sandbox_problems(snapshot.sandbox))
+    return _report(problems, sandbox_status(snapshot.sandbox))
 
 
 _MODELINE = "# yaml-language-server: $schema="
@@ -113,11 +117,12 @@ def _keyword_problems(snapshot: Snapshot) -> list[Problem]:
     return problems
 
 
-def _report(problems: Sequence[Problem]) -> Report:
+def _report(problems: Sequence[Problem], sandbox: str | None = None) -> Report:
     ordered = sorted(dict.fromkeys(problems), key=lambda p: (p.file, p.line, p.column, p.message))
     return Report(
         errors=tuple(p for p in ordered if p.severity == "error"),
         warnings=tuple(p for p in ordered if p.severity == "warning"),
+        sandbox=sandbox,
     )
 
 

@@ -49,6 +49,8 @@ class Outcome:
     warnings: tuple[Problem, ...]
     hidden_warnings: int
     """Warnings left out: about built-in or plugin files without `--all`, or about files not named."""
+    sandboxes: tuple[str, ...] = ()
+    """Per project validated: which OS sandbox its tools' processes run in."""
 
     @property
     def ok(self) -> bool:
@@ -96,19 +98,24 @@ def validate_paths(root: Path, files: Sequence[str], *, all_files: bool, cwd: Pa
     errors: list[Problem] = []
     warnings: list[Problem] = []
     hidden = 0
+    sandboxes: list[str] = []
     for project, chosen in named.items():
         report = validate(project)
+        if report.sandbox is not None:
+            sandboxes.append(f"{_shown_root(project)}: sandbox: {report.sandbox}")
         for problem in report.errors + report.warnings:
             location = _location(problem, project)
             shown = replace(problem, file=_shown(problem, location, cwd))
             inside = location is not None and _is_under(location, project)
             if problem.severity == "error":
                 errors.append(shown)
-            elif (all_files or inside) and (not chosen or all_files or location in chosen):
+            elif (
+                problem.file == "<sandbox>" or (all_files or inside) and (not chosen or all_files or location in chosen)
+            ):
                 warnings.append(shown)
             else:
                 hidden += 1
-    return Outcome(tuple(named), tuple(dict.fromkeys(errors)), tuple(dict.fromkeys(warnings)), hidden)
+    return Outcome(tuple(named), tuple(dict.fromkeys(errors)), tuple(dict.fromkeys(warnings)), hidden, tuple(sandboxes))
 
 
 def _location(problem: Problem, root: Path) -> Path | None:
@@ -159,6 +166,7 @@ def render(outcome: Outcome, format: str, out: TextIO, *, strict: bool, all_file
         out.write("\n")
     else:
         out.writelines(problem_text(problem) + "\n" for problem in problems)
+        out.writelines(line + "\n" for line in outcome.sandboxes)
         if outcome.hidden_warnings and not all_files:
             out.write(
                 f"({outcome.hidden_warnings} warning(s) about built-in, plugin or unnamed files not shown;"

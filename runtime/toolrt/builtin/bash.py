@@ -88,6 +88,7 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
             ctx.metadata(metadata={"output": _sliced(shown), "description": description})
 
     ctx.metadata(metadata={"output": "", "description": description})
+    plan = ctx.sandbox_plan()
     outcome = await run_process(
         [shell_program(), "-c", command],
         cwd=cwd,
@@ -96,6 +97,7 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         abort=ctx.abort,
         on_output=on_output,
         spill_dir=ctx.data_dir / TRUNCATION_SUBDIR,
+        sandbox=plan,
     )
     output = outcome.output
     notes: list[str] = []
@@ -108,5 +110,10 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return {
         "title": description,
         "output": output,
-        "metadata": {"output": _sliced(output), "exit": outcome.exit_code, "description": description},
+        "metadata": {
+            "output": _sliced(output),
+            "exit": outcome.exit_code,
+            "description": description,
+            "sandbox": outcome.sandbox or "none",
+        },
     }

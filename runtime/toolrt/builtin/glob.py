@@ -60,6 +60,7 @@ async def glob(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         ["--files", "--null", "--hidden", f"--glob={pattern}", "--glob=!.git/", "--sortr=modified"],
         cwd=directory,
         abort=ctx.abort,
+        sandbox=ctx.sandbox_plan(),
         consume=take,
         separator=b"\0",
     )

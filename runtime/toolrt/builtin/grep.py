@@ -82,7 +82,12 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     collector = _Collector()
     # A record holds the path, the line number and the text; nothing past MAX_LINE_LENGTH chars is shown.
     run = await run_ripgrep(
-        rg_args, cwd=ctx.root, abort=ctx.abort, consume=collector, max_record=8 * MAX_LINE_LENGTH + 8192
+        rg_args,
+        cwd=ctx.root,
+        abort=ctx.abort,
+        consume=collector,
+        max_record=8 * MAX_LINE_LENGTH + 8192,
+        sandbox=ctx.sandbox_plan(),
     )
     if run.exit_code == 2 and not collector.files and run.stderr:
         raise ToolFailure(

@@ -77,6 +77,7 @@ async def list_directory(args: Mapping[str, Any], ctx: ToolContext) -> dict[str,
         ["--files", "--null", "--hidden", "--sort=path", *globs],
         cwd=directory,
         abort=ctx.abort,
+        sandbox=ctx.sandbox_plan(),
         consume=take,
         separator=b"\0",
     )

@@ -7,18 +7,23 @@ prints, and a caller that has seen enough (glob after 101 files) stops rg instea
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
 
 from ..errors import ToolFailure
+from ..execute.environment import build_env
+from ..execute.spawn import open_process
+from ..sandbox.plan import SandboxPlan
 
 __all__ = ["RipgrepRun", "ripgrep_binary", "run_ripgrep"]
 
@@ -65,19 +70,25 @@ async def run_ripgrep(
     consume: Callable[[bytes], bool],
     separator: bytes = b"\n",
     max_record: int = 64 * 1024,
+    sandbox: SandboxPlan | None = None,
 ) -> RipgrepRun:
     """Run `rg ARGS` in `cwd` and hand each output record (without its separator) to `consume`.
 
     A record longer than `max_record` bytes is cut to that length, since no caller shows more.
     `consume` returns False to stop: rg is killed and the result's exit_code is None. Setting
-    `abort` kills rg and raises ToolFailure; cancellation kills it too.
+    `abort` kills rg and raises ToolFailure; cancellation kills it too. With `sandbox`, rg runs inside
+    that OS sandbox like every process toolrt starts.
     """
     argv = [ripgrep_binary(), *_BASE_FLAGS, *args]
     stderr = bytearray()
     stopped = False
-    async with await anyio.open_process(
-        argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    ) as process:
+    try:
+        process = await open_process(
+            argv, stdin=subprocess.DEVNULL, cwd=cwd, env=build_env(), sandbox=sandbox, split_stderr=True
+        )
+    except OSError as error:
+        raise ToolFailure(f"Could not start ripgrep: {error.strerror or error}.") from error
+    try:
         if process.stdout is None or process.stderr is None:
             raise RuntimeError("rg was started without pipes")
         try:
@@ -95,14 +106,14 @@ async def run_ripgrep(
             # Cancelled, timed out or aborted: rg must not outlive the call.
             _kill(process)
             raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await process.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
     return RipgrepRun(None if stopped else process.returncode, stderr.decode("utf-8", "replace").strip())
 
 
 async def _split_records(
-    stream: ByteReceiveStream, separator: bytes, max_record: int, consume: Callable[[bytes], bool]
+    stream: AsyncIterable[bytes], separator: bytes, max_record: int, consume: Callable[[bytes], bool]
 ) -> bool:
     """Feed `consume` record by record; False when it asked to stop."""
     pending = bytearray()  # the start of a record split across chunks, never more than max_record bytes
@@ -122,14 +133,14 @@ async def _split_records(
     return not pending or consume(bytes(pending))
 
 
-def _kill(process: Process) -> None:
-    # The process may exit between the check and the signal; that race is harmless.
+def _kill(process: Any) -> None:
+    # rg leads its own process group; it may exit between the check and the signal, a harmless race.
     if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
-async def _collect_stderr(stream: ByteReceiveStream, sink: bytearray) -> None:
+async def _collect_stderr(stream: AsyncIterable[bytes], sink: bytearray) -> None:
     async for chunk in stream:
         sink += chunk[: max(0, _STDERR_CAP - len(sink))]
 

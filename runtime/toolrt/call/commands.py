@@ -9,6 +9,7 @@ from ..config.model import ArgvHandler, ShellHandler
 from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
 from ..execute.process import run_process
 from ..result import ToolResult
+from ..sandbox.config import call_plan
 from ..templates import render, render_argv
 from .active import ActiveCall
 from .titles import call_title
@@ -38,6 +39,7 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     def on_output(text: str) -> None:
         call.emit("metadata", {"output": text})
 
+    plan = call_plan(snapshot.sandbox_for(tool.id), root=root, output_dir=snapshot.truncation_dir, granted=call.granted)
     outcome = await run_process(
         argv,
         cwd=cwd,
@@ -47,6 +49,7 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         abort=call.request.abort,
         on_output=on_output,
         spill_dir=snapshot.truncation_dir,
+        sandbox=plan,
     )
     notes = []
     if outcome.timed_out:
@@ -56,7 +59,11 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     output = outcome.output
     if notes:
         output += "\n\n<toolrt_metadata>\n" + "\n".join(notes) + "\n</toolrt_metadata>"
-    metadata: dict[str, Any] = {"exit": outcome.exit_code, "output_bytes": outcome.total_bytes}
+    metadata: dict[str, Any] = {
+        "exit": outcome.exit_code,
+        "output_bytes": outcome.total_bytes,
+        "sandbox": outcome.sandbox or "none",
+    }
     if outcome.spill_path is not None:
         metadata["outputPath"] = str(outcome.spill_path)
     title = call_title(tool, args, root) or " ".join(argv)[:80]

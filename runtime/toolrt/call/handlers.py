@@ -134,6 +134,8 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
         permits=call.permits,
         questioner=request.questioner,
         available_tools=call.toolset.names(),
+        sandbox=snapshot.sandbox_for(tool.id),
+        granted=call.granted,
     )
 
 

@@ -30,8 +30,13 @@ import anyio
 import anyio.abc
 
 from ..errors import ToolFailure
+from ..sandbox.hint import refusal_hint
+from ..sandbox.kernel import SandboxSetupError
+from ..sandbox.plan import SandboxPlan
 from ..truncate import new_output_path
-from .spawn import PidfdProcess, open_process
+from .spawn import PidfdProcess, ServedProcess, open_process
+
+_Process = PidfdProcess | ServedProcess | anyio.abc.Process
 
 __all__ = ["CHUNK_SIZE", "ProcessOutcome", "run_process"]
 
@@ -56,6 +61,8 @@ class ProcessOutcome:
     """The file holding the full output when the memory cap was exceeded and a spill dir was given."""
     duration: float
     """Seconds from spawn to the end of the call."""
+    sandbox: str | None = None
+    """What the OS sandbox enforced on the process (`SandboxPlan.description`); None: no sandbox."""
 
 
 class _Capture:
@@ -188,6 +195,8 @@ class _Capture:
 
 def _spawn_error(argv: Sequence[str], cwd: Path, error: OSError) -> ToolFailure:
     name = argv[0]
+    if isinstance(error, SandboxSetupError):
+        return ToolFailure(f"Could not start '{name}': {error.strerror or error}. Nothing was run.")
     if error.filename is not None and os.fsdecode(error.filename) == os.fsdecode(cwd):
         return ToolFailure(f"Working directory does not exist or is not a directory: '{cwd}'.")
     if isinstance(error, FileNotFoundError):
@@ -222,7 +231,7 @@ def _signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-async def _terminate_group(process: PidfdProcess | anyio.abc.Process, grace: float) -> None:
+async def _terminate_group(process: _Process, grace: float) -> None:
     """SIGTERM the whole group, give it `grace` seconds, then SIGKILL whatever is left."""
     pgid = process.pid  # start_new_session makes the child a group leader: pgid == pid
     if _signal_group(pgid, signal.SIGTERM):
@@ -235,7 +244,7 @@ async def _terminate_group(process: PidfdProcess | anyio.abc.Process, grace: flo
     await process.wait()
 
 
-async def _feed_stdin(process: PidfdProcess | anyio.abc.Process, data: bytes) -> None:
+async def _feed_stdin(process: _Process, data: bytes) -> None:
     stream = process.stdin
     if stream is None:
         return
@@ -248,7 +257,7 @@ async def _feed_stdin(process: PidfdProcess | anyio.abc.Process, data: bytes) ->
         await stream.aclose()
 
 
-async def _pump(process: PidfdProcess | anyio.abc.Process, capture: _Capture) -> None:
+async def _pump(process: _Process, capture: _Capture) -> None:
     stream = process.stdout
     if stream is not None:
         try:
@@ -271,6 +280,7 @@ async def run_process(
     spill_dir: Path | None = None,
     memory_cap: int = 1 << 20,
     kill_grace: float = 0.2,
+    sandbox: SandboxPlan | None = None,
 ) -> ProcessOutcome:
     """Run `argv` (no shell) to completion, timeout, abort or cancellation, and report what it did.
 
@@ -289,7 +299,11 @@ async def run_process(
     _check_argv(argv)
     try:
         process = await open_process(
-            argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, cwd=cwd, env=env
+            argv,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            sandbox=sandbox,
         )
     except OSError as error:
         raise _spawn_error(argv, cwd, error) from error
@@ -330,12 +344,18 @@ async def run_process(
             await process.aclose()
 
     output = capture.finish()
+    exit_code = process.returncode if completed else None
+    if sandbox is not None and exit_code:
+        hint = refusal_hint(output, sandbox, cwd)
+        if hint is not None:
+            output = f"{output.rstrip()}\n{hint}\n"
     return ProcessOutcome(
         output=output,
-        exit_code=process.returncode if completed else None,
+        exit_code=exit_code,
         timed_out=not completed and not aborted,
         aborted=aborted and not completed,
         total_bytes=capture.total,
         spill_path=capture.spill_path,
         duration=time.monotonic() - start,
+        sandbox=sandbox.description if sandbox is not None else None,
     )

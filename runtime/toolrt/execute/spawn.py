@@ -6,19 +6,28 @@ that becomes readable when the process exits) lets the event loop wait for the e
 output pipe is read the same way. Elsewhere `anyio.open_process` is used.
 
 The returned object offers the subset of `anyio.abc.Process` that `run_process` uses.
+
+With a `SandboxPlan` the process starts inside the OS sandbox (see `toolrt.sandbox`): from a fresh
+thread that carries the sandbox into the child, or through the fork server; never with Python code
+between fork and exec in this threaded process.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-__all__ = ["PidfdProcess", "open_process"]
+from ..sandbox import kernel
+from ..sandbox.plan import SandboxPlan
+
+__all__ = ["PidfdProcess", "ServedProcess", "open_process"]
 
 
 def _pidfd_works() -> bool:
@@ -50,6 +59,15 @@ class _Output:
             if not data:
                 raise anyio.EndOfStream
             return data
+
+    def __aiter__(self) -> _Output:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self.receive(65536)
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
 
 
 class _Input:
@@ -84,6 +102,7 @@ class PidfdProcess:
         self.pid = popen.pid
         self.returncode: int | None = None
         self.stdout = _Output(popen.stdout.fileno()) if popen.stdout is not None else None
+        self.stderr = _Output(popen.stderr.fileno()) if popen.stderr is not None else None
         self.stdin = _Input(popen.stdin.fileno()) if popen.stdin is not None else None
 
     async def wait(self) -> int:
@@ -101,7 +120,7 @@ class PidfdProcess:
         os.close(self._pidfd)
         if self.stdin is not None:
             await self.stdin.aclose()
-        for stream in (self._popen.stdin, self._popen.stdout):
+        for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
             if stream is not None:
                 try:
                     stream.close()
@@ -109,26 +128,183 @@ class PidfdProcess:
                     pass
 
 
-async def open_process(argv: Sequence[str], *, stdin: int, cwd: Path, env: Mapping[str, str]) -> PidfdProcess | Any:
-    """Start `argv` in a new session with stdout and stderr merged into one pipe."""
+class ServedProcess:
+    """A child of the sandbox fork server: its exit status arrives on a private status channel."""
+
+    def __init__(
+        self,
+        pid: int,
+        channel: socket.socket,
+        stdout: int | None,
+        stderr: int | None,
+        stdin: int | None,
+        received: bytes = b"",
+    ) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._channel = channel
+        channel.setblocking(False)
+        self._buffer = received
+        """Status lines read so far (the exit may come along with the pid)."""
+        self.stdout = _Output(stdout) if stdout is not None else None
+        self.stderr = _Output(stderr) if stderr is not None else None
+        self.stdin = _Input(stdin) if stdin is not None else None
+        self._fds = [fd for fd in (stdout, stderr) if fd is not None]
+
+    def _parse(self) -> None:
+        for line in self._buffer.split(b"\n"):
+            if line.startswith(b"X"):
+                self.returncode = int(line[1:])
+
+    async def wait(self) -> int:
+        self._parse()  # the exit may have arrived with the pid
+        while self.returncode is None:
+            try:
+                data = self._channel.recv(256)
+            except BlockingIOError:
+                await anyio.wait_readable(self._channel)
+                continue
+            if not data:  # the server died: the child's fate is unknown, report it as killed
+                self.returncode = -9
+                break
+            self._buffer += data
+            self._parse()
+        return self.returncode
+
+    async def aclose(self) -> None:
+        await self.wait()
+        self._channel.close()
+        if self.stdin is not None:
+            await self.stdin.aclose()
+        for fd in self._fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds = []
+
+
+def _pipe_pair(wanted: bool) -> tuple[int | None, int | None]:
+    """(ours, theirs) ends of a pipe, or (None, None)."""
+    if not wanted:
+        return None, None
+    read, write = os.pipe2(os.O_CLOEXEC)
+    return read, write
+
+
+def _served(
+    argv: Sequence[str], plan: SandboxPlan, stdin: int, cwd: Path, env: Mapping[str, str], split: bool
+) -> ServedProcess:
+    from ..sandbox.launcher import fork_server
+
+    out_read, out_write = os.pipe2(os.O_CLOEXEC)
+    err_read, err_write = _pipe_pair(split)
+    in_write, in_read = None, None
+    if stdin == subprocess.PIPE:
+        in_read, in_write = os.pipe2(os.O_CLOEXEC)
+    devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if in_read is None else None
+    theirs = [in_read if in_read is not None else devnull, out_write, err_write if err_write is not None else out_write]
+    request = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), **plan.request()}
+    try:
+        channel = fork_server().submit(request, [fd for fd in theirs if fd is not None])
+    except BaseException:
+        for fd in (out_read, err_read, in_write):
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        for fd in {fd for fd in theirs if fd is not None}:
+            os.close(fd)
+    first = b""
+    while not first.endswith(b"\n"):
+        chunk = channel.recv(256)
+        if not chunk:
+            break
+        first += chunk
+    line, _, rest = first.partition(b"\n")
+    if not line.startswith(b"P"):
+        channel.close()
+        for fd in (out_read, err_read, in_write):
+            if fd is not None:
+                os.close(fd)
+        code, _, step = line[1:].decode(errors="replace").partition(" ")
+        number = int(code) if code.isdigit() else 0
+        if step == "exec":
+            raise OSError(number, os.strerror(number), argv[0])
+        if step == "chdir":
+            raise OSError(number, os.strerror(number), str(cwd))
+        raise kernel.SandboxSetupError(
+            f"the sandbox could not be set up ({step}: {os.strerror(number) if number else 'failed'})"
+        )
+    return ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest)
+
+
+def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
+    """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`)."""
+    result: list[subprocess.Popen[bytes] | BaseException] = []
+
+    def body() -> None:
+        try:
+            kernel.enter(plan.request())
+        except OSError as error:
+            result.append(kernel.SandboxSetupError(f"the sandbox could not be set up: {error}"))
+            return
+        try:
+            result.append(subprocess.Popen(list(argv), **options))
+        except BaseException as error:
+            result.append(error)
+
+    thread = threading.Thread(target=body, name="toolrt-sandboxed-spawn")
+    thread.start()
+    thread.join()
+    outcome = result[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+async def open_process(
+    argv: Sequence[str],
+    *,
+    stdin: int,
+    cwd: Path,
+    env: Mapping[str, str],
+    sandbox: SandboxPlan | None = None,
+    split_stderr: bool = False,
+) -> PidfdProcess | ServedProcess | Any:
+    """Start `argv` in a new session, stdout and stderr merged into one pipe (or two with
+    `split_stderr`), inside `sandbox` when given.
+
+    Raises:
+        OSError: the program cannot be started (also `SandboxSetupError` when the sandbox cannot be applied).
+    """
+    stderr = subprocess.PIPE if split_stderr else subprocess.STDOUT
+    if sandbox is not None and sandbox.launch == "forkserver":
+        return _served(argv, sandbox, stdin, cwd, env, split_stderr)
+    if sandbox is not None and sandbox.launch == "exec":
+        argv, sandbox = [*sandbox.prefix, *argv], None
     if not HAVE_PIDFD:
+        if sandbox is not None:
+            raise kernel.SandboxSetupError("the sandbox needs pidfd support (Linux 5.3 or later)")
         return await anyio.open_process(
             list(argv),
             stdin=stdin,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=stderr,
             cwd=cwd,
             env=env,
             start_new_session=True,
         )
-    popen = subprocess.Popen(
-        list(argv),
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=dict(env),
-        start_new_session=True,
-        close_fds=True,
+    options: dict[str, Any] = {
+        "stdin": stdin,
+        "stdout": subprocess.PIPE,
+        "stderr": stderr,
+        "cwd": cwd,
+        "env": dict(env),
+        "start_new_session": True,
+        "close_fds": True,
+    }
+    popen = (
+        _popen_in_sandbox(sandbox, argv, **options) if sandbox is not None else subprocess.Popen(list(argv), **options)
     )
     return PidfdProcess(popen)

@@ -24,7 +24,7 @@ from .rules import Ruleset
 __all__ = ["AgentInfo", "Layer", "PermissionConfig", "build_permission_config"]
 
 TRUNCATION_SOURCE = "built-in: truncation output directory"
-_LOCKED_KEYS = frozenset({"permission", "rules", "tests"})
+_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,13 @@ def _scope_problems(spec: FileSpec) -> list[Problem]:
         if spec.scope == "locked" and key not in _LOCKED_KEYS:
             problems.append(
                 location.problem(
-                    f'"{key}" is not allowed in the locked file: it holds only permission, rules and tests'
+                    f'"{key}" is not allowed in the locked file: it holds only permission, rules, tests and sandbox'
+                )
+            )
+        elif spec.scope != "locked" and key == "sandbox":
+            problems.append(
+                location.problem(
+                    '"sandbox" belongs in toolrt.yaml (tighten only) or in the locked file, not in permissions.yaml'
                 )
             )
         elif spec.scope == "builtin" and key == "inherit":

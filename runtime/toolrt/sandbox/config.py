@@ -1,0 +1,208 @@
+"""Where the sandbox settings come from: the host (environment), the project and tool files, the locked file.
+
+The one place that reads them, kept small so that it moves into the settings model as host-only
+settings in one piece. Host values may loosen (`TOOLRT_SANDBOX_MODE=off`, a writable package cache);
+the project's `toolrt.yaml` and tool files may only tighten, and a value that tries to loosen is a
+located config problem; the locked file fixes what it names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..config.document import Document
+from ..errors import Problem, ToolFailure
+from .plan import SandboxPlan, plan_sandbox
+from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
+from .support import Support, detect_support
+
+__all__ = [
+    "DEFAULT_PROTECTED",
+    "block_layer",
+    "build_policy",
+    "call_plan",
+    "host_layer",
+    "sandbox_problems",
+    "sandbox_status",
+    "tool_policy",
+]
+
+DEFAULT_PROTECTED: tuple[str, ...] = ("toolrt.yaml", "permissions.yaml", "tools.d", ".git")
+"""Paths under the project root kept read-only inside the sandbox (where a mount namespace exists):
+toolrt's own config and the VCS internals, so a process cannot rewrite the rules that bind it."""
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def host_layer(environ: Mapping[str, str], problems: list[Problem]) -> SandboxLayer:
+    """`TOOLRT_SANDBOX_MODE`, `TOOLRT_SANDBOX_NETWORK`, `TOOLRT_SANDBOX_WRITABLE` (os.pathsep-separated)."""
+    mode_text = environ.get("TOOLRT_SANDBOX_MODE")
+    mode: Mode | None = None
+    if mode_text:
+        if mode_text not in MODES:
+            problems.append(_env_problem(f"TOOLRT_SANDBOX_MODE={mode_text!r} is not one of {', '.join(MODES)}"))
+        else:
+            mode = mode_text
+    network: bool | None = None
+    network_text = environ.get("TOOLRT_SANDBOX_NETWORK", "").strip().lower()
+    if network_text in _TRUE:
+        network = True
+    elif network_text in _FALSE:
+        network = False
+    elif network_text:
+        problems.append(_env_problem(f"TOOLRT_SANDBOX_NETWORK={network_text!r} is not a boolean (true or false)"))
+    writable: tuple[Path, ...] | None = None
+    writable_text = environ.get("TOOLRT_SANDBOX_WRITABLE")
+    if writable_text:
+        writable = tuple(Path(os.path.normpath(Path(p).expanduser())) for p in writable_text.split(os.pathsep) if p)
+        for path in writable:
+            if not path.is_absolute() or not path.is_dir():
+                problems.append(
+                    _env_problem(f"TOOLRT_SANDBOX_WRITABLE names '{path}', which is not an existing directory")
+                )
+    return SandboxLayer(mode, network, writable, None, "environment")
+
+
+def block_layer(document: Document, pointer: str, *, base: Path) -> SandboxLayer | None:
+    """The `sandbox:` block at `pointer` of a schema-valid document; relative paths are against `base`."""
+    data: Any = document.data or {}
+    for part in (p for p in pointer.split("/") if p):
+        data = data.get(part) if isinstance(data, Mapping) else None
+    if not isinstance(data, Mapping):
+        return None
+    writable = data.get("writable")
+    mode = data.get("mode")
+    return SandboxLayer(
+        mode="off" if mode is False else mode,  # YAML 1.1 reads an unquoted `off` as false
+        network=data.get("network"),
+        writable=(
+            tuple(Path(os.path.normpath(base / Path(p).expanduser())) for p in writable)
+            if writable is not None
+            else None
+        ),
+        required=data.get("required"),
+        source=document.source(pointer),
+    )
+
+
+def build_policy(
+    *,
+    root: Path,
+    project: Document | None,
+    locked: Document | None,
+    environ: Mapping[str, str],
+    problems: list[Problem],
+) -> SandboxPolicy:
+    """The snapshot's sandbox policy: host within the locked file, then the project, tighten-only."""
+    host = host_layer(environ, problems)
+    locked_layer = block_layer(locked, "/sandbox", base=root) if locked is not None else None
+    policy, warnings = merge_tighter(host, locked_layer)
+    problems.extend(_env_problem(w, severity="warning") for w in warnings)
+    if project is not None:
+        layer = block_layer(project, "/sandbox", base=root)
+        if layer is not None:
+            problems.extend(_located(project, "/sandbox", loosening(policy, layer, root=root)))
+            policy = policy.tightened(layer, root=root)
+    protected = tuple(root / name for name in DEFAULT_PROTECTED)
+    return SandboxPolicy(
+        mode=policy.mode,
+        network=policy.network,
+        writable=policy.writable,
+        protected=protected,
+        required=policy.required,
+        ceiling=policy.ceiling,
+        external_writable=policy.external_writable,
+    )
+
+
+def tool_policy(
+    base: SandboxPolicy, document: Document | None, *, root: Path, problems: list[Problem]
+) -> SandboxPolicy | None:
+    """A tool file's tightened policy, or None when the file has no `sandbox:` block."""
+    if document is None:
+        return None
+    layer = block_layer(document, "/sandbox", base=root)
+    if layer is None:
+        return None
+    problems.extend(_located(document, "/sandbox", loosening(base, layer, root=root)))
+    return base.tightened(layer, root=root)
+
+
+def call_plan(
+    policy: SandboxPolicy,
+    *,
+    root: Path,
+    output_dir: Path,
+    granted: Iterable[tuple[str, str]] = (),
+    support: Support | None = None,
+) -> SandboxPlan | None:
+    """The plan for one call: the policy widened by the call's allowed `external_directory` requests.
+
+    Raises:
+        ToolFailure: the locked file requires a sandbox and this machine has none.
+    """
+    directories = tuple(
+        Path(pattern[:-2])
+        for permission, pattern in granted
+        if permission == "external_directory" and pattern.endswith("/*")
+    )
+    support = support or detect_support()
+    plan = plan_sandbox(policy.widened_for_call(directories), support, root=root, output_dir=output_dir)
+    if plan is None and policy.required:
+        raise ToolFailure(
+            f"This tool runs a process, and the locked file requires an OS sandbox, which is not available here: "
+            f"{support.describe()}. Nothing was run."
+        )
+    return plan
+
+
+def sandbox_status(policy: SandboxPolicy, support: Support | None = None) -> str:
+    """One line for `toolrt validate` and `toolrt serve`: which sandbox the tools' processes run in."""
+    if policy.mode == "off":
+        return "off (a host setting turned it off)"
+    support = support or detect_support()
+    if not support.available:
+        refused = "; process tools are refused: the locked file requires a sandbox" if policy.required else ""
+        return f"{support.describe()}{refused}"
+    network = "network on" if policy.network else "network off"
+    return f"{support.describe()} ({policy.mode}, {network})"
+
+
+def sandbox_problems(policy: SandboxPolicy, support: Support | None = None) -> list[Problem]:
+    """A warning when processes would run without any OS sandbox (never a silent run that claims one)."""
+    support = support or detect_support()
+    if policy.mode == "off" or support.available:
+        return []
+    consequence = (
+        "process tools are refused (the locked file requires a sandbox)"
+        if policy.required
+        else "bash, argv and shell tools run with the user's full rights"
+    )
+    return [
+        Problem(
+            "<sandbox>",
+            0,
+            0,
+            "",
+            f"no OS sandbox on this machine: {support.reason}; {consequence}. Use a kernel with Landlock "
+            "(Linux 5.13+) or install bubblewrap.",
+            "warning",
+        )
+    ]
+
+
+def _located(document: Document, pointer: str, found: list[tuple[str, str]]) -> list[Problem]:
+    problems = []
+    for key, message in found:
+        at = f"{pointer}/{key}"
+        line, column = document.locate(at)
+        problems.append(Problem(document.name, line, column, at, message))
+    return problems
+
+
+def _env_problem(message: str, *, severity: str = "error") -> Problem:
+    return Problem("<environment>", 0, 0, "", message, severity)  # type: ignore[arg-type]

@@ -1,0 +1,204 @@
+"""The fork server: a single-threaded process that forks, sandboxes and execs each tool process.
+
+toolrt itself is threaded (worker threads, the event loop), so it must not run Python between fork
+and exec (`preexec_fn`). Instead it starts this server once, as `python -I -S forkserver.py FD`
+(standard library only, so it starts in milliseconds and no project file can shadow an import), and
+sends it one request per process over a UNIX socket, with the child's stdin, stdout, stderr and a
+private status channel attached as descriptors. For each request the server forks; the child, in
+a process that has only ever had one thread, then:
+
+1. starts a new session (its own process group, which toolrt kills whole on timeout);
+2. moves to new mount and network namespaces when asked, makes the protected paths read-only bind
+   mounts, and leaves the network with only a downed loopback;
+3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
+   nohup and double forks; a Landlocked process cannot undo mounts);
+4. closes every other descriptor and execs the program.
+
+Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
+own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
+
+Status channel, server → client, one line each: `P<pid>` once the program is running, or
+`E<errno> <step>` when it could not start; then `X<code>` when it exits (negative: killed by that
+signal). A request is `<length:4 bytes big-endian><JSON>` on the same channel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+
+if __package__:
+    from . import kernel
+else:  # run by path under `python -I -S`, outside the package
+    import kernel  # type: ignore[no-redef,import-not-found]
+
+__all__ = ["main"]
+
+_REQUEST_TIMEOUT = 10.0
+
+
+def _probe(flags: int) -> bool:
+    """Can a child of ours unshare these namespaces (and make its mounts private)?"""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            kernel.unshare(flags)
+            if flags & kernel.CLONE_NEWNS:
+                kernel.make_mounts_private()
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _capabilities() -> dict[str, object]:
+    """Find what this kernel lets us do, entering a user namespace when that is what it takes."""
+    userns = False
+    wanted = kernel.CLONE_NEWNS | kernel.CLONE_NEWNET
+    if not _probe(wanted):
+        uid, gid = os.geteuid(), os.getegid()
+        try:
+            kernel.unshare(kernel.CLONE_NEWUSER)
+            kernel.map_user(uid, gid)
+            userns = True
+        except OSError:
+            pass
+    mount = _probe(kernel.CLONE_NEWNS)
+    net = _probe(kernel.CLONE_NEWNET)
+    return {"abi": kernel.landlock_abi(), "mount": mount, "net": net, "userns": userns}
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError("request cut short")
+        data += chunk
+    return data
+
+
+def _child(request: dict[str, object], stdio: list[int], report: int) -> None:
+    """In the forked child: sandbox, then exec. Never returns."""
+    step = "setsid"
+    try:
+        os.setsid()
+        step = "stdio"
+        for target, fd in enumerate(stdio):
+            os.dup2(fd, target)
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        step = "sandbox"
+        kernel.enter(request)
+        step = "chdir"
+        os.chdir(str(request["cwd"]))
+        step = "exec"
+        kernel.closerange_except([report])
+        argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
+        env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
+        os.execvpe(argv[0], argv, env)
+    except OSError as error:
+        os.write(report, f"{error.errno or 0} {step}".encode())
+    except BaseException as error:  # a bug must still reach the caller, and never run unsandboxed
+        os.write(report, f"0 {step}: {type(error).__name__}: {error}".encode()[:512])
+    finally:
+        os._exit(127)
+
+
+class _Server:
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(control, selectors.EVENT_READ, None)
+        self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd → (pid, status channel)
+        self.open = True
+
+    def run(self) -> None:
+        while self.open or self.children:
+            for key, _ in self.selector.select():
+                if key.data is None:
+                    self._accept()
+                else:
+                    self._reap(key.fd)
+
+    def _accept(self) -> None:
+        try:
+            message, fds, _, _ = socket.recv_fds(self.control, 16, 4)
+        except OSError:
+            message, fds = b"", []
+        if not message:
+            self.open = False
+            self.selector.unregister(self.control)
+            for fd in fds:
+                os.close(fd)
+            return
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            return
+        *stdio, channel_fd = fds
+        channel = socket.socket(fileno=channel_fd)
+        try:
+            self._spawn(channel, stdio)
+        except (OSError, EOFError, ValueError) as error:
+            try:
+                channel.sendall(f"E0 request: {error}\n".encode())
+            except OSError:
+                pass
+            channel.close()
+        finally:
+            for fd in stdio:
+                os.close(fd)
+
+    def _spawn(self, channel: socket.socket, stdio: list[int]) -> None:
+        channel.settimeout(_REQUEST_TIMEOUT)
+        (size,) = struct.unpack(">I", _read_exact(channel, 4))
+        request = json.loads(_read_exact(channel, size))
+        report_read, report_write = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            os.close(report_read)
+            _child(request, stdio, report_write)
+        os.close(report_write)
+        failure = b""
+        while chunk := os.read(report_read, 512):
+            failure += chunk
+        os.close(report_read)
+        if failure:
+            os.waitpid(pid, 0)
+            channel.sendall(b"E" + failure + b"\n")
+            channel.close()
+            return
+        channel.sendall(f"P{pid}\n".encode())
+        pidfd = os.pidfd_open(pid)
+        self.children[pidfd] = (pid, channel)
+        self.selector.register(pidfd, selectors.EVENT_READ, pid)
+
+    def _reap(self, pidfd: int) -> None:
+        pid, channel = self.children.pop(pidfd)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        try:
+            channel.sendall(f"X{os.waitstatus_to_exitcode(status)}\n".encode())
+        except OSError:
+            pass  # the client went away; nothing left to tell
+        channel.close()
+
+
+def main(argv: list[str]) -> int:
+    control = socket.socket(fileno=int(argv[1]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for toolrt, which tells us by closing the socket
+    control.send(json.dumps(_capabilities()).encode())
+    _Server(control).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

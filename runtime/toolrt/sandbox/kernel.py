@@ -1,0 +1,247 @@
+"""The Linux system calls the sandbox needs, through ctypes: Landlock, namespaces, bind mounts.
+
+Standard library only: the fork server runs this module under `python -I -S`, outside the toolrt
+package, so that it starts in milliseconds and imports nothing a project could shadow.
+
+Landlock rights are enabled best effort: only those the running kernel's ABI knows are handled, and
+`landlock_abi()` says which ABI that was, so the caller can report what was enforced.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "SandboxSetupError",
+    "enter",
+    "CLONE_NEWNET",
+    "CLONE_NEWNS",
+    "CLONE_NEWUSER",
+    "LandlockRules",
+    "bind_read_only",
+    "landlock_abi",
+    "make_mounts_private",
+    "restrict_self",
+    "set_no_new_privs",
+    "unshare",
+]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+_SYSCALLS = {  # (create_ruleset, add_rule, restrict_self): the same numbers on every architecture since 5.13
+    "x86_64": (444, 445, 446),
+    "aarch64": (444, 445, 446),
+    "arm64": (444, 445, 446),
+    "riscv64": (444, 445, 446),
+    "ppc64le": (444, 445, 446),
+    "s390x": (444, 445, 446),
+}
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+# Filesystem rights, with the ABI that introduced each.
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+FS_FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+"""The rights a rule on a file (not a directory) may carry."""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
+
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+# statvfs flags that a read-only remount must keep, else the kernel refuses it in a user namespace.
+_KEPT_FLAGS = os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME | os.ST_RELATIME
+
+
+class SandboxSetupError(OSError):
+    """The sandbox could not be applied; the process was not started (fail closed)."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+def _fail(what: str) -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _numbers() -> tuple[int, int, int] | None:
+    return _SYSCALLS.get(platform.machine()) if platform.system() == "Linux" else None
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version the kernel offers; 0 when Landlock is absent or disabled."""
+    numbers = _numbers()
+    if numbers is None:
+        return 0
+    version = int(_libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)))
+    return max(version, 0)
+
+
+class LandlockRules:
+    """A ruleset being built: which rights are handled, which paths get which of them."""
+
+    def __init__(self, abi: int, *, deny_tcp: bool, scope_signals: bool, scope_abstract_unix: bool) -> None:
+        self.abi = abi
+        self.fs = _FS_BY_ABI.get(abi, _FS_BY_ABI[5])
+        self.net = NET_BIND_TCP | NET_CONNECT_TCP if deny_tcp and abi >= 4 else 0
+        scoped = 0
+        if abi >= 6:
+            scoped |= SCOPE_SIGNAL if scope_signals else 0
+            scoped |= SCOPE_ABSTRACT_UNIX_SOCKET if scope_abstract_unix else 0
+        self.scoped = scoped
+        self.paths: list[tuple[str, int]] = []
+
+    def allow(self, path: str, rights: int) -> None:
+        self.paths.append((path, rights))
+
+
+def restrict_self(rules: LandlockRules) -> None:
+    """Enforce `rules` on the calling thread and every process it later starts. Paths that do not
+    exist are skipped (a missing /dev/tty is no reason to fail). Raises OSError when the kernel refuses."""
+    numbers = _numbers()
+    if numbers is None:
+        raise OSError(38, "Landlock is only available on Linux")
+    create, add_rule, restrict = numbers
+    attr = _RulesetAttr(rules.fs, rules.net, rules.scoped)
+    size = 8 if rules.abi < 4 else 16 if rules.abi < 6 else 24
+    ruleset = int(_libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
+    if ruleset < 0:
+        raise _fail("landlock_create_ruleset")
+    try:
+        for path, rights in rules.paths:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                allowed = rights & rules.fs
+                if not os.path.isdir(path):
+                    allowed &= FS_FILE_ONLY
+                beneath = _PathBeneathAttr(allowed, fd)
+                if _libc.syscall(add_rule, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
+                    raise _fail(f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+        set_no_new_privs()
+        if _libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) < 0:
+            raise _fail("landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
+def set_no_new_privs() -> None:
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _fail("prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def unshare(flags: int) -> None:
+    if _libc.unshare(ctypes.c_int(flags)) != 0:
+        raise _fail("unshare")
+
+
+def _mount(source: bytes | None, target: bytes, flags: int) -> None:
+    if _libc.mount(source, target, None, ctypes.c_ulong(flags), None) != 0:
+        raise _fail(f"mount {target.decode(errors='replace')}")
+
+
+def make_mounts_private() -> None:
+    """Stop mounts made from here on from propagating back to the namespace we came from."""
+    _mount(b"none", b"/", MS_REC | MS_PRIVATE)
+
+
+def bind_read_only(paths: Iterable[str]) -> None:
+    """Bind-mount each existing path onto itself, read-only (in a private mount namespace)."""
+    for path in paths:
+        try:
+            kept = os.statvfs(path).f_flag & _KEPT_FLAGS
+        except FileNotFoundError:
+            continue
+        target = os.fsencode(path)
+        _mount(target, target, MS_BIND | MS_REC)
+        _mount(None, target, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+
+
+def map_user(uid: int, gid: int) -> None:
+    """In a fresh user namespace: keep our own uid and gid (no root inside unless we were root outside)."""
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+
+
+def closerange_except(keep: Sequence[int]) -> None:
+    """Close every descriptor from 3 up except those in `keep`."""
+    low = 3
+    for fd in sorted(k for k in keep if k >= 3):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+
+
+def enter(request: Mapping[str, Any]) -> None:
+    """Put the calling thread (and so every process it starts) in the sandbox a request describes:
+    namespaces and read-only mounts first (a Landlocked thread may not mount), then Landlock."""
+    read_only = [str(p) for p in request.get("read_only", ())]
+    flags = (CLONE_NEWNS if read_only else 0) | (CLONE_NEWNET if request.get("unshare_net") else 0)
+    if flags:
+        unshare(flags)
+        if read_only:
+            make_mounts_private()
+            bind_read_only(read_only)
+    landlock = request.get("landlock")
+    if isinstance(landlock, Mapping):
+        rules = LandlockRules(
+            int(landlock["abi"]),
+            deny_tcp=bool(landlock["deny_tcp"]),
+            scope_signals=bool(landlock["scope_signals"]),
+            scope_abstract_unix=bool(landlock["scope_abstract_unix"]),
+        )
+        for path, rights in landlock["paths"]:
+            rules.allow(str(path), int(rights))
+        restrict_self(rules)

@@ -1,0 +1,157 @@
+"""From a policy to what the kernel is told for one process, and a line saying what that enforces.
+
+A `SandboxPlan` is concrete: the Landlock rules (path, rights), whether the process gets its own
+network namespace, which protected paths become read-only bind mounts. It is built per call (an
+allowed `external_directory` widens the writable set for that call only) and costs a few
+microseconds: no file is read, only `os.path.exists` on the protected paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import kernel
+from .bwrap import bwrap_argv
+from .policy import SandboxPolicy
+from .seatbelt import seatbelt_argv
+from .support import Support
+
+__all__ = ["DEVICE_FILES", "SandboxPlan", "plan_sandbox", "within", "writable_set"]
+
+DEVICE_FILES: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts")
+"""Writable in every mode: programs expect to write to these (`2>/dev/null`, a terminal)."""
+_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+_ALL = (1 << 16) - 1
+_DEVICE = kernel.FS_READ_FILE | kernel.FS_WRITE_FILE | kernel.FS_TRUNCATE | kernel.FS_IOCTL_DEV
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPlan:
+    """What to enforce on one process."""
+
+    launch: str
+    """`thread` or `forkserver` (Landlock, see `support`), or `exec`: run `prefix + argv` (bubblewrap, Seatbelt)."""
+    landlock_abi: int
+    rules: tuple[tuple[str, int], ...]
+    """(path, Landlock rights) pairs: read and execute everywhere, everything in the writable set."""
+    writable: tuple[str, ...]
+    """The writable set, for messages and for mechanisms other than Landlock."""
+    deny_network: bool
+    unshare_net: bool
+    read_only: tuple[str, ...]
+    """Protected paths bind-mounted read-only in a private mount namespace."""
+    description: str
+    """What is enforced, for `toolrt call --json` metadata: `landlock ABI 7 workspace-write + netns`."""
+    mode: str = "workspace-write"
+    prefix: tuple[str, ...] = ()
+    """For `exec`: the sandboxing command to put in front of the program's argv."""
+
+    def request(self) -> dict[str, object]:
+        """The fork server's request fields (see `forkserver`)."""
+        return {
+            "landlock": {
+                "abi": self.landlock_abi,
+                "paths": [list(rule) for rule in self.rules],
+                "deny_tcp": self.deny_network,
+                "scope_signals": True,
+                "scope_abstract_unix": self.deny_network,
+            },
+            "unshare_net": self.unshare_net,
+            "read_only": list(self.read_only),
+        }
+
+
+@functools.lru_cache(maxsize=256)
+def writable_set(policy: SandboxPolicy, *, root: Path, output_dir: Path) -> tuple[str, ...]:
+    """The directories a process may write under `policy` (the device files aside); cached, since
+    resolving them costs more than the rest of a plan."""
+    paths: list[str] = []
+    if policy.mode == "workspace-write":
+        paths.append(str(root))
+        paths.extend(dict.fromkeys((tempfile.gettempdir(), *_TEMP_DIRS)))
+        paths.append(str(output_dir))
+    paths.extend(str(p) for p in policy.writable)
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
+
+
+def plan_sandbox(policy: SandboxPolicy, support: Support, *, root: Path, output_dir: Path) -> SandboxPlan | None:
+    """The plan for `policy` on this machine; None when the mode is `off` or no mechanism exists."""
+    if policy.mode == "off" or not support.available:
+        return None
+    writable = writable_set(policy, root=root, output_dir=output_dir)
+    deny_network = not policy.network
+    declared = tuple(os.path.realpath(p) for p in policy.writable)
+    protected = tuple(
+        str(p)
+        for p in policy.protected
+        if policy.mode == "workspace-write" and os.path.lexists(p) and not any(within(str(p), d) for d in declared)
+    )
+    if not support.landlock_abi:
+        return _exec_plan(policy, support, writable, protected, root)
+    rules = [("/", kernel.FS_READ)]
+    rules.extend((device, _DEVICE) for device in DEVICE_FILES)
+    rules.extend((path, _ALL) for path in writable)
+    unshare_net = deny_network and support.net_namespace
+    read_only = protected if support.mount_namespace else ()
+    parts = [f"landlock ABI {support.landlock_abi} {policy.mode}"]
+    if deny_network:
+        if unshare_net:
+            parts.append("netns")
+        elif support.landlock_abi >= 4:
+            parts.append("network off: TCP only (no network namespace)")
+        else:
+            parts.append("network NOT off (no network namespace, Landlock ABI < 4)")
+    if read_only:
+        parts.append(_read_only_note(read_only, root))
+    elif protected:
+        parts.append("protected paths writable (no mount namespace)")
+    return SandboxPlan(
+        launch=support.launch,
+        landlock_abi=support.landlock_abi,
+        rules=tuple(rules),
+        writable=writable,
+        deny_network=deny_network,
+        unshare_net=unshare_net,
+        read_only=read_only,
+        description=" + ".join(parts),
+        mode=policy.mode,
+    )
+
+
+def _exec_plan(
+    policy: SandboxPolicy, support: Support, writable: tuple[str, ...], protected: tuple[str, ...], root: Path
+) -> SandboxPlan:
+    """bubblewrap (Linux without Landlock) or Seatbelt (macOS): a command put in front of the program."""
+    if support.bwrap:
+        prefix = bwrap_argv(support.bwrap, writable, protected, network=policy.network)
+        parts = [f"bubblewrap {policy.mode}"] + ([] if policy.network else ["netns"])
+    else:
+        prefix = seatbelt_argv(writable, protected, network=policy.network)
+        parts = [f"seatbelt {policy.mode} (untested)"] + ([] if policy.network else ["network off"])
+    if protected:
+        parts.append(_read_only_note(protected, root))
+    return SandboxPlan(
+        launch="exec",
+        landlock_abi=0,
+        rules=(),
+        writable=writable,
+        deny_network=not policy.network,
+        unshare_net=False,
+        read_only=protected,
+        description=" + ".join(parts),
+        mode=policy.mode,
+        prefix=tuple(prefix),
+    )
+
+
+def _read_only_note(paths: tuple[str, ...], root: Path) -> str:
+    return "read-only " + ", ".join(os.path.relpath(p, root) for p in paths)
+
+
+def within(path: str, directory: str) -> bool:
+    """`path` is `directory` or beneath it (both normalised strings)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")

@@ -1,0 +1,155 @@
+"""What a sandboxed process may do: the policy, how layers of config combine, and per-call widening.
+
+Layers, loosest first: the built-in default (`workspace-write`, network on), the host (CLI,
+environment, user settings file), then the project's `toolrt.yaml` and each tool file, which may
+only tighten. The locked file fixes whatever it names: nothing after it loosens that, and the host
+cannot loosen it either. Modes order `read-only` < `workspace-write` < `off`; `network: false` <
+`true`; a `writable` path widens only what the layer above it allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["MODES", "Mode", "SandboxLayer", "SandboxPolicy", "loosening", "merge_tighter"]
+
+Mode = Literal["read-only", "workspace-write", "off"]
+MODES: tuple[Mode, ...] = ("read-only", "workspace-write", "off")
+"""Tightest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLayer:
+    """One config layer's `sandbox:` block: only the keys it sets are not None."""
+
+    mode: Mode | None = None
+    network: bool | None = None
+    writable: tuple[Path, ...] | None = None
+    """Absolute, normalised paths."""
+    required: bool | None = None
+    """Locked file only: refuse to run process tools when no kernel sandbox is available."""
+    source: str = ""
+    """Where the block came from, for messages (`toolrt.yaml:12`, `TOOLRT_SANDBOX_MODE`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """The effective limits of one process (or of every process of a snapshot, before per-call widening)."""
+
+    mode: Mode = "workspace-write"
+    network: bool = True
+    writable: tuple[Path, ...] = ()
+    """Directories writable besides the project root, temp and tool-output (in `workspace-write`),
+    or besides nothing (in `read-only`, where only these and the usual devices are writable)."""
+    protected: tuple[Path, ...] = ()
+    """Paths inside the root that stay read-only in the sandbox where a mount namespace allows it."""
+    required: bool = False
+    ceiling: Mode = "off"
+    """The loosest mode the locked file (or host) permits; per-call widening never goes past it."""
+    external_writable: bool = True
+    """False when the locked file fixed `writable`: an allowed external_directory does not widen it."""
+
+    def widened_for_call(self, directories: tuple[Path, ...]) -> SandboxPolicy:
+        """This policy with `directories` writable too (an allowed `external_directory` request),
+        unless the locked file fixed the writable set or the mode is read-only."""
+        extra = tuple(d for d in directories if d not in self.writable)
+        if not extra or not self.external_writable or self.mode != "workspace-write":
+            return self
+        return replace(self, writable=self.writable + extra)
+
+    def tightened(self, layer: SandboxLayer, *, root: Path) -> SandboxPolicy:
+        """Apply a tighten-only layer (project or tool file); call `loosening` first to report misuse."""
+        mode = self.mode if layer.mode is None else min(self.mode, layer.mode, key=MODES.index)
+        network = self.network and (layer.network if layer.network is not None else True)
+        writable = self.writable
+        if layer.writable is not None:
+            inside = tuple(p for p in layer.writable if _within(p, root))
+            if self.mode == "read-only" and mode == "read-only":
+                writable = tuple(p for p in inside if any(_within(p, w) for w in self.writable))
+            elif mode == "read-only":
+                writable = inside
+        return replace(self, mode=mode, network=network, writable=writable)
+
+
+def loosening(policy: SandboxPolicy, layer: SandboxLayer, *, root: Path) -> list[tuple[str, str]]:
+    """The keys of a tighten-only layer that would loosen `policy`: (key, message) pairs."""
+    found: list[tuple[str, str]] = []
+    if layer.mode is not None and MODES.index(layer.mode) > MODES.index(policy.mode):
+        found.append(
+            (
+                "mode",
+                f"sandbox mode '{layer.mode}' would loosen '{policy.mode}': a project may only tighten the "
+                "sandbox; set a looser mode on the host (TOOLRT_SANDBOX_MODE in its environment)",
+            )
+        )
+    if layer.network is True and not policy.network:
+        found.append(
+            (
+                "network",
+                "sandbox network: true would turn the network back on: a project may only turn it off; "
+                "enable it on the host (TOOLRT_SANDBOX_NETWORK=true)",
+            )
+        )
+    for index, path in enumerate(layer.writable or ()):
+        if not _within(path, root):
+            found.append(
+                (
+                    f"writable/{index}",
+                    f"sandbox writable path '{path}' is outside the project root: a project may only name "
+                    "directories inside it; declare outside ones on the host (TOOLRT_SANDBOX_WRITABLE)",
+                )
+            )
+        elif not path.is_dir():
+            found.append((f"writable/{index}", f"sandbox writable path '{path}' does not exist or is not a directory"))
+    return found
+
+
+def merge_tighter(host: SandboxLayer, locked: SandboxLayer | None) -> tuple[SandboxPolicy, list[str]]:
+    """The policy before the project's layer: the host's choices within what the locked file fixes.
+
+    Returns the policy and warnings for host values the locked file overrode."""
+    warnings: list[str] = []
+    mode: Mode = host.mode or "workspace-write"
+    network = True if host.network is None else host.network
+    writable = host.writable or ()
+    ceiling: Mode = "off"
+    fixed_writable = False
+    if locked is not None:
+        if locked.mode is not None:
+            ceiling = locked.mode
+            if MODES.index(mode) > MODES.index(locked.mode):
+                if host.mode is not None:
+                    warnings.append(
+                        f"{host.source}: sandbox mode '{mode}' ignored: the locked file fixes '{locked.mode}'"
+                    )
+                mode = locked.mode
+            elif host.mode is None:
+                mode = locked.mode
+        if locked.network is not None:
+            if network and not locked.network and host.network is True:
+                warnings.append(f"{host.source}: sandbox network ignored: the locked file turns the network off")
+            network = network and locked.network if host.network is not None else locked.network
+        if locked.writable is not None:
+            fixed_writable = True
+            if host.writable and set(host.writable) - set(locked.writable):
+                warnings.append(f"{host.source}: sandbox writable paths ignored: the locked file fixes them")
+            writable = locked.writable
+    if locked is not None and locked.required and mode == "off":
+        mode = "workspace-write"
+    policy = SandboxPolicy(
+        mode=mode,
+        network=network,
+        writable=tuple(writable),
+        required=bool(locked is not None and locked.required),
+        ceiling=ceiling,
+        external_writable=not fixed_writable,
+    )
+    return policy, warnings
+
+
+def _within(path: Path, root: Path) -> bool:
+    path = Path(os.path.normpath(path))
+    return path == root or root in path.parents

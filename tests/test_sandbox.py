@@ -1,0 +1,309 @@
+"""The OS sandbox against the real kernel: Landlock, namespaces, read-only mounts, through real bash.
+
+Every test here attacks the running kernel, not a model of it. The "outside" directories live under
+the home directory, since the system temp directory (where pytest puts project roots) is writable
+inside the sandbox by design.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolrt import Runtime
+from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox.config import call_plan
+from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
+from toolrt.sandbox.policy import SandboxPolicy
+from toolrt.sandbox.support import Support, detect_support
+
+SUPPORT = detect_support()
+pytestmark = pytest.mark.skipif(not SUPPORT.landlock_abi, reason=f"no Landlock on this machine: {SUPPORT.describe()}")
+LAUNCHES = ["thread", "forkserver"]
+ENV = build_env()
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A directory outside the project root and outside every writable temp directory."""
+    path = Path(tempfile.mkdtemp(prefix=".toolrt-sandbox-test-", dir=Path.home()))
+    if any(str(path).startswith(p) for p in ("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())):
+        pytest.fail(f"the home directory {Path.home()} is inside a temp directory: no place outside the sandbox")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def plan_for(root: Path, launch: str = "thread", **policy: object) -> SandboxPlan:
+    support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+    protected = tuple(root / name for name in ("toolrt.yaml", ".git"))
+    plan = plan_sandbox(
+        SandboxPolicy(protected=protected, **policy),  # type: ignore[arg-type]
+        support,
+        root=root,
+        output_dir=root / "tool-output",
+    )
+    assert plan is not None
+    return plan
+
+
+def sh(command: str, plan: SandboxPlan | None, cwd: Path) -> ProcessOutcome:
+    async def main() -> ProcessOutcome:
+        return await run_process(["bash", "-c", command], cwd=cwd, env=ENV, timeout=20, sandbox=plan)
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_write_outside_the_root_is_refused_and_inside_works(tmp_path: Path, outside: Path, launch: str) -> None:
+    plan = plan_for(tmp_path, launch)
+    result = sh(
+        f"echo in > inside.txt; echo out > {outside}/escaped.txt; echo quiet 2>/dev/null >/dev/null", plan, tmp_path
+    )
+    assert (tmp_path / "inside.txt").read_text() == "in\n"
+    assert not (outside / "escaped.txt").exists()
+    assert f"{outside}/escaped.txt: Permission denied" in result.output
+    assert result.exit_code == 0  # the last command, writing to /dev/null, worked
+    assert result.sandbox == plan.description
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_refused_write_ends_with_one_line_from_toolrt(tmp_path: Path, outside: Path, launch: str) -> None:
+    result = sh(f"touch {outside}/x", plan_for(tmp_path, launch), tmp_path)
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert "Permission denied" in lines[0]
+    assert lines[-1].startswith(f"toolrt: the sandbox refused a write to {outside} ")
+    assert "external_directory" in lines[-1] and "TOOLRT_SANDBOX_WRITABLE" in lines[-1]
+
+
+def test_devices_and_temp_are_writable_in_workspace_write(tmp_path: Path) -> None:
+    result = sh(
+        'echo a > /dev/null && echo b 2>/dev/null 1>&2 && head -c 4 /dev/zero | wc -c && t=$(mktemp) && echo t > "$t" '
+        '&& cat "$t" && rm "$t"',
+        plan_for(tmp_path),
+        tmp_path,
+    )
+    assert result.output == "4\nt\n"
+    assert result.exit_code == 0
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_read_only_mode_reads_anywhere_and_writes_nowhere(tmp_path: Path, outside: Path, launch: str) -> None:
+    (outside / "readable.txt").write_text("outside text\n")
+    plan = plan_for(tmp_path, launch, mode="read-only")
+    targets = [
+        tmp_path / "f",
+        tmp_path / "tool-output" / "f",
+        Path(tempfile.gettempdir()) / "toolrt-ro-test",
+        outside / "f",
+    ]
+    (tmp_path / "tool-output").mkdir()
+    attempts = "; ".join(f"echo x > {t}; mkdir {t}.d" for t in targets)
+    result = sh(f"cat {outside}/readable.txt; {attempts}; echo ok > /dev/null && echo devices-ok", plan, tmp_path)
+    assert result.output.startswith("outside text\n")
+    assert "devices-ok" in result.output
+    for target in targets:
+        assert not target.exists() and not Path(f"{target}.d").exists(), target
+    assert result.output.count("Permission denied") == 2 * len(targets)
+
+
+@pytest.fixture
+def listeners() -> Iterator[tuple[socket.socket, socket.socket]]:
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    tcp.settimeout(10)
+    udp.settimeout(10)
+    yield tcp, udp
+    tcp.close()
+    udp.close()
+
+
+def _reach(tcp: socket.socket, udp: socket.socket) -> str:
+    tcp_port, udp_port = tcp.getsockname()[1], udp.getsockname()[1]
+    return (
+        f"(exec 3<>/dev/tcp/127.0.0.1/{tcp_port} && echo tcp-connected); "
+        f"(echo ping > /dev/udp/127.0.0.1/{udp_port} && echo udp-sent)"
+    )
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_network_false_stops_tcp_and_udp_to_loopback(
+    tmp_path: Path, listeners: tuple[socket.socket, socket.socket], launch: str
+) -> None:
+    tcp, udp = listeners
+    plan = plan_for(tmp_path, launch, network=False)
+    result = sh(_reach(tcp, udp), plan, tmp_path)
+    assert "tcp-connected" not in result.output and "udp-sent" not in result.output
+    # TCP meets Landlock's connect rule first (EACCES), UDP the empty network namespace.
+    assert f"/dev/tcp/127.0.0.1/{tcp.getsockname()[1]}: Permission denied" in result.output
+    assert f"/dev/udp/127.0.0.1/{udp.getsockname()[1]}: Network is unreachable" in result.output
+    assert result.output.rstrip().splitlines()[-1].startswith("toolrt: the sandbox has the network off")
+    assert "netns" in plan.description
+    udp.settimeout(0.2)  # nothing can be on its way: the send itself failed
+    with pytest.raises(TimeoutError):
+        udp.recvfrom(16)
+
+
+def test_network_true_reaches_loopback(tmp_path: Path, listeners: tuple[socket.socket, socket.socket]) -> None:
+    tcp, udp = listeners
+    result = sh(_reach(tcp, udp), plan_for(tmp_path, network=True), tmp_path)
+    assert result.output == "tcp-connected\nudp-sent\n"
+    assert udp.recvfrom(16)[0] == b"ping\n"
+    tcp.accept()[0].close()
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_grandchildren_in_new_sessions_inherit_the_sandbox(tmp_path: Path, outside: Path, launch: str) -> None:
+    command = (
+        f"setsid -w bash -c 'echo x > {outside}/setsid.txt; echo tried > setsid.done'; "
+        f"nohup bash -c 'echo x > {outside}/nohup.txt; echo tried > nohup.done' > /dev/null 2>&1; "
+        f"bash -c 'bash -c \"echo x > {outside}/nested.txt\"' 2>/dev/null; echo finished"
+    )
+    result = sh(command, plan_for(tmp_path, launch), tmp_path)
+    assert result.output.endswith("finished\n")
+    assert (tmp_path / "setsid.done").exists() and (tmp_path / "nohup.done").exists()
+    assert sorted(p.name for p in outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_protected_paths_are_read_only_where_a_mount_namespace_exists(tmp_path: Path, launch: str) -> None:
+    if not SUPPORT.mount_namespace:
+        pytest.skip("no mount namespace here: protected paths cannot be made read-only")
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    plan = plan_for(tmp_path, launch)
+    result = sh(
+        "echo 'mode: off' >> toolrt.yaml; echo x > .git/config; rm -f .git/config; mv toolrt.yaml t.yaml; "
+        "echo fine > notes.txt",
+        plan,
+        tmp_path,
+    )
+    assert (tmp_path / "toolrt.yaml").read_text() == "builtin_tools: true\n"
+    assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
+    assert (tmp_path / "notes.txt").read_text() == "fine\n"
+    assert "toolrt.yaml: Read-only file system" in result.output
+    assert "read-only toolrt.yaml, .git" in plan.description
+    # toolrt's own process is not in that mount namespace: it can still write the file.
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n# edited by the host\n")
+
+
+def test_a_sandbox_that_cannot_be_applied_runs_nothing(tmp_path: Path) -> None:
+    plan = replace(plan_for(tmp_path), rules=(("/", 1 << 40),))  # a right no kernel knows
+    marker = tmp_path / "ran"
+    with pytest.raises(Exception, match="Could not start 'bash'.*sandbox.*Nothing was run"):
+        sh(f"touch {marker}", plan, tmp_path)
+    assert not marker.exists()
+
+
+# --- through the whole pipeline ------------------------------------------------------------------
+
+
+def _project(writer: Callable[..., Path], root: Path, outside: Path) -> Path:
+    return writer(
+        root,
+        permissions=f"""\
+            permission:
+              "*": allow
+              external_directory:
+                "*": deny
+                "{outside}/allowed/*": allow
+            """,
+        builtin_tools=True,
+    )
+
+
+def _python_write(*parts: str) -> str:
+    """A line whose target path the bash analyzer cannot see: built inside Python from the home directory."""
+    joined = ", ".join(repr(p) for p in parts)
+    return f"python3 -c \"import os; open(os.path.join(os.path.expanduser('~'), {joined}), 'w')\""
+
+
+def _bash(rt: Runtime, command: str) -> dict[str, Any]:
+    result = anyio.run(lambda: rt.call("bash", {"command": command, "description": "test"}))
+    return {"output": result.output, "error": result.error, "metadata": dict(result.metadata)}
+
+
+def test_an_allowed_external_directory_is_writable_for_that_call_only(
+    tmp_path: Path, outside: Path, project_writer: Callable[..., Path]
+) -> None:
+    (outside / "allowed").mkdir()
+    (outside / "other").mkdir()
+    rt = Runtime.load(_project(project_writer, tmp_path / "project", outside))
+    # The analyzer sees the first path and asks external_directory (allowed by the rule); it cannot see
+    # the second, built at run time, which the kernel must stop even within this call.
+    first = _bash(rt, f"echo one > {outside}/allowed/a.txt; " + _python_write(outside.name, "other", "b.txt"))
+    assert (outside / "allowed" / "a.txt").read_text() == "one\n"
+    assert not (outside / "other" / "b.txt").exists()
+    # The next call's analyzer sees no outside path, so the widening does not carry over.
+    second = _bash(rt, _python_write(outside.name, "allowed", "c.txt"))
+    assert not (outside / "allowed" / "c.txt").exists()
+    assert "PermissionError: [Errno 13] Permission denied" in str(second["output"])
+    assert "landlock" in str(first["metadata"]["sandbox"])
+
+
+def test_a_line_that_fools_the_analyzer_is_stopped_by_the_kernel(
+    tmp_path: Path, outside: Path, project_writer: Callable[..., Path]
+) -> None:
+    rt = Runtime.load(_project(project_writer, tmp_path / "project", outside))
+    # Written by hand: the path is assembled inside Python code, which the bash analyzer reads as an
+    # opaque string argument, so the rules allow the call; only the kernel stands in the way.
+    line = _python_write(outside.name, "pwned")
+    result = _bash(rt, line)
+    assert not (outside / "pwned").exists()
+    assert "PermissionError: [Errno 13] Permission denied" in str(result["output"])
+    assert (
+        str(result["output"]).rstrip().splitlines()[-1].startswith(f"toolrt: the sandbox refused a write to {outside}")
+    )
+
+
+def test_call_json_metadata_names_the_sandbox(
+    tmp_path: Path, outside: Path, project_writer: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolrt.cli import main
+
+    root = _project(project_writer, tmp_path / "project", outside)
+    code = main(["call", "bash", json.dumps({"command": "echo hi", "description": "d"}), "--root", str(root), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert payload["metadata"]["sandbox"].startswith(f"landlock ABI {SUPPORT.landlock_abi} workspace-write")
+
+
+def test_required_sandbox_without_a_mechanism_refuses_to_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    none = Support(0, False, False, "none", None, "test: no mechanism")
+    with pytest.raises(Exception, match="locked file requires an OS sandbox.*none \\(test: no mechanism\\).*Nothing"):
+        call_plan(SandboxPolicy(required=True), root=tmp_path, output_dir=tmp_path, support=none)
+    assert call_plan(SandboxPolicy(), root=tmp_path, output_dir=tmp_path, support=none) is None
+    assert not marker.exists()
+
+
+def test_the_fork_server_runs_without_site_packages() -> None:
+    from toolrt.sandbox.launcher import fork_server
+
+    server = fork_server()
+    assert server.alive()
+    assert server.support.landlock_abi == SUPPORT.landlock_abi
+    assert sys.executable in server.process.args  # type: ignore[operator]
+    assert "-S" in server.process.args  # type: ignore[operator]
+    assert os.environ.get("PYTHONPATH") is None or "-I" in server.process.args  # type: ignore[operator]
+
+
+def test_validate_names_the_active_sandbox(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolrt.cli import main
+
+    assert main(["validate", "--root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{tmp_path}: sandbox: {SUPPORT.describe()} (workspace-write, network on)" in lines
