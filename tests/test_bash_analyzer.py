@@ -313,7 +313,7 @@ def test_assignment_with_a_substitution_asks(site: CallSite) -> None:
         ("bash < script.sh", "a shell runs the commands fed to its input"),
         ("echo x > $OUT", "the redirect target `$OUT` is only known when it runs"),
         ("cd $DIR && rm x", "cd goes to `$DIR`, which is only known when it runs"),
-        ("cd - && rm x", "cd - goes back to a directory not known here"),
+        ("cd - && rm x", "`cd -` goes back to a directory not known here"),
         ("echo \x00 x", "the command contains binary or invalid characters"),
     ],
 )

@@ -8,6 +8,8 @@ deny-list (`"*": allow` minus `rm`, `git push`, `curl`).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from toolrt.permissions.evaluate import decide, denied_message
@@ -170,3 +172,107 @@ def test_always_patterns_never_hold_a_model_written_wildcard(site: CallSite, com
 def test_always_pattern_of_an_ordinary_command_is_its_arity_prefix(site: CallSite) -> None:
     (request,) = analyze_command("git push origin main", site)
     assert request.always == ("git push *",)
+
+
+# -- the issue's classes, end to end under both rulesets --------------------------------------------
+
+CLASSES: list[tuple[str, str, str]] = [
+    # tree-sitter leaves text opaque that bash expands
+    ("echo ${x:=`rm -rf x`}", "deny", "deny"),
+    ("echo \"${x:-'$(rm -rf x)'}\"", "deny", "deny"),
+    ("cat <<EOF\n`rm -rf x`\nEOF", "deny", "deny"),
+    ("cat <<-EOF\n\t$(rm -rf x)\nEOF", "deny", "deny"),
+    ("echo `echo \\`rm -rf x\\``", "deny", "deny"),
+    ("cat <<'EOF'\n$(rm -rf x)\nEOF", "allow", "allow"),  # a quoted delimiter: the body is data
+    # data evaluated as code
+    ("[[ a -eq b ]]", "deny", "ask"),
+    ("x='a[$(rm -rf x)]'; echo $((x))", "deny", "deny"),
+    ("let 'x=a[$(rm -rf x)]'", "deny", "deny"),
+    ("echo ${x@P}", "deny", "ask"),
+    ("echo ${!x}", "deny", "ask"),
+    ("echo ${a[i]}", "deny", "ask"),
+    ("i=3; echo ${a[i]} $((i + 1))", "allow", "allow"),  # a name the line set to an integer
+    ("for ((i=0; i<3; i++)); do echo $i; done", "allow", "allow"),
+    ("declare -i n; n=$1", "deny", "ask"),
+    # the command table
+    ("BASH_CMDS[ls]=/bin/rm; ls x", "deny", "deny"),
+    ("hash -p /bin/rm ls; ls x", "deny", "deny"),
+    ("shopt -s expand_aliases; alias ls='rm -rf'; ls x", "deny", "deny"),
+    ("enable -f ./x.so ls", "deny", "ask"),
+    ("trap 'rm -rf x' EXIT", "deny", "deny"),
+    ("trap 'echo bye' EXIT", "deny", "allow"),
+    ("mapfile -C 'rm -rf' -c 1 < f", "deny", "deny"),
+    ("source <(echo ls)", "deny", "ask"),
+    ("source /dev/stdin <<< 'rm -rf x'", "deny", "deny"),
+    ("coproc rm -rf x", "deny", "deny"),
+    ("bash <(echo ls)", "deny", "ask"),
+    ("echo ls > s.sh; bash s.sh", "deny", "ask"),
+    ("bash ../s.sh", "deny", "ask"),
+    # lexing
+    ("r\\\nm -rf x", "deny", "deny"),
+    ("{rm,-rf,x}", "deny", "deny"),
+    ("$'\\x72\\x6d' -rf x", "deny", "deny"),
+    ("cat {..,x}/outside", "ask", "ask"),
+    ("cat {'a b',..}/outside", "ask", "ask"),
+    # paths never checked
+    ("cat $PWD/../x", "ask", "ask"),
+    ("X=../outside/a; cat $X", "ask", "ask"),
+    ("X=$(cat f); cat $X", "deny", "ask"),
+    ("dd if=../x of=y", "deny", "ask"),
+    ("sort -o../x y", "deny", "ask"),
+    ("cat $TMPDIR/x", "deny", "ask"),
+    # working directory
+    ("(cd sub); cat ../x", "ask", "ask"),
+    ("cd /tmp || true; cat x", "deny", "ask"),
+    ("popd; cat x", "deny", "ask"),
+    # environment that turns an allowed program into code execution
+    ("GIT_DIR=../x git status", "deny", "ask"),
+    ("HOME=/tmp git status", "deny", "ask"),
+    ("PAGER='rm -rf x' git status", "deny", "deny"),
+    ("LESSOPEN='|rm x' cat x", "deny", "deny"),
+    ("export GIT_EXTERNAL_DIFF=./x; git status", "deny", "ask"),
+    # programs that forward to other programs
+    ("script -c 'rm -rf x'", "deny", "deny"),
+    ("setarch x86_64 rm -rf x", "deny", "deny"),
+    ("prlimit --nofile=1 rm -rf x", "deny", "deny"),
+    ("unshare -r rm -rf x", "deny", "deny"),
+    ("runuser -u root rm -rf x", "deny", "deny"),
+    ("sg grp -c 'rm -rf x'", "deny", "deny"),
+    ("su root -c 'rm -rf x'", "deny", "deny"),
+    ("nsenter -t 1 rm -rf x", "deny", "deny"),
+    ("dbus-run-session rm -rf x", "deny", "deny"),
+    ("ssh-agent rm -rf x", "deny", "deny"),
+    ("env - rm -rf x", "deny", "deny"),
+    ("sed 'e rm -rf x' f", "deny", "deny"),
+    ("sed -n 's/a/b/w out' f", "deny", "ask"),
+    ("sed -n '1,5p' f", "deny", "allow"),
+    ("awk 'BEGIN{system(\"rm -rf x\")}'", "deny", "deny"),
+    ("awk '{print $1}' f", "deny", "allow"),
+    ("tar cf x.tar f --checkpoint=1 --checkpoint-action=exec='rm -rf x'", "deny", "deny"),
+    ("git grep -O'rm -rf' x", "deny", "deny"),
+    ("git st", "deny", "ask"),  # maybe an alias from git's configuration
+    ("python3 -c 'import os'", "deny", "ask"),
+    ("python3 - <<'EOF'\nprint(1)\nEOF", "deny", "ask"),
+    ("python3 tools/gen.py", "deny", "allow"),  # a script inside the project: its own rules
+]
+
+
+@pytest.mark.parametrize(("command", "allow_list", "deny_list"), CLASSES, ids=[c[:40] for c, _, _ in CLASSES])
+def test_issue_classes_get_the_fail_closed_action(
+    site: CallSite, command: str, allow_list: str, deny_list: str
+) -> None:
+    (site.root / "sub").mkdir(exist_ok=True)
+    assert actions(command, site) == (allow_list, deny_list)
+
+
+def test_a_reason_names_what_could_not_be_analysed(site: CallSite) -> None:
+    reasons = [r.reason or "" for r in analyze_command("echo ${x:=`ls`}", site) if r.opaque]
+    assert any("holds a command substitution that could not be analysed" in reason for reason in reasons), reasons
+
+
+def test_a_glob_reaching_a_symlink_out_of_the_project_asks(site: CallSite, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (site.root / "lnk").symlink_to(outside)
+    for command in ("ls l?k/", "ls [l]nk/", "cat l*/secret"):
+        assert actions(command, site)[1] == "ask", command

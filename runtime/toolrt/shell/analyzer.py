@@ -16,6 +16,7 @@ import os
 import posixpath
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,9 +24,11 @@ from ..permissions.model import PermissionRequest
 from . import limits
 from .arity import prefix
 from .braces import expand_braces
-from .named import MAX_SCAN_CHARS, named_commands
+from .globs import glob_paths
+from .named import named_commands
 from .parser import parse
 from .paths import PathScope, fs_safe, path_candidate
+from .programs import unseen_code
 from .unwrap import unwrap
 from .words import Word, evaluate
 from .wrappers import WrapperTable
@@ -61,7 +64,18 @@ _NESTING = frozenset(
 _PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 _REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
 _BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
-_SUBSTITUTION = re.compile(r"\$\(|`")
+_SUBSTITUTION = re.compile(r"\$\((?!\()|`")  # `$(` or a backtick, not the `$((` of arithmetic
+# What bash expands inside text tree-sitter leaves as one leaf: `$(`, backticks, `$[`.
+_HIDDEN = re.compile(r"\$[(\[]|`")
+# Leaves whose text bash still expands (quoted and literal leaves are not among them).
+_EXPANDED_LEAVES = frozenset(("word", "string_content", "regex", "extglob_pattern"))
+# Names in arithmetic text (not the letters of `0x1f`, `16#ff` or a `-eq` operator).
+_ARITHMETIC_NAME = re.compile(r"(?<![0-9A-Za-z_#-])[A-Za-z_][A-Za-z0-9_]*")
+_ARITHMETIC_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s|\s-v\s")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_ARITHMETIC_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)[ \t]*([+-]?[0-9]+)\b")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_MAX_COMBINATIONS = 16
 _BRACKETS_AND_SUBSTITUTIONS = re.compile(r"[\[\]`]|\$\(")
 _FD_DUPLICATION = frozenset((">&", "<&"))
 _UNKNOWN = "\0unknown"  # not yet computed; NUL never occurs in a path
@@ -74,29 +88,21 @@ class Findings:
     patterns: dict[str, None] = field(default_factory=dict)
     always: dict[str, None] = field(default_factory=dict)
     directories: dict[str, None] = field(default_factory=dict)
-    unseen: dict[tuple[tuple[str, ...], str], tuple[tuple[str, ...], bool]] = field(default_factory=dict)
-    """(patterns, reason) of what could not be seen → (the commands its text names, all of them found)."""
+    unseen: dict[tuple[tuple[str, ...], str], None] = field(default_factory=dict)
+    """(patterns, reason) of each part that could not be seen."""
+    line: str = ""
+    """The whole command line: the commands it visibly names are checked against deny rules
+    whenever part of it could not be seen."""
     deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
-    scan_left: int = MAX_SCAN_CHARS
-    """Characters the search for named commands may still read (all unseen texts together)."""
 
     def fail_closed(self, text: str, reason: str) -> None:
         """Text the analyzer cannot see into: judged as the ruleset's fallback, at least ask, and
-        denied when it visibly names a command a rule denies."""
-        key = ((text,), reason)
-        if key in self.unseen:
-            return
-        if len(text) > self.scan_left:
-            self.scan_left = 0
-            self.unseen[key] = ((), False)
-            return
-        self.scan_left -= len(text)
-        self.unseen[key] = named_commands(text)
+        denied when the line visibly names a command a rule denies."""
+        self.unseen[((text,), reason)] = None
 
     def unseen_command(self, patterns: tuple[str, ...], reason: str) -> None:
-        """A command the analyzer parsed but whose effect it cannot see (a loader variable): its own
-        patterns are what a deny rule is checked against."""
-        self.unseen.setdefault((patterns, reason), ((), True))
+        """A command the analyzer parsed but whose effect it cannot see (a loader variable)."""
+        self.unseen[(patterns, reason)] = None
 
     def out_of_time(self) -> bool:
         return time.monotonic() > self.deadline
@@ -109,7 +115,8 @@ class Findings:
             out.append(PermissionRequest("external_directory", globs, globs))
         if self.patterns:
             out.append(PermissionRequest("bash", tuple(self.patterns), tuple(self.always)))
-        for (patterns, reason), (named, complete) in self.unseen.items():
+        named, complete = named_commands(self.line) if self.unseen else ((), True)
+        for patterns, reason in self.unseen:
             if not complete:
                 reason += "; it is too long to check every command it names against the rules"
             out.append(
@@ -126,28 +133,56 @@ def analyze_text(
     scope: PathScope,
     table: WrapperTable,
     findings: Findings,
-    cwd: str | None,
+    cwd: str | None | tuple[str | None, ...],
     depth: int = 0,
     inherited: tuple[str, ...] = (),
-) -> str | None:
-    """Add the requests of `text` to `findings`; returns the working directory after it runs.
+    known: Mapping[str, str] | None = None,
+) -> None:
+    """Add the requests of `text` to `findings`.
 
-    `inherited` holds reasons that apply to every command inside (a script run by a shell whose
-    environment loads code). The return value is None once a `cd` went somewhere unknown.
+    `cwd` is the working directory, or the directories it may be (None: not known). `inherited`
+    holds reasons that apply to every command inside (a script run by a shell whose environment
+    loads code); `known` the variables whose values the text inherits.
     """
-    analysis = _Analysis(scope, table, findings, cwd, depth, inherited)
-    analysis.run(text)
-    return analysis.cwd
+    cwds = cwd if isinstance(cwd, tuple) else (cwd,)
+    if not findings.line:
+        findings.line = text
+    _Analysis(scope, table, findings, cwds, depth, inherited, known).run(text)
+    if depth == 0 and "\\\n" in text:
+        # bash joins a backslash-newline before it reads words (`r\<newline>m` is `rm`); tree-sitter
+        # splits there. Both readings are analysed: the union is never weaker than either.
+        joined = text.replace("\\\n", "")
+        _Analysis(scope, table, findings, cwds, depth, inherited, known).run(joined)
+
+
+class _Restore:
+    """A walk entry that puts the working directories back when a subshell's subtree is done."""
+
+    __slots__ = ("cwds", "merge")
+
+    def __init__(self, cwds: tuple[str | None, ...], *, merge: bool) -> None:
+        self.cwds = cwds
+        self.merge = merge
+
+
+# Subtrees that run in a subshell: a `cd` inside ends with them.
+_SUBSHELLS = frozenset(("subshell", "command_substitution", "process_substitution"))
+_MAX_CWDS = 8
 
 
 class _Analysis:
     __slots__ = (
-        "cwd",
+        "arithmetic",
+        "assigned",
         "cwd_real",
+        "cwds",
+        "deferred",
+        "written",
         "depth",
         "findings",
         "first_error",
         "inherited",
+        "known",
         "scope",
         "source",
         "table",
@@ -159,15 +194,25 @@ class _Analysis:
         scope: PathScope,
         table: WrapperTable,
         findings: Findings,
-        cwd: str | None,
+        cwds: tuple[str | None, ...],
         depth: int,
         inherited: tuple[str, ...],
+        known: Mapping[str, str] | None,
     ) -> None:
         self.scope = scope
         self.table = table
         self.findings = findings
-        self.cwd = cwd
+        self.cwds = cwds
         self.cwd_real: str | None = _UNKNOWN
+        self.known: dict[str, str] = dict(known) if known is not None else {"HOME": scope.home}
+        self.assigned: dict[str, list[str | None]] = {}
+        """Every value the text assigns to each variable (None: not literal), wherever it sits."""
+        self.deferred: list[tuple[Word, tuple[str | None, ...]]] = []
+        """Operands holding variables, checked once every assignment of the text is known."""
+        self.written: set[str] = set()
+        """Files the text writes through redirections (a script it then runs is not seen)."""
+        self.arithmetic: list[tuple[Node, str]] = []
+        """Names arithmetic evaluates, checked at the end for the same reason."""
         self.depth = depth
         self.inherited = inherited
         self.source = b""
@@ -192,7 +237,9 @@ class _Analysis:
             self._out_of_time()
             return
         root = tree.root_node
+        self._set_pwd()
         self._walk(root)
+        self._resolve_deferred()
         if root.has_error:
             where = ""
             if self.first_error is not None:
@@ -203,10 +250,14 @@ class _Analysis:
     def _walk(self, root: Node) -> None:
         """Visit every node in document order (so `cd` affects what follows); stops at a limit."""
         # Entries carry the parent: tree-sitter builds a new object for every `.parent` access.
-        stack: list[tuple[Node, Node | None, int]] = [(root, None, 0)]
+        stack: list[tuple[Node | _Restore, Node | None, int]] = [(root, None, 0)]
         visited = 0
         while stack:
-            node, parent, nesting = stack.pop()
+            entry, parent, nesting = stack.pop()
+            if isinstance(entry, _Restore):
+                self._restore(entry)
+                continue
+            node = entry
             visited += 1
             if not visited & 255 and self.findings.out_of_time():
                 self._out_of_time()
@@ -231,14 +282,20 @@ class _Analysis:
                 elif kind == "declaration_command" or kind == "unset_command":
                     self._declaration(node, parent)
                 elif kind == "variable_assignment":
+                    self._record_assignment(node)
                     self._standalone_assignment(node, parent)
                 elif kind == "arithmetic_expansion" or kind == "c_style_for_statement":
                     self._arithmetic(node)
                 elif kind == "compound_statement" and node.child_count and node.children[0].type == "((":
                     self._arithmetic(node)
                 elif kind == "test_command":
-                    if _subscript_substitution(self._slice(node.start_byte, node.end_byte)):
-                        self._fail(node, "an array subscript in a test runs a command substitution")
+                    self._test(node)
+                elif kind == "expansion":
+                    self._expansion(node)
+                elif kind == "heredoc_redirect":
+                    self._heredoc(node)
+                elif kind in _EXPANDED_LEAVES:
+                    self._leaf(node)
                 elif kind == "for_statement":
                     self._for_values(node)
                 elif kind == "ERROR":
@@ -252,14 +309,20 @@ class _Analysis:
                 if nesting > limits.MAX_NESTING:
                     self.findings.fail_closed(self.text, f"the command nests deeper than {limits.MAX_NESTING} levels")
                     return
-            for child in reversed(children):
-                stack.append((child, node, nesting))
+            if kind in _SUBSHELLS:
+                stack.append((_Restore(self.cwds, merge=False), None, nesting))
+            elif kind == "function_definition" or kind == "pipeline":
+                # A function body runs when called (maybe never); each part of a pipeline is a subshell.
+                stack.append((_Restore(self.cwds, merge=kind == "function_definition"), None, nesting))
+            for index in range(len(children) - 1, -1, -1):
+                stack.append((children[index], node, nesting))
+                if kind == "pipeline" and index:
+                    stack.append((_Restore(self.cwds, merge=False), None, nesting))
 
     # -- commands -------------------------------------------------------------------------------
 
     def _command(self, node: Node, parent: Node | None) -> list[Node]:
         """Record the command's requests; returns the children that may hold more commands."""
-        home = self.scope.home
         assignments: list[Node] = []
         name: Node | None = None
         words: list[Word] = []
@@ -273,7 +336,7 @@ class _Analysis:
                     if start < 0:
                         start = child.start_byte
                     name_word = child.named_children[0] if child.named_child_count == 1 else child
-                    word = evaluate(name_word, home, source=self.source)
+                    word = evaluate(name_word, self.known, source=self.source)
                     if word.kind not in _PLAIN_WORDS:
                         nested.append(child)
                     words.append(word)
@@ -283,7 +346,11 @@ class _Analysis:
                 elif kind in _REDIRECTS and start < 0:
                     start = child.start_byte
             elif kind not in _REDIRECTS:
-                words.append(evaluate(child, home, kind, source=self.source))
+                word = evaluate(child, self.known, kind, source=self.source)
+                if kind == "word" and ("`" in word.raw or "$(" in word.raw or "$[" in word.raw):
+                    # `\`rm\`` inside backticks: bash unescapes and runs it; tree-sitter sees a word.
+                    self._fail(child, f"`{_brief(word.raw)}` holds a command substitution that could not be analysed")
+                words.append(word)
             if kind not in _PLAIN_WORDS:
                 nested.append(child)
         redirected = parent is not None and parent.type == "redirected_statement"
@@ -326,8 +393,8 @@ class _Analysis:
                 self.findings.fail_closed(text, f"the command name `{_brief(head.raw)}` is only known when it runs")
                 continue
             own = list(inherited)
-            if head.value in ("cd", "pushd"):  # the builtins; `/x/cd` is some program that asks like any other
-                self._cd(words, first, last, text)
+            if head.value in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
+                self._cd(words, first, last, text, name=head.value)
                 if head.value == "cd":
                     continue
             wrapper = self.table.match(values, first)
@@ -337,6 +404,9 @@ class _Analysis:
                     if self.table.is_dangerous_env(variable):
                         own.append(_env_reason(variable))
             self._emit(words, first, last, text, rest if last == count else "", own)
+            self._unseen(node, parent, words, first, last, text)
+            if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
+                self._script_file(words, first, last, text)
             if inner is None:
                 continue
             if inner.dynamic is not None:
@@ -347,6 +417,87 @@ class _Analysis:
                 self._script(script, text, own)
             if inner.reads_stdin:
                 self._shell_input(node, parent, text, own)
+
+    def _unseen(self, node: Node, parent: Node | None, words: list[Word], first: int, last: int, text: str) -> None:
+        """What this command does that the analyzer cannot see: the command table, code in another
+        language, a configured alias, a script fed or written by the line itself."""
+        name = words[first].value or ""
+        base = name.rpartition("/")[2]
+        args = [word.value for word in words[first + 1 : last]]
+        reason = self.table.unseen.get(base)
+        if reason is not None:
+            self.findings.fail_closed(text, reason)
+        elif base == "shopt" and "expand_aliases" in args:
+            self.findings.fail_closed(text, "shopt -s expand_aliases lets an alias make a name run other commands")
+        elif base == "let":
+            self._arithmetic_names(node, " ".join(word.raw for word in words[first + 1 : last]))
+        elif base in ("source", "."):
+            self._script_file(words, first, last, text)
+        options = self.table.code_options_of(base)
+        if options is not None:
+            why = unseen_code(base, options, args, self._fed(node, parent))
+            if why is not None:
+                self.findings.fail_closed(text, why)
+        known = self.table.subcommands.get(base)
+        if known is not None:
+            subcommand = self._subcommand(base, args)
+            if subcommand is not None and subcommand not in known:
+                alias = f"`{base} {_brief(subcommand)}` may be an alias from {base}'s configuration"
+                self.findings.fail_closed(text, alias + ", which can run any program")
+
+    def _subcommand(self, base: str, args: list[str | None]) -> str | None:
+        """The first word after the command's global options ("" when only known at run time)."""
+        options = self.table.global_options.get(base)
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            if arg is None:
+                return ""
+            if not arg.startswith("-"):
+                return arg
+            if options is not None and "=" not in arg and arg in options.options_with_value:
+                index += 1
+            index += 1
+        return None
+
+    def _fed(self, node: Node, parent: Node | None) -> bool:
+        """Whether a here-document or here-string feeds the command."""
+        holders = [node] if parent is None or parent.type != "redirected_statement" else [node, parent]
+        return any(
+            child.type in ("heredoc_redirect", "herestring_redirect")
+            for holder in holders
+            for child in holder.named_children
+        )
+
+    def _script_file(self, words: list[Word], first: int, last: int, text: str) -> None:
+        """`source FILE`, `bash FILE`: a file inside the project is a command under its own rules;
+        one this line writes, one outside the project, or one fed by the line is not seen."""
+        operand: Word | None = None
+        for word in words[first + 1 : last]:
+            if word.value is not None and word.value.startswith(("-", "+")) and word.value not in ("-",):
+                continue
+            operand = word
+            break
+        if operand is None:
+            return
+        if operand.kind == "process_substitution" or operand.value is None:
+            self.findings.fail_closed(text, f"`{_brief(text)}` runs a script produced when it runs")
+            return
+        value = operand.value
+        if value == "-" or value.startswith(("/dev/", "/proc/")):
+            self.findings.fail_closed(text, f"`{_brief(text)}` runs commands fed to it")
+            return
+        for cwd in self.cwds:
+            absolute = self.scope.expand(value, cwd)
+            if absolute is None:
+                continue
+            absolute = posixpath.normpath(absolute)
+            if absolute in self.written:
+                self.findings.fail_closed(text, f"`{_brief(text)}` runs a script this command writes")
+                return
+            if not self.scope.inside(absolute) or self.scope.external(absolute, None):
+                self.findings.fail_closed(text, f"`{_brief(text)}` runs a script outside the project")
+                return
 
     def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
         tokens: list[str] = []
@@ -404,27 +555,49 @@ class _Analysis:
             return None
         return [base, *literal[index:]]
 
-    def _cd(self, words: list[Word], first: int, last: int, text: str) -> None:
+    def _cd(self, words: list[Word], first: int, last: int, text: str, *, name: str) -> None:
+        """`cd`/`pushd`/`popd`: the working directory may be the new one or (the change may fail)
+        the old one; both stay candidates. Where it goes is unknown, relative paths fail closed."""
         target: Word | None = None
         for word in words[first + 1 : last]:
-            if word.value is not None and word.value.startswith("-") and word.value != "-":
+            if word.value is not None and word.value.startswith(("-", "+")) and word.value != "-":
                 continue
             target = word
             break
-        self.cwd_real = _UNKNOWN
+        if name == "popd" or (target is not None and target.value == "-"):
+            self.findings.fail_closed(text, f"`{_brief(text)}` goes back to a directory not known here")
+            self._set_cwds((*self.cwds, None))
+            return
         if target is None:
-            self.cwd = self.scope.home
+            self._set_cwds((*self.cwds, self.scope.home))
             return
         if target.value is None or target.glob:
             self.findings.fail_closed(text, f"cd goes to `{_brief(target.raw)}`, which is only known when it runs")
-            self.cwd = None
+            self._set_cwds((*self.cwds, None))
             return
-        if target.value == "-":
-            self.findings.fail_closed(text, "cd - goes back to a directory not known here")
-            self.cwd = None
-            return
-        absolute = self.scope.expand(target.value, self.cwd) if target.value else self.cwd
-        self.cwd = posixpath.normpath(absolute) if absolute is not None else None
+        targets: list[str | None] = []
+        for cwd in self.cwds:
+            absolute = self.scope.expand(target.value, cwd) if target.value else cwd
+            targets.append(posixpath.normpath(absolute) if absolute is not None else None)
+        self._set_cwds((*self.cwds, *targets))
+
+    def _set_cwds(self, cwds: tuple[str | None, ...]) -> None:
+        unique = tuple(dict.fromkeys(cwds))
+        if len(unique) > _MAX_CWDS:
+            self.findings.fail_closed(self.text, "the working directory could be too many places to follow")
+            unique = (None,)
+        self.cwds = unique
+        self.cwd_real = _UNKNOWN
+        self._set_pwd()
+
+    def _set_pwd(self) -> None:
+        if len(self.cwds) == 1 and self.cwds[0] is not None:
+            self.known["PWD"] = self.cwds[0]
+        else:
+            self.known.pop("PWD", None)
+
+    def _restore(self, entry: _Restore) -> None:
+        self._set_cwds((*entry.cwds, *self.cwds) if entry.merge else entry.cwds)
 
     def _script(self, script: str, text: str, reasons: list[str]) -> None:
         if self.depth + 1 > limits.MAX_SCRIPT_DEPTH:
@@ -437,9 +610,10 @@ class _Analysis:
             scope=self.scope,
             table=self.table,
             findings=self.findings,
-            cwd=self.cwd,
+            cwd=self.cwds,
             depth=self.depth + 1,
             inherited=tuple(reasons),
+            known=self.known,
         )
 
     def _shell_input(self, node: Node, parent: Node | None, text: str, reasons: list[str]) -> None:
@@ -459,7 +633,7 @@ class _Analysis:
                 elif redirect.type == "herestring_redirect":
                     fed = True
                     for content in redirect.named_children:
-                        value = evaluate(content, self.scope.home, source=self.source).value
+                        value = evaluate(content, self.known, source=self.source).value
                         if value is not None:
                             scripts.append(value)
                 elif redirect.type == "file_redirect" and self._operator(redirect) == "<":
@@ -493,6 +667,11 @@ class _Analysis:
         text = self._slice(node.start_byte, end)
         keyword = node.children[0].type if node.child_count else ""
         reasons = list(self.inherited)
+        for child in node.named_children:
+            if child.type == "word":
+                flags = self._slice(child.start_byte, child.end_byte)
+                if flags.startswith(("-", "+")) and ("i" in flags or "n" in flags):
+                    reasons.append(f"`{keyword} {flags}` makes later values be evaluated as arithmetic or names")
         for child in node.named_children:
             if child.type == "variable_assignment":
                 reasons.extend(self._assignment_reasons(child))
@@ -531,14 +710,76 @@ class _Analysis:
         return self._slice(target.start_byte, target.end_byte)
 
     def _arithmetic(self, node: Node) -> None:
-        if _SUBSTITUTION.search(self._slice(node.start_byte, node.end_byte)):
+        start, end = node.start_byte, node.end_byte
+        if node.type == "c_style_for_statement":
+            # Only the `((init; test; step))` header; the body is walked as commands.
+            start = next((child.start_byte for child in node.children if child.type == "(("), start)
+            end = next((child.end_byte for child in node.children if child.type == "))"), end)
+        text = self._slice(start, end)
+        if _SUBSTITUTION.search(text):
             self._fail(node, "arithmetic expansion runs a command substitution")
+        self._arithmetic_names(node, text)
+
+    def _arithmetic_names(self, node: Node, text: str) -> None:
+        """Arithmetic evaluates a variable's value as an expression, recursively, and a value like
+        `a[$(...)]` runs a command: only names this line set to a literal integer are safe."""
+        for name in dict.fromkeys(match.group() for match in _ARITHMETIC_NAME.finditer(text)):
+            self.arithmetic.append((node, name))
+        # `((i = 0))` assigns as well as reads: a literal integer is a value like any other.
+        for match in _ARITHMETIC_ASSIGNMENT.finditer(text):
+            self.assigned.setdefault(match.group(1), []).append(match.group(2))
+
+    def _test(self, node: Node) -> None:
+        text = self._slice(node.start_byte, node.end_byte)
+        if _subscript_substitution(text):
+            self._fail(node, "an array subscript in a test runs a command substitution")
+        if _ARITHMETIC_TEST.search(text):
+            self._arithmetic_names(node, text)
+
+    def _expansion(self, node: Node) -> None:
+        """`${...}`: operands tree-sitter leaves opaque, indirection, prompt expansion, arithmetic."""
+        text = self._slice(node.start_byte, node.end_byte)
+        if _HIDDEN.search(text):
+            self._fail(node, f"`{_brief(text)}` holds a command substitution that could not be analysed")
+        elif text.startswith("${!"):
+            self._fail(node, f"`{_brief(text)}` expands a variable named by another value")
+        elif "@P" in text:
+            self._fail(node, f"`{_brief(text)}` expands a value as a prompt, which can run commands")
+        else:
+            # `${a[i]}` and `${v:off:len}` evaluate arithmetic; `${x:-word}` does not.
+            name_end = 2
+            while name_end < len(text) and (text[name_end].isalnum() or text[name_end] == "_"):
+                name_end += 1
+            tail = text[name_end:-1]
+            if tail.startswith("[") and tail[1:2] not in ("@", "*"):
+                self._arithmetic_names(node, tail[1 : tail.find("]") if "]" in tail else len(tail)])
+            elif tail.startswith(":") and tail[1:2] not in ("-", "=", "?", "+"):
+                self._arithmetic_names(node, tail[1:])
+
+    def _heredoc(self, node: Node) -> None:
+        """An unquoted here-document's body is expanded: substitutions tree-sitter left as text run."""
+        start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
+        if start is None or any(q in self._slice(start.start_byte, start.end_byte) for q in "'\"\\"):
+            return
+        for body in node.named_children:
+            if body.type == "heredoc_body":
+                text = self._slice(body.start_byte, body.end_byte)
+                if _HIDDEN.search(text):
+                    self._fail(body, "a here-document holds a command substitution that could not be analysed")
+
+    def _leaf(self, node: Node) -> None:
+        text = self._slice(node.start_byte, node.end_byte)
+        if _HIDDEN.search(text):
+            self._fail(node, f"`{_brief(text)}` holds a command substitution that could not be analysed")
 
     def _for_values(self, node: Node) -> None:
-        values = [
-            evaluate(child, self.scope.home, source=self.source) for child in node.children_by_field_name("value")
-        ]
+        values = [evaluate(child, self.known, source=self.source) for child in node.children_by_field_name("value")]
         self._check_paths(values, skip_first=False)
+        variable = node.child_by_field_name("variable")
+        if variable is not None:
+            name = self._slice(variable.start_byte, variable.end_byte)
+            assigned = self.assigned.setdefault(name, [])
+            assigned.extend(word.value for word in values) if values else assigned.append(None)
 
     # -- paths ----------------------------------------------------------------------------------
 
@@ -546,39 +787,134 @@ class _Analysis:
         base = self._cwd_real()
         for word in words[1:] if skip_first else words:
             value = word.value
-            if value is not None:
-                if not value or (value[0] == "-" and "=" not in value):
-                    continue
-                if (
-                    base is not None
-                    and not word.glob
-                    and value[0] != "~"
-                    and "/" not in value
-                    and ":" not in value
-                    and value != "."
-                    and value != ".."
-                    and fs_safe(value)
-                ):
-                    # A bare name in a directory known to be inside the project: only an existing
-                    # entry of that name (a symlink) can lead out, and most names do not exist.
-                    if os.access(base + "/" + value, os.F_OK, follow_symlinks=False):
-                        self._external(value)
-                    continue
-                candidates = expand_braces(value) if word.glob and "{" in value else [value]
+            if value is None:
+                self._dynamic_path(word, self.cwds)
+                continue
+            if not value:
+                continue
+            if value[0] == "-":
+                candidates = _option_values(value)
+            elif (
+                base is not None
+                and not word.glob
+                and value[0] != "~"
+                and "/" not in value
+                and "=" not in value
+                and value != "."
+                and value != ".."
+                and fs_safe(value)
+            ):
+                # A bare name in a directory known to be inside the project: only an existing
+                # entry of that name (a symlink) can lead out, and most names do not exist.
+                if os.access(base + "/" + value, os.F_OK, follow_symlinks=False):
+                    self._external(value)
+                continue
             else:
-                slash = word.prefix.rfind("/")
-                if slash < 0:
-                    continue
-                candidates = [word.prefix[: slash + 1]]
+                candidates = [value]
+                key, equals, rest = value.partition("=")
+                if equals and rest and "/" not in key:
+                    candidates.append(rest)  # `dd if=../x`, `GIT_DIR=../x`
             for candidate in candidates:
-                path = path_candidate(candidate)
-                if path is not None:
-                    self._external(path)
+                self._path(candidate, glob=word.glob)
+
+    def _path(self, candidate: str, *, glob: bool, cwds: tuple[str | None, ...] | None = None) -> None:
+        """Check one path-like text; a glob or brace word is checked as every path it may become."""
+        expanded = expand_braces(candidate) if glob and "{" in candidate else [candidate]
+        if expanded is None:
+            self.findings.fail_closed(candidate, f"`{_brief(candidate)}` expands to too many words to check")
+            return
+        for each in expanded:
+            path = path_candidate(each)
+            if path is None:
+                continue
+            if glob and _GLOB_CHARS.search(path):
+                self._glob(path, cwds)
+            else:
+                self._external(path, cwds)
+
+    def _glob(self, pattern: str, cwds: tuple[str | None, ...] | None) -> None:
+        """A glob is checked as the paths it matches now (bounded), and as its literal directory."""
+        self._external(pattern, cwds)
+        for cwd in self.cwds if cwds is None else cwds:
+            matches = glob_paths(pattern, cwd)
+            if matches is None:
+                self.findings.fail_closed(pattern, f"`{_brief(pattern)}` matches too many paths to check")
+                return
+            for match in matches:
+                self._external(match, (cwd,))
+
+    def _dynamic_path(self, word: Word, cwds: tuple[str | None, ...]) -> None:
+        """An operand only known when it runs: its literal start is checked now, and a word made of
+        variables is checked again at the end, with every value the text assigns them."""
+        slash = word.prefix.rfind("/")
+        if slash >= 0:
+            self._external(word.prefix[: slash + 1], cwds)
+        if word.variables:
+            self.deferred.append((word, cwds))
+        elif _path_like(word.shape):
+            self.findings.fail_closed(word.raw, f"`{_brief(word.raw)}` is a path only known when it runs")
+
+    def _resolve_deferred(self) -> None:
+        """Operands made of variables, with every value the text gives them; arithmetic names."""
+        for word, cwds in self.deferred:
+            values = self._values(word)
+            if values is not None:
+                for value, glob in values:
+                    if value and value[0] != "-":
+                        self._path(value, glob=glob, cwds=cwds)
+                continue
+            # A variable the text sets from something not literal (`X=$(cat f)`) may hold any
+            # path; one it never sets comes from the environment, and counts where it is path-like.
+            assigned_unknown = any(None in self.assigned.get(name, ()) for name in word.variables or ())
+            if assigned_unknown or _path_like(word.shape):
+                self.findings.fail_closed(word.raw, f"`{_brief(word.raw)}` is a path only known when it runs")
+        for node, name in self.arithmetic:
+            assigned = self.assigned.get(name)
+            if assigned is None or not all(v is not None and _INTEGER.fullmatch(v) for v in assigned):
+                self._fail(node, f"arithmetic over `{name}`, whose value is not known here, can run a command")
+
+    def _values(self, word: Word) -> list[tuple[str, bool]] | None:
+        """Every value `word` takes with the values the text assigns its variables (bounded), or None."""
+        names = word.variables or ()
+        choices: list[list[str]] = []
+        for name in names:
+            values = self.assigned.get(name)
+            if not values or None in values:
+                return None
+            choices.append([v for v in values if v is not None])
+        results: list[tuple[str, bool]] = []
+        combinations: list[dict[str, str]] = [dict(self.known)]
+        for name, options in zip(names, choices, strict=True):
+            combinations = [{**known, name: option} for known in combinations for option in options]
+            if len(combinations) > _MAX_COMBINATIONS:
+                return None
+        for known in combinations:
+            again = evaluate(word.node, known, word.kind, source=self.source)
+            if again.value is None:
+                return None
+            glob = again.glob or any(_GLOB_CHARS.search(known[name]) for name in names)
+            results.append((again.value, glob))
+        return results
+
+    def _record_assignment(self, node: Node) -> None:
+        name = self._variable_name(node)
+        if not name:
+            return
+        value = node.child_by_field_name("value")
+        literal: str | None = ""
+        if value is not None:
+            literal = evaluate(value, self.known, source=self.source).value if value.type != "array" else None
+        if (node.named_child_count and node.named_children[0].type == "subscript") or any(
+            child.type == "+=" for child in node.children
+        ):
+            literal = None
+        self.assigned.setdefault(name, []).append(literal)
 
     def _cwd_real(self) -> str | None:
         """The real path of the working directory while it is inside the project, else None."""
         if self.cwd_real is _UNKNOWN:
-            self.cwd_real = self.scope.real_inside(self.cwd) if self.cwd is not None else None
+            only = self.cwds[0] if len(self.cwds) == 1 else None
+            self.cwd_real = self.scope.real_inside(only) if only is not None else None
         return self.cwd_real
 
     def _redirect(self, node: Node, parent: Node | None) -> None:
@@ -587,20 +923,28 @@ class _Analysis:
             target = self._slice(destination.start_byte, destination.end_byte)
             if operator in _FD_DUPLICATION and (destination.type == "number" or target == "-"):
                 continue
-            word = evaluate(destination, self.scope.home, source=self.source)
+            word = evaluate(destination, self.known, source=self.source)
             if word.value is None:
                 self._fail(parent or node, f"the redirect target `{_brief(word.raw)}` is only known when it runs")
                 slash = word.prefix.rfind("/")
                 if slash >= 0:
                     self._external(word.prefix[: slash + 1])
                 continue
-            for candidate in expand_braces(word.value) if word.glob else [word.value]:
-                if candidate:
-                    self._external(candidate)
+            if not word.value:
+                continue
+            if operator not in ("<", "<&", "<<<"):
+                for cwd in self.cwds:
+                    absolute = self.scope.expand(word.value, cwd)
+                    if absolute is not None:
+                        self.written.add(posixpath.normpath(absolute))
+            self._path(word.value, glob=word.glob)
 
-    def _external(self, path: str) -> None:
-        for directory in self.scope.external(path, self.cwd):
-            self.findings.directories[directory] = None
+    def _external(self, path: str, cwds: tuple[str | None, ...] | None = None) -> None:
+        for cwd in self.cwds if cwds is None else cwds:
+            if cwd is None and path[0] not in "/~":
+                continue  # the unknown directory already failed closed where it became unknown
+            for directory in self.scope.external(path, cwd):
+                self.findings.directories[directory] = None
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -634,6 +978,22 @@ def _subscript_substitution(text: str) -> bool:
         elif inside:
             return True
     return False
+
+
+def _option_values(word: str) -> list[str]:
+    """Paths an option may carry: `--out=../x` → `../x`, `-o../x` → `../x` (any short option's
+    attached value, since which options take one is not known here)."""
+    name, equals, value = word.partition("=")
+    if equals:
+        return [value] if value else []
+    if len(word) > 2 and word[1] != "-":
+        return [word[2:]]
+    return []
+
+
+def _path_like(raw: str) -> bool:
+    """A word whose literal parts say it is a path (`$X/y`, `$PWD/../x`); dynamic parts are NUL."""
+    return "/" in raw or ".." in raw or raw.startswith("~")
 
 
 def _brief(text: str) -> str:

@@ -26,7 +26,7 @@ _QUOTING = str.maketrans("", "", "'\"\\")
 # Split points: what ends a command, then what ends a word. Single character classes match in
 # linear time whatever the input.
 _SEGMENTS = re.compile(r"[;&|()<>`\n{}]+")
-_WORD_BREAKS = re.compile(r"[\s$=\[\]]+")
+_WORD_BREAKS = re.compile(r"[\s$=\[\],]+")
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./")
 _OPTION_LEAD = "-:+?#%!@,"
 
@@ -38,7 +38,7 @@ def named_commands(text: str) -> tuple[tuple[str, ...], bool]:
     if len(text) > MAX_SCAN_CHARS:
         return (), False
     found: dict[str, None] = {}
-    for segment in _SEGMENTS.split(text.translate(_QUOTING)):
+    for segment in _SEGMENTS.split(text.replace("\\\n", "").translate(_QUOTING)):
         words = [word for word in _WORD_BREAKS.split(segment) if word]
         for index, word in enumerate(words):
             name = word.lstrip(_OPTION_LEAD)

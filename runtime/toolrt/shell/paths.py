@@ -33,7 +33,9 @@ def fs_safe(path: str) -> bool:
 def path_candidate(word: str) -> str | None:
     """The part of an argument that may be a path, or None when it is not a path at all.
 
-    `--out=/tmp/x` → `/tmp/x`; `-rf`, `https://x.y/z`, `git@host:repo` → None.
+    `--out=/tmp/x` → `/tmp/x`; `-rf` → None. Everything else is checked as a path as it stands:
+    `https://x.y/z` or `host:repo` is a harmless relative name unless it climbs out with `..` or
+    starts at a symlink (`a:/../x`, where `a:` may be a link), and bash would pass it as a path.
     """
     if not word:
         return None
@@ -42,11 +44,6 @@ def path_candidate(word: str) -> str | None:
         if not equals or not value:
             return None
         word = value
-    if "://" in word:
-        return None
-    colon = word.find(":")
-    if colon > 0 and "/" not in word[:colon] and word[0] != "~":
-        return None
     return word
 
 

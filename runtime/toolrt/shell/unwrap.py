@@ -51,14 +51,17 @@ def _options_then_command(wrapper: Wrapper, words: Sequence[str | None], index: 
     while index < end:
         word = words[index]
         if word is None:
-            if positionals:
-                positionals -= 1
+            if positionals or wrapper.kind == "none":
+                positionals = max(positionals - 1, 0)
                 index += 1
                 continue
             break
         if not options_done and word == "--":
             options_done = True
             index += 1
+            continue
+        if not options_done and word == "-" and wrapper.kind == "command":
+            index += 1  # `env - cmd` is `env -i cmd`
             continue
         # Once a wrapper's operands are consumed (`timeout 5`), what follows is the command, except
         # a script option (`flock FILE -c 'cmd'`).
@@ -75,6 +78,13 @@ def _options_then_command(wrapper: Wrapper, words: Sequence[str | None], index: 
             if script is not None:
                 if script == "":
                     return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a script that is not a literal string")
+                if script.startswith("exec="):
+                    script = script[5:]  # `tar --checkpoint-action=exec=CMD`
+                if wrapper.kind == "none":
+                    # Options that run scripts may come several times, anywhere (`tar`, `su USER -c`).
+                    scripts.append(script)
+                    index += step
+                    continue
                 # `env -S 'cmd a' b`: the split string, then the remaining operands (for `su -c`
                 # the operand is a user name, not part of the command).
                 rest = words[index + step : end] if wrapper.kind == "command" else ()
@@ -88,13 +98,18 @@ def _options_then_command(wrapper: Wrapper, words: Sequence[str | None], index: 
             assignments.append(word.partition("=")[0])
             index += 1
             continue
-        if positionals:
-            positionals -= 1
+        if positionals or wrapper.kind == "none":
+            positionals = max(positionals - 1, 0)
             index += 1
             continue
         break
     if wrapper.kind == "none" or index >= end:
-        return Unwrapped(assignments=tuple(assignments))
+        return Unwrapped(scripts=tuple(scripts), assignments=tuple(assignments))
+    if wrapper.kind == "argument":
+        script = words[index]
+        if script is None:
+            return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a script that is not a literal string")
+        return Unwrapped(scripts=(script,))
     if wrapper.kind == "script":
         rest = words[index:end]
         if any(part is None for part in rest):

@@ -9,12 +9,13 @@ the first dynamic part) is kept, because `/etc/$name` still names something unde
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["Word", "evaluate"]
+__all__ = ["Word", "ansi_c", "evaluate"]
 
 _UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{]")
 # A `{...}` group without braces or blanks inside; whether it holds `,` or `..` is checked on the
@@ -22,6 +23,7 @@ _UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{]")
 # `{,,,,...`.)
 _BRACE_GROUP = re.compile(r"\{[^{}\s]*\}")
 _ANSI_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ANSI_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 _DOUBLE_QUOTE_ESCAPE = re.compile(r'\\([$`"\\\n])')
 
@@ -44,23 +46,41 @@ class Word(NamedTuple):
     """Where the word sits in the source (byte offsets are read only when needed)."""
     kind: str
     """The node type (`word`, `string`, `concatenation`, ...)."""
+    variables: tuple[str, ...] | None = ()
+    """The variables (`$x`, `${x}`) whose values were not known; None when a dynamic part is
+    something else (a substitution, `${x:-...}`), so knowing the variables would not help."""
+    shape: str = ""
+    """The value with each dynamic part as NUL (`"$d/../x"` → `\\0/../x`): what its literal parts say."""
 
 
 class _Builder:
-    __slots__ = ("dynamic", "glob", "parts")
+    __slots__ = ("dynamic", "glob", "parts", "shape", "variables")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
+        self.shape: list[str] = []
         self.dynamic = False
         self.glob = False
+        self.variables: list[str] | None = []
+
+    def unknown(self, name: str | None) -> None:
+        self.dynamic = True
+        self.shape.append("\0")
+        if name is None:
+            self.variables = None
+        elif self.variables is not None:
+            self.variables.append(name)
 
     def add(self, text: str) -> None:
         if not self.dynamic:
             self.parts.append(text)
+        self.shape.append(text)
 
 
-def evaluate(node: Node, home: str, kind: str | None = None, *, source: bytes) -> Word:
+def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, source: bytes) -> Word:
     """The word `node` (a command name or argument) after quote removal; `kind` is its node type.
+
+    `known` holds the variables whose value is known (`HOME`, and what the line assigned).
 
     Text comes from `source`, the command as given, not from the tree: the parser may have seen a
     sanitized copy of the same length (see `parser.parse`).
@@ -71,39 +91,44 @@ def evaluate(node: Node, home: str, kind: str | None = None, *, source: bytes) -
     if kind == "word" and not _UNQUOTED_SPECIAL.search(raw):
         return Word(raw, raw, raw, False, node, kind)
     builder = _Builder()
-    if kind == "concatenation" and _has_brace_expansion(raw):
-        # `{a,b}` arrives as several pieces (`{`, `a,b`, `}`), so no single piece shows it.
+    if kind == "concatenation" and "{" in raw and "}" in raw and ("," in raw or ".." in raw):
+        # `{a,b}` and `{'a b',c}` arrive as several pieces (`{`, `a,b`, `}`), so no single piece
+        # shows them; bash expands braces before it removes quotes.
         builder.glob = True
-    _piece(node, kind, raw, home, builder, source)
+    _piece(node, kind, raw, known, builder, source)
     prefix = "".join(builder.parts)
-    return Word(raw, None if builder.dynamic else prefix, prefix, builder.glob, node, kind)
+    if not builder.dynamic:
+        return Word(raw, prefix, prefix, builder.glob, node, kind, (), prefix)
+    variables = tuple(builder.variables) if builder.variables is not None else None
+    return Word(raw, None, prefix, builder.glob, node, kind, variables, "".join(builder.shape))
 
 
-def _piece(node: Node, kind: str, text: str, home: str, out: _Builder, source: bytes) -> None:
+def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Builder, source: bytes) -> None:
     if kind == "word" or kind == "number":
         out.add(_unquoted(text, out) if _UNQUOTED_SPECIAL.search(text) else text)
     elif kind == "raw_string":
         out.add(text[1:-1])
     elif kind == "string":
         for child in node.named_children:
-            if out.dynamic:
-                return
             child_kind = child.type
             if child_kind == "string_content":
                 out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child, source)))
             else:
-                _piece(child, child_kind, _text(child, source), home, out, source)
+                _piece(child, child_kind, _text(child, source), known, out, source)
     elif kind == "concatenation":
         for child in node.children:
-            if out.dynamic:
-                return
-            _piece(child, child.type, _text(child, source), home, out, source)
+            _piece(child, child.type, _text(child, source), known, out, source)
     elif kind == "ansi_c_string":
-        out.add(_ANSI_ESCAPE.sub(_ansi_escape, text[2:-1]))
-    elif kind in ("simple_expansion", "expansion") and text in ("$HOME", "${HOME}"):
-        out.add(home)
+        out.add(ansi_c(text[2:-1]))
+    elif kind == "simple_expansion" or kind == "expansion":
+        name = _variable(text)
+        value = known.get(name) if name is not None else None
+        if value is not None:
+            out.add(value)
+        else:
+            out.unknown(name)
     else:
-        out.dynamic = True
+        out.unknown(None)
 
 
 def _unquoted(text: str, out: _Builder) -> str:
@@ -142,20 +167,48 @@ def _keep_escaped(match: re.Match[str]) -> str:
     return "" if escaped == "\n" else escaped
 
 
-def _ansi_escape(match: re.Match[str]) -> str:
-    body = match.group(1)
+def _variable(text: str) -> str | None:
+    """`x` for `$x` or `${x}`; None for any other expansion (`${x:-y}`, `$1`, `$@`)."""
+    name = text[2:-1] if text.startswith("${") and text.endswith("}") else text[1:]
+    return name if _NAME.fullmatch(name) else None
+
+
+def ansi_c(body: str) -> str:
+    """The value of `$'body'` as bash gives it in a UTF-8 locale (C.UTF-8, the bash tool's).
+
+    `\\xHH` and octal escapes are bytes (octal keeps the low 8 bits: `\\777` is 0xFF), `\\u`
+    and `\\U` are characters encoded as UTF-8, `\\cX` is a control character, and the value
+    ends at the first NUL, as bash's C strings do. Bytes that are not UTF-8 stay as surrogate
+    escapes.
+    """
+    out = bytearray()
+    position = 0
+    for match in _ANSI_ESCAPE.finditer(body):
+        out += body[position : match.start()].encode("utf-8", "surrogateescape")
+        position = match.end()
+        out += _ansi_escape(match.group(1))
+    out += body[position:].encode("utf-8", "surrogateescape")
+    nul = out.find(0)
+    if nul >= 0:
+        del out[nul:]
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _ansi_escape(body: str) -> bytes:
     head = body[0]
-    if head in "xuU" and len(body) > 1:
+    if head == "x" and len(body) > 1:
+        return bytes((int(body[1:], 16),))
+    if head in "uU" and len(body) > 1:
         code = int(body[1:], 16)
-        return chr(code) if code < 0x110000 else "\ufffd"
+        return (chr(code) if code < 0x110000 and not 0xD800 <= code < 0xE000 else "\ufffd").encode()
     if head in "01234567":
-        return chr(int(body, 8))
+        return bytes((int(body, 8) & 0xFF,))
     if head == "c" and len(body) == 2:
-        return chr(ord(body[1]) & 0x1F)
+        return bytes((0x7F if body[1] == "?" else ord(body[1]) & 0x1F,))
     if head in "\\'\"?":
-        return head
+        return head.encode()
     # bash keeps the backslash of an escape it does not know (`$'\9'` is the two characters `\9`).
-    return _ANSI_ESCAPES.get(head, "\\" + body)
+    return _ANSI_ESCAPES.get(head, "\\" + body).encode("utf-8", "surrogateescape")
 
 
 def _text(node: Node, source: bytes) -> str:

@@ -18,11 +18,12 @@ from ..errors import ConfigError, Problem
 
 __all__ = ["GlobalOptions", "Wrapper", "WrapperKind", "WrapperTable", "default_wrappers"]
 
-WrapperKind = Literal["command", "shell", "script", "find", "none"]
-_KINDS: frozenset[str] = frozenset(("command", "shell", "script", "find", "none"))
+WrapperKind = Literal["command", "shell", "script", "argument", "find", "none"]
+_KINDS: frozenset[str] = frozenset(("command", "shell", "script", "argument", "find", "none"))
 _LIST_FIELDS = ("options_with_value", "stop_options", "script_options", "exec_options")
 _WRAPPER_FIELDS = frozenset((*_LIST_FIELDS, "kind", "positionals", "assignments"))
 _EMPTY: frozenset[str] = frozenset()
+_TOP_KEYS = ("wrappers", "dangerous_env", "global_options", "unseen", "code_options", "subcommands")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +59,23 @@ class WrapperTable:
     dangerous_env_prefixes: tuple[str, ...]
     """Prefixes from entries ending in `*`."""
     global_options: Mapping[str, GlobalOptions]
-    _first_words: frozenset[str] = field(default=_EMPTY, repr=False, compare=False)
+    unseen: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Command → why what it does cannot be seen (it rewrites the command table, runs code unseen)."""
+    code_options: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    """Program → options whose value is code in another language (`python -c`)."""
+    subcommands: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    """Command → its subcommands; another word there may be a configured alias (`git` `!` aliases)."""
+    _by_first_word: Mapping[str, tuple[Wrapper, ...]] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_first_words", frozenset(name[0] for name in self.wrappers))
+        index: dict[str, list[Wrapper]] = {}
+        for name, wrapper in self.wrappers.items():
+            index.setdefault(name[0], []).append(wrapper)
+        # Longest names first, so the first full match is the most specific (`uv tool run`, `uv run`).
+        by_first = {first: tuple(sorted(found, key=lambda w: -len(w.name))) for first, found in index.items()}
+        object.__setattr__(self, "_by_first_word", MappingProxyType(by_first))
 
     def match(self, words: Sequence[str | None], start: int) -> Wrapper | None:
         """The wrapper that `words[start:]` begins with (first word by basename, longest name wins)."""
@@ -69,16 +83,19 @@ class WrapperTable:
         if first is None:
             return None
         base = first.rpartition("/")[2]
-        if base not in self._first_words:
-            return None
-        best: Wrapper | None = None
-        for name, wrapper in self.wrappers.items():
-            if name[0] != base or start + len(name) > len(words):
-                continue
-            if all(words[start + i] == part for i, part in enumerate(name[1:], 1)):
-                if best is None or len(name) > len(best.name):
-                    best = wrapper
-        return best
+        for wrapper in self._by_first_word.get(base, ()):
+            name = wrapper.name
+            if start + len(name) <= len(words) and all(words[start + i] == part for i, part in enumerate(name[1:], 1)):
+                return wrapper
+        return None
+
+    def code_options_of(self, program: str) -> frozenset[str] | None:
+        """The code-carrying options of `program` (by basename, version stripped), None if not listed."""
+        base = program.rpartition("/")[2]
+        found = self.code_options.get(base)
+        if found is None:
+            found = self.code_options.get(base.rstrip("0123456789.-"))
+        return found
 
     def is_dangerous_env(self, name: str) -> bool:
         """True for variables that load code or pick programs (`LD_PRELOAD`, `PATH`, `GIT_CONFIG_*`)."""
@@ -95,11 +112,20 @@ class WrapperTable:
         globals_ = dict(self.global_options)
         exact = set(self.dangerous_env)
         prefixes = list(self.dangerous_env_prefixes)
-        unknown = set(data) - {"wrappers", "dangerous_env", "global_options"}
+        unseen = dict(self.unseen)
+        code_options = dict(self.code_options)
+        subcommands = dict(self.subcommands)
+        unknown = set(data) - set(_TOP_KEYS)
         for key in sorted(unknown):
-            problems.append(
-                _problem(source, f"/{key}", f"unknown key {key!r} (expected wrappers, dangerous_env, global_options)")
-            )
+            problems.append(_problem(source, f"/{key}", f"unknown key {key!r} (expected {', '.join(_TOP_KEYS)})"))
+        for name, reason in _mapping(data.get("unseen"), source, "/unseen", problems).items():
+            if not isinstance(reason, str) or not reason:
+                problems.append(_problem(source, f"/unseen/{_escape(str(name))}", "expected the reason, a string"))
+                continue
+            unseen[str(name)] = reason
+        for key, target in (("code_options", code_options), ("subcommands", subcommands)):
+            for name, items in _mapping(data.get(key), source, f"/{key}", problems).items():
+                target[str(name)] = frozenset(_list(items, source, f"/{key}/{_escape(str(name))}", problems))
         for name, spec in _mapping(data.get("wrappers"), source, "/wrappers", problems).items():
             wrapper = _wrapper(str(name), spec, source, problems)
             if wrapper is not None:
@@ -126,6 +152,9 @@ class WrapperTable:
             frozenset(exact),
             tuple(prefixes),
             MappingProxyType(globals_),
+            MappingProxyType(unseen),
+            MappingProxyType(code_options),
+            MappingProxyType(subcommands),
         )
 
     @classmethod

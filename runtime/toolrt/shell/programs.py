@@ -1,0 +1,152 @@
+"""Programs that run code in their own language, which the analyzer does not read.
+
+`python -c`, `perl -e`, `node -e` and the rest (`code_options` in wrappers.yaml) run code unseen;
+so do sed scripts with the `e` command or the `e`/`w` flags, and awk programs that call `system`,
+pipe, read a command with `getline` or print to a file. Whatever this module finds is judged as
+the ruleset's fallback for bash, never weaker than ask.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["awk_runs_code", "sed_runs_code", "unseen_code"]
+
+_SED = frozenset(("sed", "gsed"))
+_AWK = frozenset(("awk", "gawk", "mawk", "nawk", "busybox awk"))
+_SED_OPTIONS_WITH_VALUE = frozenset(("-l", "--line-length", "-s"))
+_AWK_OPTIONS_WITH_VALUE = frozenset(("-F", "-v", "--assign", "--field-separator"))
+# awk: `system(`, a pipe into or out of a command, `getline` from a command, or output redirected
+# to a file (`print > "f"`; a comparison `$1 > 5` is caught too: the cost of not parsing awk).
+_AWK_CODE = re.compile(r"system\s*\(|\||getline|>")
+# sed: after an address, the command letter; `e` runs a command, `w`/`W` write a file.
+_SED_ADDRESS = re.compile(
+    r"\s*(?:[0-9$]+|/(?:[^/\\\n]|\\.)*/[IM]*)?(?:\s*,\s*(?:[0-9$]+|/(?:[^/\\\n]|\\.)*/[IM]*))?\s*!?\s*"
+)
+
+
+def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], fed: bool) -> str | None:
+    """Why the program `base` with arguments `args` runs code the analyzer does not read, or None.
+
+    `options` are its code-carrying options (from `code_options`); `fed` says a here-document or
+    here-string gives it input (for an interpreter without a script operand, its program).
+    """
+    if base in _SED:
+        return _sed(args)
+    if base in _AWK:
+        return _awk(args)
+    operands = 0
+    for arg in args:
+        if arg is None:
+            return f"`{base}` takes an argument only known when it runs"
+        name = arg.partition("=")[0]
+        attached = arg[:2] if len(arg) > 2 and arg[1] != "-" else None
+        if name in options or attached in options:
+            shown = name if name in options else attached
+            return f"`{base} {shown}` runs code the analyzer does not read"
+        if arg == "-" or (not arg.startswith("-")):
+            operands += 1
+            if arg == "-":
+                return f"`{base} -` runs code from its input, which the analyzer does not read"
+    if fed and operands == 0:
+        return f"`{base}` runs the code fed to its input, which the analyzer does not read"
+    return None
+
+
+def _sed(args: Sequence[str | None]) -> str | None:
+    scripts: list[str] = []
+    index = 0
+    explicit = False
+    while index < len(args):
+        arg = args[index]
+        if arg is None:
+            return "`sed` takes an argument only known when it runs"
+        if arg in ("-e", "--expression"):
+            explicit = True
+            following = args[index + 1] if index + 1 < len(args) else None
+            if following is None:
+                return "`sed -e` takes a script only known when it runs"
+            scripts.append(following)
+            index += 2
+            continue
+        if arg.startswith("--expression="):
+            explicit = True
+            scripts.append(arg.partition("=")[2])
+        elif arg in ("-f", "--file") or arg.startswith("--file="):
+            return "`sed -f` runs a script file the analyzer does not read"
+        elif arg.startswith("-e") and len(arg) > 2:
+            explicit = True
+            scripts.append(arg[2:])
+        elif arg in _SED_OPTIONS_WITH_VALUE:
+            index += 1
+        elif not arg.startswith("-") and not explicit:
+            scripts.append(arg)
+            explicit = True
+        index += 1
+    for script in scripts:
+        if sed_runs_code(script):
+            return "the sed script runs a command or writes a file (`e`, `w`), which the analyzer does not follow"
+    return None
+
+
+def sed_runs_code(script: str) -> bool:
+    """True when a sed script has an `e`, `w` or `W` command, or an `s` with the `e` or `w` flag."""
+    index = 0
+    length = len(script)
+    while index < length:
+        match = _SED_ADDRESS.match(script, index)
+        index = match.end() if match else index
+        if index >= length:
+            break
+        command = script[index]
+        if command in "ewW":
+            return True
+        if command in "s" and index + 1 < length:
+            delimiter = script[index + 1]
+            index += 2
+            for _ in range(2):  # the pattern, then the replacement
+                while index < length and script[index] != delimiter:
+                    index += 2 if script[index] == "\\" else 1
+                index += 1
+            flags_start = index
+            while index < length and script[index] not in ";\n}":
+                index += 1
+            if "e" in script[flags_start:index] or "w" in script[flags_start:index]:
+                return True
+        elif command in "y" and index + 1 < length:
+            delimiter = script[index + 1]
+            index += 2
+            for _ in range(2):
+                while index < length and script[index] != delimiter:
+                    index += 2 if script[index] == "\\" else 1
+                index += 1
+        elif command in "aicrRbtTqQlL:#{}":
+            # Text or a label or a file name runs to the end of the line (or the next `;`).
+            while index < length and script[index] != "\n" and (command in "aicrR:#" or script[index] != ";"):
+                index += 1
+        index += 1
+    return False
+
+
+def _awk(args: Sequence[str | None]) -> str | None:
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg is None:
+            return "`awk` takes an argument only known when it runs"
+        if arg in ("-f", "--file") or arg.startswith("--file=") or (arg.startswith("-f") and len(arg) > 2):
+            return "`awk -f` runs a program file the analyzer does not read"
+        if arg in _AWK_OPTIONS_WITH_VALUE:
+            index += 2
+            continue
+        if arg.startswith("-") and arg != "-":
+            index += 1
+            continue
+        return "the awk program runs commands or writes files" if awk_runs_code(arg) else None
+    return None
+
+
+def awk_runs_code(program: str) -> bool:
+    """True when an awk program may run a command or write a file (see `_AWK_CODE`)."""
+    return _AWK_CODE.search(program) is not None
