@@ -15,20 +15,20 @@ from typing import Any
 
 import openai
 
-from toolrt import Runtime
+from toolrt import CallScope, Runtime
 from toolrt.providers.openai import StreamAccumulator
 
 
 async def main(prompt: str) -> None:
     rt = Runtime.load(".")
+    model = os.environ.get("MODEL", "gpt-5")
+    scope = CallScope(model=model, provider="openai", session="example")  # the same for specs and calls
     client = openai.AsyncOpenAI()  # OPENAI_API_KEY and OPENAI_BASE_URL from the environment
-    tools: Any = rt.specs("openai")
+    tools: Any = rt.specs("openai", scope)
     messages: list[Any] = [{"role": "user", "content": prompt}]
     while True:
         turn = StreamAccumulator()
-        stream = await client.chat.completions.create(
-            model=os.environ.get("MODEL", "gpt-5"), messages=messages, tools=tools, stream=True
-        )
+        stream = await client.chat.completions.create(model=model, messages=messages, tools=tools, stream=True)
         async for chunk in stream:
             shown = len(turn.text)
             for call in turn.feed(chunk):  # each call as soon as its arguments are complete
@@ -36,7 +36,7 @@ async def main(prompt: str) -> None:
             print(turn.text[shown:], end="", flush=True)
         messages.append(turn.message())
         # No asker here: whatever the rules put at "ask" is refused, and the model is told why.
-        results = await rt.run_tool_calls("openai", turn.calls, session="example")
+        results = await rt.run_tool_calls("openai", turn.calls, scope)
         if not results:
             print()
             return

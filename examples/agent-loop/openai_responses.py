@@ -13,18 +13,20 @@ from typing import Any
 
 import openai
 
-from toolrt import Runtime
+from toolrt import CallScope, Runtime
 
 
 async def main(prompt: str) -> None:
     rt = Runtime.load(".")
+    model = os.environ.get("MODEL", "gpt-5")
+    scope = CallScope(model=model, provider="openai", session="example")  # the same for specs and calls
     client = openai.AsyncOpenAI()
-    tools: Any = rt.specs("openai-responses")
+    tools: Any = rt.specs("openai-responses", scope)
     items: list[Any] = [{"role": "user", "content": prompt}]
     while True:
-        response = await client.responses.create(model=os.environ.get("MODEL", "gpt-5"), input=items, tools=tools)
+        response = await client.responses.create(model=model, input=items, tools=tools)
         items += response.output  # the model's items, function calls included, go back in as input
-        results = await rt.run_tool_calls("openai-responses", response, session="example")
+        results = await rt.run_tool_calls("openai-responses", response, scope)
         if not results:
             print(response.output_text)
             return
