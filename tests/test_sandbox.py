@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -307,3 +308,99 @@ def test_validate_names_the_active_sandbox(tmp_path: Path, capsys: pytest.Captur
     assert main(["validate", "--root", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert f"{tmp_path}: sandbox: {SUPPORT.describe()} (workspace-write, network on)" in lines
+
+
+UNPRIVILEGED_SCRIPT = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import kernel, launcher
+root, outside = sys.argv[2], sys.argv[3]
+server = launcher.ForkServer()
+read, write = os.pipe()
+devnull = os.open("/dev/null", os.O_RDONLY)
+rules = [["/", kernel.FS_READ], [root, (1 << 16) - 1], ["/dev/null", kernel.FS_READ_FILE | kernel.FS_WRITE_FILE]]
+request = {
+    "argv": ["bash", "-c", sys.argv[4]], "env": {"PATH": "/usr/bin:/bin"}, "cwd": root,
+    "read_only": [root + "/.git"], "unshare_net": True,
+    "landlock": {"abi": kernel.landlock_abi(), "paths": rules, "deny_tcp": True, "scope_signals": True,
+                 "scope_abstract_unix": True},
+}
+channel = server.submit(request, [devnull, write, write])
+os.close(write)
+output = b""
+while chunk := os.read(read, 65536):
+    output += chunk
+status = b""
+while chunk := channel.recv(100):
+    status += chunk
+support = server.support
+print(json.dumps({"support": [support.mount_namespace, support.net_namespace, support.user_namespace],
+                  "output": output.decode(), "status": status.decode()}))
+"""
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory another user can reach (pytest's own temp directory is private to its user)."""
+    path = Path(tempfile.mkdtemp(prefix="toolrt-sandbox-nobody-", dir="/var/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_an_unprivileged_user_gets_namespaces_through_the_fork_server(shared_dir: Path) -> None:
+    """The fork server's user-namespace path, for real: run as `nobody`, where unshare needs a user namespace."""
+    system_python = Path("/usr/bin/python3")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not system_python.exists():
+        pytest.skip("needs root (to become nobody with setpriv) and /usr/bin/python3")
+    root, outside = shared_dir / "root", shared_dir / "outside"
+    for directory in (root, root / ".git", outside):
+        directory.mkdir()
+        os.chown(directory, 65534, 65534)
+    command = f"id -u; echo in > in.txt; echo out > {outside}/out.txt; echo x >> .git/config; echo done"
+    sandbox_dir = Path(plan_sandbox.__code__.co_filename).parent
+    run = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(system_python), "-I", "-c",
+         UNPRIVILEGED_SCRIPT, str(sandbox_dir), str(root), str(outside), command],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["support"] == [True, True, True]  # mount and network namespaces, through a user namespace
+    lines = report["output"].splitlines()
+    assert lines and lines[0] == "65534", report  # the uid is mapped to itself: files keep their owners
+    assert f"{outside}/out.txt: Permission denied" in report["output"]
+    assert ".git/config: Read-only file system" in report["output"]
+    assert lines[-1] == "done" and report["status"].endswith("X0\n")
+    assert (root / "in.txt").read_text() == "in\n" and not (outside / "out.txt").exists()
+    assert not (root / ".git" / "config").exists()
+
+
+def test_bubblewrap_enforces_the_same_policy_where_landlock_is_missing(
+    tmp_path: Path, outside: Path, listeners: tuple[socket.socket, socket.socket]
+) -> None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap is not installed (the fallback for kernels without Landlock)")
+    (tmp_path / ".git").mkdir()
+    support = Support(0, True, True, "exec", bwrap)
+    plan = plan_sandbox(
+        SandboxPolicy(network=False, protected=(tmp_path / ".git",)), support, root=tmp_path, output_dir=tmp_path
+    )
+    assert plan is not None and plan.description == "bubblewrap workspace-write + netns + read-only .git"
+    result = sh(
+        f"echo in > in.txt; echo out > {outside}/out.txt; echo x > .git/config; {_reach(*listeners)}; echo done",
+        plan,
+        tmp_path,
+    )
+    if "Operation not permitted" in result.output and "setting up uid map" in result.output:
+        pytest.skip(f"bubblewrap cannot create namespaces here: {result.output.strip()}")
+    assert (tmp_path / "in.txt").read_text() == "in\n"
+    assert not (outside / "out.txt").exists() and not (tmp_path / ".git" / "config").exists()
+    assert f"{outside}/out.txt: Read-only file system" in result.output
+    assert ".git/config: Read-only file system" in result.output
+    # bubblewrap's network namespace has a loopback of its own: the host's listeners are out of reach.
+    assert "tcp-connected" not in result.output and "done" in result.output
+    listeners[1].settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        listeners[1].recvfrom(16)
