@@ -226,10 +226,19 @@ def _project(writer: Callable[..., Path], root: Path, outside: Path) -> Path:
     )
 
 
-def _python_write(*parts: str) -> str:
-    """A line whose target path the bash analyzer cannot see: built inside Python from the home directory."""
-    joined = ", ".join(repr(p) for p in parts)
-    return f"python3 -c \"import os; open(os.path.join(os.path.expanduser('~'), {joined}), 'w')\""
+def _script_write(root: Path, name: str, *parts: str) -> str:
+    """A line whose target the bash analyzer cannot see: `sh ./NAME.sh`, a script (written into the root,
+    as a model could with the write tool) that builds the path from $HOME at run time."""
+    target = "/".join(('"$HOME"', *parts))
+    (root / f"{name}.sh").write_text(f"echo pwned > {target} && echo wrote\n")
+    return f"sh ./{name}.sh"
+
+
+def _analyzer_allows(rt: Runtime, command: str) -> None:
+    decision, _ = rt.check_call("bash", {"command": command, "description": "test"})
+    assert decision.action == "allow", (
+        f"the bash analyzer now sees through {command!r}: write a new line it cannot see for this test"
+    )
 
 
 def _bash(rt: Runtime, command: str) -> dict[str, Any]:
@@ -242,32 +251,37 @@ def test_an_allowed_external_directory_is_writable_for_that_call_only(
 ) -> None:
     (outside / "allowed").mkdir()
     (outside / "other").mkdir()
-    rt = Runtime.load(_project(project_writer, tmp_path / "project", outside))
+    root = _project(project_writer, tmp_path / "project", outside)
+    rt = Runtime.load(root)
     # The analyzer sees the first path and asks external_directory (allowed by the rule); it cannot see
-    # the second, built at run time, which the kernel must stop even within this call.
-    first = _bash(rt, f"echo one > {outside}/allowed/a.txt; " + _python_write(outside.name, "other", "b.txt"))
+    # the second, built at run time by a script, which the kernel must stop even within this call.
+    hidden = _script_write(root, "other", outside.name, "other", "b.txt")
+    _analyzer_allows(rt, hidden)
+    first = _bash(rt, f"echo one > {outside}/allowed/a.txt; {hidden}")
     assert (outside / "allowed" / "a.txt").read_text() == "one\n"
     assert not (outside / "other" / "b.txt").exists()
+    assert f"{outside}/other/b.txt: Permission denied" in first["output"]
     # The next call's analyzer sees no outside path, so the widening does not carry over.
-    second = _bash(rt, _python_write(outside.name, "allowed", "c.txt"))
+    second = _bash(rt, _script_write(root, "allowed", outside.name, "allowed", "c.txt"))
     assert not (outside / "allowed" / "c.txt").exists()
-    assert "PermissionError: [Errno 13] Permission denied" in str(second["output"])
+    assert f"{outside}/allowed/c.txt: Permission denied" in second["output"]
     assert "landlock" in str(first["metadata"]["sandbox"])
 
 
 def test_a_line_that_fools_the_analyzer_is_stopped_by_the_kernel(
     tmp_path: Path, outside: Path, project_writer: Callable[..., Path]
 ) -> None:
-    rt = Runtime.load(_project(project_writer, tmp_path / "project", outside))
-    # Written by hand: the path is assembled inside Python code, which the bash analyzer reads as an
-    # opaque string argument, so the rules allow the call; only the kernel stands in the way.
-    line = _python_write(outside.name, "pwned")
+    root = _project(project_writer, tmp_path / "project", outside)
+    rt = Runtime.load(root)
+    # Written by hand: the path is assembled by a script the bash analyzer does not read, so the rules
+    # allow the call (checked first); only the kernel stands in the way.
+    line = _script_write(root, "pwn", outside.name, "pwned")
+    _analyzer_allows(rt, line)
     result = _bash(rt, line)
     assert not (outside / "pwned").exists()
-    assert "PermissionError: [Errno 13] Permission denied" in str(result["output"])
-    assert (
-        str(result["output"]).rstrip().splitlines()[-1].startswith(f"toolrt: the sandbox refused a write to {outside}")
-    )
+    assert "wrote" not in result["output"]
+    assert f"{outside}/pwned: Permission denied" in result["output"]
+    assert result["output"].rstrip().splitlines()[-1].startswith(f"toolrt: the sandbox refused a write to {outside}")
 
 
 def test_call_json_metadata_names_the_sandbox(
