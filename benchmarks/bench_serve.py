@@ -1,0 +1,312 @@
+"""`toolrt serve` against the official SDK's `MCPServer` and FastMCP, side by side in one run.
+
+The same echo tool (`echo(text) -> text`) on each server; toolrt's with its permission step and the
+audit log on. Over streamable HTTP on 127.0.0.1 with both protocol versions (2025-11-25 with MCP
+sessions, one per client; 2026-07-28, sessionless) and over stdio (one connection, the callers
+multiplexed on it), at 1, 8 and 32 concurrent clients. Each measurement: the clients connect and warm
+up, then make `--calls` calls between them; reported are throughput (calls/s) and the server's CPU
+time per call (user + system of the server process, from /proc). Median of `--repeats` interleaved
+rounds (every server and setting once per round).
+
+Goals (issue 15): toolrt's server CPU per call at most 1.05x the SDK server's; toolrt's throughput
+with 1,000 offered tools at least 0.9x that with 1 tool (HTTP 2026-07-28, 8 clients).
+
+    python benchmarks/bench_serve.py [--calls 400] [--repeats 5] [--clients 1,8,32] [--servers toolrt,sdk,fastmcp]
+
+Needs the `bench` extra (FastMCP): pip install -e '.[bench]'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+HERE = Path(__file__).resolve().parent
+PEERS = HERE / "_serve_peers.py"
+LEGACY, MODERN = "legacy", "2026-07-28"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+HANDLER = """
+async def echo(args, ctx):
+    return args["text"]
+"""
+ECHO = """\
+id: echo
+description: Echo the text back.
+parameters: {type: object, properties: {text: {type: string}}, required: [text], additionalProperties: false}
+handler: {python: "bench_handlers:echo"}
+"""
+FILLER = """\
+id: tool_{i}
+description: Look up record {i} by name and return it as JSON.
+parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
+handler: {{argv: [echo, "{{{{ name }}}}"]}}
+"""
+
+
+def make_project(base: Path, tools: int) -> Path:
+    root = base / f"project-{tools}"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "tools.d" / "echo.yaml").write_text(ECHO)
+    for i in range(tools - 1):
+        (root / "tools.d" / f"tool_{i}.yaml").write_text(FILLER.format(i=i))
+    (root / "bench_handlers.py").write_text(HANDLER)
+    data = base / f"data-{tools}"
+    audit = data / "audit.jsonl"
+    (root / "toolrt.yaml").write_text(f"builtin_tools: false\ndefaults:\n  data_dir: {data}\n  audit: {audit}\n")
+    (root / "permissions.yaml").write_text('permission:\n  "*": ask\n  echo: allow\n')
+    return root
+
+
+def server_argv(kind: str, transport: str, port: int, root: Path) -> list[str]:
+    if kind == "toolrt":
+        argv = [sys.executable, "-m", "toolrt", "serve", "--root", str(root)]
+        return argv + (["--transport", "http", "--port", str(port)] if transport == "http" else [])
+    return [sys.executable, str(PEERS), kind, transport, str(port)]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+@contextmanager
+def http_server(kind: str, root: Path, env: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """Start one server on a free loopback port; yield (url, pid); stop it."""
+    port = _free_port()
+    process = subprocess.Popen(
+        server_argv(kind, "http", port, root), env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{kind} server exited: {process.stderr.read().decode() if process.stderr else ''}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{kind} server never listened") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp", process.pid
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass
+class Sample:
+    calls_per_s: float
+    cpu_ms_per_call: float
+
+
+async def _drive(clients: list[Any], callers: int, calls: int, label: str) -> None:
+    """`calls` echo calls spread over `callers` concurrent tasks, caller i using clients[i % len]."""
+    counter = iter(range(10**9))
+
+    async def caller(client: Any, count: int) -> None:
+        for _ in range(count):
+            text = f"{label}{next(counter)}"  # distinct arguments: repeated ones would (rightly) trip the doom loop
+            result = await client.call_tool("echo", {"text": text})
+            assert not result.is_error and result.content[0].text == text, result
+
+    per = [calls // callers + (1 if i < calls % callers else 0) for i in range(callers)]
+    async with anyio.create_task_group() as group:
+        for i, count in enumerate(per):
+            group.start_soon(caller, clients[i % len(clients)], count)
+
+
+async def measure(
+    connect: Callable[[AsyncExitStack], Awaitable[list[Any]]], pid: Callable[[], int], callers: int, calls: int
+) -> Sample:
+    with anyio.fail_after(600):
+        async with AsyncExitStack() as stack:
+            clients = await connect(stack)
+            await _drive(clients, callers, max(callers * 3, 20), "warm")
+            server = pid()
+            cpu0, wall0 = cpu_seconds(server), time.perf_counter()
+            await _drive(clients, callers, calls, "t")
+            wall, cpu = time.perf_counter() - wall0, cpu_seconds(server) - cpu0
+    return Sample(calls / wall, cpu * 1000 / calls)
+
+
+def http_connect(url: str, mode: str, count: int) -> Callable[[AsyncExitStack], Awaitable[list[Any]]]:
+    from mcp import Client
+
+    async def connect(stack: AsyncExitStack) -> list[Any]:
+        # 2025-11-25: one MCP session per client; 2026-07-28 has no sessions, so one client's calls
+        # are as independent as several clients' and one client object serves every caller.
+        return [await stack.enter_async_context(Client(url, mode=mode)) for _ in range(count if mode == LEGACY else 1)]
+
+    return connect
+
+
+def stdio_connect(
+    kind: str, root: Path, env: dict[str, str], pidfile: Path
+) -> Callable[[AsyncExitStack], Awaitable[list[Any]]]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    argv = server_argv(kind, "stdio", 0, root)
+    # exec keeps the pid: the wrapper writes it for the CPU reading, then becomes the server.
+    wrapper = "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); os.execv(sys.argv[2], sys.argv[2:])"
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", wrapper, str(pidfile), *argv], env=env, cwd=str(root)
+    )
+
+    async def connect(stack: AsyncExitStack) -> list[Any]:
+        return [await stack.enter_async_context(Client(params, mode=LEGACY))]
+
+    return connect
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=400, help="timed calls per measurement")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (medians are reported)")
+    parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--servers", default="toolrt,sdk,fastmcp")
+    parser.add_argument("--transports", default=f"http:{LEGACY},http:{MODERN},stdio")
+    parser.add_argument("--many-tools", type=int, default=1000, help="offered tools for the scale comparison")
+    options = parser.parse_args()
+    counts = [int(c) for c in options.clients.split(",")]
+    kinds = options.servers.split(",")
+    transports = options.transports.split(",")
+    samples: dict[str, list[Sample]] = {}
+    with tempfile.TemporaryDirectory() as tmp, contextlib_exit() as stack:
+        base = Path(tmp)
+        one, many = make_project(base, 1), make_project(base, options.many_tools)
+        env = {**os.environ, "TOOLRT_DATA_DIR": str(base / "data"), "PYTHONUNBUFFERED": "1"}
+        servers = {
+            kind: stack.enter_context(http_server(kind, one, env))
+            for kind in kinds
+            if any(t.startswith("http") for t in transports)
+        }
+        if "toolrt" in kinds:
+            servers["toolrt-many"] = stack.enter_context(http_server("toolrt", many, env))
+        for round_ in range(options.repeats):
+            for transport in transports:
+                for callers in counts:
+                    for kind in kinds:
+                        key = f"{transport}|{callers}|{kind}"
+                        if transport == "stdio":
+                            pidfile = base / f"{kind}.pid"
+                            connect = stdio_connect(kind, one, env, pidfile)
+                            pid: Callable[[], int] = lambda pidfile=pidfile: int(pidfile.read_text())  # noqa: E731
+                        else:
+                            url, server_pid = servers[kind]
+                            connect = http_connect(url, transport.split(":", 1)[1], callers)
+                            pid = lambda server_pid=server_pid: server_pid  # noqa: E731
+                        samples.setdefault(key, []).append(anyio.run(measure, connect, pid, callers, options.calls))
+            if "toolrt" in kinds:
+                for kind in ("toolrt", "toolrt-many"):
+                    url, server_pid = servers[kind]
+                    key = f"scale|8|{kind}"
+                    connect = http_connect(url, MODERN, 8)
+                    samples.setdefault(key, []).append(
+                        anyio.run(measure, connect, lambda server_pid=server_pid: server_pid, 8, options.calls)
+                    )
+            print(f"round {round_ + 1}/{options.repeats} done", file=sys.stderr, flush=True)
+    report(samples, transports, counts, kinds, options)
+
+
+class contextlib_exit:
+    """An ExitStack usable in a `with` with other managers (servers stop however the run ends)."""
+
+    def __enter__(self) -> Any:
+        from contextlib import ExitStack
+
+        self._stack = ExitStack()
+        return self._stack.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._stack.__exit__(*exc)
+
+
+def report(
+    samples: dict[str, list[Sample]],
+    transports: list[str],
+    counts: list[int],
+    kinds: list[str],
+    options: argparse.Namespace,
+) -> None:
+    medians = {
+        key: {
+            "calls_per_s": statistics.median(s.calls_per_s for s in found),
+            "cpu_ms_per_call": statistics.median(s.cpu_ms_per_call for s in found),
+        }
+        for key, found in samples.items()
+    }
+    header = f"{'transport':<18}{'clients':>8}" + "".join(f"{k + ' calls/s':>18}{k + ' cpu ms':>16}" for k in kinds)
+    if "toolrt" in kinds and "sdk" in kinds:
+        header += f"{'cpu toolrt/sdk':>16}"
+    print(header)
+    ratios: dict[str, float] = {}
+    for transport in transports:
+        for callers in counts:
+            row = f"{transport:<18}{callers:>8}"
+            for kind in kinds:
+                m = medians[f"{transport}|{callers}|{kind}"]
+                row += f"{m['calls_per_s']:>18.0f}{m['cpu_ms_per_call']:>16.3f}"
+            if "toolrt" in kinds and "sdk" in kinds:
+                ratio = (
+                    medians[f"{transport}|{callers}|toolrt"]["cpu_ms_per_call"]
+                    / medians[f"{transport}|{callers}|sdk"]["cpu_ms_per_call"]
+                )
+                ratios[f"{transport}|{callers}"] = ratio
+                row += f"{ratio:>16.2f}"
+            print(row)
+    result: dict[str, Any] = {
+        "benchmark": "serve",
+        "cpus": os.cpu_count(),
+        "calls": options.calls,
+        "repeats": options.repeats,
+        "medians": medians,
+        "cpu_ratio_toolrt_sdk": ratios,
+    }
+    if "toolrt" in kinds:
+        few, lots = medians["scale|8|toolrt"], medians["scale|8|toolrt-many"]
+        result["throughput_ratio_many_tools"] = lots["calls_per_s"] / few["calls_per_s"]
+        print(
+            f"\nHTTP {MODERN}, 8 clients: 1 tool {few['calls_per_s']:.0f} calls/s, {options.many_tools} tools "
+            f"{lots['calls_per_s']:.0f} calls/s: ratio {result['throughput_ratio_many_tools']:.2f} (goal >= 0.9)"
+        )
+    if ratios:
+        print(f"server CPU per call, toolrt / SDK: worst {max(ratios.values()):.2f} (goal <= 1.05)")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
