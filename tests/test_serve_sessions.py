@@ -22,6 +22,7 @@ from mcp import Client
 from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
+from toolrt.audit import read_records
 from toolrt.call.request import CallScope
 from toolrt.serve_mcp import build_server
 from toolrt.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
@@ -165,12 +166,20 @@ def test_a_cancel_over_http_kills_the_process_tree(tmp_path: Path, mode: str) ->
                 group.cancel_scope.cancel()
             pid = int(pidfile.read_text())
             with anyio.fail_after(15):
-                while _alive(pid):
+                while _alive(pid) or not _statuses(rt, "sleeper"):
                     await anyio.sleep(0.05)
+            assert _statuses(rt, "sleeper") == ["cancelled"]  # recorded, though the client never saw a result
             after = await client.call_tool("read", {"filePath": str(rt.root / "notes.txt")})
             assert after.is_error is False  # the server carries on
 
     run(tmp_path, body)
+
+
+def _statuses(rt: Runtime, tool: str) -> list[str]:
+    assert rt.audit.path is not None
+    if not rt.audit.path.exists():
+        return []
+    return [record["status"] for record in read_records(rt.audit.path)[0] if record["tool"] == tool]
 
 
 def _alive(pid: int) -> bool:

@@ -1,15 +1,18 @@
 """`toolrt serve`: the current snapshot's tools as an MCP server (official `mcp` SDK, low-level server).
 
-- `tools/list`: `rt.specs("mcp", selection)` as MCP tools (name, title, description, inputSchema,
-  annotations), read from the snapshot current at the time of the request;
+- `tools/list`: the selection's MCP specs (name, title, description, inputSchema, annotations),
+  compiled once per snapshot and answered from that cache; pages only above `--page-size`; the SDK
+  reads a call's input schema from the same cache (`get_tool_input_schema`), never by listing;
 - `tools/call`: `rt.call` (permissions, truncation and the audit log apply); a failed call is a result
   with `isError: true`; an unknown tool or malformed params are JSON-RPC errors;
 - `notifications/tools/list_changed` after every swap (the `listChanged` capability is advertised):
   on the connection's standalone channel for handshake-era clients, through `subscriptions/listen`
   for 2026-07-28 clients;
 - progress: a call's live metadata becomes `notifications/progress` when the client sent a token;
-- cancellation: `notifications/cancelled` sets the call's abort event, so the tool stops the way it
-  stops for any host (process tree killed, audit record written), then the request ends;
+- cancellation: the SDK cancels the request's handler (`notifications/cancelled`, or on 2026-07-28 a
+  closed response stream); the cancellation runs into the call, which stops the tool (process tree
+  killed) and records it as cancelled;
+- sessions: `serve_sessions` (one toolrt session per MCP session, tokens on the sessionless protocol);
 - ask: `elicitation/create` when the client declared elicitation, else no asker (the runtime denies
   with a message saying approval was required); the `question` tool's questions go the same way.
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +53,7 @@ from .selection import ToolSet
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
 
-__all__ = ["ABORT_GRACE_SECONDS", "McpFace", "ServeLimits", "build_server", "run_serve"]
-
-ABORT_GRACE_SECONDS = 5.0
-"""After a client cancels, how long a tool may take to honour its abort event before it is cancelled hard."""
+__all__ = ["McpFace", "ServeLimits", "build_server", "run_serve"]
 
 TRANSPORTS = ("stdio", "http")
 DEFAULT_PAGE_SIZE = 10_000
@@ -183,54 +183,44 @@ class McpFace:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token = self._mcp_sessions.identify(ctx)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
-        abort = anyio.Event()
-        progress = _wants_progress(ctx)
+        # A client's cancel (notifications/cancelled, or a closed response stream on 2026-07-28) cancels
+        # this handler: the cancellation runs into the call, whose run step kills a process tree (or sets
+        # a worker thread's abort event) and whose record says "cancelled". No task group per call.
+        call = self._rt.call(
+            params.name,
+            dict(params.arguments or {}),
+            self._scope,
+            session=session,
+            ask=self._asker(ctx),
+            questioner=self._questioner(ctx),
+            call_id=call_id,
+        )
+        result = await (call if not _wants_progress(ctx) else self._with_progress(ctx, call_id, call))
+        return _to_mcp(result, token)
+
+    async def _with_progress(self, ctx: Ctx, call_id: str, call: Awaitable[ToolResult]) -> ToolResult:
+        """Run `call` while its live metadata goes to the client as `notifications/progress`."""
         send, receive = anyio.create_memory_object_stream[CallEvent](256)
         bridge = _LoopBridge()
-        unsubscribe: Callable[[], None] | None = None
-        if progress:
 
-            def listen(event: CallEvent) -> None:
-                if event.call_id == call_id and event.kind == "metadata":
-                    bridge.call(lambda: _offer(send, event))
+        def listen(event: CallEvent) -> None:
+            if event.call_id == call_id and event.kind == "metadata":
+                bridge.call(lambda: _offer(send, event))
 
-            unsubscribe = self._rt.subscribe(listen)
+        unsubscribe = self._rt.subscribe(listen)
         box: list[ToolResult] = []
 
         async def run_call() -> None:
-            # Shielded: a client's cancellation reaches the tool as its abort event (so it stops
-            # cleanly and is recorded), and only a tool that ignores it is cancelled hard.
-            with anyio.CancelScope(shield=True) as scope:
-                scopes.append(scope)
-                box.append(
-                    await self._rt.call(
-                        params.name,
-                        dict(params.arguments or {}),
-                        self._scope,
-                        session=session,
-                        ask=self._asker(ctx),
-                        questioner=self._questioner(ctx),
-                        abort=abort,
-                        call_id=call_id,
-                    )
-                )
-            send.close()
+            with send:
+                box.append(await call)
 
-        scopes: list[anyio.CancelScope] = []
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(run_call)
-                try:
-                    await _forward_progress(ctx, receive)
-                except anyio.get_cancelled_exc_class():
-                    abort.set()
-                    for scope in scopes:
-                        scope.deadline = anyio.current_time() + ABORT_GRACE_SECONDS
-                    raise
+                await _forward_progress(ctx, receive)
         finally:
-            if unsubscribe is not None:
-                unsubscribe()
-        return _to_mcp(box[0], token)
+            unsubscribe()
+        return box[0]
 
     def _asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
         capabilities = ctx.session.client_capabilities

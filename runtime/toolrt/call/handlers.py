@@ -80,7 +80,11 @@ async def _invoke(
                 return await function(args, ctx)
             return await _abortable(function(args, ctx), abort)
         if blocking:
-            return await anyio.to_thread.run_sync(function, args, ctx, abandon_on_cancel=True)
+            try:
+                return await anyio.to_thread.run_sync(function, args, ctx, abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                ctx.abort.set()  # the worker thread cannot be cancelled: its handler watches `ctx.abort`
+                raise
         outcome = function(args, ctx)
         if inspect.isawaitable(outcome):
             return await outcome

@@ -11,6 +11,8 @@ import difflib
 import time
 from typing import Any
 
+import anyio
+
 from ..errors import CallError, PermissionBlocked
 from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
@@ -27,9 +29,11 @@ from .state import Services
 from .titles import call_title
 from .truncation import truncate_result
 
-__all__ = ["INVALID_TOOL", "dispatch"]
+__all__ = ["CANCELLED", "INVALID_TOOL", "dispatch"]
 
 INVALID_TOOL = "invalid"
+CANCELLED = "The call was cancelled before it finished."
+"""The error of a cancelled call's record (the caller, who cancelled, never sees a result)."""
 
 
 async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, services: Services) -> ToolResult:
@@ -75,15 +79,29 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
             )
         title = call_title(call.tool, args, snapshot.root) or call.name
         result = ToolResult(title=title, output="", error=str(error))
+    except anyio.get_cancelled_exc_class():
+        # The caller cancelled (an MCP client's cancel, a host's cancel scope): the run step has
+        # stopped the tool (a process tree is killed), the call is recorded, and the cancellation goes on.
+        title = call_title(call.tool, args, snapshot.root) or call.name
+        _finish(call, args, decision, "cancelled", ToolResult(title, "", error=CANCELLED), started)
+        raise
+    _finish(call, args, decision, status, result, started)
+    return result
+
+
+def _finish(
+    call: ActiveCall, args: Any, decision: Decision | None, status: str, result: ToolResult, started: float
+) -> None:
+    """Record the call and tell listeners how it ended."""
+    services = call.services
     duration = time.perf_counter() - started
     services.recorder.record(
-        CallRecord(request.scope, agent, call.name, call_id, args, decision, status, result, duration)
+        CallRecord(call.request.scope, call.agent, call.name, call.call_id, args, decision, status, result, duration)
     )
     if services.listeners:
         ended = time.time()
         timing = {"result": result, "start": ended - duration, "end": ended}
         call.emit("completed" if result.error is None else "error", timing, ended)
-    return result
 
 
 def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple[Offered | None, Any, str | None]:
