@@ -34,40 +34,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bench_scale import make_project as make_scale_project
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / "_serve_peers.py"
 LEGACY, MODERN = "legacy", "2026-07-28"
 TICKS = os.sysconf("SC_CLK_TCK")
 
-HANDLER = """
-async def echo(args, ctx):
-    return args["text"]
-"""
-ECHO = """\
-id: echo
-description: Echo the text back.
-parameters: {type: object, properties: {text: {type: string}}, required: [text], additionalProperties: false}
-handler: {python: "bench_handlers:echo"}
-"""
-FILLER = """\
-id: tool_{i}
-description: Look up record {i} by name and return it as JSON.
-parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
-handler: {{argv: [echo, "{{{{ name }}}}"]}}
-"""
-
 
 def make_project(base: Path, tools: int) -> Path:
-    root = base / f"project-{tools}"
-    (root / "tools.d").mkdir(parents=True)
-    (root / "tools.d" / "echo.yaml").write_text(ECHO)
-    for i in range(tools - 1):
-        (root / "tools.d" / f"tool_{i}.yaml").write_text(FILLER.format(i=i))
-    (root / "bench_handlers.py").write_text(HANDLER)
-    data = base / f"data-{tools}"
-    audit = data / "audit.jsonl"
-    (root / "toolrt.yaml").write_text(f"builtin_tools: false\ndefaults:\n  data_dir: {data}\n  audit: {audit}\n")
+    """bench_scale's project (the echo tool and fillers, audit on), with a permission rule that decides."""
+    root = make_scale_project(base, tools)
     (root / "permissions.yaml").write_text('permission:\n  "*": ask\n  echo: allow\n')
     return root
 
