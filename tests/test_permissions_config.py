@@ -9,7 +9,7 @@ import pytest
 from test_permissions_support import FIXTURES, HOME, TRUNCATION, build
 
 from toolrt.errors import ConfigError, UsageError
-from toolrt.permissions.config import TRUNCATION_SOURCE, AgentInfo
+from toolrt.permissions.config import PROTECTED_SOURCE, TRUNCATION_SOURCE, AgentInfo
 from toolrt.permissions.evaluate import check, disabled
 from toolrt.permissions.model import Rule
 from toolrt.permissions.rules import Ruleset
@@ -209,8 +209,8 @@ def test_inherit_false_drops_builtin_rules_but_keeps_agents() -> None:
     config = build("inherit: false\npermission: {bash: allow}\n")
     assert set(config.agents) == {"build", "plan", "general", "explore"}
     plan = config.ruleset("plan")
-    assert [r.layer for r in plan] == ["project", "builtin", "builtin"]
-    assert [r.source for r in plan][1:] == [TRUNCATION_SOURCE] * 2
+    assert [r.layer for r in plan] == ["project", "builtin", "builtin", "builtin"]
+    assert [r.source for r in plan][1:] == [TRUNCATION_SOURCE] * 2 + [PROTECTED_SOURCE]
     assert check("edit", "src/a.py", plan, locked=config.locked).action == "ask"
     assert check("read", "/p/.env", plan, locked=config.locked).action == "ask"
 
@@ -229,11 +229,12 @@ def test_truncation_rules_unless_explicitly_denied(project: str, expected: int) 
     assert sum(1 for r in ruleset if r.source == TRUNCATION_SOURCE) == expected
 
 
-def test_truncation_rules_come_last() -> None:
-    rules = build("permission: {external_directory: deny}\n").ruleset().rules
-    assert rules[-2:] == (
+def test_truncation_rules_then_the_protected_ask_come_last() -> None:
+    rules = build("permission: {external_directory: deny, protected: allow}\n").ruleset().rules
+    assert rules[-3:] == (
         Rule("external_directory", str(TRUNCATION), "allow", TRUNCATION_SOURCE, "builtin"),
         Rule("external_directory", f"{TRUNCATION}/*", "allow", TRUNCATION_SOURCE, "builtin"),
+        Rule("protected", "*", "ask", PROTECTED_SOURCE, "builtin"),
     )
 
 
@@ -296,9 +297,9 @@ TWO_PRIMARIES = "default_agent: build\nagents: {build: {mode: primary}, x: {mode
             "agents: {x: {}}\ndefault_agent: build\n",
             [
                 'locked.yaml:1:1: "agents" is not allowed in the locked file: it holds only permission, rules, '
-                "tests and sandbox",
+                "tests, sandbox and protected",
                 'locked.yaml:2:1: "default_agent" is not allowed in the locked file: it holds only permission, rules, '
-                "tests and sandbox",
+                "tests, sandbox and protected",
             ],
         ),
         (
@@ -328,7 +329,7 @@ def test_without_any_primary_agent_it_is_an_error() -> None:
 
 
 def test_builtin_tests_run_only_without_a_project_file() -> None:
-    assert len(build().tests) == 13
+    assert len(build().tests) == 14
     project = build((FIXTURES / "project.yaml").read_text(encoding="utf-8"))
     assert [t.source for t in project.tests] == [f"project.yaml:{n}" for n in (24, 25, 26, 27)]
 

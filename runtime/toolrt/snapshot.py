@@ -32,6 +32,7 @@ from .context import DescribeInfo
 from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
 from .permissions.model import CallSite
+from .permissions.protected import ProtectedPaths
 from .sandbox.config import build_policy, tool_policy
 from .sandbox.policy import SandboxPolicy
 from .settings import default_data_dir
@@ -59,6 +60,9 @@ class Snapshot:
     tool_sandboxes: Mapping[str, SandboxPolicy] = field(default_factory=dict)
     """Tools whose file tightens the sandbox further, by id."""
 
+    protected_files: tuple[Path, ...] = ()
+    """Files protected by identity: the locked file, the handler modules and the project modules they import."""
+
     def sandbox_for(self, tool_id: str) -> SandboxPolicy:
         """The sandbox policy of one tool's processes (before per-call widening)."""
         return self.tool_sandboxes.get(tool_id, self.sandbox)
@@ -70,7 +74,12 @@ class Snapshot:
     @functools.cached_property
     def site(self) -> CallSite:
         """Where calls run by default: the root, the home directory, the truncation dir exempt."""
-        return CallSite(root=self.root, cwd=self.root, home=Path.home(), exempt=(self.truncation_dir,))
+        protected = ProtectedPaths(
+            str(self.root), self.permissions.protected, tuple(str(path) for path in self.protected_files)
+        )
+        return CallSite(
+            root=self.root, cwd=self.root, home=Path.home(), exempt=(self.truncation_dir,), protected=protected
+        )
 
 
 def _merge_tools(
@@ -223,6 +232,7 @@ def build_snapshot(
         warnings=tuple(warnings),
         watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(modules),
         handler_files=MappingProxyType(modules),
+        protected_files=((locked_path.resolve(),) if locked_path else ()) + imported_modules(root_path, modules),
         loaded_at=time.time(),
         config=config,
         sandbox=sandbox,
@@ -251,6 +261,41 @@ def handler_modules(root: Path, tools: Mapping[str, CompiledTool]) -> dict[Path,
             found[candidate] = (stat.st_mtime_ns, stat.st_size)
             break
     return found
+
+
+MAX_IMPORTED_MODULES = 500
+
+
+def imported_modules(root: Path, modules: Iterable[Path]) -> tuple[Path, ...]:
+    """`modules` and the project modules they import, transitively (at most 500 files): all of them are
+    code toolrt runs, so each is a protected path. Imports are read from the source, never executed."""
+    import ast
+
+    found: dict[Path, None] = {}
+    pending = list(modules)
+    while pending and len(found) < MAX_IMPORTED_MODULES:
+        path = pending.pop()
+        if path in found:
+            continue
+        found[path] = None
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        package = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+        for node in ast.walk(tree):
+            names: list[tuple[str, ...]] = []
+            if isinstance(node, ast.Import):
+                names = [tuple(alias.name.split(".")) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else ()
+                stem = (*base, *(node.module.split(".") if node.module else ()))
+                names = [stem] + [(*stem, alias.name) for alias in node.names]
+            for parts in names:
+                for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+                    if parts and candidate.is_file() and candidate not in found:
+                        pending.append(candidate)
+    return tuple(found)
 
 
 def _subagents(permissions: PermissionConfig | None) -> Mapping[str, str]:

@@ -144,6 +144,9 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> Sequence[Per
     read_patterns = _unique([form for path in sources for form in (str(path), os.path.realpath(path))])
     if read_patterns:
         requests.append(PermissionRequest("read", read_patterns, ("*",)))
+    protected = site.protected.request(str(path) for path in paths) if site.protected is not None else None
+    if protected is not None:
+        requests.append(protected)
     return tuple(requests)
 
 

@@ -30,16 +30,40 @@ def permission_requests(tool: CompiledTool, args: Mapping[str, Any], snapshot: S
     spec = tool.definition.permission
     site = snapshot.site
     requests = _external_requests(tool, args, site)
+    protected = _protected_request(tool, args, site)
     if spec.analyzer is not None:
         analyzer = _analyzer(spec.analyzer)
         requests.extend(analyzer(args, site))
+        if protected is not None:
+            requests.append(protected)
         return requests
     names, root = tool.parameter_names, snapshot.root
     # A pattern rendered twice (a path and its real path, when no symlink is involved) is asked once.
     patterns = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.patterns))
     always = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.always))
     requests.append(PermissionRequest(spec.key, patterns, always))
+    if protected is not None:
+        requests.append(protected)
     return requests
+
+
+def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSite) -> PermissionRequest | None:
+    """`protected` for the tool's declared path arguments that name protected files.
+
+    Every project tool's `permission.paths` count as written (toolrt cannot know what its code does
+    with them); of the built-in tools only those not annotated `read_only` write.
+    """
+    definition = tool.definition
+    if site.protected is None or not definition.permission.paths:
+        return None
+    if definition.layer == "builtin" and definition.annotations.get("read_only"):
+        return None
+    paths = [
+        os.path.normpath(site.cwd / Path(value).expanduser())
+        for path_arg in definition.permission.paths
+        if isinstance(value := args.get(path_arg.arg), str) and value and "\x00" not in value
+    ]
+    return site.protected.request(paths)
 
 
 def _analyzer(name: str) -> Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]]:

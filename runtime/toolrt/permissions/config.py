@@ -24,7 +24,11 @@ from .rules import Ruleset
 __all__ = ["AgentInfo", "Layer", "PermissionConfig", "build_permission_config"]
 
 TRUNCATION_SOURCE = "built-in: truncation output directory"
-_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox"})
+PROTECTED_SOURCE = "built-in: protected paths"
+PROTECTED_RULE = Rule("protected", "*", "ask", PROTECTED_SOURCE, "builtin")
+"""Ends every agent's chain: no project rule can allow a write to a protected path; a session approval
+("always") still can, and the locked file can deny one."""
+_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox", "protected"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,8 @@ class PermissionConfig:
     tests: tuple[PermissionTest, ...]
     layers: tuple[Layer, ...]
     rulesets: Mapping[str, Ruleset]
+    protected: tuple[str, ...] = ()
+    """Protected path patterns of every file (built-in, project, locked), see `permissions.protected`."""
 
     def ruleset(self, agent: str | None = None) -> Ruleset:
         """The agent's full chain (None → the default agent); an unknown name → `UsageError`."""
@@ -85,7 +91,8 @@ def _scope_problems(spec: FileSpec) -> list[Problem]:
         if spec.scope == "locked" and key not in _LOCKED_KEYS:
             problems.append(
                 location.problem(
-                    f'"{key}" is not allowed in the locked file: it holds only permission, rules, tests and sandbox'
+                    f'"{key}" is not allowed in the locked file: '
+                    "it holds only permission, rules, tests, sandbox and protected"
                 )
             )
         elif spec.scope != "locked" and key == "sandbox":
@@ -177,6 +184,7 @@ def build_permission_config(
             if agent is not None:
                 chain += [entry.rule for entry in agent.rules]
         chain += _truncation_rules(chain, truncation_dir)
+        chain.append(PROTECTED_RULE)
         rulesets[name] = Ruleset(chain)
 
     layers: list[Layer] = []
@@ -202,4 +210,5 @@ def build_permission_config(
         tests=tests,
         layers=tuple(layers),
         rulesets=MappingProxyType(rulesets),
+        protected=tuple(dict.fromkeys(p for spec in (base, user, admin) if spec is not None for p in spec.protected)),
     )

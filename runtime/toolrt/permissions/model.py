@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-__all__ = ["ACTIONS", "Action", "CallSite", "Decision", "PatternDecision", "PermissionRequest", "Rule", "strictest"]
+__all__ = [
+    "ACTIONS",
+    "Action",
+    "CallSite",
+    "Decision",
+    "PatternDecision",
+    "PermissionRequest",
+    "Protection",
+    "Rule",
+    "strictest",
+]
 
 Action = Literal["allow", "ask", "deny"]
 ACTIONS: tuple[Action, ...] = ("allow", "ask", "deny")
@@ -92,6 +102,14 @@ class Decision:
         return None
 
 
+class Protection(Protocol):
+    """The protected paths of a snapshot (`permissions.protected.ProtectedPaths`)."""
+
+    def request(self, paths: Iterable[str]) -> PermissionRequest | None:
+        """The `protected` request for the written absolute `paths` that are protected, or None."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class CallSite:
     """Where a call runs, for analyzers that turn arguments into requests (paths, bash)."""
@@ -104,3 +122,5 @@ class CallSite:
     """What `~` and `$HOME` expand to."""
     exempt: tuple[Path, ...] = ()
     """Directories outside the root that never ask (the truncation output directory)."""
+    protected: Protection | None = None
+    """The snapshot's protected paths: what a call writes among them asks `protected`."""

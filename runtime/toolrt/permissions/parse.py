@@ -99,6 +99,8 @@ class FileSpec:
     tests: tuple[PermissionTest, ...]
     extra_keys: tuple[tuple[str, Location], ...]
     """Top-level keys present, for scope checks (`inherit` only in a project file, …)."""
+    protected: tuple[str, ...] = ()
+    """The file's `protected:` path patterns, `~` expanded."""
 
 
 class _RuleReader:
@@ -186,4 +188,8 @@ def parse_document(document: Document, *, scope: str, home: str, data_dir: str) 
         agents=tuple(agents),
         tests=_tests(document, data.get("tests") or ()),
         extra_keys=tuple((key, Location.of(document, child_pointer("", key))) for key in data),
+        protected=tuple(
+            home + pattern[1:] if pattern == "~" or pattern.startswith("~/") else pattern
+            for pattern in data.get("protected") or ()
+        ),
     )

@@ -32,6 +32,7 @@ from .programs import unseen_code
 from .unwrap import unwrap
 from .words import Word, evaluate
 from .wrappers import WrapperTable
+from .writes import written
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -94,6 +95,8 @@ class Findings:
     """The whole command line: the commands it visibly names are checked against deny rules
     whenever part of it could not be seen."""
     deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
+    written: dict[str, None] = field(default_factory=dict)
+    """Absolute paths the commands write: redirect targets and written operands (writes.yaml)."""
 
     def fail_closed(self, text: str, reason: str) -> None:
         """Text the analyzer cannot see into: judged as the ruleset's fallback, at least ask, and
@@ -407,6 +410,7 @@ class _Analysis:
             self._unseen(node, parent, words, first, last, text)
             if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
                 self._script_file(words, first, last, text)
+            self._writes(values[first:last], text)
             if inner is None:
                 continue
             if inner.dynamic is not None:
@@ -937,7 +941,19 @@ class _Analysis:
                     absolute = self.scope.expand(word.value, cwd)
                     if absolute is not None:
                         self.written.add(posixpath.normpath(absolute))
+                        self.findings.written[posixpath.normpath(absolute)] = None
             self._path(word.value, glob=word.glob)
+
+    def _writes(self, values: list[str | None], text: str) -> None:
+        """Record the operands the command writes (writes.yaml); an unknown one fails closed."""
+        for path in written(values):
+            if path is None:
+                self.findings.fail_closed(text, "a file this command writes is only known when it runs")
+            elif path:
+                for cwd in self.cwds:
+                    absolute = self.scope.expand(path, cwd)
+                    if absolute is not None:
+                        self.findings.written[posixpath.normpath(absolute)] = None
 
     def _external(self, path: str, cwds: tuple[str | None, ...] | None = None) -> None:
         for cwd in self.cwds if cwds is None else cwds:

@@ -28,7 +28,7 @@ def analyze_command(
     scope = scope_for(site)
     findings = Findings()
     analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=scope.cwd)
-    return findings.requests()
+    return _with_protected(findings, site)
 
 
 def analyze_call(
@@ -52,4 +52,13 @@ def analyze_call(
         if not scope.inside(cwd) or scope.external(cwd, None):
             findings.directories[cwd] = None
     analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=cwd)
-    return findings.requests()
+    return _with_protected(findings, site)
+
+
+def _with_protected(findings: Findings, site: CallSite) -> tuple[PermissionRequest, ...]:
+    """The findings' requests, plus `protected` for the protected paths the commands write."""
+    requests = findings.requests()
+    if site.protected is None or not findings.written:
+        return requests
+    protected = site.protected.request(findings.written)
+    return requests if protected is None else (*requests, protected)

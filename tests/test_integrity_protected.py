@@ -1,0 +1,176 @@
+"""Attacks on toolrt's own config and other files that change how programs behave: `protected` paths.
+
+A project that allows everything (even `protected: allow`) still asks before any route writes a
+protected file; the locked file can make that a deny; a person's approval lets the write through.
+Real files, real symlinks, real bash.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolrt import Runtime
+from toolrt.permissions.ask import AskRequest, Reply
+
+ALLOW_ALL = """\
+permission:
+  "*": allow
+  bash: {"*": allow}
+  edit: allow
+  external_directory: allow
+  protected: allow          # a project cannot lift the built-in ask
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "tools.d" / "hello.yaml").write_text(
+        "id: hello\ndescription: Says hello.\nparameters: {type: object}\nhandler: {argv: [echo, hello]}\n",
+        encoding="utf-8",
+    )
+    (root / "permissions.yaml").write_text(ALLOW_ALL, encoding="utf-8")
+    (root / "toolrt.yaml").write_text("builtin_tools: true\n", encoding="utf-8")
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "notes.txt").write_text("hello\n", encoding="utf-8")
+    return root
+
+
+def _call(
+    root: Path, tool: str, args: dict[str, Any], *, reply: str | None = None, model: str | None = None
+) -> tuple[Any, list[AskRequest]]:
+    asked: list[AskRequest] = []
+
+    async def asker(request: AskRequest) -> Reply:
+        asked.append(request)
+        assert reply is not None
+        return Reply(reply)  # type: ignore[arg-type]
+
+    async def main() -> Any:
+        rt = Runtime.load(root)
+        with anyio.fail_after(20):
+            return await rt.call(tool, args, ask=asker if reply else None, model=model)
+
+    return anyio.run(main), asked
+
+
+def _blocked(result: Any, path: str) -> None:
+    assert result.error is not None, result.output
+    assert "protected" in result.error and path in result.error, result.error
+
+
+@pytest.mark.parametrize(
+    ("command", "path"),
+    [
+        ("echo 'x: 1' > permissions.yaml", "permissions.yaml"),
+        ("printf 'id: x\\n' >> tools.d/evil.yaml", "tools.d/evil.yaml"),
+        ("cp notes.txt tools.d/", "tools.d"),
+        ("tee -a .envrc < notes.txt", ".envrc"),
+        ("sed -i s/a/b/ toolrt.yaml", "toolrt.yaml"),
+        ("ln -sf /bin/true .git/hooks/pre-commit", ".git/hooks/pre-commit"),
+        ("dd if=notes.txt of=.bashrc", ".bashrc"),
+        ("git config core.hooksPath /tmp/hooks", ".git/config"),
+        ("mv notes.txt .vscode/tasks.json", ".vscode/tasks.json"),
+        ("install -m 755 notes.txt .git/hooks/post-checkout", ".git/hooks/post-checkout"),
+        ("bash -c 'echo x >> .env'", ".env"),
+    ],
+)
+def test_bash_writes_to_protected_paths_ask(project: Path, command: str, path: str) -> None:
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    result, _ = _call(project, "bash", {"command": command, "description": "attack"})
+    _blocked(result, path)
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git init -q . && git add notes.txt", "cp notes.txt copy.txt", "echo hi > out.txt", "sed -n p toolrt.yaml"],
+)
+def test_ordinary_commands_and_writes_programs_make_on_their_own_do_not_ask(project: Path, command: str) -> None:
+    result, _ = _call(project, "bash", {"command": command, "description": "work"})
+    assert result.error is None, result.error
+
+
+def test_write_edit_and_a_symlink_to_the_config_ask(project: Path) -> None:
+    _blocked(_call(project, "write", {"filePath": "tools.d/x.yaml", "content": "id: x\n"})[0], "tools.d/x.yaml")
+    (project / "innocent.yaml").symlink_to("permissions.yaml")
+    _blocked(_call(project, "write", {"filePath": "innocent.yaml", "content": "{}\n"})[0], "permissions.yaml")
+    assert (project / "permissions.yaml").read_text(encoding="utf-8") == ALLOW_ALL
+
+
+def test_apply_patch_adds_and_moves_into_protected_paths_ask(project: Path) -> None:
+    patch = "*** Begin Patch\n*** Add File: tools.d/evil.yaml\n+id: evil\n*** End Patch"
+    _blocked(_call(project, "apply_patch", {"patchText": patch}, model="gpt-5")[0], "tools.d/evil.yaml")
+    move = textwrap.dedent(
+        """\
+        *** Begin Patch
+        *** Update File: notes.txt
+        *** Move to: .git/hooks/pre-commit
+        @@
+        -hello
+        +#!/bin/sh
+        *** End Patch"""
+    )
+    _blocked(_call(project, "apply_patch", {"patchText": move}, model="gpt-5")[0], ".git/hooks/pre-commit")
+    assert not (project / "tools.d" / "evil.yaml").exists() and not (project / ".git/hooks/pre-commit").exists()
+
+
+def test_an_approval_lets_the_write_through(project: Path) -> None:
+    result, asked = _call(project, "write", {"filePath": ".envrc", "content": "export A=1\n"}, reply="once")
+    assert result.error is None, result.error
+    assert [d.permission for d in asked[0].pending] == ["protected"]
+    assert (project / ".envrc").read_text(encoding="utf-8") == "export A=1\n"
+
+
+def test_the_locked_file_makes_it_a_deny(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    locked = tmp_path / "locked.yaml"
+    locked.write_text("protected: [secrets]\npermission:\n  protected: deny\n", encoding="utf-8")
+    monkeypatch.setenv("TOOLRT_LOCKED_PERMISSIONS", str(locked))
+    result, asked = _call(project, "write", {"filePath": "secrets/k.txt", "content": "x"}, reply="once")
+    assert result.error is not None and "prevents you" in result.error and asked == []
+    # The locked file itself is protected by identity, wherever it lives.
+    result, _ = _call(project, "bash", {"command": f"echo 'permission: {{}}' > {locked}", "description": "x"})
+    assert result.error is not None and "prevents you" in result.error
+    assert "protected: deny" in locked.read_text(encoding="utf-8")
+
+
+def test_handler_modules_and_what_they_import_are_protected(project: Path) -> None:
+    (project / "mytools").mkdir()
+    (project / "mytools" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "mytools" / "helpers.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (project / "mytools" / "run.py").write_text(
+        "from .helpers import VALUE\n\ndef run(args, ctx):\n    return str(VALUE)\n", encoding="utf-8"
+    )
+    (project / "tools.d" / "mine.yaml").write_text(
+        "id: mine\ndescription: Says a value.\nparameters: {type: object}\nhandler: {python: 'mytools.run:run'}\n",
+        encoding="utf-8",
+    )
+    result, _ = _call(project, "bash", {"command": "echo 'VALUE = 2' > mytools/helpers.py", "description": "x"})
+    _blocked(result, "mytools/helpers.py")
+    _blocked(_call(project, "edit", {"filePath": "mytools/run.py", "oldString": "x", "newString": "y"})[0], "run.py")
+
+
+def test_a_project_tools_declared_paths_ask(project: Path) -> None:
+    (project / "tools.d" / "save.yaml").write_text(
+        textwrap.dedent(
+            """\
+            id: save
+            description: Saves text to a file.
+            parameters:
+              type: object
+              properties: {target: {type: string}, text: {type: string}}
+              required: [target, text]
+            handler: {argv: [sh, -c, 'printf %s "$1" > "$2"', sh, "{{ text }}", "{{ target }}"]}
+            permission: {paths: [target]}
+            """
+        ),
+        encoding="utf-8",
+    )
+    _blocked(_call(project, "save", {"target": "toolrt.yaml", "text": "audit: false"})[0], "toolrt.yaml")
+    assert "audit" not in (project / "toolrt.yaml").read_text(encoding="utf-8")
