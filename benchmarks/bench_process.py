@@ -3,8 +3,9 @@
 1. Spawn overhead: `run_process(["true"])` against `anyio.run_process(["true"])` (goal: ratio <= 1.2).
 2. 100 MB of output through `sh -c`: peak memory growth (goal: < 32 MiB), by tracemalloc (Python heap)
    and by ru_maxrss (whole process), plus throughput.
-3. The OS sandbox through `rt.call`, sandboxed (the default policy) against `TOOLRT_SANDBOX_MODE=off`:
-   `true` (goal: ratio <= 1.5) and `git status` in a small repository (goal: ratio <= 1.1); and
+3. The OS sandbox through `rt.call`, sandboxed (the default policy) against `TOOLRT_SANDBOX_MODE=off`,
+   alternating call by call, medians of single calls: `true` (goal: ratio <= 1.5) and `git status` in a
+   small repository (goal: ratio <= 1.1); and
    `true` through the fork server (the path of unprivileged users) against the thread launcher.
 
 Usage: python benchmarks/bench_process.py [--calls N] [--repeats R]
@@ -147,9 +148,13 @@ async def sandbox_overhead(root: Path, calls: int, repeats: int) -> dict[str, fl
             raise SystemExit(f"{tool}: the unsandboxed runtime ran in a sandbox")
         on: list[float] = []
         off: list[float] = []
-        for _ in range(repeats):  # interleaved so machine drift hits both alike
-            on.append(await _per_call(lambda t=tool: sandboxed.call(t, {}), calls))  # type: ignore[misc]
-            off.append(await _per_call(lambda t=tool: unsandboxed.call(t, {}), calls))  # type: ignore[misc]
+        for _ in range(calls * repeats):  # alternate call by call: load swings on a shared machine hit both alike
+            start = time.perf_counter()
+            await sandboxed.call(tool, {})
+            middle = time.perf_counter()
+            await unsandboxed.call(tool, {})
+            on.append(middle - start)
+            off.append(time.perf_counter() - middle)
         results[f"{tool}_sandboxed_ms"] = statistics.median(on) * 1000
         results[f"{tool}_unsandboxed_ms"] = statistics.median(off) * 1000
         results[f"{tool}_ratio"] = statistics.median(on) / statistics.median(off)

@@ -16,6 +16,7 @@ LAYERS: list[set[str]] = [
     {
         "sandbox",
         "sandbox.kernel",
+        "sandbox.namespaces",
         "sandbox.forkserver",
         "sandbox.launcher",
         "sandbox.policy",

@@ -12,12 +12,19 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "CLONE_FS",
     "SandboxSetupError",
     "enter",
+    "build_ruleset",
+    "enter_landlock",
+    "landlock_rules",
+    "restrict_with",
+    "setns",
     "CLONE_NEWNET",
     "CLONE_NEWNS",
     "CLONE_NEWUSER",
@@ -30,6 +37,7 @@ __all__ = [
     "unshare",
 ]
 
+CLONE_FS = 0x00000200
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -139,13 +147,13 @@ class LandlockRules:
         self.paths.append((path, rights))
 
 
-def restrict_self(rules: LandlockRules) -> None:
-    """Enforce `rules` on the calling thread and every process it later starts. Paths that do not
-    exist are skipped (a missing /dev/tty is no reason to fail). Raises OSError when the kernel refuses."""
+def build_ruleset(rules: LandlockRules) -> int:
+    """A Landlock ruleset fd holding `rules` (close it when done). Paths that do not exist are skipped
+    (a missing /dev/tty is no reason to fail). Raises OSError when the kernel refuses."""
     numbers = _numbers()
     if numbers is None:
         raise OSError(38, "Landlock is only available on Linux")
-    create, add_rule, restrict = numbers
+    create, add_rule, _ = numbers
     attr = _RulesetAttr(rules.fs, rules.net, rules.scoped)
     size = 8 if rules.abi < 4 else 16 if rules.abi < 6 else 24
     ruleset = int(_libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
@@ -159,16 +167,34 @@ def restrict_self(rules: LandlockRules) -> None:
                 continue
             try:
                 allowed = rights & rules.fs
-                if not os.path.isdir(path):
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     allowed &= FS_FILE_ONLY
                 beneath = _PathBeneathAttr(allowed, fd)
                 if _libc.syscall(add_rule, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
                     raise _fail(f"landlock_add_rule {path}")
             finally:
                 os.close(fd)
-        set_no_new_privs()
-        if _libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) < 0:
-            raise _fail("landlock_restrict_self")
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def restrict_with(ruleset: int) -> None:
+    """Enforce a built ruleset on the calling thread and every process it later starts."""
+    numbers = _numbers()
+    if numbers is None:
+        raise OSError(38, "Landlock is only available on Linux")
+    set_no_new_privs()
+    if _libc.syscall(numbers[2], ruleset, ctypes.c_uint32(0)) < 0:
+        raise _fail("landlock_restrict_self")
+
+
+def restrict_self(rules: LandlockRules) -> None:
+    """Build `rules` and enforce them on the calling thread (see `build_ruleset`, `restrict_with`)."""
+    ruleset = build_ruleset(rules)
+    try:
+        restrict_with(ruleset)
     finally:
         os.close(ruleset)
 
@@ -181,6 +207,13 @@ def set_no_new_privs() -> None:
 def unshare(flags: int) -> None:
     if _libc.unshare(ctypes.c_int(flags)) != 0:
         raise _fail("unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    """Move the calling thread into the namespace `fd` refers to (joining a mount namespace also moves
+    its root and working directory to that namespace's root)."""
+    if _libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)) != 0:
+        raise _fail("setns")
 
 
 def _mount(source: bytes | None, target: bytes, flags: int) -> None:
@@ -234,14 +267,27 @@ def enter(request: Mapping[str, Any]) -> None:
         if read_only:
             make_mounts_private()
             bind_read_only(read_only)
+    enter_landlock(request)
+
+
+def landlock_rules(request: Mapping[str, Any]) -> LandlockRules | None:
+    """The Landlock rules a request carries, or None."""
     landlock = request.get("landlock")
-    if isinstance(landlock, Mapping):
-        rules = LandlockRules(
-            int(landlock["abi"]),
-            deny_tcp=bool(landlock["deny_tcp"]),
-            scope_signals=bool(landlock["scope_signals"]),
-            scope_abstract_unix=bool(landlock["scope_abstract_unix"]),
-        )
-        for path, rights in landlock["paths"]:
-            rules.allow(str(path), int(rights))
+    if not isinstance(landlock, Mapping):
+        return None
+    rules = LandlockRules(
+        int(landlock["abi"]),
+        deny_tcp=bool(landlock["deny_tcp"]),
+        scope_signals=bool(landlock["scope_signals"]),
+        scope_abstract_unix=bool(landlock["scope_abstract_unix"]),
+    )
+    for path, rights in landlock["paths"]:
+        rules.allow(str(path), int(rights))
+    return rules
+
+
+def enter_landlock(request: Mapping[str, Any]) -> None:
+    """The Landlock part of `enter`."""
+    rules = landlock_rules(request)
+    if rules is not None:
         restrict_self(rules)

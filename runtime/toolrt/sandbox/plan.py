@@ -149,7 +149,8 @@ def _exec_plan(
 
 
 def _read_only_note(paths: tuple[str, ...], root: Path) -> str:
-    return "read-only " + ", ".join(os.path.relpath(p, root) for p in paths)
+    prefix = str(root).rstrip("/") + "/"
+    return "read-only " + ", ".join(p[len(prefix) :] if p.startswith(prefix) else p for p in paths)
 
 
 def within(path: str, directory: str) -> bool:

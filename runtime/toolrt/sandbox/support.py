@@ -63,18 +63,24 @@ class Support:
 
 
 def probe_thread_namespaces() -> tuple[bool, bool]:
-    """(mount, net): can a thread of this process unshare those namespaces without a user namespace?"""
+    """(mount, net): can a thread of this process make and join those namespaces without a user namespace?"""
+    from .namespaces import mount_namespace, network_namespace
+
     found: dict[str, bool] = {}
 
     def probe() -> None:
-        for name, flags in (("mount", kernel.CLONE_NEWNS), ("net", kernel.CLONE_NEWNET)):
-            try:
-                kernel.unshare(flags)
-                if flags == kernel.CLONE_NEWNS:
-                    kernel.make_mounts_private()
-                found[name] = True
-            except OSError:
-                found[name] = False
+        try:
+            mounts = mount_namespace(())
+            kernel.unshare(kernel.CLONE_FS)
+            kernel.setns(mounts, kernel.CLONE_NEWNS)
+            found["mount"] = True
+        except OSError:
+            found["mount"] = False
+        try:
+            kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
+            found["net"] = True
+        except OSError:
+            found["net"] = False
 
     thread = threading.Thread(target=probe, name="toolrt-sandbox-probe")
     thread.start()
