@@ -8,8 +8,9 @@ private status channel attached as descriptors. For each request the server fork
 a process that has only ever had one thread, then:
 
 1. starts a new session (its own process group, which toolrt kills whole on timeout);
-2. moves to new mount and network namespaces when asked, makes the protected paths read-only bind
-   mounts, and leaves the network with only a downed loopback;
+2. joins the mount namespace where the protected paths are read-only bind mounts, and the network
+   namespace with only a downed loopback, when asked (both made once by a short-lived holder child and
+   kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds);
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
 4. closes every other descriptor and execs the program.
@@ -84,7 +85,85 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def _child(request: dict[str, object], stdio: list[int], report: int) -> None:
+class _Kept:
+    """Namespaces and Landlock rulesets the server keeps for reuse (see `toolrt.sandbox.namespaces`, the
+    thread launcher's twin): a namespace is made once by a short-lived holder child and held by an fd."""
+
+    def __init__(self) -> None:
+        self.mounts: dict[tuple[tuple[str, int, int], ...], int] = {}
+        self.net: int | None = None
+        self.rulesets: dict[tuple[object, ...], int] = {}
+
+    def _made_by_holder(self, flags: int, read_only: list[str], kind: str) -> int:
+        ready_read, ready_write = os.pipe()
+        done_read, done_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(ready_read)
+            os.close(done_write)
+            try:
+                kernel.unshare(flags)
+                if read_only:
+                    kernel.make_mounts_private()
+                    kernel.bind_read_only(read_only)
+                os.write(ready_write, b"1")
+                os.read(done_read, 1)  # stay alive until the server holds the namespace
+            finally:
+                os._exit(0)
+        os.close(ready_write)
+        os.close(done_read)
+        try:
+            if os.read(ready_read, 1) != b"1":
+                raise OSError(0, f"could not make a {kind} namespace")
+            return os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            os.close(ready_read)
+            os.close(done_write)
+            os.waitpid(pid, 0)
+
+    def mount(self, read_only: list[str]) -> int:
+        key = []
+        for path in read_only:
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            key.append((path, info.st_dev, info.st_ino))
+        frozen = tuple(key)
+        if frozen not in self.mounts:
+            if len(self.mounts) >= 16:
+                os.close(self.mounts.pop(next(iter(self.mounts))))
+            self.mounts[frozen] = self._made_by_holder(kernel.CLONE_NEWNS, [p for p, _, _ in frozen], "mnt")
+        return self.mounts[frozen]
+
+    def network(self) -> int:
+        if self.net is None:
+            self.net = self._made_by_holder(kernel.CLONE_NEWNET, [], "net")
+        return self.net
+
+    def ruleset(self, rules: kernel.LandlockRules) -> int:
+        key = (rules.abi, rules.fs, rules.net, rules.scoped, tuple(rules.paths))
+        if key not in self.rulesets:
+            if len(self.rulesets) >= 64:
+                os.close(self.rulesets.pop(next(iter(self.rulesets))))
+            self.rulesets[key] = kernel.build_ruleset(rules)
+        return self.rulesets[key]
+
+    def prepare(self, request: dict[str, object]) -> tuple[int | None, int | None, int | None]:
+        """(mount namespace, network namespace, ruleset) fds for a request; built before the fork, so
+        that what is kept outlives the child."""
+        read_only = [str(p) for p in request.get("read_only", ())]  # type: ignore[attr-defined]
+        rules = kernel.landlock_rules(request)
+        return (
+            self.mount(read_only) if read_only else None,
+            self.network() if request.get("unshare_net") else None,
+            self.ruleset(rules) if rules is not None else None,
+        )
+
+
+def _child(
+    request: dict[str, object], stdio: list[int], report: int, kept: tuple[int | None, int | None, int | None]
+) -> None:
     """In the forked child: sandbox, then exec. Never returns."""
     step = "setsid"
     try:
@@ -95,7 +174,13 @@ def _child(request: dict[str, object], stdio: list[int], report: int) -> None:
         for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         step = "sandbox"
-        kernel.enter(request)
+        mounts, network, ruleset = kept
+        if mounts is not None:
+            kernel.setns(mounts, kernel.CLONE_NEWNS)
+        if network is not None:
+            kernel.setns(network, kernel.CLONE_NEWNET)
+        if ruleset is not None:
+            kernel.restrict_with(ruleset)
         step = "chdir"
         os.chdir(str(request["cwd"]))
         step = "exec"
@@ -118,6 +203,7 @@ class _Server:
         self.selector.register(control, selectors.EVENT_READ, None)
         self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd → (pid, status channel)
         self.open = True
+        self.kept = _Kept()
 
     def run(self) -> None:
         while self.open or self.children:
@@ -160,11 +246,17 @@ class _Server:
         channel.settimeout(_REQUEST_TIMEOUT)
         (size,) = struct.unpack(">I", _read_exact(channel, 4))
         request = json.loads(_read_exact(channel, size))
+        try:
+            kept = self.kept.prepare(request)
+        except OSError as error:
+            channel.sendall(f"E{error.errno or 0} sandbox\n".encode())
+            channel.close()
+            return
         report_read, report_write = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
             os.close(report_read)
-            _child(request, stdio, report_write)
+            _child(request, stdio, report_write, kept)
         os.close(report_write)
         failure = b""
         while chunk := os.read(report_read, 512):

@@ -19,9 +19,7 @@ from typing import Any
 __all__ = [
     "CLONE_FS",
     "SandboxSetupError",
-    "enter",
     "build_ruleset",
-    "enter_landlock",
     "landlock_rules",
     "restrict_with",
     "setns",
@@ -32,7 +30,6 @@ __all__ = [
     "bind_read_only",
     "landlock_abi",
     "make_mounts_private",
-    "restrict_self",
     "set_no_new_privs",
     "unshare",
 ]
@@ -190,15 +187,6 @@ def restrict_with(ruleset: int) -> None:
         raise _fail("landlock_restrict_self")
 
 
-def restrict_self(rules: LandlockRules) -> None:
-    """Build `rules` and enforce them on the calling thread (see `build_ruleset`, `restrict_with`)."""
-    ruleset = build_ruleset(rules)
-    try:
-        restrict_with(ruleset)
-    finally:
-        os.close(ruleset)
-
-
 def set_no_new_privs() -> None:
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise _fail("prctl(PR_SET_NO_NEW_PRIVS)")
@@ -257,19 +245,6 @@ def closerange_except(keep: Sequence[int]) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
 
 
-def enter(request: Mapping[str, Any]) -> None:
-    """Put the calling thread (and so every process it starts) in the sandbox a request describes:
-    namespaces and read-only mounts first (a Landlocked thread may not mount), then Landlock."""
-    read_only = [str(p) for p in request.get("read_only", ())]
-    flags = (CLONE_NEWNS if read_only else 0) | (CLONE_NEWNET if request.get("unshare_net") else 0)
-    if flags:
-        unshare(flags)
-        if read_only:
-            make_mounts_private()
-            bind_read_only(read_only)
-    enter_landlock(request)
-
-
 def landlock_rules(request: Mapping[str, Any]) -> LandlockRules | None:
     """The Landlock rules a request carries, or None."""
     landlock = request.get("landlock")
@@ -284,10 +259,3 @@ def landlock_rules(request: Mapping[str, Any]) -> LandlockRules | None:
     for path, rights in landlock["paths"]:
         rules.allow(str(path), int(rights))
     return rules
-
-
-def enter_landlock(request: Mapping[str, Any]) -> None:
-    """The Landlock part of `enter`."""
-    rules = landlock_rules(request)
-    if rules is not None:
-        restrict_self(rules)

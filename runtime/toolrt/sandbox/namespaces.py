@@ -102,7 +102,8 @@ def ruleset(rules: kernel.LandlockRules) -> int:
 
 
 def enter_from_thread(request: Mapping[str, Any]) -> None:
-    """`kernel.enter` for a thread of a multi-threaded process: join kept namespaces, then Landlock."""
+    """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
+    kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock."""
     read_only = [str(p) for p in request.get("read_only", ())]
     if read_only:
         mounts = mount_namespace(read_only)
