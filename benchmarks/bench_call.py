@@ -66,10 +66,7 @@ def make_project(base: Path) -> Path:
     (root / "tools.d" / "echo.yaml").write_text(ECHO_TOOL)
     (root / "tools.d" / "noop.yaml").write_text(TRUE_TOOL)
     (root / "bench_handlers.py").write_text(HANDLER)
-    audit = base / "audit.jsonl"
-    (root / "toolrt.yaml").write_text(
-        f"builtin_tools: false\ndefaults:\n  data_dir: {base / 'data'}\n  audit: {audit}\n"
-    )
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n")
     return root
 
 
@@ -156,7 +153,8 @@ def main() -> None:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        rt = Runtime.load(make_project(base))
+        # data_dir and audit are host-only settings: the host (here the benchmark) gives them.
+        rt = Runtime.load(make_project(base), settings={"data_dir": base / "data", "audit": base / "audit.jsonl"})
         assert rt.audit.path == base / "audit.jsonl"
 
         async def run() -> tuple[dict[str, float], dict[str, float]]:

@@ -51,11 +51,13 @@ def make_project(base: Path, tools: int) -> Path:
     for i in range(tools - 1):
         (root / "tools.d" / f"tool_{i}.yaml").write_text(FILLER.format(i=i))
     (root / "bench_handlers.py").write_text(HANDLER)
-    data = base / f"data-{tools}"
-    (root / "toolrt.yaml").write_text(
-        f"builtin_tools: false\ndefaults:\n  data_dir: {data}\n  audit: {data}/audit.jsonl\n"
-    )
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n")
     return root
+
+
+def load(base: Path, tools: int) -> Runtime:
+    data = base / f"data-{tools}"  # host-only settings: the host (here the benchmark) gives them
+    return Runtime.load(make_project(base, tools), settings={"data_dir": data, "audit": data / "audit.jsonl"})
 
 
 async def _per_call(rt: Runtime, calls: int) -> float:
@@ -75,8 +77,8 @@ def main() -> None:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        small = Runtime.load(make_project(base, options.small))
-        large = Runtime.load(make_project(base, options.large))
+        small = load(base, options.small)
+        large = load(base, options.large)
         started = time.perf_counter()
         first = large.specs("openai")
         specs_first_ms = (time.perf_counter() - started) * 1000

@@ -20,6 +20,8 @@ def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     """Every test writes truncated outputs and audit logs under its own temporary directory."""
     data = tmp_path_factory.mktemp("toolrt-data")
     monkeypatch.setenv("TOOLRT_DATA_DIR", str(data))
+    # The person's own settings file ($XDG_CONFIG_HOME/toolrt/settings.yaml) must not reach the tests.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     return data
 
 

@@ -560,15 +560,17 @@ def test_every_call_appends_one_audit_record(make_project: Factory) -> None:
     assert records[2]["error"].startswith("The boom tool failed")
 
 
-def test_audit_off_in_settings_writes_nothing(make_project: Factory) -> None:
-    rt = project(make_project, ECHO, settings="defaults: {audit: false}\n")
+def test_audit_off_in_settings_writes_nothing(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLRT_AUDIT", "off")
+    rt = project(make_project, ECHO)
     assert rt.call_sync("echo", {"text": "x"}).output == "x"
     assert rt.audit.path is None
     assert not (rt.snapshot.data_dir / "audit.jsonl").exists()
 
 
 def test_audit_pointed_elsewhere(make_project: Factory, tmp_path: Path) -> None:
-    rt = project(make_project, ECHO, settings=f"defaults: {{audit: {tmp_path / 'calls.jsonl'}}}\n")
+    root = make_project(ECHO, modules={"handlers": HANDLERS})
+    rt = Runtime.load(root, settings={"audit": str(tmp_path / "calls.jsonl")})
     rt.call_sync("echo", {"text": "x"})
     assert [r["tool"] for r in read_records(tmp_path / "calls.jsonl")[0]] == ["echo"]
 

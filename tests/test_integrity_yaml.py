@@ -71,7 +71,7 @@ def test_a_reload_that_fails_for_any_reason_keeps_the_last_good_snapshot(
     before = rt.status().generation
     import toolrt.api
 
-    def crash(root: Path) -> object:
+    def crash(root: Path, **options: object) -> object:
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(toolrt.api, "build_snapshot", crash)

@@ -33,7 +33,7 @@ from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
 from .selection import ToolSet, select
 from .sessions import SessionStore
-from .settings import resolve_flags
+from .settings import CommandLineSettings, ResolvedSettings
 from .snapshot import Snapshot, build_snapshot, with_tool
 
 logger = logging.getLogger("toolrt.reload")
@@ -72,12 +72,15 @@ class SnapshotChange:
 
 
 def _audit_log(snapshot: Snapshot) -> AuditLog:
-    audit = snapshot.settings.audit
-    if os.environ.get("TOOLRT_AUDIT", "").lower() in ("0", "false", "off", "no"):
-        return AuditLog(None)
-    if audit is False:
-        return AuditLog(None)
-    return AuditLog(audit if isinstance(audit, Path) else snapshot.data_dir / "audit.jsonl")
+    return AuditLog(snapshot.resolved.values.audit_path)
+
+
+def _with_scope_flags(values: Mapping[str, bool], scope_flags: Mapping[str, bool]) -> Mapping[str, bool]:
+    unknown = sorted(set(scope_flags) - set(values))
+    if unknown:
+        known = ", ".join(sorted(values)) or "none"
+        raise UsageError(f"unknown flag {', '.join(map(repr, unknown))} (declared flags: {known})")
+    return {**values, **scope_flags}
 
 
 def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -> Callable[[_T], Awaitable[Any]]:
@@ -104,12 +107,12 @@ def _forget_modules(files: Sequence[Path]) -> None:
 class Runtime:
     """A loaded toolrt configuration that answers spec, check and call requests."""
 
-    def __init__(self, snapshot: Snapshot, *, flags: Mapping[str, bool] | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, *, cli: CommandLineSettings | None = None) -> None:
         if str(snapshot.root) not in sys.path:
             sys.path.insert(0, str(snapshot.root))  # project handler modules import from the project root
         self._snapshot = snapshot
-        self._cli_flags = dict(flags or {})
-        self._flags = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=self._cli_flags)
+        self._cli = cli or CommandLineSettings()
+        """What the command line (or the host) set: every reload resolves the settings with it again."""
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
@@ -120,8 +123,17 @@ class Runtime:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, root: str | os.PathLike[str] = ".", *, flags: Mapping[str, bool] | None = None) -> Runtime:
+    def load(
+        cls,
+        root: str | os.PathLike[str] = ".",
+        *,
+        flags: Mapping[str, bool] | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> Runtime:
         """Read, validate and compile the config at `root` (built-in layer included).
+
+        `flags` and `settings` (dotted keys: `data_dir`, `audit`, `truncate.max_lines`, `serve.host`)
+        are the host's own values: they beat the environment and every file (see `toolrt.settings`).
 
         Raises:
             ConfigError: the config is invalid; `.problems` locate every finding.
@@ -130,7 +142,8 @@ class Runtime:
         path = Path(root)
         if not path.is_dir():
             raise UsageError(f"--root {root}: not a directory")
-        return cls(build_snapshot(path), flags=flags)
+        cli = CommandLineSettings(dict(settings or {}), dict(flags or {}))
+        return cls(build_snapshot(path, cli=cli), cli=cli)
 
     @property
     def _services(self) -> Services:
@@ -156,7 +169,12 @@ class Runtime:
 
     @property
     def flags(self) -> Mapping[str, bool]:
-        return self._flags
+        return self._snapshot.resolved.flags
+
+    @property
+    def settings(self) -> ResolvedSettings:
+        """Every setting's effective value and where it came from (`toolrt settings`)."""
+        return self._snapshot.resolved
 
     @property
     def audit(self) -> AuditLog:
@@ -183,10 +201,9 @@ class Runtime:
         key = (snapshot.digest, scope.selection_key())
         found = self._selections.get(key)
         if found is None:
-            values = self._flags
+            values = snapshot.resolved.flags
             if scope.flags:
-                cli = {**self._cli_flags, **scope.flags}
-                values = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=cli)
+                values = _with_scope_flags(values, scope.flags)
             if len(self._selections) > 256:
                 self._selections.clear()
             found = select(snapshot, scope, flags=values, host_handlers=self._host_handlers)
@@ -277,7 +294,7 @@ class Runtime:
     def reload(self) -> ReloadStatus:
         """Rebuild from disk; on success swap atomically, on failure keep serving the last good snapshot."""
         try:
-            snapshot = build_snapshot(self._snapshot.root)
+            snapshot = build_snapshot(self._snapshot.root, cli=self._cli)
         except ConfigError as error:
             self._last_error = error
             return self.status()
@@ -298,7 +315,6 @@ class Runtime:
         changed_modules = [path for path, stamp in files.items() if old.handler_files.get(path) != stamp]
         if changed_modules:
             _forget_modules(changed_modules)
-        self._flags = resolve_flags(snapshot.settings.flags, root=snapshot.root, cli=self._cli_flags)
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()

@@ -64,6 +64,13 @@ def _examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
+def _host_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("host settings (beat the environment and every settings file)")
+    group.add_argument("--data-dir", metavar="DIR", help="where outputs, sessions and the audit log live")
+    group.add_argument("--audit", metavar="FILE|off", help="the audit log file, or off")
+    group.add_argument("--locked-permissions", metavar="FILE", help="an administrator's permissions file")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="toolrt",
@@ -191,8 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    serve.add_argument("--host", help="HTTP address to listen on (default: serve.host setting, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default: serve.port setting, 8765)")
     _selection_options(serve)
     serve.add_argument("--page-size", type=int, help="tools per tools/list page (default: 10000)")
     serve.add_argument(
@@ -210,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     schema.add_argument(
         "name",
         nargs="?",
-        choices=("tool", "permissions", "project"),
+        choices=("tool", "permissions", "project", "settings"),
         help="tool (tools.d/*.yaml), permissions or project (toolrt.yaml); with --write, default: all three",
     )
     schema.add_argument(
@@ -238,6 +245,16 @@ def _parser() -> argparse.ArgumentParser:
         "--session", default="chat", metavar="ID", help="session whose approvals and memory the calls use"
     )
     _selection_options(chat)
+    settings = command(
+        "settings",
+        "the effective settings and flags, where each value came from, and project values ignored",
+        "toolrt settings",
+        "toolrt settings --json",
+        "TOOLRT_TIMEOUT=30 toolrt settings             # see the environment win",
+    )
+    settings.add_argument("--json", action="store_true", help="one JSON object: settings, flags, ignored")
+    for sub in (listing, specs, check, call, watch, serve, chat, settings):
+        _host_options(sub)
     init = command(
         "init",
         "write a starter project",
@@ -288,7 +305,18 @@ def _flags(values: Sequence[str]) -> dict[str, bool]:
 def _load(options: argparse.Namespace) -> Runtime:
     from .api import Runtime
 
-    return Runtime.load(options.root, flags=_flags(getattr(options, "flag", [])))
+    settings = {
+        "data_dir": getattr(options, "data_dir", None),
+        "audit": getattr(options, "audit", None),
+        "locked_permissions": getattr(options, "locked_permissions", None),
+        "serve.host": getattr(options, "host", None),
+        "serve.port": getattr(options, "port", None),
+    }
+    return Runtime.load(
+        options.root,
+        flags=_flags(getattr(options, "flag", [])),
+        settings={key: value for key, value in settings.items() if value is not None},
+    )
 
 
 # --- commands -------------------------------------------------------------------------------------
@@ -609,11 +637,12 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
     for problem in sandbox_problems(rt.snapshot.sandbox):
         print(problem_text(problem), file=options.err)
     print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)
+    serve = rt.settings.values.serve
     return run_serve(
         rt,
         transport=options.transport,
-        host=options.host,
-        port=options.port,
+        host=serve.host,
+        port=serve.port,
         scope=_scope(options),
         limits=ServeLimits(
             **{
@@ -627,6 +656,37 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
             }
         ),
     )
+
+
+def _cmd_settings(options: argparse.Namespace, out: TextIO) -> int:
+    resolved = _load(options).settings
+    rows = [(key, _shown(value), origin) for key, value, origin in resolved.items()]
+    if options.json:
+        document = {
+            "settings": {key: {"value": value, "origin": origin} for key, value, origin in rows},
+            "ignored": [
+                {"key": i.key, "value": _shown(i.value), "origin": i.origin, "reason": i.reason}
+                for i in resolved.ignored
+            ],
+        }
+        json.dump(document, out, indent=2)
+        out.write("\n")
+        return 0
+    width = max(len(origin) for _, _, origin in rows)
+    for key, value, origin in rows:
+        out.write(f"{origin:<{width}}  {key}={value}\n")
+    for ignored in resolved.ignored:
+        out.write(f"ignored: {ignored.origin}  {ignored.key}={_shown(ignored.value)}  ({ignored.reason})\n")
+    return 0
+
+
+def _shown(value: Any) -> Any:
+    """A setting's value as text or JSON: paths as strings, tuples as lists, None as null."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 def _cmd_schema(options: argparse.Namespace, out: TextIO) -> int:

@@ -1,34 +1,467 @@
-"""Flag values and run-time defaults: CLI option > environment (`TOOLRT_…`) > `.env` > toolrt.yaml > default.
+"""Every configurable value, from one layered model: where each came from, and what a project may not set.
 
-pydantic-settings does the layering; the flag model is created from the flags toolrt.yaml declares,
-so an undeclared flag has nowhere to go and is reported instead of silently ignored.
+Precedence, highest first (each setting on its own):
+
+```
+command line   --data-dir, --audit, --locked-permissions, --flag, serve's --host/--port
+environment    TOOLRT_DATA_DIR, TOOLRT_TRUNCATE__MAX_LINES (nested: `__`), TOOLRT_FLAG_<NAME>
+user file      $XDG_CONFIG_HOME/toolrt/settings.yaml (default ~/.config/toolrt/settings.yaml)
+project .env   TOOLRT_… lines of <root>/.env
+toolrt.yaml    `defaults:`, `locked_permissions`, `serve:`; flags take their declared `default`
+default
+```
+The project's files (`.env`, `toolrt.yaml`) are writable by a model, so they may not set the
+**host-only** settings (`HOST_ONLY`): a value found there is ignored and reported as a located
+warning. pydantic-settings reads the environment and `.env` (prefix, nesting, JSON for lists) and
+pydantic checks the merged values against `Settings`; neither is imported when nothing but defaults
+and the YAML files set anything, so the CLI's fast commands stay fast.
+
+Extension points: a new setting is a field of `Settings` (or of a nested section) plus its schema
+entries in `schemas/settings.schema.json` and `project.schema.json`; one a project must not set, or
+may set only to some values (a sandbox loosening, a non-loopback host), is an entry of `HOST_ONLY`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import ipaddress
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
+from .config.document import Document
 from .config.model import FlagDef
-from .errors import UsageError
+from .errors import ConfigError, Problem, UsageError
 
-__all__ = ["default_data_dir", "parse_flag_option", "resolve_flags"]
+__all__ = [
+    "HOST_ONLY",
+    "CommandLineSettings",
+    "IgnoredSetting",
+    "ResolvedSettings",
+    "ServeSettings",
+    "Settings",
+    "TruncateSettings",
+    "default_data_dir",
+    "parse_flag_option",
+    "resolve_settings",
+    "user_settings_file",
+]
 
+ENV_PREFIX = "TOOLRT_"
+FLAG_PREFIX = "TOOLRT_FLAG_"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+@dataclass(frozen=True, slots=True)
+class TruncateSettings:
+    max_lines: int = 2000
+    max_bytes: int = 51200
+    direction: Literal["head", "tail"] = "head"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    """Where `toolrt serve --transport http` listens; anything but loopback is host-only."""
+    port: int = 8765
+
+
 def default_data_dir() -> Path:
-    """`TOOLRT_DATA_DIR`, else `$XDG_DATA_HOME/toolrt`, else `~/.local/share/toolrt`."""
-    explicit = os.environ.get("TOOLRT_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
+    """`$XDG_DATA_HOME/toolrt`, else `~/.local/share/toolrt`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "toolrt"
+
+
+def user_settings_file() -> Path:
+    """`$XDG_CONFIG_HOME/toolrt/settings.yaml`, else `~/.config/toolrt/settings.yaml`."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "toolrt" / "settings.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The effective value of every setting (flags are separate: a project declares them)."""
+
+    data_dir: Path = field(default_factory=default_data_dir)
+    """Host-only. Truncated outputs, todos, session files and (by default) the audit log."""
+    audit: bool | Path = True
+    """Host-only. True: `<data_dir>/audit.jsonl`; False: no record; a path: that file."""
+    locked_permissions: Path | None = None
+    """Host-only. An administrator's permissions file whose denies nothing can override."""
+    timeout: float = 120.0
+    truncate: TruncateSettings = TruncateSettings()
+    env_allow: tuple[str, ...] | None = None
+    serve: ServeSettings = ServeSettings()
+
+    @property
+    def audit_path(self) -> Path | None:
+        if self.audit is False:
+            return None
+        return self.audit if isinstance(self.audit, Path) else self.data_dir / "audit.jsonl"
+
+
+def _always(value: Any) -> bool:
+    return True
+
+
+def _not_loopback(host: Any) -> bool:
+    if str(host).lower() == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return True  # a host name: it may resolve anywhere
+
+
+HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
+    {
+        "data_dir": _always,
+        "audit": _always,
+        "locked_permissions": _always,
+        "serve.host": _not_loopback,
+    }
+)
+"""Settings the project's files may not set: key → whether a given value needs the host (a project may
+still say `serve.host: 127.0.0.1`). Sandbox settings that loosen the sandbox belong here too."""
+
+_HOW_TO_SET = {
+    "data_dir": "--data-dir, TOOLRT_DATA_DIR",
+    "audit": "--audit, TOOLRT_AUDIT",
+    "locked_permissions": "--locked-permissions, TOOLRT_LOCKED_PERMISSIONS",
+    "serve.host": "serve --host, TOOLRT_SERVE__HOST",
+}
+_PATH_KEYS = ("data_dir", "audit", "locked_permissions")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandLineSettings:
+    """What the command line (or a host embedding toolrt) sets: the highest layer."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Dotted keys (`data_dir`, `serve.host`) → values of the `Settings` field's type."""
+    flags: Mapping[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredSetting:
+    key: str
+    value: Any
+    origin: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSettings:
+    """The effective settings and flags, each value's origin, and the project values that were ignored."""
+
+    values: Settings
+    flags: Mapping[str, bool]
+    origins: Mapping[str, str]
+    """Dotted key (`truncate.max_lines`, `flags.beta`) → where its value came from (`default`,
+    `command line`, `environment TOOLRT_…`, `FILE:LINE`)."""
+    ignored: tuple[IgnoredSetting, ...] = ()
+    warnings: tuple[Problem, ...] = ()
+
+    def items(self) -> Iterator[tuple[str, Any, str]]:
+        """(key, value, origin) of every setting, then every flag, in a stable order."""
+        for key, value in _flatten(_as_plain(self.values)).items():
+            yield key, value, self.origins.get(key, "default")
+        for name, value in sorted(self.flags.items()):
+            yield f"flags.{name}", value, self.origins.get(f"flags.{name}", "default")
+
+
+# --- layers ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Layer:
+    name: str
+    project: bool
+    """A project file (a model can write it): host-only settings are refused."""
+    base: Path | None
+    """Relative paths in this layer are relative to it."""
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    where: dict[str, tuple[str, int, int, str]] = field(default_factory=dict)
+    """Key → (file, line, column, pointer) for located warnings."""
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and dotted != "flags" and not dotted.startswith("flags."):
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def _as_plain(settings: Settings) -> dict[str, Any]:
+    return {f.name: _plain(getattr(settings, f.name)) for f in dataclasses.fields(settings)}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def _document_layer(name: str, document: Document, values: Mapping[str, Any], *, project: bool) -> _Layer:
+    layer = _Layer(name, project, document.path.parent)
+    for key, value in values.items():
+        pointer = "/" + key.replace(".", "/")
+        layer.values[key] = value
+        line, column = document.locate(pointer)
+        layer.origins[key] = f"{document.name}:{line}"
+        layer.where[key] = (document.name, line, column, pointer)
+    return layer
+
+
+def _project_values(document: Document) -> dict[str, Any]:
+    """`toolrt.yaml`'s settings under their `Settings` keys; pointers follow the file's own shape."""
+    data: Mapping[str, Any] = document.data or {}
+    found: dict[str, Any] = {}
+    for key, value in _flatten(data.get("defaults", {})).items():
+        found[key] = value
+    if "locked_permissions" in data:
+        found["locked_permissions"] = data["locked_permissions"]
+    for key, value in _flatten(data.get("serve", {}), "serve.").items():
+        found[key] = value
+    return found
+
+
+def _project_layer(document: Document) -> _Layer:
+    layer = _Layer("project", True, document.path.parent)
+    for key, value in _project_values(document).items():
+        pointer = ("/defaults/" if key in _DEFAULTS_KEYS or key.startswith("truncate.") else "/") + key.replace(
+            ".", "/"
+        )
+        line, column = document.locate(pointer)
+        layer.values[key] = value
+        layer.origins[key] = f"{document.name}:{line}"
+        layer.where[key] = (document.name, line, column, pointer)
+    return layer
+
+
+_DEFAULTS_KEYS = ("timeout", "data_dir", "audit", "env_allow")
+
+
+@functools.cache
+def _env_model(flags: tuple[str, ...]) -> Any:
+    """A pydantic-settings model of `Settings` plus one `flag_<name>` field per declared flag."""
+    from pydantic import create_model
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    fields: dict[str, Any] = {f.name: (Any, None) for f in dataclasses.fields(Settings)}
+    fields["truncate"] = (TruncateSettings | None, None)
+    fields["serve"] = (ServeSettings | None, None)
+    fields["env_allow"] = (list[str] | None, None)
+    fields.update({f"flag_{name}": (Any, None) for name in flags})
+    config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False, extra="ignore", env_ignore_empty=True
+    )
+    base = type("EnvSettings", (BaseSettings,), {"model_config": config, "__module__": __name__})
+    return create_model("ToolrtEnvSettings", __base__=base, **fields)
+
+
+def _env_values(raw: Mapping[str, Any], flags: tuple[str, ...]) -> dict[str, Any]:
+    known = {f.name for f in dataclasses.fields(Settings)} | {f"flag_{name}" for name in flags}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in known or value is None:
+            continue
+        if key.startswith("flag_") and key not in {f.name for f in dataclasses.fields(Settings)}:
+            values[f"flags.{key[5:]}"] = value
+        elif isinstance(value, Mapping):
+            values.update({k: v for k, v in _flatten(value, key + ".").items() if v is not None})
+        else:
+            values[key] = value
+    return values
+
+
+def _env_name(key: str) -> str:
+    if key.startswith("flags."):
+        return FLAG_PREFIX + key[6:].upper()
+    return ENV_PREFIX + key.replace(".", "__").upper()
+
+
+def _environment_layer(environ: Mapping[str, str], flags: tuple[str, ...]) -> _Layer:
+    layer = _Layer("environment", False, None)
+    if not any(k.upper().startswith(ENV_PREFIX) for k in environ):
+        return layer
+    from pydantic_settings import EnvSettingsSource
+
+    source = EnvSettingsSource(_env_model(flags))
+    source.env_vars = {k.lower(): v for k, v in environ.items()}  # the given mapping, not os.environ
+    layer.values = _env_values(source(), flags)
+    layer.origins = {key: f"environment {_env_name(key)}" for key in layer.values}
+    return layer
+
+
+def _dotenv_layer(path: Path, flags: tuple[str, ...], display: str) -> _Layer:
+    layer = _Layer(".env", True, path.parent)
+    if not path.is_file():
+        return layer
+    from pydantic_settings import DotEnvSettingsSource
+
+    layer.values = _env_values(DotEnvSettingsSource(_env_model(flags), env_file=path)(), flags)
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    for key in layer.values:
+        name = _env_name(key)
+        pattern = re.compile(rf"^\s*(export\s+)?{re.escape(name)}\s*=", re.IGNORECASE)
+        line = next((n for n, text in enumerate(lines, 1) if pattern.match(text)), 0)
+        layer.origins[key] = f"{display}:{line}" if line else display
+        layer.where[key] = (display, line, 1 if line else 0, "")
+    return layer
+
+
+def _user_layer(path: Path, problems: list[Problem]) -> _Layer:
+    from .config.layers import read_single
+
+    document = read_single(path, "settings", problems, display=str(path))
+    if document is None:
+        return _Layer("user", False, path.parent)
+    data: Mapping[str, Any] = document.data or {}
+    values = _flatten({k: v for k, v in data.items() if k != "flags"})
+    values.update({f"flags.{name}": value for name, value in data.get("flags", {}).items()})
+    return _document_layer("user", document, values, project=False)
+
+
+def _command_line_layer(cli: CommandLineSettings) -> _Layer:
+    layer = _Layer("command line", False, Path.cwd())
+    layer.values = {key: value for key, value in cli.values.items() if value is not None}
+    layer.values.update({f"flags.{name}": value for name, value in cli.flags.items()})
+    layer.origins = dict.fromkeys(layer.values, "command line")
+    return layer
+
+
+# --- resolution -----------------------------------------------------------------------------------
+
+
+def resolve_settings(
+    root: Path,
+    *,
+    project: Document | None = None,
+    declared_flags: Mapping[str, FlagDef] | None = None,
+    cli: CommandLineSettings | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_file: Path | None = None,
+) -> ResolvedSettings:
+    """Every setting's effective value and origin, by the precedence in this module's docstring.
+
+    Raises:
+        UsageError: the command line names a flag the config does not declare.
+        ConfigError: a value that is not of its setting's type (located at its origin).
+    """
+    cli = cli or CommandLineSettings()
+    environ = os.environ if environ is None else environ
+    declared = declared_flags or {}
+    unknown = sorted(set(cli.flags) - set(declared))
+    if unknown:
+        known = ", ".join(sorted(declared)) or "none"
+        raise UsageError(f"unknown flag {', '.join(map(repr, unknown))} (declared flags: {known})")
+    flag_names = tuple(sorted(declared))
+    problems: list[Problem] = []
+    layers = [
+        _command_line_layer(cli),
+        _environment_layer(environ, flag_names),
+        _user_layer(user_file or user_settings_file(), problems),
+        _dotenv_layer(root / ".env", flag_names, ".env"),
+    ]
+    if project is not None:
+        layers.append(_project_layer(project))
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    ignored: list[IgnoredSetting] = []
+    warnings: list[Problem] = []
+    for layer in layers:
+        for key, value in layer.values.items():
+            guard = HOST_ONLY.get(key)
+            if layer.project and guard is not None and guard(value):
+                reason = (
+                    f"{key} is a host-only setting: a project file may not set it, so this value is ignored "
+                    f"(set it with {_HOW_TO_SET.get(key, 'the command line, the environment')} "
+                    f"or in {user_settings_file()})"
+                )
+                ignored.append(IgnoredSetting(key, value, layer.origins[key], reason))
+                file, line, column, pointer = layer.where.get(key, (layer.name, 0, 0, ""))
+                warnings.append(Problem(file, line, column, pointer, reason, severity="warning"))
+                continue
+            if key in values:
+                continue
+            values[key] = _relative_to(layer.base, key, value)
+            origins[key] = layer.origins[key]
+    if problems:
+        raise ConfigError(problems)
+    flags = {name: flag.default for name, flag in declared.items()}
+    for name, flag in declared.items():
+        origins.setdefault(f"flags.{name}", flag.source or "default")
+    settings_values = {k: v for k, v in values.items() if not k.startswith("flags.")}
+    settings = _build(settings_values, origins) if settings_values else Settings()
+    for key, value in values.items():
+        if key.startswith("flags.") and key[6:] in declared:  # the user file may name other projects' flags
+            flags[key[6:]] = _boolean(key, value, origins[key])
+    return ResolvedSettings(
+        settings, MappingProxyType(flags), MappingProxyType(origins), tuple(ignored), tuple(warnings)
+    )
+
+
+def _relative_to(base: Path | None, key: str, value: Any) -> Any:
+    if key not in _PATH_KEYS or not isinstance(value, str) or value.strip().lower() in _TRUE | _FALSE:
+        return value
+    path = Path(value).expanduser()
+    return path if path.is_absolute() or base is None else base / path
+
+
+def _boolean(key: str, value: Any, origin: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError([Problem(origin, 0, 0, "", f"{key}: '{value}' is not a boolean (use true or false)")])
+
+
+def _build(values: Mapping[str, Any], origins: Mapping[str, str]) -> Settings:
+    """The merged values checked and converted by pydantic against `Settings`."""
+    from pydantic import TypeAdapter, ValidationError
+
+    nested: dict[str, Any] = {}
+    for key, value in values.items():
+        *parents, last = key.split(".")
+        target = nested
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        if key == "audit" and isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            value = value.strip().lower() in _TRUE
+        target[last] = value
+    try:
+        settings: Settings = _adapter(TypeAdapter).validate_python(nested)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            key = ".".join(str(p) for p in item["loc"] if not str(p).startswith(("function-", "lax-")))
+            key = next((k for k in values if key.startswith(k) or k.startswith(key)), key)
+            origin = origins.get(key, "settings")
+            problems.append(Problem(origin, 0, 0, "", f"{key}: {item['msg']} (got {values.get(key)!r})"))
+        raise ConfigError(problems) from None
+    if isinstance(settings.data_dir, Path):
+        settings = dataclasses.replace(settings, data_dir=settings.data_dir.expanduser())
+    return settings
+
+
+@functools.cache
+def _adapter(adapter_class: Any) -> Any:
+    return adapter_class(Settings)
 
 
 def parse_flag_option(option: str) -> tuple[str, bool]:
@@ -43,42 +476,3 @@ def parse_flag_option(option: str) -> tuple[str, bool]:
     if lowered in _FALSE:
         return name, False
     raise UsageError(f"--flag {option}: '{value}' is not a boolean (use true or false)")
-
-
-@functools.lru_cache(maxsize=32)
-def _flag_model(declared: tuple[tuple[str, bool], ...], env_file: str | None) -> Any:
-    from pydantic import create_model
-    from pydantic_settings import BaseSettings, SettingsConfigDict
-
-    fields: dict[str, Any] = {name: (bool, default) for name, default in declared}
-    config = SettingsConfigDict(env_prefix="TOOLRT_FLAG_", env_file=env_file, extra="ignore", case_sensitive=False)
-    base = type("FlagSettings", (BaseSettings,), {"model_config": config, "__module__": __name__})
-    return create_model("ToolrtFlags", __base__=base, **fields)
-
-
-def resolve_flags(
-    declared: Mapping[str, FlagDef], *, root: Path, cli: Mapping[str, bool] | None = None
-) -> Mapping[str, bool]:
-    """The value of every declared flag; an unknown flag given on the command line is a UsageError."""
-    cli = dict(cli or {})
-    unknown = sorted(set(cli) - set(declared))
-    if unknown:
-        known = ", ".join(sorted(declared)) or "none"
-        raise UsageError(f"unknown flag {', '.join(map(repr, unknown))} (declared flags: {known})")
-    if not declared:
-        return MappingProxyType({})
-    env_file = root / ".env"
-    needs_settings = env_file.is_file() or any(k.startswith("TOOLRT_FLAG_") for k in os.environ)
-    if not needs_settings:
-        values = {name: flag.default for name, flag in declared.items()}
-        values.update(cli)
-        return MappingProxyType(values)
-    model = _flag_model(
-        tuple((name, flag.default) for name, flag in sorted(declared.items())),
-        str(env_file) if env_file.is_file() else None,
-    )
-    try:
-        settings = model(**cli)
-    except Exception as exc:  # pydantic's ValidationError: a malformed boolean in the environment or .env
-        raise UsageError(f"invalid flag value: {exc}") from None
-    return MappingProxyType({name: bool(getattr(settings, name)) for name in declared})

@@ -35,7 +35,7 @@ from .permissions.model import CallSite
 from .permissions.protected import ProtectedPaths
 from .sandbox.config import build_policy, tool_policy
 from .sandbox.policy import SandboxPolicy
-from .settings import default_data_dir
+from .settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
 
 __all__ = ["Snapshot", "build_snapshot", "with_tool"]
 
@@ -47,6 +47,9 @@ class Snapshot:
     tools: Mapping[str, CompiledTool]
     permissions: PermissionConfig
     settings: ProjectSettings
+    """What toolrt.yaml declares: flags, model groups, tool sets."""
+    resolved: ResolvedSettings
+    """Every setting's effective value and origin (`toolrt settings`), and the flags' values."""
     digest: str
     warnings: tuple[Problem, ...] = ()
     watched: tuple[Path, ...] = ()
@@ -159,8 +162,16 @@ def build_snapshot(
     root: str | Path = ".",
     *,
     config: ConfigSet | None = None,
+    cli: CommandLineSettings | None = None,
 ) -> Snapshot:
-    """Read, validate and compile the config at `root`; raise ConfigError listing every problem."""
+    """Read, validate and compile the config at `root`; raise ConfigError listing every problem.
+
+    `cli` holds what the command line (or the embedding host) sets: the highest settings layer.
+
+    Raises:
+        ConfigError: every problem found, located.
+        UsageError: `cli` names a flag the config does not declare.
+    """
     root_path = Path(root).resolve()
     config = config if config is not None else read_config(root_path)
     problems = list(config.problems)
@@ -169,13 +180,16 @@ def build_snapshot(
         [layer.settings for layer in config.layers if layer.settings is not None], root=root_path
     )
     _check_flags(config, settings, problems)
-    data_dir = settings.data_dir or default_data_dir()
+    project_settings = next((layer.settings for layer in config.layers if layer.name == "project"), None)
+    try:
+        resolved = resolve_settings(root_path, project=project_settings, declared_flags=settings.flags, cli=cli)
+    except ConfigError as error:
+        problems.extend(error.problems)
+        resolved = ResolvedSettings(Settings(), MappingProxyType({}), MappingProxyType({}))
+    problems.extend(resolved.warnings)
+    data_dir = resolved.values.data_dir
     locked_doc = None
-    locked_path = (
-        Path(os.environ["TOOLRT_LOCKED_PERMISSIONS"])
-        if os.environ.get("TOOLRT_LOCKED_PERMISSIONS")
-        else settings.locked_permissions
-    )
+    locked_path = resolved.values.locked_permissions
     if locked_path is not None:
         if not locked_path.is_file():
             problems.append(Problem(str(locked_path), 0, 0, "", "locked permissions file does not exist"))
@@ -201,7 +215,6 @@ def build_snapshot(
         if compiled is not None:
             tools[tool_id] = compiled
     _check_references(tools, settings, [layer.settings for layer in config.layers if layer.settings], problems)
-    project_settings = next((layer.settings for layer in config.layers if layer.name == "project"), None)
     sandbox = build_policy(
         root=root_path, project=project_settings, locked=locked_doc, environ=os.environ, problems=problems
     )
@@ -221,6 +234,7 @@ def build_snapshot(
             for layer in config.layers
         ]
         + [_data(locked_doc), [(str(path), stamp) for path, stamp in modules.items()], repr(sandbox)]
+        + [list(resolved.items())]
     )
     return Snapshot(
         root=root_path,
@@ -228,6 +242,7 @@ def build_snapshot(
         tools=MappingProxyType(tools),
         permissions=permissions,
         settings=settings,
+        resolved=resolved,
         digest=digest,
         warnings=tuple(warnings),
         watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(modules),

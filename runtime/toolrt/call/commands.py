@@ -32,7 +32,11 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         argv = [handler.shell, "-c", render(tool.shell, args, names, root)]
     options = handler.options
     cwd = root / render(tool.cwd, args, names, root) if tool.cwd is not None else root
-    allow = options.env_allow if options.env_allow is not None else (snapshot.settings.env_allow or DEFAULT_ENV_ALLOW)
+    allow = (
+        options.env_allow
+        if options.env_allow is not None
+        else (snapshot.resolved.values.env_allow or DEFAULT_ENV_ALLOW)
+    )
     env = build_env(allow, set={k: render(t, args, names, root) for k, t in tool.env_set.items()})
     stdin = render(tool.stdin, args, names, root).encode() if tool.stdin is not None else None
 

@@ -41,7 +41,7 @@ async def run_tool(call: ActiveCall, args: dict[str, Any]) -> ToolResult:
 
 async def _run(call: ActiveCall, args: dict[str, Any]) -> ToolResult:
     tool = call.tool
-    timeout = tool.definition.timeout or call.snapshot.settings.timeout
+    timeout = tool.definition.timeout or call.snapshot.resolved.values.timeout
     if isinstance(tool.definition.handler, (ArgvHandler, ShellHandler)):
         return await run_command(call, args, timeout)
     return await run_handler(call, args, timeout)

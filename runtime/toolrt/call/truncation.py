@@ -11,9 +11,6 @@ from .active import ActiveCall
 
 __all__ = ["truncate_result"]
 
-DEFAULT_MAX_LINES = 2000
-DEFAULT_MAX_BYTES = 51200
-
 
 def truncate_result(call: ActiveCall, result: ToolResult) -> ToolResult:
     """`result` cut to the tool's (or the project's) limits, unless the handler truncated it itself."""
@@ -21,9 +18,9 @@ def truncate_result(call: ActiveCall, result: ToolResult) -> ToolResult:
     spec = tool.definition.truncate
     if spec is None or "truncated" in result.metadata or result.error is not None:
         return result
-    defaults = snapshot.settings.truncate
-    max_lines = spec.max_lines or defaults.max_lines or DEFAULT_MAX_LINES
-    max_bytes = spec.max_bytes or defaults.max_bytes or DEFAULT_MAX_BYTES
+    defaults = snapshot.resolved.values.truncate
+    max_lines = spec.max_lines or defaults.max_lines
+    max_bytes = spec.max_bytes or defaults.max_bytes
     output = result.output
     if len(output) <= max_bytes // 4 and output.count("\n") < max_lines:
         return result  # certainly within both limits: skip the exact walk

@@ -157,12 +157,6 @@ class ProjectSettings:
     model_groups: Mapping[str, tuple[Selector, ...]] = field(default_factory=lambda: _EMPTY)
     toolsets: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _EMPTY)
     builtin_tools: bool | tuple[str, ...] = True
-    locked_permissions: Path | None = None
-    timeout: float = 120.0
-    truncate: TruncateSpec = TruncateSpec(2000, 51200, "head")
-    data_dir: Path | None = None
-    audit: bool | Path = True
-    env_allow: tuple[str, ...] | None = None
 
 
 def _selector(data: Mapping[str, Any]) -> Selector:
@@ -263,7 +257,8 @@ def tool_from_document(document: Document, *, description: str, layer: str) -> T
 
 
 def settings_from_documents(documents: list[Document], *, root: Path) -> ProjectSettings:
-    """Project settings from the built-in and project `toolrt.yaml` (later documents win per key).
+    """What the built-in and project `toolrt.yaml` declare (later documents win per key): flags, model
+    groups, tool sets, the built-in tools kept. Settings values are `toolrt.settings`'.
 
     Flags and model groups accumulate; a flag declared twice is reported by the snapshot builder.
     """
@@ -285,26 +280,12 @@ def settings_from_documents(documents: list[Document], *, root: Path) -> Project
             groups[name] = tuple(_selector(s) for s in selectors)
         for name, ids in data.get("toolsets", {}).items():
             toolsets[name] = tuple(ids)
-        for key in ("builtin_tools", "locked_permissions"):
-            if key in data:
-                merged[key] = data[key]
-        merged.update(data.get("defaults", {}))
-    truncate = merged.get("truncate", {})
-    audit = merged.get("audit", True)
-    locked = merged.get("locked_permissions")
-    data_dir = merged.get("data_dir")
+        if "builtin_tools" in data:
+            merged["builtin_tools"] = data["builtin_tools"]
     builtin_tools = merged.get("builtin_tools", True)
     return ProjectSettings(
         flags=MappingProxyType(flags),
         model_groups=MappingProxyType(groups),
         toolsets=MappingProxyType(toolsets),
         builtin_tools=tuple(builtin_tools) if isinstance(builtin_tools, list) else builtin_tools,
-        locked_permissions=(root / Path(locked).expanduser()) if locked else None,
-        timeout=float(merged.get("timeout", 120.0)),
-        truncate=TruncateSpec(
-            truncate.get("max_lines", 2000), truncate.get("max_bytes", 51200), truncate.get("direction", "head")
-        ),
-        data_dir=(root / Path(data_dir).expanduser()) if data_dir else None,
-        audit=(root / Path(audit).expanduser()) if isinstance(audit, str) else audit,
-        env_allow=tuple(merged["env_allow"]) if "env_allow" in merged else None,
     )

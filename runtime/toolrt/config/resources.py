@@ -9,7 +9,12 @@ from typing import Any
 
 __all__ = ["SCHEMA_NAMES", "builtin_root", "schema"]
 
-SCHEMA_NAMES = {"tool": "tool.schema.json", "permissions": "permissions.schema.json", "project": "project.schema.json"}
+SCHEMA_NAMES = {
+    "tool": "tool.schema.json",
+    "permissions": "permissions.schema.json",
+    "project": "project.schema.json",
+    "settings": "settings.schema.json",
+}
 
 
 @functools.cache
