@@ -118,7 +118,7 @@ class Runtime:
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
         self._dispatcher: Dispatcher | None = None
         self._generation = 1
-        self._last_error: ConfigError | None = None
+        self._last_error: ConfigError | None = ConfigError(snapshot.problems) if snapshot.problems else None
         self._swap_listeners: list[Callable[[SnapshotChange], None]] = []
         self._lock = threading.Lock()
 
@@ -129,21 +129,27 @@ class Runtime:
         *,
         flags: Mapping[str, bool] | None = None,
         settings: Mapping[str, Any] | None = None,
+        partial: bool = False,
     ) -> Runtime:
         """Read, validate and compile the config at `root` (built-in layer included).
 
         `flags` and `settings` (dotted keys: `data_dir`, `audit`, `truncate.max_lines`, `serve.host`)
         are the host's own values: they beat the environment and every file (see `toolrt.settings`).
 
+        With `partial=True` a broken config still loads and fails closed (what `toolrt serve`, `watch`,
+        `list` and `call` do): the tools of invalid tool files are left out (`snapshot.withheld`), and
+        an invalid `permissions.yaml`, `toolrt.yaml` or locked file lets no call run
+        (`snapshot.blocked`); `status().last_error` holds the problems until a save fixes them.
+
         Raises:
-            ConfigError: the config is invalid; `.problems` locate every finding.
+            ConfigError: the config is invalid (and `partial` is false); `.problems` locate every finding.
             UsageError: `root` is not a directory, or a flag is unknown.
         """
         path = Path(root)
         if not path.is_dir():
             raise UsageError(f"--root {root}: not a directory")
         cli = CommandLineSettings(dict(settings or {}), dict(flags or {}))
-        return cls(build_snapshot(path, cli=cli), cli=cli)
+        return cls(build_snapshot(path, cli=cli, partial=partial), cli=cli)
 
     @property
     def _services(self) -> Services:
@@ -292,9 +298,13 @@ class Runtime:
     # --- reload -----------------------------------------------------------------------------------
 
     def reload(self) -> ReloadStatus:
-        """Rebuild from disk; on success swap atomically, on failure keep serving the last good snapshot."""
+        """Rebuild from disk; on success swap atomically, on failure keep serving the last good snapshot.
+
+        A runtime that is serving a broken config (loaded with `partial=True`) takes each new partial
+        build instead, so a save that fixes one file brings its tools back without a restart.
+        """
         try:
-            snapshot = build_snapshot(self._snapshot.root, cli=self._cli)
+            snapshot = build_snapshot(self._snapshot.root, cli=self._cli, partial=True)
         except ConfigError as error:
             self._last_error = error
             return self.status()
@@ -303,8 +313,12 @@ class Runtime:
             problem = Problem(str(self._snapshot.root), 0, 0, "", f"reload failed: {type(exc).__name__}: {exc}")
             self._last_error = ConfigError([problem])
             return self.status()
+        problems = snapshot.problems
+        if problems and not self._snapshot.problems:
+            self._last_error = ConfigError(problems)  # keep the last good snapshot
+            return self.status()
         with self._lock:
-            self._last_error = None
+            self._last_error = ConfigError(problems) if problems else None
             if snapshot.digest != self._snapshot.digest:
                 self._swap(snapshot)
         return self.status()

@@ -302,8 +302,14 @@ def _flags(values: Sequence[str]) -> dict[str, bool]:
     return dict(parse_flag_option(v) for v in values)
 
 
-def _load(options: argparse.Namespace) -> Runtime:
+def _load(options: argparse.Namespace, *, blocked_ok: bool = True) -> Runtime:
+    """The runtime for a command; a broken config still loads (failing closed), its problems on stderr.
+
+    The tools of invalid tool files are left out; with an invalid `permissions.yaml`, `toolrt.yaml` or
+    locked file no call runs (`blocked_ok=False`: the command stops with exit 1, for `check`).
+    """
     from .api import Runtime
+    from .snapshot import degraded_lines
 
     settings = {
         "data_dir": getattr(options, "data_dir", None),
@@ -312,11 +318,19 @@ def _load(options: argparse.Namespace) -> Runtime:
         "serve.host": getattr(options, "host", None),
         "serve.port": getattr(options, "port", None),
     }
-    return Runtime.load(
+    rt = Runtime.load(
         options.root,
         flags=_flags(getattr(options, "flag", [])),
         settings={key: value for key, value in settings.items() if value is not None},
+        partial=True,
     )
+    snapshot = rt.snapshot
+    if snapshot.blocked is not None and not blocked_ok:
+        raise snapshot.blocked
+    err = getattr(options, "err", None) or sys.stderr
+    for line in degraded_lines(snapshot):
+        print(f"toolrt: warning: {line}", file=err)
+    return rt
 
 
 # --- commands -------------------------------------------------------------------------------------
@@ -405,7 +419,7 @@ def _decision_json(decision: Decision) -> dict[str, Any]:
 
 
 def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
-    rt = _load(options)
+    rt = _load(options, blocked_ok=False)
     if options.tool:
         if options.permission or options.pattern:
             raise UsageError("give either PERMISSION PATTERN or --tool ID --args JSON, not both")

@@ -206,6 +206,9 @@ def select(
         for name in list(offered):
             if name not in members:
                 hidden[offered.pop(name).tool.id] = f"not in tool set '{scope.toolset}'"
+    for tool_id, problems in snapshot.withheld.items():
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        hidden[tool_id] = f"left out, its file is invalid: {problems[0]}{more}"
     return ToolSet(
         offered=tuple(offered.values()),
         hidden=tuple(Hidden(tool_id, reason) for tool_id, reason in sorted(hidden.items())),

@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -47,11 +47,12 @@ from .call.request import CallScope
 from .errors import UsageError
 from .permissions.ask import AskRequest, Reply
 from .permissions.shown import ask_lines, escape_controls
-from .reload import Reloader
+from .reload import Reloader, ReloadEvent
 from .result import ToolResult
 from .selection import ToolSet
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
+from .snapshot import degraded_lines
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve"]
 
@@ -137,7 +138,7 @@ class McpFace:
         self._mcp_sessions = McpSessions(rt.sessions)
         self._bus = InMemorySubscriptionBus()
         self._ids = itertools.count(1)
-        self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange](64)
+        self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
 
     def close(self) -> None:
         """Close the queue of reload notices (`notify_changes` ends; later swaps are dropped)."""
@@ -180,6 +181,11 @@ class McpFace:
 
     async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in self._toolset():
+            withheld = self._rt.snapshot.withheld.get(params.name)
+            if withheld:  # a tool whose file is broken: say why, as a result the model can read
+                listed = "; ".join(str(problem) for problem in withheld)
+                text = f"The {params.name} tool is unavailable until its definition is fixed: {listed}"
+                return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token = self._mcp_sessions.identify(ctx)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
@@ -273,13 +279,17 @@ class McpFace:
             self._connections.add(connection)
             connection.exit_stack.callback(self._connections.discard, connection)
         notice = self.unasked_notice()
-        if notice is not None:
+        problems = degraded_lines(self._rt.snapshot)
+        if notice is not None or problems:
             import warnings
 
             with warnings.catch_warnings():
                 # Deprecated for 2026-07-28 clients (they read the instructions); handshake-era ones show it.
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await ctx.session.send_log_message("warning", notice, logger="toolrt")
+                if problems:
+                    await ctx.session.send_log_message("error", _problems_text(problems), logger="toolrt")
+                if notice is not None:
+                    await ctx.session.send_log_message("warning", notice, logger="toolrt")
 
     async def set_log_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
         """`logging/setLevel`: accepted (toolrt logs only the start-up notice, at warning)."""
@@ -301,16 +311,57 @@ class McpFace:
 
         return on_swap
 
+    def reload_listener(self) -> Callable[[ReloadEvent], None]:
+        """A `Reloader.on_reload` listener: a reload's problems (and their fix) become log messages."""
+
+        def on_reload(event: ReloadEvent) -> None:
+            if event.error is not None and not event.repeated:
+                lines = [str(problem) for problem in event.error.problems] or [str(event.error)]
+                kept = "still serving the last good configuration" if event.change is None else "serving what is valid"
+                text = f"toolrt: the configuration is invalid, {kept}:\n" + "\n".join(f"  {line}" for line in lines)
+                _offer(self._changes_send, _LogEntry("error", text))
+            elif event.error is None and event.change is not None and event.change.old.problems:
+                _offer(self._changes_send, _LogEntry("info", "toolrt: the configuration is valid again"))
+
+        return on_reload
+
     async def notify_changes(self) -> None:
-        """Send `notifications/tools/list_changed` to every connection after every swap."""
+        """Send `notifications/tools/list_changed` to every connection after every swap, and reload
+        problems as `notifications/message` log entries."""
         async with self._changes_receive:
-            async for _change in self._changes_receive:
+            async for item in self._changes_receive:
+                if isinstance(item, _LogEntry):
+                    await self._log_everywhere(item)
+                    continue
                 await self._bus.publish(ToolsListChanged())
                 for connection in tuple(self._connections):
                     try:
                         await connection.send_tool_list_changed()
                     except Exception:  # the client went away; stop telling it
                         self._connections.discard(connection)
+
+    async def _log_everywhere(self, entry: _LogEntry) -> None:
+        import warnings
+
+        for connection in tuple(self._connections):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await connection.log(entry.level, entry.text, logger="toolrt")
+            except Exception:  # the client went away; stop telling it
+                self._connections.discard(connection)
+
+
+@dataclass(frozen=True, slots=True)
+class _LogEntry:
+    """A log message for every connection (`notifications/message`)."""
+
+    level: Literal["info", "error"]
+    text: str
+
+
+def _problems_text(lines: Sequence[str]) -> str:
+    return "toolrt: the configuration is invalid, serving what is valid:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def _question_schema(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -456,7 +507,9 @@ def run_serve(
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
-                group.start_soon(Reloader(rt).run)
+                reloader = Reloader(rt)
+                reloader.on_reload(face.reload_listener())
+                group.start_soon(reloader.run)
                 if transport == "stdio":
                     await _serve_stdio(server)
                 else:

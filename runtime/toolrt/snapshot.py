@@ -37,7 +37,7 @@ from .sandbox.config import build_policy, concrete_protected, tool_policy
 from .sandbox.policy import SandboxPolicy
 from .settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
 
-__all__ = ["Snapshot", "build_snapshot", "with_tool"]
+__all__ = ["Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,21 @@ class Snapshot:
     def sandbox_for(self, tool_id: str) -> SandboxPolicy:
         """The sandbox policy of one tool's processes (before per-call widening)."""
         return self.tool_sandboxes.get(tool_id, self.sandbox)
+
+    withheld: Mapping[str, tuple[Problem, ...]] = field(default_factory=dict)
+    """Tool ids left out because the file that defines them (or would, or would replace or disable
+    them) is invalid, with the problems of that file. Only a partial build withholds."""
+    blocked: ConfigError | None = None
+    """Set when `permissions.yaml`, `toolrt.yaml` or the locked file is invalid (partial builds only):
+    the tools are listed, but no call runs; every call answers with these problems."""
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        """The errors a partial build tolerated (withheld files, then blocking ones); () when valid."""
+        found = [p for problems in self.withheld.values() for p in problems]
+        if self.blocked is not None:
+            found.extend(self.blocked.problems)
+        return tuple(dict.fromkeys(found))
 
     @property
     def truncation_dir(self) -> Path:
@@ -163,13 +178,18 @@ def build_snapshot(
     *,
     config: ConfigSet | None = None,
     cli: CommandLineSettings | None = None,
+    partial: bool = False,
 ) -> Snapshot:
     """Read, validate and compile the config at `root`; raise ConfigError listing every problem.
 
     `cli` holds what the command line (or the embedding host) sets: the highest settings layer.
 
+    With `partial`, a broken config still gives a snapshot that fails closed: the tools of invalid
+    tool files are withheld (and never replaced by a built-in of the same id), and problems in
+    `permissions.yaml`, `toolrt.yaml` or the locked file set `blocked` (no call runs).
+
     Raises:
-        ConfigError: every problem found, located.
+        ConfigError: every problem found, located (unless `partial`).
         UsageError: `cli` names a flag the config does not declare.
     """
     root_path = Path(root).resolve()
@@ -200,6 +220,8 @@ def build_snapshot(
     permissions: PermissionConfig | None = None
     if builtin_permissions is not None:
         permissions = _permission_config(builtin_permissions, project_permissions, locked_doc, data_dir, problems)
+        if permissions is None and partial:  # listing only: every call is blocked by the problems
+            permissions = _permission_config(builtin_permissions, None, None, data_dir, [])
     else:
         problems.append(
             Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid")
@@ -214,7 +236,6 @@ def build_snapshot(
         compiled = _compile_cached(source.document, source.description or "", layer, describe_info, problems)
         if compiled is not None:
             tools[tool_id] = compiled
-    _check_references(tools, settings, [layer.settings for layer in config.layers if layer.settings], problems)
     sandbox = build_policy(
         root=root_path, project=project_settings, locked=locked_doc, environ=os.environ, problems=problems
     )
@@ -223,9 +244,25 @@ def build_snapshot(
         tightened = tool_policy(sandbox, compiled_tool.definition.document, root=root_path, problems=problems)
         if tightened is not None:
             tool_sandboxes[tool_id] = tightened
+    withheld: dict[str, tuple[Problem, ...]] = {}
+    if partial:
+        withheld = _withheld(config.layers, problems)
+        for tool_id in withheld:
+            tools.pop(tool_id, None)
+            tool_sandboxes.pop(tool_id, None)
+    _check_references(
+        tools, settings, [layer.settings for layer in config.layers if layer.settings], problems, withheld
+    )
     errors = [p for p in problems if p.severity == "error"]
     warnings.extend(p for p in problems if p.severity == "warning")
-    if errors or permissions is None:
+    blocked = None
+    if partial:
+        left_out = {p for found in withheld.values() for p in found}
+        blocking = [p for p in errors if p not in left_out]
+        blocked = ConfigError(blocking) if blocking else None
+    elif errors or permissions is None:
+        raise ConfigError(errors or problems)
+    if permissions is None:
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
     protected_files = ((locked_path.resolve(),) if locked_path else ()) + imported_modules(root_path, modules)
@@ -239,6 +276,7 @@ def build_snapshot(
         ]
         + [_data(locked_doc), [(str(path), stamp) for path, stamp in modules.items()], repr(sandbox)]
         + [list(resolved.items())]
+        + ([sorted(withheld), blocked is not None] if partial and (withheld or blocked) else [])
     )
     return Snapshot(
         root=root_path,
@@ -256,7 +294,47 @@ def build_snapshot(
         config=config,
         sandbox=sandbox,
         tool_sandboxes=MappingProxyType(tool_sandboxes),
+        withheld=MappingProxyType(withheld),
+        blocked=blocked,
     )
+
+
+def degraded_lines(snapshot: Snapshot) -> list[str]:
+    """What a partial build left out and why, one line per problem, for stderr and MCP log messages."""
+    ids_by_problem: dict[Problem, list[str]] = {}
+    for tool_id, problems in snapshot.withheld.items():
+        for problem in problems:
+            ids_by_problem.setdefault(problem, []).append(tool_id)
+    lines = []
+    for problem, ids in ids_by_problem.items():
+        names = ", ".join(f"'{tool_id}'" for tool_id in sorted(ids))
+        lines.append(f"{problem} (tool {names} left out until this is fixed)")
+    if snapshot.blocked is not None:
+        lines.extend(f"{problem} (no tool runs until this is fixed)" for problem in snapshot.blocked.problems)
+    return lines
+
+
+def blocked_message(blocked: ConfigError) -> str:
+    """The error result of every call while the config is blocked: what is wrong, where, what to do."""
+    listed = "\n".join(f"- {problem}" for problem in blocked.problems)
+    return (
+        "No tool can run: the project's permission or settings configuration is invalid. "
+        f"Ask the user to fix it (toolrt validate shows the same problems):\n{listed}"
+    )
+
+
+def _withheld(layers: Iterable[Layer], problems: list[Problem]) -> dict[str, tuple[Problem, ...]]:
+    """Tool id → the errors of the invalid tool file that defines it (or meant to)."""
+    ids_by_file = {display: ids for layer in layers for display, ids in layer.files}
+    by_file: dict[str, list[Problem]] = {}
+    for problem in problems:
+        if problem.severity == "error" and problem.file in ids_by_file:
+            by_file.setdefault(problem.file, []).append(problem)
+    withheld: dict[str, tuple[Problem, ...]] = {}
+    for file, found in by_file.items():
+        for tool_id in ids_by_file[file]:
+            withheld[tool_id] = withheld.get(tool_id, ()) + tuple(found)
+    return withheld
 
 
 def handler_modules(root: Path, tools: Mapping[str, CompiledTool]) -> dict[Path, tuple[int, int]]:
@@ -399,7 +477,9 @@ def _check_references(
     settings: ProjectSettings,
     settings_documents: Iterable[Document],
     problems: list[Problem],
+    withheld: Mapping[str, object],
 ) -> None:
+    """Model groups, overrides and tool sets must name what exists; naming a withheld tool is a warning."""
     groups = settings.model_groups
     for tool in tools.values():
         definition = tool.definition
@@ -423,9 +503,12 @@ def _check_references(
                         )
                     )
         if definition.overrides is not None and definition.overrides not in tools:
-            problems.append(
-                locate(definition, "/overrides", f"overrides '{definition.overrides}', which is not a tool")
-            )
+            if definition.overrides in withheld:
+                message = f"overrides '{definition.overrides}', which is left out (its file is invalid)"
+                problems.append(locate(definition, "/overrides", message, "warning"))
+            else:
+                message = f"overrides '{definition.overrides}', which is not a tool"
+                problems.append(locate(definition, "/overrides", message))
     for document in settings_documents:
         toolsets = document.data.get("toolsets") if isinstance(document.data, dict) else None
         for name, ids in (toolsets or {}).items():
@@ -433,8 +516,12 @@ def _check_references(
                 if tool_id not in tools:
                     pointer = f"/toolsets/{name}/{index}"
                     line, column = document.locate(pointer)
-                    message = f"tool set '{name}' names unknown tool '{tool_id}'"
-                    problems.append(Problem(document.name, line, column, pointer, message))
+                    if tool_id in withheld:
+                        message = f"tool set '{name}' names '{tool_id}', which is left out (its file is invalid)"
+                        problems.append(Problem(document.name, line, column, pointer, message, "warning"))
+                    else:
+                        message = f"tool set '{name}' names unknown tool '{tool_id}'"
+                        problems.append(Problem(document.name, line, column, pointer, message))
 
 
 def _selector_groups(selector: Any) -> list[str]:

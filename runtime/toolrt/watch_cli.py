@@ -47,7 +47,8 @@ def format_event(event: ReloadEvent) -> str:
     if event.error is not None:
         if event.repeated:
             return f"{head} config still invalid ({len(event.error.problems)} problem(s)), serving the last good config"
-        lines = [f"{head} config invalid, still serving the last good config:"]
+        serving = "still serving the last good config" if event.change is None else "serving what is valid"
+        lines = [f"{head} config invalid, {serving}:"]
         lines.extend(f"  {problem}" for problem in event.error.problems)
         return "\n".join(lines)
     change = event.change

@@ -18,7 +18,7 @@ from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
 from ..selection import Offered, ToolSet
-from ..snapshot import Snapshot
+from ..snapshot import Snapshot, blocked_message
 from .active import ActiveCall
 from .arguments import parse_arguments
 from .permissions import add_doom_loop, authorize, permission_requests
@@ -43,6 +43,8 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     call_id = request.call_id or f"call_{services.call_counter}"
     agent = request.scope.agent or snapshot.permissions.default_agent
     offered, args, repair_note = _repair(request, toolset, snapshot)
+    if snapshot.blocked is not None:  # broken permissions or settings: nothing runs, every call says why
+        offered, repair_note = None, blocked_message(snapshot.blocked)
     if offered is None:
         assert repair_note is not None
         result = ToolResult(title="Invalid Tool", output="", error=repair_note)
@@ -118,6 +120,10 @@ def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple
         offered = toolset.get(lowered)
         if offered is not None:
             return offered, request.args, None
+    withheld = snapshot.withheld.get(request.tool)
+    if withheld:  # its file is broken: say so rather than pretend the tool never existed
+        listed = "; ".join(str(problem) for problem in withheld)
+        return None, request.args, f"The {request.tool} tool is unavailable until its definition is fixed: {listed}"
     names = toolset.names()
     close = difflib.get_close_matches(request.tool, names, n=3, cutoff=0.5)
     ordered = close + [n for n in names if n not in close]

@@ -45,6 +45,10 @@ class Layer:
     tools: tuple[ToolSource, ...] = ()
     permissions: Document | None = None
     settings: Document | None = None
+    files: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(display path, tool ids) of every tool file, broken ones included: the ids a broken file would
+    have defined (read from its documents where possible, else its file name), so that serving can
+    withhold them rather than fall back to a tool the file meant to replace or disable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,24 +125,32 @@ def _at(document: Document, pointer: str, message: str) -> Problem:
 
 
 _FileKey = tuple[str, str, int, int, int]
-_TOOL_FILES: dict[_FileKey, tuple[tuple[ToolSource, ...], tuple[Problem, ...]]] = {}
+_ToolFile = tuple[tuple[ToolSource, ...], tuple[Problem, ...], tuple[str, ...]]
+_TOOL_FILES: dict[_FileKey, _ToolFile] = {}
 """Parsed and checked tool files by path and stat signature: a reload re-reads only what changed."""
 
 
-def _tool_file(path: str, display: str, stat: os.stat_result) -> tuple[tuple[ToolSource, ...], tuple[Problem, ...]]:
+def _tool_file(path: str, display: str, stat: os.stat_result) -> _ToolFile:
+    """The valid tool sources of one file, its problems, and the ids it defines (or would, if valid)."""
     key = (path, display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
     if key in _TOOL_FILES:
         return _TOOL_FILES[key]
     problems: list[Problem] = []
     sources: list[ToolSource] = []
-    for document in _read(Path(path), display, problems):
+    ids: list[str] = []
+    documents = _read(Path(path), display, problems)
+    for document in documents:
+        data = document.data
+        ids.append(data["id"] if isinstance(data, dict) and isinstance(data.get("id"), str) else _stem(path))
         schema_problems = check_document(document, "tool")
         if schema_problems:
             problems.extend(schema_problems)
             continue
         digest = hashlib.sha256(json.dumps(document.data, sort_keys=True, default=str).encode()).hexdigest()
         sources.append(ToolSource(document, _description(document, problems), digest))
-    result = (tuple(sources), tuple(problems))
+    if not documents:
+        ids.append(_stem(path))
+    result = (tuple(sources), tuple(problems), tuple(dict.fromkeys(ids)))
     if not any("description_file" in source.document.data for source in sources):
         if len(_TOOL_FILES) > 20_000:
             _TOOL_FILES.clear()
@@ -146,9 +158,19 @@ def _tool_file(path: str, display: str, stat: os.stat_result) -> tuple[tuple[Too
     return result
 
 
+def _stem(path: str) -> str:
+    """The tool id a file's name suggests (`tools.d/read.yaml` → `read`)."""
+    name = os.path.basename(path)
+    for suffix in _YAML_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
 def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Path], *, prefix: str = "") -> Layer:
     """Read one layer rooted at `base` (its tools.d/, permissions.yaml and toolrt.yaml, each optional)."""
     tools: list[ToolSource] = []
+    file_ids: list[tuple[str, tuple[str, ...]]] = []
     tools_dir = base / TOOLS_DIR
     if tools_dir.is_dir():
         watched.append(tools_dir)
@@ -161,12 +183,15 @@ def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Pat
             files = []
         shown = _display(tools_dir, base, prefix)
         for file_name, path, stat in files:
-            sources, found = _tool_file(path, f"{shown}/{file_name}", stat)
+            display = f"{shown}/{file_name}"
+            sources, found, ids = _tool_file(path, display, stat)
             tools.extend(sources)
             problems.extend(found)
+            file_ids.append((display, ids))
     return Layer(
         name=name,
         tools=tuple(tools),
+        files=tuple(file_ids),
         permissions=_single(base / PERMISSIONS_FILE, base, prefix, "permissions", problems, watched),
         settings=_single(base / SETTINGS_FILE, base, prefix, "project", problems, watched),
     )
