@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
     {"call.titles", "call.record"},
     {"call.state"},
     {"call.active"},
+    {"call.process_denies"},
     {"call.arguments", "call.permissions", "call.handlers", "call.commands", "builtin.*"},
     {"call.run", "call.truncation"},
     {"call.pipeline"},

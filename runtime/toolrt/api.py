@@ -258,7 +258,7 @@ class Runtime:
             arguments = parse_arguments(compiled, args)
         except Exception as exc:
             raise UsageError(str(exc)) from None
-        requests = permission_requests(compiled, arguments, snapshot)
+        requests = permission_requests(compiled, arguments, snapshot, agent)
         permissions = snapshot.permissions
         return decide(requests, permissions.ruleset(agent), locked=permissions.locked), requests
 

@@ -232,8 +232,19 @@ def build_snapshot(
         home=Path.home(),
         subagents=_subagents(permissions),
     )
+    builtins = {
+        source.document.data["id"]: source.document.data
+        for layer in config.layers
+        if layer.name == "builtin"
+        for source in layer.tools
+    }
     for tool_id, (source, layer) in _merge_tools(config.layers, settings, problems).items():
-        compiled = _compile_cached(source.document, source.description or "", layer, describe_info, problems)
+        document = source.document if layer == "builtin" else _keep_builtin_identity(source.document, builtins)
+        if document is source.document:
+            compiled = _compile_cached(document, source.description or "", layer, describe_info, problems)
+        else:
+            definition = tool_from_document(document, description=source.description or "", layer=layer)
+            compiled = _compile_with_description(definition, describe_info, problems)
         if compiled is not None:
             tools[tool_id] = compiled
     sandbox = build_policy(
@@ -358,6 +369,32 @@ def handler_modules(root: Path, tools: Mapping[str, CompiledTool]) -> dict[Path,
             found[candidate] = (stat.st_mtime_ns, stat.st_size)
             break
     return found
+
+
+def _keep_builtin_identity(document: Document, builtins: Mapping[str, Mapping[str, Any]]) -> Document:
+    """A tool that replaces a built-in (same id, or `overrides:` it) keeps the built-in's permission key
+    and analyzer, so the rules written for the built-in (a locked `bash` deny) still bind it; its own
+    `patterns`, `always` and `paths` stay. Returns `document` itself when nothing changes."""
+    data = document.data
+    base_id = data["id"] if data["id"] in builtins else data.get("overrides")
+    base = builtins.get(base_id) if isinstance(base_id, str) else None
+    if base is None:
+        return document
+    base_permission = base.get("permission") or {}
+    own = dict(data.get("permission") or {})
+    key, analyzer = base_permission.get("key", base["id"]), base_permission.get("analyzer")
+    if own.get("key", data["id"]) == key and own.get("analyzer") == analyzer:
+        return document
+    own["key"] = key
+    if analyzer is not None:
+        own["analyzer"] = analyzer
+        own.pop("patterns", None)
+        own.pop("always", None)
+    else:
+        own.pop("analyzer", None)
+    from dataclasses import replace
+
+    return replace(document, data={**data, "permission": own})
 
 
 MAX_IMPORTED_MODULES = 500

@@ -142,6 +142,8 @@ def _permission_problems(snapshot: Snapshot) -> list[Problem]:
         "plan_enter",
         "plan_exit",
         "private_network",
+        "protected",
+        "tool",
     }
     problems = lint(snapshot.permissions, known_permissions=known)
 
@@ -149,7 +151,7 @@ def _permission_problems(snapshot: Snapshot) -> list[Problem]:
         tool: CompiledTool | None = snapshot.tools.get(tool_id)
         if tool is None:
             raise UsageError(f"unknown tool '{tool_id}' (tools: {', '.join(sorted(snapshot.tools))})")
-        return permission_requests(tool, parse_arguments(tool, args), snapshot)
+        return permission_requests(tool, parse_arguments(tool, args), snapshot, agent)
 
     problems.extend(run_permission_tests(snapshot.permissions, analyze))
     return problems

@@ -17,34 +17,38 @@ from ..permissions.model import CallSite, Decision, PermissionRequest
 from ..snapshot import Snapshot
 from ..templates import render
 from .active import ActiveCall
+from .process_denies import locked_denial, process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
 from .titles import render_optional
 
 __all__ = ["add_doom_loop", "authorize", "external_directories", "permission_requests"]
 
 
-def permission_requests(tool: CompiledTool, args: Mapping[str, Any], snapshot: Snapshot) -> list[PermissionRequest]:
-    """The requests a call makes: external directories of path arguments first, then the tool's own."""
+def permission_requests(
+    tool: CompiledTool, args: Mapping[str, Any], snapshot: Snapshot, agent: str | None = None
+) -> list[PermissionRequest]:
+    """The requests a call makes: external directories of path arguments first, then the tool's own,
+    then `protected` for protected paths it writes, then the denies that bind its process (see
+    `process_denies`) and the locked file's denial of the tool itself."""
+    denial = locked_denial(tool, snapshot)
+    binding = ([denial] if denial is not None else []) + process_denies(tool, args, snapshot, agent)
     if tool.static_requests is not None:
-        return list(tool.static_requests)
+        return [*tool.static_requests, *binding]
     spec = tool.definition.permission
     site = snapshot.site
     requests = _external_requests(tool, args, site)
-    protected = _protected_request(tool, args, site)
     if spec.analyzer is not None:
-        analyzer = _analyzer(spec.analyzer)
-        requests.extend(analyzer(args, site))
-        if protected is not None:
-            requests.append(protected)
-        return requests
-    names, root = tool.parameter_names, snapshot.root
-    # A pattern rendered twice (a path and its real path, when no symlink is involved) is asked once.
-    patterns = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.patterns))
-    always = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.always))
-    requests.append(PermissionRequest(spec.key, patterns, always))
+        requests.extend(_analyzer(spec.analyzer)(args, site))
+    else:
+        names, root = tool.parameter_names, snapshot.root
+        # A pattern rendered twice (a path and its real path, when no symlink is involved) is asked once.
+        patterns = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.patterns))
+        always = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.always))
+        requests.append(PermissionRequest(spec.key, patterns, always))
+    protected = _protected_request(tool, args, site)
     if protected is not None:
         requests.append(protected)
-    return requests
+    return requests + binding
 
 
 def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSite) -> PermissionRequest | None:
@@ -130,7 +134,8 @@ async def authorize(
     tool, snapshot, services, session = call.tool, call.snapshot, call.services, call.session
     ruleset = snapshot.permissions.ruleset(call.agent)
     approved = services.broker.approved(session)
-    cacheable = tool.static_requests is not None and not doom_loop
+    # Reusable only when the call asked exactly the static requests (no doom loop, no process deny).
+    cacheable = tool.static_requests is not None and not doom_loop and len(requests) == len(tool.static_requests)
     key = (call.name, call.agent, session)
     if cacheable:
         hit = services.allowed.get(key)

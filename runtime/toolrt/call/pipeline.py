@@ -60,7 +60,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     status = "ok"
     try:
         args = parse_arguments(call.tool, args)
-        requests = permission_requests(call.tool, args, snapshot)
+        requests = permission_requests(call.tool, args, snapshot, agent)
         doom_loop = repair_note is None and add_doom_loop(requests, call.name, args, services.session(call.session))
         decision = await authorize(call, args, requests, doom_loop)
         call.granted.update((d.permission, d.pattern) for d in decision.decisions)

@@ -28,7 +28,8 @@ PROTECTED_SOURCE = "built-in: protected paths"
 PROTECTED_RULE = Rule("protected", "*", "ask", PROTECTED_SOURCE, "builtin")
 """Ends every agent's chain: no project rule can allow a write to a protected path; a session approval
 ("always") still can, and the locked file can deny one."""
-_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox", "protected"})
+_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox", "protected", "tools", "handlers"})
+_LOCKED_ONLY = frozenset({"tools", "handlers"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,10 @@ class PermissionConfig:
     rulesets: Mapping[str, Ruleset]
     protected: tuple[str, ...] = ()
     """Protected path patterns of every file (built-in, project, locked), see `permissions.protected`."""
+    denied_tools: tuple[str, ...] = ()
+    """Tool id wildcards the locked file denies, whatever their permission key."""
+    denied_handlers: tuple[str, ...] = ()
+    """Handler kinds (python, argv, shell, host) the locked file denies."""
 
     def ruleset(self, agent: str | None = None) -> Ruleset:
         """The agent's full chain (None → the default agent); an unknown name → `UsageError`."""
@@ -92,9 +97,11 @@ def _scope_problems(spec: FileSpec) -> list[Problem]:
             problems.append(
                 location.problem(
                     f'"{key}" is not allowed in the locked file: '
-                    "it holds only permission, rules, tests, sandbox and protected"
+                    "it holds only permission, rules, tests, sandbox, protected, tools and handlers"
                 )
             )
+        elif spec.scope != "locked" and key in _LOCKED_ONLY:
+            problems.append(location.problem(f'"{key}" belongs in the locked file, not in permissions.yaml'))
         elif spec.scope != "locked" and key == "sandbox":
             problems.append(
                 location.problem(
@@ -211,4 +218,6 @@ def build_permission_config(
         layers=tuple(layers),
         rulesets=MappingProxyType(rulesets),
         protected=tuple(dict.fromkeys(p for spec in (base, user, admin) if spec is not None for p in spec.protected)),
+        denied_tools=admin.denied_tools if admin is not None else (),
+        denied_handlers=admin.denied_handlers if admin is not None else (),
     )

@@ -101,6 +101,10 @@ class FileSpec:
     """Top-level keys present, for scope checks (`inherit` only in a project file, …)."""
     protected: tuple[str, ...] = ()
     """The file's `protected:` path patterns, `~` expanded."""
+    denied_tools: tuple[str, ...] = ()
+    """`tools: {deny: [...]}`: tool id wildcards (the locked file only)."""
+    denied_handlers: tuple[str, ...] = ()
+    """`handlers: {deny: [...]}`: handler kinds (the locked file only)."""
 
 
 class _RuleReader:
@@ -192,4 +196,6 @@ def parse_document(document: Document, *, scope: str, home: str, data_dir: str) 
             home + pattern[1:] if pattern == "~" or pattern.startswith("~/") else pattern
             for pattern in data.get("protected") or ()
         ),
+        denied_tools=tuple((data.get("tools") or {}).get("deny") or ()),
+        denied_handlers=tuple((data.get("handlers") or {}).get("deny") or ()),
     )
