@@ -30,17 +30,12 @@ from ..templates import render, render_argv
 __all__ = ["handler_kind", "locked_denial", "process_denies"]
 
 
+_KINDS: Mapping[type, str] = {PythonHandler: "python", ArgvHandler: "argv", ShellHandler: "shell", HostHandler: "host"}
+
+
 def handler_kind(tool: CompiledTool) -> str:
     """`python`, `argv`, `shell` or `host`: the names `handlers: {deny: [...]}` uses."""
-    handler = tool.definition.handler
-    if isinstance(handler, ArgvHandler):
-        return "argv"
-    if isinstance(handler, ShellHandler):
-        return "shell"
-    if isinstance(handler, HostHandler):
-        return "host"
-    assert isinstance(handler, PythonHandler)
-    return "python"
+    return _KINDS[type(tool.definition.handler)]
 
 
 def locked_denial(tool: CompiledTool, snapshot: Snapshot) -> PermissionRequest | None:
