@@ -234,7 +234,13 @@ class Runtime:
 
     def check(self, permission: str, pattern: str, *, agent: str | None = None) -> Decision:
         """The decision for one (permission, pattern) as the agent's rules give it (no session approvals)."""
-        permissions = self._snapshot.permissions
+        snapshot = self._snapshot
+        permissions = snapshot.permissions
+        from .call.permissions import pattern_requests
+
+        analysed = pattern_requests(snapshot)(permission, pattern)
+        if analysed is not None:  # `check bash "COMMAND"` analyses the command, as a bash call would
+            return decide(analysed, permissions.ruleset(agent), locked=permissions.locked)
         return check_pattern(permission, pattern, permissions.ruleset(agent), locked=permissions.locked)
 
     def check_call(

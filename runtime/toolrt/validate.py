@@ -128,7 +128,7 @@ def _report(problems: Sequence[Problem], sandbox: str | None = None) -> Report:
 
 def _permission_problems(snapshot: Snapshot) -> list[Problem]:
     from .call.arguments import parse_arguments
-    from .call.permissions import permission_requests
+    from .call.permissions import pattern_requests, permission_requests
     from .permissions.lint import lint
     from .permissions.tests import run_permission_tests
 
@@ -153,7 +153,7 @@ def _permission_problems(snapshot: Snapshot) -> list[Problem]:
             raise UsageError(f"unknown tool '{tool_id}' (tools: {', '.join(sorted(snapshot.tools))})")
         return permission_requests(tool, parse_arguments(tool, args), snapshot, agent)
 
-    problems.extend(run_permission_tests(snapshot.permissions, analyze))
+    problems.extend(run_permission_tests(snapshot.permissions, analyze, pattern_requests(snapshot)))
     return problems
 
 

@@ -21,7 +21,7 @@ from .process_denies import locked_denial, process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
 from .titles import render_optional
 
-__all__ = ["add_doom_loop", "authorize", "external_directories", "permission_requests"]
+__all__ = ["add_doom_loop", "authorize", "external_directories", "pattern_requests", "permission_requests"]
 
 
 def permission_requests(
@@ -68,6 +68,20 @@ def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
         if isinstance(value := args.get(path_arg.arg), str) and value and "\x00" not in value
     ]
     return site.protected.request(paths)
+
+
+def pattern_requests(snapshot: Snapshot) -> Callable[[str, str], Sequence[PermissionRequest] | None]:
+    """For `toolrt check PERMISSION PATTERN` and `tests:` patterns: a `bash` pattern is a command,
+    analysed as the bash tool's call would be (globs left as written); others stand as they are."""
+
+    def analyze(permission: str, pattern: str) -> Sequence[PermissionRequest] | None:
+        if permission != "bash":
+            return None
+        from ..shell import analyze_command
+
+        return analyze_command(pattern, snapshot.site, expand_globs=False)
+
+    return analyze
 
 
 def _analyzer(name: str) -> Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]]:

@@ -22,6 +22,9 @@ __all__ = ["ToolAnalyzer", "run_permission_tests"]
 
 ToolAnalyzer = Callable[[str, Mapping[str, Any], str], Sequence[PermissionRequest]]
 """`(tool id, arguments, agent name) -> requests`: what a call asks, as dispatch would compute it."""
+PatternAnalyzer = Callable[[str, str], Sequence[PermissionRequest] | None]
+"""`(permission, pattern) -> requests` for permissions whose patterns are analysed (a `bash` command
+runs the bash analyzer), or None to check the pattern as it stands."""
 
 
 def _explain(decision: Decision) -> str:
@@ -36,7 +39,9 @@ def _explain(decision: Decision) -> str:
     return "; ".join(dict.fromkeys(parts)) or "the call asks no permission"
 
 
-def _run(test: PermissionTest, config: PermissionConfig, analyze_tool: ToolAnalyzer) -> Problem | None:
+def _run(
+    test: PermissionTest, config: PermissionConfig, analyze_tool: ToolAnalyzer, analyze_pattern: PatternAnalyzer | None
+) -> Problem | None:
     agent = test.agent or config.default_agent
     ruleset = config.ruleset(agent)
     try:
@@ -44,7 +49,12 @@ def _run(test: PermissionTest, config: PermissionConfig, analyze_tool: ToolAnaly
             requests = analyze_tool(test.tool, test.args or {}, agent)
             decision = decide(requests, ruleset, locked=config.locked)
         else:
-            decision = check(test.permission or "", test.pattern or "", ruleset, locked=config.locked)
+            permission, pattern = test.permission or "", test.pattern or ""
+            analysed = analyze_pattern(permission, pattern) if analyze_pattern is not None else None
+            if analysed is not None:
+                decision = decide(analysed, ruleset, locked=config.locked)
+            else:
+                decision = check(permission, pattern, ruleset, locked=config.locked)
     except ToolrtError as error:
         return test.location.problem(f"permission test {test.describe()} (agent {agent}) could not run: {error}")
     if decision.action == test.expect:
@@ -55,6 +65,14 @@ def _run(test: PermissionTest, config: PermissionConfig, analyze_tool: ToolAnaly
     )
 
 
-def run_permission_tests(config: PermissionConfig, analyze_tool: ToolAnalyzer) -> list[Problem]:
-    """Run every test of the config; one error per failing test, none when all pass."""
-    return [problem for test in config.tests if (problem := _run(test, config, analyze_tool)) is not None]
+def run_permission_tests(
+    config: PermissionConfig, analyze_tool: ToolAnalyzer, analyze_pattern: PatternAnalyzer | None = None
+) -> list[Problem]:
+    """Run every test of the config; one error per failing test, none when all pass.
+
+    `analyze_pattern` turns `{permission, pattern}` entries into requests where the permission has
+    an analyzer (`bash`: the command is analysed as the bash tool's would be).
+    """
+    return [
+        problem for test in config.tests if (problem := _run(test, config, analyze_tool, analyze_pattern)) is not None
+    ]

@@ -94,6 +94,10 @@ class Findings:
     line: str = ""
     """The whole command line: the commands it visibly names are checked against deny rules
     whenever part of it could not be seen."""
+    named: dict[str, None] = field(default_factory=dict)
+    """More commands the line may run, found another way (what a glob command name matches)."""
+    expand_globs: bool = True
+    """Resolve globs against the file system; False for `check` and `tests:` patterns."""
     deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
     written: dict[str, None] = field(default_factory=dict)
     """Absolute paths the commands write: redirect targets and written operands (writes.yaml)."""
@@ -119,6 +123,8 @@ class Findings:
         if self.patterns:
             out.append(PermissionRequest("bash", tuple(self.patterns), tuple(self.always)))
         named, complete = named_commands(self.line) if self.unseen else ((), True)
+        if self.named:
+            named = tuple(dict.fromkeys((*named, *self.named)))
         for patterns, reason in self.unseen:
             if not complete:
                 reason += "; it is too long to check every command it names against the rules"
@@ -171,6 +177,8 @@ class _Restore:
 # Subtrees that run in a subshell: a `cd` inside ends with them.
 _SUBSHELLS = frozenset(("subshell", "command_substitution", "process_substitution"))
 _MAX_CWDS = 8
+# Builtins that neither run anything nor write anything (with no redirection): no request at all.
+_INERT = frozenset(("true", "false", ":", "set", "shopt"))
 
 
 class _Analysis:
@@ -331,6 +339,7 @@ class _Analysis:
         words: list[Word] = []
         nested: list[Node] = []
         start = -1
+        globbed = False
         for child in node.named_children:
             kind = child.type
             if name is None:
@@ -342,6 +351,9 @@ class _Analysis:
                     word = evaluate(name_word, self.known, source=self.source)
                     if word.kind not in _PLAIN_WORDS:
                         nested.append(child)
+                    elif word.kind == "word":
+                        self._hidden_in_word(name_word, word.raw)
+                    globbed = globbed or word.glob
                     words.append(word)
                     continue
                 if kind == "variable_assignment":
@@ -350,9 +362,9 @@ class _Analysis:
                     start = child.start_byte
             elif kind not in _REDIRECTS:
                 word = evaluate(child, self.known, kind, source=self.source)
-                if kind == "word" and ("`" in word.raw or "$(" in word.raw or "$[" in word.raw):
-                    # `\`rm\`` inside backticks: bash unescapes and runs it; tree-sitter sees a word.
-                    self._fail(child, f"`{_brief(word.raw)}` holds a command substitution that could not be analysed")
+                if kind == "word":
+                    self._hidden_in_word(child, word.raw)
+                globbed = globbed or word.glob
                 words.append(word)
             if kind not in _PLAIN_WORDS:
                 nested.append(child)
@@ -363,6 +375,12 @@ class _Analysis:
             if start >= 0:
                 self.findings.patterns[self._slice(start, end)] = None
             return nested
+        if globbed and any(word.glob and word.value is not None and "{" in word.value for word in words):
+            expanded = self._expand_words(words)
+            if expanded is None:
+                self.findings.fail_closed(self._slice(start, end), "a brace expansion makes too many words to check")
+                return nested
+            words = expanded
         reasons = list(self.inherited)
         for assignment in assignments:
             reasons.extend(self._assignment_reasons(assignment))
@@ -370,6 +388,27 @@ class _Analysis:
         self._check_paths(words)
         self._segments(node, parent, words, start, end, rest, reasons)
         return nested
+
+    def _hidden_in_word(self, node: Node, raw: str) -> None:
+        """`\\`rm\\`` inside backticks: bash unescapes and runs it; tree-sitter sees a plain word."""
+        if "`" in raw or "$(" in raw or "$[" in raw:
+            self._fail(node, f"`{_brief(raw)}` holds a command substitution that could not be analysed")
+
+    def _expand_words(self, words: list[Word]) -> list[Word] | None:
+        """Brace expansion makes words (`{rm,-rf,x}` is three): bash does it before anything else."""
+        out: list[Word] = []
+        for word in words:
+            value = word.value
+            if not word.glob or value is None or "{" not in value:
+                out.append(word)
+                continue
+            options = expand_braces(value)
+            if options is None:
+                return None
+            for option in options:
+                glob = _GLOB_CHARS.search(option) is not None
+                out.append(word._replace(value=option, prefix=option, glob=glob, shape=option))
+        return out
 
     def _segments(
         self,
@@ -393,12 +432,24 @@ class _Analysis:
             )
             head = words[first]
             if head.value is None or head.glob:
+                if head.value is not None:
+                    self._glob_names(head.value, values[first + 1 : last])
                 self.findings.fail_closed(text, f"the command name `{_brief(head.raw)}` is only known when it runs")
                 continue
             own = list(inherited)
+            redirects = rest if last == count else ""
             if head.value in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
                 self._cd(words, first, last, text, name=head.value)
-                if head.value == "cd":
+                if own:
+                    self.findings.unseen_command((text,), "; ".join(dict.fromkeys(own)))
+                elif redirects:
+                    self.findings.patterns[text + redirects] = None
+                continue
+            if head.value in _INERT and not own and not redirects:
+                # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written.
+                if head.value != "shopt" or all(
+                    w.value is not None and "expand_aliases" not in w.value for w in words[first:last]
+                ):
                     continue
             wrapper = self.table.match(values, first)
             inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
@@ -421,6 +472,16 @@ class _Analysis:
                 self._script(script, text, own)
             if inner.reads_stdin:
                 self._shell_input(node, parent, text, own)
+
+    def _glob_names(self, pattern: str, args: list[str | None]) -> None:
+        """The programs a glob in command position matches now, named for the deny rules."""
+        tail = " ".join(arg for arg in args if arg is not None)
+        if not self.findings.expand_globs:
+            return
+        for cwd in self.cwds:
+            for match in glob_paths(pattern, cwd) or ():
+                name = posixpath.basename(match)
+                self.findings.named[f"{name} {tail}" if tail else name] = None
 
     def _unseen(self, node: Node, parent: Node | None, words: list[Word], first: int, last: int, text: str) -> None:
         """What this command does that the analyzer cannot see: the command table, code in another
@@ -679,9 +740,11 @@ class _Analysis:
         for child in node.named_children:
             if child.type == "variable_assignment":
                 reasons.extend(self._assignment_reasons(child))
-        self._emit_plain(text, keyword, reasons)
+        self._emit_plain(text, keyword, reasons, inert=end == node.end_byte)
 
-    def _emit_plain(self, text: str, keyword: str, reasons: list[str]) -> None:
+    def _emit_plain(self, text: str, keyword: str, reasons: list[str], *, inert: bool = False) -> None:
+        if inert and not reasons:
+            return  # `export X=1`, `local y`, `unset z`: they only set the shell's own variables
         if reasons:
             self.findings.unseen_command((text,), "; ".join(dict.fromkeys(reasons)))
             return
@@ -839,6 +902,8 @@ class _Analysis:
     def _glob(self, pattern: str, cwds: tuple[str | None, ...] | None) -> None:
         """A glob is checked as the paths it matches now (bounded), and as its literal directory."""
         self._external(pattern, cwds)
+        if not self.findings.expand_globs:
+            return
         for cwd in self.cwds if cwds is None else cwds:
             matches = glob_paths(pattern, cwd)
             if matches is None:

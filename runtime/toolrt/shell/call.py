@@ -15,7 +15,7 @@ __all__ = ["analyze_call", "analyze_command"]
 
 
 def analyze_command(
-    command: str, site: CallSite, *, wrappers: WrapperTable | None = None
+    command: str, site: CallSite, *, wrappers: WrapperTable | None = None, expand_globs: bool = True
 ) -> tuple[PermissionRequest, ...]:
     """The permission requests running `command` in `site.cwd` needs.
 
@@ -23,10 +23,12 @@ def analyze_command(
     first, then one `bash` request with every command's patterns and always-patterns, then one
     `bash` request with floor `ask` per command that must never be auto-allowed (its reason says
     why). A command that is only `cd DIR` asks nothing for `bash`. Never raises on bad input:
-    unparseable, oversized or binary text fails closed.
+    unparseable, oversized or binary text fails closed. `expand_globs=False` leaves globs as written
+    (for patterns people check, `toolrt check bash` and `tests:`, which must not depend on the
+    files present).
     """
     scope = scope_for(site)
-    findings = Findings()
+    findings = Findings(expand_globs=expand_globs)
     analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=scope.cwd)
     return _with_protected(findings, site)
 
