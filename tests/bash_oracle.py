@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from bash_oracle_driver import write_fixture
+
 from toolrt.permissions.evaluate import decide
 from toolrt.permissions.model import Action, CallSite, Rule, strictest
 from toolrt.permissions.rules import Ruleset
@@ -100,15 +102,7 @@ def unavailable() -> str | None:
 def make_workspace() -> tuple[Path, CallSite]:
     """A workspace on the real file system (the analyzer's view); the driver rebuilds it in tmpfs."""
     workspace = Path(tempfile.mkdtemp(prefix="toolrt-oracle-"))
-    for relative, content in FIXTURE.items():
-        path = workspace / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if content.startswith("->"):
-            os.symlink(content[2:], path)
-        elif content == "/":
-            path.mkdir(exist_ok=True)
-        else:
-            path.write_text(content)
+    write_fixture(workspace, FIXTURE)
     project = workspace / "project"
     return workspace, CallSite(root=project, cwd=project, home=workspace / "home")
 

@@ -70,6 +70,11 @@ def build(workspace: Path, fixture: dict[str, str]) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
+    write_fixture(workspace, fixture)
+
+
+def write_fixture(workspace: Path, fixture: dict[str, str]) -> None:
+    """Create the fixture's files, directories and symlinks under `workspace`."""
     for relative, content in fixture.items():
         path = workspace / relative
         path.parent.mkdir(parents=True, exist_ok=True)

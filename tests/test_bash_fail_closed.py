@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from bash_oracle import ALLOW_LIST, DENY_LIST
 
 from toolrt.permissions.evaluate import decide, denied_message
 from toolrt.permissions.model import CallSite, PermissionRequest, Rule
@@ -18,25 +19,6 @@ from toolrt.permissions.rules import Ruleset
 from toolrt.shell import analyze_command
 from toolrt.shell.named import MAX_SCAN_CHARS, named_commands
 
-ALLOW_LIST = Ruleset(
-    [
-        Rule("bash", "*", "deny"),
-        Rule("bash", "git status*", "allow"),
-        Rule("bash", "ls*", "allow"),
-        Rule("bash", "cat *", "allow"),
-        Rule("bash", "echo *", "allow"),
-        Rule("external_directory", "*", "ask"),
-    ]
-)
-DENY_LIST = Ruleset(
-    [
-        Rule("bash", "*", "allow"),
-        Rule("bash", "rm *", "deny"),
-        Rule("bash", "git push*", "deny"),
-        Rule("bash", "curl *", "deny"),
-        Rule("external_directory", "*", "ask"),
-    ]
-)
 NO_RULES = Ruleset()
 
 
