@@ -99,7 +99,7 @@ def _commands(text: str) -> int:
         if node.type == "command":
             name = node.child_by_field_name("name")
             # bash removes quotes before it looks the name up: `cd''` is the cd builtin too
-            if name is None or name.text.replace(b"'", b"").replace(b'"', b"") != b"cd":
+            if name is None or (name.text or b"").replace(b"'", b"").replace(b'"', b"") != b"cd":
                 count += 1
         stack.extend(node.named_children)
     return count
