@@ -76,31 +76,36 @@ def rss_mib(pid: int) -> float:
 
 @contextmanager
 def http_server(kind: str, root: Path, env: dict[str, str]) -> Iterator[tuple[str, int]]:
-    """Start one server on a free loopback port; yield (url, pid); stop it."""
+    """Start one server on a free loopback port; yield (url, pid); stop it.
+
+    Its stderr goes to a file (a pipe nobody reads would fill up and stall a server that logs requests).
+    """
     port = _free_port()
-    process = subprocess.Popen(
-        server_argv(kind, "http", port, root), env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{kind} server exited: {process.stderr.read().decode() if process.stderr else ''}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{kind} server never listened") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", process.pid
-    finally:
-        process.terminate()
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            server_argv(kind, "http", port, root), env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log
+        )
         try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            deadline = time.monotonic() + 120
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"{kind} server exited: {log.read().decode(errors='replace')[-2000:]}")
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{kind} server never listened") from None
+                    time.sleep(0.05)
+            yield f"http://127.0.0.1:{port}/mcp", process.pid
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @dataclass
