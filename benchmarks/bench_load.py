@@ -1,9 +1,12 @@
-"""Load + validate + compile 1,000 generated tool files, against libyaml parsing the same files.
+"""Load + validate + compile generated tool files, against libyaml parsing the same files.
 
-Goal (issue 2): toolrt's cold build of the snapshot takes at most twice the time libyaml alone needs to
-read and parse the files, measured side by side in one run (interleaved repeats, medians).
+Goals, side by side in one run (interleaved repeats, medians): a cold `Runtime.load` takes at most
+twice the time libyaml alone needs to read and parse the files (issue 2 at 1,000 files, issue 15 at
+10,000), and a cold `toolrt validate` (which also checks examples, lint and five spec formats) at
+most three times (issue 15). Also reported: the memory the loaded runtime holds per tool (tracemalloc).
 
     python benchmarks/bench_load.py [--tools 1000] [--repeats 7]
+    python benchmarks/bench_load.py --tools 10000 --repeats 5
 """
 
 from __future__ import annotations
@@ -11,18 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from toolrt import snapshot  # noqa: E402
-from toolrt.config import layers  # noqa: E402
+from toolrt import snapshot
+from toolrt.api import Runtime
+from toolrt.config import layers
+from toolrt.validate import validate
 
 TOOL = """\
 id: tool_{i}
@@ -65,14 +66,42 @@ def libyaml_parse(files: list[Path]) -> None:
         yaml.load(file.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - CSafeLoader is the safe loader
 
 
-def toolrt_build(root: Path) -> None:
-    # A cold build: forget what earlier builds parsed and compiled.
+def _forget() -> None:
+    """A cold build: forget what earlier builds parsed and compiled."""
     layers._TOOL_FILES.clear()
     layers._SINGLE_FILES.clear()
     snapshot._COMPILED.clear()
     snapshot._PERMISSIONS.clear()
-    built = snapshot.build_snapshot(root)
-    assert len(built.tools) >= 1000 or len(built.tools) == len(list((root / "tools.d").iterdir()))
+
+
+def toolrt_load(root: Path) -> None:
+    _forget()
+    rt = Runtime.load(root)
+    assert len(rt.snapshot.tools) == len(list((root / "tools.d").iterdir()))
+
+
+def toolrt_validate(root: Path) -> None:
+    _forget()
+    report = validate(root)
+    assert not report.errors, report.errors[:3]
+
+
+def memory_per_tool(root: Path, tools: int) -> float:
+    """Bytes the loaded runtime holds per tool (the parse's garbage excluded: measured after the build)."""
+    import gc
+    import tracemalloc
+
+    _forget()
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    rt = Runtime.load(root)
+    _forget()  # the parse caches belong to the process, not to the runtime
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert rt.snapshot.tools
+    return held / tools
 
 
 def main() -> None:
@@ -83,26 +112,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temp:
         root = make_project(Path(temp), options.tools)
         files = sorted((root / "tools.d").glob("*.yaml"))
-        toolrt_build(root)  # warm imports
-        ours: list[float] = []
-        base: list[float] = []
+        toolrt_validate(root)  # warm imports
+        timings: dict[str, list[float]] = {"libyaml": [], "load": [], "validate": []}
         for _ in range(options.repeats):
-            start = time.perf_counter()
-            libyaml_parse(files)
-            base.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            toolrt_build(root)
-            ours.append(time.perf_counter() - start)
-    row = {
-        "tools": options.tools,
-        "libyaml_ms": statistics.median(base) * 1000,
-        "toolrt_ms": statistics.median(ours) * 1000,
-    }
-    row["ratio"] = row["toolrt_ms"] / row["libyaml_ms"]
-    print(f"{'what':44s} {'median ms':>10s}")
-    print(f"{'libyaml: read + parse ' + str(options.tools) + ' files':44s} {row['libyaml_ms']:10.1f}")
-    print(f"{'toolrt: load + validate + compile (cold)':44s} {row['toolrt_ms']:10.1f}")
-    print(f"{'ratio (goal <= 2.0)':44s} {row['ratio']:10.2f}")
+            for name, run in (
+                ("libyaml", lambda: libyaml_parse(files)),
+                ("load", lambda: toolrt_load(root)),
+                ("validate", lambda: toolrt_validate(root)),
+            ):
+                start = time.perf_counter()
+                run()
+                timings[name].append(time.perf_counter() - start)
+        per_tool = memory_per_tool(root, options.tools)
+    row = {"tools": options.tools, **{f"{k}_ms": statistics.median(v) * 1000 for k, v in timings.items()}}
+    row["load_ratio"] = row["load_ms"] / row["libyaml_ms"]
+    row["validate_ratio"] = row["validate_ms"] / row["libyaml_ms"]
+    row["bytes_per_tool"] = per_tool
+    print(f"{'what':48s} {'median':>12s}")
+    print(f"{'libyaml: read + parse ' + str(options.tools) + ' files':48s} {row['libyaml_ms']:9.1f} ms")
+    print(f"{'toolrt: Runtime.load (cold)':48s} {row['load_ms']:9.1f} ms")
+    print(f"{'toolrt: validate (cold)':48s} {row['validate_ms']:9.1f} ms")
+    print(f"{'  load ratio (goal <= 2.0)':48s} {row['load_ratio']:12.2f}")
+    print(f"{'  validate ratio (goal <= 3.0)':48s} {row['validate_ratio']:12.2f}")
+    print(f"{'memory held per tool':48s} {per_tool / 1024:9.1f} KiB")
     print(json.dumps({"bench": "load", **row}))
 
 

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .compiled import CompiledTool, compile_tool, import_ref, locate
+from .config.collect import collector_paused
 from .config.document import Document
 from .config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
 from .config.model import (
@@ -192,7 +193,13 @@ def build_snapshot(
         ConfigError: every problem found, located (unless `partial`).
         UsageError: `cli` names a flag the config does not declare.
     """
-    root_path = Path(root).resolve()
+    with collector_paused():
+        return _build_snapshot(Path(root).resolve(), config, cli, partial)
+
+
+def _build_snapshot(
+    root_path: Path, config: ConfigSet | None, cli: CommandLineSettings | None, partial: bool
+) -> Snapshot:
     config = config if config is not None else read_config(root_path)
     problems = list(config.problems)
     warnings: list[Problem] = []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .compiled import CompiledTool, call_arity_problem, import_ref, locate
+from .config.collect import collector_paused
 from .config.model import PythonHandler
 from .errors import ConfigError, Problem, UsageError
 from .permissions.model import PermissionRequest
@@ -40,6 +41,11 @@ def validate(root: Path) -> Report:
     """Every error and warning of the config at `root`."""
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a directory")
+    with collector_paused():
+        return _validate(root)
+
+
+def _validate(root: Path) -> Report:
     try:
         snapshot = build_snapshot(root)
     except ConfigError as error:
@@ -168,6 +174,8 @@ def _spec_problems(snapshot: Snapshot) -> list[Problem]:
         document = definition.document
         lossy: dict[tuple[str, str, str], list[str]] = {}
         for format in FORMATS:
+            if format == "openai-responses":
+                continue  # openai's rules: its warnings below name both formats
             try:
                 compiled = compile_spec(
                     format,
@@ -181,10 +189,11 @@ def _spec_problems(snapshot: Snapshot) -> list[Problem]:
                     _at(definition.source, document, "/parameters", f"does not compile for {format}: {exc}", "error")
                 )
                 continue
+            names = [format, "openai-responses"] if format == "openai" else [format]
             for warning in compiled.warnings:
                 # openai and openai-responses share their rules: one warning names both formats.
                 formats = lossy.setdefault((warning.pointer, warning.keyword, warning.message), [])
-                formats.append(format)
+                formats.extend(names)
         for (pointer, keyword, message), formats in lossy.items():
             where = "/parameters" + pointer
             text = f"{message} [{', '.join(formats)}: {keyword}]"

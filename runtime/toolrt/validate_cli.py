@@ -129,7 +129,9 @@ def _location(problem: Problem, root: Path) -> Path | None:
 
 
 def _is_under(path: Path, directory: Path) -> bool:
-    return path == directory or directory.absolute() in path.parents
+    # Both are normalised absolute paths: a prefix test (walking `path.parents` cost more than the check).
+    base = str(directory.absolute())
+    return path == directory or str(path).startswith(base if base.endswith(os.sep) else base + os.sep)
 
 
 def _shown(problem: Problem, location: Path | None, cwd: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,19 @@ class Document:
 def _compose(text: str, index: int) -> Any:
     import yaml
 
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return list(yaml.compose_all(text, Loader=loader_class))[index]
+    return list(yaml.compose_all(text, Loader=_marks_loader()))[index]
+
+
+@functools.cache
+def _marks_loader() -> Any:
+    """A libyaml loader that composes nodes for their marks only, skipping tag resolution (which the
+    parser calls back into Python for, once per scalar)."""
+    import yaml
+
+    def resolve(self: Any, kind: Any, value: Any, implicit: Any) -> str:
+        return ""
+
+    return type("MarksOnlyLoader", (getattr(yaml, "CSafeLoader", yaml.SafeLoader),), {"resolve": resolve})
 
 
 def node_marks(root: Any) -> dict[str, tuple[int, int]]:

@@ -37,6 +37,9 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
 def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
     """Parse YAML text (possibly several `---` documents) into located documents."""
     loader = _Loader(text)
+    # Without '&' there are no anchors (so no aliases) and without '<<' no merge keys: values are built
+    # without the alias bookkeeping (most files; a '&' inside a string only takes the careful path).
+    plain = "&" not in text and "<<" not in text
     documents: list[Document] = []
     problems: list[Problem] = []
     try:
@@ -46,7 +49,10 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
             position += 1
             if node is None:
                 continue
-            data = _build(loader, node, None, problems, _Expansion(display))
+            if plain:
+                data = _build_plain(loader, node, None, problems, display, 0)
+            else:
+                data = _build(loader, node, None, problems, _Expansion(display))
             start = (node.start_mark.line + 1, node.start_mark.column + 1)
             documents.append(Document(path, data, display=display, text=text, index=position, start=start))
     except yaml.MarkedYAMLError as exc:
@@ -210,6 +216,41 @@ def _build(
     if isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()  # JSON has no dates: keep what the author wrote
     return value
+
+
+def _build_plain(
+    loader: yaml.SafeLoader, node: yaml.Node, link: _Link, problems: list[Problem], display: str, depth: int
+) -> Any:
+    """`_build` for a document without anchors or merge keys: every node is visited once."""
+    kind = type(node)
+    if kind is yaml.ScalarNode:
+        if node.tag == _STR_TAG:
+            return node.value
+        value = loader.construct_object(node, deep=True)
+        return value.isoformat() if isinstance(value, (datetime.date, datetime.datetime)) else value
+    if depth > MAX_DEPTH:
+        raise _problem_at(node, link, display, f"values are nested deeper than {MAX_DEPTH} levels")
+    if kind is yaml.SequenceNode:
+        return [
+            _build_plain(loader, item, (link, index), problems, display, depth + 1)
+            for index, item in enumerate(node.value)
+        ]
+    assert isinstance(node, yaml.MappingNode)
+    result: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        if key_node.tag == _STR_TAG:
+            key = key_node.value
+        else:
+            if type(key_node) is not yaml.ScalarNode:
+                raise _problem_at(key_node, link, display, "a mapping key must be a plain value, not a list or mapping")
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                key = str(key) if isinstance(key, (int, float, bool)) or key is None else repr(key)
+        if key in result:
+            _duplicate(node, key_node, key, link, problems, display)
+            continue
+        result[key] = _build_plain(loader, value_node, (link, key), problems, display, depth + 1)
+    return result
 
 
 def _construct(loader: yaml.SafeLoader, node: yaml.Node, link: _Link, expansion: _Expansion) -> Any:

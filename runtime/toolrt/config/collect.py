@@ -1,0 +1,38 @@
+"""Pausing the cyclic garbage collector while a config is built.
+
+Loading thousands of tool files allocates millions of small containers and almost no reference
+cycles; the collector's generation passes then walk everything built so far again and again (a
+quarter of a 10,000-file load). Reference counting still frees what the build drops; the collector
+runs again, as usual, once the build is over.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["collector_paused"]
+
+_lock = threading.Lock()
+_depth = 0
+_was_enabled = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Disable `gc` inside the block; nested and concurrent blocks re-enable it when the last one ends."""
+    global _depth, _was_enabled
+    with _lock:
+        if _depth == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _was_enabled:
+                gc.enable()
