@@ -109,10 +109,9 @@ def truncate_output(
     the unit is bytes when the byte limit stopped the walk, else lines. `delegate_hint` selects the
     hint that points at the Task tool (for agents allowed to use it) instead of Grep/Read.
     `saved_path` names a file that already holds the full output (a process spill file, of which
-    `text` is only the head and tail): the hint names it and no second copy is written.
-
-    Raises:
-        OSError: the full text could not be saved.
+    `text` is only the head and tail): the hint names it and no second copy is written. When the full
+    text cannot be saved (a full disk, an unwritable data directory), the hint says so and `output_path`
+    is None: the call still succeeds.
     """
     line_count = text.count("\n") + 1
     # Every character is at most 4 UTF-8 bytes, so short texts skip the encode.
@@ -143,8 +142,19 @@ def truncate_output(
         kept.reverse()
     preview = "\n".join(kept)
 
-    path = saved_path if saved_path is not None else _save(text, output_dir)
-    hint = f"{_HINT_HEAD}{path}\n{_HINT_DELEGATE if delegate_hint else _HINT_SEARCH}"
+    path: Path | None = saved_path
+    if path is None:
+        try:
+            path = _save(text, output_dir)
+        except OSError as error:  # the call still succeeds: the model gets the preview and why the rest is gone
+            path = None
+            reason = error.strerror or str(error)
+            hint = (
+                "The tool call succeeded but the output was truncated, and the full output could not be saved "
+                f"({reason}). Narrow the request (a more specific pattern, a smaller range) to see the rest."
+            )
+    if path is not None:
+        hint = f"{_HINT_HEAD}{path}\n{_HINT_DELEGATE if delegate_hint else _HINT_SEARCH}"
     marker = f"...{removed} {unit} truncated..."
     if direction == "head":
         content = f"{preview}\n\n{marker}\n\n{hint}"

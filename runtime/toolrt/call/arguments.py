@@ -7,6 +7,7 @@ OpenCode's form, so the model can rewrite its call.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,6 +16,8 @@ from ..errors import InvalidArgumentsError
 from ..specs.nulls import strip_strict_nulls
 
 __all__ = ["parse_arguments"]
+
+logger = logging.getLogger("toolrt.call")
 
 
 def parse_arguments(tool: CompiledTool, raw: Any) -> dict[str, Any]:
@@ -35,20 +38,35 @@ def parse_arguments(tool: CompiledTool, raw: Any) -> dict[str, Any]:
             _invalid_text(tool, f"expected a JSON object of arguments, got {type(args).__name__}")
         )
     args = dict(args)
+    if None in args.values():
+        # OpenAI strict mode sends null for an optional argument the model leaves out: such a null
+        # means "use the default". A property declared nullable keeps its null.
+        args = strip_strict_nulls(args, tool.definition.parameters)
     for name, default in tool.defaults.items():
         args.setdefault(name, default)
     if tool.validator.is_valid(args):
         return args  # type: ignore[no-any-return]  # a dict of JSON values
     stripped = strip_strict_nulls(args, tool.definition.parameters)
     if stripped != args and tool.validator.is_valid(stripped):
-        return stripped  # OpenAI strict mode sends null for an optional argument it leaves out
+        return stripped  # nulls inside nested objects, left out the same way
     errors = list(tool.validator.iter_errors(args))
+    lines = [f"- {_pointer(e.instance_path)}: {e.message}" for e in errors]
+    default_text = _invalid_text(tool, "\n" + "\n".join(lines))
     hook = tool.definition.format_validation_error
     if hook:
+        raise InvalidArgumentsError(_formatted(hook, tool.id, errors, default_text))
+    raise InvalidArgumentsError(default_text)
+
+
+def _formatted(hook: str, tool_id: str, errors: list[Any], default_text: str) -> str:
+    """The project's `format_validation_error` message; toolrt's own when the hook cannot give one."""
+    try:
         formatter: Callable[[str, list[Any]], str] = import_ref(hook)
-        raise InvalidArgumentsError(formatter(tool.id, errors))
-    lines = [f"- {_pointer(e.instance_path)}: {e.message}" for e in errors]
-    raise InvalidArgumentsError(_invalid_text(tool, "\n" + "\n".join(lines)))
+        text = formatter(tool_id, errors)
+    except Exception:  # project code: its failure must not turn a bad call into a crash
+        logger.exception("format_validation_error hook %s failed; using the default message", hook)
+        return default_text
+    return text if isinstance(text, str) and text else default_text
 
 
 def _invalid_text(tool: CompiledTool, detail: str) -> str:

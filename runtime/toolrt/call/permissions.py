@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compiled import CompiledTool, import_ref
+from ..errors import InvalidArgumentsError
 from ..permissions.model import CallSite, Decision, PermissionRequest
 from ..snapshot import Snapshot
 from ..templates import render
@@ -97,15 +98,27 @@ def _external_requests(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
     requests: list[PermissionRequest] = []
     for path_arg in tool.definition.permission.paths:
         value = args.get(path_arg.arg)
-        if not isinstance(value, str) or not value:
+        if value is None or value == "":
             continue
-        for directory in external_directories(value, site, directory=path_arg.kind == "directory"):
-            pattern = f"{directory}/*".replace("//", "/")
-            requests.append(
-                PermissionRequest(
-                    "external_directory", (pattern,), (pattern,), {"filepath": value, "parentDir": directory}
-                )
+        if isinstance(value, str):
+            values = [value]
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            values = value  # an array of paths: each element asks on its own
+        else:  # the schema lets something through that cannot be checked: refuse rather than skip it
+            raise InvalidArgumentsError(
+                f"The {tool.id} tool was called with '{path_arg.arg}' as {type(value).__name__}; "
+                "it takes a path (a string) or a list of paths. Please rewrite the input."
             )
+        for item in values:
+            if not item:
+                continue
+            for directory in external_directories(item, site, directory=path_arg.kind == "directory"):
+                pattern = f"{directory}/*".replace("//", "/")
+                requests.append(
+                    PermissionRequest(
+                        "external_directory", (pattern,), (pattern,), {"filepath": item, "parentDir": directory}
+                    )
+                )
     return requests
 
 

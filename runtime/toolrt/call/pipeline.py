@@ -2,12 +2,15 @@
 
 Read top-down: `dispatch()` is the whole story; each step lives in a module of its own in this package.
 A call runs entirely against the snapshot it started with. Failures the model should read are
-`CallError`s and come back as results with `error` set; anything else is a bug and propagates.
+`CallError`s and come back as results with `error` set; anything else (a bug, project code that
+raised where it should not) is logged and comes back as an error result too: a call never raises
+for its own failure, and every call leaves one audit record.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import time
 from typing import Any
 
@@ -32,6 +35,8 @@ from .truncation import truncate_result
 __all__ = ["CANCELLED", "INVALID_TOOL", "dispatch"]
 
 INVALID_TOOL = "invalid"
+
+logger = logging.getLogger("toolrt.call")
 CANCELLED = "The call was cancelled before it finished."
 """The error of a cancelled call's record (the caller, who cancelled, never sees a result)."""
 
@@ -81,6 +86,12 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
             )
         title = call_title(call.tool, args, snapshot.root) or call.name
         result = ToolResult(title=title, output="", error=str(error))
+    except Exception as error:  # a failure nobody turned into a CallError: still a result, recorded, logged
+        logger.exception("the %s call failed unexpectedly", call.name)
+        status = "error"
+        title = call_title(call.tool, args, snapshot.root) or call.name
+        text = f"The {call.name} tool failed unexpectedly: {type(error).__name__}: {error}"
+        result = ToolResult(title=title, output="", error=text)
     except anyio.get_cancelled_exc_class():
         # The caller cancelled (an MCP client's cancel, a host's cancel scope): the run step has
         # stopped the tool (a process tree is killed), the call is recorded, and the cancellation goes on.

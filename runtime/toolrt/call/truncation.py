@@ -43,5 +43,6 @@ def truncate_result(call: ActiveCall, result: ToolResult) -> ToolResult:
         return result
     metadata = dict(result.metadata)
     metadata["truncated"] = True
-    metadata["outputPath"] = str(truncated.output_path)
+    if truncated.output_path is not None:
+        metadata["outputPath"] = str(truncated.output_path)
     return ToolResult(result.title, truncated.content, MappingProxyType(metadata), result.attachments, result.error)
