@@ -3,7 +3,7 @@
 1. Spawn overhead: `run_process(["true"])` against `anyio.run_process(["true"])` (goal: ratio <= 1.2).
 2. 100 MB of output through `sh -c`: peak memory growth (goal: < 32 MiB), by tracemalloc (Python heap)
    and by ru_maxrss (whole process), plus throughput.
-3. The OS sandbox through `rt.call`, sandboxed (the default policy) against `TOOLRT_SANDBOX_MODE=off`,
+3. The OS sandbox through `rt.call`, sandboxed (the default policy) against `--sandbox off`,
    alternating call by call, medians of single calls: `true` (goal: ratio <= 1.5) and `git status` in a
    small repository (goal: ratio <= 1.1); and
    `true` through the fork server (the path of unprivileged users) against the thread launcher.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -126,15 +125,7 @@ def _small_repo(root: Path) -> None:
 
 
 def _load(root: Path, mode: str | None) -> Runtime:
-    saved = os.environ.pop("TOOLRT_SANDBOX_MODE", None)
-    if mode is not None:
-        os.environ["TOOLRT_SANDBOX_MODE"] = mode
-    try:
-        return Runtime.load(root)
-    finally:
-        os.environ.pop("TOOLRT_SANDBOX_MODE", None)
-        if saved is not None:
-            os.environ["TOOLRT_SANDBOX_MODE"] = saved
+    return Runtime.load(root, settings={"sandbox.mode": mode} if mode else None)
 
 
 async def sandbox_overhead(root: Path, calls: int, repeats: int) -> dict[str, float]:

@@ -85,7 +85,7 @@ def test_a_refused_write_ends_with_one_line_from_toolrt(tmp_path: Path, outside:
     lines = result.output.splitlines()
     assert "Permission denied" in lines[0]
     assert lines[-1].startswith(f"toolrt: the sandbox refused a write to {outside} ")
-    assert "external_directory" in lines[-1] and "TOOLRT_SANDBOX_WRITABLE" in lines[-1]
+    assert "external_directory" in lines[-1] and "TOOLRT_SANDBOX__WRITABLE" in lines[-1]
 
 
 def test_devices_and_temp_are_writable_in_workspace_write(tmp_path: Path) -> None:

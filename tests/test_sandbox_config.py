@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +66,7 @@ def test_a_project_that_sets_mode_off_is_refused_at_the_line(tmp_path: Path, pro
         load(project_writer, tmp_path / "p", settings="sandbox:\n  mode: off\n")
     assert problems_of(error) == [
         "toolrt.yaml:3:/sandbox/mode: sandbox mode 'off' would loosen 'workspace-write': a project may only "
-        "tighten the sandbox; set a looser mode on the host (TOOLRT_SANDBOX_MODE in its environment)"
+        "tighten the sandbox; set a looser mode on the host (--sandbox, TOOLRT_SANDBOX__MODE, the user settings file)"
     ]
 
 
@@ -103,23 +104,26 @@ def test_the_host_may_loosen_and_the_project_may_not_turn_the_network_back_on(
 ) -> None:
     cache = tmp_path / "pip-cache"
     cache.mkdir()
-    monkeypatch.setenv("TOOLRT_SANDBOX_MODE", "off")
-    monkeypatch.setenv("TOOLRT_SANDBOX_WRITABLE", str(cache))
+    monkeypatch.setenv("TOOLRT_SANDBOX__MODE", "off")
+    monkeypatch.setenv("TOOLRT_SANDBOX__WRITABLE", json.dumps([str(cache)]))
     rt = load(project_writer, tmp_path / "p")
     assert (rt.snapshot.sandbox.mode, rt.snapshot.sandbox.writable) == ("off", (cache,))
-    monkeypatch.setenv("TOOLRT_SANDBOX_MODE", "workspace-write")
-    monkeypatch.setenv("TOOLRT_SANDBOX_NETWORK", "false")
+    monkeypatch.setenv("TOOLRT_SANDBOX__MODE", "workspace-write")
+    monkeypatch.setenv("TOOLRT_SANDBOX__NETWORK", "false")
     with pytest.raises(ConfigError) as error:
         load(project_writer, tmp_path / "q", settings="sandbox:\n  network: true\n")
     assert problems_of(error) == [
         "toolrt.yaml:3:/sandbox/network: sandbox network: true would turn the network back on: a project may only "
-        "turn it off; enable it on the host (TOOLRT_SANDBOX_NETWORK=true)"
+        "turn it off; enable it on the host (TOOLRT_SANDBOX__NETWORK=true, the user settings file)"
     ]
 
 
 def test_a_bad_host_value_is_reported(tmp_path: Path, project_writer: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLRT_SANDBOX_MODE", "loose")
-    with pytest.raises(ConfigError, match="TOOLRT_SANDBOX_MODE='loose' is not one of read-only, workspace-write, off"):
+    monkeypatch.setenv("TOOLRT_SANDBOX__MODE", "loose")
+    with pytest.raises(
+        ConfigError,
+        match="environment TOOLRT_SANDBOX__MODE: sandbox.mode: Input should be 'read-only', 'workspace-write' or 'off'",
+    ):
         load(project_writer, tmp_path / "p")
 
 
@@ -132,7 +136,7 @@ def test_a_tool_file_tightens_its_own_processes_only(tmp_path: Path, project_wri
         load(project_writer, tmp_path / "q", tool_extra="sandbox: {mode: 'off'}")
     assert [re.sub(r":\d+:", ":N:", p) for p in problems_of(error)] == [
         "runner.yaml:N:/sandbox/mode: sandbox mode 'off' would loosen 'workspace-write': a project may only "
-        "tighten the sandbox; set a looser mode on the host (TOOLRT_SANDBOX_MODE in its environment)"
+        "tighten the sandbox; set a looser mode on the host (--sandbox, TOOLRT_SANDBOX__MODE, the user settings file)"
     ]
 
 
@@ -141,15 +145,16 @@ def test_the_locked_file_fixes_the_sandbox_and_the_host_cannot_loosen_it(
 ) -> None:
     locked = "sandbox:\n  required: true\n  mode: read-only\n  network: false\n  writable: []\n"
     monkeypatch.setenv("TOOLRT_LOCKED_PERMISSIONS", str(tmp_path / "locked.yaml"))
-    monkeypatch.setenv("TOOLRT_SANDBOX_MODE", "off")
-    monkeypatch.setenv("TOOLRT_SANDBOX_NETWORK", "true")
-    monkeypatch.setenv("TOOLRT_SANDBOX_WRITABLE", str(tmp_path))
+    monkeypatch.setenv("TOOLRT_SANDBOX__MODE", "off")
+    monkeypatch.setenv("TOOLRT_SANDBOX__NETWORK", "true")
+    monkeypatch.setenv("TOOLRT_SANDBOX__WRITABLE", str(tmp_path))  # PATH-style works too
     rt = load(project_writer, tmp_path / "p", locked=locked)
     policy = rt.snapshot.sandbox
     assert (policy.mode, policy.network, policy.writable, policy.required) == ("read-only", False, (), True)
     warnings = [w.message for w in rt.snapshot.warnings]
-    assert "environment: sandbox mode 'off' ignored: the locked file fixes 'read-only'" in warnings
-    assert "environment: sandbox network ignored: the locked file turns the network off" in warnings
+    assert "host settings: sandbox mode 'off' ignored: the locked file fixes 'read-only'" in warnings
+    assert "host settings: sandbox network ignored: the locked file turns the network off" in warnings
+    assert "host settings: sandbox writable paths ignored: the locked file fixes them" in warnings
     # An allowed external_directory does not widen a writable set the locked file fixed.
     assert policy.widened_for_call((tmp_path / "elsewhere",)) is policy
 
@@ -158,7 +163,7 @@ def test_the_locked_file_requiring_the_sandbox_overrides_a_host_off(
     tmp_path: Path, project_writer: Writer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOLRT_LOCKED_PERMISSIONS", str(tmp_path / "locked.yaml"))
-    monkeypatch.setenv("TOOLRT_SANDBOX_MODE", "off")
+    monkeypatch.setenv("TOOLRT_SANDBOX__MODE", "off")
     rt = load(project_writer, tmp_path / "p", locked="sandbox: {required: true}\n")
     assert (rt.snapshot.sandbox.mode, rt.snapshot.sandbox.required) == ("workspace-write", True)
 
@@ -240,3 +245,23 @@ def test_no_mechanism_is_a_warning_and_a_required_sandbox_says_process_tools_are
     )
     assert sandbox_problems(SandboxPolicy(mode="off"), none) == []
     assert sandbox_status(SandboxPolicy(mode="off"), none) == "off (a host setting turned it off)"
+
+
+def test_the_host_sandbox_comes_from_the_user_file_and_the_command_line_and_never_from_dotenv(
+    tmp_path: Path, project_writer: Writer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    user = tmp_path / "config" / "toolrt" / "settings.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text(f"sandbox:\n  network: false\n  writable: [{cache}]\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    root = tmp_path / "p"
+    project_writer(root, {"runner": TOOL.format(extra="")})
+    (root / ".env").write_text("TOOLRT_SANDBOX__MODE=off\n")
+    rt = Runtime.load(root)
+    policy = rt.snapshot.sandbox
+    assert (policy.mode, policy.network, policy.writable) == ("workspace-write", False, (cache,))
+    (ignored,) = [w for w in rt.snapshot.warnings if "sandbox.mode" in w.message]
+    assert ignored.file == ".env" and "sandbox.mode is a host-only setting" in ignored.message
+    assert Runtime.load(root, settings={"sandbox.mode": "off"}).snapshot.sandbox.mode == "off"

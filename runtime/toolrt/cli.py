@@ -69,6 +69,11 @@ def _host_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--data-dir", metavar="DIR", help="where outputs, sessions and the audit log live")
     group.add_argument("--audit", metavar="FILE|off", help="the audit log file, or off")
     group.add_argument("--locked-permissions", metavar="FILE", help="an administrator's permissions file")
+    group.add_argument(
+        "--sandbox",
+        choices=("read-only", "workspace-write", "off"),
+        help="the OS sandbox of every process toolrt starts (default workspace-write; the locked file may fix it)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -315,6 +320,7 @@ def _load(options: argparse.Namespace, *, blocked_ok: bool = True) -> Runtime:
         "data_dir": getattr(options, "data_dir", None),
         "audit": getattr(options, "audit", None),
         "locked_permissions": getattr(options, "locked_permissions", None),
+        "sandbox.mode": getattr(options, "sandbox", None),
         "serve.host": getattr(options, "host", None),
         "serve.port": getattr(options, "port", None),
     }

@@ -3,7 +3,7 @@
 Precedence, highest first (each setting on its own):
 
 ```
-command line   --data-dir, --audit, --locked-permissions, --flag, serve's --host/--port
+command line   --data-dir, --audit, --locked-permissions, --sandbox, --flag, serve's --host/--port
 environment    TOOLRT_DATA_DIR, TOOLRT_TRUNCATE__MAX_LINES (nested: `__`), TOOLRT_FLAG_<NAME>
 user file      $XDG_CONFIG_HOME/toolrt/settings.yaml (default ~/.config/toolrt/settings.yaml)
 project .env   TOOLRT_… lines of <root>/.env
@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ipaddress
+import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -43,6 +44,7 @@ __all__ = [
     "CommandLineSettings",
     "IgnoredSetting",
     "ResolvedSettings",
+    "SandboxSettings",
     "ServeSettings",
     "Settings",
     "TruncateSettings",
@@ -72,6 +74,19 @@ class ServeSettings:
     port: int = 8765
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxSettings:
+    """The host's OS sandbox choices (all host-only); the project's `sandbox:` block may only tighten them
+    and the locked file fixes what it names (see `toolrt.sandbox.policy`)."""
+
+    mode: Literal["read-only", "workspace-write", "off"] | None = None
+    """None: the default, `workspace-write`."""
+    network: bool | None = None
+    """None: the default, on."""
+    writable: tuple[Path, ...] | None = None
+    """More writable directories (a package cache); relative paths are relative to the settings file."""
+
+
 def default_data_dir() -> Path:
     """`$XDG_DATA_HOME/toolrt`, else `~/.local/share/toolrt`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -98,6 +113,8 @@ class Settings:
     truncate: TruncateSettings = TruncateSettings()
     env_allow: tuple[str, ...] | None = None
     serve: ServeSettings = ServeSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    """Host-only: any value here may loosen the sandbox."""
 
     @property
     def audit_path(self) -> Path | None:
@@ -125,16 +142,23 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "audit": _always,
         "locked_permissions": _always,
         "serve.host": _not_loopback,
+        # A project tightens the sandbox through toolrt.yaml's `sandbox:` block, checked tighten-only.
+        "sandbox.mode": _always,
+        "sandbox.network": _always,
+        "sandbox.writable": _always,
     }
 )
 """Settings the project's files may not set: key → whether a given value needs the host (a project may
-still say `serve.host: 127.0.0.1`). Sandbox settings that loosen the sandbox belong here too."""
+still say `serve.host: 127.0.0.1`)."""
 
 _HOW_TO_SET = {
     "data_dir": "--data-dir, TOOLRT_DATA_DIR",
     "audit": "--audit, TOOLRT_AUDIT",
     "locked_permissions": "--locked-permissions, TOOLRT_LOCKED_PERMISSIONS",
     "serve.host": "serve --host, TOOLRT_SERVE__HOST",
+    "sandbox.mode": "--sandbox, TOOLRT_SANDBOX__MODE",
+    "sandbox.network": "TOOLRT_SANDBOX__NETWORK",
+    "sandbox.writable": "TOOLRT_SANDBOX__WRITABLE='[\"DIR\", ...]'",
 }
 _PATH_KEYS = ("data_dir", "audit", "locked_permissions")
 
@@ -262,6 +286,7 @@ def _env_model(flags: tuple[str, ...]) -> Any:
     fields: dict[str, Any] = {f.name: (Any, None) for f in dataclasses.fields(Settings)}
     fields["truncate"] = (TruncateSettings | None, None)
     fields["serve"] = (ServeSettings | None, None)
+    fields["sandbox"] = (SandboxSettings | None, None)
     fields["env_allow"] = (list[str] | None, None)
     fields.update({f"flag_{name}": (Any, None) for name in flags})
     config = SettingsConfigDict(
@@ -414,6 +439,14 @@ def resolve_settings(
 
 
 def _relative_to(base: Path | None, key: str, value: Any) -> Any:
+    if key == "sandbox.mode" and value is False:
+        return "off"  # YAML 1.1 reads an unquoted `off` as false
+    if key == "sandbox.writable" and isinstance(value, str):  # the environment: a JSON list or PATH-style
+        text = value.strip()
+        value = json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
+    if key == "sandbox.writable" and isinstance(value, (list, tuple)):
+        paths = [Path(str(item)).expanduser() for item in value]
+        return [path if path.is_absolute() or base is None else base / path for path in paths]
     if key not in _PATH_KEYS or not isinstance(value, str) or value.strip().lower() in _TRUE | _FALSE:
         return value
     path = Path(value).expanduser()

@@ -34,7 +34,7 @@ from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
 from .permissions.model import CallSite
 from .permissions.protected import ProtectedPaths
-from .sandbox.config import build_policy, concrete_protected, tool_policy
+from .sandbox.config import build_policy, concrete_protected, host_layer, tool_policy
 from .sandbox.policy import SandboxPolicy
 from .settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
 
@@ -254,8 +254,10 @@ def _build_snapshot(
             compiled = _compile_with_description(definition, describe_info, problems)
         if compiled is not None:
             tools[tool_id] = compiled
+    host = resolved.values.sandbox
+    host_sandbox = host_layer(host.mode, host.network, host.writable, source="host settings", problems=problems)
     sandbox = build_policy(
-        root=root_path, project=project_settings, locked=locked_doc, environ=os.environ, problems=problems
+        root=root_path, project=project_settings, locked=locked_doc, host=host_sandbox, problems=problems
     )
     tool_sandboxes = {}
     for tool_id, compiled_tool in tools.items():

@@ -1,9 +1,9 @@
-"""Where the sandbox settings come from: the host (environment), the project and tool files, the locked file.
+"""The sandbox policy from its layers: the host, the project and tool files, the locked file.
 
-The one place that reads them, kept small so that it moves into the settings model as host-only
-settings in one piece. Host values may loosen (`TOOLRT_SANDBOX_MODE=off`, a writable package cache);
-the project's `toolrt.yaml` and tool files may only tighten, and a value that tries to loosen is a
-located config problem; the locked file fixes what it names.
+The host's values are host-only settings of `toolrt.settings` (`--sandbox`, `TOOLRT_SANDBOX__MODE`,
+`__NETWORK`, `__WRITABLE`, the user settings file's `sandbox:`) and may loosen (`mode: off`, a
+writable package cache); the project's `toolrt.yaml` and tool files may only tighten, and a value
+that tries to loosen is a located config problem; the locked file fixes what it names.
 """
 
 from __future__ import annotations
@@ -34,37 +34,20 @@ __all__ = [
 MAX_PROTECTED_MOUNTS = 64
 """At most this many protected paths become read-only mounts (each costs a mount when the namespace is made)."""
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
-
-def host_layer(environ: Mapping[str, str], problems: list[Problem]) -> SandboxLayer:
-    """`TOOLRT_SANDBOX_MODE`, `TOOLRT_SANDBOX_NETWORK`, `TOOLRT_SANDBOX_WRITABLE` (os.pathsep-separated)."""
-    mode_text = environ.get("TOOLRT_SANDBOX_MODE")
-    mode: Mode | None = None
-    if mode_text:
-        if mode_text not in MODES:
-            problems.append(_env_problem(f"TOOLRT_SANDBOX_MODE={mode_text!r} is not one of {', '.join(MODES)}"))
-        else:
-            mode = mode_text
-    network: bool | None = None
-    network_text = environ.get("TOOLRT_SANDBOX_NETWORK", "").strip().lower()
-    if network_text in _TRUE:
-        network = True
-    elif network_text in _FALSE:
-        network = False
-    elif network_text:
-        problems.append(_env_problem(f"TOOLRT_SANDBOX_NETWORK={network_text!r} is not a boolean (true or false)"))
-    writable: tuple[Path, ...] | None = None
-    writable_text = environ.get("TOOLRT_SANDBOX_WRITABLE")
-    if writable_text:
-        writable = tuple(Path(os.path.normpath(Path(p).expanduser())) for p in writable_text.split(os.pathsep) if p)
-        for path in writable:
-            if not path.is_absolute() or not path.is_dir():
-                problems.append(
-                    _env_problem(f"TOOLRT_SANDBOX_WRITABLE names '{path}', which is not an existing directory")
-                )
-    return SandboxLayer(mode, network, writable, None, "environment")
+def host_layer(
+    mode: str | None, network: bool | None, writable: tuple[Path, ...] | None, *, source: str, problems: list[Problem]
+) -> SandboxLayer:
+    """The host's sandbox settings (`toolrt.settings.SandboxSettings`, resolved from the command line, the
+    environment and the user settings file) as a layer; a writable path that is no directory is an error."""
+    paths = tuple(Path(os.path.normpath(p)) for p in writable) if writable is not None else None
+    for path in paths or ():
+        if not path.is_absolute() or not path.is_dir():
+            problems.append(
+                Problem(source, 0, 0, "", f"sandbox.writable names '{path}', which is not an existing directory")
+            )
+    known: Mode | None = next((m for m in MODES if m == mode), None)
+    return SandboxLayer(known, network, paths, None, source)
 
 
 def block_layer(document: Document, pointer: str, *, base: Path) -> SandboxLayer | None:
@@ -94,14 +77,13 @@ def build_policy(
     root: Path,
     project: Document | None,
     locked: Document | None,
-    environ: Mapping[str, str],
+    host: SandboxLayer,
     problems: list[Problem],
 ) -> SandboxPolicy:
     """The snapshot's sandbox policy: host within the locked file, then the project, tighten-only."""
-    host = host_layer(environ, problems)
     locked_layer = block_layer(locked, "/sandbox", base=root) if locked is not None else None
     policy, warnings = merge_tighter(host, locked_layer)
-    problems.extend(_env_problem(w, severity="warning") for w in warnings)
+    problems.extend(Problem("<settings>", 0, 0, "", w, "warning") for w in warnings)
     if project is not None:
         layer = block_layer(project, "/sandbox", base=root)
         if layer is not None:
@@ -210,7 +192,3 @@ def _located(document: Document, pointer: str, found: list[tuple[str, str]]) -> 
         line, column = document.locate(at)
         problems.append(Problem(document.name, line, column, at, message))
     return problems
-
-
-def _env_problem(message: str, *, severity: str = "error") -> Problem:
-    return Problem("<environment>", 0, 0, "", message, severity)  # type: ignore[arg-type]

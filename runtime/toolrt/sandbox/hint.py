@@ -36,7 +36,7 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path) -> str | None:
     if plan.deny_network and _NETWORK.search(output):
         return (
             "toolrt: the sandbox has the network off for this tool (sandbox.network: false), so connections "
-            "fail. The person can turn it on in the host settings (TOOLRT_SANDBOX_NETWORK=true)."
+            "fail. The person can turn it on in the host settings (TOOLRT_SANDBOX__NETWORK=true)."
         )
     for match in _REFUSED_PATH.finditer(output):
         raw = match.group("path") or match.group("path2")
@@ -51,7 +51,7 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path) -> str | None:
             return (
                 f"toolrt: {path} is protected: it is read-only inside the sandbox. Changing it needs the "
                 "person: they can run the command themselves, or declare the path writable in the host "
-                "settings (TOOLRT_SANDBOX_WRITABLE)."
+                "settings (TOOLRT_SANDBOX__WRITABLE)."
             )
         if not any(within(str(path), w) for w in plan.writable):
             directory = path.parent if not path.is_dir() else path
@@ -63,6 +63,6 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path) -> str | None:
             return (
                 f"toolrt: the sandbox refused a write to {directory} (writable here: {where}). The person can "
                 "allow that directory for one call as an external_directory, or add it to sandbox.writable in the "
-                "host settings (TOOLRT_SANDBOX_WRITABLE)."
+                "host settings (TOOLRT_SANDBOX__WRITABLE)."
             )
     return None

@@ -32,7 +32,7 @@ class SandboxLayer:
     required: bool | None = None
     """Locked file only: refuse to run process tools when no kernel sandbox is available."""
     source: str = ""
-    """Where the block came from, for messages (`toolrt.yaml:12`, `TOOLRT_SANDBOX_MODE`)."""
+    """Where the block came from, for messages (`toolrt.yaml:12`, `TOOLRT_SANDBOX__MODE`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +82,7 @@ def loosening(policy: SandboxPolicy, layer: SandboxLayer, *, root: Path) -> list
             (
                 "mode",
                 f"sandbox mode '{layer.mode}' would loosen '{policy.mode}': a project may only tighten the "
-                "sandbox; set a looser mode on the host (TOOLRT_SANDBOX_MODE in its environment)",
+                "sandbox; set a looser mode on the host (--sandbox, TOOLRT_SANDBOX__MODE, the user settings file)",
             )
         )
     if layer.network is True and not policy.network:
@@ -90,7 +90,7 @@ def loosening(policy: SandboxPolicy, layer: SandboxLayer, *, root: Path) -> list
             (
                 "network",
                 "sandbox network: true would turn the network back on: a project may only turn it off; "
-                "enable it on the host (TOOLRT_SANDBOX_NETWORK=true)",
+                "enable it on the host (TOOLRT_SANDBOX__NETWORK=true, the user settings file)",
             )
         )
     for index, path in enumerate(layer.writable or ()):
@@ -99,7 +99,8 @@ def loosening(policy: SandboxPolicy, layer: SandboxLayer, *, root: Path) -> list
                 (
                     f"writable/{index}",
                     f"sandbox writable path '{path}' is outside the project root: a project may only name "
-                    "directories inside it; declare outside ones on the host (TOOLRT_SANDBOX_WRITABLE)",
+                    "directories inside it; declare outside ones on the host (TOOLRT_SANDBOX__WRITABLE, "
+                    "the user settings file)",
                 )
             )
         elif not path.is_dir():
