@@ -61,6 +61,7 @@ async def authorize(
     patterns: tuple[str, ...],
     *,
     session: str = "s1",
+    agent: str = "build",
     always: tuple[str, ...] = (),
     rules: tuple[Rule, ...] = (),
     locked: tuple[Rule, ...] = (),
@@ -69,7 +70,13 @@ async def authorize(
 ) -> Decision:
     request = PermissionRequest(permission, patterns, always, metadata=extra.pop("metadata", {}))
     return await broker.authorize(
-        [request], ruleset=Ruleset(rules), locked=Ruleset(locked), session=session, asker=asker, **extra
+        [request],
+        ruleset=Ruleset(rules),
+        locked=Ruleset(locked),
+        session=session,
+        agent=agent,
+        asker=asker,
+        **extra,
     )
 
 
@@ -201,7 +208,7 @@ def test_once_allows_this_call_only() -> None:
         decision = await authorize(broker, "bash", ("ls",), always=("ls *",), asker=replying("once"))
         assert decision.action == "allow"
         assert [d.action for d in decision.decisions] == ["ask"]
-        assert broker.approved("s1") == Ruleset()
+        assert broker.approved("s1", "build") == Ruleset()
         with pytest.raises(DeniedError, match="needs approval"):
             await authorize(broker, "bash", ("ls",))
 
@@ -212,7 +219,7 @@ def test_always_adds_session_approvals_for_the_always_patterns() -> None:
     async def body() -> None:
         broker = PermissionBroker()
         await authorize(broker, "bash", ("git status",), always=("git status *",), asker=replying("always"))
-        assert broker.approved("s1").rules == (
+        assert broker.approved("s1", "build").rules == (
             Rule("bash", "git status *", "allow", source=APPROVAL_SOURCE, layer="approved"),
         )
         # later calls of the session run without asking; other patterns still ask

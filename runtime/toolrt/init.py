@@ -106,10 +106,17 @@ permission:
   webfetch: ask
   # This project's own read-only tool runs unasked.
   git_log: allow
+agents:
+  # Project rules come after the agents' own, so `edit: ask` above would loosen the plan agent's
+  # deny: say it again for plan (it writes only plan files).
+  plan:
+    permission:
+      edit: {{"*": deny, ".toolrt/plans/*.md": allow, "$TOOLRT_DATA/plans/*.md": allow}}
 tests:
   - {{permission: git_log, pattern: "*", expect: allow}}
   - {{permission: bash, pattern: "rm -rf build", expect: ask}}
   - {{permission: edit, pattern: src/app.py, expect: ask}}
+  - {{agent: plan, permission: edit, pattern: src/app.py, expect: deny}}
   - {{permission: webfetch, pattern: "https://example.com/", expect: ask}}
   - {{permission: read, pattern: /project/.env, expect: ask}}
 """,

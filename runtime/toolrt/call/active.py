@@ -62,6 +62,7 @@ class ActiveCall:
             ruleset=self.snapshot.permissions.ruleset(self.agent),
             locked=self.snapshot.permissions.locked,
             session=self.session,
+            agent=self.agent,
             asker=self.request.ask,
             tool=self.tool.id,
             call_id=self.call_id,
@@ -75,7 +76,7 @@ class ActiveCall:
             (PermissionRequest(permission, (pattern,), ()),),
             permissions.ruleset(self.agent),
             locked=permissions.locked,
-            approved=self.services.broker.approved(self.session),
+            approved=self.services.broker.approved(self.session, self.agent),
         )
         return decision.action == "allow"
 

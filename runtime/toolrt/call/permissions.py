@@ -160,7 +160,7 @@ async def authorize(
     rules and the session's approvals stay the same objects (a reload or an approval replaces them)."""
     tool, snapshot, services, session = call.tool, call.snapshot, call.services, call.session
     ruleset = snapshot.permissions.ruleset(call.agent)
-    approved = services.broker.approved(session)
+    approved = services.broker.approved(session, call.agent)
     # Reusable only when the call asked exactly the static requests (no doom loop, no process deny).
     cacheable = tool.static_requests is not None and not doom_loop and len(requests) == len(tool.static_requests)
     key = (call.name, call.agent, session)
@@ -173,6 +173,7 @@ async def authorize(
         ruleset=ruleset,
         locked=snapshot.permissions.locked,
         session=session,
+        agent=call.agent,
         asker=call.request.ask,
         tool=call.name,
         call_id=call.call_id,

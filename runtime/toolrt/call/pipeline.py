@@ -82,7 +82,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
                 requests,
                 permissions.ruleset(agent),
                 locked=permissions.locked,
-                approved=services.broker.approved(call.session),
+                approved=services.broker.approved(call.session, agent),
             )
         title = call_title(call.tool, args, snapshot.root) or call.name
         result = ToolResult(title=title, output="", error=str(error))

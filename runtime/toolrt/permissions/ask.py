@@ -57,6 +57,8 @@ class AskRequest:
     message: str | None = None
     """The tool's `confirm:` text: what the call is about to do."""
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    agent: str = ""
+    """The agent the call runs as: an "always" reply approves for this agent of the session only."""
 
 
 Asker = Callable[[AskRequest], Awaitable[Reply]]
@@ -80,17 +82,21 @@ class PermissionBroker:
     """Per-session approvals and pending asks; `authorize` is the permission step of every call."""
 
     def __init__(self) -> None:
-        self._approved: dict[str, Ruleset] = {}
+        self._approved: dict[tuple[str, str], Ruleset] = {}
         self._pending: dict[str, _Pending] = {}
         self._ids = itertools.count(1)
 
-    def approved(self, session: str) -> Ruleset:
-        """The allow rules "always" replies added to `session`, oldest first."""
-        return self._approved.get(session, _NO_APPROVALS)
+    def approved(self, session: str, agent: str) -> Ruleset:
+        """The allow rules "always" replies added for `agent` in `session`, oldest first.
+
+        Approvals are scoped to (session, agent), unlike OpenCode's project-wide ones: what the
+        build agent was allowed does not carry over to the plan agent of the same session."""
+        return self._approved.get((session, agent), _NO_APPROVALS)
 
     def forget(self, session: str) -> None:
-        """Drop the approvals of `session` (it ended); its pending asks, if any, still settle."""
-        self._approved.pop(session, None)
+        """Drop the approvals of `session` (it ended), for every agent; its pending asks, if any, still settle."""
+        for key in [key for key in self._approved if key[0] == session]:
+            del self._approved[key]
 
     def pending(self, session: str) -> tuple[AskRequest, ...]:
         """The asks of `session` still waiting for a reply, in the order they were asked."""
@@ -111,6 +117,7 @@ class PermissionBroker:
         ruleset: Ruleset,
         locked: Ruleset,
         session: str,
+        agent: str,
         asker: Asker | None,
         tool: str = "",
         call_id: str = "",
@@ -124,7 +131,7 @@ class PermissionBroker:
         ask with an asker → the reply decides. After an approval the returned decision's action is
         `allow` and its pattern verdicts still show what asked.
         """
-        decision = decide(requests, ruleset, locked=locked, approved=self.approved(session))
+        decision = decide(requests, ruleset, locked=locked, approved=self.approved(session, agent))
         if decision.action == "deny":
             raise DeniedError(denied_message(decision))
         if decision.action == "allow":
@@ -144,6 +151,7 @@ class PermissionBroker:
             title=title,
             message=message,
             metadata=MappingProxyType(dict(metadata) if metadata is not None else merged),
+            agent=agent,
         )
         pending = _Pending(ask, ruleset, locked)
         self._pending[ask.id] = pending
@@ -194,9 +202,12 @@ class PermissionBroker:
         ]
         if not added:
             return
-        approved = Ruleset.concat(self.approved(session), Ruleset(added))
-        self._approved[session] = approved
+        agent = pending.request.agent
+        approved = Ruleset.concat(self.approved(session, agent), Ruleset(added))
+        self._approved[(session, agent)] = approved
         for other in self._others(pending):
+            if other.request.agent != agent:
+                continue
             verdict = decide(other.request.requests, other.ruleset, locked=other.locked, approved=approved)
             if verdict.action == "allow":
                 self._finish(other, None)

@@ -159,6 +159,70 @@ def _unused(layer: Layer, known: Collection[str]) -> list[Problem]:
     return problems
 
 
+_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def _overlap(first: str, second: str) -> bool:
+    return covers(first, second) or covers(second, first)
+
+
+def _weakened(config: PermissionConfig) -> list[Problem]:
+    """A warning for each project-wide rule that loosens a built-in agent's own restriction.
+
+    Agent rules come before the project's global rules in each agent's chain, so a project `edit: ask`
+    silently turns the plan agent's `edit: deny` into an ask; the warning names both lines. Only rules
+    that name a permission count on both sides (the `"*"` fallbacks are the usual first lines of a file),
+    and only agent restrictions that no later rule of the same agent covers.
+    """
+    project = [layer for layer in config.layers if layer.scope == "project" and layer.name == "project"]
+    if not project:
+        return []
+    problems: list[Problem] = []
+    for layer in config.layers:
+        agent = layer.name.removeprefix("agent:")
+        if layer.scope != "builtin" or agent == layer.name or agent not in config.agents:
+            continue
+        own = [entry.rule for entry in layer.rules]
+        restated = [
+            entry.rule
+            for other in config.layers
+            if other.scope == "project" and other.name == layer.name
+            for entry in other.rules
+        ]
+        restrictions = [
+            rule
+            for index, rule in enumerate(own)
+            if rule.action != "allow"
+            and _wild(rule.permission) is False
+            and not any(
+                covers(later.pattern, rule.pattern) for later in own[index + 1 :] if later.permission == rule.permission
+            )
+        ]
+        for entry in project[0].rules:
+            rule = entry.rule
+            if _wild(rule.permission):
+                continue
+            for restriction in restrictions:
+                if _STRICTNESS[rule.action] >= _STRICTNESS[restriction.action]:
+                    continue
+                if any(
+                    again.permission == restriction.permission
+                    and covers(again.pattern, restriction.pattern)
+                    and _STRICTNESS[again.action] >= _STRICTNESS[restriction.action]
+                    for again in restated
+                ):
+                    continue  # the project says the restriction again for this agent
+                if _overlap(rule.permission, restriction.permission) and _overlap(rule.pattern, restriction.pattern):
+                    message = (
+                        f"{rule.describe()} loosens the built-in {agent} agent's {restriction.describe()}: project "
+                        f"rules come after agent rules, so for {agent} this one wins. If that is meant, say it under "
+                        f"agents: {{{agent}: {{permission: ...}}}}; otherwise narrow this rule"
+                    )
+                    problems.append(entry.location.problem(message, "warning"))
+                    break
+    return problems
+
+
 def lint(config: PermissionConfig, *, known_permissions: Collection[str] | None = None) -> list[Problem]:
     """Errors for unreachable and duplicate rules, per file scope (a file's global rules, or one agent's).
 
@@ -171,4 +235,5 @@ def lint(config: PermissionConfig, *, known_permissions: Collection[str] | None 
         problems += _unreachable(layer)
         if known is not None and layer.scope != "builtin":
             problems += _unused(layer, known)
+    problems += _weakened(config)
     return problems
