@@ -123,7 +123,8 @@ def parse_trace(log: str, project: str) -> tuple[list[list[str]], list[str]]:
         strings = [decode(s) for s in _STRING.findall(rest)]
         if name == "execve":
             if ok and strings:
-                execs.append(strings[1:] if len(strings) > 1 else strings[:1])
+                # The program is the file executed, not argv[0] (`exec -a rm /bin/echo` runs echo).
+                execs.append([strings[0], *strings[2:]])
             continue
         if name not in _PATH_CALLS or not ok:
             continue  # a failed open or create reveals and changes nothing

@@ -188,6 +188,7 @@ class _Analysis:
         "cwd_real",
         "cwds",
         "deferred",
+        "deferred_names",
         "written",
         "depth",
         "findings",
@@ -220,6 +221,8 @@ class _Analysis:
         """Every value the text assigns to each variable (None: not literal), wherever it sits."""
         self.deferred: list[tuple[Word, tuple[str | None, ...]]] = []
         """Operands holding variables, checked once every assignment of the text is known."""
+        self.deferred_names: list[tuple[Word, list[str | None]]] = []
+        """Command names made of variables (`$a$b`), named for the deny rules with their values."""
         self.written: set[str] = set()
         """Files the text writes through redirections (a script it then runs is not seen)."""
         self.arithmetic: list[tuple[Node, str]] = []
@@ -434,6 +437,8 @@ class _Analysis:
             if head.value is None or head.glob:
                 if head.value is not None:
                     self._glob_names(head.value, values[first + 1 : last])
+                elif head.variables:
+                    self.deferred_names.append((head, values[first + 1 : last]))
                 self.findings.fail_closed(text, f"the command name `{_brief(head.raw)}` is only known when it runs")
                 continue
             own = list(inherited)
@@ -924,7 +929,16 @@ class _Analysis:
             self.findings.fail_closed(word.raw, f"`{_brief(word.raw)}` is a path only known when it runs")
 
     def _resolve_deferred(self) -> None:
-        """Operands made of variables, with every value the text gives them; arithmetic names."""
+        """Operands made of variables, with every value the text gives them; arithmetic names;
+        command names made of variables, named for the deny rules (split as bash splits words)."""
+        for word, args in self.deferred_names:
+            tail = " ".join(arg for arg in args if arg is not None)
+            for value, _ in self._values(word) or ():
+                split = " ".join(value.split())
+                if split:
+                    base = posixpath.basename(split.split(" ", 1)[0])
+                    for name in (split, base + split[len(split.split(" ", 1)[0]) :]):
+                        self.findings.named[f"{name} {tail}" if tail else name] = None
         for word, cwds in self.deferred:
             values = self._values(word)
             if values is not None:

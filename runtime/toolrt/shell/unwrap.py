@@ -210,5 +210,7 @@ def _find(wrapper: Wrapper, words: Sequence[str | None], index: int, end: int) -
 
 
 def _is_assignment(word: str) -> bool:
+    """`NAME=value` before the command. Like env, any name counts, not only a shell identifier:
+    `BASH_FUNC_ls%%=() { ...; }` puts a function in a child bash's environment."""
     name, equals, _ = word.partition("=")
-    return bool(equals) and bool(name) and name[0] in _VARIABLE_START and name.replace("_", "a").isalnum()
+    return bool(equals) and bool(name) and name[0] in _VARIABLE_START and "/" not in name
