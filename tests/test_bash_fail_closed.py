@@ -258,3 +258,16 @@ def test_a_glob_reaching_a_symlink_out_of_the_project_asks(site: CallSite, tmp_p
     (site.root / "lnk").symlink_to(outside)
     for command in ("ls l?k/", "ls [l]nk/", "cat l*/secret"):
         assert actions(command, site)[1] == "ask", command
+
+
+def test_the_person_is_shown_what_always_keeps(site: CallSite) -> None:
+    from toolrt.permissions.ask import AskRequest
+    from toolrt.permissions.shown import ask_lines
+
+    def lines(command: str) -> list[str]:
+        requests = analyze_command(command, site)
+        pending = decide(requests, DENY_LIST, locked=NO_RULES).decisions
+        return ask_lines(AskRequest("1", "s", "bash", "c", pending, requests), indent="  ")
+
+    assert lines("cat ../x")[-1] == f'  "always" keeps: external_directory: {site.root.parent}/*; bash: cat *'
+    assert lines("git '*' x")[-1] == '  "always" keeps no rule for this call (it runs once)'

@@ -11,7 +11,7 @@ import unicodedata
 
 from .ask import AskRequest
 
-__all__ = ["ask_lines", "escape_controls"]
+__all__ = ["always_lines", "ask_lines", "escape_controls"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
@@ -51,9 +51,23 @@ def escape_controls(text: str, *, keep_newlines: bool = False) -> str:
 
 
 def ask_lines(request: AskRequest, *, indent: str = "") -> list[str]:
-    """The ask as lines: the title, the tool's confirm message, then each `permission: pattern` still at ask."""
+    """The ask as lines: the title, the tool's confirm message, each `permission: pattern` still at
+    ask, then the rules an "always" reply would keep."""
     lines = [escape_controls(request.title or f"{request.tool} asks for permission")]
     if request.message:
         lines.append(escape_controls(request.message, keep_newlines=True))
     lines.extend(f"{indent}{escape_controls(d.permission)}: {escape_controls(d.pattern)}" for d in request.pending)
+    lines.extend(always_lines(request, indent=indent))
     return lines
+
+
+def always_lines(request: AskRequest, *, indent: str = "") -> list[str]:
+    """The exact allow rules an "always" reply would keep for the session (or that it keeps none)."""
+    if not request.requests:
+        return []
+    kept = [
+        f"{escape_controls(r.permission)}: {escape_controls(pattern)}" for r in request.requests for pattern in r.always
+    ]
+    if not kept:
+        return [f'{indent}"always" keeps no rule for this call (it runs once)']
+    return [f'{indent}"always" keeps: ' + "; ".join(dict.fromkeys(kept))]
