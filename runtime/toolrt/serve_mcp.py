@@ -58,6 +58,9 @@ __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve"]
 
 TRANSPORTS = ("stdio", "http")
 DEFAULT_PAGE_SIZE = 10_000
+WATCH_STEP_MS = 50
+"""How often the file watcher's thread wakes (watchfiles' default): each wake takes the GIL from the
+requests being served; a saved file reaches clients within debounce + this."""
 """`tools/list` pages only above this many tools: several clients never follow `nextCursor`."""
 
 _DECISIONS = ("once", "always", "reject")
@@ -507,7 +510,7 @@ def run_serve(
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
-                reloader = Reloader(rt)
+                reloader = Reloader(rt, step_ms=WATCH_STEP_MS)
                 reloader.on_reload(face.reload_listener())
                 group.start_soon(reloader.run)
                 if transport == "stdio":
