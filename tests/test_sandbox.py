@@ -442,3 +442,16 @@ def test_the_protected_list_is_read_only_for_a_call_the_rules_let_through(
     )
     assert (root / "notes.txt").read_text() == "ok\n"
     assert "read-only" in result["metadata"]["sandbox"] and ".envrc" in result["metadata"]["sandbox"]
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_writable_directory_made_after_an_earlier_call_is_writable(
+    tmp_path: Path, outside: Path, launch: str
+) -> None:
+    late = outside / "tool-output"  # in the writable set, but missing when the first process ran
+    plan = plan_sandbox(SandboxPolicy(), replace(SUPPORT, launch=launch), root=tmp_path, output_dir=late)  # type: ignore[arg-type]
+    assert plan is not None
+    assert sh(f"echo x > {outside}/f", plan, tmp_path).exit_code == 1
+    late.mkdir()
+    result = sh(f"echo x > {late}/f && echo wrote", plan, tmp_path)
+    assert result.output == "wrote\n"

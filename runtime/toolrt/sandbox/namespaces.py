@@ -29,7 +29,8 @@ _MAX_RULESETS = 64
 _lock = threading.Lock()
 _mounts: OrderedDict[tuple[tuple[str, int, int], ...], int] = OrderedDict()
 _network: list[int] = []
-_rulesets: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+_rulesets: OrderedDict[tuple[Any, ...], tuple[int, tuple[str, ...]]] = OrderedDict()
+"""Rules → (ruleset fd, the paths that did not exist when it was built)."""
 
 
 def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
@@ -88,16 +89,22 @@ def network_namespace() -> int:
 
 
 def ruleset(rules: kernel.LandlockRules) -> int:
-    """A built ruleset fd for `rules`, shared by every process with the same rules."""
+    """A built ruleset fd for `rules`, shared by every process with the same rules; rebuilt once a path
+    that was missing when it was built exists (a tool-output directory made later)."""
     key = (rules.abi, rules.fs, rules.net, rules.scoped, tuple(rules.paths))
     with _lock:
-        fd = _rulesets.get(key)
-        if fd is not None:
-            _rulesets.move_to_end(key)
-            return fd
-        fd = _rulesets[key] = kernel.build_ruleset(rules)
+        hit = _rulesets.get(key)
+        if hit is not None:
+            fd, missing = hit
+            if not any(os.path.lexists(path) for path in missing):
+                _rulesets.move_to_end(key)
+                return fd
+            os.close(_rulesets.pop(key)[0])
+        missing = tuple(path for path, _ in rules.paths if not os.path.lexists(path))
+        fd = kernel.build_ruleset(rules)
+        _rulesets[key] = (fd, missing)
         while len(_rulesets) > _MAX_RULESETS:
-            os.close(_rulesets.popitem(last=False)[1])
+            os.close(_rulesets.popitem(last=False)[1][0])
         return fd
 
 
