@@ -37,6 +37,8 @@ def test_starter_rules_ask_for_bash_edits_and_webfetch(starter: Path) -> None:
         assert decision["requests"][0]["rule"]["source"].startswith("permissions.yaml:")
     code, out, _ = run("check", "--root", str(starter), "--tool", "write", "--args", '{"filePath": "a", "content": ""}')
     assert "decision: ask" in out
+    code, out, _ = run("check", "--root", str(starter), "edit", "src/app.py", "--agent", "plan")
+    assert "decision: deny" in out  # the starter's global ask does not loosen plan mode
     text = (starter / "permissions.yaml").read_text(encoding="utf-8")
     assert "allow every tool" in text and '"git status*": allow' in text  # says how to allow more
 

@@ -163,5 +163,5 @@ def test_sarif_is_valid_sarif_2_1_0(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         for r in result_run["results"]
         if r["locations"][0]["physicalLocation"]["artifactLocation"].get("uriBaseId")
     ]
-    assert builtin and all(a["uriBaseId"] == "TOOLRT_BUILTIN" and a["uri"].startswith("tools.d/") for a in builtin)
-    assert "TOOLRT_BUILTIN" in result_run["originalUriBaseIds"]
+    assert builtin and all(a["uriBaseId"] == "toolrt-builtin" and a["uri"].startswith("tools.d/") for a in builtin)
+    assert "toolrt-builtin" in result_run["originalUriBaseIds"]

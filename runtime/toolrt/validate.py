@@ -22,7 +22,23 @@ from .permissions.model import PermissionRequest
 from .sandbox.config import sandbox_problems, sandbox_status
 from .snapshot import Snapshot, build_snapshot
 
-__all__ = ["Report", "validate"]
+__all__ = ["RUNTIME_PERMISSIONS", "Report", "validate"]
+
+RUNTIME_PERMISSIONS = frozenset(
+    {
+        "external_directory",
+        "doom_loop",
+        "bash",
+        "task",
+        "question",
+        "plan_enter",
+        "plan_exit",
+        "private_network",
+        "protected",
+        "tool",
+    }
+)
+"""Permission keys asked by the runtime or by tools' analyzers rather than named by a tool's `permission.key`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,18 +155,7 @@ def _permission_problems(snapshot: Snapshot) -> list[Problem]:
     from .permissions.tests import run_permission_tests
 
     known = {tool.permission_key for tool in snapshot.tools.values()} | {tool.id for tool in snapshot.tools.values()}
-    known |= {
-        "external_directory",
-        "doom_loop",
-        "bash",
-        "task",
-        "question",
-        "plan_enter",
-        "plan_exit",
-        "private_network",
-        "protected",
-        "tool",
-    }
+    known |= RUNTIME_PERMISSIONS
     problems = lint(snapshot.permissions, known_permissions=known)
 
     def analyze(tool_id: str, args: Mapping[str, Any], agent: str) -> Sequence[PermissionRequest]:

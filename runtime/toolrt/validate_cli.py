@@ -254,7 +254,7 @@ def sarif_log(problems: Iterable[Problem]) -> dict[str, Any]:
                         ],
                     }
                 },
-                "originalUriBaseIds": {"TOOLRT_BUILTIN": {"uri": builtin_root().absolute().as_uri() + "/"}},
+                "originalUriBaseIds": {"toolrt-builtin": {"uri": builtin_root().absolute().as_uri() + "/"}},
                 "results": results,
             }
         ],
@@ -264,7 +264,7 @@ def sarif_log(problems: Iterable[Problem]) -> dict[str, Any]:
 def _physical_location(problem: Problem) -> dict[str, Any]:
     name = problem.file
     if name.startswith(_BUILTIN):
-        artifact = {"uri": quote(name[len(_BUILTIN) :]), "uriBaseId": "TOOLRT_BUILTIN"}
+        artifact = {"uri": quote(name[len(_BUILTIN) :]), "uriBaseId": "toolrt-builtin"}
     elif os.path.isabs(name):
         artifact = {"uri": Path(name).as_uri()}
     else:
