@@ -59,7 +59,8 @@ def _run(block: Block, repo: Path, env: dict[str, str]) -> None:
     else:
         raise AssertionError(f"{block.where}: `run` does not know the language {block.language!r}")
     done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"{block.where} failed ({done.returncode}):\n{block.text}\n{done.stdout}\n{done.stderr}"
+    report = f"{block.where} failed ({done.returncode}):\n{block.text}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, report
 
 
 def _workflow(block: Block) -> None:
