@@ -43,6 +43,12 @@ def test_starter_rules_ask_for_bash_edits_and_webfetch(starter: Path) -> None:
     assert "allow every tool" in text and '"git status*": allow' in text  # says how to allow more
 
 
+def test_starter_turns_the_sandboxs_network_off(starter: Path) -> None:
+    assert Runtime.load(starter).snapshot.sandbox.network is False
+    text = (starter / "toolrt.yaml").read_text(encoding="utf-8")
+    assert "sandbox:\n  network: false\n" in text and "set `network: true`" in text  # says how to allow more
+
+
 def test_init_points_every_schema_modeline_at_a_local_copy(starter: Path) -> None:
     files = [starter / "permissions.yaml", starter / "toolrt.yaml", *sorted((starter / "tools.d").glob("*.yaml"))]
     for file in files:

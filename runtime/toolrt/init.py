@@ -127,6 +127,11 @@ toolsets:
   readonly: [read, grep, glob, list, word_count]
 defaults:
   timeout: 60
+# Every process toolrt starts (bash, argv and shell tools) runs in an OS sandbox that may write only
+# under the project root and temp. No network for them either: set `network: true` (or remove the
+# line) when your tools need it, or give one tool `sandbox: {{network: true}}` (docs/sandbox.md).
+sandbox:
+  network: false
 """,
 }
 
