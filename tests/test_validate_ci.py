@@ -165,3 +165,16 @@ def test_sarif_is_valid_sarif_2_1_0(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     ]
     assert builtin and all(a["uriBaseId"] == "toolrt-builtin" and a["uri"].startswith("tools.d/") for a in builtin)
     assert "toolrt-builtin" in result_run["originalUriBaseIds"]
+
+
+def test_runtime_permissions_are_not_reported_as_unused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "permissions.yaml").write_text(
+        "permission:\n  protected: ask\n  private_network: ask\n  external_directory: ask\n  bahs: ask\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run("validate", "--strict")
+    assert code == 1
+    assert [line for line in out.splitlines() if "not used by any tool" in line] == [
+        'permissions.yaml:5:3: warning: permission "bahs" is not used by any tool; check the spelling'
+    ]
