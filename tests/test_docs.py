@@ -4,6 +4,7 @@ CHANGELOG and the docs link only to files that exist."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -163,17 +164,20 @@ def environment_variables() -> set[str]:
     names: set[str] = set()
     for path in (REPO / "runtime" / "toolrt").rglob("*.py"):
         names |= set(re.findall(r"\b(TOOLRT_[A-Z0-9]+(?:_[A-Z0-9]+)*)\b", path.read_text(encoding="utf-8")))
-    try:
-        from pydantic_settings import BaseSettings
+    from toolrt import settings as settings_module
 
-        import toolrt.settings as settings_module
-    except ImportError:  # pragma: no cover - pydantic-settings is a dependency
-        return names
-    for value in vars(settings_module).values():
-        if isinstance(value, type) and issubclass(value, BaseSettings) and value is not BaseSettings:
-            prefix = str(value.model_config.get("env_prefix", ""))
-            if prefix.startswith("TOOLRT_"):
-                names |= {f"{prefix}{field}".upper() for field in value.model_fields}
+    def fields(cls: type, prefix: str) -> Iterator[str]:
+        for item in dataclasses.fields(cls):
+            name = f"{prefix}{item.name.upper()}"
+            default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
+            if dataclasses.is_dataclass(default):
+                yield from fields(type(default), f"{name}__")
+            else:
+                yield name
+
+    model = getattr(settings_module, "Settings", None)
+    if isinstance(model, type) and dataclasses.is_dataclass(model):
+        names |= set(fields(model, "TOOLRT_"))
     return names
 
 
