@@ -10,6 +10,7 @@ import base64
 import ipaddress
 import posixpath
 import re
+import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -65,13 +66,47 @@ def private_address(host: str) -> bool:
     name = host.strip("[]").rstrip(".").lower()
     if name == "localhost" or name.endswith(_LOCAL_NAMES):
         return True
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
+    address = _address(name)
+    if address is None:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            return not embedded.is_global
     return not address.is_global
+
+
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_NUMERIC = frozenset("0123456789abcdefx.")
+
+
+def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """`name` as an address, in every IPv4 spelling `inet_aton` accepts (`127.1`, `0x7f.1`, `2130706433`,
+    `0177.0.0.1`), which resolvers and HTTP clients pass to the kernel as that address."""
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        pass
+    if not name or not set(name) <= _NUMERIC or not name[0].isdigit():
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(name))
+    except OSError:
+        return None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries: IPv4-mapped, NAT64 (well-known and local prefixes), 6to4,
+    or a Teredo client; None for a plain IPv6 address."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if any(address in network for network in _NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    return None
 
 
 def permission_requests(args: Mapping[str, Any], site: CallSite) -> tuple[PermissionRequest, ...]:
@@ -156,10 +191,23 @@ def _refuse_private_redirect(url: str) -> Any:
 
     async def check(request: httpx2.Request) -> None:
         host = request.url.host
-        if host != allowed and private_address(host):
+        if host == allowed:
+            return
+        if private_address(host):
             raise ToolFailure(
                 f"{url} redirected to {request.url}, an address inside the network; it was not followed. "
                 "Fetch that URL directly if it is really needed, so the person can approve it."
+            )
+        # A public-looking name is checked by what it resolves to, like the URL the call started with.
+        try:
+            infos = await anyio.getaddrinfo(host, request.url.port or (443 if request.url.scheme == "https" else 80))
+        except OSError:
+            return  # unresolvable: the request itself fails with the resolver's message
+        inside = sorted({str(info[4][0]) for info in infos if private_address(str(info[4][0]))})
+        if inside:
+            raise ToolFailure(
+                f"{url} redirected to {request.url}, which resolves to {', '.join(inside)} inside the network; "
+                "it was not followed. Fetch that URL directly if it is really needed, so the person can approve it."
             )
 
     return check
