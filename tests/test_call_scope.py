@@ -19,7 +19,7 @@ Factory = Callable[..., Path]
 HANDLERS = """
 def who(args, ctx):
     s = ctx.scope
-    return f"{s.agent}|{s.model}|{s.provider}|{s.client}|{s.session}|{dict(s.flags or {})}|{s.toolset}"
+    return f"{ctx.agent}|{s.model}|{s.provider}|{s.client}|{s.session}|{dict(s.flags or {})}|{s.toolset}"
 """
 
 TOOLS = {

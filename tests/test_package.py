@@ -117,3 +117,42 @@ def test_importing_runtime_does_not_import_heavy_modules() -> None:
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
+
+
+def _defined_types() -> set[str]:
+    """Names of the classes and type aliases the package defines (found statically, nothing imported)."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                target = node.targets[0].id
+                if target[:1].isupper() and not target.isupper() and isinstance(node.value, ast.Subscript):
+                    names.add(target)  # `Asker = Callable[[AskRequest], Awaitable[Reply]]`
+    return names
+
+
+def test_the_public_surface_names_every_type_runtime_takes_or_returns() -> None:
+    import re
+
+    defined = _defined_types()
+    source = (PACKAGE / "api.py").read_text(encoding="utf-8")
+    runtime_class = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == "Runtime")
+    used: dict[str, str] = {}
+    for method in runtime_class.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method.name.startswith("_"):
+            continue
+        arguments = method.args
+        annotations = [a.annotation for a in [*arguments.args, *arguments.kwonlyargs] if a.annotation is not None]
+        if arguments.kwarg is not None and arguments.kwarg.annotation is not None:
+            annotations.append(arguments.kwarg.annotation)
+        if method.returns is not None:
+            annotations.append(method.returns)
+        for annotation in annotations:
+            for name in re.findall(r"[A-Za-z_]\w*", ast.unparse(annotation)):
+                if name in defined:
+                    used.setdefault(name, method.name)
+    assert {"CallScope", "ToolResult", "ToolSet", "Decision", "ScopeFields"} <= set(used)
+    missing = {name: method for name, method in used.items() if name not in toolrt.__all__}
+    assert missing == {}

@@ -32,10 +32,15 @@ from .result import ToolResult
 
 if TYPE_CHECKING:
     from .api import ReloadStatus, Runtime, SnapshotChange
+    from .audit import AuditLog
     from .call.events import CallEvent
-    from .call.request import CallScope
+    from .call.request import CallScope, Questioner, ScopeFields
     from .context import ToolContext
-    from .permissions.ask import AskRequest, Reply
+    from .permissions.ask import Asker, AskRequest, Reply
+    from .selection import Hidden, Offered, ToolSet
+    from .sessions import SessionStore
+    from .settings import ResolvedSettings, Settings
+    from .snapshot import Snapshot
 
 # Heavier names load on first use, so `import toolrt.<module>` (the CLI's fast commands) stays cheap.
 _LAZY = {
@@ -44,9 +49,20 @@ _LAZY = {
     "SnapshotChange": "api",
     "CallEvent": "call.events",
     "CallScope": "call.request",
+    "Questioner": "call.request",
+    "ScopeFields": "call.request",
     "ToolContext": "context",
     "AskRequest": "permissions.ask",
+    "Asker": "permissions.ask",
     "Reply": "permissions.ask",
+    "AuditLog": "audit",
+    "Hidden": "selection",
+    "Offered": "selection",
+    "ToolSet": "selection",
+    "SessionStore": "sessions",
+    "ResolvedSettings": "settings",
+    "Settings": "settings",
+    "Snapshot": "snapshot",
 }
 
 
@@ -65,6 +81,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AskRequest",
+    "Asker",
+    "AuditLog",
     "CallError",
     "CallEvent",
     "CallScope",
@@ -72,20 +90,29 @@ __all__ = [
     "CorrectedError",
     "Decision",
     "DeniedError",
+    "Hidden",
     "InvalidArgumentsError",
+    "Offered",
     "PatternDecision",
     "PermissionBlocked",
     "PermissionRequest",
     "Problem",
+    "Questioner",
     "RejectedError",
     "ReloadStatus",
     "Reply",
+    "ResolvedSettings",
     "Rule",
     "Runtime",
+    "ScopeFields",
+    "SessionStore",
+    "Settings",
+    "Snapshot",
     "SnapshotChange",
     "ToolContext",
     "ToolFailure",
     "ToolResult",
+    "ToolSet",
     "ToolrtError",
     "UnknownToolError",
     "UsageError",

@@ -54,7 +54,9 @@ class ToolContext:
     root: Path
     data_dir: Path
     scope: CallScope = DEFAULT_SCOPE
-    """Who is calling (agent resolved, model, provider, client, session, flags, tool set)."""
+    """Who is calling, as the caller said it (model, provider, client, session, flags, tool set)."""
+    agent: str = "build"
+    """The agent whose rules apply: the scope's, or the config's default agent."""
     message_id: str = ""
     call_id: str = ""
     abort_event: anyio.Event | None = None
@@ -84,10 +86,6 @@ class ToolContext:
     @property
     def session(self) -> str:
         return self.scope.session
-
-    @property
-    def agent(self) -> str | None:
-        return self.scope.agent
 
     @property
     def abort(self) -> anyio.Event:

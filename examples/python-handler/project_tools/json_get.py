@@ -8,8 +8,7 @@ from typing import Any
 
 import anyio
 
-from toolrt.context import ToolContext
-from toolrt.errors import ToolFailure
+from toolrt import ToolContext, ToolFailure
 
 MAX_BYTES = 5 * 1024 * 1024
 

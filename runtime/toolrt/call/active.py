@@ -15,8 +15,8 @@ from ..result import ToolResult
 from ..selection import ToolSet
 from ..snapshot import Snapshot
 from .events import CallEvent
-from .request import CallRequest, CallScope
-from .state import Services
+from .request import CallRequest
+from .state import Services, SessionState
 
 __all__ = ["ActiveCall"]
 
@@ -35,14 +35,10 @@ class ActiveCall:
     name: str
     """The name the model called the tool by (the base tool's name for an override)."""
     tool: CompiledTool
+    state: SessionState
+    """The session's memory (read times, todos, the doom-loop history)."""
     granted: set[tuple[str, str]] = field(default_factory=set)
     """(permission, pattern) pairs the permission step allowed; a handler asking them again is not re-asked."""
-
-    @property
-    def scope(self) -> CallScope:
-        """The request's scope with the agent resolved."""
-        scope = self.request.scope
-        return scope if scope.agent == self.agent else replace(scope, agent=self.agent)
 
     @property
     def session(self) -> str:

@@ -58,7 +58,8 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
             CallRecord(request.scope, agent, request.tool, call_id, args, None, "invalid", result, duration)
         )
         return result
-    call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool)
+    state = services.session(request.scope.session)
+    call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state)
     call.emit("running", {"input": args})
     decision: Decision | None = None
     requests: list[PermissionRequest] | None = None
@@ -66,7 +67,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     try:
         args = parse_arguments(call.tool, args)
         requests = permission_requests(call.tool, args, snapshot, agent)
-        doom_loop = repair_note is None and add_doom_loop(requests, call.name, args, services.session(call.session))
+        doom_loop = repair_note is None and add_doom_loop(requests, call.name, args, state)
         decision = await authorize(call, args, requests, doom_loop)
         call.granted.update((d.permission, d.pattern) for d in decision.decisions)
         result = truncate_result(call, await run_tool(call, args))

@@ -3,7 +3,9 @@
 asyncio on Python < 3.12 learns of a child's exit through a thread per child (ThreadedChildWatcher),
 which costs a thread start and GIL contention on every call. On Linux a pidfd (a file descriptor
 that becomes readable when the process exits) lets the event loop wait for the exit itself, and the
-output pipe is read the same way. Elsewhere `anyio.open_process` is used.
+output pipe is read the same way. Python 3.12's asyncio watches children with a pidfd itself, so
+there (and off Linux) an unsandboxed process starts with `anyio.open_process`; the own pidfd path
+stays for Python < 3.12 and for sandboxed processes, which start from a thread of their own.
 
 The returned object offers the subset of `anyio.abc.Process` that `run_process` uses.
 
@@ -18,6 +20,7 @@ import _thread
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,8 @@ def _pidfd_works() -> bool:
 
 
 HAVE_PIDFD = _pidfd_works()
+OWN_PIDFD_FOR_PLAIN = HAVE_PIDFD and sys.version_info < (3, 12)
+"""Whether an unsandboxed process needs the own pidfd path (asyncio >= 3.12 does it itself)."""
 
 
 class _Output:
@@ -290,9 +295,9 @@ async def open_process(
         return _served(argv, sandbox, stdin, cwd, env, split_stderr)
     if sandbox is not None and sandbox.launch == "exec":
         argv, sandbox = [*sandbox.prefix, *argv], None
-    if not HAVE_PIDFD:
-        if sandbox is not None:
-            raise kernel.SandboxSetupError("the sandbox needs pidfd support (Linux 5.3 or later)")
+    if sandbox is not None and not HAVE_PIDFD:
+        raise kernel.SandboxSetupError("the sandbox needs pidfd support (Linux 5.3 or later)")
+    if sandbox is None and not OWN_PIDFD_FOR_PLAIN:
         return await anyio.open_process(
             list(argv),
             stdin=stdin,

@@ -7,8 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from toolrt.context import ToolContext
-from toolrt.errors import ToolFailure
+from toolrt import ToolContext, ToolFailure
 
 
 def timestamp(args: Mapping[str, Any], ctx: ToolContext) -> str:
