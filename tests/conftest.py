@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
-from toolrt.call import handlers
 from toolrt.permissions.model import CallSite
 
 ProjectFactory = Callable[..., Path]
@@ -23,24 +21,6 @@ def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     # The person's own settings file ($XDG_CONFIG_HOME/toolrt/settings.yaml) must not reach the tests.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     return data
-
-
-@pytest.fixture(autouse=True)
-def _forget_project_modules() -> Iterator[None]:
-    """Handler modules of one test's project must not leak into the next (same names, other files)."""
-    modules, path = set(sys.modules), list(sys.path)
-    yield
-    for name in set(sys.modules) - modules:
-        if name.split(".")[0] != "toolrt" and _is_project_module(sys.modules[name]):
-            del sys.modules[name]
-    sys.path[:] = path
-    handlers._HANDLERS.clear()
-
-
-def _is_project_module(module: object) -> bool:
-    """A module imported from a test's project directory (not the stdlib or an installed package)."""
-    file = getattr(module, "__file__", None) or ""
-    return bool(file) and not file.startswith((sys.prefix, sys.base_prefix, str(Path(__file__).parent.parent)))
 
 
 def write_project(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,6 +19,7 @@ from toolrt.audit import read_records
 from toolrt.call.events import CallEvent
 from toolrt.errors import ConfigError
 from toolrt.permissions.ask import AskRequest, Reply
+from toolrt.project_import import project_module_name
 from toolrt.result import ToolResult
 
 Factory = Callable[..., Path]
@@ -624,7 +625,7 @@ def test_call_many_runs_non_parallel_tools_in_order(make_project: Factory) -> No
     rt = project(make_project, tools, modules={"rendezvous": RENDEZVOUS})
     results = anyio.run(lambda: rt.call_many([("step", {"me": str(i)}) for i in range(4)]))
     assert [r.output for r in results] == ["0", "1", "2", "3"]
-    rendezvous = importlib.import_module("rendezvous")  # the project module: the runtime put its root on sys.path
+    rendezvous = sys.modules[project_module_name(rt.root, "rendezvous")]  # the project's module, by its root
     assert rendezvous.ORDER == [(kind, str(i)) for i in range(4) for kind in ("start", "end")]
 
 
@@ -635,7 +636,7 @@ def test_cache_returns_the_cached_result_for_the_same_arguments(make_project: Fa
     rt = project(make_project, py("echo", "echo", text_param("text"), cache={"ttl": 60}))
     outputs = [rt.call_sync("echo", {"text": t}, session=f"s{i}").output for i, t in enumerate(["a", "a", "b", "a"])]
     assert outputs == ["a", "a", "b", "a"]
-    assert importlib.import_module("handlers").CALLS == [{"text": "a"}, {"text": "b"}]
+    assert sys.modules[project_module_name(rt.root, "handlers")].CALLS == [{"text": "a"}, {"text": "b"}]
 
 
 # --- registration ---------------------------------------------------------------------------------

@@ -11,7 +11,16 @@ PACKAGE = Path(toolrt.__file__).parent
 
 # Lower layers first; a module may import only modules of its own layer or lower ones.
 LAYERS: list[set[str]] = [
-    {"errors", "result", "permissions.model", "config", "config.collect", "config.document", "config.resources"},
+    {
+        "errors",
+        "result",
+        "permissions.model",
+        "config",
+        "config.collect",
+        "config.document",
+        "config.resources",
+        "project_import",
+    },
     {"config.loader", "config.validation", "config.model", "config.layers", "templates", "truncate", "audit"},
     {
         "sandbox",

@@ -95,21 +95,16 @@ def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -
 
 def _forget_modules(files: Sequence[Path]) -> None:
     """Drop imported project handler modules whose file changed, so the next call imports the new code."""
-    from .call.handlers import forget_handlers
-
     stale = {str(path) for path in files}
     for name, module in list(sys.modules.items()):
         if getattr(module, "__file__", None) in stale:
             del sys.modules[name]
-            forget_handlers(name)
 
 
 class Runtime:
     """A loaded toolrt configuration that answers spec, check and call requests."""
 
     def __init__(self, snapshot: Snapshot, *, cli: CommandLineSettings | None = None) -> None:
-        if str(snapshot.root) not in sys.path:
-            sys.path.insert(0, str(snapshot.root))  # project handler modules import from the project root
         self._snapshot = snapshot
         self._cli = cli or CommandLineSettings()
         """What the command line (or the host) set: every reload resolves the settings with it again."""
@@ -335,6 +330,8 @@ class Runtime:
         changed_modules = [path for path, stamp in files.items() if old.handler_files.get(path) != stamp]
         if changed_modules:
             _forget_modules(changed_modules)
+            if self._services_ is not None:
+                self._services_.handlers.clear()
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()

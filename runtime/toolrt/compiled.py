@@ -19,6 +19,7 @@ from .config.model import ArgvHandler, ShellHandler, ToolDefinition
 from .config.validation import parameter_schema_problems
 from .errors import Problem
 from .permissions.model import PermissionRequest
+from .project_import import in_project, project_module_name
 from .specs.properties import declared_properties, value_types
 from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
 
@@ -64,26 +65,48 @@ class CompiledTool:
         return "edit" if key in EDIT_TOOLS else key
 
 
-def import_ref(ref: str) -> Any:
-    """Resolve `package.module:attribute` (dots allowed in the attribute); ImportError says what failed."""
-    import importlib
+def import_ref(ref: str, root: Path | None = None) -> Any:
+    """Resolve `package.module:attribute` (dots allowed in the attribute); ImportError says what failed.
+
+    With `root`, a module that lives under the project root is imported from there, under the root's
+    own package name (see `project_import`); any other module imports normally.
+    """
+    import sys
 
     module_name, _, attribute = ref.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImportError(f"cannot import module '{module_name}': {exc}") from exc
-    except SyntaxError as exc:  # project code: any failure of its import is a finding, never a traceback
-        where = f" ({exc.filename}, line {exc.lineno})" if exc.filename else ""
-        raise ImportError(f"module '{module_name}' has a syntax error: {exc.msg}{where}") from exc
-    except (Exception, SystemExit) as exc:
-        raise ImportError(f"importing module '{module_name}' raised {type(exc).__name__}: {exc}") from exc
+    target: Any = None
+    if root is not None:
+        prefixed = project_module_name(root, module_name)
+        target = sys.modules.get(prefixed)
+        if target is None and in_project(root, module_name):
+            target = _import(prefixed, module_name)
+    if target is None:
+        target = _import(module_name, module_name)
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
             raise ImportError(f"module '{module_name}' has no attribute '{attribute}'") from None
     return target
+
+
+def _import(name: str, shown: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(f"cannot import module '{shown}': {str(exc).replace(name, shown)}") from exc
+    except SyntaxError as exc:  # project code: any failure of its import is a finding, never a traceback
+        where = f" ({exc.filename}, line {exc.lineno})" if exc.filename else ""
+        raise ImportError(f"module '{shown}' has a syntax error: {exc.msg}{where}") from exc
+    except (Exception, SystemExit) as exc:
+        raise ImportError(f"importing module '{shown}' raised {type(exc).__name__}: {exc}") from exc
+
+
+def project_root_of(definition: ToolDefinition, root: Path) -> Path | None:
+    """The root a tool's `module:function` references import from: the project's, for project tools."""
+    return root if definition.layer == "project" else None
 
 
 def call_arity_problem(function: Any, arity: int, shape: str) -> str | None:

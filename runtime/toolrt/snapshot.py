@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .compiled import CompiledTool, compile_tool, import_ref, locate
+from .compiled import CompiledTool, compile_tool, import_ref, locate, project_root_of
 from .config.collect import collector_paused
 from .config.document import Document
 from .config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
@@ -478,7 +478,9 @@ def _compile_with_description(
     description = definition.description
     if definition.describe:
         try:
-            hook: Callable[[str, DescribeInfo], str] = import_ref(definition.describe)
+            hook: Callable[[str, DescribeInfo], str] = import_ref(
+                definition.describe, project_root_of(definition, info.root)
+            )
             description = hook(description, info)
         except Exception as exc:  # a hook is project code: report it as a config problem
             problems.append(locate(definition, "/describe", f"describe hook failed: {type(exc).__name__}: {exc}"))

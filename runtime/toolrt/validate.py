@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compiled import CompiledTool, call_arity_problem, import_ref, locate
+from .compiled import CompiledTool, call_arity_problem, import_ref, locate, project_root_of
 from .config.collect import collector_paused
 from .config.model import PythonHandler
 from .errors import ConfigError, Problem, UsageError
@@ -214,13 +214,8 @@ def _at(source: str, document: Any, pointer: str, message: str, severity: str) -
 
 
 def python_handler_problems(snapshot: Snapshot) -> list[Problem]:
-    """Handlers, hooks and analyzers that cannot be imported (project root first on sys.path)."""
-    import sys
-
+    """Handlers, hooks and analyzers that cannot be imported (project modules from the project root)."""
     problems: list[Problem] = []
-    root = str(snapshot.root)
-    if root not in sys.path:
-        sys.path.insert(0, root)
     for tool in snapshot.tools.values():
         definition = tool.definition
         refs = []
@@ -232,7 +227,7 @@ def python_handler_problems(snapshot: Snapshot) -> list[Problem]:
             refs.append(("/format_validation_error", definition.format_validation_error, "formatter(tool_id, errors)"))
         for pointer, ref, shape in refs:
             try:
-                target = import_ref(ref)
+                target = import_ref(ref, project_root_of(definition, snapshot.root))
             except ImportError as exc:
                 problems.append(locate(definition, pointer, f"handler '{ref}' cannot be imported: {exc}"))
                 continue

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from ..compiled import CompiledTool, import_ref
+from ..compiled import CompiledTool, import_ref, project_root_of
 from ..errors import InvalidArgumentsError
 from ..specs.nulls import strip_strict_nulls
 
@@ -20,7 +21,7 @@ __all__ = ["parse_arguments"]
 logger = logging.getLogger("toolrt.call")
 
 
-def parse_arguments(tool: CompiledTool, raw: Any) -> dict[str, Any]:
+def parse_arguments(tool: CompiledTool, raw: Any, root: Path | None = None) -> dict[str, Any]:
     """Parse (a JSON string), apply schema defaults, validate with the compiled validator."""
     if raw is None:
         args: Any = {}
@@ -54,15 +55,17 @@ def parse_arguments(tool: CompiledTool, raw: Any) -> dict[str, Any]:
     default_text = _invalid_text(tool, "\n" + "\n".join(lines))
     hook = tool.definition.format_validation_error
     if hook:
-        raise InvalidArgumentsError(_formatted(hook, tool.id, errors, default_text))
+        raise InvalidArgumentsError(_formatted(hook, tool, root, errors, default_text))
     raise InvalidArgumentsError(default_text)
 
 
-def _formatted(hook: str, tool_id: str, errors: list[Any], default_text: str) -> str:
+def _formatted(hook: str, tool: CompiledTool, root: Path | None, errors: list[Any], default_text: str) -> str:
     """The project's `format_validation_error` message; toolrt's own when the hook cannot give one."""
     try:
-        formatter: Callable[[str, list[Any]], str] = import_ref(hook)
-        text = formatter(tool_id, errors)
+        formatter: Callable[[str, list[Any]], str] = import_ref(
+            hook, project_root_of(tool.definition, root) if root is not None else None
+        )
+        text = formatter(tool.id, errors)
     except Exception:  # project code: its failure must not turn a bad call into a crash
         logger.exception("format_validation_error hook %s failed; using the default message", hook)
         return default_text

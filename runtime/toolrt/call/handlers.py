@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from ..compiled import CompiledTool, import_ref
+from ..compiled import CompiledTool, import_ref, project_root_of
 from ..config.model import HostHandler, PythonHandler
 from ..context import ToolContext
 from ..errors import CallError, ToolFailure
@@ -23,16 +23,7 @@ from .active import ActiveCall
 from .state import Services
 from .titles import call_title
 
-__all__ = ["forget_handlers", "run_handler"]
-
-_HANDLERS: dict[str, Callable[..., Any]] = {}
-"""Imported Python handlers by reference (`module:function`)."""
-
-
-def forget_handlers(module: str) -> None:
-    """Forget the handlers imported from `module` (its file changed; the next call imports it again)."""
-    for ref in [ref for ref in _HANDLERS if ref.partition(":")[0] == module]:
-        del _HANDLERS[ref]
+__all__ = ["run_handler"]
 
 
 async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
@@ -42,7 +33,7 @@ async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     """
     tool = call.tool
     handler = tool.definition.handler
-    function = _resolve_handler(tool, call.services)
+    function = _resolve_handler(tool, call.services, call.snapshot.root)
     ctx = _context(tool, call)
     blocking = isinstance(handler, PythonHandler) and handler.blocking
     with anyio.move_on_after(timeout) as scope:
@@ -52,8 +43,10 @@ async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     return _normalize(tool, args, outcome, ctx, call.snapshot.root)
 
 
-def _resolve_handler(tool: CompiledTool, services: Services) -> Callable[..., Any]:
+def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Callable[..., Any]:
+    """The tool's handler: the host's, or the Python function imported once per Runtime."""
     handler = tool.definition.handler
+    handlers = services.handlers
     if isinstance(handler, HostHandler):
         function = services.host_handlers.get(handler.name)
         if function is None:
@@ -62,10 +55,10 @@ def _resolve_handler(tool: CompiledTool, services: Services) -> Callable[..., An
             )
         return function
     assert isinstance(handler, PythonHandler)
-    function = _HANDLERS.get(handler.ref)
+    function = handlers.get(handler.ref)
     if function is None:
         try:
-            function = _HANDLERS[handler.ref] = import_ref(handler.ref)
+            function = handlers[handler.ref] = import_ref(handler.ref, project_root_of(tool.definition, root))
         except ImportError as exc:
             raise ToolFailure(f"The {tool.id} tool is misconfigured: {exc}") from None
     return function

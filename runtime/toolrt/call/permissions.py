@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..compiled import CompiledTool, import_ref
+from ..compiled import CompiledTool, import_ref, project_root_of
 from ..errors import InvalidArgumentsError
 from ..permissions.model import CallSite, Decision, PermissionRequest
 from ..snapshot import Snapshot
@@ -39,7 +39,7 @@ def permission_requests(
     site = snapshot.site
     requests = _external_requests(tool, args, site)
     if spec.analyzer is not None:
-        requests.extend(_analyzer(spec.analyzer)(args, site))
+        requests.extend(_analyzer(spec.analyzer, project_root_of(tool.definition, snapshot.root))(args, site))
     else:
         names, root = tool.parameter_names, snapshot.root
         # A pattern rendered twice (a path and its real path, when no symlink is involved) is asked once.
@@ -85,12 +85,12 @@ def pattern_requests(snapshot: Snapshot) -> Callable[[str, str], Sequence[Permis
     return analyze
 
 
-def _analyzer(name: str) -> Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]]:
+def _analyzer(name: str, root: Path | None) -> Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]]:
     if name == "bash":
         from ..shell import analyze_call
 
         return analyze_call
-    function: Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]] = import_ref(name)
+    function: Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]] = import_ref(name, root)
     return function
 
 

@@ -65,7 +65,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     requests: list[PermissionRequest] | None = None
     status = "ok"
     try:
-        args = parse_arguments(call.tool, args)
+        args = parse_arguments(call.tool, args, snapshot.root)
         requests = permission_requests(call.tool, args, snapshot, agent)
         doom_loop = repair_note is None and add_doom_loop(requests, call.name, args, state)
         decision = await authorize(call, args, requests, doom_loop)

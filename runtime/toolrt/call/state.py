@@ -48,6 +48,8 @@ class Services:
     """`cache: {ttl}` tools' results by (tool, arguments, snapshot digest): (expiry, result)."""
     allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
     """Reusable allow decisions of argument-independent requests (see `call.permissions.authorize`)."""
+    handlers: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    """Imported Python handlers by reference (`module:function`); a reload that changes a module clears it."""
     cleaned: set[Path] = field(default_factory=set)
     """Output directories whose old saved outputs were already swept."""
     run_batch: BatchRunner | None = None
