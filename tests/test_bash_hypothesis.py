@@ -98,8 +98,9 @@ def _commands(text: str) -> int:
         node = stack.pop()
         if node.type == "command":
             name = node.child_by_field_name("name")
-            # bash removes quotes before it looks the name up: `cd''` is the cd builtin too
-            if name is None or (name.text or b"").replace(b"'", b"").replace(b'"', b"") != b"cd":
+            # bash removes quotes before it looks the name up: `cd''` and `\cd` are the cd builtin too
+            unquoted = (name.text or b"").replace(b"'", b"").replace(b'"', b"").replace(b"\\", b"") if name else b""
+            if name is None or unquoted != b"cd":
                 count += 1
         stack.extend(node.named_children)
     return count
