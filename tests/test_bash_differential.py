@@ -148,6 +148,12 @@ CONTEXTS = [
     "{P} > ../outside/out",
     "{P} 2>&1 >> lnk/new",
     "X=../outside; {P} $X/canary",
+    # shapes the oracle found beyond the issue's classes
+    "env 'BASH_FUNC_ls%%=() {{ {P}; }}' bash -c ls",
+    "x={Q}; $x",
+    "read -r c <<< {Q}; $c",
+    'set -- {P}; "$@"',
+    'f() {{ "$@"; }}; f {P}',
 ]
 
 
@@ -156,15 +162,21 @@ def generated_lines(draw: st.DrawFn) -> str:
     payload = draw(st.sampled_from(PAYLOADS))
     quoting = draw(st.sampled_from(QUOTED))
     quoted = quoting.replace("{P}", payload) if "'" not in payload else f'"{payload}"'
-    line = draw(st.sampled_from(CONTEXTS)).replace("{Q}", quoted).replace("{P}", payload)
+    line = _fill(draw(st.sampled_from(CONTEXTS)), payload, quoted)
     if draw(st.booleans()):
         # Compose: a second context around the first, or chained after it.
         outer = draw(st.sampled_from(CONTEXTS))
         if "{Q}" in outer:
             line = f"{draw(st.sampled_from(['true', 'ls']))}; {line}"
         else:
-            line = outer.replace("{P}", line)
+            line = _fill(outer, line, line)
     return line
+
+
+def _fill(context: str, payload: str, quoted: str) -> str:
+    """A context with its payload in place; `{{` and `}}` in a context are literal braces."""
+    parts = context.replace("{{", "\0").replace("}}", "\1").replace("{Q}", quoted).replace("{P}", payload)
+    return parts.replace("\0", "{").replace("\1", "}")
 
 
 def _grammar_run(lines: list[str]) -> None:
