@@ -96,6 +96,8 @@ class Findings:
     whenever part of it could not be seen."""
     named: dict[str, None] = field(default_factory=dict)
     """More commands the line may run, found another way (what a glob command name matches)."""
+    unnamed: bool = False
+    """Some command the line may run could not be listed (a glob matching too many programs)."""
     expand_globs: bool = True
     """Resolve globs against the file system; False for `check` and `tests:` patterns."""
     deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
@@ -123,11 +125,12 @@ class Findings:
         if self.patterns:
             out.append(PermissionRequest("bash", tuple(self.patterns), tuple(self.always)))
         named, complete = named_commands(self.line) if self.unseen else ((), True)
+        complete = complete and not self.unnamed
         if self.named:
             named = tuple(dict.fromkeys((*named, *self.named)))
         for patterns, reason in self.unseen:
             if not complete:
-                reason += "; it is too long to check every command it names against the rules"
+                reason += "; the commands it may run could not all be checked against the rules"
             out.append(
                 PermissionRequest(
                     "bash", patterns, (), floor=None if complete else "deny", reason=reason, opaque=True, named=named
@@ -484,7 +487,11 @@ class _Analysis:
         if not self.findings.expand_globs:
             return
         for cwd in self.cwds:
-            for match in glob_paths(pattern, cwd) or ():
+            matches = glob_paths(pattern, cwd)
+            if matches is None:
+                self.findings.unnamed = True
+                return
+            for match in matches:
                 name = posixpath.basename(match)
                 self.findings.named[f"{name} {tail}" if tail else name] = None
 
