@@ -1,4 +1,4 @@
-"""Attacks on the YAML loader and on reload: alias bombs, self-referencing aliases, a reload that crashes."""
+"""Attacks on the config: YAML alias bombs, self-referencing aliases, a reload that crashes, template escapes."""
 
 from __future__ import annotations
 
@@ -91,3 +91,14 @@ def test_a_bomb_saved_while_serving_keeps_the_tools_up(tmp_path: Path) -> None:
     assert time.perf_counter() - started < 2
     assert status.last_error is not None and "aliases expand" in str(status.last_error)
     assert "read" in {spec["name"] for spec in rt.specs("mcp")}
+
+
+def test_config_templates_render_in_jinja2s_sandbox(tmp_path: Path) -> None:
+    from toolrt.templates import compile_template, render
+
+    escape = "{{ (x ~ '').__class__.__mro__[1].__subclasses__() }}"
+    template = compile_template(escape, frozenset({"x"}))
+    import jinja2.exceptions
+
+    with pytest.raises(jinja2.exceptions.SecurityError, match="unsafe"):
+        render(template, {"x": "a"}, frozenset({"x"}), tmp_path)

@@ -183,6 +183,7 @@ def _check_names(names: Sequence[str], parameters: frozenset[str]) -> None:
 @functools.cache
 def _jinja(shell: bool) -> jinja2.Environment:
     import jinja2
+    import jinja2.sandbox
 
     def context_filter(function: Callable[[str, Any], str]) -> Any:
         @jinja2.pass_context
@@ -191,7 +192,8 @@ def _jinja(shell: bool) -> jinja2.Environment:
 
         return apply
 
-    env = jinja2.Environment(
+    # Sandboxed: a template cannot reach Python internals (`x.__class__.__mro__`, `.__globals__`).
+    env = jinja2.sandbox.SandboxedEnvironment(
         autoescape=False, keep_trailing_newline=True, finalize=_shell_quote if shell else _value_text
     )
     for name, function in _FILTERS.items():
