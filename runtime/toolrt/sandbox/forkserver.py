@@ -123,14 +123,7 @@ class _Kept:
             os.waitpid(pid, 0)
 
     def mount(self, read_only: list[str]) -> int:
-        key = []
-        for path in read_only:
-            try:
-                info = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            key.append((path, info.st_dev, info.st_ino))
-        frozen = tuple(key)
+        frozen = kernel.identity_key(read_only)
         if frozen not in self.mounts:
             if len(self.mounts) >= 16:
                 os.close(self.mounts.pop(next(iter(self.mounts))))
@@ -143,7 +136,7 @@ class _Kept:
         return self.net
 
     def ruleset(self, rules: kernel.LandlockRules) -> int:
-        key = (rules.abi, rules.fs, rules.net, rules.scoped, tuple(rules.paths))
+        key = rules.key()
         hit = self.rulesets.get(key)
         if hit is not None and not any(os.path.lexists(path) for path in hit[1]):
             return hit[0]
@@ -151,8 +144,7 @@ class _Kept:
             os.close(self.rulesets.pop(key)[0])
         if len(self.rulesets) >= 64:
             os.close(self.rulesets.pop(next(iter(self.rulesets)))[0])
-        missing = tuple(path for path, _ in rules.paths if not os.path.lexists(path))
-        self.rulesets[key] = (kernel.build_ruleset(rules), missing)
+        self.rulesets[key] = (kernel.build_ruleset(rules), rules.missing())
         return self.rulesets[key][0]
 
     def prepare(self, request: dict[str, object]) -> tuple[int | None, int | None, int | None]:

@@ -20,6 +20,7 @@ __all__ = [
     "CLONE_FS",
     "SandboxSetupError",
     "build_ruleset",
+    "identity_key",
     "landlock_rules",
     "restrict_with",
     "setns",
@@ -142,6 +143,26 @@ class LandlockRules:
 
     def allow(self, path: str, rights: int) -> None:
         self.paths.append((path, rights))
+
+    def key(self) -> tuple[object, ...]:
+        """What makes two rulesets the same (for keeping built ones)."""
+        return (self.abi, self.fs, self.net, self.scoped, tuple(self.paths))
+
+    def missing(self) -> tuple[str, ...]:
+        """The paths that do not exist now (a ruleset built now leaves them out)."""
+        return tuple(path for path, _ in self.paths if not os.path.lexists(path))
+
+
+def identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
+    """(path, device, inode) of each existing path: a kept mount namespace is made for exactly these."""
+    key = []
+    for path in paths:
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        key.append((path, info.st_dev, info.st_ino))
+    return tuple(key)
 
 
 def build_ruleset(rules: LandlockRules) -> int:

@@ -55,14 +55,7 @@ def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
 
 def mount_namespace(read_only: Sequence[str]) -> int:
     """An fd of a private mount namespace where `read_only` are read-only bind mounts."""
-    key = []
-    for path in read_only:
-        try:
-            stat = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        key.append((path, stat.st_dev, stat.st_ino))
-    frozen = tuple(key)
+    frozen = kernel.identity_key(read_only)
     with _lock:
         fd = _mounts.get(frozen)
         if fd is not None:
@@ -91,7 +84,7 @@ def network_namespace() -> int:
 def ruleset(rules: kernel.LandlockRules) -> int:
     """A built ruleset fd for `rules`, shared by every process with the same rules; rebuilt once a path
     that was missing when it was built exists (a tool-output directory made later)."""
-    key = (rules.abi, rules.fs, rules.net, rules.scoped, tuple(rules.paths))
+    key = rules.key()
     with _lock:
         hit = _rulesets.get(key)
         if hit is not None:
@@ -100,7 +93,7 @@ def ruleset(rules: kernel.LandlockRules) -> int:
                 _rulesets.move_to_end(key)
                 return fd
             os.close(_rulesets.pop(key)[0])
-        missing = tuple(path for path, _ in rules.paths if not os.path.lexists(path))
+        missing = rules.missing()
         fd = kernel.build_ruleset(rules)
         _rulesets[key] = (fd, missing)
         while len(_rulesets) > _MAX_RULESETS:
