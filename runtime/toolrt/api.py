@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -285,6 +285,18 @@ class Runtime:
     def restore_session(self, session: str, state: Mapping[str, Any]) -> None:
         """Put back what `session_state` returned in an earlier process."""
         self._services.session(session).tools.update(state)
+
+    def approvals(self, session: str, agent: str | None = None) -> list[tuple[str, str]]:
+        """The (permission, pattern) pairs the person approved "always" for `agent` (default: the default
+        agent) in `session`, to persist between processes (`toolrt call --session` keeps them per session
+        and agent); `restore_approvals` puts them back."""
+        return self._services.broker.approvals(session, agent or self._snapshot.permissions.default_agent)
+
+    def restore_approvals(
+        self, session: str, approvals: Iterable[tuple[str, str]], *, agent: str | None = None
+    ) -> None:
+        """Put back what `approvals` returned in an earlier process."""
+        self._services.broker.restore(session, agent or self._snapshot.permissions.default_agent, approvals)
 
     def subscribe(self, listener: Callable[[CallEvent], None]) -> Callable[[], None]:
         """Receive call events (running, metadata, completed, error); returns an unsubscribe function."""

@@ -293,6 +293,14 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         )
         return 1
     except KeyboardInterrupt:
+        if _PROMPTS_WAITING:
+            # A daemon thread is blocked reading the terminal: finishing normally would wait for (or
+            # trip over) it, so Ctrl-C at a prompt leaves at once.
+            import os
+
+            print(file=err, flush=True)
+            sys.stdout.flush()
+            os._exit(130)
         return 130
     except BrokenPipeError:  # `toolrt specs | head`: the reader left; not an error worth a traceback
         import os
@@ -460,22 +468,74 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+_PROMPTS_WAITING: set[int] = set()
+"""Threads blocked reading a line from the terminal (see `_read_line`)."""
+
+
+async def _read_line(prompt: str) -> str | None:
+    """One line typed at the terminal; None at end of input (Ctrl-D, a closed stdin).
+
+    The read runs in a daemon thread of its own, so Ctrl-C ends `toolrt` at once (exit 130) instead
+    of waiting for a worker thread stuck in `input()` until Enter.
+    """
+    import threading
+
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
+
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    box: list[str | None] = []
+
+    def read() -> None:
+        _PROMPTS_WAITING.add(threading.get_ident())
+        try:
+            # The prompt goes to stderr with the question: stdout carries the tool's output only.
+            print(prompt, end="", file=sys.stderr, flush=True)
+            box.append(input(""))
+        except EOFError:
+            box.append(None)
+        finally:
+            _PROMPTS_WAITING.discard(threading.get_ident())
+            try:
+                anyio.from_thread.run_sync(done.set, token=token)
+            except RuntimeError:
+                pass  # the event loop is gone (Ctrl-C): nobody waits for the line any more
+
+    threading.Thread(target=read, name="toolrt-prompt", daemon=True).start()
+    await done.wait()
+    return box[0] if box else None
+
+
+_ONCE = ("o", "once", "y", "yes")
+_ALWAYS = ("a", "always")
+_REJECT = ("r", "reject", "n", "no")
+
+
 def _terminal_asker(out: TextIO) -> Any:
+    """Ask at the terminal: once / always / reject. End of input rejects; another answer asks again."""
     from .permissions.ask import Reply
 
     async def ask(request: AskRequest) -> Reply:
-        import anyio
-
         from .permissions.shown import ask_lines
 
         print("\n" + "\n".join(ask_lines(request, indent="  ")), file=sys.stderr, flush=True)
-        answer = await anyio.to_thread.run_sync(lambda: input("allow? [o]nce / [a]lways / [r]eject: ").strip().lower())
-        if answer in ("o", "once", "y", "yes"):
-            return Reply("once")
-        if answer in ("a", "always"):
-            return Reply("always")
-        message = await anyio.to_thread.run_sync(lambda: input("message for the model (optional): ").strip())
-        return Reply("reject", message or None)
+        while True:
+            answer = await _read_line("allow? [o]nce / [a]lways / [r]eject: ")
+            if answer is None:
+                print("\n(end of input: rejected)", file=sys.stderr, flush=True)
+                return Reply("reject")
+            choice = answer.strip().lower()
+            if choice in _ONCE:
+                return Reply("once")
+            if choice in _ALWAYS:
+                return Reply("always")
+            if choice in _REJECT:
+                break
+            print(f"answer o (once), a (always) or r (reject), not {answer.strip()!r}", file=sys.stderr, flush=True)
+        message = await _read_line("message for the model (optional): ")
+        return Reply("reject", (message or "").strip() or None)
 
     return ask
 
@@ -484,7 +544,6 @@ def _terminal_questioner() -> Any:
     """Put the `question` tool's questions to the person at the terminal (numbers, or typed text)."""
 
     async def questioner(questions: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-        import anyio
 
         answers: list[list[str]] = []
         for item in questions:
@@ -496,8 +555,8 @@ def _terminal_questioner() -> Any:
             lines.extend(f"  {number}. {escape_controls(label)}" for number, label in enumerate(options, 1))
             print("\n".join(lines), file=sys.stderr, flush=True)
             hint = "numbers, comma-separated" if item.get("multiple") else "a number"
-            reply = await anyio.to_thread.run_sync(input, f"answer ({hint}, or your own words): ")
-            answers.append(_chosen(reply.strip(), options, multiple=bool(item.get("multiple"))))
+            reply = await _read_line(f"answer ({hint}, or your own words): ")
+            answers.append(_chosen((reply or "").strip(), options, multiple=bool(item.get("multiple"))))
         return answers
 
     return questioner
@@ -536,8 +595,21 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     state_file = _session_file(rt, options.session)
     _tell_unasked_once(rt, options, state_file.with_suffix(".notice"))
     rt.restore_session(options.session, _read_json(state_file))
+    # "always" approvals outlive the process: kept per session (the file) and agent (the key).
+    approvals_file = state_file.with_suffix(".approvals.json")
+    approvals = _read_json(approvals_file)
+    agent = options.agent or rt.snapshot.permissions.default_agent
+    kept = approvals.get(agent)
+    if isinstance(kept, list):
+        pairs = [
+            (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+        ]
+        rt.restore_approvals(options.session, pairs)
     result = anyio.run(lambda: rt.call(options.tool, options.args, _scope(options), ask=asker, questioner=questioner))
     _write_json(state_file, rt.session_state(options.session))
+    now = [list(pair) for pair in rt.approvals(options.session, agent)]
+    if now != kept and (now or kept):
+        _write_json(approvals_file, {**approvals, agent: now})
     if options.json:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
         out.write("\n")

@@ -23,6 +23,7 @@ runs alongside, so edits to the YAML reach connected clients as they are saved.
 from __future__ import annotations
 
 import itertools
+import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -500,6 +501,7 @@ def run_serve(
         rt.snapshot.permissions.ruleset(scope.agent)
     if scope.toolset is not None:
         rt.tools(scope)  # an unknown tool set is a usage error before the client connects
+    listener = _listen(host, port) if transport == "http" else None
 
     async def main() -> None:
         server, face = build_server(rt, scope, limits)
@@ -516,7 +518,8 @@ def run_serve(
                 if transport == "stdio":
                     await _serve_stdio(server)
                 else:
-                    await _serve_http(server, host, port, limits or ServeLimits())
+                    assert listener is not None
+                    await _serve_http(server, host, listener, limits or ServeLimits())
                 group.cancel_scope.cancel()
         finally:
             unsubscribe()
@@ -536,11 +539,44 @@ async def _serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[Any], host: str, port: int, limits: ServeLimits) -> None:
+def _listen(host: str, port: int) -> socket.socket:
+    """The bound listening socket for `--host`/`--port`, and its URL on stderr.
+
+    Bound here, before anything starts, so that a port in use is one line and exit 2 (a usage error)
+    rather than a server that logs and exits from inside its task group.
+
+    Raises:
+        UsageError: the host does not resolve, or the port is in use or not ours to take.
+    """
+    import errno
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as error:
+        raise UsageError(f"--host {host}: {error.strerror}") from None
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} on {host} is already in use; choose another with --port") from None
+        raise UsageError(f"cannot listen on {host} port {port}: {error.strerror or error}") from None
+    listener.listen(2048)  # connections queue from now on: the URL below is true as soon as it is printed
+    bound = listener.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"toolrt: serving MCP over streamable HTTP at http://{shown}:{bound}/mcp", file=sys.stderr, flush=True)
+    return listener
+
+
+async def _serve_http(server: Server[Any], host: str, listener: socket.socket, limits: ServeLimits) -> None:
     import uvicorn
 
     app = server.streamable_http_app(
         host=host, session_idle_timeout=limits.session_idle, max_sessions=limits.max_sessions
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    config = uvicorn.Config(app, log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[listener])

@@ -15,7 +15,7 @@ Replies, as OpenCode's `PermissionNext.reply`:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -92,6 +92,16 @@ class PermissionBroker:
         Approvals are scoped to (session, agent), unlike OpenCode's project-wide ones: what the
         build agent was allowed does not carry over to the plan agent of the same session."""
         return self._approved.get((session, agent), _NO_APPROVALS)
+
+    def approvals(self, session: str, agent: str) -> list[tuple[str, str]]:
+        """The (permission, pattern) pairs "always" approved for `agent` in `session`, in the order given."""
+        return [(rule.permission, rule.pattern) for rule in self.approved(session, agent).rules]
+
+    def restore(self, session: str, agent: str, approvals: Iterable[tuple[str, str]]) -> None:
+        """Put back approvals that `approvals(session, agent)` returned in an earlier process."""
+        added = [Rule(p, pattern, "allow", source=APPROVAL_SOURCE, layer="approved") for p, pattern in approvals]
+        if added:
+            self._approved[(session, agent)] = Ruleset.concat(self.approved(session, agent), Ruleset(added))
 
     def forget(self, session: str) -> None:
         """Drop the approvals of `session` (it ended), for every agent; its pending asks, if any, still settle."""
