@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from toolrt.errors import UsageError
@@ -842,6 +842,20 @@ def roots(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(roots())
+@example(  # found by hypothesis: a lone `oneOf` branch collapsed into a node kept its `required`, not its properties
+    {
+        "type": "object",
+        "properties": {
+            "a": {
+                "allOf": [
+                    {"type": "object", "properties": {}, "required": []},
+                    {"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}]},
+                ]
+            }
+        },
+        "required": ["a"],
+    }
+)
 def test_random_schemas_always_satisfy_every_provider(schema: dict[str, Any]) -> None:
     pristine = copy.deepcopy(schema)
     for fmt in FORMATS:

@@ -154,11 +154,17 @@ class GeminiRewriter(Rewriter):
             if not (isinstance(b, dict) and type_names(b) == ("null",))
         ]
         if len(kept) == 1 and isinstance(kept[0], dict) and out.get("type", kept[0].get("type")) == kept[0].get("type"):
-            # One alternative left (the other was null): it is the node itself.
+            # One alternative left (the other was null): it is the node itself, so both sides'
+            # properties and required names hold together.
             for key, value in kept[0].items():
                 if key == "description" and "description" in out:
                     continue
-                out.setdefault(key, value)
+                if key == "properties" and isinstance(out.get(key), dict) and isinstance(value, dict):
+                    out[key] = {**value, **out[key]}
+                elif key == "required" and isinstance(out.get(key), list) and isinstance(value, list):
+                    out[key] = [*out[key], *(name for name in value if name not in out[key])]
+                else:
+                    out.setdefault(key, value)
         elif kept:
             out["anyOf"] = kept
         return len(kept) < len(branches)
