@@ -209,3 +209,32 @@ def test_documents_refer_only_to_files_in_the_repository(path: Path) -> None:
         }
     )
     assert not missing, "references to files that are not in the repository:\n" + "\n".join(missing)
+
+
+def _undescribed(node: Any, path: str = "") -> Iterator[str]:
+    if isinstance(node, Mapping):
+        for name, value in node.get("properties", {}).items():
+            if isinstance(value, Mapping) and not str(value.get("description", "")).strip():
+                yield f"{path}/properties/{name}"
+        for key, value in node.items():
+            yield from _undescribed(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _undescribed(item, f"{path}/{index}")
+
+
+@pytest.mark.parametrize("name", ["tool", "permissions", "project", "settings"])
+def test_schemas_describe_every_property_for_editors(name: str) -> None:
+    missing = list(_undescribed(schema(name)))
+    assert not missing, f"schemas/{name}.schema.json: properties without a description: {missing}"
+
+
+@pytest.mark.parametrize("name", ["tool", "project"])
+def test_schema_examples_are_valid_documents(name: str, tmp_path: Path) -> None:
+    examples = schema(name).get("examples")
+    assert examples, f"schemas/{name}.schema.json has no examples for completion"
+    for example in examples:
+        target = tmp_path / ("tools.d/example.yaml" if name == "tool" else "toolrt.yaml")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(example), encoding="utf-8")
+        assert build_snapshot(tmp_path) is not None  # raises ConfigError with file:line when invalid
