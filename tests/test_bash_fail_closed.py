@@ -236,6 +236,13 @@ CLASSES: list[tuple[str, str, str]] = [
     ("python3 -c 'import os'", "deny", "ask"),
     ("python3 - <<'EOF'\nprint(1)\nEOF", "deny", "ask"),
     ("python3 tools/gen.py", "deny", "allow"),  # a script inside the project: its own rules
+    # Shells whose language is not bash's: zsh's glob qualifiers run code that bash reads as a glob.
+    ("zsh -c 'ls *(e:\"rm -rf x\":)'", "deny", "deny"),
+    ("zsh -c 'ls *(e:\"touch y\":)'", "deny", "ask"),
+    ("ksh -c 'echo hi'", "deny", "ask"),
+    ("echo 'echo hi' | mksh", "deny", "ask"),
+    ("sh -c 'echo hi'", "deny", "allow"),  # POSIX sh: bash's reading is never weaker
+    ("dash -c 'rm -rf x'", "deny", "deny"),
 ]
 
 

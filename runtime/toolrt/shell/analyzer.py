@@ -476,6 +476,9 @@ class _Analysis:
                 self.findings.fail_closed(text, inner.dynamic)
             for inner_first, inner_last in inner.commands:
                 work.append((inner_first, inner_last, own))
+            if wrapper is not None and wrapper.dialect != "bash" and (inner.scripts or inner.reads_stdin):
+                self.findings.fail_closed(text, f"`{head.value}` runs text in a language other than bash's")
+                continue
             for script in inner.scripts:
                 self._script(script, text, own)
             if inner.reads_stdin:

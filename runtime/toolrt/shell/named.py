@@ -26,7 +26,7 @@ _QUOTING = str.maketrans("", "", "'\"\\")
 # Split points: what ends a command, then what ends a word. Single character classes match in
 # linear time whatever the input.
 _SEGMENTS = re.compile(r"[;&|()<>`\n{}]+")
-_WORD_BREAKS = re.compile(r"[\s$=\[\],]+")
+_WORD_BREAKS = re.compile(r"[\s$=\[\],:]+")
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./")
 _OPTION_LEAD = "-:+?#%!@,"
 

@@ -16,12 +16,14 @@ from typing import Any, Literal, cast
 
 from ..errors import ConfigError, Problem
 
-__all__ = ["GlobalOptions", "Wrapper", "WrapperKind", "WrapperTable", "default_wrappers"]
+__all__ = ["GlobalOptions", "ShellDialect", "Wrapper", "WrapperKind", "WrapperTable", "default_wrappers"]
 
 WrapperKind = Literal["command", "shell", "script", "argument", "find", "none"]
 _KINDS: frozenset[str] = frozenset(("command", "shell", "script", "argument", "find", "none"))
 _LIST_FIELDS = ("options_with_value", "stop_options", "script_options", "exec_options")
-_WRAPPER_FIELDS = frozenset((*_LIST_FIELDS, "kind", "positionals", "assignments"))
+_WRAPPER_FIELDS = frozenset((*_LIST_FIELDS, "kind", "positionals", "assignments", "dialect"))
+ShellDialect = Literal["bash", "other"]
+_DIALECTS: frozenset[str] = frozenset(("bash", "other"))
 _EMPTY: frozenset[str] = frozenset()
 _TOP_KEYS = ("wrappers", "dangerous_env", "global_options", "unseen", "code_options", "subcommands")
 
@@ -38,6 +40,8 @@ class Wrapper:
     exec_options: frozenset[str] = _EMPTY
     positionals: int = 0
     assignments: bool = False
+    dialect: ShellDialect = "bash"
+    """(kind shell) `other`: the shell's language is not bash's (zsh, ksh), so its scripts are not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +210,10 @@ def _wrapper(name: str, spec: object, source: str, problems: list[Problem]) -> W
     if not isinstance(assignments, bool):
         problems.append(_problem(source, f"{pointer}/assignments", "assignments must be true or false"))
         return None
+    dialect = spec_map.get("dialect", "bash")
+    if dialect not in _DIALECTS:
+        problems.append(_problem(source, f"{pointer}/dialect", f"dialect {dialect!r} is not one of bash, other"))
+        return None
     lists = {key: frozenset(_list(spec_map.get(key), source, f"{pointer}/{key}", problems)) for key in _LIST_FIELDS}
     return Wrapper(
         words,
@@ -216,6 +224,7 @@ def _wrapper(name: str, spec: object, source: str, problems: list[Problem]) -> W
         lists["exec_options"],
         positionals,
         assignments,
+        cast(ShellDialect, dialect),
     )
 
 
