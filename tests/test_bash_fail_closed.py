@@ -8,14 +8,20 @@ deny-list (`"*": allow` minus `rm`, `git push`, `curl`).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from bash_oracle import ALLOW_LIST, DENY_LIST
+from conftest import ProjectFactory
 
+from toolrt.api import Runtime
 from toolrt.permissions.evaluate import decide, denied_message
 from toolrt.permissions.model import CallSite, PermissionRequest, Rule
 from toolrt.permissions.rules import Ruleset
+from toolrt.result import ToolResult
 from toolrt.shell import analyze_command
 from toolrt.shell.named import MAX_SCAN_CHARS, named_commands
 
@@ -278,3 +284,34 @@ def test_the_person_is_shown_what_always_keeps(site: CallSite) -> None:
 
     assert lines("cat ../x")[-1] == f'  "always" keeps: external_directory: {site.root.parent}/*; bash: cat *'
     assert lines("git '*' x")[-1] == '  "always" keeps no rule for this call (it runs once)'
+
+
+def test_large_command_lines_are_analysed_off_the_event_loop(
+    make_project: ProjectFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile 100 KB line may spend the whole analysis budget: it runs in a worker thread, while an
+    ordinary line is analysed inline (a few microseconds, not worth a thread)."""
+    from toolrt.call import permissions as call_permissions
+
+    threads: list[bool] = []
+    analyse = call_permissions.permission_requests
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return analyse(*args, **kwargs)
+
+    monkeypatch.setattr(call_permissions, "permission_requests", recording)
+    rt = Runtime.load(
+        make_project(permissions='permission:\n  bash: {"*": deny, "echo *": allow}\n', builtin_tools=True)
+    )
+    hostile = "echo " + "${x:-$(echo " * 8_000 + "rm -rf x" + ")}" * 8_000
+
+    async def calls() -> tuple[ToolResult, ToolResult]:
+        return await rt.call("bash", {"command": "echo hi", "description": "d"}), await rt.call(
+            "bash", {"command": hostile, "description": "d"}
+        )
+
+    ordinary, large = anyio.run(calls)
+    assert ordinary.error is None and ordinary.output.strip() == "hi"
+    assert large.error is not None and "denied" in large.error.lower()
+    assert threads == [True, False]

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+
 from ..compiled import CompiledTool, import_ref, project_root_of
 from ..errors import InvalidArgumentsError
 from ..permissions.model import CallSite, Decision, PermissionRequest
@@ -22,7 +24,20 @@ from .process_denies import locked_denial, process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
 from .titles import render_optional
 
-__all__ = ["add_doom_loop", "authorize", "external_directories", "pattern_requests", "permission_requests"]
+__all__ = [
+    "INLINE_ARGUMENT_CHARS",
+    "add_doom_loop",
+    "authorize",
+    "external_directories",
+    "pattern_requests",
+    "permission_requests",
+    "permission_requests_off_loop",
+]
+
+INLINE_ARGUMENT_CHARS = 4096
+"""Calls whose string arguments hold up to this many characters are analysed on the event loop (a
+few microseconds); larger ones in a worker thread, so an analysis that spends its whole time budget
+(a hostile 100 KB command line) never stalls the other calls."""
 
 
 def permission_requests(
@@ -50,6 +65,16 @@ def permission_requests(
     if protected is not None:
         requests.append(protected)
     return requests + binding
+
+
+async def permission_requests_off_loop(
+    tool: CompiledTool, args: Mapping[str, Any], snapshot: Snapshot, agent: str | None = None
+) -> list[PermissionRequest]:
+    """`permission_requests`, run in a worker thread when the arguments are large."""
+    size = sum(len(value) for value in args.values() if isinstance(value, str))
+    if size <= INLINE_ARGUMENT_CHARS:
+        return permission_requests(tool, args, snapshot, agent)
+    return await anyio.to_thread.run_sync(permission_requests, tool, args, snapshot, agent)
 
 
 def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSite) -> PermissionRequest | None:

@@ -24,7 +24,7 @@ from ..selection import Offered, ToolSet
 from ..snapshot import Snapshot, blocked_message
 from .active import ActiveCall
 from .arguments import parse_arguments
-from .permissions import add_doom_loop, authorize, permission_requests
+from .permissions import add_doom_loop, authorize, permission_requests_off_loop
 from .record import CallRecord, status_of
 from .request import CallRequest
 from .run import run_tool
@@ -66,7 +66,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     status = "ok"
     try:
         args = parse_arguments(call.tool, args, snapshot.root)
-        requests = permission_requests(call.tool, args, snapshot, agent)
+        requests = await permission_requests_off_loop(call.tool, args, snapshot, agent)
         doom_loop = repair_note is None and add_doom_loop(requests, call.name, args, state)
         decision = await authorize(call, args, requests, doom_loop)
         call.granted.update((d.permission, d.pattern) for d in decision.decisions)
