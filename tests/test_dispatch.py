@@ -305,11 +305,22 @@ def test_shell_list_becomes_several_quoted_words(make_project: Factory) -> None:
     assert rt.call_sync("t", {"items": ["a b", "$(x)", "'"]}).output == "[a b][$(x)][']"
 
 
-def test_non_zero_exit_is_an_error_result_with_the_exit_code(make_project: Factory) -> None:
+def test_non_zero_exit_is_stated_in_the_output_not_an_error(make_project: Factory) -> None:
     rt = project(make_project, {"t": tool("t", {"shell": "echo partial; exit 3"})})
     result = rt.call_sync("t", {})
-    assert result.error == "The command exited with code 3.\npartial"
-    assert (result.output, result.metadata["exit"]) == ("partial\n", 3)
+    assert result.error is None
+    assert result.output == (
+        "partial\n\n\n<toolrt_metadata>\nThe command exited with status 3. A non-zero status is not always a "
+        "failure (grep finding nothing, test, diff): read the output to decide what to do next.\n</toolrt_metadata>"
+    )
+    assert result.metadata["exit"] == 3
+
+
+def test_empty_output_is_stated(make_project: Factory) -> None:
+    rt = project(make_project, {"t": tool("t", {"shell": "true"})})
+    assert rt.call_sync("t", {}).output == (
+        "\n\n<toolrt_metadata>\nThe command succeeded (exit status 0) and printed no output.\n</toolrt_metadata>"
+    )
 
 
 def _alive(pids: list[int]) -> list[int]:
@@ -331,8 +342,8 @@ def test_timeout_kills_the_whole_process_tree(make_project: Factory, tmp_path: P
     started = time.monotonic()
     result = rt.call_sync("t", {"out": str(pidfile)})
     assert time.monotonic() - started < 10
-    assert result.error is not None and result.error.startswith("The command timed out.")
-    assert "t tool terminated command after exceeding timeout 500 ms" in result.output
+    assert result.error is None
+    assert "t tool terminated command after exceeding timeout 500 ms. If it needs more time" in result.output
     pids = [int(line) for line in pidfile.read_text().split()]
     assert len(pids) == 3
     deadline = time.monotonic() + 5
@@ -370,7 +381,10 @@ def test_stdin_template_feeds_the_process(make_project: Factory) -> None:
 def test_stdin_is_closed_unless_declared(make_project: Factory) -> None:
     rt = project(make_project, {"t": tool("t", {"argv": ["cat"]}, timeout=5)})
     result = rt.call_sync("t", {})
-    assert (result.error, result.output) == (None, "")
+    assert (result.error, result.output) == (
+        None,
+        "\n\n<toolrt_metadata>\nThe command succeeded (exit status 0) and printed no output.\n</toolrt_metadata>",
+    )
 
 
 # --- permission -----------------------------------------------------------------------------------

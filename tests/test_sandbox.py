@@ -281,7 +281,9 @@ def test_a_line_that_fools_the_analyzer_is_stopped_by_the_kernel(
     assert not (outside / "pwned").exists()
     assert "wrote" not in result["output"]
     assert f"{outside}/pwned: Permission denied" in result["output"]
-    assert result["output"].rstrip().splitlines()[-1].startswith(f"toolrt: the sandbox refused a write to {outside}")
+    printed, note = result["output"].split("\n\n<bash_metadata>\n")
+    assert printed.rstrip().splitlines()[-1].startswith(f"toolrt: the sandbox refused a write to {outside}")
+    assert note.startswith("The command exited with status ")
 
 
 def test_call_json_metadata_names_the_sandbox(

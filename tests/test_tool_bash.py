@@ -43,14 +43,27 @@ def test_echo_hello_returns_exactly_its_output(tmp_path: Path) -> None:
     }
 
 
+def _note(*lines: str) -> str:
+    return "\n\n<bash_metadata>\n" + "\n".join(lines) + "\n</bash_metadata>"
+
+
+_NOT_ALWAYS = (
+    "A non-zero status is not always a failure (grep finding nothing, test, diff): "
+    "read the output to decide what to do next."
+)
+_SILENT = "The command printed no output."
+
+
 @pytest.mark.parametrize(
     ("command", "output", "exit_code"),
     [
         ("echo a; echo b >&2; echo c", "a\nb\nc\n", 0),
-        ("echo out; exit 3", "out\n", 3),
+        ("echo out; exit 3", "out\n" + _note(f"The command exited with status 3. {_NOT_ALWAYS}"), 3),
         ("printf 'no newline'", "no newline", 0),
         ("pwd", "{root}\n", 0),
-        ("false", "", 1),
+        ("false", _note(f"The command exited with status 1. {_NOT_ALWAYS}", _SILENT), 1),
+        ("true", _note("The command succeeded (exit status 0) and printed no output."), 0),
+        ("kill -TERM $$", _note(f"The command was killed by signal 15. {_NOT_ALWAYS}", _SILENT), -15),
     ],
 )
 def test_output_is_interleaved_and_exit_code_reported(
@@ -82,7 +95,9 @@ def test_timeout_stops_the_command_and_its_grandchildren(tmp_path: Path) -> None
     command = "sleep 60 & echo $! > child.pid; echo started; wait"
     result = run({"command": command, "description": "Sleep", "timeout": 300}, make_ctx(tmp_path))
     assert result["output"] == (
-        "started\n\n\n<bash_metadata>\nbash tool terminated command after exceeding timeout 300 ms\n</bash_metadata>"
+        "started\n\n\n<bash_metadata>\nbash tool terminated command after exceeding timeout 300 ms. If it needs "
+        "more time, run it again with a larger timeout; if it was waiting for input, there is no terminal: pass "
+        "the input as arguments, a file or a pipe.\n</bash_metadata>"
     )
     assert result["metadata"]["exit"] is None
     child = int((tmp_path / "child.pid").read_text())
@@ -112,7 +127,10 @@ def test_abort_stops_the_command(tmp_path: Path) -> None:
 
     ctx.on_metadata = on_metadata
     result = run({"command": "echo started; sleep 60", "description": "Wait"}, ctx)
-    assert result["output"] == "started\n\n\n<bash_metadata>\nUser aborted the command\n</bash_metadata>"
+    assert result["output"] == (
+        "started\n\n\n<bash_metadata>\nUser aborted the command. Do not run it again unless the user asks you to."
+        "\n</bash_metadata>"
+    )
     assert result["metadata"]["exit"] is None
 
 

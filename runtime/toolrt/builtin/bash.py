@@ -17,6 +17,7 @@ from typing import Any
 from ..context import ToolContext
 from ..errors import ToolFailure
 from ..execute import build_env, run_process
+from ..execute.notes import outcome_notes, with_notes
 from .filepaths import TRUNCATION_SUBDIR
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "MAX_METADATA_LENGTH", "bash", "shell_program"]
@@ -70,8 +71,9 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Run `command` and return `{"title", "output", "metadata": {"output", "exit", "description"}}`.
 
     `output` is everything the command wrote (stdout and stderr interleaved), followed by a
-    `<bash_metadata>` block when the command was stopped by the timeout or the user. The exit code
-    is None when the command was stopped. Raises ToolFailure for a negative timeout, a workdir that
+    `<bash_metadata>` block when the command exited non-zero, printed nothing, or was stopped by the
+    timeout or the user (`outcome_notes`). The exit code is None when the command was stopped.
+    Raises ToolFailure for a negative timeout, a workdir that
     is not a directory, or a command that cannot be started.
     """
     command = str(args["command"])
@@ -99,14 +101,7 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         spill_dir=ctx.data_dir / TRUNCATION_SUBDIR,
         sandbox=plan,
     )
-    output = outcome.output
-    notes: list[str] = []
-    if outcome.timed_out:
-        notes.append(f"bash tool terminated command after exceeding timeout {timeout} ms")
-    if outcome.aborted:
-        notes.append("User aborted the command")
-    if notes:
-        output += "\n\n<bash_metadata>\n" + "\n".join(notes) + "\n</bash_metadata>"
+    output = with_notes(outcome.output, outcome_notes("bash", outcome, timeout), "bash_metadata")
     return {
         "title": description,
         "output": output,

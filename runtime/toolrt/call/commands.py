@@ -7,6 +7,7 @@ from typing import Any
 
 from ..config.model import ArgvHandler, ShellHandler
 from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
+from ..execute.notes import outcome_notes, with_notes
 from ..execute.process import run_process
 from ..result import ToolResult
 from ..sandbox.config import call_plan
@@ -55,14 +56,7 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         spill_dir=snapshot.truncation_dir,
         sandbox=plan,
     )
-    notes = []
-    if outcome.timed_out:
-        notes.append(f"{tool.id} tool terminated command after exceeding timeout {timeout * 1000:g} ms")
-    if outcome.aborted:
-        notes.append("User aborted the command")
-    output = outcome.output
-    if notes:
-        output += "\n\n<toolrt_metadata>\n" + "\n".join(notes) + "\n</toolrt_metadata>"
+    output = with_notes(outcome.output, outcome_notes(tool.id, outcome, timeout * 1000), "toolrt_metadata")
     metadata: dict[str, Any] = {
         "exit": outcome.exit_code,
         "output_bytes": outcome.total_bytes,
@@ -71,14 +65,4 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     if outcome.spill_path is not None:
         metadata["outputPath"] = str(outcome.spill_path)
     title = call_title(tool, args, root) or " ".join(argv)[:80]
-    error = None
-    if outcome.timed_out or outcome.aborted or outcome.exit_code != 0:
-        status = (
-            "timed out"
-            if outcome.timed_out
-            else "was aborted"
-            if outcome.aborted
-            else f"exited with code {outcome.exit_code}"
-        )
-        error = f"The command {status}.\n{output}".rstrip()
-    return ToolResult(title=title, output=output, metadata=MappingProxyType(metadata), error=error)
+    return ToolResult(title=title, output=output, metadata=MappingProxyType(metadata))
