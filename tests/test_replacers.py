@@ -124,7 +124,7 @@ def test_replace_errors(content: str, old: str, new: str, replace_all: bool, mes
 
 
 def test_error_texts_are_opencode_v1_1() -> None:
-    assert NOT_FOUND == "oldString not found in content"
+    assert NOT_FOUND.startswith("oldString not found in content. Read the file again and copy the exact text")
     assert MULTIPLE_MATCHES == (
         "Found multiple matches for oldString. "
         "Provide more surrounding lines in oldString to identify the correct match."

@@ -33,6 +33,16 @@ def lines_of(count: int) -> str:
     return "\n".join(f"line{i}" for i in range(count))
 
 
+def past(total: int, offset: int) -> str:
+    return (
+        f"<file>\n\n\n(The file has {total} lines: offset {offset} is past its end. "
+        "Use a smaller offset, or omit it to read from the start)\n</file>"
+    )
+
+
+FIND_IT = "\n\nUse the glob tool to find the file by name (e.g. **/NAME*), then read the path it gives."
+
+
 # --- text files, windows and notes -------------------------------------------------------------
 
 
@@ -50,12 +60,12 @@ def lines_of(count: int) -> str:
             "<file>\n00011| line10\n00012| line11\n00013| line12\n00014| line13\n00015| line14\n\n"
             "(File has more lines. Use 'offset' parameter to read beyond line 15)\n</file>",
         ),
-        (lines_of(3), {"offset": 3}, "<file>\n\n\n(End of file - total 3 lines)\n</file>"),
+        (lines_of(3), {"offset": 3}, past(3, 3)),
         ("a\nb", {"offset": 1}, "<file>\n00002| b\n\n(End of file - total 2 lines)\n</file>"),
-        ("a\nb", {"offset": 2}, "<file>\n\n\n(End of file - total 2 lines)\n</file>"),
-        ("a\nb\n", {"offset": 2}, "<file>\n\n\n(End of file - total 2 lines)\n</file>"),
-        ("a\nb\n", {"offset": 7}, "<file>\n\n\n(End of file - total 2 lines)\n</file>"),
-        (lines_of(3), {"offset": 9}, "<file>\n\n\n(End of file - total 3 lines)\n</file>"),
+        ("a\nb", {"offset": 2}, past(2, 2)),
+        ("a\nb\n", {"offset": 2}, past(2, 2)),
+        ("a\nb\n", {"offset": 7}, past(2, 7)),
+        (lines_of(3), {"offset": 9}, past(3, 9)),
         (
             lines_of(3),
             {"offset": 1, "limit": 2},
@@ -141,7 +151,7 @@ def test_a_text_read_is_recorded_for_edit_and_write(root: Path) -> None:
 )
 def test_binary_files_are_refused(root: Path, name: str, data: bytes) -> None:
     (root / name).write_bytes(data)
-    with pytest.raises(ToolFailure, match=f"^Cannot read binary file: {re.escape(str(root / name))}$"):
+    with pytest.raises(ToolFailure, match=f"^Cannot read binary file: {re.escape(str(root / name))}\n\nThe read tool"):
         call(read, {"filePath": name}, make_ctx(root))
 
 
@@ -224,7 +234,7 @@ def test_missing_file_suggests_similar_names(root: Path) -> None:
     (root / "unrelated.txt").write_text("")
     expected = (
         f"File not found: {root / 'config'}\n\nDid you mean one of these?\n"
-        f"{root / 'config.yaml'}\n{root / 'config.yaml.bak'}"
+        f"{root / 'config.yaml'}\n{root / 'config.yaml.bak'}{FIND_IT}"
     )
     with pytest.raises(ToolFailure, match=f"^{re.escape(expected)}$"):
         call(read, {"filePath": "config"}, make_ctx(root))
@@ -233,7 +243,7 @@ def test_missing_file_suggests_similar_names(root: Path) -> None:
 @pytest.mark.parametrize("name", ["nothing-like-it.txt", "no/such/dir/file.txt", "config.yaml/child"])
 def test_missing_file_without_suggestions(root: Path, name: str) -> None:
     (root / "config.yaml").write_text("")
-    with pytest.raises(ToolFailure, match=f"^File not found: {re.escape(str(root / name))}$"):
+    with pytest.raises(ToolFailure, match=f"^{re.escape(f'File not found: {root / name}{FIND_IT}')}$"):
         call(read, {"filePath": name}, make_ctx(root))
 
 

@@ -171,6 +171,11 @@ def _file_output(window: _Window, offset: int) -> str:
         note = f"(Output truncated at {MAX_BYTES} bytes. Use 'offset' parameter to read beyond line {last})"
     elif window.more:
         note = f"(File has more lines. Use 'offset' parameter to read beyond line {last})"
+    elif offset > 0 and not window.lines:
+        note = (
+            f"(The file has {window.total} lines: offset {offset} is past its end. "
+            "Use a smaller offset, or omit it to read from the start)"
+        )
     else:
         note = f"(End of file - total {window.total} lines)"
     return f"<file>\n{numbered}\n\n{note}\n</file>"
@@ -187,12 +192,15 @@ def _suggestions(path: Path) -> list[str]:
     return [str(path.parent / name) for name in close[:_MAX_SUGGESTIONS]]
 
 
+_FIND_IT = "Use the glob tool to find the file by name (e.g. **/NAME*), then read the path it gives."
+
+
 def _not_found(path: Path) -> ToolFailure:
     message = f"File not found: {path}"
     suggestions = _suggestions(path)
     if suggestions:
         message += "\n\nDid you mean one of these?\n" + "\n".join(suggestions)
-    return ToolFailure(message)
+    return ToolFailure(message + f"\n\n{_FIND_IT}")
 
 
 def _directory(path: Path, offset: int, limit: int) -> dict[str, Any]:
@@ -249,7 +257,10 @@ def _read_sync(path: Path, offset: int, limit: int) -> tuple[dict[str, Any], os.
         if mime is not None:
             return _attachment(path, stream, status.st_size, mime), None
         if looks_binary(path.name, stream.read(SAMPLE_BYTES)):
-            raise ToolFailure(f"Cannot read binary file: {path}")
+            raise ToolFailure(
+                f"Cannot read binary file: {path}\n\nThe read tool shows text files, images and PDFs. "
+                "Inspect this file with a command that understands its format (e.g. `file`), or read its source."
+            )
         stream.seek(0)
         window = _window(stream, offset, limit)
     result = {

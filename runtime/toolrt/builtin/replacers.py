@@ -34,7 +34,10 @@ __all__ = [
 
 Replacer = Callable[[str, str], Iterator[str]]
 
-NOT_FOUND = "oldString not found in content"
+NOT_FOUND = (
+    "oldString not found in content. Read the file again and copy the exact text to replace, with its "
+    "whitespace and indentation and without the line-number prefixes read shows."
+)
 MULTIPLE_MATCHES = (
     "Found multiple matches for oldString. Provide more surrounding lines in oldString to identify the correct match."
 )

@@ -51,7 +51,7 @@ def parse_arguments(tool: CompiledTool, raw: Any, root: Path | None = None) -> d
     if stripped != args and tool.validator.is_valid(stripped):
         return stripped  # nulls inside nested objects, left out the same way
     errors = list(tool.validator.iter_errors(args))
-    lines = [f"- {_pointer(e.instance_path)}: {e.message}" for e in errors]
+    lines = [f"- {_pointer(e.instance_path)}: {_message(e)}" for e in errors]
     default_text = _invalid_text(tool, "\n" + "\n".join(lines))
     hook = tool.definition.format_validation_error
     if hook:
@@ -77,6 +77,16 @@ def _invalid_text(tool: CompiledTool, detail: str) -> str:
         f"The {tool.id} tool was called with invalid arguments: {detail}.\n"
         "Please rewrite the input so it satisfies the expected schema."
     )
+
+
+def _message(error: Any) -> str:
+    """The validator's message, except that an enum error names every allowed value (the validator
+    shortens long lists to "or N other candidates", which leaves the model guessing)."""
+    options = getattr(error.kind, "options", None)
+    if type(error.kind).__name__ == "Enum" and isinstance(options, list):
+        allowed = ", ".join(json.dumps(option) for option in options)
+        return f"{json.dumps(error.instance)} is not one of the allowed values: {allowed}"
+    return str(error.message)
 
 
 def _pointer(path: Sequence[Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..compiled import CompiledTool, import_ref, project_root_of
-from ..errors import InvalidArgumentsError
+from ..errors import InvalidArgumentsError, PermissionBlocked
 from ..permissions.model import CallSite, Decision, PermissionRequest
 from ..snapshot import Snapshot
 from ..templates import render
@@ -26,6 +26,7 @@ from .titles import render_optional
 
 __all__ = [
     "INLINE_ARGUMENT_CHARS",
+    "REPEATED_CALL",
     "add_doom_loop",
     "authorize",
     "external_directories",
@@ -38,6 +39,11 @@ INLINE_ARGUMENT_CHARS = 4096
 """Calls whose string arguments hold up to this many characters are analysed on the event loop (a
 few microseconds); larger ones in a worker thread, so an analysis that spends its whole time budget
 (a hostile 100 KB command line) never stalls the other calls."""
+
+REPEATED_CALL = (
+    "You made this exact call ({tool} with the same arguments) {times} times in a row, and it was stopped "
+    "as a loop: the result would not change. Use what the earlier results said, or try another approach."
+)
 
 
 def permission_requests(
@@ -193,18 +199,23 @@ async def authorize(
         hit = services.allowed.get(key)
         if hit is not None and hit[0] is tool and hit[1] is ruleset and hit[2] is approved:
             return hit[3]
-    decision = await services.broker.authorize(
-        requests,
-        ruleset=ruleset,
-        locked=snapshot.permissions.locked,
-        session=session,
-        agent=call.agent,
-        asker=call.request.ask,
-        tool=call.name,
-        call_id=call.call_id,
-        title=render_optional(tool.confirm_title, tool, args, snapshot.root),
-        message=render_optional(tool.confirm_message, tool, args, snapshot.root),
-    )
+    try:
+        decision = await services.broker.authorize(
+            requests,
+            ruleset=ruleset,
+            locked=snapshot.permissions.locked,
+            session=session,
+            agent=call.agent,
+            asker=call.request.ask,
+            tool=call.name,
+            call_id=call.call_id,
+            title=render_optional(tool.confirm_title, tool, args, snapshot.root),
+            message=render_optional(tool.confirm_message, tool, args, snapshot.root),
+        )
+    except PermissionBlocked as error:
+        if doom_loop:  # the model reads why this call, of all calls, was stopped
+            error.args = (f"{REPEATED_CALL.format(tool=call.name, times=DOOM_LOOP_THRESHOLD)}\n{error}",)
+        raise
     if cacheable and all(d.action == "allow" for d in decision.decisions):
         if len(services.allowed) > 4096:
             services.allowed.clear()

@@ -66,10 +66,13 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     status = "ok"
     try:
         args = parse_arguments(call.tool, args, snapshot.root)
-        requests = await permission_requests_off_loop(call.tool, args, snapshot, agent)
-        doom_loop = repair_note is None and add_doom_loop(requests, call.name, args, state)
-        decision = await authorize(call, args, requests, doom_loop)
-        call.granted.update((d.permission, d.pattern) for d in decision.decisions)
+        if repair_note is None:
+            requests = await permission_requests_off_loop(call.tool, args, snapshot, agent)
+            doom_loop = add_doom_loop(requests, call.name, args, state)
+            decision = await authorize(call, args, requests, doom_loop)
+            call.granted.update((d.permission, d.pattern) for d in decision.decisions)
+        # else: the call went to `invalid`, which only tells the model why it could not run and which
+        # tools it has; no agent's rules may hide that text (a deny-all agent would read "invalid denied").
         result = truncate_result(call, await run_tool(call, args))
         if repair_note is not None:
             result = ToolResult(result.title, result.output, result.metadata, result.attachments, result.output)
@@ -139,9 +142,10 @@ def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple
     names = toolset.names()
     close = difflib.get_close_matches(request.tool, names, n=3, cutoff=0.5)
     ordered = close + [n for n in names if n not in close]
-    note = (
-        f"Model tried to call unavailable tool '{request.tool}'. "
-        f"Available tools: {', '.join(ordered) if ordered else 'none'}."
-    )
+    available = ", ".join(ordered) if ordered else "none"
+    if not request.tool.strip():
+        note = f"Model called a tool without a name. Call one of the available tools by its name: {available}."
+    else:
+        note = f"Model tried to call unavailable tool '{request.tool}'. Available tools: {available}."
     invalid = snapshot.tools.get(INVALID_TOOL)
     return (Offered(INVALID_TOOL, invalid) if invalid else None), {"tool": request.tool, "error": note}, note

@@ -24,14 +24,15 @@ def truncate_result(call: ActiveCall, result: ToolResult) -> ToolResult:
     output = result.output
     if len(output) <= max_bytes // 4 and output.count("\n") < max_lines:
         return result  # certainly within both limits: skip the exact walk
-    delegate = snapshot.permissions.ruleset(call.agent).evaluate("task", "*")
+    # The hint names the task tool only when the model was given it (and may use it); else grep and read.
+    delegate = snapshot.permissions.ruleset(call.agent).evaluate("task", "*") if "task" in call.toolset else None
     truncated = truncate_output(
         output,
         output_dir=snapshot.truncation_dir,
         max_lines=max_lines,
         max_bytes=max_bytes,
         direction=spec.direction or defaults.direction or "head",
-        delegate_hint=delegate is not None and delegate.action != "deny" and "task" in snapshot.tools,
+        delegate_hint=delegate is not None and delegate.action != "deny",
         saved_path=Path(result.metadata["outputPath"]) if "outputPath" in result.metadata else None,
     )
     cleaned = call.services.cleaned
