@@ -928,3 +928,29 @@ def test_truncation_hint_names_the_task_tool_only_when_it_is_offered(make_projec
     rt.register_handler("task", runner)
     assert "task" in rt.tools()
     assert "Use the Task tool to have explore agent process this file" in rt.call_sync("bash", args).output
+
+
+def test_descriptions_name_only_offered_tools(make_project: Factory) -> None:
+    rt = Runtime.load(make_project({}, builtin_tools=True))
+
+    def description(model: str, name: str) -> str:
+        spec = rt.tools(model=model).spec(name, "anthropic")
+        assert spec is not None
+        return str(spec["description"])
+
+    gpt, claude = description("gpt-5", "bash"), description("claude-sonnet-4", "bash")
+    assert "change files with\napply_patch (not sed/awk/echo >)" in gpt and "edit or write" not in gpt
+    assert "change files with\nedit or write (not sed/awk/echo >)" in claude and "apply_patch" not in claude
+    assert "edit and write refuse" not in description("gpt-5", "read")
+    assert "edit and write refuse" in description("claude-sonnet-4", "read")
+    for name in ("glob", "grep"):
+        assert "task tool" not in description("gpt-5", name)  # no host runs subagents here
+    for spec in rt.tools(model="gpt-5").specs("openai"):
+        assert "{%" not in spec["function"]["description"]
+
+
+def test_a_broken_description_template_is_a_located_problem(make_project: Factory) -> None:
+    text = tool("t", {"python": "handlers:echo"}, text_param("text"))
+    text = text.replace("The t test tool.", "'Uses {% if \"a\" in tools %}a{% endif %} and {% if x %}x{% endif %}.'")
+    with pytest.raises(ConfigError, match=r"t\.yaml:2:1: description template uses x; it may only use `tools`"):
+        project(make_project, {"t": text})

@@ -23,7 +23,20 @@ from .project_import import in_project, project_module_name
 from .specs.properties import declared_properties, value_types
 from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
 
-__all__ = ["EDIT_TOOLS", "CompiledTool", "call_arity_problem", "compile_tool", "import_ref", "locate"]
+__all__ = [
+    "EDIT_TOOLS",
+    "OFFERED_MARK",
+    "CompiledTool",
+    "call_arity_problem",
+    "compile_tool",
+    "description_problem",
+    "import_ref",
+    "locate",
+]
+
+OFFERED_MARK = "{%"
+"""A description holding this is a Jinja2 template over `tools`, the names the selection offers
+(`{% if "task" in tools %}…{% endif %}`), rendered per selection (`selection.describe_offered`)."""
 
 EDIT_TOOLS = frozenset({"edit", "write", "apply_patch", "patch", "multiedit"})
 
@@ -132,6 +145,21 @@ def locate(tool: ToolDefinition, pointer: str, message: str, severity: str = "er
     return Problem(document.name, line, column, pointer, message, severity)  # type: ignore[arg-type]
 
 
+def description_problem(description: str) -> str | None:
+    """Why a description written as a template cannot be rendered per selection; None when it can."""
+    import jinja2
+    import jinja2.meta
+
+    try:
+        names = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(description))
+    except jinja2.TemplateSyntaxError as exc:
+        return f"description template syntax error: {exc.message} (description line {exc.lineno})"
+    unknown = sorted(names - {"tools"})
+    if unknown:
+        return f"description template uses {', '.join(unknown)}; it may only use `tools` (the offered tool names)"
+    return None
+
+
 def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]) -> CompiledTool | None:
     """Compile one definition; append located problems and return None when it cannot be used."""
     before = len(problems)
@@ -164,6 +192,10 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
             problems.append(locate(tool, pointer, str(exc)))
             return None
 
+    if OFFERED_MARK in description:
+        problem = description_problem(description)
+        if problem is not None:
+            problems.append(locate(tool, "/description", problem))
     spec = tool.permission
     patterns = tuple(template(f"/permission/patterns/{i}", p) for i, p in enumerate(spec.patterns))
     always = tuple(template(f"/permission/always/{i}", p) for i, p in enumerate(spec.always))

@@ -6,20 +6,41 @@ offered as) and, for every hidden tool, the reason it is hidden.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import functools
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from .call.request import DEFAULT_SCOPE, CallScope
-from .compiled import CompiledTool
+from .compiled import OFFERED_MARK, CompiledTool
 from .config.model import HostHandler, Selector, When
 from .errors import UsageError
 from .permissions.evaluate import disabled
 from .permissions.wildcard import match
 from .snapshot import Snapshot
 
-__all__ = ["Hidden", "Offered", "ToolSet", "select", "spec_of"]
+__all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "select", "spec_of"]
+
+
+@functools.lru_cache(maxsize=512)
+def _description_template(description: str) -> Any:
+    import jinja2
+
+    env = jinja2.Environment(autoescape=False, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(description)
+
+
+def describe_offered(description: str, tools: Sequence[str]) -> str:
+    """`description` as the model reads it beside `tools`: a description written as a template
+    (`{% if "task" in tools %}…{% endif %}`) names only tools the model was given.
+
+    Raises:
+        jinja2.TemplateError: the description is not a valid template (the loader reports it first).
+    """
+    if OFFERED_MARK not in description:
+        return description
+    return str(_description_template(description).render(tools=tuple(tools)))
 
 
 class Offered(NamedTuple):
@@ -77,21 +98,25 @@ class ToolSet:
 
             if format not in FORMATS:
                 raise UsageError(f"unknown spec format {format!r}; expected one of: {', '.join(FORMATS)}")
-            found = self._specs[format] = tuple(spec_of(offered, format) for offered in self.offered)
+            found = self._specs[format] = tuple(spec_of(offered, format, self._names) for offered in self.offered)
         return found
 
     def spec(self, name: str, format: str) -> Mapping[str, Any] | None:
         """One offered tool's spec in `format` (shared: never mutate it); None when `name` is not offered."""
         offered = self._by_name.get(name)
-        return None if offered is None else spec_of(offered, format)
+        return None if offered is None else spec_of(offered, format, self._names)
 
 
-def spec_of(offered: Offered, format: str) -> Mapping[str, Any]:
-    """The spec of one tool under its offered name, compiled once per (tool, format, name).
+def spec_of(offered: Offered, format: str, tools: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    """The spec of one tool under its offered name, compiled once per (tool, format, name), and per
+    offered tool set when its description names tools conditionally (`{% if "task" in tools %}`).
 
     The cache lives on the compiled tool, so a reload that keeps a tool file unchanged keeps its specs.
     """
-    key = (format, offered.name)
+    description = offered.tool.description
+    key: tuple[Any, ...] = (format, offered.name)
+    if OFFERED_MARK in description:
+        key = (format, offered.name, tools)
     cache = offered.tool.specs
     found = cache.get(key)
     if found is None:
@@ -101,7 +126,7 @@ def spec_of(offered: Offered, format: str) -> Mapping[str, Any]:
         found = cache[key] = compile_spec(
             format,
             name=offered.name,
-            description=offered.tool.description,
+            description=describe_offered(description, tools),
             parameters=definition.parameters,
             title=definition.title if definition.title and "{" not in definition.title else None,
             annotations=definition.annotations,
