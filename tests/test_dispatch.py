@@ -204,7 +204,9 @@ def test_every_bad_field_is_named_by_json_pointer(make_project: Factory) -> None
     assert lines[-1] == "Please rewrite the input so it satisfies the expected schema."
     assert '- (root): "text" is a required property' in lines
     assert any(line.startswith("- /count: 0 is less than the minimum of 1") for line in lines)
-    assert '- /opts/mode: "z" is not one of the allowed values: "a", "b", "c", 1, null' in lines
+    assert any(
+        line.startswith('- /opts/mode: "z" is not one of the allowed values: "a", "b", "c", 1, null') for line in lines
+    )
 
 
 # --- python handlers ------------------------------------------------------------------------------
