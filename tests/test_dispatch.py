@@ -956,3 +956,21 @@ def test_a_broken_description_template_is_a_located_problem(make_project: Factor
     text = text.replace("The t test tool.", "'Uses {% if \"a\" in tools %}a{% endif %} and {% if x %}x{% endif %}.'")
     with pytest.raises(ConfigError, match=r"t\.yaml:2:1: description template uses x; it may only use `tools`"):
         project(make_project, {"t": text})
+
+
+def test_every_mcp_tool_has_a_title(make_project: Factory) -> None:
+    rt = Runtime.load(make_project({}, builtin_tools=True))
+    titles = {spec["name"]: spec.get("title") for spec in rt.tools(model="gpt-5").specs("mcp")}
+    assert titles["read"] == "Read" and titles["apply_patch"] == "Apply patch" and titles["bash"] == "Bash"
+    assert all(titles.values())
+
+
+def test_batch_output_is_capped_like_any_other_output(make_project: Factory) -> None:
+    rt = Runtime.load(make_project({}, builtin_tools=True))
+    # each sub-call stays under the limits (1,500 lines); together they pass 2,000 lines
+    calls = [{"tool": "bash", "parameters": {"command": "seq 1 1500", "description": "Count"}} for _ in range(2)]
+    result = rt.call_sync("batch", {"tool_calls": calls}, flags={"batch_tool": True})
+    assert result.error is None, result.error
+    assert result.metadata["truncated"] is True
+    assert result.output.count("\n") < 2010
+    assert "The tool call succeeded but the output was truncated. Full output saved to: " in result.output

@@ -20,7 +20,7 @@ from .permissions.evaluate import disabled
 from .permissions.wildcard import match
 from .snapshot import Snapshot
 
-__all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "select", "spec_of"]
+__all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "display_title", "select", "spec_of"]
 
 
 @functools.lru_cache(maxsize=512)
@@ -107,6 +107,18 @@ class ToolSet:
         return None if offered is None else spec_of(offered, format, self._names)
 
 
+def display_title(name: str, title: str | None) -> str:
+    """The tool's name for people (MCP's `title`): its title, or the words before a templated title's
+    first placeholder (`Read {{ filePath }}` → `Read`), or its name in words (`apply_patch` → `Apply patch`)."""
+    if title and "{" not in title:
+        return title
+    lead = (title or "").split("{", 1)[0].strip()
+    if lead:
+        return lead
+    words = name.replace("_", " ").replace("-", " ").strip()
+    return words[:1].upper() + words[1:] if words else name
+
+
 def spec_of(offered: Offered, format: str, tools: tuple[str, ...] = ()) -> Mapping[str, Any]:
     """The spec of one tool under its offered name, compiled once per (tool, format, name), and per
     offered tool set when its description names tools conditionally (`{% if "task" in tools %}`).
@@ -128,7 +140,7 @@ def spec_of(offered: Offered, format: str, tools: tuple[str, ...] = ()) -> Mappi
             name=offered.name,
             description=describe_offered(description, tools),
             parameters=definition.parameters,
-            title=definition.title if definition.title and "{" not in definition.title else None,
+            title=display_title(offered.name, definition.title),
             annotations=definition.annotations,
         ).spec
     return found

@@ -1,0 +1,166 @@
+"""Golden transcripts: what the model reads when it calls each built-in tool, compared with reviewed files.
+
+Every built-in tool is called with good, missing, mistyped, denied, oversized and repeated arguments
+(those that apply to it); the text the model reads (the error when the call failed, else the output)
+is written to `tests/transcripts/<tool>.txt` with the project root, the data directory, saved-output
+names and numbers that change from run to run replaced by placeholders. A change of any text the
+model reads is therefore a reviewed diff of those files.
+
+Regenerate them after a deliberate change, then review `git diff tests/transcripts/`:
+
+    TOOLRT_REGENERATE_TRANSCRIPTS=1 python -m pytest -q tests/test_transcripts.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolrt import Runtime
+
+TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
+REGENERATE = os.environ.get("TOOLRT_REGENERATE_TRANSCRIPTS") == "1"
+
+PERMISSIONS = """\
+permission:
+  bash: {"*": allow, "rm *": deny}
+  read: {"*": allow, "*.secret": deny}
+  edit: {"*": allow, "locked/*": deny}
+  glob: allow
+  grep: allow
+  list: allow
+  webfetch: deny
+  todowrite: allow
+  todoread: allow
+  skill: allow
+"""
+
+Case = tuple[str, str, Any]
+"""(label, tool name as the model sent it, arguments)."""
+
+LONG_LINES = "\n".join(f"line {n}" for n in range(1, 3001))
+
+CASES: dict[str, list[Case]] = {
+    "bash": [
+        ("good", "bash", {"command": "echo hello", "description": "Say hello"}),
+        ("non-zero exit", "bash", {"command": "echo partial; exit 3", "description": "Fail"}),
+        ("no output", "bash", {"command": "true", "description": "Nothing"}),
+        ("timeout", "bash", {"command": "echo started; sleep 30", "description": "Wait", "timeout": 200}),
+        ("missing", "bash", {"description": "No command"}),
+        ("mistyped", "bash", {"command": "ls", "description": "List", "timeout": "10"}),
+        ("denied", "bash", {"command": "rm -rf build", "description": "Remove build"}),
+        ("oversized", "bash", {"command": "seq 1 3000", "description": "Count"}),
+        ("bad workdir", "bash", {"command": "ls", "description": "List", "workdir": "nowhere"}),
+    ],
+    "read": [
+        ("good", "read", {"filePath": "notes.txt"}),
+        ("missing", "read", {}),
+        ("mistyped", "read", {"filePath": "notes.txt", "offset": "2"}),
+        ("not found", "read", {"filePath": "note.txt"}),
+        ("past the end", "read", {"filePath": "notes.txt", "offset": 10}),
+        ("binary", "read", {"filePath": "blob.bin"}),
+        ("denied", "read", {"filePath": "keys.secret"}),
+        ("oversized", "read", {"filePath": "long.txt", "limit": 3}),
+        ("case repaired", "Read", {"filePath": "notes.txt", "limit": 1}),
+    ],
+    "edit": [
+        ("not read first", "edit", {"filePath": "draft.txt", "oldString": "beta", "newString": "BETA"}),
+        ("read it", "read", {"filePath": "draft.txt"}),
+        ("good", "edit", {"filePath": "draft.txt", "oldString": "beta", "newString": "BETA"}),
+        ("not found", "edit", {"filePath": "draft.txt", "oldString": "gamma ray", "newString": "x"}),
+        ("same strings", "edit", {"filePath": "draft.txt", "oldString": "alpha", "newString": "alpha"}),
+        ("missing", "edit", {"filePath": "draft.txt"}),
+        ("denied", "edit", {"filePath": "locked/a.txt", "oldString": "a", "newString": "b"}),
+    ],
+    "write": [
+        ("good", "write", {"filePath": "new.txt", "content": "fresh\n"}),
+        ("missing", "write", {"filePath": "new2.txt"}),
+        ("mistyped", "write", {"filePath": "new3.txt", "content": 42}),
+        ("denied", "write", {"filePath": "locked/b.txt", "content": "x"}),
+    ],
+    "glob": [
+        ("good", "glob", {"pattern": "**/*.py"}),
+        ("nothing", "glob", {"pattern": "**/*.nope"}),
+        ("missing", "glob", {}),
+    ],
+    "grep": [
+        ("good", "grep", {"pattern": "def "}),
+        ("nothing", "grep", {"pattern": "no such text anywhere"}),
+        ("mistyped", "grep", {"pattern": 5}),
+    ],
+    "list": [
+        ("good", "list", {"path": "src"}),
+        ("mistyped", "list", {"path": ["src"]}),
+    ],
+    "todowrite": [
+        (
+            "good",
+            "todowrite",
+            {"todos": [{"id": "1", "content": "Fix it", "status": "in_progress", "priority": "high"}]},
+        ),
+        ("bad enum", "todowrite", {"todos": [{"id": "1", "content": "Fix", "status": "doing", "priority": "high"}]}),
+    ],
+    "todoread": [("good", "todoread", {})],
+    "webfetch": [("denied", "webfetch", {"url": "https://example.com", "format": "text"})],
+    "skill": [("unknown", "skill", {"name": "nope"})],
+    "unknown": [
+        ("misspelt", "reed", {"filePath": "notes.txt"}),
+        ("empty name", "", {}),
+        ("not json", "read", "{oops"),
+    ],
+    "repeated": [("same call", "glob", {"pattern": "*.md"})] * 3,
+}
+
+
+def _setup(root: Path) -> None:
+    (root / "notes.txt").write_text("alpha\nbeta\ngamma\n", encoding="utf-8")
+    (root / "draft.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    (root / "long.txt").write_text(LONG_LINES, encoding="utf-8")
+    (root / "blob.bin").write_bytes(b"\x00\x01\x02binary\x00" * 10)
+    (root / "keys.secret").write_text("k", encoding="utf-8")
+    (root / "locked").mkdir()
+    (root / "locked" / "a.txt").write_text("a\n", encoding="utf-8")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("def main():\n    return 1\n", encoding="utf-8")
+    (root / "README.md").write_text("# demo\n", encoding="utf-8")
+
+
+def _normalise(text: str, root: Path, data_dir: Path) -> str:
+    text = text.replace(str(data_dir), "<data>").replace(str(root), "<root>")
+    return re.sub(r"tool_[0-9a-f]{16}[0-9A-Za-z]{10}", "tool_<id>", text)
+
+
+def _transcript(rt: Runtime, cases: list[Case], session: str) -> str:
+    parts = []
+    for label, tool, args in cases:
+        result = rt.call_sync(tool, args, session=session)
+        read = f"ERROR: {result.error}" if result.error is not None else result.output
+        call = json.dumps({"tool": tool, "args": args}, ensure_ascii=False)
+        parts.append(f"### {label}\n> {call}\n{_normalise(read, rt.snapshot.root, rt.snapshot.data_dir)}\n")
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory, project_writer: Callable[..., Path]) -> Runtime:
+    root = project_writer(
+        tmp_path_factory.mktemp("transcripts") / "project", permissions=PERMISSIONS, builtin_tools=True
+    )
+    _setup(root)
+    return Runtime.load(root)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_transcript_matches_the_reviewed_file(runtime: Runtime, name: str) -> None:
+    text = _transcript(runtime, CASES[name], session=f"transcript-{name}")
+    path = TRANSCRIPTS / f"{name}.txt"
+    if REGENERATE:
+        TRANSCRIPTS.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path} is missing: run with TOOLRT_REGENERATE_TRANSCRIPTS=1 and review it"
+    assert text == path.read_text(encoding="utf-8")
