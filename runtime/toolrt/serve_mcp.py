@@ -29,6 +29,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 import anyio
 import anyio.abc
@@ -430,8 +431,16 @@ def _to_mcp(result: ToolResult, token: str | None = None) -> types.CallToolResul
     for attachment in result.attachments:
         url = str(attachment.get("url", ""))
         mime = str(attachment.get("mime", ""))
-        if url.startswith("data:") and mime.startswith("image/") and ";base64," in url:
-            content.append(types.ImageContent(type="image", data=url.split(";base64,", 1)[1], mime_type=mime))
+        if url.startswith("data:") and ";base64," in url:
+            data = url.split(";base64,", 1)[1]
+            if mime.startswith("image/"):
+                content.append(types.ImageContent(type="image", data=data, mime_type=mime))
+            else:  # a PDF or another binary file: an embedded resource, not megabytes of base64 text
+                name = quote(str(attachment.get("filename") or "attachment"))
+                blob = types.BlobResourceContents(
+                    uri=f"toolrt://attachment/{name}", mime_type=mime or "application/octet-stream", blob=data
+                )
+                content.append(types.EmbeddedResource(type="resource", resource=blob))
         elif url:
             content.append(types.TextContent(type="text", text=f"attachment: {url}"))
     meta: dict[str, Any] = {"toolrt/title": result.title}
