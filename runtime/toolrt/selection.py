@@ -26,8 +26,11 @@ __all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "display_title", 
 @functools.lru_cache(maxsize=512)
 def _description_template(description: str) -> Any:
     import jinja2
+    import jinja2.sandbox
 
-    env = jinja2.Environment(autoescape=False, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.sandbox.SandboxedEnvironment(
+        autoescape=False, keep_trailing_newline=True, undefined=jinja2.StrictUndefined
+    )
     return env.from_string(description)
 
 
