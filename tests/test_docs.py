@@ -13,11 +13,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import referencing
 import yaml
 from doc_blocks import MARKERS, PAGES, REPO, Block, blocks, sample_repository, tool_environment
 
-from toolrt.config.resources import builtin_root, schema
+from toolrt.config.resources import SCHEMA_NAMES, builtin_root, schema
 from toolrt.snapshot import build_snapshot
 from toolrt.validate import RUNTIME_PERMISSIONS
 
@@ -227,6 +229,54 @@ def _undescribed(node: Any, path: str = "") -> Iterator[str]:
 def test_schemas_describe_every_property_for_editors(name: str) -> None:
     missing = list(_undescribed(schema(name)))
     assert not missing, f"schemas/{name}.schema.json: properties without a description: {missing}"
+
+
+_SUBSCHEMA = ("items", "additionalProperties", "propertyNames", "contains", "not", "if", "then", "else")
+_SUBSCHEMAS = ("oneOf", "anyOf", "allOf", "prefixItems")
+_NAMED_SUBSCHEMAS = ("properties", "patternProperties", "$defs", "dependentSchemas")
+
+
+def _examples(node: Any, pointer: str = "") -> Iterator[tuple[str, Any]]:
+    """(JSON pointer of the schema node, example) for every `examples` entry, walking schema keywords only
+    (a property named `examples` is not a keyword)."""
+    if not isinstance(node, Mapping):
+        return
+    for example in node.get("examples", []):
+        yield pointer, example
+    for key in _SUBSCHEMA:
+        yield from _examples(node.get(key), f"{pointer}/{key}")
+    for key in _SUBSCHEMAS:
+        for index, item in enumerate(node.get(key, [])):
+            yield from _examples(item, f"{pointer}/{key}/{index}")
+    for key in _NAMED_SUBSCHEMAS:
+        for name, item in node.get(key, {}).items():
+            yield from _examples(item, f"{pointer}/{key}/{name.replace('~', '~0').replace('/', '~1')}")
+
+
+@pytest.mark.parametrize("name", list(SCHEMA_NAMES))
+def test_every_schema_example_validates_where_it_sits(name: str) -> None:
+    root = schema(name)
+    assert root.get("examples"), f"schemas/{name}.schema.json has no top-level examples for completion"
+    registry: referencing.Registry[Any] = referencing.Registry().with_resources(
+        (schema(n)["$id"], referencing.Resource.from_contents(schema(n))) for n in SCHEMA_NAMES
+    )
+    invalid = [
+        f"{pointer or '/'}: {example!r}: {error.message}"
+        for pointer, example in _examples(root)
+        for error in jsonschema.Draft202012Validator(
+            {"$ref": f"{root['$id']}#{pointer}"}, registry=registry
+        ).iter_errors(example)
+    ]
+    assert not invalid, f"schemas/{name}.schema.json: examples its own schema rejects:\n" + "\n".join(invalid)
+
+
+def test_the_example_walk_checks_nested_examples_against_their_node() -> None:
+    """The walk must reach nested nodes and skip a property named `examples`, or the test above proves little."""
+    found = dict(_examples(schema("settings")))
+    assert found["/properties/timeout"] == 300
+    assert any(pointer.startswith("/$defs/agent") for pointer, _ in _examples(schema("permissions")))
+    tool_pointers = [pointer for pointer, _ in _examples(schema("tool"))]
+    assert "" in tool_pointers and not any(p.endswith("/properties/examples") for p in tool_pointers)
 
 
 @pytest.mark.parametrize("name", ["tool", "project"])
