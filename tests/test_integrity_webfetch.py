@@ -1,16 +1,25 @@
 """webfetch attacks: every IPv4 spelling `inet_aton` accepts, IPv6 forms that embed an IPv4 address,
-and a redirect to a host *name* that resolves inside the network."""
+a redirect to a host *name* that resolves inside the network, and DNS rebinding (a name public when checked,
+127.0.0.1 when connected) against a real service on 127.0.0.1."""
 
 from __future__ import annotations
 
 import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
+import httpcore2
 import httpx2
 import pytest
 
-from toolrt.builtin.webfetch import _refuse_private_redirect, private_address
-from toolrt.errors import ToolFailure
+from toolrt.builtin.webfetch import _refuse_private_redirect, private_address, webfetch
+from toolrt.context import ToolContext
+from toolrt.errors import DeniedError, ToolFailure
+from toolrt.permissions.model import PermissionRequest
 
 
 @pytest.mark.parametrize(
@@ -54,3 +63,116 @@ def test_a_redirect_to_a_name_resolving_inside_the_network_is_not_followed(monke
         ToolFailure, match=r"redirected to http://innocent\.example\.com/admin, which resolves to 127\.0\.0\.1"
     ):
         anyio.run(check, httpx2.Request("GET", "http://innocent.example.com/admin"))
+
+
+class _LocalService(BaseHTTPRequestHandler):
+    """A service on 127.0.0.1 that a rebinding name must not reach unasked; it counts who reached it."""
+
+    reached: ClassVar[list[str]] = []
+    rebinding_port: ClassVar[int] = 0
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_GET(self) -> None:
+        if self.path == "/hop":  # a redirect to the rebinding name, on this same service
+            self.send_response(302)
+            self.send_header("Location", f"http://rebind.example.com:{self.rebinding_port}/secret")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.reached.append(self.path)
+        body = b"local secret"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def local_service() -> Iterator[int]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _LocalService)
+    httpd.daemon_threads = True
+    _LocalService.reached = []
+    _LocalService.rebinding_port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+PUBLIC = "93.184.216.34"
+
+
+@pytest.fixture
+def rebinding_dns(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """`rebind.example.com` resolves to a public address the first time and to 127.0.0.1 afterwards; the
+    network stays on this machine: a connection to the public address fails as if the internet were away.
+    Gives the addresses connected to."""
+    real_resolve = socket.getaddrinfo
+    lookups: list[str] = []
+
+    def resolve(host: str | bytes | None, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("rebind.example.com", b"rebind.example.com"):
+            address = PUBLIC if not lookups else "127.0.0.1"
+            lookups.append(address)
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port or 80)))]
+        return real_resolve(host, port, *args, **kwargs)
+
+    real_connect = httpcore2.AnyIOBackend.connect_tcp
+    connected: list[str] = []
+
+    async def connect(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        connected.append(host)
+        if host == PUBLIC:
+            raise httpcore2.ConnectError("no route to the internet in tests")
+        return await real_connect(self, host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(httpcore2.AnyIOBackend, "connect_tcp", connect)
+    return connected
+
+
+def _context(tmp_path: Path, asked: list[PermissionRequest], *, approve: bool) -> ToolContext:
+    async def asker(requests: Any) -> None:
+        asked.extend(requests)
+        if not approve:
+            raise DeniedError("private_network denied")
+
+    return ToolContext(tool="webfetch", root=tmp_path, data_dir=tmp_path / "data", asker=asker)
+
+
+def test_a_rebinding_name_connects_to_the_address_it_was_checked_at(
+    local_service: int, rebinding_dns: list[str], tmp_path: Path
+) -> None:
+    asked: list[PermissionRequest] = []
+    ctx = _context(tmp_path, asked, approve=False)
+    with pytest.raises(ToolFailure, match=r"Could not fetch .*ConnectError: no route to the internet"):
+        anyio.run(webfetch, {"url": f"http://rebind.example.com:{local_service}/secret"}, ctx)
+    assert rebinding_dns == [PUBLIC]  # the checked address, never the later 127.0.0.1
+    assert _LocalService.reached == []
+    assert asked == []  # public when checked: nothing to ask
+
+
+def test_a_redirect_to_a_rebinding_name_is_refused_at_connect_time(
+    local_service: int, rebinding_dns: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    asked: list[PermissionRequest] = []
+    ctx = _context(tmp_path, asked, approve=True)
+    with pytest.raises(ToolFailure, match=r"redirected to rebind\.example\.com, which resolves to 127\.0\.0\.1"):
+        anyio.run(webfetch, {"url": f"http://127.0.0.1:{local_service}/hop"}, ctx)
+    assert _LocalService.reached == []
+    assert rebinding_dns == ["127.0.0.1"]  # the approved start; the redirect's name was never connected
+
+
+def test_an_approved_local_address_is_still_fetched(local_service: int, tmp_path: Path) -> None:
+    asked: list[PermissionRequest] = []
+    ctx = _context(tmp_path, asked, approve=True)
+    result = anyio.run(webfetch, {"url": f"http://127.0.0.1:{local_service}/notes", "format": "text"}, ctx)
+    assert result["output"] == "local secret"
+    assert _LocalService.reached == ["/notes"]
+    assert asked == []  # a literal address is asked by the pipeline (`permission_requests`), not again here

@@ -125,19 +125,25 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> tuple[Permis
     return tuple(requests)
 
 
-async def _check_resolved(url: str, ctx: ToolContext) -> None:
-    """Ask `private_network` when a public-looking host name resolves to an address inside the network."""
+async def _check_resolved(url: str, ctx: ToolContext) -> tuple[tuple[str, ...], str]:
+    """Resolve the URL's host once: ask `private_network` when a public-looking name resolves to an address
+    inside the network, and give back the addresses checked (the connection is pinned to them) or, when the
+    name does not resolve, the resolver's message."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if not host or private_address(host):
-        return  # empty (httpx reports it) or already asked by `permission_requests`
+    if not host:
+        return (), ""  # httpx reports it
     try:
-        infos = await anyio.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
-    except OSError:
-        return  # unresolvable: the fetch itself fails with the resolver's message
-    inside = sorted({str(info[4][0]) for info in infos if private_address(str(info[4][0]))})
-    if inside:
+        infos = await anyio.getaddrinfo(
+            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
+    except OSError as error:
+        return (), f"{host} does not resolve: {error}"
+    addresses = tuple(dict.fromkeys(str(info[4][0]) for info in infos))
+    inside = sorted(address for address in addresses if private_address(address))
+    if inside and not private_address(host):  # a private host was already asked by `permission_requests`
         await ctx.ask("private_network", [host], always=[host], metadata={"url": url, "addresses": inside})
+    return addresses, ""
 
 
 async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -161,7 +167,7 @@ async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if timeout <= 0:
         raise ToolFailure(f"timeout must be a positive number of seconds (at most 120), got {timeout:g}.")
 
-    await _check_resolved(url, ctx)
+    pinned = await _check_resolved(url, ctx)
     failure: ToolFailure | None = None
     download: tuple[str, bytes] | None = None
     # Failures are carried out of the task group by hand: raised inside it they would arrive wrapped.
@@ -169,7 +175,7 @@ async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         group.start_soon(_cancel_on_abort, ctx.abort, group.cancel_scope)
         with anyio.move_on_after(timeout):
             try:
-                download = await _download(url, _ACCEPT[output_format])
+                download = await _download(url, _ACCEPT[output_format], *pinned)
             except ToolFailure as error:
                 failure = error
         group.cancel_scope.cancel()
@@ -213,14 +219,83 @@ def _refuse_private_redirect(url: str) -> Any:
     return check
 
 
-async def _download(url: str, accept: str) -> tuple[str, bytes]:
+def _pinned_transport(url: str, addresses: tuple[str, ...], unresolved: str) -> httpx2.AsyncHTTPTransport:
+    """A transport that connects to the addresses checked before the fetch, not to what the name resolves to
+    by the time of connecting (DNS rebinding); the request keeps the name, so the Host header, TLS SNI and
+    certificate check are for the name. A redirect to another host is resolved once, at connect time, and
+    refused when any of its addresses is inside the network."""
+    import httpcore2
+    import httpx2
+
+    start_host = httpx2.URL(url).raw_host.decode("ascii")
+
+    class PinnedBackend(httpcore2.AsyncNetworkBackend):
+        def __init__(self) -> None:
+            self._network = httpcore2.AnyIOBackend()
+
+        async def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Any = None,
+        ) -> httpcore2.AsyncNetworkStream:
+            targets = addresses if host == start_host else await _resolve_outside(host, port, url)
+            if not targets:
+                raise httpcore2.ConnectError(unresolved or f"{host} resolved to no address")
+            failure: httpcore2.ConnectError | None = None
+            for address in targets:
+                try:
+                    return await self._network.connect_tcp(address, port, timeout, local_address, socket_options)
+                except httpcore2.ConnectError as error:
+                    failure = error
+            assert failure is not None
+            raise failure
+
+        async def connect_unix_socket(
+            self, path: str, timeout: float | None = None, socket_options: Any = None
+        ) -> httpcore2.AsyncNetworkStream:
+            raise httpcore2.ConnectError("webfetch does not connect to unix sockets")
+
+        async def sleep(self, seconds: float) -> None:
+            await self._network.sleep(seconds)
+
+    transport = httpx2.AsyncHTTPTransport()
+    # httpx2 has no public option for the network backend: the pool is rebuilt around the pinned one.
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=httpx2.create_ssl_context(), network_backend=PinnedBackend()
+    )
+    return transport
+
+
+async def _resolve_outside(host: str, port: int, url: str) -> tuple[str, ...]:
+    """The addresses of a redirect's host, resolved once; refused when any is inside the network."""
+    try:
+        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return ()
+    addresses = tuple(dict.fromkeys(str(info[4][0]) for info in infos))
+    inside = sorted(address for address in addresses if private_address(address))
+    if inside or private_address(host):
+        raise ToolFailure(
+            f"{url} redirected to {host}, which resolves to {', '.join(inside) or host} inside the network; "
+            "it was not followed. Fetch that URL directly if it is really needed, so the person can approve it."
+        )
+    return addresses
+
+
+async def _download(url: str, accept: str, addresses: tuple[str, ...], unresolved: str) -> tuple[str, bytes]:
     import httpx2
 
     headers = {"User-Agent": _USER_AGENT, "Accept": accept, "Accept-Language": "en-US,en;q=0.9"}
     try:
         async with (
             httpx2.AsyncClient(
-                follow_redirects=True, timeout=None, event_hooks={"request": [_refuse_private_redirect(url)]}
+                transport=_pinned_transport(url, addresses, unresolved),
+                follow_redirects=True,
+                timeout=None,
+                event_hooks={"request": [_refuse_private_redirect(url)]},
             ) as client,
             client.stream("GET", url, headers=headers) as response,
         ):
