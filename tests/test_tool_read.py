@@ -16,6 +16,7 @@ import yaml
 
 from toolrt.builtin import filetime
 from toolrt.builtin.read import MAX_ATTACHMENT_BYTES, MAX_BYTES, read
+from toolrt.context import tool_output_dir
 from toolrt.errors import DeniedError, ToolFailure
 from toolrt.permissions.model import PermissionRequest
 
@@ -290,14 +291,15 @@ def test_inside_paths_ask_nothing(root: Path) -> None:
 
 
 def test_saved_truncated_output_reads_without_asking(root: Path) -> None:
-    # Dispatch saves cut output under <data_dir>/tool-output and tells the model to read it back.
+    # Dispatch saves cut output under <data_dir>/tool-output/<project key> and tells the model to read it back.
     data_dir = root.parent / "data"
-    (data_dir / "tool-output").mkdir(parents=True)
-    (data_dir / "tool-output" / "tool_1").write_text("full output")
+    saved = tool_output_dir(data_dir, root) / "tool_1"
+    saved.parent.mkdir(parents=True)
+    saved.write_text("full output")
     asked: list[PermissionRequest] = []
     ctx = make_ctx(root, asked)
     ctx.data_dir = data_dir
-    assert "full output" in call(read, {"filePath": str(data_dir / "tool-output" / "tool_1")}, ctx)["output"]
+    assert "full output" in call(read, {"filePath": str(saved)}, ctx)["output"]
     assert asked == []
 
 

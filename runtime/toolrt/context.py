@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os.path
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,16 @@ from .sandbox.config import call_plan
 from .sandbox.plan import SandboxPlan
 from .sandbox.policy import SandboxPolicy
 
-__all__ = ["DescribeInfo", "ToolContext"]
+__all__ = ["DescribeInfo", "ToolContext", "tool_output_dir"]
+
+
+def tool_output_dir(data_dir: Path, root: Path) -> Path:
+    """Where cut output of calls in the project at `root` is saved and read back without asking
+    `external_directory`: `<data_dir>/tool-output/<project key>`, one per project, so one project's
+    exemption never covers another's saved output. The key is a hash of the root's absolute path."""
+    key = hashlib.sha256(os.path.abspath(root).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return data_dir / "tool-output" / key
+
 
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
 Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
@@ -124,7 +134,8 @@ class ToolContext:
         the locked file requires one this machine lacks)."""
         if self.sandbox is None:
             return None
-        return call_plan(self.sandbox, root=self.root, output_dir=self.data_dir / "tool-output", granted=self.granted)
+        output_dir = tool_output_dir(self.data_dir, self.root)
+        return call_plan(self.sandbox, root=self.root, output_dir=output_dir, granted=self.granted)
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the project root (no symlinks resolved)."""

@@ -29,7 +29,7 @@ from .config.model import (
     settings_from_documents,
     tool_from_document,
 )
-from .context import DescribeInfo
+from .context import DescribeInfo, tool_output_dir
 from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
 from .permissions.model import CallSite
@@ -88,7 +88,8 @@ class Snapshot:
 
     @property
     def truncation_dir(self) -> Path:
-        return self.data_dir / "tool-output"
+        """This project's tool-output directory (`context.tool_output_dir`)."""
+        return tool_output_dir(self.data_dir, self.root)
 
     @functools.cached_property
     def site(self) -> CallSite:
@@ -139,9 +140,14 @@ compiled rulesets (and the per-permission indexes those build lazily) across rel
 
 
 def _permission_config(
-    builtin: Document, project: Document | None, locked: Document | None, data_dir: Path, problems: list[Problem]
+    builtin: Document,
+    project: Document | None,
+    locked: Document | None,
+    data_dir: Path,
+    truncation_dir: Path,
+    problems: list[Problem],
 ) -> PermissionConfig | None:
-    key = (builtin, project, locked, Path.home(), data_dir)
+    key = (builtin, project, locked, Path.home(), data_dir, truncation_dir)
     for cached_key, config, found in _PERMISSIONS:
         same_files = all(a is b for a, b in zip(cached_key[:3], key[:3], strict=True))
         if same_files and cached_key[3:] == key[3:]:
@@ -151,7 +157,7 @@ def _permission_config(
     config = None
     try:
         config = build_permission_config(
-            builtin, project, locked, home=Path.home(), data_dir=data_dir, truncation_dir=data_dir / "tool-output"
+            builtin, project, locked, home=Path.home(), data_dir=data_dir, truncation_dir=truncation_dir
         )
     except ConfigError as error:
         found_problems.extend(error.problems)
@@ -215,6 +221,7 @@ def _build_snapshot(
         resolved = ResolvedSettings(Settings(), MappingProxyType({}), MappingProxyType({}))
     problems.extend(resolved.warnings)
     data_dir = resolved.values.data_dir
+    output_dir = tool_output_dir(data_dir, root_path)
     locked_doc = None
     locked_path = resolved.values.locked_permissions
     if locked_path is not None:
@@ -226,9 +233,11 @@ def _build_snapshot(
     project_permissions = next((layer.permissions for layer in config.layers if layer.name == "project"), None)
     permissions: PermissionConfig | None = None
     if builtin_permissions is not None:
-        permissions = _permission_config(builtin_permissions, project_permissions, locked_doc, data_dir, problems)
+        permissions = _permission_config(
+            builtin_permissions, project_permissions, locked_doc, data_dir, output_dir, problems
+        )
         if permissions is None and partial:  # listing only: every call is blocked by the problems
-            permissions = _permission_config(builtin_permissions, None, None, data_dir, [])
+            permissions = _permission_config(builtin_permissions, None, None, data_dir, output_dir, [])
     else:
         problems.append(
             Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid")

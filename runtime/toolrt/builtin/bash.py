@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..context import ToolContext
+from ..context import ToolContext, tool_output_dir
 from ..errors import ToolFailure
 from ..execute import build_env, run_process
 from ..execute.notes import outcome_notes, with_notes
-from .filepaths import TRUNCATION_SUBDIR
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "MAX_METADATA_LENGTH", "bash", "shell_program"]
 
@@ -98,7 +97,7 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         timeout=(timeout + _TIMER_SLACK_MS) / 1000,
         abort=ctx.abort,
         on_output=on_output,
-        spill_dir=ctx.data_dir / TRUNCATION_SUBDIR,
+        spill_dir=tool_output_dir(ctx.data_dir, ctx.root),
         sandbox=plan,
     )
     output = with_notes(outcome.output, outcome_notes("bash", outcome, timeout), "bash_metadata")

@@ -16,11 +16,11 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from ..context import ToolContext
+from ..context import ToolContext, tool_output_dir
 from ..errors import ToolFailure
+from ..permissions.model import usable_exempt
 
 __all__ = [
-    "TRUNCATION_SUBDIR",
     "Kind",
     "describe_mode",
     "exempt_directories",
@@ -42,10 +42,6 @@ __all__ = [
 
 Kind = Literal["file", "directory"]
 
-TRUNCATION_SUBDIR = "tool-output"
-"""Where dispatch saves cut output (`Snapshot.truncation_dir` is `data_dir / "tool-output"`): the model
-reads those files back with `read`, and they must not ask `external_directory`, as in dispatch."""
-
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -64,7 +60,8 @@ def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple
 
     Both the path as written and its real target (symlinks resolved) are checked, each against the
     root in the same form, so neither `../x` nor a symlink out of the root slips through. A path
-    inside one of the `exempt` directories never asks.
+    inside one of the `exempt` directories never asks; those compare lexically, and one that is or
+    passes through a symlink exempts nothing (`usable_exempt`).
 
     Raises:
         ToolFailure: the path contains a NUL byte (no filesystem call accepts it).
@@ -73,8 +70,7 @@ def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple
         raise ToolFailure(f"Invalid path {str(path)!r}: it contains a NUL byte. Give a plain file path.")
     patterns: list[str] = []
     lexical_root = os.path.normpath(root)
-    allowed = [os.path.normpath(directory) for directory in exempt]
-    allowed += [os.path.realpath(directory) for directory in exempt]
+    allowed = usable_exempt(exempt) if exempt else ()
     for candidate, base in (
         (os.path.normpath(path), lexical_root),
         (os.path.realpath(path), os.path.realpath(root)),
@@ -89,8 +85,8 @@ def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple
 
 
 def exempt_directories(ctx: ToolContext) -> tuple[Path, ...]:
-    """Directories outside the root that never ask: the truncation output directory, as dispatch's CallSite has it."""
-    return (ctx.data_dir / TRUNCATION_SUBDIR,)
+    """Directories outside the root that never ask: the project's tool-output directory (the snapshot's CallSite)."""
+    return (tool_output_dir(ctx.data_dir, ctx.root),)
 
 
 async def guard(ctx: ToolContext, path: Path, kind: Kind = "file") -> Path:

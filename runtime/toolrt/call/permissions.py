@@ -16,7 +16,7 @@ import anyio.to_thread
 
 from ..compiled import CompiledTool, import_ref, project_root_of
 from ..errors import InvalidArgumentsError, PermissionBlocked
-from ..permissions.model import CallSite, Decision, PermissionRequest
+from ..permissions.model import CallSite, Decision, PermissionRequest, usable_exempt
 from ..snapshot import Snapshot
 from ..templates import render
 from .active import ActiveCall
@@ -161,9 +161,10 @@ def external_directories(value: str, site: CallSite, *, directory: bool) -> list
     except (OSError, RuntimeError):
         real = lexical
     roots = (site.root, site.root.resolve())
+    exempt = [Path(directory) for directory in usable_exempt(site.exempt)] if site.exempt else []
     found: list[str] = []
     for candidate in (lexical, real):
-        if any(_inside(candidate, root) for root in roots) or any(_inside(candidate, e) for e in site.exempt):
+        if any(_inside(candidate, root) for root in roots) or any(_inside(candidate, e) for e in exempt):
             continue
         is_dir = directory or candidate.is_dir()
         found.append(str(candidate if is_dir else candidate.parent))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ __all__ = [
     "Protection",
     "Rule",
     "strictest",
+    "usable_exempt",
 ]
 
 Action = Literal["allow", "ask", "deny"]
@@ -124,3 +127,26 @@ class CallSite:
     """Directories outside the root that never ask (the truncation output directory)."""
     protected: Protection | None = None
     """The snapshot's protected paths: what a call writes among them asks `protected`."""
+
+
+def usable_exempt(directories: Iterable[Path | str]) -> tuple[str, ...]:
+    """The exempt `directories` that may exempt now, normalised: those that neither are nor pass
+    through a symlink (checked at each use, component by component, without following links).
+
+    Exempt directories are compared lexically only: a tool-output directory made a symlink to `/`
+    (or to any other place) exempts nothing, so it can never widen `external_directory`.
+    """
+    usable: list[str] = []
+    for directory in directories:
+        lexical = os.path.normpath(os.path.abspath(directory))
+        current = ""
+        for part in lexical.split(os.sep)[1:]:
+            current += os.sep + part
+            try:
+                if stat.S_ISLNK(os.lstat(current).st_mode):
+                    break
+            except OSError:
+                continue  # not made yet: nothing in it to reach, and no link on the way
+        else:
+            usable.append(lexical)
+    return tuple(usable)

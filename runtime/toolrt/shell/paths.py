@@ -15,7 +15,7 @@ import re
 import stat
 from functools import lru_cache
 
-from ..permissions.model import CallSite
+from ..permissions.model import CallSite, usable_exempt
 
 __all__ = ["PathScope", "fs_safe", "path_candidate", "scope_for"]
 
@@ -70,12 +70,9 @@ class PathScope:
         self.root_real = _realpath(self.root)
         self.home = posixpath.normpath(os.path.abspath(site.home))
         self.cwd = posixpath.normpath(os.path.abspath(site.cwd))
-        exempt: list[str] = []
-        for path in site.exempt:
-            lexical = posixpath.normpath(os.path.abspath(path))
-            exempt.append(lexical)
-            exempt.append(_realpath(lexical))
-        self.exempt = tuple(dict.fromkeys(exempt))
+        # Lexical only, never their real paths: a tool-output directory made a symlink to `/` must not
+        # exempt everything. Whether one is (or passes through) a symlink is checked at each use.
+        self.exempt = tuple(dict.fromkeys(posixpath.normpath(os.path.abspath(path)) for path in site.exempt))
 
     def expand(self, word: str, cwd: str | None) -> str | None:
         """The absolute, unresolved form of `word` (tilde expanded), or None if cwd is unknown."""
@@ -123,11 +120,11 @@ class PathScope:
         lexical = posixpath.normpath(absolute)
         if lexical.startswith("//"):
             lexical = lexical[1:]
-        if self._exempt(lexical):
+        if _device(lexical):
             # `/dev/stderr` is a symlink into /proc: the name is what is exempt, not its target.
             return []
         found: list[str] = []
-        if not _contains(self.root, lexical):
+        if not _contains(self.root, lexical) and not self._exempt(lexical):
             found.append(_directory_of(lexical))
         resolved = self._real(absolute, lexical)
         if resolved is not None and not self._exempt(resolved) and not _contains(self.root_real, resolved):
@@ -188,9 +185,14 @@ class PathScope:
         return current, False
 
     def _exempt(self, path: str) -> bool:
-        if path in _DEVICES or path.startswith("/dev/fd/"):
+        if _device(path):
             return True
-        return any(_contains(directory, path) for directory in self.exempt)
+        inside = [directory for directory in self.exempt if _contains(directory, path)]
+        return bool(inside) and bool(usable_exempt(inside))
+
+
+def _device(path: str) -> bool:
+    return path in _DEVICES or path.startswith("/dev/fd/")
 
 
 @lru_cache(maxsize=64)
