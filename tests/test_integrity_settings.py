@@ -16,6 +16,8 @@ import pytest
 from toolrt import Runtime
 from toolrt.audit import read_records
 from toolrt.permissions.ask import AskRequest, Reply
+from toolrt.permissions.model import CallSite
+from toolrt.shell.paths import PathScope
 
 SECRET = "host-secret-outside-the-project"
 LOCKED = "permission:\n  external_directory: deny\n"
@@ -118,3 +120,14 @@ def test_the_tool_output_directory_is_one_per_project(tmp_path: Path, project: P
     assert mine.truncation_dir != theirs.truncation_dir
     assert mine.truncation_dir.parent == theirs.truncation_dir.parent == mine.data_dir / "tool-output"
     assert theirs.truncation_dir not in mine.site.exempt
+
+
+def test_the_bash_path_scope_sees_through_a_symlinked_exempt_directory(tmp_path: Path) -> None:
+    root, output = tmp_path / "proj", tmp_path / "data" / "tool-output"
+    root.mkdir()
+    output.parent.mkdir()
+    output.symlink_to("/", target_is_directory=True)
+    scope = PathScope(CallSite(root=root, cwd=root, home=tmp_path, exempt=(output,)))
+    assert scope.external(f"{output}/etc/pass*", str(root)) == [f"{output}/etc", "/etc"]
+    assert scope.external("/etc/passwd", str(root)) == ["/etc"]
+    assert scope.external(f"{output}/etc/passwd", str(root)) == [f"{output}/etc", "/etc"]
