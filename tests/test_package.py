@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
         "config.resources",
         "project_import",
     },
-    {"config.loader", "config.validation", "config.model", "config.layers", "templates", "truncate", "audit"},
+    {"config.loader", "config.validation", "config.model", "config.layers", "truncate", "audit"},
     {
         "sandbox",
         "sandbox.kernel",
@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
     },
     {"sandbox.plan", "sandbox.hint", "sandbox.config"},
     {"permissions.*", "specs.*", "providers.*", "shell.*", "execute.*", "sessions"},
+    {"templates"},  # places shell-template values on the shell parse (shell.parser, shell.wrappers)
     {"call", "call.request", "call.events"},
     {"settings", "context"},
     {"compiled"},

@@ -128,6 +128,11 @@ def test_list_parameter_in_shell_template_is_one_word_per_item(make_project: Wri
         ("printf %s '{{ value }}'", r"\{\{ \}\} inside single quotes"),
         ('echo "$(printf %s {{ value }})"', r"inside double quotes"),
         ("cat <<EOF\n{{ value }}\nEOF", r"after a here-document \(template line 2\) is not quoted by the shell"),
+        ("echo $(( {{ value }} + 1 ))", r"inside arithmetic \$\(\( \)\) \(template line 1\)"),
+        ("[[ 1 -gt {{ value }} ]]", r"inside a \[\[ \]\] test"),
+        ("echo `printf %s {{ value }}`", r"inside backticks"),
+        ("echo hi # {{ value }}", r"inside a comment"),
+        ("bash -c {{ value }}", r"reads as code"),
     ],
 )
 def test_unsafe_template_positions_are_rejected_at_load(make_project: Writer, script: str, message: str) -> None:

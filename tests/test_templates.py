@@ -143,6 +143,50 @@ def test_shell_positions_that_keep_the_value_one_word_are_accepted(source: str) 
     compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
 
 
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("echo $(( 1 + {{ path }} ))", r"\{\{ \}\} inside arithmetic \$\(\( \)\) \(template line 1\)"),
+        ("(( {{ path }} > 1 )) && echo big", r"inside arithmetic \(\( \)\)"),
+        ("[[ $n -gt {{ path }} ]] && echo big", r"inside a \[\[ \]\] test \(template line 1\)"),
+        ("echo `echo {{ path }}`", r"inside backticks \(template line 1\): write \$\( \) instead"),
+        ("echo ok # {{ path }}", r"inside a comment"),
+        ("echo ok\n# note {{ path }}\necho done", r"inside a comment \(template line 2\)"),
+        ("case x in {{ path }}) echo hit;; esac", r"in a case pattern"),
+        ("case {{ path }} in a) echo hit;; esac", r"as a case subject"),
+        ("LD_PRELOAD={{ path }} ls", r"as the value of LD_PRELOAD \(template line 1\): that variable loads code"),
+        ("export PATH={{ path }}; ls", r"as the value of PATH"),
+        ("env GIT_CONFIG_GLOBAL={{ path }} git status", r"as the value of GIT_CONFIG_GLOBAL"),
+        ("bash -c {{ path }}", r"in a word the shell or a program reads as code \(template line 1\)"),
+        ("eval {{ path }}", r"reads as code"),
+        ("python3 -c {{ path }}", r"reads as code"),
+        ("{{ path }} --version", r"as the program a command runs \(template line 1\)"),
+        ("echo $'{{ path }}'", r"inside \$'...' quotes"),
+        ("{% if path %}\necho `cat {{ path }}`{% endif %}", r"inside backticks \(template line 2\)"),
+    ],
+)
+def test_shell_positions_outside_plain_words_are_rejected(source: str, message: str) -> None:
+    # Each of these was accepted by the old quote scanner; the tree-sitter parse places them.
+    with pytest.raises(TemplateProblem, match=message):
+        compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "tool --name={{ path }}",
+        "head -n{{ path }} file",
+        "sort < {{ path }} > {{ path }}.sorted",
+        "NAME={{ path }} env",
+        "echo $(cat {{ path }})",
+        "git log -- {{ path }} | head",
+        "{% if path %}ls {{ path }}{% endif %}",
+    ],
+)
+def test_shell_positions_as_words_redirects_and_harmless_assignments_are_accepted(source: str) -> None:
+    compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
+
+
 def test_text_templates_allow_quotes_around_values() -> None:
     assert text('say "{{ path }}"', path="x") == 'say "x"'
 

@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
     import jinja2.nodes
+    from tree_sitter import Node
+
+    from .shell.wrappers import WrapperTable
 
 __all__ = ["ArgvTemplate", "Template", "TemplateProblem", "compile_argv", "compile_template", "render", "render_argv"]
 
@@ -255,64 +258,130 @@ def _jinja_compile(shell: bool, source: str, *, expression: bool = False) -> Any
 # --- shell positions -------------------------------------------------------------------------------
 
 
-class _QuoteState:
-    """Tracks shell quoting across a template's literal text, to judge where `{{ }}` may stand."""
+_MARKER = "toolrtVALUE{}x"
+"""The word that stands for the n-th `{{ }}` while the template's shell text is parsed."""
 
-    def __init__(self) -> None:
-        self.quote: str | None = None
-        self.heredoc = False
-
-    def feed(self, text: str) -> None:
-        index = 0
-        while index < len(text):
-            char = text[index]
-            if self.quote is None and text.startswith("<<<", index):
-                index += 3  # a here-string takes an ordinary word; its last two `<` are no `<<`
-                continue
-            if self.quote is None and text.startswith("<<", index):
-                self.heredoc = True
-            if char == "\\" and self.quote != "'":
-                index += 2
-                continue
-            if self.quote is None and char in "'\"":
-                self.quote = char
-            elif self.quote == char:
-                self.quote = None
-            index += 1
-
-    def check_expression(self, lineno: int) -> None:
-        """Reject `{{ }}` where a quoted word would not stay one word: inside quotes or a here-document.
-
-        The value is quoted with `shlex.quote`, which is only safe as a word of its own: inside `"..."`
-        the single quotes are literal and `$( )` would run; inside `'...'` the value would be unquoted.
-        """
-        if self.quote is not None:
-            kind = "double" if self.quote == '"' else "single"
-            raise TemplateProblem(
-                f"{{{{ }}}} inside {kind} quotes (template line {lineno}): values are shell-quoted automatically, "
-                "write the expression outside quotes"
-            )
-        if self.heredoc:
-            raise TemplateProblem(
-                f"{{{{ }}}} after a here-document (template line {lineno}) is not quoted by the shell; "
-                "pass the value with the handler's `stdin:` instead"
-            )
+_REJECTED_CONTEXTS: Mapping[str, str] = {
+    "string": "inside double quotes",
+    "raw_string": "inside single quotes",
+    "ansi_c_string": "inside $'...' quotes",
+    "translated_string": 'inside $"..." quotes',
+    "comment": "inside a comment",
+    "arithmetic_expansion": "inside arithmetic $(( ))",
+    "compound_statement": "inside arithmetic (( ))",
+    "test_command": "inside a [[ ]] test",
+    "case_item": "in a case pattern",
+    "case_statement": "as a case subject",
+    "ERROR": "where the shell parser finds no valid command",
+}
+_HEREDOC_CONTEXTS = frozenset({"heredoc_body", "heredoc_redirect", "heredoc_content"})
+_ASSIGNED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+"""A word that assigns a variable when a wrapper such as `env` reads it (`env NAME=value cmd`)."""
+_CODE_KINDS = frozenset({"shell", "script", "argument"})
 
 
-def _check_shell_positions(source: str, parts: Sequence[_Part] | None) -> None:
-    state = _QuoteState()
+def _shell_probe(source: str, parts: Sequence[_Part] | None) -> tuple[str, list[int]]:
+    """The template's shell text with each `{{ }}` as a marker word, and each marker's template line."""
+    text: list[str] = []
+    lines: list[int] = []
     if parts is not None:
         for index, part in enumerate(parts):
             if isinstance(part, str):
-                state.feed(part)
+                text.append(part)
             else:
-                state.check_expression(_line_of(source, index, parts))
-        return
+                lines.append(_line_of(source, index, parts))
+                text.append(_MARKER.format(len(lines) - 1))
+        return "".join(text), lines
+    inside = False
     for lineno, token, value in _jinja(True).lex(source):
         if token == "data":
-            state.feed(value)
+            text.append(value)
         elif token == "variable_begin":
-            state.check_expression(lineno)
+            inside = True
+            lines.append(lineno)
+            text.append(_MARKER.format(len(lines) - 1))
+        elif token == "variable_end":
+            inside = False
+        elif not inside:
+            text.append("\n" * str(value).count("\n"))  # a `{% %}` tag's newlines keep later lines in place
+    return "".join(text), lines
+
+
+def _check_shell_positions(source: str, parts: Sequence[_Part] | None) -> None:
+    """Reject a `{{ }}` anywhere its quoted value would not stay one plain word of a simple command.
+
+    The value is quoted with `shlex.quote`, which is only safe as a word (or part of a word) of a
+    command's arguments, a redirect target or an assignment to a harmless variable. The positions are
+    read on the tree-sitter parse of the template, each `{{ }}` replaced by a marker word.
+    """
+    from .shell.parser import parse
+    from .shell.wrappers import default_wrappers
+
+    probe, lines = _shell_probe(source, parts)
+    if not lines:
+        return
+    data = probe.encode()
+    root = parse(data).root_node
+    table = default_wrappers()
+    for index, lineno in enumerate(lines):
+        marker = _MARKER.format(index).encode()
+        start = data.index(marker)
+        node = root.descendant_for_byte_range(start, start + len(marker))
+        where = f"(template line {lineno})"
+        while node is not None:
+            kind = node.type
+            if kind in _HEREDOC_CONTEXTS:
+                raise TemplateProblem(
+                    f"{{{{ }}}} after a here-document {where} is not quoted by the shell; "
+                    "pass the value with the handler's `stdin:` instead"
+                )
+            if kind == "command_substitution" and data[node.start_byte : node.start_byte + 1] == b"`":
+                raise TemplateProblem(f"{{{{ }}}} inside backticks {where}: write $( ) instead")
+            context = _REJECTED_CONTEXTS.get(kind)
+            if kind == "compound_statement" and not data[node.start_byte :].startswith(b"(("):
+                context = None
+            if context is not None:
+                raise TemplateProblem(
+                    f"{{{{ }}}} {context} {where}: values are shell-quoted automatically and may stand only "
+                    "as a word of a command, a redirect target or an assignment's value"
+                )
+            if kind == "variable_assignment":
+                name = node.child_by_field_name("name")
+                variable = data[name.start_byte : name.end_byte].decode() if name is not None else ""
+                if table.is_dangerous_env(variable):
+                    raise TemplateProblem(
+                        f"{{{{ }}}} as the value of {variable} {where}: that variable loads code or picks programs"
+                    )
+            if kind == "command":
+                _check_command_word(node, data, start, where, table)
+            node = node.parent
+
+
+def _check_command_word(command: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    """Reject the marker at `start` as the program a command runs, a dangerous `env NAME=` value, or code."""
+    name = command.child_by_field_name("name")
+    if name is not None and name.start_byte <= start < name.end_byte:
+        raise TemplateProblem(f"{{{{ }}}} as the program a command runs {where}: name the program in the template")
+    words = [child for child in command.children if child.type != "variable_assignment" and child.is_named]
+    code_options: frozenset[str] = frozenset()
+    for word in words:
+        text = data[word.start_byte : word.end_byte].decode(errors="replace")
+        if word.start_byte <= start < word.end_byte:
+            variable = _ASSIGNED.match(text)
+            if variable is not None and table.is_dangerous_env(variable.group(1)):
+                raise TemplateProblem(
+                    f"{{{{ }}}} as the value of {variable.group(1)} {where}: that variable loads code or picks programs"
+                )
+            return
+        wrapper = table.match([text], 0)
+        if text == "eval" or (wrapper is not None and wrapper.kind in _CODE_KINDS):
+            break
+        code_options = code_options | (table.code_options_of(text) or frozenset())
+        if code_options and any(text.startswith(option) for option in code_options):
+            break
+    else:
+        return
+    raise TemplateProblem(f"{{{{ }}}} in a word the shell or a program reads as code {where}")
 
 
 # --- compile and render ----------------------------------------------------------------------------
