@@ -121,31 +121,7 @@ def test_unknown_names_and_syntax_errors_fail_at_compile_time(source: str, messa
         ),
         ("cat <<'EOF'\n{{ path }}\nEOF", r"after a here-document"),
         ("cat <<-EOF\n\t{{ path }}\nEOF", r"after a here-document"),
-    ],
-)
-def test_shell_positions_where_quoting_is_unsafe_are_rejected(source: str, message: str) -> None:
-    with pytest.raises(TemplateProblem, match=message):
-        compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        "echo {{ path }}",
-        "echo \"fixed text\" {{ path }} 'more'",
-        'echo \\"{{ path }}',  # escaped quote: the value is a word of its own
-        "cat <<< {{ path }}",  # here-string, not a here-document: an ordinary word
-        'x="a"; echo {{ path }}',
-        "printf '%s\\n' {{ items }}",
-    ],
-)
-def test_shell_positions_that_keep_the_value_one_word_are_accepted(source: str) -> None:
-    compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
-
-
-@pytest.mark.parametrize(
-    ("source", "message"),
-    [
+        # accepted by the old quote scanner; the tree-sitter parse places them
         ("echo $(( 1 + {{ path }} ))", r"\{\{ \}\} inside arithmetic \$\(\( \)\) \(template line 1\)"),
         ("(( {{ path }} > 1 )) && echo big", r"inside arithmetic \(\( \)\)"),
         ("[[ $n -gt {{ path }} ]] && echo big", r"inside a \[\[ \]\] test \(template line 1\)"),
@@ -165,8 +141,7 @@ def test_shell_positions_that_keep_the_value_one_word_are_accepted(source: str) 
         ("{% if path %}\necho `cat {{ path }}`{% endif %}", r"inside backticks \(template line 2\)"),
     ],
 )
-def test_shell_positions_outside_plain_words_are_rejected(source: str, message: str) -> None:
-    # Each of these was accepted by the old quote scanner; the tree-sitter parse places them.
+def test_shell_positions_where_quoting_is_unsafe_are_rejected(source: str, message: str) -> None:
     with pytest.raises(TemplateProblem, match=message):
         compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
 
@@ -174,6 +149,12 @@ def test_shell_positions_outside_plain_words_are_rejected(source: str, message: 
 @pytest.mark.parametrize(
     "source",
     [
+        "echo {{ path }}",
+        "echo \"fixed text\" {{ path }} 'more'",
+        'echo \\"{{ path }}',  # escaped quote: the value is a word of its own
+        "cat <<< {{ path }}",  # here-string, not a here-document: an ordinary word
+        'x="a"; echo {{ path }}',
+        "printf '%s\\n' {{ items }}",
         "tool --name={{ path }}",
         "head -n{{ path }} file",
         "sort < {{ path }} > {{ path }}.sorted",
@@ -183,7 +164,7 @@ def test_shell_positions_outside_plain_words_are_rejected(source: str, message: 
         "{% if path %}ls {{ path }}{% endif %}",
     ],
 )
-def test_shell_positions_as_words_redirects_and_harmless_assignments_are_accepted(source: str) -> None:
+def test_shell_positions_that_keep_the_value_one_word_are_accepted(source: str) -> None:
     compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
 
 
