@@ -139,7 +139,7 @@ class ToolContext:
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the project root (no symlinks resolved)."""
-        candidate = Path(path).expanduser()
+        candidate = Path(os.path.expanduser(path))  # an unknown user's `~name` stays as written, never raises
         if not candidate.is_absolute():
             candidate = self.root / candidate
         return Path(os.path.normpath(candidate))

@@ -80,7 +80,10 @@ def _relpath(root: str, value: Any) -> str:
 
 def _realpath(root: str, value: Any) -> str:
     """The path's target with every symlink resolved: rules see the file, not only its name."""
-    return os.path.realpath(_abspath(root, value)).replace("\\", "/")
+    path = _abspath(root, value)
+    if "\x00" in path:  # names no file (realpath raises): the rules see it as written
+        return path
+    return os.path.realpath(path).replace("\\", "/")
 
 
 def _realrelpath(root: str, value: Any) -> str:

@@ -95,7 +95,7 @@ def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
     if definition.layer == "builtin" and definition.annotations.get("read_only"):
         return None
     paths = [
-        os.path.normpath(site.cwd / Path(value).expanduser())
+        os.path.normpath(site.cwd / os.path.expanduser(value))
         for path_arg in definition.permission.paths
         if isinstance(value := args.get(path_arg.arg), str) and value and "\x00" not in value
     ]
@@ -155,10 +155,10 @@ def _external_requests(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
 
 def external_directories(value: str, site: CallSite, *, directory: bool) -> list[str]:
     """Directories outside the root that `value` reaches, lexically or through symlinks (both checked)."""
-    lexical = Path(os.path.normpath(site.cwd / Path(value).expanduser()))
+    lexical = Path(os.path.normpath(site.cwd / os.path.expanduser(value)))
     try:
         real = lexical.resolve(strict=False)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL byte in the path
         real = lexical
     roots = (site.root, site.root.resolve())
     exempt = [Path(directory) for directory in usable_exempt(site.exempt)] if site.exempt else []
