@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from toolrt import Runtime
+from toolrt.context import tool_output_dir
 
 TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 REGENERATE = os.environ.get("TOOLRT_REGENERATE_TRANSCRIPTS") == "1"
@@ -132,6 +133,7 @@ def _setup(root: Path) -> None:
 
 
 def _normalise(text: str, root: Path, data_dir: Path) -> str:
+    text = text.replace(str(tool_output_dir(data_dir, root)), "<data>/tool-output/<project>")
     text = text.replace(str(data_dir), "<data>").replace(str(root), "<root>")
     return re.sub(r"tool_[0-9a-f]{16}[0-9A-Za-z]{10}", "tool_<id>", text)
 
