@@ -118,6 +118,25 @@ def readable(ctx: ToolContext, path: str) -> bool:
     return real == path or ctx.permits("read", real)
 
 
+class ReadableNames:
+    """Collects ripgrep's file records (relative to `directory`) that `readable` allows, counting the
+    rest; as a `consume` callback it stops the search once it holds one name past `limit`."""
+
+    def __init__(self, ctx: ToolContext, directory: Path, limit: int) -> None:
+        self.ctx, self.directory, self.limit = ctx, directory, limit
+        self.found: list[str] = []
+        self.left_out = 0
+
+    def __call__(self, record: bytes) -> bool:
+        if record:
+            name = os.fsdecode(record)
+            if readable(self.ctx, str(self.directory / name)):
+                self.found.append(name)
+            else:
+                self.left_out += 1
+        return len(self.found) <= self.limit  # one past the limit proves there are more
+
+
 def left_out_note(count: int) -> str:
     """What a search tool says about the files it left out (empty when none were)."""
     if not count:

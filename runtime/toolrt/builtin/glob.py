@@ -9,7 +9,7 @@ from typing import Any
 
 from ..context import ToolContext
 from ..errors import ToolFailure
-from .filepaths import guard_read, left_out_note, readable
+from .filepaths import ReadableNames, guard_read, left_out_note
 from .ripgrep import run_ripgrep
 
 __all__ = ["FILE_LIMIT", "TRUNCATED_NOTE", "glob", "search_directory"]
@@ -42,19 +42,7 @@ async def glob(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     directory = search_directory(ctx, args.get("path"))
     if args.get("path"):
         await guard_read(ctx, directory)
-    found: list[str] = []
-    left_out = 0
-
-    def take(record: bytes) -> bool:
-        nonlocal left_out
-        if record:
-            name = os.fsdecode(record)
-            if readable(ctx, str(directory / name)):
-                found.append(name)
-            else:
-                left_out += 1
-        return len(found) <= FILE_LIMIT  # one past the limit proves there are more
-
+    take = ReadableNames(ctx, directory, FILE_LIMIT)
     # rg sorts by mtime itself, so the 100 shown are the newest of all matches, not of the first 100 found.
     run = await run_ripgrep(
         ["--files", "--null", "--hidden", f"--glob={pattern}", "--glob=!.git/", "--sortr=modified"],
@@ -64,6 +52,7 @@ async def glob(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         consume=take,
         separator=b"\0",
     )
+    found, left_out = take.found, take.left_out
     if run.exit_code == 2 and not found and run.stderr:
         raise ToolFailure(
             f"ripgrep could not use this glob:\n{run.stderr}\nFix `pattern` (e.g. `**/*.py`, `src/*.{{ts,tsx}}`)."

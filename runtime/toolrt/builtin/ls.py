@@ -9,7 +9,7 @@ from typing import Any
 
 from ..context import ToolContext
 from ..errors import ToolFailure
-from .filepaths import guard_read, left_out_note, readable
+from .filepaths import ReadableNames, guard_read, left_out_note
 from .glob import search_directory
 from .ripgrep import run_ripgrep
 
@@ -59,19 +59,7 @@ async def list_directory(args: Mapping[str, Any], ctx: ToolContext) -> dict[str,
     globs = [f"--glob=!{pattern}" for pattern in (*IGNORED_DIRECTORIES, *ignore)]
     if args.get("path"):
         await guard_read(ctx, directory)
-    found: list[str] = []
-    left_out = 0
-
-    def take(record: bytes) -> bool:
-        nonlocal left_out
-        if record:
-            name = os.fsdecode(record)
-            if readable(ctx, str(directory / name)):
-                found.append(name)
-            else:
-                left_out += 1
-        return len(found) <= ENTRY_LIMIT
-
+    take = ReadableNames(ctx, directory, ENTRY_LIMIT)
     # Sorted by path so that, when truncated, the same 100 files come back on every call.
     await run_ripgrep(
         ["--files", "--null", "--hidden", "--sort=path", *globs],
@@ -81,6 +69,7 @@ async def list_directory(args: Mapping[str, Any], ctx: ToolContext) -> dict[str,
         consume=take,
         separator=b"\0",
     )
+    found, left_out = take.found, take.left_out
     truncated = len(found) > ENTRY_LIMIT
     files = found[:ENTRY_LIMIT]
     output = f"{directory}/\n" + (render_tree(files) if files else "No files found\n")
