@@ -33,9 +33,15 @@ def make_ctx(root: Path) -> ToolContext:
 
 
 def call(handler: Handler, args: Mapping[str, Any], root: Path) -> dict[str, Any]:
+    """The handler's result, its metadata without `sandbox` after checking that it names the sandbox rg ran in."""
+
     async def main() -> dict[str, Any]:
+        ctx = make_ctx(root)
         with anyio.fail_after(20):
-            return await handler(args, make_ctx(root))
+            result = await handler(args, ctx)
+        plan = ctx.sandbox_plan()
+        assert result["metadata"].pop("sandbox") == (plan.description if plan is not None else "none")
+        return result
 
     return anyio.run(main)
 

@@ -67,5 +67,5 @@ async def glob(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return {
         "title": os.path.relpath(directory, ctx.root),
         "output": output,
-        "metadata": {"count": len(files), "truncated": truncated},
+        "metadata": {"count": len(files), "truncated": truncated, "sandbox": run.sandbox},
     }

@@ -104,7 +104,7 @@ async def grep(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return {
         "title": pattern,
         "output": output,
-        "metadata": {"matches": total, "truncated": total > MATCH_LIMIT},
+        "metadata": {"matches": total, "truncated": total > MATCH_LIMIT, "sandbox": run.sandbox},
     }
 
 

@@ -61,7 +61,7 @@ async def list_directory(args: Mapping[str, Any], ctx: ToolContext) -> dict[str,
         await guard_read(ctx, directory)
     take = ReadableNames(ctx, directory, ENTRY_LIMIT)
     # Sorted by path so that, when truncated, the same 100 files come back on every call.
-    await run_ripgrep(
+    run = await run_ripgrep(
         ["--files", "--null", "--hidden", "--sort=path", *globs],
         cwd=directory,
         abort=ctx.abort,
@@ -82,7 +82,7 @@ async def list_directory(args: Mapping[str, Any], ctx: ToolContext) -> dict[str,
     return {
         "title": os.path.relpath(directory, ctx.root),
         "output": output,
-        "metadata": {"count": len(files), "truncated": truncated},
+        "metadata": {"count": len(files), "truncated": truncated, "sandbox": run.sandbox},
     }
 
 

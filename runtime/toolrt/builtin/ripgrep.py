@@ -40,6 +40,8 @@ class RipgrepRun:
     """rg's exit status (0 found, 1 nothing found, 2 error); None when the consumer stopped it early."""
     stderr: str
     """rg's error output, at most 16 KB, decoded leniently."""
+    sandbox: str = "none"
+    """What the OS sandbox enforced on rg (`SandboxPlan.description`), for the call's metadata."""
 
 
 @cache
@@ -109,7 +111,11 @@ async def run_ripgrep(
     finally:
         with anyio.CancelScope(shield=True):
             await process.aclose()
-    return RipgrepRun(None if stopped else process.returncode, stderr.decode("utf-8", "replace").strip())
+    return RipgrepRun(
+        None if stopped else process.returncode,
+        stderr.decode("utf-8", "replace").strip(),
+        sandbox.description if sandbox is not None else "none",
+    )
 
 
 async def _split_records(
