@@ -176,3 +176,31 @@ def test_an_approved_local_address_is_still_fetched(local_service: int, tmp_path
     assert result["output"] == "local secret"
     assert _LocalService.reached == ["/notes"]
     assert asked == []  # a literal address is asked by the pipeline (`permission_requests`), not again here
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"])
+def test_a_proxy_in_the_environment_carries_no_request_past_the_pinning(
+    local_service: int, rebinding_dns: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str
+) -> None:
+    # A proxy resolves the name on its own (here to the local service): the checked address would not count.
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, f"http://127.0.0.1:{local_service}")
+    asked: list[PermissionRequest] = []
+    ctx = _context(tmp_path, asked, approve=False)
+    url = f"{'https' if 'HTTPS' in variable else 'http'}://rebind.example.com:{local_service}/secret"
+    with pytest.raises(ToolFailure, match=r"Could not fetch .*ConnectError: no route to the internet"):
+        anyio.run(webfetch, {"url": url}, ctx)
+    assert _LocalService.reached == []
+    assert rebinding_dns == [PUBLIC]
+
+
+def test_a_proxy_in_the_environment_does_not_reach_a_name_that_does_not_resolve(
+    local_service: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{local_service}")
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{local_service}")
+    ctx = _context(tmp_path, [], approve=False)
+    with pytest.raises(ToolFailure, match=r"nowhere\.invalid does not resolve"):
+        anyio.run(webfetch, {"url": "http://nowhere.invalid/secret"}, ctx)
+    assert _LocalService.reached == []

@@ -25,7 +25,7 @@ import pytest
 from toolrt import Runtime
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox.config import call_plan
-from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
+from toolrt.sandbox.plan import SandboxPlan, plan_sandbox, within
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import Support, detect_support
 
@@ -457,3 +457,75 @@ def test_a_writable_directory_made_after_an_earlier_call_is_writable(
     late.mkdir()
     result = sh(f"echo x > {late}/f && echo wrote", plan, tmp_path)
     assert result.output == "wrote\n"
+
+
+# --- a tool-output directory that is, becomes or passes through a symlink -----------------------
+
+
+def _output_link(tmp_path: Path, outside: Path, where: str) -> Path:
+    """The tool-output directory (`<data>/tool-output/<key>`) made a symlink to `outside` (`itself`), or
+    reached through a `tool-output` directory that is one (`parent`)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    if where == "itself":
+        (data / "tool-output").mkdir()
+        (data / "tool-output" / "key").symlink_to(outside, target_is_directory=True)
+    else:
+        (data / "tool-output").symlink_to(outside, target_is_directory=True)
+    return data / "tool-output" / "key"
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize("where", ["itself", "parent"])
+def test_a_symlinked_tool_output_directory_widens_no_write(
+    tmp_path: Path, outside: Path, launch: str, where: str
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    output = _output_link(tmp_path, outside, where)
+    if where == "parent":
+        (outside / "key").mkdir()  # the tool-output directory itself is real, below a linked parent
+    plan = plan_sandbox(SandboxPolicy(), replace(SUPPORT, launch=launch), root=root, output_dir=output)  # type: ignore[arg-type]
+    assert plan is not None
+    assert not any(within(str(outside), w) or within(w, str(outside)) for w in plan.writable), plan.writable
+    result = sh(f"echo x > {outside}/pwned; echo x > {output}/pwned2", plan, root)
+    assert f"{outside}/pwned: Permission denied" in result.output
+    assert f"{output}/pwned2: Permission denied" in result.output
+    assert not (outside / "pwned").exists() and not list(outside.rglob("pwned2"))
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_tool_output_directory_that_becomes_a_symlink_widens_no_write(
+    tmp_path: Path, outside: Path, launch: str
+) -> None:
+    root, output = tmp_path / "project", tmp_path / "data" / "tool-output" / "key"
+    root.mkdir()
+    output.mkdir(parents=True)
+    support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+    before = plan_sandbox(SandboxPolicy(), support, root=root, output_dir=output)
+    assert before is not None and str(output) in before.writable
+    # A process with the parent writable swaps the directory for a link: the next call's plan drops it,
+    # and a plan made before the swap (a call racing the swap) is refused by the kernel's lookup.
+    output.rmdir()
+    output.symlink_to(outside, target_is_directory=True)
+    after = plan_sandbox(SandboxPolicy(), support, root=root, output_dir=output)
+    assert after is not None and str(output) not in after.writable
+    for plan in (after, before):
+        result = sh(f"echo x > {outside}/pwned", plan, root)
+        assert f"{outside}/pwned: Permission denied" in result.output
+    assert not (outside / "pwned").exists()
+
+
+def test_a_runtime_with_a_symlinked_tool_output_directory_stops_a_hidden_write(
+    tmp_path: Path, outside: Path, project_writer: Callable[..., Path]
+) -> None:
+    root = _project(project_writer, tmp_path / "project", outside)
+    rt = Runtime.load(root)
+    output = rt.snapshot.truncation_dir
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.symlink_to(outside, target_is_directory=True)
+    line = _script_write(root, "viaoutput", outside.name, "pwned")
+    _analyzer_allows(rt, line)
+    result = _bash(rt, line)
+    assert not (outside / "pwned").exists()
+    assert f"{outside}/pwned: Permission denied" in result["output"]

@@ -223,7 +223,12 @@ def _pinned_transport(url: str, addresses: tuple[str, ...], unresolved: str) -> 
     """A transport that connects to the addresses checked before the fetch, not to what the name resolves to
     by the time of connecting (DNS rebinding); the request keeps the name, so the Host header, TLS SNI and
     certificate check are for the name. A redirect to another host is resolved once, at connect time, and
-    refused when any of its addresses is inside the network."""
+    refused when any of its addresses is inside the network.
+
+    Never through a proxy: the environment's `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` are ignored (the
+    client and transport do not trust the environment), since a proxy resolves and connects on its own
+    and would carry the request past both the pinning and the private-address checks. The certificate
+    store is the default one (`SSL_CERT_FILE` and `SSL_CERT_DIR` still add trust; they choose no route)."""
     import httpcore2
     import httpx2
 
@@ -261,7 +266,7 @@ def _pinned_transport(url: str, addresses: tuple[str, ...], unresolved: str) -> 
         async def sleep(self, seconds: float) -> None:
             await self._network.sleep(seconds)
 
-    transport = httpx2.AsyncHTTPTransport()
+    transport = httpx2.AsyncHTTPTransport(trust_env=False)
     # httpx2 has no public option for the network backend: the pool is rebuilt around the pinned one.
     transport._pool = httpcore2.AsyncConnectionPool(
         ssl_context=httpx2.create_ssl_context(), network_backend=PinnedBackend()
@@ -295,6 +300,7 @@ async def _download(url: str, accept: str, addresses: tuple[str, ...], unresolve
                 transport=_pinned_transport(url, addresses, unresolved),
                 follow_redirects=True,
                 timeout=None,
+                trust_env=False,  # no HTTP(S)_PROXY / ALL_PROXY / NO_PROXY: a proxy would resolve the name itself
                 event_hooks={"request": [_refuse_private_redirect(url)]},
             ) as client,
             client.stream("GET", url, headers=headers) as response,

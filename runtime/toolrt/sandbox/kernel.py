@@ -10,6 +10,7 @@ Landlock rights are enabled best effort: only those the running kernel's ABI kno
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import stat
@@ -104,6 +105,15 @@ class _RulesetAttr(ctypes.Structure):
     )
 
 
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
+
+
+_OPENAT2 = 437  # the same number on every architecture (the generic table)
+_AT_FDCWD = -100
+_RESOLVE_NO_SYMLINKS = 0x04
+
+
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
@@ -180,8 +190,8 @@ def build_ruleset(rules: LandlockRules) -> int:
     try:
         for path, rights in rules.paths:
             try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except FileNotFoundError:
+                fd = _open_rule_path(path, rights)
+            except (FileNotFoundError, _LinkOnTheWay):
                 continue
             try:
                 allowed = rights & rules.fs
@@ -196,6 +206,37 @@ def build_ruleset(rules: LandlockRules) -> int:
         os.close(ruleset)
         raise
     return ruleset
+
+
+class _LinkOnTheWay(OSError):
+    """A writable rule's path passes through a symlink now: the rule is left out."""
+
+
+def _open_rule_path(path: str, rights: int) -> int:
+    """An O_PATH descriptor for a rule. A rule that lets files be made is opened without following any
+    symlink on the way (openat2 `RESOLVE_NO_SYMLINKS`): the plan resolved its path, so a link found now
+    was put there since (a tool-output directory swapped for a link to `/`), and the rule is left out
+    rather than widened to wherever the link points."""
+    if not rights & FS_MAKE_REG:
+        return os.open(path, os.O_PATH | os.O_CLOEXEC)
+    how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, _RESOLVE_NO_SYMLINKS)
+    encoded = os.fsencode(path)
+    fd = int(_libc.syscall(_OPENAT2, _AT_FDCWD, encoded, ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))))
+    if fd >= 0:
+        return fd
+    code = ctypes.get_errno()
+    if code == errno.ENOENT:
+        raise FileNotFoundError(code, os.strerror(code), path)
+    if code == errno.ELOOP:
+        raise _LinkOnTheWay(code, "a symlink on the way", path)
+    if code not in (errno.EPERM, errno.ENOSYS):
+        raise OSError(code, f"open {path}: {os.strerror(code)}")
+    # openat2 filtered (a container's seccomp) or absent: at least the last component is no link.
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _LinkOnTheWay(errno.ELOOP, "a symlink on the way", path)
+    return fd
 
 
 def restrict_with(ruleset: int) -> None:

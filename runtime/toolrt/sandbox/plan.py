@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..permissions.model import usable_exempt
 from . import kernel
 from .bwrap import bwrap_argv
 from .policy import SandboxPolicy
@@ -65,15 +66,26 @@ class SandboxPlan:
         }
 
 
-@functools.lru_cache(maxsize=256)
 def writable_set(policy: SandboxPolicy, *, root: Path, output_dir: Path) -> tuple[str, ...]:
-    """The directories a process may write under `policy` (the device files aside); cached, since
-    resolving them costs more than the rest of a plan."""
+    """The directories a process may write under `policy` (the device files aside).
+
+    The tool-output directory is writable only while neither it nor any directory above it is a
+    symlink, checked at each call like an exempt directory (`usable_exempt`): a tool-output directory
+    that is, becomes, or passes through a link to `/` (or anywhere else) widens nothing."""
+    fixed = _fixed_writable(policy, root)
+    if policy.mode != "workspace-write":
+        return fixed
+    return tuple(dict.fromkeys((*fixed, *usable_exempt((output_dir,)))))
+
+
+@functools.lru_cache(maxsize=256)
+def _fixed_writable(policy: SandboxPolicy, root: Path) -> tuple[str, ...]:
+    """The root, the temp directories and the host's declared directories, resolved; cached, since
+    resolving them costs more than the rest of a plan (the host chose them: their links are followed)."""
     paths: list[str] = []
     if policy.mode == "workspace-write":
         paths.append(str(root))
         paths.extend(dict.fromkeys((tempfile.gettempdir(), *_TEMP_DIRS)))
-        paths.append(str(output_dir))
     paths.extend(str(p) for p in policy.writable)
     return tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
 
