@@ -136,7 +136,12 @@ def test_the_locked_file_denies_tool_ids_and_handler_kinds(
     root = _project(tmp_path, monkeypatch, {"runner": SH_C_TOOL, "cleanup": SHELL_TOOL}, locked=locked)
     args = {"c": "echo hi"} if tool == "runner" else {"target": "nothing.txt"}
     result = _call(root, tool, args)
-    assert result.error is not None and "locked" in result.error, result.error
+    assert result.error is not None and f"unavailable tool '{tool}'" in result.error, result.error
+    rt = Runtime.load(root)
+    reason = {h.id: h.reason for h in rt.tools().hidden}[tool]
+    assert "the locked file denies" in reason, reason
+    decision, _ = rt.check_call(tool, args)  # the call's own requests deny it too, offered or not
+    assert decision.action == "deny" and any("the locked file denies" in (d.reason or "") for d in decision.decisions)
     other = "cleanup" if tool == "runner" else "runner"
     if "handlers" not in locked or other == "cleanup":
         assert _call(root, other, {"c": "echo hi"} if other == "runner" else {"target": "nothing.txt"}).error is None
@@ -149,3 +154,43 @@ def test_handlers_and_tools_are_only_for_the_locked_file(tmp_path: Path, monkeyp
 
     with pytest.raises(ConfigError, match='"handlers" belongs in the locked file'):
         Runtime.load(root)
+
+
+@pytest.mark.parametrize(
+    ("locked", "gone", "kept"),
+    [
+        ("tools: {deny: [runner]}\n", {"runner"}, {"cleanup", "bash", "read"}),
+        ("tools: {deny: ['run*', bash]}\n", {"runner", "bash"}, {"cleanup", "read"}),
+        ("handlers: {deny: [argv]}\n", {"runner"}, {"cleanup", "bash"}),
+        ("handlers: {deny: [shell, argv]}\n", {"runner", "cleanup"}, {"bash", "read"}),
+        ("handlers: {deny: [python]}\n", {"bash", "read", "write"}, {"runner", "cleanup"}),
+    ],
+)
+def test_a_tool_the_locked_file_denies_is_not_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locked: str, gone: set[str], kept: set[str]
+) -> None:
+    root = _project(tmp_path, monkeypatch, {"runner": SH_C_TOOL, "cleanup": SHELL_TOOL}, locked=locked)
+    rt = Runtime.load(root)
+    for format in ("openai", "mcp"):
+        names = {spec["name"] if "name" in spec else spec["function"]["name"] for spec in rt.specs(format)}
+        assert not names & gone and kept <= names, (format, sorted(names))
+    hidden = {h.id: h.reason for h in rt.tools().hidden}
+    for tool in gone:
+        assert "the locked file denies" in hidden[tool], hidden[tool]
+    for tool in gone:
+        result = _call(root, tool, {"c": "echo hi", "target": "x", "command": "echo hi", "filePath": "x"})
+        assert result.error is not None and f"unavailable tool '{tool}'" in result.error, result
+
+
+def test_a_tool_overriding_a_locked_denied_tool_is_neither_offered_nor_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = REPLACED_BASH.replace("id: bash", "id: mybash\n    overrides: bash")
+    root = _project(tmp_path, monkeypatch, {"mybash": text}, locked="tools: {deny: [bash]}\n")
+    rt = Runtime.load(root)
+    assert "bash" not in {spec["function"]["name"] for spec in rt.specs("openai")}
+    assert "the locked file denies the tool bash" in {h.id: h.reason for h in rt.tools().hidden}["mybash"]
+    for name in ("mybash", "bash"):
+        result = _call(root, name, {"command": "rm -f victim.txt"})
+        assert result.error is not None and f"unavailable tool '{name}'" in result.error, result.error
+    assert (root / "victim.txt").exists()

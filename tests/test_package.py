@@ -40,6 +40,7 @@ LAYERS: list[set[str]] = [
     {"settings", "context"},
     {"compiled"},
     {"snapshot"},
+    {"call.locked_tools"},
     {"selection", "unasked"},
     {"call.titles", "call.record"},
     {"call.state"},

@@ -101,6 +101,30 @@ def test_malformed_calls_become_results_the_model_can_act_on(rt: Runtime) -> Non
     assert "came without a call id" in texts[6]
 
 
+@pytest.mark.parametrize(
+    ("format", "turn"),
+    [
+        ("openai", chat_completion(calls=[("", "bash", '{"command": "echo run", "description": "d"}')])),
+        ("openai-responses", response(calls=[("", "bash", '{"command": "echo run", "description": "d"}')])),
+        ("anthropic", message(calls=[("", "bash", {"command": "echo run", "description": "d"})])),
+    ],
+)
+def test_a_call_without_an_id_is_not_run_but_leaves_an_audit_record(rt: Runtime, format: str, turn: Any) -> None:
+    from toolrt.audit import read_records
+
+    assert rt.audit.path is not None
+    [message] = run(rt, format, turn)
+    assert "came without a call id" in json.dumps(message)
+    records, bad = read_records(rt.audit.path)
+    assert bad == [] and len(records) == 1, records
+    [record] = records
+    assert record["tool"] == "bash" and record["status"] == "invalid"
+    assert record["call_id"].startswith("call_")  # generated: the response gave none
+    sent = {"command": "echo run", "description": "d"}
+    assert record["arguments"] in (json.dumps(sent), sent)
+    assert "came without a call id" in record["error"] and "was not run" in record["error"]
+
+
 def test_gemini_calls_without_ids_run_and_answer_by_name(rt: Runtime) -> None:
     turn = generate_content(calls=[("", "read", {"filePath": "notes.txt"})])
     [content] = run(rt, "gemini", turn)

@@ -491,7 +491,8 @@ class Runtime:
         of concurrent calls reach `ask` and `questioner` one at a time. Malformed calls (arguments
         that are not JSON, an unknown, empty or hidden name) come back as error results for the
         model; a call without an id (which every format but `gemini` needs to match its result) is
-        not run. No tool calls → `[]`.
+        not run (its result could not reach the model) but is recorded like every call, as `invalid`
+        under a generated id (`call_<n>`). No tool calls → `[]`.
 
         Raises:
             UsageError: `format` is unknown, or `agent` names no agent.
@@ -521,16 +522,16 @@ class Runtime:
 
         async def run(index: int) -> ToolResult:
             call = calls[index]
-            if needs_id and not call.id:
-                return ToolResult(
-                    title=call.name or "Invalid Tool",
-                    output="",
-                    error=(
+            request = replace(base, tool=call.name, args=call.arguments, call_id=call.id)
+            if needs_id and not call.id:  # not run, but recorded (under a generated id) like any call
+                request = replace(
+                    request,
+                    refused=(
                         f"This call to '{call.name}' came without a call id, so its result could not be matched "
                         "to it and it was not run. Call the tool again."
                     ),
                 )
-            return await self._dispatch(replace(base, tool=call.name, args=call.arguments, call_id=call.id))
+            return await self._dispatch(request)
 
         results = await self._together([call.name for call in calls], run)
         return module.result_messages(zip(calls, results, strict=True))

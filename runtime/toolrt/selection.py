@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from .call.locked_tools import locked_denial
 from .call.request import DEFAULT_SCOPE, CallScope
 from .compiled import OFFERED_MARK, CompiledTool
 from .config.model import HostHandler, Selector, When
@@ -215,6 +216,9 @@ def select(
             and definition.handler.name not in host_handlers
         ):
             reason = f"no host handler registered for '{definition.handler.name}'"
+        if reason is None:
+            denial = locked_denial(tool, snapshot)
+            reason = denial.reason if denial is not None else None
         if reason is None:
             available[tool_id] = tool
         else:

@@ -20,7 +20,8 @@ from ..permissions.model import CallSite, Decision, PermissionRequest, usable_ex
 from ..snapshot import Snapshot
 from ..templates import render
 from .active import ActiveCall
-from .process_denies import locked_denial, process_denies
+from .locked_tools import locked_denial
+from .process_denies import process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
 from .titles import render_optional
 

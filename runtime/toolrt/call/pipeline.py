@@ -50,6 +50,8 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     offered, args, repair_note = _repair(request, toolset, snapshot)
     if snapshot.blocked is not None:  # broken permissions or settings: nothing runs, every call says why
         offered, repair_note = None, blocked_message(snapshot.blocked)
+    if request.refused is not None:
+        offered, repair_note = None, request.refused
     if offered is None:
         assert repair_note is not None
         result = ToolResult(title="Invalid Tool", output="", error=repair_note)

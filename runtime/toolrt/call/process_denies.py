@@ -8,7 +8,8 @@ the locked file, and the bash rules that name a command (the bare `*` fallback d
 project allow-list `bash: {"*": deny, …}` leaves its own tools working). Only their denies count:
 each becomes a request with floor `deny` whose reason names the command and the rule.
 
-The locked file can also deny tools by id and by handler kind, whatever their permission key.
+The locked file can also deny tools by id and by handler kind, whatever their permission key
+(`locked_tools`).
 """
 
 from __future__ import annotations
@@ -19,38 +20,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..compiled import CompiledTool
-from ..config.model import ArgvHandler, HostHandler, PythonHandler, ShellHandler
+from ..config.model import ArgvHandler, ShellHandler
 from ..permissions.evaluate import decide
 from ..permissions.model import PermissionRequest, Rule
 from ..permissions.rules import Ruleset
-from ..permissions.wildcard import match
 from ..snapshot import Snapshot
 from ..templates import render, render_argv
 
-__all__ = ["handler_kind", "locked_denial", "process_denies"]
-
-
-_KINDS: Mapping[type, str] = {PythonHandler: "python", ArgvHandler: "argv", ShellHandler: "shell", HostHandler: "host"}
-
-
-def handler_kind(tool: CompiledTool) -> str:
-    """`python`, `argv`, `shell` or `host`: the names `handlers: {deny: [...]}` uses."""
-    return _KINDS[type(tool.definition.handler)]
-
-
-def locked_denial(tool: CompiledTool, snapshot: Snapshot) -> PermissionRequest | None:
-    """A deny for a tool the locked file names (`tools: {deny}`) or whose handler kind it denies."""
-    permissions = snapshot.permissions
-    if not permissions.denied_tools and not permissions.denied_handlers:
-        return None
-    kind = handler_kind(tool)
-    if kind in permissions.denied_handlers:
-        reason = f"the locked file denies every {kind} tool (handlers: deny)"
-    elif any(match(tool.id, pattern) for pattern in permissions.denied_tools):
-        reason = f"the locked file denies the tool {tool.id} (tools: deny)"
-    else:
-        return None
-    return PermissionRequest("tool", (tool.id,), (), floor="deny", reason=reason)
+__all__ = ["process_denies"]
 
 
 def _binding(rules: Ruleset) -> Ruleset:

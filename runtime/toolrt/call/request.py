@@ -91,3 +91,6 @@ class CallRequest:
     questioner: Questioner | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     """Host-supplied values handed to Python handlers as `ctx.extra` (e.g. the `task` tool's runner)."""
+    refused: str | None = None
+    """Why the call must not run although the model made it (a provider call without the id its result
+    needs): the pipeline records it as `invalid` under a generated id and returns this as the error."""
