@@ -85,7 +85,7 @@ def test_toolset_reaches_list_specs_check_and_call(tmp_path: Path) -> None:
     assert code == 0 and json.loads(out)["output"].strip() == "HI"
     code, out, _ = run("call", "--root", root, "shout", '{"text": "hi"}', "--toolset", "reading", "--json")
     assert code == 1
-    assert "unavailable tool 'shout'. Available tools: glob, read." in json.loads(out)["error"]
+    assert "unavailable tool 'shout'. Available tools: read, glob." in json.loads(out)["error"]
     code, _, err = run("list", "--root", root, "--toolset", "nope")
     assert code == 2 and "unknown tool set 'nope' (tool sets: reading)" in err
 

@@ -98,9 +98,28 @@ def test_flag_precedence(
     assert ("fancy" in rt.tools().names()) is visible
 
 
+def test_a_project_turns_a_default_off_builtin_on_by_its_flags_default(tmp_path: Path) -> None:
+    root = project(tmp_path, settings="flags:\n  - {name: list_tool, default: true}\n")
+    rt = Runtime.load(root)
+    names = rt.tools().names()
+    assert "list" in names and "todoread" not in names
+    assert rt.snapshot.settings.flags["list_tool"].description.startswith("Offer the `list` tool")
+    assert "todoread" in rt.tools(flags={"todoread_tool": True}).names()
+
+
+def test_a_new_flag_without_a_description_is_a_located_problem(tmp_path: Path) -> None:
+    root = project(
+        tmp_path, settings="flags:\n  - {name: list_tool, default: true}\n  - {name: turbo, default: true}\n"
+    )
+    with pytest.raises(ConfigError, match=r"toolrt.yaml:3:5: flag 'turbo' has no description: a new flag says what"):
+        Runtime.load(root)
+
+
 def test_unknown_flag_on_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
     root = project(tmp_path, tools={"fancy": FLAGGED}, settings=FLAGS)
-    with pytest.raises(UsageError, match=r"unknown flag 'fancie' \(declared flags: batch_tool, fancy\)"):
+    with pytest.raises(
+        UsageError, match=r"unknown flag 'fancie' \(declared flags: batch_tool, fancy, list_tool, todoread_tool\)"
+    ):
         Runtime.load(root, flags={"fancie": True})
 
 

@@ -40,14 +40,16 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def _call(root: Path, tool: str, args: dict[str, Any], *, model: str | None = None) -> Any:
+def _call(
+    root: Path, tool: str, args: dict[str, Any], *, model: str | None = None, flags: dict[str, bool] | None = None
+) -> Any:
     async def approve(request: AskRequest) -> Reply:
         return Reply("once")
 
     async def main() -> Any:
         rt = Runtime.load(root)
         with anyio.fail_after(20):
-            return await rt.call(tool, args, ask=approve, model=model)
+            return await rt.call(tool, args, ask=approve, model=model, flags=flags)
 
     return anyio.run(main)
 
@@ -92,7 +94,7 @@ def test_glob_and_list_leave_out_the_env_file_and_say_so(project: Path) -> None:
     found = _call(project, "glob", {"pattern": "*"})
     assert "notes.txt" in found.output and ".env" not in found.output.replace("left out", "")
     assert "1 file left out" in found.output
-    listed = _call(project, "list", {})
+    listed = _call(project, "list", {}, flags={"list_tool": True})
     assert "notes.txt" in listed.output and "  .env" not in listed.output
     assert "1 file left out" in listed.output
 

@@ -32,8 +32,9 @@ permission:
 """
 
 # Scopes that between them offer every built-in tool: the default one, and one that turns on what the
-# default scope hides (apply_patch for GPT models, question for the cli client, batch behind its flag).
-SCOPES: tuple[dict[str, Any], ...] = ({}, {"model": "gpt-5", "client": "cli", "flags": {"batch_tool": True}})
+# default scope hides (apply_patch for GPT models, question for the cli client, the tools behind flags).
+FLAGS = {"batch_tool": True, "list_tool": True, "todoread_tool": True}
+SCOPES: tuple[dict[str, Any], ...] = ({}, {"model": "gpt-5", "client": "cli", "flags": FLAGS})
 
 # Built-in tools no scope offers, each with the reason it is left out.
 NOT_OFFERED = {
@@ -177,5 +178,5 @@ def test_arbitrary_arguments_give_a_result_and_one_audit_record(runtime: Runtime
 def test_an_unknown_users_home_or_a_nul_byte_is_a_path_not_a_crash(runtime: Runtime, name: str, args: Any) -> None:
     # Found by the properties above: Path.expanduser raised RuntimeError for `~name` of no such user, and
     # realpath/resolve raised ValueError for a NUL byte, so the call failed unexpectedly.
-    result = call_once(runtime, name, SCOPES[0], args)
+    result = call_once(runtime, name, offered_tools(runtime)[name][1], args)
     assert result.error == "The user rejected permission to use this specific tool call."

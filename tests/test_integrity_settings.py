@@ -65,11 +65,11 @@ def test_a_project_cannot_turn_the_audit_off_or_move_it(
 ) -> None:
     outside, elsewhere = tmp_path / "host" / "audit.jsonl", tmp_path / "elsewhere"
     (project / file).write_text(text.format(outside=outside, elsewhere=elsewhere), encoding="utf-8")
-    rt, result = _call(project, "list", {})
+    rt, result = _call(project, "glob", {"pattern": "*"})
     assert result.error is None
     assert rt.audit.path == _isolated_data_dir / "audit.jsonl"
     records, bad = read_records(rt.audit.path)
-    assert [record["tool"] for record in records] == ["list"] and bad == []
+    assert [record["tool"] for record in records] == ["glob"] and bad == []
     assert not outside.exists() and not elsewhere.exists()
     warning = next(w for w in rt.snapshot.warnings if f"{key} is a host-only setting" in w.message)
     assert warning.file == file and warning.line >= 1

@@ -93,7 +93,7 @@ def test_malformed_calls_become_results_the_model_can_act_on(rt: Runtime) -> Non
     texts = [m["content"] for m in messages]
     assert [m["tool_call_id"] for m in messages] == ["c1", "c2", "c3", "", "c5", "c6", ""]
     assert "the arguments are not valid JSON (Expecting property name enclosed in double quotes" in texts[0]
-    assert "Model called a tool without a name. Call one of the available tools by its name: bash, edit" in texts[1]
+    assert "Model called a tool without a name. Call one of the available tools by its name: bash, read" in texts[1]
     assert "Model called a tool without a name." in texts[2]
     assert texts[3].startswith("This call to 'read' came without a call id") and "was not run" in texts[3]
     assert "/filePath: 1 is not of type" in texts[4]  # READ repaired to read, then validated

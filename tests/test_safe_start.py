@@ -93,7 +93,7 @@ def test_call_says_once_per_session_which_tools_run_unasked(tmp_path: Path) -> N
     code, _, err = run("call", "--root", str(tmp_path), "read", '{"filePath": "a.txt"}')
     assert code == 0
     [notice] = [line for line in err.splitlines() if "run without asking" in line]
-    assert re.search(r"\(including bash, edit, webfetch, write\): .*\bbash\b.*\bread\b", notice)
+    assert re.search(r"\(including bash, edit, write, webfetch\): .*\bbash\b.*\bread\b", notice)
     assert "permissions.yaml" in notice
     code, _, err = run("call", "--root", str(tmp_path), "read", '{"filePath": "a.txt"}')
     assert "run without asking" not in err  # said once for the session
@@ -124,7 +124,7 @@ def test_serve_tells_mcp_clients_in_instructions_and_a_log_message(tmp_path: Pat
     face.close()
     assert instructions is not None and "run without asking" in instructions and "bash" in instructions
     assert [(p.level, p.logger) for p in logged] == [("warning", "toolrt")]
-    assert "run without asking for permission (including bash, edit, webfetch, write)" in str(logged[0].data)
+    assert "run without asking for permission (including bash, edit, write, webfetch)" in str(logged[0].data)
 
 
 def test_serve_with_every_tool_asking_says_nothing(starter: Path) -> None:

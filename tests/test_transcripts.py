@@ -119,6 +119,13 @@ CASES: dict[str, list[Case]] = {
 }
 
 
+SCOPES: dict[str, dict[str, Any]] = {
+    "list": {"flags": {"list_tool": True}},
+    "todoread": {"flags": {"todoread_tool": True}},
+}
+"""Scope fields of the transcripts whose tools the default scope does not offer."""
+
+
 def _setup(root: Path) -> None:
     (root / "notes.txt").write_text("alpha\nbeta\ngamma\n", encoding="utf-8")
     (root / "draft.txt").write_text("alpha\nbeta\n", encoding="utf-8")
@@ -138,10 +145,10 @@ def _normalise(text: str, root: Path, data_dir: Path) -> str:
     return re.sub(r"tool_[0-9a-f]{16}[0-9A-Za-z]{10}", "tool_<id>", text)
 
 
-def _transcript(rt: Runtime, cases: list[Case], session: str) -> str:
+def _transcript(rt: Runtime, cases: list[Case], session: str, scope: dict[str, Any]) -> str:
     parts = []
     for label, tool, args in cases:
-        result = rt.call_sync(tool, args, session=session)
+        result = rt.call_sync(tool, args, session=session, **scope)
         read = f"ERROR: {result.error}" if result.error is not None else result.output
         call = json.dumps({"tool": tool, "args": args}, ensure_ascii=False)
         parts.append(f"### {label}\n> {call}\n{_normalise(read, rt.snapshot.root, rt.snapshot.data_dir)}\n")
@@ -159,7 +166,7 @@ def runtime(tmp_path_factory: pytest.TempPathFactory, project_writer: Callable[.
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_transcript_matches_the_reviewed_file(runtime: Runtime, name: str) -> None:
-    text = _transcript(runtime, CASES[name], session=f"transcript-{name}")
+    text = _transcript(runtime, CASES[name], f"transcript-{name}", SCOPES.get(name, {}))
     path = TRANSCRIPTS / f"{name}.txt"
     if REGENERATE:
         TRANSCRIPTS.mkdir(exist_ok=True)

@@ -32,7 +32,11 @@ BROKEN = [
         "tools.d/tool.yaml:7:11",
         r"template uses 'nmae', which is not a declared parameter \(declared: name\)",
     ),
-    ("unknown_flag", "tools.d/tool.yaml:4:16", r"unknown flag 'turbo_mode' \(declared flags: batch_tool\)"),
+    (
+        "unknown_flag",
+        "tools.d/tool.yaml:4:16",
+        r"unknown flag 'turbo_mode' \(declared flags: batch_tool, list_tool, todoread_tool\)",
+    ),
     ("not_utf8", "tools.d/tool.yaml: ", r"file is not valid UTF-8"),
     ("handler_not_importable", "tools.d/tool.yaml:3:11", r"handler 'no_such_module_xyz:run' cannot be imported"),
     ("shell_in_quotes", "tools.d/tool.yaml:7:11", r"\{\{ \}\} inside double quotes"),
@@ -203,26 +207,29 @@ def test_schema_command() -> None:
     assert json.loads(out)["$id"] == "https://toolrt.dev/schemas/tool.schema.json"
 
 
-OPENCODE_TOOLS = {"bash", "read", "glob", "grep", "webfetch", "todowrite", "skill", "list", "todoread"}
+EDIT_TOOLS = ["bash", "read", "glob", "grep", "edit", "write", "webfetch", "todowrite", "skill"]
 
 
 @pytest.mark.parametrize(
     ("model", "expected"),
     [
-        ("claude-sonnet-4", OPENCODE_TOOLS | {"edit", "write"}),
-        ("gpt-4o", OPENCODE_TOOLS | {"edit", "write"}),
-        ("gpt-5", OPENCODE_TOOLS | {"apply_patch"}),
+        ("claude-sonnet-4", EDIT_TOOLS),
+        ("gpt-4o", EDIT_TOOLS),
+        ("gpt-5", ["bash", "read", "glob", "grep", "webfetch", "todowrite", "skill", "apply_patch"]),
     ],
 )
 @pytest.mark.parametrize("format", ["openai", "anthropic"])
-def test_default_specs_are_opencodes_tool_set(tmp_path: Path, model: str, expected: set[str], format: str) -> None:
-    # OpenCode §3 for a client without `question`, no `task` host handler, and no web search providers;
-    # `list` and `todoread` in addition, as the issue asks.
+def test_default_specs_are_opencodes_tool_set(tmp_path: Path, model: str, expected: list[str], format: str) -> None:
+    # OpenCode §3 for a client without `question`, no `task` host handler, and no web search provider, in
+    # its registry order; `list` and `todoread` are off by default, as OpenCode registers neither.
     code, out, _ = run("specs", "--root", str(tmp_path), "--format", format, "--model", model)
     assert code == 0
     specs = json.loads(out)
-    names = {spec["function"]["name"] if format == "openai" else spec["name"] for spec in specs}
+    names = [spec["function"]["name"] if format == "openai" else spec["name"] for spec in specs]
     assert names == expected
+    code, out, _ = run("specs", "--root", str(tmp_path), "--format", format, "--model", model, "--flag", "list_tool")
+    names = [spec["function"]["name"] if format == "openai" else spec["name"] for spec in json.loads(out)]
+    assert names == [*expected, "list"]
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ tests:
 # Project settings: tool sets, flags, model groups, defaults (docs/configuration.md lists them all).
 toolsets:
   # `toolrt serve --toolset readonly` offers only these tools.
-  readonly: [read, grep, glob, list, word_count]
+  readonly: [read, grep, glob, word_count]
 defaults:
   timeout: 60
 # Every process toolrt starts (bash, argv and shell tools) runs in an OS sandbox that may write only

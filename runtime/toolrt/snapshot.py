@@ -499,6 +499,19 @@ def _compile_with_description(
 
 def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Problem]) -> None:
     declared = settings.flags
+    seen: set[str] = set()
+    for document in (layer.settings for layer in config.layers):
+        if document is None:
+            continue
+        for index, flag in enumerate((document.data or {}).get("flags", ())):
+            if "description" not in flag and flag["name"] not in seen:
+                line, column = document.locate(f"/flags/{index}")
+                message = (
+                    f"flag '{flag['name']}' has no description: a new flag says what it switches on "
+                    f"(only a flag declared before, such as {_names(seen)}, may be given as name and default)"
+                )
+                problems.append(Problem(document.name, line, column, f"/flags/{index}", message))
+            seen.add(flag["name"])
     for layer in config.layers:
         for source in layer.tools:
             for index, flag in enumerate(source.document.data.get("when", {}).get("flags", ())):

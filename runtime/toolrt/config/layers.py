@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import ConfigError, Problem
 from .document import Document
 from .loader import load_documents
-from .resources import builtin_root
+from .resources import REGISTRY_ORDER, builtin_root
 from .validation import check_document
 
 __all__ = ["ConfigSet", "Layer", "read_config", "read_layer", "read_single", "tool_files"]
@@ -188,6 +188,9 @@ def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Pat
             tools.extend(sources)
             problems.extend(found)
             file_ids.append((display, ids))
+    if name == "builtin":
+        rank = {tool_id: index for index, tool_id in enumerate(REGISTRY_ORDER)}
+        tools.sort(key=lambda source: rank.get(source.document.data["id"], len(rank)))
     return Layer(
         name=name,
         tools=tuple(tools),

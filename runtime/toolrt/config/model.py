@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -269,9 +269,13 @@ def settings_from_documents(documents: list[Document], *, root: Path) -> Project
     for document in documents:
         data: Mapping[str, Any] = document.data or {}
         for index, flag in enumerate(data.get("flags", ())):
+            earlier = flags.get(flag["name"])
+            if earlier is not None and "description" not in flag:  # `{name, default}` sets a declared flag's default
+                flags[flag["name"]] = replace(earlier, default=flag.get("default", earlier.default))
+                continue
             flags[flag["name"]] = FlagDef(
                 name=flag["name"],
-                description=flag["description"],
+                description=flag.get("description", ""),
                 default=flag.get("default", False),
                 stage=flag.get("stage", "experimental"),
                 source=document.source(f"/flags/{index}"),

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA_NAMES", "builtin_root", "schema"]
+__all__ = ["REGISTRY_ORDER", "SCHEMA_NAMES", "builtin_root", "schema"]
 
 SCHEMA_NAMES = {
     "tool": "tool.schema.json",
@@ -15,6 +15,31 @@ SCHEMA_NAMES = {
     "project": "project.schema.json",
     "settings": "settings.schema.json",
 }
+
+REGISTRY_ORDER = (
+    "invalid",
+    "question",
+    "bash",
+    "read",
+    "glob",
+    "grep",
+    "edit",
+    "write",
+    "task",
+    "webfetch",
+    "todowrite",
+    "websearch",
+    "codesearch",
+    "skill",
+    "apply_patch",
+    "lsp",
+    "batch",
+    "plan_exit",
+    "plan_enter",
+)
+"""The built-in tools in OpenCode's registry order (its `ToolRegistry.all()`): tools are offered in this
+order, then built-ins OpenCode lacks in file order, then plugin and project tools in file order. A
+stable order also keeps providers' prompt caches warm."""
 
 
 @functools.cache
