@@ -6,6 +6,11 @@
    - its in-memory `Client(server).call_tool` (what a host uses). Goal: toolrt >= 8x faster;
    - its bare `MCPServer.call_tool` (no client, no protocol). Goal: toolrt within 1.5x of it.
    The baseline is the `mcp` release named by MCP_VERSION; another one exits 2 unless --any-mcp.
+   `echo` awaits nothing, so toolrt runs it without a timeout scope (none could stop it); a second
+   pair of rows runs a handler that awaits once, which pays for the scope, against the same on the SDK.
+   Every loop is timed by the wall clock and by this thread's CPU time (both sides of every path run
+   in it): on a shared machine the wall clock also counts time spent waiting for a core, which
+   falls unevenly on the paths; on an idle one the two agree.
 2. An argv tool running `true` through `Runtime.call` against `anyio.run_process(["true"])`.
    Goal: ratio <= 1.2.
 
@@ -35,7 +40,13 @@ from toolrt.audit import read_records
 from toolrt.execute import build_env
 
 HANDLER = """
+import anyio.lowlevel
+
 async def echo(args, ctx):
+    return args["text"]
+
+async def echo_await(args, ctx):
+    await anyio.lowlevel.checkpoint()
     return args["text"]
 """
 
@@ -49,6 +60,8 @@ parameters:
   additionalProperties: false
 handler: {python: "bench_handlers:echo"}
 """
+
+ECHO_AWAIT_TOOL = ECHO_TOOL.replace("id: echo", "id: echo_await").replace(":echo", ":echo_await")
 
 TRUE_TOOL = """
 id: noop
@@ -69,10 +82,17 @@ async def echo_function(text: str) -> str:
     return text
 
 
+async def echo_await_function(text: str) -> str:
+    """The same, awaiting once on the way (a handler that can suspend runs under its timeout scope)."""
+    await anyio.lowlevel.checkpoint()
+    return text
+
+
 def make_project(base: Path) -> Path:
     root = base / "project"
     (root / "tools.d").mkdir(parents=True)
     (root / "tools.d" / "echo.yaml").write_text(ECHO_TOOL)
+    (root / "tools.d" / "echo_await.yaml").write_text(ECHO_AWAIT_TOOL)
     (root / "tools.d" / "noop.yaml").write_text(TRUE_TOOL)
     (root / "bench_handlers.py").write_text(HANDLER)
     (root / "toolrt.yaml").write_text("builtin_tools: false\n")
@@ -84,6 +104,14 @@ async def _per_call(fn: Callable[[], Awaitable[object]], calls: int) -> float:
     for _ in range(calls):
         await fn()
     return (time.perf_counter() - start) / calls
+
+
+async def _per_call_both(fn: Callable[[], Awaitable[object]], calls: int) -> tuple[float, float]:
+    """Seconds per call, wall clock and CPU time of this thread (where both sides of every path run)."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for _ in range(calls):
+        await fn()
+    return (time.perf_counter() - wall) / calls, (time.thread_time() - cpu) / calls
 
 
 async def _side_by_side(
@@ -104,18 +132,24 @@ def _mcp_server() -> Any:
 
     server = MCPServer("bench")
     server.tool(name="echo")(echo_function)
+    server.tool(name="echo_await")(echo_await_function)
     return server
 
 
-async def _three_way(paths: dict[str, Callable[[], Awaitable[object]]], calls: int, repeats: int) -> dict[str, float]:
-    """Median seconds per call of each path; loops interleaved so machine drift hits all alike."""
+async def _interleaved(
+    paths: dict[str, Callable[[], Awaitable[object]]], calls: int, repeats: int
+) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds per call of each path; loops interleaved so machine drift hits all alike."""
     for fn in paths.values():  # warm every path (imports, caches) before timing
         await _per_call(fn, max(10, calls // 10))
-    times: dict[str, list[float]] = {name: [] for name in paths}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
     for _ in range(repeats):
         for name, fn in paths.items():
-            times[name].append(await _per_call(fn, calls))
-    return {name: statistics.median(values) for name, values in times.items()}
+            times[name].append(await _per_call_both(fn, calls))
+    return {
+        name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+        for name, values in times.items()
+    }
 
 
 async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]:
@@ -124,32 +158,52 @@ async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]
     server = _mcp_server()
     counter = iter(range(10**9))
 
-    async def ours() -> object:
-        # One session, as a conversation; the text varies because identical consecutive calls
-        # would (rightly) trip doom-loop detection.
-        text = f"hi{next(counter) % 7}"
-        result = await rt.call("echo", {"text": text}, session="bench")
-        assert result.output == text, result.error
-        return result
+    def ours_of(tool: str) -> Callable[[], Awaitable[object]]:
+        async def ours() -> object:
+            # One session, as a conversation; the text varies because identical consecutive calls
+            # would (rightly) trip doom-loop detection.
+            text = f"hi{next(counter) % 7}"
+            result = await rt.call(tool, {"text": text}, session="bench")
+            assert result.output == text, result.error
+            return result
 
-    async def bare() -> object:
-        return await server.call_tool("echo", {"text": "hi"})
+        return ours
+
+    def bare_of(tool: str) -> Callable[[], Awaitable[object]]:
+        async def bare() -> object:
+            return await server.call_tool(tool, {"text": "hi"})
+
+        return bare
 
     async with Client(server) as client:
 
         async def in_memory_client() -> object:
             return await client.call_tool("echo", {"text": "hi"})
 
-        for probe in (await bare(), await in_memory_client()):
+        for probe in (await bare_of("echo")(), await bare_of("echo_await")(), await in_memory_client()):
             assert "hi" in repr(probe), probe
-        medians = await _three_way({"ours": ours, "bare": bare, "client": in_memory_client}, calls, repeats)
-    return {
-        "toolrt_call_us": medians["ours"] * 1e6,
-        "mcp_call_tool_us": medians["bare"] * 1e6,
-        "mcp_client_call_tool_us": medians["client"] * 1e6,
-        "speedup_vs_client": medians["client"] / medians["ours"],
-        "ratio_vs_bare": medians["ours"] / medians["bare"],
-    }
+        paths = {
+            "ours": ours_of("echo"),
+            "bare": bare_of("echo"),
+            "client": in_memory_client,
+            "ours_await": ours_of("echo_await"),
+            "bare_await": bare_of("echo_await"),
+        }
+        medians = await _interleaved(paths, calls, repeats)
+    numbers: dict[str, float] = {}
+    for clock, index in (("", 0), ("cpu_", 1)):
+        ours, bare, client = (medians[name][index] for name in ("ours", "bare", "client"))
+        numbers |= {
+            f"toolrt_call_{clock}us": ours * 1e6,
+            f"mcp_call_tool_{clock}us": bare * 1e6,
+            f"mcp_client_call_tool_{clock}us": client * 1e6,
+            f"{clock}speedup_vs_client": client / ours,
+            f"{clock}ratio_vs_bare": ours / bare,
+            f"toolrt_call_awaiting_{clock}us": medians["ours_await"][index] * 1e6,
+            f"mcp_call_tool_awaiting_{clock}us": medians["bare_await"][index] * 1e6,
+            f"{clock}awaiting_ratio_vs_bare": medians["ours_await"][index] / medians["bare_await"][index],
+        }
+    return numbers
 
 
 async def argv_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]:
@@ -200,19 +254,27 @@ def main() -> None:
         python, argv = anyio.run(run)
         records, bad = read_records(base / "audit.jsonl")
         assert not bad and len(records) > options.calls * options.repeats, "audit recording must be on"
-    rows = [
-        ("python tool: toolrt rt.call", f"{python['toolrt_call_us']:.1f} µs"),
-        (f"python tool: mcp {mcp_version} in-memory Client.call_tool", f"{python['mcp_client_call_tool_us']:.1f} µs"),
-        (f"  speedup vs the client (goal >= {GOAL_CLIENT_SPEEDUP:g}x)", f"{python['speedup_vs_client']:.1f}x"),
-        (f"python tool: mcp {mcp_version} bare MCPServer.call_tool", f"{python['mcp_call_tool_us']:.1f} µs"),
-        (f"  ratio to the bare call (goal <= {GOAL_BARE_RATIO:g})", f"{python['ratio_vs_bare']:.2f}"),
+    rows = [("python tool, per call", "wall / CPU")]
+
+    def pair(key: str, unit: str = "µs", digits: int = 1) -> str:
+        return f"{python[key.format('')]:.{digits}f} / {python[key.format('cpu_')]:.{digits}f} {unit}"
+
+    rows += [
+        ("toolrt rt.call", pair("toolrt_call_{}us")),
+        (f"mcp {mcp_version} in-memory Client.call_tool", pair("mcp_client_call_tool_{}us")),
+        (f"  speedup vs the client (goal >= {GOAL_CLIENT_SPEEDUP:g}x)", pair("{}speedup_vs_client", "x")),
+        (f"mcp {mcp_version} bare MCPServer.call_tool", pair("mcp_call_tool_{}us")),
+        (f"  ratio to the bare call (goal <= {GOAL_BARE_RATIO:g})", pair("{}ratio_vs_bare", "", 2)),
+        ("toolrt rt.call, a handler that awaits once", pair("toolrt_call_awaiting_{}us")),
+        (f"mcp {mcp_version} bare MCPServer.call_tool, same", pair("mcp_call_tool_awaiting_{}us")),
+        ("  ratio to the bare call", pair("{}awaiting_ratio_vs_bare", "", 2)),
         ("argv `true`: toolrt rt.call", f"{argv['toolrt_argv_true_ms']:.3f} ms"),
         ("argv `true`: anyio.run_process", f"{argv['anyio_run_process_true_ms']:.3f} ms"),
         ("  ratio (goal <= 1.2)", f"{argv['ratio']:.2f}"),
     ]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
-        print(f"{label:<{width}}  {value:>12}")
+        print(f"{label:<{width}}  {value:>20}")
     print(json.dumps({"benchmark": "call", "cpus": os.cpu_count(), "mcp_version": mcp_version, **python, **argv}))
 
 

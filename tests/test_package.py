@@ -36,7 +36,7 @@ LAYERS: list[set[str]] = [
     {"sandbox.plan", "sandbox.hint", "sandbox.config"},
     {"permissions.*", "specs.*", "providers.*", "shell.*", "execute.*", "sessions"},
     {"templates"},  # places shell-template values on the shell parse (shell.parser, shell.wrappers)
-    {"call", "call.request", "call.events"},
+    {"call", "call.request", "call.events", "call.suspension"},
     {"settings", "context"},
     {"compiled"},
     {"snapshot"},

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -443,7 +443,7 @@ class Runtime:
         self, base: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]]
     ) -> list[ToolResult]:
         return await self._together(
-            [tool for tool, _ in calls], lambda i: self._dispatch(replace(base, tool=calls[i][0], args=calls[i][1]))
+            [tool for tool, _ in calls], lambda i: self._dispatch(base._replace(tool=calls[i][0], args=calls[i][1]))
         )
 
     async def _together(self, tools: Sequence[str], run: Callable[[int], Awaitable[ToolResult]]) -> list[ToolResult]:
@@ -522,10 +522,9 @@ class Runtime:
 
         async def run(index: int) -> ToolResult:
             call = calls[index]
-            request = replace(base, tool=call.name, args=call.arguments, call_id=call.id)
+            request = base._replace(tool=call.name, args=call.arguments, call_id=call.id)
             if needs_id and not call.id:  # not run, but recorded (under a generated id) like any call
-                request = replace(
-                    request,
+                request = request._replace(
                     refused=(
                         f"This call to '{call.name}' came without a call id, so its result could not be matched "
                         "to it and it was not run. Call the tool again."
@@ -538,4 +537,4 @@ class Runtime:
 
     async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
         # Sub-calls keep the whole scope (flags and tool set too), the asker, the questioner and the abort.
-        return await self._run_many(replace(request, call_id="", message_id=""), calls)
+        return await self._run_many(request._replace(call_id="", message_id=""), calls)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from ..compiled import CompiledTool
 from ..errors import ToolFailure
@@ -21,9 +21,8 @@ from .state import Services, SessionState
 __all__ = ["ActiveCall"]
 
 
-@dataclass(frozen=True, slots=True)
-class ActiveCall:
-    """One call in flight, against the snapshot it started with."""
+class ActiveCall(NamedTuple):
+    """One call in flight, against the snapshot it started with (a tuple: one is built per call)."""
 
     request: CallRequest
     snapshot: Snapshot
@@ -37,7 +36,7 @@ class ActiveCall:
     tool: CompiledTool
     state: SessionState
     """The session's memory (read times, todos, the doom-loop history)."""
-    granted: set[tuple[str, str]] = field(default_factory=set)
+    granted: set[tuple[str, str]]
     """(permission, pattern) pairs the permission step allowed; a handler asking them again is not re-asked."""
 
     @property

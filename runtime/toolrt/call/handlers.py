@@ -21,6 +21,7 @@ from ..errors import CallError, ToolFailure
 from ..result import ToolResult
 from .active import ActiveCall
 from .state import Services
+from .suspension import Runnable, runnable
 from .titles import call_title
 
 __all__ = ["run_handler"]
@@ -29,22 +30,39 @@ __all__ = ["run_handler"]
 async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
     """Run a `python:` or `host:` handler under the timeout; its return value becomes a ToolResult.
 
-    Sync handlers run in a worker thread unless the YAML says `blocking: false`.
+    Sync `python:` handlers run in a worker thread unless the YAML says `blocking: false`; sync `host:`
+    handlers run inline. The timeout's cancel scope wraps what can suspend: not a coroutine function
+    that never awaits, nor the call of an inline sync handler (only an awaitable it returns), which no
+    deadline could stop.
     """
     tool = call.tool
     handler = tool.definition.handler
-    function = _resolve_handler(tool, call.services, call.snapshot.root)
+    function, is_async, suspends = _resolve_handler(tool, call.services, call.snapshot.root)
     ctx = _context(tool, call)
-    blocking = isinstance(handler, PythonHandler) and handler.blocking
-    with anyio.move_on_after(timeout) as scope:
-        outcome = await _invoke(function, args, ctx, blocking, call.request.abort)
-    if scope.cancelled_caught:
-        raise ToolFailure(f"The {tool.id} tool did not finish within {timeout:g} seconds and was stopped.")
+    abort = call.request.abort
+    try:
+        if not is_async:
+            if not (isinstance(handler, PythonHandler) and handler.blocking):
+                outcome = function(args, ctx)
+                if inspect.isawaitable(outcome):
+                    outcome = await _within(outcome, timeout, tool.id)
+            else:
+                outcome = await _within(_in_thread(function, args, ctx), timeout, tool.id)
+        elif not suspends:  # see `suspension`: nothing in it a deadline could stop
+            outcome = await function(args, ctx)
+        elif abort is None:
+            outcome = await _within(function(args, ctx), timeout, tool.id)
+        else:
+            outcome = await _within(_abortable(function(args, ctx), abort), timeout, tool.id)
+    except CallError:
+        raise
+    except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist
+        raise ToolFailure(f"The {tool.id} tool failed: {type(exc).__name__}: {exc}") from exc
     return _normalize(tool, args, outcome, ctx, call.snapshot.root)
 
 
-def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Callable[..., Any]:
-    """The tool's handler: the host's, or the Python function imported once per Runtime."""
+def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Runnable:
+    """The tool's handler: the host's, or the Python function imported (and read) once per Runtime."""
     handler = tool.definition.handler
     handlers = services.handlers
     if isinstance(handler, HostHandler):
@@ -53,39 +71,35 @@ def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Call
             raise ToolFailure(
                 f"The {tool.id} tool is not available: the host application has not registered a handler for it."
             )
-        return function
+        found = services.host_runnables.get(handler.name)
+        if found is None or found.function is not function:  # registered again since: read the new one
+            found = services.host_runnables[handler.name] = runnable(function)
+        return found
     assert isinstance(handler, PythonHandler)
-    function = handlers.get(handler.ref)
-    if function is None:
+    found = handlers.get(handler.ref)
+    if found is None:
         try:
-            function = handlers[handler.ref] = import_ref(handler.ref, project_root_of(tool.definition, root))
+            function = import_ref(handler.ref, project_root_of(tool.definition, root))
         except ImportError as exc:
             raise ToolFailure(f"The {tool.id} tool is misconfigured: {exc}") from None
-    return function
+        found = handlers[handler.ref] = runnable(function)
+    return found
 
 
-async def _invoke(
-    function: Callable[..., Any], args: dict[str, Any], ctx: ToolContext, blocking: bool, abort: anyio.Event | None
-) -> Any:
+async def _within(awaitable: Awaitable[Any], timeout: float, tool_id: str) -> Any:
+    with anyio.move_on_after(timeout) as scope:
+        outcome = await awaitable
+    if scope.cancelled_caught:
+        raise ToolFailure(f"The {tool_id} tool did not finish within {timeout:g} seconds and was stopped.")
+    return outcome
+
+
+async def _in_thread(function: Callable[..., Any], args: dict[str, Any], ctx: ToolContext) -> Any:
     try:
-        if inspect.iscoroutinefunction(function):
-            if abort is None:
-                return await function(args, ctx)
-            return await _abortable(function(args, ctx), abort)
-        if blocking:
-            try:
-                return await anyio.to_thread.run_sync(function, args, ctx, abandon_on_cancel=True)
-            except anyio.get_cancelled_exc_class():
-                ctx.abort.set()  # the worker thread cannot be cancelled: its handler watches `ctx.abort`
-                raise
-        outcome = function(args, ctx)
-        if inspect.isawaitable(outcome):
-            return await outcome
-        return outcome
-    except CallError:
+        return await anyio.to_thread.run_sync(function, args, ctx, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        ctx.abort.set()  # the worker thread cannot be cancelled: its handler watches `ctx.abort`
         raise
-    except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist
-        raise ToolFailure(f"The {ctx.tool} tool failed: {type(exc).__name__}: {exc}") from exc
 
 
 async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:

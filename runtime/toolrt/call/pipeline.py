@@ -61,7 +61,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
         )
         return result
     state = services.session(request.scope.session)
-    call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state)
+    call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
     call.emit("running", {"input": args})
     decision: Decision | None = None
     requests: list[PermissionRequest] | None = None

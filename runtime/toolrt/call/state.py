@@ -19,6 +19,7 @@ from ..sessions import SessionStore
 from .events import CallEvent, Listener
 from .record import Recorder
 from .request import CallRequest
+from .suspension import Runnable
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
 
@@ -48,8 +49,11 @@ class Services:
     """`cache: {ttl}` tools' results by (tool, arguments, snapshot digest): (expiry, result)."""
     allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
     """Reusable allow decisions of argument-independent requests (see `call.permissions.authorize`)."""
-    handlers: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    """Imported Python handlers by reference (`module:function`); a reload that changes a module clears it."""
+    handlers: dict[str, Runnable] = field(default_factory=dict)
+    """Imported Python handlers by reference (`module:function`), each with how it runs; a reload that
+    changes a module clears it."""
+    host_runnables: dict[str, Runnable] = field(default_factory=dict)
+    """How each host handler runs, by name (read again when the name is registered to another function)."""
     cleaned: set[Path] = field(default_factory=set)
     """Output directories whose old saved outputs were already swept."""
     run_batch: BatchRunner | None = None
