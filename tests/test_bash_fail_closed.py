@@ -249,6 +249,24 @@ CLASSES: list[tuple[str, str, str]] = [
     ("echo 'echo hi' | mksh", "deny", "ask"),
     ("sh -c 'echo hi'", "deny", "allow"),  # POSIX sh: bash's reading is never weaker
     ("dash -c 'rm -rf x'", "deny", "deny"),
+    # Names a builtin evaluates: an array subscript runs its substitution (hidden here from the name scan).
+    ("c=$(printf 'a[$(ls)]'); test -v \"$c\"", "deny", "ask"),
+    ('read "$1" <<< 1', "deny", "ask"),
+    ('printf -v "$1" x', "deny", "ask"),
+    ('declare "$1=1"', "deny", "ask"),
+    ("read -r line < f; test -v HOME; printf -v out %s x; declare -a arr; unset arr", "deny", "allow"),
+    # A compound command tree-sitter does not parse, after time, ! or coproc.
+    ("time { ls; }", "deny", "ask"),
+    ("! { ls; }", "deny", "ask"),
+    ("coproc X { ls; }", "deny", "ask"),
+    # xargs and find add words: an inner wrapper may be made to run anything (what is not visible).
+    ("echo cm0gLXJmIHgK | base64 -d | xargs env", "deny", "ask"),
+    ("base64 -d f | xargs -0 sh -c", "deny", "ask"),
+    ("find . -name 'x*' -exec sh -c {} \\;", "deny", "ask"),
+    ("xargs grep foo < f", "deny", "allow"),
+    ("find . -name '*.py' -exec grep -l x {} +", "deny", "allow"),
+    ("echo 'x' | parallel", "deny", "ask"),
+    ("ssh -o StrictHostKeyChecking=no h ls", "deny", "ask"),
 ]
 
 

@@ -16,8 +16,9 @@ import os
 import posixpath
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ..permissions.model import PermissionRequest
@@ -182,6 +183,27 @@ _SUBSHELLS = frozenset(("subshell", "command_substitution", "process_substitutio
 _MAX_CWDS = 8
 # Builtins that neither run anything nor write anything (with no redirection): no request at all.
 _INERT = frozenset(("true", "false", ":", "set", "shopt"))
+# Reserved words bash reads at a command's start. tree-sitter leaves some compound commands unparsed
+# (`time { ...; }`, `! { ...; }`, `coproc NAME { ...; }`) and offers the reserved word as a command name.
+_RESERVED = frozenset(
+    ("{", "}", "!", "if", "then", "elif", "else", "fi", "do", "done", "case", "esac", "while", "until", "for",
+     "select", "function", "in", "[[", "]]")
+)  # fmt: skip
+# Builtins that take variable names, where a name with an array subscript (`a[$(cmd)]`) is evaluated
+# as arithmetic and runs the command: builtin → (options whose value is a name, options that take
+# another value, whether the operands are names).
+_NAME_BUILTINS: Mapping[str, tuple[frozenset[str], frozenset[str], bool]] = MappingProxyType(
+    {
+        "test": (frozenset(("-v", "-R")), frozenset(), False),
+        "[": (frozenset(("-v", "-R")), frozenset(), False),
+        "read": (frozenset(("-a",)), frozenset(("-d", "-i", "-n", "-N", "-p", "-t", "-u")), True),
+        "printf": (frozenset(("-v",)), frozenset(), False),
+        "wait": (frozenset(("-p",)), frozenset(), False),
+        "getopts": (frozenset(), frozenset(), True),
+        "unset": (frozenset(), frozenset(), True),
+        **dict.fromkeys(("declare", "typeset", "local", "export", "readonly"), (frozenset(), frozenset(("-I",)), True)),
+    }
+)
 
 
 class _Analysis:
@@ -429,9 +451,9 @@ class _Analysis:
         """The command and each command it wraps, outermost first."""
         values = [word.value for word in words]
         count = len(words)
-        work: list[tuple[int, int, list[str]]] = [(0, count, reasons)]
+        work: list[tuple[int, int, list[str], str]] = [(0, count, reasons, "")]
         while work:
-            first, last, inherited = work.pop(0)
+            first, last, inherited, feeder = work.pop(0)
             text = self._slice(
                 start if first == 0 else words[first].node.start_byte,
                 end if last == count else words[last - 1].node.end_byte,
@@ -443,6 +465,11 @@ class _Analysis:
                 elif head.variables:
                     self.deferred_names.append((head, values[first + 1 : last]))
                 self.findings.fail_closed(text, f"the command name `{_brief(head.raw)}` is only known when it runs")
+                continue
+            if head.value in _RESERVED:
+                self.findings.fail_closed(
+                    text, f"`{head.value}` starts a compound command the parser did not read (after time, ! or coproc)"
+                )
                 continue
             own = list(inherited)
             redirects = rest if last == count else ""
@@ -460,6 +487,10 @@ class _Analysis:
                 ):
                     continue
             wrapper = self.table.match(values, first)
+            if feeder and wrapper is not None:
+                self.findings.fail_closed(
+                    text, f"`{feeder}` adds words to `{head.value}` when it runs, which may make them a command"
+                )
             inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
             if inner is not None:
                 for variable in inner.assignments:
@@ -474,8 +505,9 @@ class _Analysis:
                 continue
             if inner.dynamic is not None:
                 self.findings.fail_closed(text, inner.dynamic)
+            fed = " ".join(wrapper.name) if wrapper is not None and wrapper.feeds else ""
             for inner_first, inner_last in inner.commands:
-                work.append((inner_first, inner_last, own))
+                work.append((inner_first, inner_last, own, fed))
             if wrapper is not None and wrapper.dialect != "bash" and (inner.scripts or inner.reads_stdin):
                 self.findings.fail_closed(text, f"`{head.value}` runs text in a language other than bash's")
                 continue
@@ -513,6 +545,10 @@ class _Analysis:
             self._arithmetic_names(node, " ".join(word.raw for word in words[first + 1 : last]))
         elif base in ("source", "."):
             self._script_file(words, first, last, text)
+        if base in _NAME_BUILTINS and name == base:  # the builtin, not some /usr/bin/test
+            why = _evaluated_names(base, words[first + 1 : last])
+            if why is not None:
+                self.findings.fail_closed(text, why)
         options = self.table.code_options_of(base)
         if options is not None:
             why = unseen_code(base, options, args, self._fed(node, parent))
@@ -755,6 +791,15 @@ class _Analysis:
         for child in node.named_children:
             if child.type == "variable_assignment":
                 reasons.extend(self._assignment_reasons(child))
+        operands = [
+            evaluate(child, self.known, source=self.source)
+            for child in node.named_children
+            if child.type not in ("variable_assignment", "variable_name")  # a plain name evaluates nothing
+            and not self._slice(child.start_byte, child.end_byte).startswith(("-", "+"))
+        ]
+        why = _evaluated_names(keyword, operands)
+        if why is not None:
+            reasons.append(why)
         self._emit_plain(text, keyword, reasons, inert=end == node.end_byte)
 
     def _emit_plain(self, text: str, keyword: str, reasons: list[str], *, inert: bool = False) -> None:
@@ -1083,6 +1128,41 @@ def _subscript_substitution(text: str) -> bool:
         elif inside:
             return True
     return False
+
+
+def _evaluated_names(builtin: str, words: Sequence[Word]) -> str | None:
+    """Why a builtin that takes variable names may run a command through one: a name with an array
+    subscript holding a substitution (`read 'a[$(cmd)]'`, `test -v`, `printf -v`, `declare`), or a
+    name only known when it runs. None when every name is a plain literal."""
+    spec = _NAME_BUILTINS.get(builtin)
+    if spec is None:
+        return None
+    name_options, value_options, operands = spec
+    expect: str | None = None  # "name" or "value": what the next word is
+    options_done = False
+    for word in words:
+        value = word.value
+        if value is not None and _subscript_substitution(value):
+            return f"`{builtin}` evaluates the array subscript of `{_brief(value)}`, which runs a command"
+        if expect is not None:
+            if expect == "name" and value is None:
+                return f"`{builtin}` takes a variable name that is only known when it runs"
+            expect = None
+            continue
+        if value is not None and not options_done and len(value) > 1 and value[0] == "-":
+            if value == "--":
+                options_done = True
+                continue
+            for position in range(1, len(value)):
+                option = "-" + value[position]
+                if option in name_options or option in value_options:
+                    if position + 1 == len(value):
+                        expect = "name" if option in name_options else "value"
+                    break
+            continue
+        if operands and value is None:
+            return f"`{builtin}` takes a variable name that is only known when it runs"
+    return None
 
 
 def _option_values(word: str) -> list[str]:

@@ -125,7 +125,9 @@ def _option(
     name, equals, value = word.partition("=")
     if name in wrapper.stop_options:
         return 1, True, None
-    if word.startswith("--") or (equals and name in wrapper.options_with_value | wrapper.script_options):
+    # Long options, an attached `=value`, and single-dash long names (`zip -TT`, `pwsh -Command`).
+    named = name in wrapper.options_with_value or name in wrapper.script_options
+    if word.startswith("--") or (equals and named) or (named and len(name) > 2):
         takes_next = not equals and (name in wrapper.options_with_value or name in wrapper.script_options)
         if name in wrapper.script_options:
             script = value if equals else _next(words, index, end)

@@ -21,7 +21,7 @@ __all__ = ["GlobalOptions", "ShellDialect", "Wrapper", "WrapperKind", "WrapperTa
 WrapperKind = Literal["command", "shell", "script", "argument", "find", "none"]
 _KINDS: frozenset[str] = frozenset(("command", "shell", "script", "argument", "find", "none"))
 _LIST_FIELDS = ("options_with_value", "stop_options", "script_options", "exec_options")
-_WRAPPER_FIELDS = frozenset((*_LIST_FIELDS, "kind", "positionals", "assignments", "dialect"))
+_WRAPPER_FIELDS = frozenset((*_LIST_FIELDS, "kind", "positionals", "assignments", "dialect", "feeds"))
 ShellDialect = Literal["bash", "other"]
 _DIALECTS: frozenset[str] = frozenset(("bash", "other"))
 _EMPTY: frozenset[str] = frozenset()
@@ -42,6 +42,9 @@ class Wrapper:
     assignments: bool = False
     dialect: ShellDialect = "bash"
     """(kind shell) `other`: the shell's language is not bash's (zsh, ksh), so its scripts are not read."""
+    feeds: bool = False
+    """The inner command gets more words when it runs (xargs from its input, find the file names): an
+    inner command that is itself a wrapper may be made to run anything by them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +210,11 @@ def _wrapper(name: str, spec: object, source: str, problems: list[Problem]) -> W
         problems.append(_problem(source, f"{pointer}/positionals", "positionals must be a whole number >= 0"))
         return None
     assignments = spec_map.get("assignments", False)
-    if not isinstance(assignments, bool):
-        problems.append(_problem(source, f"{pointer}/assignments", "assignments must be true or false"))
-        return None
+    feeds = spec_map.get("feeds", False)
+    for key, flag in (("assignments", assignments), ("feeds", feeds)):
+        if not isinstance(flag, bool):
+            problems.append(_problem(source, f"{pointer}/{key}", f"{key} must be true or false"))
+            return None
     dialect = spec_map.get("dialect", "bash")
     if dialect not in _DIALECTS:
         problems.append(_problem(source, f"{pointer}/dialect", f"dialect {dialect!r} is not one of bash, other"))
@@ -225,6 +230,7 @@ def _wrapper(name: str, spec: object, source: str, problems: list[Problem]) -> W
         positionals,
         assignments,
         cast(ShellDialect, dialect),
+        feeds,
     )
 
 
