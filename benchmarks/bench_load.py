@@ -20,9 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from toolrt import snapshot
 from toolrt.api import Runtime
-from toolrt.config import layers
 from toolrt.validate import validate
 
 TOOL = """\
@@ -66,22 +64,12 @@ def libyaml_parse(files: list[Path]) -> None:
         yaml.load(file.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - CSafeLoader is the safe loader
 
 
-def _forget() -> None:
-    """A cold build: forget what earlier builds parsed and compiled."""
-    layers._TOOL_FILES.clear()
-    layers._SINGLE_FILES.clear()
-    snapshot._COMPILED.clear()
-    snapshot._PERMISSIONS.clear()
-
-
 def toolrt_load(root: Path) -> None:
-    _forget()
-    rt = Runtime.load(root)
+    rt = Runtime.load(root)  # a new Runtime: cold (only the installed built-in layer is shared)
     assert len(rt.snapshot.tools) == len(list((root / "tools.d").iterdir()))
 
 
 def toolrt_validate(root: Path) -> None:
-    _forget()
     report = validate(root)
     assert not report.errors, report.errors[:3]
 
@@ -91,12 +79,10 @@ def memory_per_tool(root: Path, tools: int) -> float:
     import gc
     import tracemalloc
 
-    _forget()
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    rt = Runtime.load(root)
-    _forget()  # the parse caches belong to the process, not to the runtime
+    rt = Runtime.load(root)  # what it keeps for its next reload included
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()

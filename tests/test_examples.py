@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import io
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from toolrt.api import Runtime
 from toolrt.cli import main
-from toolrt.config import layers
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -32,7 +30,7 @@ def test_python_handler_example_runs(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The example plugin as pip would leave it: the package plus a dist-info with its entry point."""
     site = tmp_path / "site-packages"
     shutil.copytree(EXAMPLES / "plugin-package" / "src" / "myplugin", site / "myplugin")
@@ -40,10 +38,8 @@ def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: myplugin\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text("[toolrt.tools]\nmyplugin = myplugin:TOOLS_DIR\n")
-    monkeypatch.syspath_prepend(str(site))
-    layers._plugin_dirs.cache_clear()
-    yield "myplugin"
-    layers._plugin_dirs.cache_clear()
+    monkeypatch.syspath_prepend(str(site))  # a new state of sys.path: the plugins are looked up again
+    return "myplugin"
 
 
 def test_plugin_package_tools_are_a_layer(installed_plugin: str, tmp_path: Path) -> None:

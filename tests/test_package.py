@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
         "config.collect",
         "config.document",
         "config.resources",
+        "config.reuse",
         "project_import",
     },
     {"config.loader", "config.validation", "config.model", "config.layers", "truncate", "audit"},

@@ -529,3 +529,18 @@ def test_a_runtime_with_a_symlinked_tool_output_directory_stops_a_hidden_write(
     result = _bash(rt, line)
     assert not (outside / "pwned").exists()
     assert f"{outside}/pwned: Permission denied" in result["output"]
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_writable_directory_replaced_on_disk_is_writable_again(tmp_path: Path, outside: Path, launch: str) -> None:
+    """A kept ruleset holds the inode its directory had: a replaced directory must get a new one."""
+    output = outside / "tool-output"
+    output.mkdir()
+    plan = plan_sandbox(SandboxPolicy(), replace(SUPPORT, launch=launch), root=tmp_path, output_dir=output)  # type: ignore[arg-type]
+    assert plan is not None
+    assert sh(f"echo x > {output}/first && echo wrote", plan, tmp_path).output == "wrote\n"
+    shutil.rmtree(output)
+    output.mkdir()  # the same path, a new inode (`rm -rf build && mkdir build`)
+    result = sh(f"echo x > {output}/second && echo wrote", plan, tmp_path)
+    assert result.output == "wrote\n"
+    assert sh(f"echo x > {outside}/beside", plan, tmp_path).exit_code == 1  # still confined

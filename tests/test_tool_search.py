@@ -333,22 +333,14 @@ def test_ripgrep_binary_prefers_the_one_beside_the_interpreter(
         (tmp_path / "rg").write_bytes(b"")
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setattr("shutil.which", lambda name: locations["on_path"] if on_path else None)
-    ripgrep.ripgrep_binary.cache_clear()
-    try:
-        assert ripgrep.ripgrep_binary() == locations[expected]
-    finally:
-        ripgrep.ripgrep_binary.cache_clear()
+    assert ripgrep.find_ripgrep() == locations[expected]
 
 
 def test_missing_ripgrep_is_a_clear_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
-    ripgrep.ripgrep_binary.cache_clear()
-    try:
-        with pytest.raises(ToolFailure, match=r"ripgrep \(`rg`\) is not installed.*pip install ripgrep"):
-            ripgrep.ripgrep_binary()
-    finally:
-        ripgrep.ripgrep_binary.cache_clear()
+    with pytest.raises(ToolFailure, match=r"ripgrep \(`rg`\) is not installed.*pip install ripgrep"):
+        ripgrep.find_ripgrep()
 
 
 # ---------------------------------------------------------------- list

@@ -317,7 +317,7 @@ class Runtime:
         build instead, so a save that fixes one file brings its tools back without a restart.
         """
         try:
-            snapshot = build_snapshot(self._snapshot.root, cli=self._cli, partial=True)
+            snapshot = build_snapshot(self._snapshot.root, cli=self._cli, partial=True, previous=self._snapshot)
         except ConfigError as error:
             self._last_error = error
             return self.status()

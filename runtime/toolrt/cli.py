@@ -469,7 +469,8 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
 
 
 _PROMPTS_WAITING: set[int] = set()
-"""Threads blocked reading a line from the terminal (see `_read_line`)."""
+"""Threads blocked reading a line from the terminal (see `_read_line`): process-wide on purpose, since
+the terminal is the process's, not a Runtime's."""
 
 
 async def _read_line(prompt: str) -> str | None:

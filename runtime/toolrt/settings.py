@@ -277,9 +277,12 @@ def _project_layer(document: Document) -> _Layer:
 _DEFAULTS_KEYS = ("timeout", "data_dir", "audit", "env_allow")
 
 
-@functools.cache
+@functools.lru_cache(maxsize=16)
 def _env_model(flags: tuple[str, ...]) -> Any:
-    """A pydantic-settings model of `Settings` plus one `flag_<name>` field per declared flag."""
+    """A pydantic-settings model of `Settings` plus one `flag_<name>` field per declared flag.
+
+    A value-keyed memo (building a model costs milliseconds), bounded: each set of declared flags a
+    save brings is another key."""
     from pydantic import create_model
     from pydantic_settings import BaseSettings, SettingsConfigDict
 

@@ -29,6 +29,7 @@ from .config.model import (
     settings_from_documents,
     tool_from_document,
 )
+from .config.reuse import Reused
 from .context import DescribeInfo, tool_output_dir
 from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
@@ -38,7 +39,39 @@ from .sandbox.config import build_policy, concrete_protected, host_layer, tool_p
 from .sandbox.policy import SandboxPolicy
 from .settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
 
-__all__ = ["Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
+__all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
+
+
+_CompiledEntry = tuple[Document, str, str, CompiledTool | None, tuple[Problem, ...]]
+_PermissionEntry = tuple[tuple[Any, ...], PermissionConfig | None, tuple[Problem, ...]]
+
+
+@dataclass(frozen=True)
+class BuildReuse:
+    """What one build read and compiled, kept with its snapshot so that the next build of the same
+    Runtime (a reload) reads and compiles only what changed. Holds exactly what the build used:
+    bounded by the config, not by the number of reloads; never shared between Runtimes."""
+
+    files: Mapping[Any, Any] = field(default_factory=dict)
+    """Parsed and schema-checked project files by path and stat signature (`config.reuse`)."""
+    compiled: Mapping[int, _CompiledEntry] = field(default_factory=dict)
+    """Compiled tools by source document (held, so its id stays unique), description and layer."""
+    permissions: tuple[_PermissionEntry, ...] = ()
+    """The permission configs built, with the documents they came from: unchanged files keep their
+    compiled rulesets (and the per-permission indexes those build lazily)."""
+
+
+@dataclass
+class _Reusing:
+    """The reuse of one build in progress: the previous build's entries, and what this one uses."""
+
+    previous: BuildReuse
+    files: Reused
+    compiled: dict[int, _CompiledEntry] = field(default_factory=dict)
+    permissions: list[_PermissionEntry] = field(default_factory=list)
+
+    def done(self) -> BuildReuse:
+        return BuildReuse(self.files.done(), MappingProxyType(self.compiled), tuple(self.permissions))
 
 
 @dataclass(frozen=True)
@@ -77,6 +110,8 @@ class Snapshot:
     blocked: ConfigError | None = None
     """Set when `permissions.yaml`, `toolrt.yaml` or the locked file is invalid (partial builds only):
     the tools are listed, but no call runs; every call answers with these problems."""
+    reuse: BuildReuse = field(default_factory=BuildReuse, compare=False, repr=False)
+    """What this build parsed and compiled, for the next build of the same Runtime (`previous=`)."""
 
     @property
     def problems(self) -> tuple[Problem, ...]:
@@ -134,11 +169,6 @@ def _merge_tools(
     return merged
 
 
-_PERMISSIONS: list[tuple[tuple[Any, ...], PermissionConfig | None, tuple[Problem, ...]]] = []
-"""The last permission config built, with the documents it came from: unchanged files keep their
-compiled rulesets (and the per-permission indexes those build lazily) across reloads."""
-
-
 def _permission_config(
     builtin: Document,
     project: Document | None,
@@ -146,12 +176,14 @@ def _permission_config(
     data_dir: Path,
     truncation_dir: Path,
     problems: list[Problem],
+    reusing: _Reusing,
 ) -> PermissionConfig | None:
     key = (builtin, project, locked, Path.home(), data_dir, truncation_dir)
-    for cached_key, config, found in _PERMISSIONS:
+    for cached_key, config, found in (*reusing.permissions, *reusing.previous.permissions):
         same_files = all(a is b for a, b in zip(cached_key[:3], key[:3], strict=True))
         if same_files and cached_key[3:] == key[3:]:
             problems.extend(found)
+            reusing.permissions.append((cached_key, config, found))
             return config
     found_problems: list[Problem] = []
     config = None
@@ -162,7 +194,7 @@ def _permission_config(
     except ConfigError as error:
         found_problems.extend(error.problems)
     problems.extend(found_problems)
-    _PERMISSIONS[:] = [(key, config, tuple(found_problems))]
+    reusing.permissions.append((key, config, tuple(found_problems)))
     return config
 
 
@@ -186,10 +218,12 @@ def build_snapshot(
     config: ConfigSet | None = None,
     cli: CommandLineSettings | None = None,
     partial: bool = False,
+    previous: Snapshot | None = None,
 ) -> Snapshot:
     """Read, validate and compile the config at `root`; raise ConfigError listing every problem.
 
     `cli` holds what the command line (or the embedding host) sets: the highest settings layer.
+    `previous`, the same Runtime's last snapshot: files and tools unchanged since it are taken from it.
 
     With `partial`, a broken config still gives a snapshot that fails closed: the tools of invalid
     tool files are withheld (and never replaced by a built-in of the same id), and problems in
@@ -199,14 +233,16 @@ def build_snapshot(
         ConfigError: every problem found, located (unless `partial`).
         UsageError: `cli` names a flag the config does not declare.
     """
+    earlier = previous.reuse if previous is not None else BuildReuse()
+    reusing = _Reusing(earlier, Reused(earlier.files))
     with collector_paused():
-        return _build_snapshot(Path(root).resolve(), config, cli, partial)
+        return _build_snapshot(Path(root).resolve(), config, cli, partial, reusing)
 
 
 def _build_snapshot(
-    root_path: Path, config: ConfigSet | None, cli: CommandLineSettings | None, partial: bool
+    root_path: Path, config: ConfigSet | None, cli: CommandLineSettings | None, partial: bool, reusing: _Reusing
 ) -> Snapshot:
-    config = config if config is not None else read_config(root_path)
+    config = config if config is not None else read_config(root_path, reused=reusing.files)
     problems = list(config.problems)
     warnings: list[Problem] = []
     settings = settings_from_documents(
@@ -228,16 +264,16 @@ def _build_snapshot(
         if not locked_path.is_file():
             problems.append(Problem(str(locked_path), 0, 0, "", "locked permissions file does not exist"))
         else:
-            locked_doc = read_single(locked_path, "permissions", problems)
+            locked_doc = read_single(locked_path, "permissions", problems, reused=reusing.files)
     builtin_permissions = next((layer.permissions for layer in config.layers if layer.name == "builtin"), None)
     project_permissions = next((layer.permissions for layer in config.layers if layer.name == "project"), None)
     permissions: PermissionConfig | None = None
     if builtin_permissions is not None:
         permissions = _permission_config(
-            builtin_permissions, project_permissions, locked_doc, data_dir, output_dir, problems
+            builtin_permissions, project_permissions, locked_doc, data_dir, output_dir, problems, reusing
         )
         if permissions is None and partial:  # listing only: every call is blocked by the problems
-            permissions = _permission_config(builtin_permissions, None, None, data_dir, output_dir, [])
+            permissions = _permission_config(builtin_permissions, None, None, data_dir, output_dir, [], reusing)
     else:
         problems.append(
             Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid")
@@ -257,7 +293,7 @@ def _build_snapshot(
     for tool_id, (source, layer) in _merge_tools(config.layers, settings, problems).items():
         document = source.document if layer == "builtin" else _keep_builtin_identity(source.document, builtins)
         if document is source.document:
-            compiled = _compile_cached(document, source.description or "", layer, describe_info, problems)
+            compiled = _compile_cached(document, source.description or "", layer, describe_info, problems, reusing)
         else:
             definition = tool_from_document(document, description=source.description or "", layer=layer)
             compiled = _compile_with_description(definition, describe_info, problems)
@@ -325,6 +361,7 @@ def _build_snapshot(
         tool_sandboxes=MappingProxyType(tool_sandboxes),
         withheld=MappingProxyType(withheld),
         blocked=blocked,
+        reuse=reusing.done(),
     )
 
 
@@ -456,28 +493,23 @@ def _subagents(permissions: PermissionConfig | None) -> Mapping[str, str]:
     return {name: info.description or "" for name, info in permissions.agents.items() if info.mode != "primary"}
 
 
-_COMPILED: dict[int, tuple[Document, str, str, CompiledTool | None, tuple[Problem, ...]]] = {}
-"""Compiled tools by source document (held, so its id stays unique), description and layer."""
-
-
 def _compile_cached(
-    document: Document, description: str, layer: str, info: DescribeInfo, problems: list[Problem]
+    document: Document, description: str, layer: str, info: DescribeInfo, problems: list[Problem], reusing: _Reusing
 ) -> CompiledTool | None:
-    """Compile a tool document, reusing the result for a document unchanged since the last build."""
+    """Compile a tool document, reusing the result for a document unchanged since the previous build."""
     if "describe" in document.data:  # describe hooks read the world: always rerun them
         definition = tool_from_document(document, description=description, layer=layer)
         return _compile_with_description(definition, info, problems)
-    hit = _COMPILED.get(id(document))
+    hit = reusing.compiled.get(id(document)) or reusing.previous.compiled.get(id(document))
     if hit is not None and hit[0] is document and hit[1] == description and hit[2] == layer:
+        reusing.compiled[id(document)] = hit
         problems.extend(hit[4])
         return hit[3]
     found: list[Problem] = []
     definition = tool_from_document(document, description=description, layer=layer)
     compiled = _compile_with_description(definition, info, found)
     problems.extend(found)
-    if len(_COMPILED) > 20_000:
-        _COMPILED.clear()
-    _COMPILED[id(document)] = (document, description, layer, compiled, tuple(found))
+    reusing.compiled[id(document)] = (document, description, layer, compiled, tuple(found))
     return compiled
 
 

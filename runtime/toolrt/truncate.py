@@ -41,7 +41,7 @@ _HINT_SEARCH = "Use Grep to search the full content or Read with offset/limit to
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _id_lock = threading.Lock()
-_last_id = 0
+_last_id = 0  # process-wide on purpose: ids must ascend across every Runtime writing to a data directory
 
 
 @dataclass(frozen=True, slots=True)

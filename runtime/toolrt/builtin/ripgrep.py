@@ -25,7 +25,7 @@ from ..execute.environment import build_env
 from ..execute.spawn import open_process
 from ..sandbox.plan import SandboxPlan
 
-__all__ = ["RipgrepRun", "ripgrep_binary", "run_ripgrep"]
+__all__ = ["RipgrepRun", "find_ripgrep", "ripgrep_binary", "run_ripgrep"]
 
 _STDERR_CAP = 16 * 1024
 # Every call gets these: a user's RIPGREP_CONFIG_PATH must not change the output format we parse.
@@ -46,6 +46,11 @@ class RipgrepRun:
 
 @cache
 def ripgrep_binary() -> str:
+    """`find_ripgrep()`, found once: where `rg` is installed is a fact of the process, the same for every Runtime."""
+    return find_ripgrep()
+
+
+def find_ripgrep() -> str:
     """The `rg` executable: the one the `ripgrep` wheel installed beside this interpreter, else `rg` on PATH.
 
     The wheel's binary comes first: it is the version toolrt depends on, and a PATH entry may be a

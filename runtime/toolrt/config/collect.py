@@ -16,7 +16,7 @@ from contextlib import contextmanager
 __all__ = ["collector_paused"]
 
 _lock = threading.Lock()
-_depth = 0
+_depth = 0  # process-wide on purpose: the cyclic collector is the process's, not a Runtime's
 _was_enabled = False
 
 

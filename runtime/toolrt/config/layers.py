@@ -14,11 +14,13 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from ..errors import ConfigError, Problem
 from .document import Document
 from .loader import load_documents
 from .resources import REGISTRY_ORDER, builtin_root
+from .reuse import FileKey, Reused
 from .validation import check_document
 
 __all__ = ["ConfigSet", "Layer", "read_config", "read_layer", "read_single", "tool_files"]
@@ -124,17 +126,22 @@ def _at(document: Document, pointer: str, message: str) -> Problem:
     return Problem(document.name, line, column, pointer, message)
 
 
-_FileKey = tuple[str, str, int, int, int]
 _ToolFile = tuple[tuple[ToolSource, ...], tuple[Problem, ...], tuple[str, ...]]
-_TOOL_FILES: dict[_FileKey, _ToolFile] = {}
-"""Parsed and checked tool files by path and stat signature: a reload re-reads only what changed."""
 
 
-def _tool_file(path: str, display: str, stat: os.stat_result) -> _ToolFile:
-    """The valid tool sources of one file, its problems, and the ids it defines (or would, if valid)."""
-    key = (path, display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    if key in _TOOL_FILES:
-        return _TOOL_FILES[key]
+def _file_key(kind: str, path: str, display: str, stat: os.stat_result) -> FileKey:
+    return (kind, path, display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+
+def _tool_file(path: str, display: str, stat: os.stat_result, reused: Reused) -> _ToolFile:
+    """The valid tool sources of one file, its problems, and the ids it defines (or would, if valid).
+
+    Taken from `reused` when the file's path and stat signature are unchanged (a file with a
+    `description_file` is always read again: the description may have changed on its own)."""
+    key = _file_key("tool", path, display, stat)
+    found_before: _ToolFile | None = reused.get(key)
+    if found_before is not None:
+        return found_before
     problems: list[Problem] = []
     sources: list[ToolSource] = []
     ids: list[str] = []
@@ -152,9 +159,7 @@ def _tool_file(path: str, display: str, stat: os.stat_result) -> _ToolFile:
         ids.append(_stem(path))
     result = (tuple(sources), tuple(problems), tuple(dict.fromkeys(ids)))
     if not any("description_file" in source.document.data for source in sources):
-        if len(_TOOL_FILES) > 20_000:
-            _TOOL_FILES.clear()
-        _TOOL_FILES[key] = result
+        reused.keep(key, result)
     return result
 
 
@@ -167,8 +172,19 @@ def _stem(path: str) -> str:
     return name
 
 
-def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Path], *, prefix: str = "") -> Layer:
-    """Read one layer rooted at `base` (its tools.d/, permissions.yaml and toolrt.yaml, each optional)."""
+def read_layer(
+    name: str,
+    base: Path,
+    problems: list[Problem],
+    watched: list[Path],
+    *,
+    prefix: str = "",
+    reused: Reused | None = None,
+) -> Layer:
+    """Read one layer rooted at `base` (its tools.d/, permissions.yaml and toolrt.yaml, each optional).
+
+    Files unchanged since the build `reused` carries over from are taken from it, not read again."""
+    reused = reused if reused is not None else Reused()
     tools: list[ToolSource] = []
     file_ids: list[tuple[str, tuple[str, ...]]] = []
     tools_dir = base / TOOLS_DIR
@@ -184,7 +200,7 @@ def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Pat
         shown = _display(tools_dir, base, prefix)
         for file_name, path, stat in files:
             display = f"{shown}/{file_name}"
-            sources, found, ids = _tool_file(path, display, stat)
+            sources, found, ids = _tool_file(path, display, stat, reused)
             tools.extend(sources)
             problems.extend(found)
             file_ids.append((display, ids))
@@ -195,14 +211,16 @@ def read_layer(name: str, base: Path, problems: list[Problem], watched: list[Pat
         name=name,
         tools=tuple(tools),
         files=tuple(file_ids),
-        permissions=_single(base / PERMISSIONS_FILE, base, prefix, "permissions", problems, watched),
-        settings=_single(base / SETTINGS_FILE, base, prefix, "project", problems, watched),
+        permissions=_single(base / PERMISSIONS_FILE, base, prefix, "permissions", problems, watched, reused),
+        settings=_single(base / SETTINGS_FILE, base, prefix, "project", problems, watched, reused),
     )
 
 
-def read_single(path: Path, kind: str, problems: list[Problem], *, display: str | None = None) -> Document | None:
+def read_single(
+    path: Path, kind: str, problems: list[Problem], *, display: str | None = None, reused: Reused | None = None
+) -> Document | None:
     """One single-document file (`permissions`/`project` kind) read and schema-checked; None if absent or bad."""
-    return _single(path, path.parent, "", kind, problems, [], display=display)
+    return _single(path, path.parent, "", kind, problems, [], reused, display=display)
 
 
 def _single(
@@ -212,6 +230,7 @@ def _single(
     kind: str,
     problems: list[Problem],
     watched: list[Path],
+    reused: Reused | None,
     *,
     display: str | None = None,
 ) -> Document | None:
@@ -221,19 +240,17 @@ def _single(
     except OSError:
         return None
     display = display or _display(path, base, prefix)
-    key = (str(path), display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    cached = _SINGLE_FILES.get((kind, key))
+    key = _file_key(kind, str(path), display, stat)
+    cached = reused.get(key) if reused is not None else None
     if cached is not None:
         problems.extend(cached[1])
-        return cached[0]
+        return cast("Document | None", cached[0])
     found_problems: list[Problem] = []
     document = _read_single(path, display, kind, found_problems)
     problems.extend(found_problems)
-    _SINGLE_FILES[(kind, key)] = (document, tuple(found_problems))
+    if reused is not None:
+        reused.keep(key, (document, tuple(found_problems)))
     return document
-
-
-_SINGLE_FILES: dict[tuple[str, _FileKey], tuple[Document | None, tuple[Problem, ...]]] = {}
 
 
 def _read_single(path: Path, display: str, kind: str, problems: list[Problem]) -> Document | None:
@@ -260,9 +277,27 @@ def _read_single(path: Path, display: str, kind: str, problems: list[Problem]) -
     return document
 
 
-@functools.cache
 def _plugin_dirs() -> tuple[tuple[str, Path], ...]:
-    """Plugin `tools.d/` directories from the `toolrt.tools` entry points, found once per process."""
+    """Plugin `tools.d/` directories from the `toolrt.tools` entry points of the installed distributions."""
+    return _plugin_dirs_of(_installed_state())
+
+
+def _installed_state() -> tuple[tuple[str, int], ...]:
+    """Each `sys.path` entry with its modification time: installing or removing a distribution
+    (a `.dist-info` directory made or deleted) changes it."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(state)
+
+
+@functools.lru_cache(maxsize=4)
+def _plugin_dirs_of(state: tuple[tuple[str, int], ...]) -> tuple[tuple[str, Path], ...]:
+    """A value-keyed memo: the plugins installed in that state of `sys.path` (a fact of the process's
+    installation, the same for every Runtime; reading the distributions' metadata costs milliseconds)."""
     return tuple(_load_plugin_dirs())
 
 
@@ -302,28 +337,65 @@ def _load_plugin_dirs() -> Iterable[tuple[str, Path]]:
         yield entry.name, Path(str(value))
 
 
-def read_config(root: Path, *, locked: Path | None = None, plugins: bool = True) -> ConfigSet:
-    """Read the built-in layer, plugin layers (entry points `toolrt.tools`) and the project at `root`."""
+def _layer_signature(base: Path) -> tuple[object, ...]:
+    """The names and stat signatures of a layer's files: two equal signatures mean the same layer."""
+    files: list[object] = []
+    tools_dir = base / TOOLS_DIR
+    try:
+        files.extend((name, stat.st_mtime_ns, stat.st_size, stat.st_ino) for name, _, stat in tool_files(tools_dir))
+    except OSError:
+        files.append(None)
+    for name in (PERMISSIONS_FILE, SETTINGS_FILE):
+        try:
+            stat = (base / name).stat()
+            files.append((name, stat.st_mtime_ns, stat.st_size, stat.st_ino))
+        except OSError:
+            files.append(None)
+    return tuple(files)
+
+
+def _installed_layer(name: str, base: Path, prefix: str, problems: list[Problem]) -> Layer:
+    """The built-in layer or a plugin's: files of an installed package, not of a project."""
+    layer, found, volatile = _installed_layer_of(name, base, prefix, _layer_signature(base))
+    if volatile:  # a description_file may change without its tool file: read it again
+        found_now: list[Problem] = []
+        layer = read_layer(name, base, found_now, [], prefix=prefix)
+        found = tuple(found_now)
+    problems.extend(found)
+    return layer
+
+
+@functools.lru_cache(maxsize=16)
+def _installed_layer_of(
+    name: str, base: Path, prefix: str, signature: tuple[object, ...]
+) -> tuple[Layer, tuple[Problem, ...], bool]:
+    """A value-keyed memo of an installed layer by its files' signature, shared by every Runtime of the
+    process (the package's own files; bounded): (layer, problems, whether it uses description files)."""
+    problems: list[Problem] = []
+    layer = read_layer(name, base, problems, [], prefix=prefix)
+    volatile = any("description_file" in source.document.data for source in layer.tools)
+    return layer, tuple(problems), volatile
+
+
+def read_config(
+    root: Path, *, locked: Path | None = None, plugins: bool = True, reused: Reused | None = None
+) -> ConfigSet:
+    """Read the built-in layer, plugin layers (entry points `toolrt.tools`) and the project at `root`.
+
+    The project's files unchanged since the build `reused` carries over from are not read again."""
     problems: list[Problem] = []
     watched: list[Path] = []
     builtin = builtin_root()
-    layers = [read_layer("builtin", builtin, problems, [], prefix="<builtin>/")]
+    layers = [_installed_layer("builtin", builtin, "<builtin>/", problems)]
     if plugins:
         for name, directory in _plugin_dirs():
             if not directory.is_dir():
                 problems.append(Problem(str(directory), 0, 0, "", f"plugin '{name}' does not point at a directory"))
                 continue
-            layers.append(
-                read_layer(
-                    f"plugin:{name}",
-                    directory.parent if directory.name == TOOLS_DIR else directory,
-                    problems,
-                    [],
-                    prefix=f"<plugin {name}>/",
-                )
-            )
+            base = directory.parent if directory.name == TOOLS_DIR else directory
+            layers.append(_installed_layer(f"plugin:{name}", base, f"<plugin {name}>/", problems))
     if root.resolve() != builtin.resolve():
-        layers.append(read_layer("project", root, problems, watched))
+        layers.append(read_layer("project", root, problems, watched, reused=reused))
     env_locked = os.environ.get("TOOLRT_LOCKED_PERMISSIONS")
     locked_path = Path(env_locked) if env_locked else locked
     if locked_path is not None:

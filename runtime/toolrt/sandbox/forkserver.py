@@ -92,8 +92,8 @@ class _Kept:
     def __init__(self) -> None:
         self.mounts: dict[tuple[tuple[str, int, int], ...], int] = {}
         self.net: int | None = None
-        self.rulesets: dict[tuple[object, ...], tuple[int, tuple[str, ...]]] = {}
-        """Rules → (ruleset fd, the paths missing when it was built: it is rebuilt once one exists)."""
+        self.rulesets: dict[tuple[object, ...], int] = {}
+        """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
 
     def _made_by_holder(self, flags: int, read_only: list[str], kind: str) -> int:
         ready_read, ready_write = os.pipe()
@@ -138,14 +138,12 @@ class _Kept:
     def ruleset(self, rules: kernel.LandlockRules) -> int:
         key = rules.key()
         hit = self.rulesets.get(key)
-        if hit is not None and not any(os.path.lexists(path) for path in hit[1]):
-            return hit[0]
         if hit is not None:
-            os.close(self.rulesets.pop(key)[0])
+            return hit
         if len(self.rulesets) >= 64:
-            os.close(self.rulesets.pop(next(iter(self.rulesets)))[0])
-        self.rulesets[key] = (kernel.build_ruleset(rules), rules.missing())
-        return self.rulesets[key][0]
+            os.close(self.rulesets.pop(next(iter(self.rulesets))))
+        self.rulesets[key] = kernel.build_ruleset(rules)
+        return self.rulesets[key]
 
     def prepare(self, request: dict[str, object]) -> tuple[int | None, int | None, int | None]:
         """(mount namespace, network namespace, ruleset) fds for a request; built before the fork, so

@@ -155,12 +155,10 @@ class LandlockRules:
         self.paths.append((path, rights))
 
     def key(self) -> tuple[object, ...]:
-        """What makes two rulesets the same (for keeping built ones)."""
-        return (self.abi, self.fs, self.net, self.scoped, tuple(self.paths))
-
-    def missing(self) -> tuple[str, ...]:
-        """The paths that do not exist now (a ruleset built now leaves them out)."""
-        return tuple(path for path, _ in self.paths if not os.path.lexists(path))
+        """What makes two rulesets the same (for keeping built ones): the rules, and the device and
+        inode each path has now. A ruleset holds the inodes its paths had when it was built, so a
+        directory replaced on disk, or a path that did not exist then, gives another key."""
+        return (self.abi, self.fs, self.net, self.scoped, tuple(self.paths), identity_key(p for p, _ in self.paths))
 
 
 def identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:

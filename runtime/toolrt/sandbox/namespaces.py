@@ -2,14 +2,15 @@
 namespace per process costs milliseconds, building a ruleset about fifty system calls; joining an
 existing namespace or enforcing a built ruleset costs microseconds.
 
-A ruleset holds the inodes its paths had when it was built: a writable directory replaced on disk
-since then is refused (fail closed) until the cache lets the ruleset go.
-
-A read-only mount namespace is made once per set of protected paths, keyed by each path's device and
-inode, so a file replaced on disk (an editor's save) gets a fresh namespace instead of showing the old
-file. The empty network namespace is shared: it has only a downed loopback, and Landlock's scoping keeps
-abstract UNIX sockets of different calls apart. Only usable where this process may create namespaces
-itself (CAP_SYS_ADMIN); otherwise the fork server creates them per process.
+Module state, on purpose: these are kernel objects of this process, not state of a project or a
+Runtime. Each kept object is a value-keyed memo, bounded (LRU) and keyed by what it is made of: a
+ruleset by its rules and the device and inode of each path (`LandlockRules.key`), so a directory
+replaced on disk or a path made later gets a fresh ruleset; a read-only mount namespace by each
+protected path's device and inode, so a file replaced on disk (an editor's save) gets a fresh
+namespace instead of showing the old file. The one empty network namespace is a fact of the process:
+it has only a downed loopback, and Landlock's scoping keeps abstract UNIX sockets of different calls
+apart. Only usable where this process may create namespaces itself (CAP_SYS_ADMIN); otherwise the
+fork server creates them per process (and keeps its own, the same way).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ _MAX_RULESETS = 64
 _lock = threading.Lock()
 _mounts: OrderedDict[tuple[tuple[str, int, int], ...], int] = OrderedDict()
 _network: list[int] = []
-_rulesets: OrderedDict[tuple[Any, ...], tuple[int, tuple[str, ...]]] = OrderedDict()
-"""Rules → (ruleset fd, the paths that did not exist when it was built)."""
+_rulesets: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+"""Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
 
 
 def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
@@ -82,22 +83,16 @@ def network_namespace() -> int:
 
 
 def ruleset(rules: kernel.LandlockRules) -> int:
-    """A built ruleset fd for `rules`, shared by every process with the same rules; rebuilt once a path
-    that was missing when it was built exists (a tool-output directory made later)."""
+    """A built ruleset fd for `rules`, shared by every process with the same rules on the same inodes."""
     key = rules.key()
     with _lock:
-        hit = _rulesets.get(key)
-        if hit is not None:
-            fd, missing = hit
-            if not any(os.path.lexists(path) for path in missing):
-                _rulesets.move_to_end(key)
-                return fd
-            os.close(_rulesets.pop(key)[0])
-        missing = rules.missing()
-        fd = kernel.build_ruleset(rules)
-        _rulesets[key] = (fd, missing)
+        fd = _rulesets.get(key)
+        if fd is not None:
+            _rulesets.move_to_end(key)
+            return fd
+        fd = _rulesets[key] = kernel.build_ruleset(rules)
         while len(_rulesets) > _MAX_RULESETS:
-            os.close(_rulesets.popitem(last=False)[1][0])
+            os.close(_rulesets.popitem(last=False)[1])
         return fd
 
 
