@@ -1,4 +1,7 @@
-"""Hostile argument values through the whole pipeline: a `shell:` template tool and an `argv:` tool.
+"""Hostile argument values through the whole pipeline: `shell:` template tools and an `argv:` tool.
+
+A shell template's values reach the shell as environment variables (`"${TOOLRT_ARG_VALUE}"`),
+never as text in the script, under POSIX sh (dash) and bash, as words and inside double quotes.
 
 The corpus is `tests/test_injection.py`'s PAYLOADS (it exercises the process runner directly); here
 the same values go through `Runtime.call`: validation, template rendering, permission, execution.
@@ -46,6 +49,17 @@ TOOLS = {
         timeout: 20
         truncate: false
     """,
+    "shell_quoted": """
+        id: shell_quoted
+        description: Print the value inside double quotes, under bash.
+        parameters: {type: object, properties: {value: {type: string}}, required: [value]}
+        handler:
+          shell: 'printf %s "{{ value }}"'
+          shell_path: /bin/bash
+          cwd: work
+        timeout: 20
+        truncate: false
+    """,
     "argv_echo": """
         id: argv_echo
         description: Print the value as one argv element.
@@ -74,7 +88,7 @@ def _shown(value: str) -> str:
 
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
-@pytest.mark.parametrize("tool", ["shell_echo", "argv_echo"])
+@pytest.mark.parametrize("tool", ["shell_echo", "shell_quoted", "argv_echo"])
 def test_payload_stays_data(tool: str, payload: str, arena: tuple[Runtime, Path, Path]) -> None:
     rt, work, canary = arena
     value = payload.replace("CANARY", str(canary))
@@ -92,7 +106,7 @@ def test_corpus_is_the_shared_one() -> None:
     assert any("CANARY" in p for p in PAYLOADS)
 
 
-@pytest.mark.parametrize("tool", ["shell_echo", "argv_echo"])
+@pytest.mark.parametrize("tool", ["shell_echo", "shell_quoted", "argv_echo"])
 def test_nul_byte_is_a_clean_error_and_runs_nothing(tool: str, arena: tuple[Runtime, Path, Path]) -> None:
     rt, work, canary = arena
     result = rt.call_sync(tool, {"value": f"a\0; touch {canary}"})
@@ -100,14 +114,18 @@ def test_nul_byte_is_a_clean_error_and_runs_nothing(tool: str, arena: tuple[Runt
     assert list(work.iterdir()) == [] and not canary.exists()
 
 
-def test_list_parameter_in_shell_template_is_one_word_per_item(make_project: Writer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("shell_path", ["/bin/sh", "/bin/bash"])
+def test_list_parameter_in_shell_template_is_one_word_per_item(
+    make_project: Writer, tmp_path: Path, shell_path: str
+) -> None:
     canary = tmp_path / "canary"
     tools = {
-        "many": """
+        "many": f"""
             id: many
             description: Print each value on its own line.
-            parameters: {type: object, properties: {values: {type: array, items: {type: string}}}, required: [values]}
-            handler: {shell: "printf '%s\\\\n' {{ values }}"}
+            parameters:
+              {{type: object, properties: {{values: {{type: array, items: {{type: string}}}}}}, required: [values]}}
+            handler: {{shell: "printf '%s\\\\n' {{{{ values }}}}", shell_path: {shell_path}}}
             truncate: false
         """
     }
@@ -121,13 +139,9 @@ def test_list_parameter_in_shell_template_is_one_word_per_item(make_project: Wri
 @pytest.mark.parametrize(
     ("script", "message"),
     [
-        (
-            'printf %s "{{ value }}"',
-            r"\{\{ \}\} inside double quotes \(template line 1\): values are shell-quoted automatically",
-        ),
         ("printf %s '{{ value }}'", r"\{\{ \}\} inside single quotes"),
-        ('echo "$(printf %s {{ value }})"', r"inside double quotes"),
-        ("cat <<EOF\n{{ value }}\nEOF", r"after a here-document \(template line 2\) is not quoted by the shell"),
+        ('echo "$(( {{ value }} ))"', r"inside arithmetic"),
+        ("cat <<EOF\n{{ value }}\nEOF", r"in a here-document \(template line 2\): pass the value with the handler's"),
         ("echo $(( {{ value }} + 1 ))", r"inside arithmetic \$\(\( \)\) \(template line 1\)"),
         ("[[ 1 -gt {{ value }} ]]", r"inside a \[\[ \]\] test"),
         ("echo `printf %s {{ value }}`", r"inside backticks"),

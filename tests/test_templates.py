@@ -1,4 +1,5 @@
-"""Jinja2 templates of tool definitions: text, shell-quoting and argv rendering, and load-time checks."""
+"""Jinja2 templates of tool definitions: text, shell (values in environment variables) and argv
+rendering, and load-time checks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrt.templates import TemplateProblem, compile_argv, compile_template, render, render_argv
+from toolrt.templates import (
+    ShellCommand,
+    TemplateProblem,
+    compile_argv,
+    compile_template,
+    render,
+    render_argv,
+    render_shell,
+)
 
 ROOT = Path("/project")
 PARAMS = frozenset({"path", "items", "flag", "n", "on"})
@@ -19,9 +28,13 @@ def text(source: str, **args: Any) -> str:
     return render(compile_template(source, PARAMS), args, PARAMS, ROOT)
 
 
-def shell(source: str, **args: Any) -> str:
+def shell_command(source: str, **args: Any) -> ShellCommand:
     template = compile_template(source, PARAMS, shell=True)  # noqa: S604 (a template flag: nothing is run)
-    return render(template, args, PARAMS, ROOT)
+    return render_shell(template, args, PARAMS, ROOT)
+
+
+def shell(source: str, **args: Any) -> str:
+    return shell_command(source, **args).shown
 
 
 def argv(elements: list[str], **args: Any) -> list[str]:
@@ -57,10 +70,62 @@ def test_text_templates_render_values_as_they_are(source: str, args: dict[str, A
         ("ls {{ items }}", {"items": []}, "ls "),
         ("head -n {{ n }} {{ on }}", {"n": 5, "on": False}, "head -n 5 false"),
         ("grep -e {{ path }} 2>/dev/null || true", {"path": "-v"}, "grep -e -v 2>/dev/null || true"),
+        ('echo "hello {{ path }}!"', {"path": 'say "$(id)" `x` \\'}, 'echo "hello "\'say "$(id)" `x` \\\'"!"'),
+        ("ls {{ path }}", {"path": "a\nb\rc\x1b"}, "ls $'a\\nb\\rc\\x1b'"),
+        ('echo "x{{ path }}"', {"path": "a\nb"}, 'echo "x"$\'a\\nb\'""'),
+        ('echo "{{ items }}"', {"items": ["a", "b"]}, 'echo "a b"'),
     ],
 )
-def test_shell_templates_quote_every_value(source: str, args: dict[str, Any], expected: str) -> None:
+def test_shell_templates_show_every_value_quoted(source: str, args: dict[str, Any], expected: str) -> None:
     assert shell(source, **args) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "args", "script", "env"),
+    [
+        ("ls {{ path }}", {"path": "$(rm -rf /)"}, 'ls "${TOOLRT_ARG_PATH}"', {"TOOLRT_ARG_PATH": "$(rm -rf /)"}),
+        ("ls {{ path }}", {}, 'ls "${TOOLRT_ARG_PATH}"', {"TOOLRT_ARG_PATH": ""}),
+        (
+            'echo "hi {{ path }}" {{ path }}',
+            {"path": "x"},
+            'echo "hi ${TOOLRT_ARG_PATH}" "${TOOLRT_ARG_PATH}"',
+            {"TOOLRT_ARG_PATH": "x"},
+        ),
+        (
+            "ls {{ items }}",
+            {"items": ["a", "b c"]},
+            'ls "${TOOLRT_ARG_ITEMS_0}" "${TOOLRT_ARG_ITEMS_1}"',
+            {"TOOLRT_ARG_ITEMS_0": "a", "TOOLRT_ARG_ITEMS_1": "b c"},
+        ),
+        ("ls {{ items }}", {"items": []}, "ls ", {}),
+        (
+            "ls {{ path | abspath }} {{ on }}",
+            {"path": "x", "on": True},
+            'ls "${TOOLRT_ARG_PATH_ABSPATH}" "${TOOLRT_ARG_ON}"',
+            {"TOOLRT_ARG_PATH_ABSPATH": "/project/x", "TOOLRT_ARG_ON": "true"},
+        ),
+        (
+            "{% for i in items %}echo {{ i }};{% endfor %}",
+            {"items": ["a", "b"]},
+            'echo "${TOOLRT_ARG_0}";echo "${TOOLRT_ARG_1}";',
+            {"TOOLRT_ARG_0": "a", "TOOLRT_ARG_1": "b"},
+        ),
+    ],
+)
+def test_shell_templates_pass_values_as_environment_variables(
+    source: str, args: dict[str, Any], script: str, env: dict[str, str]
+) -> None:
+    command = shell_command(source, **args)
+    assert command.script == script
+    assert dict(command.env) == env
+
+
+def test_environment_names_are_safe_and_unique() -> None:
+    params = frozenset({"x_0", "x", "X"})
+    template = compile_template("echo {{ x }} {{ x_0 }} {{ X }}", params, shell=True)  # noqa: S604
+    command = render_shell(template, {"x": ["a"], "x_0": "b", "X": "c"}, params, ROOT)
+    assert command.script == 'echo "${TOOLRT_ARG_X_0}" "${TOOLRT_ARG_X_0_}" "${TOOLRT_ARG_X}"'
+    assert dict(command.env) == {"TOOLRT_ARG_X_0": "a", "TOOLRT_ARG_X_0_": "b", "TOOLRT_ARG_X": "c"}
 
 
 @pytest.mark.parametrize(
@@ -108,19 +173,15 @@ def test_unknown_names_and_syntax_errors_fail_at_compile_time(source: str, messa
     ("source", "message"),
     [
         (
-            'echo "{{ path }}"',
-            r"\{\{ \}\} inside double quotes \(template line 1\): values are shell-quoted automatically",
+            "echo '{{ path }}'",
+            r"\{\{ \}\} inside single quotes \(template line 1\): a value may stand only as a word of a command",
         ),
-        ("echo '{{ path }}'", r"\{\{ \}\} inside single quotes \(template line 1\)"),
-        ('echo "a $(cat {{ path }})"', r"inside double quotes"),
-        ('echo ok\necho "x{{ path }}x"', r"inside double quotes \(template line 2\)"),
         (
             "cat <<EOF\n{{ path }}\nEOF",
-            r"\{\{ \}\} after a here-document \(template line 2\) is not quoted by the shell; "
-            r"pass the value with the handler's `stdin:` instead",
+            r"\{\{ \}\} in a here-document \(template line 2\): pass the value with the handler's `stdin:` instead",
         ),
-        ("cat <<'EOF'\n{{ path }}\nEOF", r"after a here-document"),
-        ("cat <<-EOF\n\t{{ path }}\nEOF", r"after a here-document"),
+        ("cat <<'EOF'\n{{ path }}\nEOF", r"in a here-document"),
+        ("cat <<-EOF\n\t{{ path }}\nEOF", r"in a here-document"),
         # accepted by the old quote scanner; the tree-sitter parse places them
         ("echo $(( 1 + {{ path }} ))", r"\{\{ \}\} inside arithmetic \$\(\( \)\) \(template line 1\)"),
         ("(( {{ path }} > 1 )) && echo big", r"inside arithmetic \(\( \)\)"),
@@ -129,7 +190,18 @@ def test_unknown_names_and_syntax_errors_fail_at_compile_time(source: str, messa
         ("echo ok # {{ path }}", r"inside a comment"),
         ("echo ok\n# note {{ path }}\necho done", r"inside a comment \(template line 2\)"),
         ("case x in {{ path }}) echo hit;; esac", r"in a case pattern"),
-        ("case {{ path }} in a) echo hit;; esac", r"as a case subject"),
+        ("case x in a|{{ path }}) echo hit;; esac", r"in a case pattern"),
+        ('[ "{{ path }}" = x ] && echo same', r"inside a \[ \] test"),
+        ('echo "${x:-{{ path }}}"', r"inside a \$\{ \} expansion"),
+        ("echo ${{ path }}", r"after a \$"),
+        ('echo "\\{{ path }}"', r"after a backslash \(template line 1\)"),
+        ("echo \\{{ path }}", r"after a backslash"),
+        ("{{ path }}=1 ls", r"as a variable name"),
+        ("echo ${a[{{ path }}]}", r"inside a \$\{ \} expansion|inside an array subscript"),
+        ("for {{ path }} in a; do :; done", r"as a (loop )?variable"),
+        ("declare {{ path }}", r"as a name a declaration evaluates|as a variable name"),
+        ("unset {{ path }}", r"as a name unset removes|as a variable name"),
+        ("for (( i = {{ path }}; i < 3; i++ )); do :; done", r"arithmetic"),
         ("LD_PRELOAD={{ path }} ls", r"as the value of LD_PRELOAD \(template line 1\): that variable loads code"),
         ("export PATH={{ path }}; ls", r"as the value of PATH"),
         ("env GIT_CONFIG_GLOBAL={{ path }} git status", r"as the value of GIT_CONFIG_GLOBAL"),
@@ -138,6 +210,7 @@ def test_unknown_names_and_syntax_errors_fail_at_compile_time(source: str, messa
         ("python3 -c {{ path }}", r"reads as code"),
         ("{{ path }} --version", r"as the program a command runs \(template line 1\)"),
         ("echo $'{{ path }}'", r"inside \$'...' quotes"),
+        ('echo "$(( {{ path }} ))"', r"inside arithmetic"),
         ("{% if path %}\necho `cat {{ path }}`{% endif %}", r"inside backticks \(template line 2\)"),
     ],
 )
@@ -160,6 +233,16 @@ def test_shell_positions_where_quoting_is_unsafe_are_rejected(source: str, messa
         "sort < {{ path }} > {{ path }}.sorted",
         "NAME={{ path }} env",
         "echo $(cat {{ path }})",
+        'echo "{{ path }}"',
+        'echo "a $(cat {{ path }}) b"',
+        'echo ok\necho "x{{ path }}x"',
+        'echo "${HOME}/{{ path }}"',
+        "case {{ path }} in a) echo {{ path }};; esac",
+        'for f in {{ items }}; do echo "$f"; done',
+        "x=({{ items }})",
+        "f() { echo {{ path }}; }",
+        "local x={{ path }}",
+        "if grep -q {{ path }} f; then echo yes; fi",
         "git log -- {{ path }} | head",
         "{% if path %}ls {{ path }}{% endif %}",
     ],
@@ -187,14 +270,22 @@ _FAST_VALUES = st.one_of(
 def test_fast_templates_render_exactly_as_jinja(
     literals: list[str], filters: list[str], value: Any, shell: bool
 ) -> None:
-    # The compiled-away subset must be indistinguishable from Jinja2 with the same finalize and filters.
-    from toolrt.templates import _jinja
-
+    # The compiled-away subset must be indistinguishable from Jinja2 with the same finalize and filters;
+    # a `{# #}` comment sends the same template down the Jinja2 path.
     source = "".join(f"{text}{{{{ v{f} }}}}" for text, f in zip(literals, filters, strict=False)) + literals[-1]
+    params = frozenset({"v"})
     try:
-        fast = compile_template(source, frozenset({"v"}), shell=shell)
+        fast = compile_template(source, params, shell=shell)
     except TemplateProblem:
-        return  # an expression inside quotes: rejected on both paths alike
-    assert type(fast).__name__ == "_FastTemplate"
-    context = {"v": value, "__root__": "/project"}
-    assert fast.render(context) == _jinja(shell).from_string(source).render(context)
+        with pytest.raises(TemplateProblem):
+            compile_template(source + "{# #}", params, shell=shell)
+        return  # an expression where a value could become code: rejected on both paths alike
+    slow = compile_template(source + "{# #}", params, shell=shell)
+    if not shell:
+        assert type(fast).__name__ == "_FastTemplate"
+        assert render(fast, {"v": value}, params, ROOT) == render(slow, {"v": value}, params, ROOT)
+        return
+    fast_command = render_shell(fast, {"v": value}, params, ROOT)
+    slow_command = render_shell(slow, {"v": value}, params, ROOT)
+    assert fast_command.shown == slow_command.shown
+    assert set(fast_command.env.values()) == set(slow_command.env.values())

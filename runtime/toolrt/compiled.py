@@ -21,7 +21,7 @@ from .errors import Problem
 from .permissions.model import PermissionRequest
 from .project_import import in_project, project_module_name
 from .specs.properties import declared_properties, value_types
-from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template
+from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template, shell_path_problem
 
 __all__ = [
     "EDIT_TOOLS",
@@ -214,6 +214,9 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
             problems.append(locate(tool, where, str(exc)))
     if isinstance(handler, ShellHandler):
         shell = template("/handler/shell", handler.script, quote_shell=True)
+        problem = shell_path_problem(handler.shell) if shell is not None and shell.has_values else None
+        if problem is not None:
+            problems.append(locate(tool, "/handler/shell_path", problem))
     if isinstance(handler, (ArgvHandler, ShellHandler)):
         cwd = template("/handler/cwd", handler.options.cwd)
         stdin = template("/handler/stdin", handler.options.stdin)

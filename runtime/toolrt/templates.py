@@ -2,8 +2,12 @@
 
 Three kinds:
 - text (titles, confirm messages, permission patterns): values rendered as they are; `None` is empty.
-- shell: every `{{ }}` value is shell-quoted (the environment's `finalize`); lists become several
-  quoted words. There is no `| raw`: a model-supplied value can never become shell code.
+- shell: no value is ever spliced into the script. Each `{{ }}` becomes an expansion of an
+  environment variable, `"${TOOLRT_ARG_<NAME>}"` (`${TOOLRT_ARG_<NAME>}` inside double quotes), and a
+  list several (`"${TOOLRT_ARG_<NAME>_0}" "${TOOLRT_ARG_<NAME>_1}"`, one word per item), and the values
+  travel in the process environment (`render_shell`). Where a placeholder may stand is checked on
+  the tree-sitter parse (`toolrt.shell.placeholders`). People and the deny analysis see the same
+  command with the values substituted as quoted literals (`ShellCommand.shown`).
 - argv: each element rendered separately, run without a shell; an element that is exactly one
   expression evaluating to a list expands into several arguments, and to nothing when it is `None`.
 
@@ -20,7 +24,9 @@ import os.path
 import re
 import shlex
 import sys
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +34,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
     import jinja2.nodes
-    from tree_sitter import Node
 
-    from .shell.wrappers import WrapperTable
-
-__all__ = ["ArgvTemplate", "Template", "TemplateProblem", "compile_argv", "compile_template", "render", "render_argv"]
+__all__ = [
+    "ARG_PREFIX",
+    "POSIX_SHELLS",
+    "ArgvTemplate",
+    "ShellCommand",
+    "ShellTemplate",
+    "Template",
+    "TemplateProblem",
+    "compile_argv",
+    "compile_template",
+    "render",
+    "render_argv",
+    "render_shell",
+    "shell_path_problem",
+]
 
 ROOT_VARIABLE = "__root__"
 _ALLOWED_GLOBALS = frozenset({ROOT_VARIABLE, "range", "dict", "lipsum", "cycler", "joiner", "namespace"})
@@ -59,14 +76,6 @@ def _value_text(value: Any) -> str:
 def _is_undefined(value: Any) -> bool:
     jinja2 = sys.modules.get("jinja2")  # only Jinja2 templates produce Undefined, and only once it is imported
     return jinja2 is not None and isinstance(value, jinja2.Undefined)
-
-
-def _shell_quote(value: Any) -> str:
-    if value is None or _is_undefined(value):
-        return "''"
-    if isinstance(value, (list, tuple)):
-        return " ".join(shlex.quote(_value_text(item)) for item in value) if value else ""
-    return shlex.quote(_value_text(value))
 
 
 def _abspath(root: str, value: Any) -> str:
@@ -140,10 +149,8 @@ class _FastTemplate:
     """A template of literal text and `{{ name }}` / `{{ name | filter }}` parts; renders like Jinja2."""
 
     parts: tuple[_Part, ...]
-    shell: bool
 
     def render(self, context: Mapping[str, Any]) -> str:
-        finalize = _shell_quote if self.shell else _value_text
         out = []
         for part in self.parts:
             if isinstance(part, str):
@@ -153,7 +160,7 @@ class _FastTemplate:
             value = context.get(name)
             if filter_name is not None:
                 value = _FILTERS[filter_name](str(context.get(ROOT_VARIABLE, ".")), value)
-            out.append(finalize(value))
+            out.append(_value_text(value))
         return "".join(out)
 
 
@@ -200,7 +207,7 @@ def _jinja(shell: bool) -> jinja2.Environment:
 
     # Sandboxed: a template cannot reach Python internals (`x.__class__.__mro__`, `.__globals__`).
     env = jinja2.sandbox.SandboxedEnvironment(
-        autoescape=False, keep_trailing_newline=True, finalize=_shell_quote if shell else _value_text
+        autoescape=False, keep_trailing_newline=True, finalize=_slot if shell else _value_text
     )
     for name, function in _FILTERS.items():
         env.filters[name] = context_filter(function)
@@ -258,33 +265,32 @@ def _jinja_compile(shell: bool, source: str, *, expression: bool = False) -> Any
         raise TemplateProblem(f"template error: {exc.message or exc}{where}") from None
 
 
-# --- shell positions -------------------------------------------------------------------------------
+# --- shell templates -------------------------------------------------------------------------------
+
+ARG_PREFIX = "TOOLRT_ARG_"
+"""The environment variables that carry a shell template's values; inherited ones are cleared."""
+
+_TOKEN = "\ue000{}\ue001"
+_TOKENS = re.compile("\ue000([0-9]+)\ue001")
+_SLOTS: ContextVar[list[Any] | None] = ContextVar("toolrt_template_slots", default=None)
+"""The values a Jinja2 shell template outputs while `render_shell` renders it, in order."""
 
 
-_MARKER = "toolrtVALUE{}x"
-"""The word that stands for the n-th `{{ }}` while the template's shell text is parsed."""
-
-_REJECTED_CONTEXTS: Mapping[str, str] = {
-    "string": "inside double quotes",
-    "raw_string": "inside single quotes",
-    "ansi_c_string": "inside $'...' quotes",
-    "translated_string": 'inside $"..." quotes',
-    "comment": "inside a comment",
-    "arithmetic_expansion": "inside arithmetic $(( ))",
-    "compound_statement": "inside arithmetic (( ))",
-    "test_command": "inside a [[ ]] test",
-    "case_item": "in a case pattern",
-    "case_statement": "as a case subject",
-    "ERROR": "where the shell parser finds no valid command",
-}
-_HEREDOC_CONTEXTS = frozenset({"heredoc_body", "heredoc_redirect", "heredoc_content"})
-_ASSIGNED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
-"""A word that assigns a variable when a wrapper such as `env` reads it (`env NAME=value cmd`)."""
-_CODE_KINDS = frozenset({"shell", "script", "argument"})
+def _slot(value: Any) -> str:
+    """The shell environment's `finalize`: the value is kept aside, a token stands in the text."""
+    slots = _SLOTS.get()
+    if slots is None:
+        raise TemplateProblem("a shell template renders only through render_shell")
+    if isinstance(value, str) and _TOKENS.fullmatch(value):
+        return value  # a `{% set %}` block holding one placeholder, output again
+    slots.append(value)
+    return _TOKEN.format(len(slots) - 1)
 
 
 def _shell_probe(source: str, parts: Sequence[_Part] | None) -> tuple[str, list[int]]:
     """The template's shell text with each `{{ }}` as a marker word, and each marker's template line."""
+    from .shell.placeholders import MARKER
+
     text: list[str] = []
     lines: list[int] = []
     if parts is not None:
@@ -293,7 +299,7 @@ def _shell_probe(source: str, parts: Sequence[_Part] | None) -> tuple[str, list[
                 text.append(part)
             else:
                 lines.append(_line_of(source, index, parts))
-                text.append(_MARKER.format(len(lines) - 1))
+                text.append(MARKER.format(len(lines) - 1))
         return "".join(text), lines
     inside = False
     for lineno, token, value in _jinja(True).lex(source):
@@ -302,7 +308,7 @@ def _shell_probe(source: str, parts: Sequence[_Part] | None) -> tuple[str, list[
         elif token == "variable_begin":
             inside = True
             lines.append(lineno)
-            text.append(_MARKER.format(len(lines) - 1))
+            text.append(MARKER.format(len(lines) - 1))
         elif token == "variable_end":
             inside = False
         elif not inside:
@@ -310,111 +316,227 @@ def _shell_probe(source: str, parts: Sequence[_Part] | None) -> tuple[str, list[
     return "".join(text), lines
 
 
-def _check_shell_positions(source: str, parts: Sequence[_Part] | None) -> None:
-    """Reject a `{{ }}` anywhere its quoted value would not stay one plain word of a simple command.
+def _check_shell_positions(source: str, parts: Sequence[_Part] | None) -> tuple[str, ...]:
+    """Each `{{ }}`'s context (`word` or `quoted`); TemplateProblem where a value could become code."""
+    from .shell.placeholders import placeholder_contexts
 
-    The value is quoted with `shlex.quote`, which is only safe as a word (or part of a word) of a
-    command's arguments, a redirect target or an assignment to a harmless variable. The positions are
-    read on the tree-sitter parse of the template, each `{{ }}` replaced by a marker word.
-    """
-    from .shell.parser import parse
-    from .shell.wrappers import default_wrappers
-
+    if "\ue000" in source or "\ue001" in source:
+        raise TemplateProblem("a shell template may not contain the characters U+E000 and U+E001")
     probe, lines = _shell_probe(source, parts)
     if not lines:
-        return
-    data = probe.encode()
-    root = parse(data).root_node
-    table = default_wrappers()
-    for index, lineno in enumerate(lines):
-        marker = _MARKER.format(index).encode()
-        start = data.index(marker)
-        node = root.descendant_for_byte_range(start, start + len(marker))
-        where = f"(template line {lineno})"
-        while node is not None:
-            kind = node.type
-            if kind in _HEREDOC_CONTEXTS:
-                raise TemplateProblem(
-                    f"{{{{ }}}} after a here-document {where} is not quoted by the shell; "
-                    "pass the value with the handler's `stdin:` instead"
-                )
-            if kind == "command_substitution" and data[node.start_byte : node.start_byte + 1] == b"`":
-                raise TemplateProblem(f"{{{{ }}}} inside backticks {where}: write $( ) instead")
-            context = _REJECTED_CONTEXTS.get(kind)
-            if kind == "compound_statement" and not data[node.start_byte :].startswith(b"(("):
-                context = None
-            if context is not None:
-                raise TemplateProblem(
-                    f"{{{{ }}}} {context} {where}: values are shell-quoted automatically and may stand only "
-                    "as a word of a command, a redirect target or an assignment's value"
-                )
-            if kind == "variable_assignment":
-                name = node.child_by_field_name("name")
-                variable = data[name.start_byte : name.end_byte].decode() if name is not None else ""
-                if table.is_dangerous_env(variable):
-                    raise TemplateProblem(
-                        f"{{{{ }}}} as the value of {variable} {where}: that variable loads code or picks programs"
-                    )
-            if kind == "command":
-                _check_command_word(node, data, start, where, table)
-            node = node.parent
+        return ()
+    return placeholder_contexts(probe, lines)
 
 
-def _check_command_word(command: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
-    """Reject the marker at `start` as the program a command runs, a dangerous `env NAME=` value, or code."""
-    name = command.child_by_field_name("name")
-    if name is not None and name.start_byte <= start < name.end_byte:
-        raise TemplateProblem(f"{{{{ }}}} as the program a command runs {where}: name the program in the template")
-    words = [child for child in command.children if child.type != "variable_assignment" and child.is_named]
-    code_options: frozenset[str] = frozenset()
-    for word in words:
-        text = data[word.start_byte : word.end_byte].decode(errors="replace")
-        if word.start_byte <= start < word.end_byte:
-            variable = _ASSIGNED.match(text)
-            if variable is not None and table.is_dangerous_env(variable.group(1)):
-                raise TemplateProblem(
-                    f"{{{{ }}}} as the value of {variable.group(1)} {where}: that variable loads code or picks programs"
-                )
+POSIX_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh", "ksh93", "mksh", "lksh", "oksh", "yash", "posh"})
+"""Shells that expand `"${NAME}"` as POSIX says: once, never as code. Other `shell_path`s (fish,
+csh, nu, pwsh...) read it differently, so their scripts may not hold `{{ }}`."""
+
+
+def shell_path_problem(shell_path: str) -> str | None:
+    """Why a script with `{{ }}` cannot run under `shell_path`, or None for a POSIX-family shell."""
+    base = shell_path.rpartition("/")[2]
+    if base in POSIX_SHELLS or base.rstrip("0123456789.") in POSIX_SHELLS:
+        return None
+    known = ", ".join(sorted(POSIX_SHELLS))
+    return (
+        f"shell_path {shell_path!r} is not a POSIX shell ({known}); a script for it may not hold {{{{ }}}}, "
+        'since its values travel as "${TOOLRT_ARG_...}" expansions: use an argv: handler'
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ShellTemplate:
+    """A compiled `shell:` script: the fast parts with each placeholder's context, or a Jinja2 template."""
+
+    parts: tuple[_Part, ...] | None
+    contexts: tuple[str, ...]
+    """Fast path: `word` or `quoted` for each placeholder, in order."""
+    jinja: Any = None
+    """Jinja2 path: the template, whose placeholders are placed again on each rendering."""
+
+    @property
+    def has_values(self) -> bool:
+        return self.jinja is not None or any(not isinstance(part, str) for part in self.parts or ())
+
+
+@dataclass(frozen=True, slots=True)
+class ShellCommand:
+    """A rendered shell template."""
+
+    script: str
+    """What the shell runs: every value as `"${TOOLRT_ARG_...}"`."""
+    env: Mapping[str, str]
+    """The `TOOLRT_ARG_*` variables the script reads."""
+    shown: str
+    """The same command with the values substituted as quoted literals (control characters as
+    `$'\\n'` escapes): what a person reads, and what the deny analysis parses."""
+
+
+_UNSAFE_NAME = re.compile(r"[^A-Z0-9_]")
+
+
+class _Names:
+    """Environment names for one rendering: from the parameter's name, unique, reused per parameter."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[Any, str] = {}
+        self.taken: set[str] = set()
+
+    def get(self, key: Any, base: str) -> str:
+        found = self.by_key.get(key)
+        if found is not None:
+            return found
+        name = ARG_PREFIX + _UNSAFE_NAME.sub("_", base.upper())
+        while name in self.taken:
+            name += "_"
+        self.taken.add(name)
+        self.by_key[key] = name
+        return name
+
+
+def _shown_word(text: str) -> str:
+    if not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") for c in text):
+        return shlex.quote(text)
+    return "$'" + "".join(_ansi_c(c) for c in text) + "'"
+
+
+_ANSI_C_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'"}
+
+
+def _ansi_c(char: str) -> str:
+    named = _ANSI_C_NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+        return char
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _shown_quoted(text: str) -> str:
+    """`text` inside double quotes: as it is when nothing in it is special there, else the quote is
+    closed around it as a quoted word (`"hello "'$(x)'"!"`), which the analyzer reads as a literal."""
+    if not any(c in '\\"$`' or unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") for c in text):
+        return text
+    return '"' + _shown_word(text) + '"'
+
+
+class _Command:
+    """A shell command being assembled: script text, environment and the shown text side by side."""
+
+    def __init__(self) -> None:
+        self.script: list[str] = []
+        self.shown: list[str] = []
+        self.env: dict[str, str] = {}
+        self.names = _Names()
+
+    def text(self, text: str) -> None:
+        self.script.append(text)
+        self.shown.append(text)
+
+    def value(self, value: Any, context: str, key: Any, base: str) -> None:
+        if value is None or _is_undefined(value):
+            value = ""
+        items = [_value_text(item) for item in value] if isinstance(value, (list, tuple)) else None
+        quoted = context == "quoted"
+        if items is None:
+            name = self.names.get(key, base)
+            self.env[name] = _value_text(value)
+            self.script.append(f"${{{name}}}" if quoted else f'"${{{name}}}"')
+            self.shown.append(_shown_quoted(self.env[name]) if quoted else _shown_word(self.env[name]))
             return
-        wrapper = table.match([text], 0)
-        if text == "eval" or (wrapper is not None and wrapper.kind in _CODE_KINDS):
-            break
-        code_options = code_options | (table.code_options_of(text) or frozenset())
-        if code_options and any(text.startswith(option) for option in code_options):
-            break
-    else:
-        return
-    raise TemplateProblem(f"{{{{ }}}} in a word the shell or a program reads as code {where}")
+        names = [self.names.get((key, index), f"{base}_{index}") for index in range(len(items))]
+        self.env.update(zip(names, items, strict=True))
+        self.script.append(" ".join(f"${{{n}}}" if quoted else f'"${{{n}}}"' for n in names))
+        self.shown.append(" ".join(_shown_quoted(item) if quoted else _shown_word(item) for item in items))
+
+    def done(self) -> ShellCommand:
+        return ShellCommand("".join(self.script), self.env, "".join(self.shown))
+
+
+def _context(args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> dict[str, Any]:
+    context = dict.fromkeys(parameters)
+    context.update(args)
+    context[ROOT_VARIABLE] = str(root)
+    return context
+
+
+def render_shell(
+    template: ShellTemplate, args: Mapping[str, Any], parameters: frozenset[str], root: Path
+) -> ShellCommand:
+    """The script, its `TOOLRT_ARG_*` environment and the command as shown.
+
+    Raises:
+        TemplateProblem: a Jinja2 template whose rendering puts a value where it could become code.
+    """
+    context = _context(args, parameters, root)
+    command = _Command()
+    if template.parts is not None:
+        placeholders = iter(template.contexts)
+        for part in template.parts:
+            if isinstance(part, str):
+                command.text(part)
+                continue
+            name, filter_name = part
+            value = context.get(name)
+            if filter_name is not None:
+                value = _FILTERS[filter_name](str(context[ROOT_VARIABLE]), value)
+            base = name if filter_name is None else f"{name}_{filter_name}"
+            command.value(value, next(placeholders), (name, filter_name), base)
+        return command.done()
+    slots: list[Any] = []
+    reset = _SLOTS.set(slots)
+    try:
+        text: str = template.jinja.render(context)
+    finally:
+        _SLOTS.reset(reset)
+    from .shell.placeholders import MARKER, placeholder_contexts
+
+    found = list(_TOKENS.finditer(text))
+    counter = iter(range(len(found)))
+    contexts = placeholder_contexts(_TOKENS.sub(lambda _: MARKER.format(next(counter)), text), None) if found else ()
+    position = 0
+    for match, placed in zip(found, contexts, strict=True):
+        command.text(text[position : match.start()])
+        index = int(match.group(1))
+        value = slots[index]
+        named = next((p for p in sorted(parameters) if context[p] is value and value is not None), None)
+        key = (named, None) if named is not None else index
+        command.value(value, placed, key, named if named is not None else str(index))
+        position = match.end()
+    command.text(text[position:])
+    return command.done()
 
 
 # --- compile and render ----------------------------------------------------------------------------
 
 
 def compile_template(source: str, parameters: frozenset[str], *, shell: bool = False) -> Template:
-    """Compile a text (or shell-quoting) template that may reference only `parameters`."""
+    """Compile a text template (or, with `shell`, a `ShellTemplate`) that may reference only `parameters`."""
     parts = _fast_parts(source)
     if parts is not None:
         _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
         if shell:
-            _check_shell_positions(source, parts)
-        return _FastTemplate(tuple(parts), shell)
+            return ShellTemplate(tuple(parts), _check_shell_positions(source, parts))
+        return _FastTemplate(tuple(parts))
     _jinja_check(source, parameters, shell=shell)
     if shell:
         _check_shell_positions(source, None)
+        return ShellTemplate(None, (), _jinja_compile(True, source))
     return _jinja_compile(shell, source)
 
 
 def render(template: Template | str, args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> str:
-    """Render with every declared parameter defined (absent ones as None) and the project root.
+    """Render a text template with every declared parameter defined (absent ones as None) and the root.
 
     A plain string is a template without expressions, compiled away at load time.
     """
     if isinstance(template, str):
         return template
-    context = dict.fromkeys(parameters)
-    context.update(args)
-    context[ROOT_VARIABLE] = str(root)
-    result: str = template.render(context)
+    result: str = template.render(_context(args, parameters, root))
     return result
 
 
@@ -446,7 +568,7 @@ def _compile_argv_element(element: str, parameters: frozenset[str]) -> tuple[Any
         _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
         if len(parts) == 1 and not isinstance(parts[0], str):
             return _FastExpression(*parts[0]), True
-        return _FastTemplate(tuple(parts), shell=False), False
+        return _FastTemplate(tuple(parts)), False
     tree = _jinja_check(element, parameters)
     expression = _single_expression(tree, element)
     if expression is not None:
@@ -469,9 +591,7 @@ def _single_expression(tree: jinja2.nodes.Template, source: str) -> str | None:
 
 
 def render_argv(template: ArgvTemplate, args: Mapping[str, Any], parameters: frozenset[str], root: Path) -> list[str]:
-    context = dict.fromkeys(parameters)
-    context.update(args)
-    context[ROOT_VARIABLE] = str(root)
+    context = _context(args, parameters, root)
     argv: list[str] = []
     for element, expands in zip(template.elements, template.expands, strict=True):
         if not expands:

@@ -6,12 +6,13 @@ from types import MappingProxyType
 from typing import Any
 
 from ..config.model import ArgvHandler, ShellHandler
+from ..errors import ToolFailure
 from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
 from ..execute.notes import outcome_notes, with_notes
 from ..execute.process import run_process
 from ..result import ToolResult
 from ..sandbox.config import call_plan
-from ..templates import render, render_argv
+from ..templates import ARG_PREFIX, TemplateProblem, render, render_argv, render_shell
 from .active import ActiveCall
 from .titles import call_title
 
@@ -19,18 +20,30 @@ __all__ = ["run_command"]
 
 
 async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
-    """Run an `argv:` or `shell:` handler: no shell for argv, every value quoted for shell templates;
-    a new process group killed whole on timeout or abort; output bounded in memory."""
+    """Run an `argv:` or `shell:` handler: no shell for argv, every value of a shell template in a
+    `TOOLRT_ARG_*` environment variable; a new process group killed whole on timeout or abort; output
+    bounded in memory."""
     tool = call.tool
     snapshot = call.snapshot
     handler = tool.definition.handler
     assert isinstance(handler, (ArgvHandler, ShellHandler))
     names, root = tool.parameter_names, snapshot.root
+    values: dict[str, str] = {}
     if isinstance(handler, ArgvHandler):
         assert tool.argv is not None
         argv = render_argv(tool.argv, args, names, root)
+        shown = " ".join(argv)
     else:
-        argv = [handler.shell, "-c", render(tool.shell, args, names, root)]
+        try:
+            command = render_shell(tool.shell, args, names, root)
+        except TemplateProblem as problem:
+            raise ToolFailure(f"The {tool.id} tool's shell template cannot run with these values: {problem}") from None
+        argv = [handler.shell, "-c", command.script]
+        values = dict(command.env)
+        shown = f"{handler.shell} -c {command.shown}"
+        for name, value in values.items():
+            if "\0" in value:
+                raise ToolFailure(f"The value in {name} contains a NUL byte, which a command line cannot carry.")
     options = handler.options
     cwd = root / render(tool.cwd, args, names, root) if tool.cwd is not None else root
     allow = (
@@ -39,6 +52,9 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         else (snapshot.resolved.values.env_allow or DEFAULT_ENV_ALLOW)
     )
     env = build_env(allow, set={k: render(t, args, names, root) for k, t in tool.env_set.items()})
+    for name in [name for name in env if name.startswith(ARG_PREFIX)]:
+        del env[name]  # only this call's values go by these names
+    env.update(values)
     stdin = render(tool.stdin, args, names, root).encode() if tool.stdin is not None else None
 
     def on_output(text: str) -> None:
@@ -64,5 +80,5 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     }
     if outcome.spill_path is not None:
         metadata["outputPath"] = str(outcome.spill_path)
-    title = call_title(tool, args, root) or " ".join(argv)[:80]
+    title = call_title(tool, args, root) or shown[:80]
     return ToolResult(title=title, output=output, metadata=MappingProxyType(metadata))

@@ -1,12 +1,13 @@
 """Denies bind every process: the command an `argv:` or `shell:` tool is about to run meets the deny rules.
 
 A tool's own permission key decides whether it runs (allow, ask); what its process does is checked
-too. The rendered command (a shell tool's script with every value quoted, an argv tool's words
-joined as quoted shell words) goes through the bash analyzer, which unwraps `sh -c`, `eval`-like
-commands and the wrapper table, and its requests are judged by the rules that bind every process:
-the locked file, and the bash rules that name a command (the bare `*` fallback does not bind, so a
-project allow-list `bash: {"*": deny, …}` leaves its own tools working). Only their denies count:
-each becomes a request with floor `deny` whose reason names the command and the rule.
+too. The rendered command (a shell tool's script with every value substituted as a quoted literal,
+`ShellCommand.shown`; an argv tool's words joined as quoted shell words) goes through the bash
+analyzer, which unwraps `sh -c`, `eval`-like commands and the wrapper table, and its requests are
+judged by the rules that bind every process: the locked file, and the bash rules that name a
+command (the bare `*` fallback does not bind, so a project allow-list `bash: {"*": deny, …}` leaves
+its own tools working). Only their denies count: each becomes a request with floor `deny` whose
+reason names the command and the rule.
 
 The locked file can also deny tools by id and by handler kind, whatever their permission key
 (`locked_tools`).
@@ -25,7 +26,7 @@ from ..permissions.evaluate import decide
 from ..permissions.model import PermissionRequest, Rule
 from ..permissions.rules import Ruleset
 from ..snapshot import Snapshot
-from ..templates import render, render_argv
+from ..templates import render, render_argv, render_shell
 
 __all__ = ["process_denies"]
 
@@ -40,7 +41,7 @@ def _command_text(tool: CompiledTool, args: Mapping[str, Any], snapshot: Snapsho
     names, root = tool.parameter_names, snapshot.root
     try:
         if isinstance(handler, ShellHandler):
-            return render(tool.shell, args, names, root)
+            return render_shell(tool.shell, args, names, root).shown
         if isinstance(handler, ArgvHandler) and tool.argv is not None:
             return shlex.join(render_argv(tool.argv, args, names, root))
     except Exception:  # a template that cannot render fails the call when it runs; nothing runs to check
