@@ -702,8 +702,8 @@ def test_register_adds_a_tool_at_run_time(make_project: Factory) -> None:
         ),
         ({"id": "x", "handler": {"argv": ["true"]}}, r"missing 'description'"),
         (
-            {"id": "x", "description": "d", "handler": {"shell": 'echo "{{ a }}"'}, "parameters": text_param("a")},
-            r"inside double quotes",
+            {"id": "x", "description": "d", "handler": {"shell": "echo '{{ a }}'"}, "parameters": text_param("a")},
+            r"inside single quotes",
         ),
     ],
 )

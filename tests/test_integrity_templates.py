@@ -139,3 +139,74 @@ def test_the_deny_analysis_reads_values_as_literals(make_project: Writer) -> Non
     rt = Runtime.load(root)
     result = rt.call_sync("t", {"v": "$(rm -rf x)"})
     assert result.error is None and result.output == "$(rm -rf x)\ndone\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ('sudo bash -c "{{ v }}"', r"reads as code \(template line 1\): `bash` runs it"),
+        ("env FOO=1 sh -c {{ v }}", r"reads as code \(template line 1\): `sh` runs it"),
+        ("timeout 5 bash -c {{ v }}", r"reads as code .*`bash` runs it"),
+        ("nice xargs sh -c {{ v }}", r"reads as code .*`sh` runs it"),
+        ('sudo -u root bash -c "echo $(printf %s {{ v }})"', r"reads as code .*`bash` runs it"),
+        ("env -S {{ v }}", r"reads as code .*`env` runs it"),
+        ("flock /tmp/l -c {{ v }}", r"reads as code .*`flock` runs it"),
+        ("trap {{ v }} EXIT", r"reads as code .*`trap` runs it"),
+        ("sudo {{ v }}", r"as the program a wrapped command runs"),
+        ("find . -exec {{ v }} \\;", r"as the program a wrapped command runs"),
+        ("bash {{ v }}", r"as the script bash runs"),
+        ("source {{ v }}", r"as the script source runs"),
+        ("su {{ v }} -c ls", r"where su reads its options .*could be one that runs code"),
+        ("python3 {{ v }}", r"where python3 reads its options"),
+        ("perl -e 'print 1' {{ v }}", r"where perl reads its options"),
+        ("awk {{ v }} file", r"where awk reads its options"),
+        ("sed -n {{ v }} file", r"where sed reads its options"),
+        ("python3 -c {{ v }}", r"reads as code .*`python3 -c` runs it"),
+        ("git {{ v }} log", r"among git's global options"),
+        ("git -c {{ v }} log", r"as the value of git -c .*can run commands"),
+        ("echo {{ v }} | bash", r"piped into bash, which runs its input as code"),
+        ("printf %s {{ v }} | sudo sh -s", r"piped into sh"),
+        ("echo {{ v }} | python3", r"piped into python3"),
+        ("read {{ v }}", r"as a variable name read evaluates"),
+        ("printf -v {{ v }} %s 1", r"as a variable name printf evaluates"),
+        ("test -v {{ v }}", r"as a variable name test evaluates"),
+        ("let {{ v }}", r"inside arithmetic \(let\)"),
+        ("builtin declare {{ v }}", r"as a variable name declare evaluates"),
+        ("hash -p {{ v }} ls", r"in an argument of hash"),
+    ],
+)
+def test_placeholders_are_followed_through_wrappers_and_refused_where_they_become_code(
+    make_project: Writer, script: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        Runtime.load(make_project({"t": _tool(script, "/bin/bash")}))
+    assert [p.pointer for p in caught.value.problems] == ["/handler/shell"]
+
+
+RUNS_AS_DATA = [
+    # (script, value, expected output): the value reaches the program as one argument, never as code.
+    ("bash -c 'printf %s \"$1\"' _ {{ v }}", "$(touch pwned); `touch pwned`", "$(touch pwned); `touch pwned`"),
+    ("timeout 5 printf %s {{ v }}", "-c", "-c"),
+    ("nice -n 1 env FOO=1 printf %s {{ v }}", "$(touch pwned)", "$(touch pwned)"),
+    ("python3 -c 'import sys; print(sys.argv[1])' {{ v }}", "-cimport os; os.system('touch pwned')", None),
+    ("echo {{ v }} | cat", "; touch pwned", "; touch pwned\n"),
+    ("sed -e 's/^/>/' -- {{ v }} 2>&1 || true", "-es/x/y/e touch pwned", None),
+    ("rm -f -- {{ v }}; ls", "-rf", "keep\n"),
+]
+
+
+@pytest.mark.parametrize(("script", "value", "expected"), RUNS_AS_DATA)
+def test_accepted_wrapper_and_option_positions_keep_the_value_data(
+    make_project: Writer, script: str, value: str, expected: str | None
+) -> None:
+    root = make_project({"t": _tool(script, "/bin/bash")})
+    (root / "work").mkdir()
+    (root / "work" / "keep").write_text("x", encoding="utf-8")
+    (root / "work" / "-rf").write_text("x", encoding="utf-8")
+    result = Runtime.load(root).call_sync("t", {"v": value})
+    if expected is not None:
+        assert result.output == expected
+    elif "python3" in script:
+        assert result.output == value + "\n"
+    assert sorted(p.name for p in (root / "work").iterdir()) in (["-rf", "keep"], ["keep"])
+    assert not (root / "pwned").exists() and not (root / "work" / "pwned").exists()

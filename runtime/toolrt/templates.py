@@ -318,14 +318,21 @@ def _shell_probe(source: str, parts: Sequence[_Part] | None) -> tuple[str, list[
 
 def _check_shell_positions(source: str, parts: Sequence[_Part] | None) -> tuple[str, ...]:
     """Each `{{ }}`'s context (`word` or `quoted`); TemplateProblem where a value could become code."""
-    from .shell.placeholders import placeholder_contexts
-
     if "\ue000" in source or "\ue001" in source:
         raise TemplateProblem("a shell template may not contain the characters U+E000 and U+E001")
     probe, lines = _shell_probe(source, parts)
     if not lines:
         return ()
-    return placeholder_contexts(probe, lines)
+    return _placed(probe, lines)
+
+
+def _placed(probe: str, lines: Sequence[int] | None) -> tuple[str, ...]:
+    from .shell.placeholders import PlaceholderProblem, placeholder_contexts
+
+    try:
+        return placeholder_contexts(probe, lines)
+    except PlaceholderProblem as problem:
+        raise TemplateProblem(str(problem)) from None
 
 
 POSIX_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh", "ksh93", "mksh", "lksh", "oksh", "yash", "posh"})
@@ -493,11 +500,11 @@ def render_shell(
         text: str = template.jinja.render(context)
     finally:
         _SLOTS.reset(reset)
-    from .shell.placeholders import MARKER, placeholder_contexts
+    from .shell.placeholders import MARKER
 
     found = list(_TOKENS.finditer(text))
     counter = iter(range(len(found)))
-    contexts = placeholder_contexts(_TOKENS.sub(lambda _: MARKER.format(next(counter)), text), None) if found else ()
+    contexts = _placed(_TOKENS.sub(lambda _: MARKER.format(next(counter)), text), None) if found else ()
     position = 0
     for match, placed in zip(found, contexts, strict=True):
         command.text(text[position : match.start()])

@@ -20,14 +20,19 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..templates import TemplateProblem
+from .unwrap import unwrap
 
 if TYPE_CHECKING:
     from tree_sitter import Node
 
     from .wrappers import WrapperTable
 
-__all__ = ["MARKER", "placeholder_contexts"]
+__all__ = ["MARKER", "PlaceholderProblem", "placeholder_contexts"]
+
+
+class PlaceholderProblem(Exception):
+    """A placeholder where its value could become code (`toolrt.templates` reports it as a TemplateProblem)."""
+
 
 MARKER = "toolrtVALUE{}x"
 """The word that stands for the n-th `{{ }}` while the template's shell text is parsed."""
@@ -40,7 +45,6 @@ _PASS = frozenset(
         "string_content",
         "program",
         "list",
-        "pipeline",
         "redirected_statement",
         "subshell",
         "if_statement",
@@ -85,7 +89,7 @@ def _within(nodes: Sequence[Node], start: int) -> bool:
 
 
 def placeholder_contexts(probe: str, lines: Sequence[int] | None) -> tuple[str, ...]:
-    """Each marker's context in `probe` (`word` or `quoted`); TemplateProblem for a refused place.
+    """Each marker's context in `probe` (`word` or `quoted`); PlaceholderProblem for a refused place.
 
     `lines` are the template lines of the markers (compile time); None: the probe is a rendered
     template, and its own lines are named.
@@ -112,10 +116,10 @@ def placeholder_contexts(probe: str, lines: Sequence[int] | None) -> tuple[str, 
 def _context(root: Node, data: bytes, start: int, size: int, where: str, table: WrapperTable) -> str:
     slashes = len(data[:start]) - len(data[:start].rstrip(b"\\"))
     if slashes % 2:
-        raise TemplateProblem(f"{{{{ }}}} after a backslash {where}: the backslash would escape the value's quoting")
+        raise PlaceholderProblem(f"{{{{ }}}} after a backslash {where}: the backslash would escape the value's quoting")
     node: Node | None = root.descendant_for_byte_range(start, start + size)
     context: str | None = None
-    found: list[tuple[int, TemplateProblem]] = []
+    found: list[tuple[int, PlaceholderProblem]] = []
     while node is not None:
         kind = node.type
         if context is None and kind == "string":
@@ -124,7 +128,7 @@ def _context(root: Node, data: bytes, start: int, size: int, where: str, table: 
             context = "word"
         try:
             _check_node(node, kind, data, start, where, table)
-        except TemplateProblem as problem:
+        except PlaceholderProblem as problem:
             found.append((0 if isinstance(problem, _Unnamed) else 1, problem))
         node = node.parent
     if found:
@@ -132,12 +136,12 @@ def _context(root: Node, data: bytes, start: int, size: int, where: str, table: 
     return context or "word"
 
 
-class _Unnamed(TemplateProblem):
+class _Unnamed(PlaceholderProblem):
     """A refusal for a place the checks do not name (a node type not listed): reported only when no
     named place refuses the same placeholder."""
 
 
-def _refuse(where: str, context: str, problem: type[TemplateProblem] = TemplateProblem) -> TemplateProblem:
+def _refuse(where: str, context: str, problem: type[PlaceholderProblem] = PlaceholderProblem) -> PlaceholderProblem:
     return problem(
         f"{{{{ }}}} {context} {where}: a value may stand only as a word of a command (or part of one, "
         "or inside double quotes), a redirect target or an assignment's value"
@@ -148,12 +152,12 @@ def _check_node(node: Node, kind: str, data: bytes, start: int, where: str, tabl
     if kind in _PASS:
         return
     if kind in _HEREDOC:
-        raise TemplateProblem(
+        raise PlaceholderProblem(
             f"{{{{ }}}} in a here-document {where}: pass the value with the handler's `stdin:` instead"
         )
     if kind == "command_substitution":
         if data[node.start_byte : node.start_byte + 1] == b"`":
-            raise TemplateProblem(f"{{{{ }}}} inside backticks {where}: write $( ) instead")
+            raise PlaceholderProblem(f"{{{{ }}}} inside backticks {where}: write $( ) instead")
         return
     if kind == "compound_statement":
         if data[node.start_byte :].startswith(b"(("):
@@ -171,7 +175,7 @@ def _check_node(node: Node, kind: str, data: bytes, start: int, where: str, tabl
         name = node.child_by_field_name("name")
         variable = data[name.start_byte : name.end_byte].decode() if name is not None else ""
         if table.is_dangerous_env(variable):
-            raise TemplateProblem(
+            raise PlaceholderProblem(
                 f"{{{{ }}}} as the value of {variable} {where}: that variable loads code or picks programs"
             )
         return
@@ -199,35 +203,265 @@ def _check_node(node: Node, kind: str, data: bytes, start: int, where: str, tabl
     if kind == "command":
         _check_command_word(node, data, start, where, table)
         return
+    if kind == "pipeline":
+        after = [child for child in node.named_children if child.start_byte >= start]
+        for later in after:
+            runner = _runs_input(later, data, table)
+            if runner is not None:
+                raise PlaceholderProblem(f"{{{{ }}}} piped into {runner}, which runs its input as code {where}")
+        return
     raise _refuse(where, f"inside a {kind.replace('_', ' ')}", _Unnamed)
 
 
+_NAME_BUILTINS = frozenset({"declare", "typeset", "local", "export", "readonly"})
+"""Builtins whose operands are `NAME` or `NAME=value`: a value in the name part is evaluated
+(`declare 'a[$(cmd)]'` runs cmd)."""
+_NAME_AFTER: Mapping[str, frozenset[str]] = {
+    "printf": frozenset({"-v"}),
+    "test": frozenset({"-v", "-R"}),
+    "wait": frozenset({"-p"}),
+}
+"""Builtins where the word after one of these options is a variable name (`printf -v NAME`)."""
+_ALL_NAMES = frozenset({"read", "mapfile", "readarray", "getopts", "unset"})
+"""Builtins whose operands are variable names (`read 'a[$(cmd)]'` runs cmd)."""
+_READ_VALUES = frozenset({"-p", "-d", "-t", "-u", "-n", "-N", "-i"})
+_SED = frozenset({"sed", "gsed"})
+_AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
+_PROGRAM_OPTIONS_WITH_VALUE: Mapping[str, frozenset[str]] = {
+    **dict.fromkeys(_SED, frozenset({"-l", "--line-length"})),
+    **dict.fromkeys(_AWK, frozenset({"-F", "-v", "--assign", "--field-separator"})),
+}
+_ENDS_OPTIONS = ("python", "pypy")
+"""Interpreters whose code option ends the option list (`python -c CODE ARG...`): what follows is
+the code's arguments. Others (`perl -e`, `node -e`, `sed -e`) read more options after it."""
+_MARKER_RE = re.compile(rb"toolrtVALUE[0-9]+x")
+
+
+class _Words:
+    """One command's words: their values after quote removal, and which one holds the placeholder."""
+
+    def __init__(self, command: Node, data: bytes, start: int) -> None:
+        from .words import evaluate
+
+        nodes = [
+            child
+            for child in command.children
+            if child.is_named and child.type not in ("variable_assignment", *_REDIRECTS, "comment")
+        ]
+        self.nodes = [
+            node.named_children[0] if node.type == "command_name" and node.named_child_count == 1 else node
+            for node in nodes
+        ]
+        self.values = [evaluate(node, {}, source=data).value for node in self.nodes]
+        self.target = next((i for i, node in enumerate(nodes) if node.start_byte <= start < node.end_byte), -1)
+        value = self.values[self.target] if self.target >= 0 else None
+        found = _MARKER_RE.match(data, start)
+        marker = found.group().decode() if found is not None else ""
+        self.marker = marker
+        self.leads = value is None or value.startswith(marker)
+        """The value decides how the word begins (it may start with `-`)."""
+
+
 def _check_command_word(command: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
-    """Reject the marker at `start` as the program a command runs, a dangerous `env NAME=` value, or code."""
+    """Reject the marker at `start` where the command, or a command it wraps, reads it as code: the
+    program it runs, a script (`bash -c`, `eval`, `trap`), a code option's value (`python -c`), an
+    option of a wrapper or interpreter that runs code, a variable name a builtin evaluates, or the
+    value of a dangerous `env NAME=`. Wrappers are followed as the analyzer's `unwrap` does."""
     name = command.child_by_field_name("name")
     if name is not None and name.start_byte <= start < name.end_byte:
-        raise TemplateProblem(f"{{{{ }}}} as the program a command runs {where}: name the program in the template")
-    words = [
-        child
-        for child in command.children
-        if child.is_named and child.type != "variable_assignment" and child.type not in _REDIRECTS
-    ]
-    code_options: frozenset[str] = frozenset()
-    for word in words:
-        text = data[word.start_byte : word.end_byte].decode(errors="replace")
-        if word.start_byte <= start < word.end_byte:
-            variable = _ASSIGNED.match(text)
-            if variable is not None and table.is_dangerous_env(variable.group(1)):
-                raise TemplateProblem(
-                    f"{{{{ }}}} as the value of {variable.group(1)} {where}: that variable loads code or picks programs"
+        raise PlaceholderProblem(f"{{{{ }}}} as the program a command runs {where}: name the program in the template")
+    words = _Words(command, data, start)
+    if words.target < 0:
+        return  # a prefix assignment or a redirect: checked where it stands
+    text = data[words.nodes[words.target].start_byte : words.nodes[words.target].end_byte].decode(errors="replace")
+    variable = _ASSIGNED.match(text)
+    if variable is not None and table.is_dangerous_env(variable.group(1)):
+        raise PlaceholderProblem(
+            f"{{{{ }}}} as the value of {variable.group(1)} {where}: that variable loads code or picks programs"
+        )
+    work = [(0, len(words.values))]
+    while work:
+        first, last = work.pop()
+        if not first <= words.target < last:
+            continue
+        if words.target == first:
+            raise PlaceholderProblem(
+                f"{{{{ }}}} as the program a wrapped command runs {where}: name the program in the template"
+            )
+        head = words.values[first]
+        if head is None:
+            continue
+        base = head.rpartition("/")[2]
+        _check_builtin(base, words, first, where, table)
+        wrapper = table.match(words.values, first)
+        if wrapper is None:
+            _check_program(base, words, first, last, where, table)
+            continue
+        inner = unwrap(wrapper, words.values, first, last)
+        shown = " ".join(wrapper.name)
+        if any(words.marker in script for script in inner.scripts) or inner.dynamic is not None:
+            raise PlaceholderProblem(
+                f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{shown}` runs it"
+            )
+        begins = min((start_ for start_, _ in inner.commands), default=last)
+        if wrapper.kind == "shell":
+            operands = [i for i in range(first + 1, last) if not (words.values[i] or "").startswith(("-", "+"))]
+            operands = [i for i in operands if (words.values[i - 1] or "") not in wrapper.options_with_value]
+            if operands and operands[0] == words.target and not inner.scripts:
+                raise PlaceholderProblem(
+                    f"{{{{ }}}} as the script {shown} runs {where}: name the script in the template"
                 )
-            return
-        wrapper = table.match([text], 0)
-        if text == "eval" or (wrapper is not None and wrapper.kind in _CODE_KINDS):
-            break
-        code_options = code_options | (table.code_options_of(text) or frozenset())
-        if code_options and any(text.startswith(option) for option in code_options):
-            break
-    else:
+            begins = operands[0] if operands else last
+        options = wrapper.script_options or wrapper.kind in ("shell", "none", "argument")
+        if options and first < words.target < begins and words.leads:
+            previous = words.values[words.target - 1] or ""
+            if previous not in wrapper.options_with_value:
+                raise PlaceholderProblem(
+                    f"{{{{ }}}} where {shown} reads its options {where}: a value starting with - could be one that "
+                    "runs code; write the option and its value as one word (--file={{ x }}), or put -- before it"
+                )
+        work.extend(inner.commands)
+
+
+def _runs_input(node: Node, data: bytes, table: WrapperTable) -> str | None:
+    """The program a pipeline stage runs that reads its input as code (`| bash`, `| sudo sh -s`,
+    `| python3`), or None."""
+    from .words import evaluate
+
+    if node.type == "redirected_statement":
+        body = node.child_by_field_name("body")
+        node = body if body is not None else node
+    if node.type != "command":
+        return None
+    nodes = [child for child in node.named_children if child.type not in ("variable_assignment", *_REDIRECTS)]
+    values = [
+        evaluate(n.named_children[0] if n.type == "command_name" and n.named_child_count else n, {}, source=data).value
+        for n in nodes
+    ]
+    first, last = 0, len(values)
+    while first < last and values[first] is not None:
+        head = values[first] or ""
+        base = head.rpartition("/")[2]
+        wrapper = table.match(values, first)
+        if wrapper is None:
+            options = table.code_options_of(base)
+            if options is None or base.rstrip("0123456789.-") in _SED | _AWK:
+                return None
+            operands = [v for v in values[first + 1 : last] if v is None or v == "-" or not v.startswith("-")]
+            return base if not operands or operands[0] == "-" else None
+        inner = unwrap(wrapper, values, first, last)
+        if inner.reads_stdin:
+            return " ".join(wrapper.name)
+        if not inner.commands:
+            return None
+        first, last = inner.commands[0]
+    return None
+
+
+def _check_builtin(base: str, words: _Words, first: int, where: str, table: WrapperTable) -> None:
+    target, values = words.target, words.values
+    previous = values[target - 1] if target - 1 >= first else None
+    named = False
+    if base == "let":
+        raise PlaceholderProblem(f"{{{{ }}}} inside arithmetic (let) {where}")
+    if base in table.unseen:
+        raise PlaceholderProblem(f"{{{{ }}}} in an argument of {base} {where}: {table.unseen[base]}")
+    if base in _NAME_BUILTINS:
+        value = values[target]
+        named = value is None or "=" not in value or value.index("=") > value.find(words.marker)
+    elif base in _ALL_NAMES:
+        named = base != "read" or previous not in _READ_VALUES
+    elif base in _NAME_AFTER:
+        named = previous in _NAME_AFTER[base]
+    elif base in ("source", "."):
+        named = target == first + 1
+        if named:
+            raise PlaceholderProblem(f"{{{{ }}}} as the script {base} runs {where}: name the script in the template")
+    if named:
+        raise PlaceholderProblem(f"{{{{ }}}} as a variable name {base} evaluates {where}")
+
+
+def _check_program(base: str, words: _Words, first: int, last: int, where: str, table: WrapperTable) -> None:
+    """Code options (`python -c`), the program operand of sed and awk, and an interpreter's leading
+    options, where a value starting with `-` could be a code option."""
+    global_options = table.global_options.get(base)
+    if global_options is not None and global_options.ask:
+        _check_global_options(base, words, first, last, where, global_options.options_with_value, global_options.ask)
+    options = table.code_options_of(base)
+    if options is None:
         return
-    raise TemplateProblem(f"{{{{ }}}} in a word the shell or a program reads as code {where}")
+    program = base.rstrip("0123456789.-")
+    index = first + 1
+    explicit = False
+    while index < last:
+        value = words.values[index]
+        is_target = index == words.target
+        if value is None and not is_target:
+            return
+        text = value or ""
+        if text == "--" and not is_target:
+            return  # what follows is operands: a script file and its arguments
+        takes_code = (
+            text in options
+            or (program in _SED and text in ("-e", "--expression", "-f", "--file"))
+            or (program in _AWK and text in ("-f", "--file"))
+        )
+        if takes_code and index + 1 == words.target:
+            raise PlaceholderProblem(
+                f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base} {text}` runs it"
+            )
+        if is_target:
+            if words.leads:
+                raise PlaceholderProblem(
+                    f"{{{{ }}}} where {base} reads its options {where}: a value starting with - could be one that "
+                    f"runs code ({', '.join(sorted(options)) or 'its program'}); put -- before it"
+                )
+            if any(text.startswith(option) for option in options if option.startswith("-")) or text.startswith(
+                "--expression="
+            ):
+                raise PlaceholderProblem(
+                    f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base}` runs it"
+                )
+            if not text.startswith("-") and not explicit:
+                raise PlaceholderProblem(f"{{{{ }}}} as the program {base} runs {where}: name it in the template")
+            return
+        if takes_code:
+            if program.startswith(_ENDS_OPTIONS):
+                return
+            explicit = True
+            index += 2
+            continue
+        if text in _PROGRAM_OPTIONS_WITH_VALUE.get(program, ()):
+            if index + 1 == words.target:
+                return
+            index += 2
+            continue
+        if not text.startswith("-"):
+            return  # the first operand: the program or script; what follows are its arguments
+        index += 1
+
+
+def _check_global_options(
+    base: str,
+    words: _Words,
+    first: int,
+    last: int,
+    where: str,
+    with_value: frozenset[str],
+    ask: Mapping[str, str],
+) -> None:
+    """`git -c {{ x }}`, `git {{ x }} log`: a value among the options that can run code."""
+    index = first + 1
+    while index < last:
+        value = words.values[index]
+        if index == words.target:
+            if words.leads:
+                raise PlaceholderProblem(f"{{{{ }}}} among {base}'s global options {where}: {', '.join(sorted(ask))}")
+            return
+        if value is None or not value.startswith("-"):
+            return
+        if value in with_value and index + 1 == words.target:
+            if value in ask:
+                raise PlaceholderProblem(f"{{{{ }}}} as the value of {base} {value} {where}: {ask[value]}")
+            return
+        index += 2 if value in with_value else 1
