@@ -144,6 +144,14 @@ def _line_of(source: str, part_index: int, parts: Sequence[_Part]) -> int:
     return before.count("\n") + 1
 
 
+def _part_value(name: str, filter_name: str | None, context: Mapping[str, Any]) -> Any:
+    """The value of a `{{ name }}` / `{{ name | filter }}` part."""
+    value = context.get(name)
+    if filter_name is not None:
+        value = _FILTERS[filter_name](str(context.get(ROOT_VARIABLE, ".")), value)
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class _FastTemplate:
     """A template of literal text and `{{ name }}` / `{{ name | filter }}` parts; renders like Jinja2."""
@@ -151,17 +159,9 @@ class _FastTemplate:
     parts: tuple[_Part, ...]
 
     def render(self, context: Mapping[str, Any]) -> str:
-        out = []
-        for part in self.parts:
-            if isinstance(part, str):
-                out.append(part)
-                continue
-            name, filter_name = part
-            value = context.get(name)
-            if filter_name is not None:
-                value = _FILTERS[filter_name](str(context.get(ROOT_VARIABLE, ".")), value)
-            out.append(_value_text(value))
-        return "".join(out)
+        return "".join(
+            part if isinstance(part, str) else _value_text(_part_value(*part, context)) for part in self.parts
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,10 +172,7 @@ class _FastExpression:
     filter_name: str | None
 
     def __call__(self, **context: Any) -> Any:
-        value = context.get(self.name)
-        if self.filter_name is not None:
-            value = _FILTERS[self.filter_name](str(context.get(ROOT_VARIABLE, ".")), value)
-        return value
+        return _part_value(self.name, self.filter_name, context)
 
 
 Template = Any
@@ -488,11 +485,8 @@ def render_shell(
                 command.text(part)
                 continue
             name, filter_name = part
-            value = context.get(name)
-            if filter_name is not None:
-                value = _FILTERS[filter_name](str(context[ROOT_VARIABLE]), value)
             base = name if filter_name is None else f"{name}_{filter_name}"
-            command.value(value, next(placeholders), (name, filter_name), base)
+            command.value(_part_value(name, filter_name, context), next(placeholders), part, base)
         return command.done()
     slots: list[Any] = []
     reset = _SLOTS.set(slots)
