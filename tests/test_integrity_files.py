@@ -172,3 +172,35 @@ def _assert_recorded(tool: str) -> None:
     audit = Path(os.environ["TOOLRT_DATA_DIR"]) / "audit.jsonl"
     records, bad = read_records(audit)
     assert bad == [] and records[-1]["tool"] == tool
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat .env",
+        "cat ./sub/../.env",
+        "cat .e*",
+        "cat .[e]nv",
+        "cat < .env",
+        "echo $(<.env)",
+        "while read -r l; do echo $l; done < .env",
+        "base64 .env",
+        "f=.env; cat $f",
+        "cat $PWD/.env",
+        "cat innocent.txt",  # a symlink to .env: its real path is asked too
+        "cp .env copy.txt && cat copy.txt",
+        "find . -name .env -exec cat {} +",
+    ],
+)
+def test_bash_naming_a_locked_denied_file_is_denied(project: Path, command: str) -> None:
+    (project / "sub").mkdir()
+    (project / "innocent.txt").symlink_to(".env")
+    result = _call(project, "bash", {"command": command, "description": "read"})
+    assert result.error is not None and "prevents you" in result.error, (result.error, result.output)
+    assert "hunter2" not in result.output
+    assert not (project / "copy.txt").exists()
+
+
+def test_bash_reading_other_files_still_runs(project: Path) -> None:
+    result = _call(project, "bash", {"command": "cat notes.txt .env.example 2>/dev/null", "description": "read"})
+    assert result.error is None and "API_KEY is read" in result.output, result.error

@@ -88,6 +88,54 @@ def test_bash_writes_to_protected_paths_ask(project: Path, command: str, path: s
     assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
 
 
+@pytest.fixture
+def staged(project: Path) -> Path:
+    """A project without `.envrc`, and everything a line needs to create one without naming it in a
+    redirect: a staging directory holding it, an archive and a patch that create it."""
+    import tarfile
+
+    stage = project / "stage"
+    stage.mkdir()
+    (stage / ".envrc").write_text("export EVIL=1\n", encoding="utf-8")
+    with tarfile.open(project / "e.tar", "w") as archive:
+        archive.add(stage / ".envrc", arcname=".envrc")
+    (project / "p.diff").write_text("--- /dev/null\n+++ b/.envrc\n@@ -0,0 +1 @@\n+export EVIL=1\n", encoding="utf-8")
+    return project
+
+
+@pytest.mark.parametrize(
+    ("command", "path"),
+    [
+        ("tar -xf e.tar", "*"),
+        ("tar xf e.tar", "*"),
+        ("git apply p.diff", "*"),
+        ("patch -p1 < p.diff", "*"),
+        ("cp stage/.envrc .", ".envrc"),
+        ("cp -r stage/. .", ".envrc"),
+        ("cp -t . stage/.envrc", ".envrc"),
+        ("ln -s stage/.envrc", ".envrc"),
+        ("sort -o .envrc stage/.envrc", ".envrc"),
+        ("uniq stage/.envrc .envrc", ".envrc"),
+        ("find stage -name .envrc -fprint .envrc", ".envrc"),
+        ("curl -so .envrc file://$PWD/stage/.envrc", ".envrc"),
+    ],
+)
+def test_routes_that_create_a_protected_file_without_naming_it_in_a_redirect_ask(
+    staged: Path, command: str, path: str
+) -> None:
+    result, _ = _call(staged, "bash", {"command": command, "description": "attack"})
+    _blocked(result, path)
+    assert not (staged / ".envrc").exists()
+
+
+def test_an_approved_extraction_runs(staged: Path) -> None:
+    result, asked = _call(staged, "bash", {"command": "tar -xf e.tar", "description": "unpack"}, reply="once")
+    assert result.error is None, result.error
+    protected = [r for request in asked for r in request.requests if r.permission == "protected"]
+    assert [(r.patterns, r.always) for r in protected] == [(("*",), ())]  # "always" keeps nothing
+    assert (staged / ".envrc").exists()
+
+
 @pytest.mark.parametrize(
     "command",
     ["git init -q . && git add notes.txt", "cp notes.txt copy.txt", "echo hi > out.txt", "sed -n p toolrt.yaml"],

@@ -18,6 +18,7 @@ __all__ = [
     "PatternDecision",
     "PermissionRequest",
     "Protection",
+    "UNNAMED",
     "Rule",
     "strictest",
     "usable_exempt",
@@ -103,6 +104,11 @@ class Decision:
             if decision.action == self.action:
                 return decision.rule
         return None
+
+
+UNNAMED = "\0"
+"""Ends a written path `DIR/` + UNNAMED: the command writes files under DIR whose names come from what
+it reads (an archive, a patch); any of them may be protected. NUL never occurs in a path."""
 
 
 class Protection(Protocol):

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .model import PermissionRequest
+from .model import UNNAMED, PermissionRequest
 from .wildcard import Matcher, compile_matcher, fold
 
 __all__ = ["PROTECTED", "ProtectedPaths"]
@@ -86,16 +86,25 @@ class ProtectedPaths:
 
     def request(self, paths: Iterable[str]) -> PermissionRequest | None:
         """One `protected` request for the written `paths` (absolute) that are protected, as written or
-        as their real path; None when none is."""
+        as their real path; None when none is. `DIR/` + `UNNAMED` stands for files whose names come
+        from what the command reads (an archive it extracts, a patch it applies): any may be
+        protected, so it is asked as `DIR/*`."""
         found: dict[str, None] = {}
+        unnamed: dict[str, None] = {}
         for path in paths:
+            if path.endswith(UNNAMED):
+                directory = os.path.normpath(path[: -len(UNNAMED)] or ".")
+                inside = self.display(directory) if directory != self.root.rstrip("/") else ""
+                unnamed[f"{inside}/*" if inside else "*"] = None
+                continue
             for form in dict.fromkeys((os.path.normpath(path), os.path.realpath(path))):
                 if self.matches(form):
                     found[self.display(form)] = None
-        if not found:
+        if not found and not unnamed:
             return None
         patterns = tuple(found)
-        return PermissionRequest(PROTECTED, patterns, patterns, {"paths": list(patterns)})
+        # "Always" never covers unnamed files: it would let every later write to a protected path through.
+        return PermissionRequest(PROTECTED, (*patterns, *unnamed), patterns, {"paths": [*patterns, *unnamed]})
 
 
 def _ancestors(path: str) -> list[str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ..permissions.model import PermissionRequest
+from ..permissions.model import UNNAMED, PermissionRequest
 from . import limits
 from .arity import prefix
 from .braces import expand_braces
@@ -33,7 +33,7 @@ from .programs import unseen_code
 from .unwrap import unwrap
 from .words import Word, evaluate
 from .wrappers import WrapperTable
-from .writes import written
+from .writes import copies, written
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -81,6 +81,9 @@ _MAX_COMBINATIONS = 16
 _BRACKETS_AND_SUBSTITUTIONS = re.compile(r"[\[\]`]|\$\(")
 _FD_DUPLICATION = frozenset((">&", "<&"))
 _UNKNOWN = "\0unknown"  # not yet computed; NUL never occurs in a path
+_MAX_COPIED = 2_000  # names below a copied directory that are checked one by one
+MAX_READ_PATHS = 1_024
+"""Paths named by one line that are checked against the `read` rules; past this the rest are not."""
 
 
 @dataclass(slots=True)
@@ -104,6 +107,9 @@ class Findings:
     deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
     written: dict[str, None] = field(default_factory=dict)
     """Absolute paths the commands write: redirect targets and written operands (writes.yaml)."""
+    read: dict[str, None] = field(default_factory=dict)
+    """Absolute paths the line names as operands or redirects (bounded by `MAX_READ_PATHS`): the bash
+    tool asks `read` for them, so a rule that denies reading a file binds `cat` as it binds `read`."""
 
     def fail_closed(self, text: str, reason: str) -> None:
         """Text the analyzer cannot see into: judged as the ruleset's fallback, at least ask, and
@@ -1080,7 +1086,16 @@ class _Analysis:
 
     def _writes(self, values: list[str | None], text: str) -> None:
         """Record the operands the command writes (writes.yaml); an unknown one fails closed."""
-        for path in written(values):
+        paths = written(values)
+        copied = copies(values)
+        if copied is not None and copied[1] is not None:
+            sources, destination = copied[0], copied[1]
+            for source in sources:
+                if source is None:
+                    continue  # an unknown source: the destination itself is already written
+                for cwd in self.cwds:
+                    paths.extend(self._copied_names(source, destination, cwd))
+        for path in paths:
             if path is None:
                 self.findings.fail_closed(text, "a file this command writes is only known when it runs")
             elif path:
@@ -1089,10 +1104,36 @@ class _Analysis:
                     if absolute is not None:
                         self.findings.written[posixpath.normpath(absolute)] = None
 
+    def _copied_names(self, source: str, destination: str, cwd: str | None) -> list[str]:
+        """What copying `source` into `destination` may write besides the destination itself: the
+        source's name inside it, and for a directory everything below (as `cp -r`, `rsync -a` do, with
+        and without the directory's own name); past `_MAX_COPIED` names, the directory's unnamed files."""
+        base = posixpath.basename(posixpath.normpath(source))
+        out = [posixpath.join(destination, base)] if base not in ("", ".", "..", "/") else []
+        absolute = self.scope.expand(source, cwd) if cwd is not None or source.startswith(("/", "~")) else None
+        if absolute is None or not os.path.isdir(absolute):
+            return out
+        names: list[str] = []
+        for directory, subdirectories, files in os.walk(absolute):
+            relative = posixpath.relpath(directory, absolute)
+            for name in (*subdirectories, *files):
+                names.append(posixpath.normpath(posixpath.join(relative, name)))
+            if len(names) > _MAX_COPIED:
+                return [posixpath.join(destination, UNNAMED)]
+        for name in names:
+            out.append(posixpath.join(destination, name))
+            if base not in ("", ".", "..", "/"):
+                out.append(posixpath.join(destination, base, name))
+        return out
+
     def _external(self, path: str, cwds: tuple[str | None, ...] | None = None) -> None:
         for cwd in self.cwds if cwds is None else cwds:
             if cwd is None and path[0] not in "/~":
                 continue  # the unknown directory already failed closed where it became unknown
+            if len(self.findings.read) < MAX_READ_PATHS:
+                absolute = self.scope.expand(path, cwd)
+                if absolute is not None:
+                    self.findings.read[posixpath.normpath(absolute)] = None
             for directory in self.scope.external(path, cwd):
                 self.findings.directories[directory] = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Mapping
 from typing import Any
@@ -54,7 +55,13 @@ def analyze_call(
         if not scope.inside(cwd) or scope.external(cwd, None):
             findings.directories[cwd] = None
     analyze_text(command, scope=scope, table=wrappers or default_wrappers(), findings=findings, cwd=cwd)
-    return _with_protected(findings, site)
+    requests = _with_protected(findings, site)
+    if not findings.read:
+        return requests
+    # The bash tool also asks `read` for every path the line names (and its real path), so a rule that
+    # denies or asks reading a file (`*.env`) binds `cat .env` as it binds the read tool.
+    paths = tuple(dict.fromkeys(form for path in findings.read for form in (path, os.path.realpath(path))))
+    return (*requests, PermissionRequest("read", paths, ()))
 
 
 def _with_protected(findings: Findings, site: CallSite) -> tuple[PermissionRequest, ...]:
