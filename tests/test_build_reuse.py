@@ -77,3 +77,15 @@ def test_a_file_saved_back_to_an_earlier_content_is_read_again(make_project: Fac
     path.write_text(TOOL.format(id="alpha", v="1"), encoding="utf-8")
     rt.reload()
     assert "version 1." in rt.snapshot.tools["alpha"].description
+
+
+def test_a_changed_description_file_is_a_change_on_reload(make_project: Factory) -> None:
+    tool = "id: described\ndescription_file: described.md\nparameters: {type: object}\nhandler: {argv: [echo]}\n"
+    root = make_project({"described": tool})
+    (root / "tools.d" / "described.md").write_text("First words.\n", encoding="utf-8")
+    rt = Runtime.load(root)
+    digest = rt.snapshot.digest
+    (root / "tools.d" / "described.md").write_text("Second, longer words.\n", encoding="utf-8")
+    rt.reload()
+    assert rt.snapshot.tools["described"].description == "Second, longer words.\n"
+    assert rt.snapshot.digest != digest

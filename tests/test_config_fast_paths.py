@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import gc
 import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from toolrt.config.collect import collector_paused
 from toolrt.config.loader import MAX_DEPTH, load_yaml_text
@@ -48,6 +50,40 @@ def test_a_document_without_anchors_builds_the_same_values_as_the_careful_path()
     }
 
 
+SCALARS = [
+    *("0", "-12", "+7", "0o17", "017", "0x1F", "0b101", "1_000", "190:20:30", "3.", ".5", "-1.5e3", "6.8523015e+5"),
+    *(".inf", "-.Inf", ".NaN", "1e3", "yes", "No", "ON", "off", "y", "n", "True", "FALSE", "~", "null", "Null"),
+    *("2001-12-14", "2001-12-14t21:59:43.10-05:00", "'quoted 1'", '"2"', "plain text", "0.0.1", "1-2", ".", "+"),
+    *("!!str 3", "!!int '4'", "!!float 1", "|\n  block 5\n", ">\n  folded yes\n", "~/path", "_", "1:2"),
+]
+
+
+def _plain(value: object) -> object:
+    """What the config loader keeps of a safe-loaded value: dates as their text."""
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value.isoformat() if isinstance(value, (datetime.date, datetime.datetime)) else value
+
+
+def _key(key: object) -> str:
+    """A mapping key as the config loader keeps it: text (a date's repr, as the careful path keeps it)."""
+    if isinstance(key, str):
+        return key
+    return str(key) if isinstance(key, (int, float, bool)) or key is None else repr(key)
+
+
+@pytest.mark.parametrize("scalar", SCALARS)
+def test_tags_resolve_as_the_safe_loader_resolves_them(scalar: str) -> None:
+    """The loader's own tag resolution (libyaml calls it per node) agrees with PyYAML's safe loader."""
+    texts = [f"value: {scalar}\n"] + ([] if "\n" in scalar else [f"value: [{scalar}]\n", f"{scalar}: key\n"])
+    for text in texts:
+        expected = {_key(k): _plain(v) for k, v in yaml.safe_load(text).items()}
+        got = _data(text)[0]
+        assert isinstance(got, dict)
+        assert repr(got) == repr(expected), text  # repr: NaN equals NaN, 1 differs from 1.0 and True
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+
+
 def test_the_fast_path_reports_duplicates_complex_keys_and_depth_like_the_careful_one() -> None:
     for suffix in ("", "# &\n"):
         with pytest.raises(ConfigError, match=r"t.yaml:2:1: duplicate key 'a' \(first at line 1\)"):
@@ -79,3 +115,14 @@ def test_the_collector_is_paused_inside_nested_and_concurrent_blocks_and_restore
     release.set()
     thread.join(10)
     assert gc.isenabled()
+
+
+def test_a_located_load_records_the_positions_a_lookup_would_find() -> None:
+    text = "---\nfirst: 1\n---\nid: x\nparameters:\n  properties:\n    a/b: {type: string}\n    list: [1, {c: 2}]\n"
+    located = load_yaml_text(text, path=Path("t.yaml"), display="t.yaml", located=True)
+    lazy = load_yaml_text(text, path=Path("t.yaml"), display="t.yaml")
+    assert located[1].marks and not lazy[1].marks  # recorded while parsing vs found on the first lookup
+    pointers = ["", "/id", "/parameters/properties/a~1b", "/parameters/properties/list/1/c", "/missing/deep"]
+    for fast, slow in zip(located, lazy, strict=True):
+        assert [fast.locate(p) for p in pointers] == [slow.locate(p) for p in pointers]
+    assert located[1].locate("/parameters/properties/list/1/c") == (8, 16)

@@ -6,6 +6,7 @@ matches. Problems are appended to the caller's list, located at the definition's
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,8 +146,12 @@ def locate(tool: ToolDefinition, pointer: str, message: str, severity: str = "er
     return Problem(document.name, line, column, pointer, message, severity)  # type: ignore[arg-type]
 
 
+@functools.lru_cache(maxsize=256)
 def description_problem(description: str) -> str | None:
-    """Why a description written as a template cannot be rendered per selection; None when it can."""
+    """Why a description written as a template cannot be rendered per selection; None when it can.
+
+    A value-keyed memo (bounded) of a pure function: parsing the template costs a millisecond, and
+    every new Runtime compiles the same built-in descriptions."""
     import jinja2
     import jinja2.meta
 

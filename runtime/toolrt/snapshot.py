@@ -219,11 +219,14 @@ def build_snapshot(
     cli: CommandLineSettings | None = None,
     partial: bool = False,
     previous: Snapshot | None = None,
+    located: bool = False,
 ) -> Snapshot:
     """Read, validate and compile the config at `root`; raise ConfigError listing every problem.
 
     `cli` holds what the command line (or the embedding host) sets: the highest settings layer.
     `previous`, the same Runtime's last snapshot: files and tools unchanged since it are taken from it.
+    `located`: record every value's position while parsing the project's tool files, for a caller
+    that reports problems of most of them (`validate`); otherwise positions are found on demand.
 
     With `partial`, a broken config still gives a snapshot that fails closed: the tools of invalid
     tool files are withheld (and never replaced by a built-in of the same id), and problems in
@@ -236,13 +239,15 @@ def build_snapshot(
     earlier = previous.reuse if previous is not None else BuildReuse()
     reusing = _Reusing(earlier, Reused(earlier.files))
     with collector_paused():
-        return _build_snapshot(Path(root).resolve(), config, cli, partial, reusing)
+        root_path = Path(root).resolve()
+        if config is None:
+            config = read_config(root_path, reused=reusing.files, located=located)
+        return _build_snapshot(root_path, config, cli, partial, reusing)
 
 
 def _build_snapshot(
-    root_path: Path, config: ConfigSet | None, cli: CommandLineSettings | None, partial: bool, reusing: _Reusing
+    root_path: Path, config: ConfigSet, cli: CommandLineSettings | None, partial: bool, reusing: _Reusing
 ) -> Snapshot:
-    config = config if config is not None else read_config(root_path, reused=reusing.files)
     problems = list(config.problems)
     warnings: list[Problem] = []
     settings = settings_from_documents(

@@ -63,14 +63,14 @@ def validate(root: Path) -> Report:
 
 def _validate(root: Path) -> Report:
     try:
-        snapshot = build_snapshot(root)
+        snapshot = build_snapshot(root, located=True)  # most tools get a located warning (lossy formats)
     except ConfigError as error:
         return _report(error.problems)
     problems: list[Problem] = list(snapshot.warnings)
     problems.extend(python_handler_problems(snapshot))
     problems.extend(_permission_problems(snapshot))
     problems.extend(_spec_problems(snapshot))
-    problems.extend(schema_copy_problems(root))
+    problems.extend(schema_copy_problems(root, _texts(snapshot)))
     problems.extend(_keyword_problems(snapshot))
     problems.extend(sandbox_problems(snapshot.sandbox))
     return _report(problems, sandbox_status(snapshot.sandbox))
@@ -79,24 +79,42 @@ def _validate(root: Path) -> Report:
 _MODELINE = "# yaml-language-server: $schema="
 
 
-def schema_copy_problems(root: Path) -> list[Problem]:
+def _texts(snapshot: Snapshot) -> dict[str, str]:
+    """The text of each project file the build read, by path relative to the root (so that its first
+    line is not read again)."""
+    texts: dict[str, str] = {}
+    for layer in snapshot.config.layers if snapshot.config is not None else ():
+        if layer.name == "project":
+            for document in [source.document for source in layer.tools] + [layer.permissions, layer.settings]:
+                if document is not None and document.text is not None and document.path.is_relative_to(snapshot.root):
+                    texts[str(document.path.relative_to(snapshot.root))] = document.text
+    return texts
+
+
+def schema_copy_problems(root: Path, texts: Mapping[str, str] | None = None) -> list[Problem]:
     """Warnings for `$schema` modelines pointing at a local schema copy that is missing or out of date.
 
     `toolrt init` (and `toolrt schema --write DIR`) copy the installed toolrt's schemas into the
     project; after an upgrade the copies lag behind and the editor completes yesterday's keys.
+    `texts`: files already read, by path relative to `root`; the others are opened for their first line.
     """
     from .config.layers import tool_files
     from .config.resources import SCHEMA_NAMES, schema
 
     kinds = {file_name: name for name, file_name in SCHEMA_NAMES.items()}
-    files = [root / "permissions.yaml", root / "toolrt.yaml"]
-    files += [Path(path) for _, path, _ in tool_files(root / "tools.d")] if (root / "tools.d").is_dir() else []
+    files = [("permissions.yaml", root / "permissions.yaml"), ("toolrt.yaml", root / "toolrt.yaml")]
+    if (root / "tools.d").is_dir():
+        files += [(f"tools.d/{name}", Path(path)) for name, path, _ in tool_files(root / "tools.d")]
     problems: list[Problem] = []
     reported: set[Path] = set()
-    for file in files:
+    for shown, file in files:
+        text = (texts or {}).get(shown)
         try:
-            with file.open(encoding="utf-8") as handle:
-                first = handle.readline().strip()
+            if text is not None:
+                first = text.split("\n", 1)[0].strip()
+            else:
+                with file.open(encoding="utf-8") as handle:
+                    first = handle.readline().strip()
         except (OSError, UnicodeDecodeError):
             continue  # the loader reports unreadable files
         if not first.startswith(_MODELINE):
@@ -109,7 +127,6 @@ def schema_copy_problems(root: Path) -> list[Problem]:
         if kind is None or copy in reported:
             continue
         reported.add(copy)
-        shown = str(file.relative_to(root))
         refresh = f"toolrt schema --write {Path(os.path.relpath(copy.parent, root.resolve())).as_posix()}"
         if not copy.is_file():
             message = f"$schema points at {target}, which does not exist; write it with `{refresh}`"

@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import marshal
 import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from ..errors import ConfigError, Problem
 from .document import Document
@@ -37,7 +38,8 @@ class ToolSource:
     description: str | None
     """The description text (inline or from description_file), None when missing."""
     digest: str = ""
-    """sha256 of the document's canonical JSON (the snapshot digest combines these)."""
+    """sha256 of the document's data, and of the description a `description_file` holds (`data_digest`;
+    the snapshot digest combines these)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +82,9 @@ def tool_files(directory: Path) -> list[tuple[str, str, os.stat_result]]:
     return found
 
 
-def _read(path: Path, display: str, problems: list[Problem]) -> list[Document]:
+def _read(path: Path, display: str, problems: list[Problem], located: bool = False) -> list[Document]:
     try:
-        return load_documents(path, display=display)
+        return load_documents(path, display=display, located=located)
     except ConfigError as error:
         problems.extend(error.problems)
         return []
@@ -129,11 +131,25 @@ def _at(document: Document, pointer: str, message: str) -> Problem:
 _ToolFile = tuple[tuple[ToolSource, ...], tuple[Problem, ...], tuple[str, ...]]
 
 
+def data_digest(data: Any) -> str:
+    """sha256 of parsed YAML data: equal data, equal digest (comments and layout do not count).
+
+    The data's `marshal` form (version 2, which writes no back-references, so equal values give equal
+    bytes; mapping keys in file order) costs a quarter of canonical JSON's. The digest is compared
+    only within one process (has a reload changed anything?), never stored.
+    """
+    try:
+        encoded = marshal.dumps(data, 2)
+    except ValueError:  # not plain data: cannot come from the YAML loader, kept for safety
+        encoded = json.dumps(data, sort_keys=True, default=str).encode()
+    return hashlib.sha256(encoded).hexdigest()
+
+
 def _file_key(kind: str, path: str, display: str, stat: os.stat_result) -> FileKey:
     return (kind, path, display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
-def _tool_file(path: str, display: str, stat: os.stat_result, reused: Reused) -> _ToolFile:
+def _tool_file(path: str, display: str, stat: os.stat_result, reused: Reused, located: bool) -> _ToolFile:
     """The valid tool sources of one file, its problems, and the ids it defines (or would, if valid).
 
     Taken from `reused` when the file's path and stat signature are unchanged (a file with a
@@ -145,7 +161,7 @@ def _tool_file(path: str, display: str, stat: os.stat_result, reused: Reused) ->
     problems: list[Problem] = []
     sources: list[ToolSource] = []
     ids: list[str] = []
-    documents = _read(Path(path), display, problems)
+    documents = _read(Path(path), display, problems, located)
     for document in documents:
         data = document.data
         ids.append(data["id"] if isinstance(data, dict) and isinstance(data.get("id"), str) else _stem(path))
@@ -153,8 +169,9 @@ def _tool_file(path: str, display: str, stat: os.stat_result, reused: Reused) ->
         if schema_problems:
             problems.extend(schema_problems)
             continue
-        digest = hashlib.sha256(json.dumps(document.data, sort_keys=True, default=str).encode()).hexdigest()
-        sources.append(ToolSource(document, _description(document, problems), digest))
+        description = _description(document, problems)
+        digest = data_digest([document.data, description] if "description_file" in data else document.data)
+        sources.append(ToolSource(document, description, digest))
     if not documents:
         ids.append(_stem(path))
     result = (tuple(sources), tuple(problems), tuple(dict.fromkeys(ids)))
@@ -180,10 +197,12 @@ def read_layer(
     *,
     prefix: str = "",
     reused: Reused | None = None,
+    located: bool = False,
 ) -> Layer:
     """Read one layer rooted at `base` (its tools.d/, permissions.yaml and toolrt.yaml, each optional).
 
-    Files unchanged since the build `reused` carries over from are taken from it, not read again."""
+    Files unchanged since the build `reused` carries over from are taken from it, not read again.
+    With `located`, tool files record every value's position while parsing (`load_documents`)."""
     reused = reused if reused is not None else Reused()
     tools: list[ToolSource] = []
     file_ids: list[tuple[str, tuple[str, ...]]] = []
@@ -200,7 +219,7 @@ def read_layer(
         shown = _display(tools_dir, base, prefix)
         for file_name, path, stat in files:
             display = f"{shown}/{file_name}"
-            sources, found, ids = _tool_file(path, display, stat, reused)
+            sources, found, ids = _tool_file(path, display, stat, reused, located)
             tools.extend(sources)
             problems.extend(found)
             file_ids.append((display, ids))
@@ -378,11 +397,17 @@ def _installed_layer_of(
 
 
 def read_config(
-    root: Path, *, locked: Path | None = None, plugins: bool = True, reused: Reused | None = None
+    root: Path,
+    *,
+    locked: Path | None = None,
+    plugins: bool = True,
+    reused: Reused | None = None,
+    located: bool = False,
 ) -> ConfigSet:
     """Read the built-in layer, plugin layers (entry points `toolrt.tools`) and the project at `root`.
 
-    The project's files unchanged since the build `reused` carries over from are not read again."""
+    The project's files unchanged since the build `reused` carries over from are not read again.
+    `located`: the project's tool files record every value's position while parsing (`validate`)."""
     problems: list[Problem] = []
     watched: list[Path] = []
     builtin = builtin_root()
@@ -395,7 +420,7 @@ def read_config(
             base = directory.parent if directory.name == TOOLS_DIR else directory
             layers.append(_installed_layer(f"plugin:{name}", base, f"<plugin {name}>/", problems))
     if root.resolve() != builtin.resolve():
-        layers.append(read_layer("project", root, problems, watched, reused=reused))
+        layers.append(read_layer("project", root, problems, watched, reused=reused, located=located))
     env_locked = os.environ.get("TOOLRT_LOCKED_PERMISSIONS")
     locked_path = Path(env_locked) if env_locked else locked
     if locked_path is not None:

@@ -13,16 +13,52 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, Problem
-from .document import Document, child_pointer
+from .document import Document, child_pointer, node_marks
 
 __all__ = ["load_documents", "load_yaml_text"]
 
 _STR_TAG = "tag:yaml.org,2002:str"
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_WILDCARD = tuple(_SafeLoader.yaml_implicit_resolvers.get(None, ()))
+_IMPLICIT: dict[str, tuple[tuple[str, Any], ...]] = {
+    first: (*resolvers, *_WILDCARD)
+    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
+    if first is not None
+}
+"""YAML 1.1's implicit tags of plain scalars by first character, as the safe loader knows them at import
+(a resolver another library registers later does not change what a config means)."""
 
 
-def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
-    """Every YAML document of one file; raises `ConfigError` for unreadable files and bad YAML."""
+def _resolve(self: Any, kind: Any, value: Any, implicit: tuple[bool, bool]) -> str:
+    """The safe loader's tag resolution without its path-resolver bookkeeping: libyaml's composer calls
+    this once per node, so it is a third of the Python work of reading a config file."""
+    if kind is yaml.ScalarNode:
+        if implicit[0]:
+            for tag, regexp in _IMPLICIT.get(value[:1], _WILDCARD):
+                if regexp.match(value):
+                    return str(tag)
+        return _STR_TAG
+    return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
+
+
+def _no_path_resolvers(self: Any, *_: Any) -> None:
+    """Path resolvers are never registered for config files: nothing to track per node."""
+
+
+_Loader: type[yaml.SafeLoader] = type(
+    "ConfigLoader",
+    (_SafeLoader,),
+    {"resolve": _resolve, "descend_resolver": _no_path_resolvers, "ascend_resolver": _no_path_resolvers},
+)
+
+
+def load_documents(path: Path, *, display: str | None = None, located: bool = False) -> list[Document]:
+    """Every YAML document of one file; raises `ConfigError` for unreadable files and bad YAML.
+
+    With `located`, every value's line and column are recorded while parsing (`Document.marks`),
+    for a caller that will report many problems; otherwise they are found again on the first lookup."""
     shown = display or str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -31,10 +67,10 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
         raise ConfigError([Problem(shown, 0, 0, "", reason)]) from None
     except OSError as exc:
         raise ConfigError([Problem(shown, 0, 0, "", f"cannot read file: {exc.strerror or exc}")]) from exc
-    return load_yaml_text(text, path=path, display=shown)
+    return load_yaml_text(text, path=path, display=shown, located=located)
 
 
-def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
+def load_yaml_text(text: str, *, path: Path, display: str, located: bool = False) -> list[Document]:
     """Parse YAML text (possibly several `---` documents) into located documents."""
     loader = _Loader(text)
     # Without '&' there are no anchors (so no aliases) and without '<<' no merge keys: values are built
@@ -54,7 +90,8 @@ def load_yaml_text(text: str, *, path: Path, display: str) -> list[Document]:
             else:
                 data = _build(loader, node, None, problems, _Expansion(display))
             start = (node.start_mark.line + 1, node.start_mark.column + 1)
-            documents.append(Document(path, data, display=display, text=text, index=position, start=start))
+            marks = node_marks(node) if located else {}
+            documents.append(Document(path, data, marks, display=display, text=text, index=position, start=start))
     except yaml.MarkedYAMLError as exc:
         raise ConfigError([_syntax_problem(exc, text, display)]) from None
     except yaml.YAMLError as exc:
