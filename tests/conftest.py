@@ -20,6 +20,9 @@ def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     monkeypatch.setenv("TOOLRT_DATA_DIR", str(data))
     # The person's own settings file ($XDG_CONFIG_HOME/toolrt/settings.yaml) must not reach the tests.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    # The test extra installs a language server (pylsp): without this, every edit of a .py file in any
+    # test would start one. The language-server tests switch them on (tests/test_lsp_*.py).
+    monkeypatch.setenv("TOOLRT_LSP__ENABLED", "false")
     return data
 
 

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from .audit import AuditLog
 from .call.request import CallRequest, CallScope, Questioner, ScopeFields, scope_of
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
     from .call.events import CallEvent
     from .call.state import Services
+    from .lsp.manager import ServerStatus
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
 
@@ -192,6 +194,45 @@ class Runtime:
 
     def status(self) -> ReloadStatus:
         return ReloadStatus(self._generation, self._snapshot.digest, self._snapshot.loaded_at, self._last_error)
+
+    def language_servers(self) -> list[ServerStatus]:
+        """The language servers this Runtime started (name, root, state, pid, restarts, last error)."""
+        services = self._services_
+        if services is None or services.lsp is None:
+            return []
+        return services.lsp.status()
+
+    # --- closing ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Shut down what the Runtime started and keeps running (its language servers); idempotent.
+
+        Calls after `close` still run, without language servers. `with Runtime.load(...) as rt:` and
+        `async with` close on exit; an interpreter that exits closes every Runtime left open.
+        """
+        services = self._services_
+        if services is None:
+            return
+        services.lsp_closed = True
+        services._lsp_access.clear()
+        if services.lsp is not None:
+            services.lsp.close()
+
+    async def aclose(self) -> None:
+        """`close` from async code, without blocking the event loop."""
+        await anyio.to_thread.run_sync(self.close)
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # --- selection and specs ----------------------------------------------------------------------
 

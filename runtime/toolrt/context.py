@@ -7,7 +7,7 @@ import os.path
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,6 +18,9 @@ from .result import ToolResult
 from .sandbox.config import call_plan
 from .sandbox.plan import SandboxPlan
 from .sandbox.policy import SandboxPolicy
+
+if TYPE_CHECKING:
+    from .lsp.access import LspAccess
 
 __all__ = ["DescribeInfo", "ToolContext", "tool_output_dir"]
 
@@ -92,6 +95,13 @@ class ToolContext:
     A context built without a Runtime gets the default policy, never none."""
     granted: Collection[tuple[str, str]] = ()
     """(permission, pattern) pairs this call was allowed: an allowed `external_directory` widens the sandbox."""
+    language_servers: Callable[[], LspAccess | None] | None = None
+    """How `lsp` finds the Runtime's language servers (None: this context has none)."""
+
+    @property
+    def lsp(self) -> LspAccess | None:
+        """The language servers configured for this project (`toolrt.lsp`), or None."""
+        return self.language_servers() if self.language_servers is not None else None
 
     @property
     def session(self) -> str:

@@ -12,6 +12,7 @@ ToolrtError                     base, never raised directly
       │    ├── RejectedError    the person rejected it
       │    └── CorrectedError   the person rejected it with feedback for the model
       └── ToolFailure           the handler failed (raised, timed out, returned garbage)
+           └── LspError         a language server did not start, exited, or did not answer
 ```
 
 A `ConfigError` stops validation and makes a reload keep the last good snapshot. A `CallError`
@@ -31,6 +32,7 @@ __all__ = [
     "CorrectedError",
     "DeniedError",
     "InvalidArgumentsError",
+    "LspError",
     "PermissionBlocked",
     "Problem",
     "RejectedError",
@@ -137,3 +139,8 @@ class CorrectedError(PermissionBlocked):
 
 class ToolFailure(CallError):
     """The handler could not do what was asked; the message says why and what to do next."""
+
+
+class LspError(ToolFailure):
+    """A language server could not be started, exited, or did not answer; the message names the server
+    and what happened. Edits never show it (their diagnostics are left out); the `lsp` tool does."""

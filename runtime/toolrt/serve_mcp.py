@@ -534,11 +534,28 @@ def run_serve(
             unsubscribe()
             face.close()
 
+    detach = _log_language_servers()
     try:
         anyio.run(main)
     except KeyboardInterrupt:
         return 0
+    finally:
+        rt.close()  # no language server outlives the server
+        detach()
     return 0
+
+
+def _log_language_servers() -> Callable[[], None]:
+    """Language servers starting, crashing and restarting (the `toolrt.lsp` logger), on stderr."""
+    import logging
+
+    lsp_logger = logging.getLogger("toolrt.lsp")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("toolrt serve: %(message)s"))
+    lsp_logger.addHandler(handler)
+    if lsp_logger.level == logging.NOTSET or lsp_logger.level > logging.INFO:
+        lsp_logger.setLevel(logging.INFO)
+    return lambda: lsp_logger.removeHandler(handler)
 
 
 async def _serve_stdio(server: Server[Any]) -> None:

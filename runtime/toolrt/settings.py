@@ -7,7 +7,7 @@ command line   --data-dir, --audit, --locked-permissions, --sandbox, --flag, ser
 environment    TOOLRT_DATA_DIR, TOOLRT_TRUNCATE__MAX_LINES (nested: `__`), TOOLRT_FLAG_<NAME>
 user file      $XDG_CONFIG_HOME/toolrt/settings.yaml (default ~/.config/toolrt/settings.yaml)
 project .env   TOOLRT_… lines of <root>/.env
-toolrt.yaml    `defaults:`, `locked_permissions`, `serve:`; flags take their declared `default`
+toolrt.yaml    `defaults:`, `locked_permissions`, `serve:`, `lsp:`; flags take their declared `default`
 default
 ```
 The project's files (`.env`, `toolrt.yaml`) are writable by a model, so they may not set the
@@ -43,12 +43,15 @@ __all__ = [
     "HOST_ONLY",
     "CommandLineSettings",
     "IgnoredSetting",
+    "LspServerSettings",
+    "LspSettings",
     "ResolvedSettings",
     "SandboxSettings",
     "ServeSettings",
     "Settings",
     "TruncateSettings",
     "default_data_dir",
+    "host_only_guard",
     "parse_flag_option",
     "resolve_settings",
     "user_settings_file",
@@ -87,6 +90,35 @@ class SandboxSettings:
     """More writable directories (a package cache); relative paths are relative to the settings file."""
 
 
+@dataclass(frozen=True, slots=True)
+class LspServerSettings:
+    """One language server's settings; fields left None keep the built-in entry's value
+    (`toolrt.lsp.servers`). Only `disabled` and `initialization` may come from a project."""
+
+    command: tuple[str, ...] | None = None
+    """Host-only. argv; the program resolves from PATH (never inside the project) or is an absolute path."""
+    extensions: tuple[str, ...] | None = None
+    """Host-only. File name endings (`.py`) or globs (`*.pyi`, `Dockerfile`) the server serves."""
+    root_markers: tuple[str, ...] | None = None
+    """Host-only. Files whose nearest directory above an edited file is the server's root."""
+    env: Mapping[str, str] | None = None
+    """Host-only. Variables set for the server beside the allowed environment (`env_allow`)."""
+    initialization: Mapping[str, Any] | None = None
+    """`initializationOptions` of the LSP `initialize` request."""
+    disabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LspSettings:
+    """Language servers (see `toolrt.lsp`): diagnostics after edits, and the `lsp` tool."""
+
+    enabled: bool = True
+    wait: float = 2.0
+    """Seconds an edit waits at most for a server's diagnostics of the changed files."""
+    servers: Mapping[str, LspServerSettings] = field(default_factory=dict)
+    """Server name → settings over the built-in entry of that name (or a new server)."""
+
+
 def default_data_dir() -> Path:
     """`$XDG_DATA_HOME/toolrt`, else `~/.local/share/toolrt`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -115,6 +147,8 @@ class Settings:
     serve: ServeSettings = ServeSettings()
     sandbox: SandboxSettings = SandboxSettings()
     """Host-only: any value here may loosen the sandbox."""
+    lsp: LspSettings = LspSettings()
+    """A server's command, extensions, root markers and environment are host-only."""
 
     @property
     def audit_path(self) -> Path | None:
@@ -150,6 +184,27 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
 )
 """Settings the project's files may not set: key → whether a given value needs the host (a project may
 still say `serve.host: 127.0.0.1`)."""
+
+_LSP_HOST_ONLY = re.compile(r"lsp\.servers\.[^.]+\.(command|extensions|root_markers|env)(\..*)?")
+"""A language server's command (and what decides where and how it runs): a project that could set it
+would make toolrt start any program it likes."""
+
+
+def host_only_guard(key: str) -> Callable[[Any], bool] | None:
+    """Whether (and for which values) `key` is host-only; None: a project may set it."""
+    guard = HOST_ONLY.get(key)
+    if guard is None and _LSP_HOST_ONLY.fullmatch(key):
+        return _always
+    return guard
+
+
+def _how_to_set(key: str) -> str:
+    if key in _HOW_TO_SET:
+        return _HOW_TO_SET[key]
+    if key.startswith("lsp.servers."):
+        return "the user settings file's lsp.servers, TOOLRT_LSP__SERVERS"
+    return "the command line, the environment"
+
 
 _HOW_TO_SET = {
     "data_dir": "--data-dir, TOOLRT_DATA_DIR",
@@ -234,6 +289,8 @@ def _as_plain(settings: Settings) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
     return value
 
 
@@ -257,6 +314,8 @@ def _project_values(document: Document) -> dict[str, Any]:
     if "locked_permissions" in data:
         found["locked_permissions"] = data["locked_permissions"]
     for key, value in _flatten(data.get("serve", {}), "serve.").items():
+        found[key] = value
+    for key, value in _flatten(data.get("lsp", {}), "lsp.").items():
         found[key] = value
     return found
 
@@ -290,6 +349,7 @@ def _env_model(flags: tuple[str, ...]) -> Any:
     fields["truncate"] = (TruncateSettings | None, None)
     fields["serve"] = (ServeSettings | None, None)
     fields["sandbox"] = (SandboxSettings | None, None)
+    fields["lsp"] = (LspSettings | None, None)
     fields["env_allow"] = (list[str] | None, None)
     fields.update({f"flag_{name}": (Any, None) for name in flags})
     config = SettingsConfigDict(
@@ -308,10 +368,24 @@ def _env_values(raw: Mapping[str, Any], flags: tuple[str, ...]) -> dict[str, Any
         if key.startswith("flag_") and key not in {f.name for f in dataclasses.fields(Settings)}:
             values[f"flags.{key[5:]}"] = value
         elif isinstance(value, Mapping):
-            values.update({k: v for k, v in _flatten(value, key + ".").items() if v is not None})
+            for dotted, item in _flatten(value, key + ".").items():
+                if dotted == "lsp.servers" and isinstance(item, str):  # TOOLRT_LSP__SERVERS: JSON
+                    values.update(_flatten(_json_object(dotted, item), "lsp.servers."))
+                elif item is not None:
+                    values[dotted] = item
         else:
             values[key] = value
     return values
+
+
+def _json_object(key: str, text: str) -> Mapping[str, Any]:
+    try:
+        found = json.loads(text)
+    except ValueError as error:
+        raise ConfigError([Problem(_env_name(key), 0, 0, "", f"{key}: not JSON ({error})")]) from None
+    if not isinstance(found, Mapping):
+        raise ConfigError([Problem(_env_name(key), 0, 0, "", f"{key}: a JSON object is expected")])
+    return found
 
 
 def _env_name(key: str) -> str:
@@ -411,11 +485,11 @@ def resolve_settings(
     warnings: list[Problem] = []
     for layer in layers:
         for key, value in layer.values.items():
-            guard = HOST_ONLY.get(key)
+            guard = host_only_guard(key)
             if layer.project and guard is not None and guard(value):
                 reason = (
                     f"{key} is a host-only setting: a project file may not set it, so this value is ignored "
-                    f"(set it with {_HOW_TO_SET.get(key, 'the command line, the environment')} "
+                    f"(set it with {_how_to_set(key)} "
                     f"or in {user_settings_file()})"
                 )
                 ignored.append(IgnoredSetting(key, value, layer.origins[key], reason))

@@ -23,6 +23,7 @@ import anyio.to_thread
 
 from ..context import ToolContext
 from ..errors import ToolFailure
+from ..lsp.report import patch_report
 from ..permissions.model import CallSite, PermissionRequest
 from . import filetime
 from .diff import count_changes, trim_diff, unified_diff
@@ -266,18 +267,22 @@ def _commit(plan: _Plan) -> None:
             plan.lexical[real].unlink(missing_ok=True)
 
 
+def _shown(change: _Change, plan: _Plan) -> Path:
+    """The path the model named for what a change left: the move destination for a move."""
+    return change.path if change.kind != "move" else plan.lexical[change.target]
+
+
 def _summary(plan: _Plan, root: Path) -> str:
     lines = []
     for change in plan.changes:
         letter = {"add": "A", "delete": "D"}.get(change.kind, "M")
-        shown = change.path if change.kind != "move" else plan.lexical[change.target]
-        lines.append(f"{letter} {relative(shown, root)}")
+        lines.append(f"{letter} {relative(_shown(change, plan), root)}")
     return "Success. Updated the following files:\n" + "\n".join(lines)
 
 
 def _file_metadata(change: _Change, plan: _Plan, root: Path) -> dict[str, Any]:
     additions, deletions = count_changes(change.diff)
-    shown = plan.lexical[change.target] if change.kind == "move" else change.path
+    shown = _shown(change, plan)
     entry: dict[str, Any] = {
         "filePath": str(change.path),
         "relativePath": relative(shown, root),
@@ -325,8 +330,14 @@ async def apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, An
         if final is not None:
             filetime.refresh(ctx.session_state, real)
     output = _summary(plan, ctx.root)
+    title = output
+    lsp = ctx.lsp
+    if lsp is not None:
+        changed = list(dict.fromkeys(_shown(change, plan) for change in plan.changes if change.kind != "delete"))
+        gone = [change.path for change in plan.changes if change.kind in ("delete", "move")]
+        output += patch_report(changed, ctx.root, await lsp.diagnostics(changed, gone))
     return {
-        "title": output,
+        "title": title,
         "output": output,
         "metadata": {
             "diff": "\n".join(change.diff for change in plan.changes),

@@ -22,6 +22,7 @@ import anyio.to_thread
 
 from ..context import ToolContext
 from ..errors import ToolFailure
+from ..lsp.report import edit_report
 from . import filetime
 from .diff import MAX_DIFF_CHARS, omitted_diff, trim_diff, unified_diff
 from .filepaths import describe_mode, encode_text, guard, read_regular, relative, stat_or_none, write_regular
@@ -110,8 +111,12 @@ async def edit(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     real = await guard(ctx, path)
     request = _Request(path, real, old, new, bool(args.get("replaceAll", False)))
     diff = await anyio.to_thread.run_sync(partial(_edit_sync, request, ctx.session_state))
+    output = "Edit applied successfully."
+    lsp = ctx.lsp
+    if lsp is not None:
+        output += edit_report(path, await lsp.diagnostics([path]))
     return {
         "title": relative(path, ctx.root),
-        "output": "Edit applied successfully.",
+        "output": output,
         "metadata": {"diff": diff, "filepath": str(path)},
     }

@@ -18,6 +18,7 @@ import anyio.to_thread
 
 from ..context import ToolContext
 from ..errors import ToolFailure
+from ..lsp.report import write_report
 from . import filetime
 from .diff import MAX_DIFF_CHARS, omitted_diff, trim_diff, unified_diff
 from .filepaths import describe_mode, encode_text, guard, read_regular, relative, stat_or_none, write_regular
@@ -71,8 +72,12 @@ async def write(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     path = ctx.resolve(file_path)
     real = await guard(ctx, path)
     written = await anyio.to_thread.run_sync(partial(_write_sync, path, real, content, ctx.session_state))
+    output = "Wrote file successfully."
+    lsp = ctx.lsp
+    if lsp is not None:
+        output += write_report(path, await lsp.diagnostics([path]))
     return {
         "title": relative(path, ctx.root),
-        "output": "Wrote file successfully.",
+        "output": output,
         "metadata": {"diff": written.diff, "filepath": str(path), "exists": written.existed},
     }

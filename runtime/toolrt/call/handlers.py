@@ -148,6 +148,7 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
         available_tools=call.toolset.names(),
         sandbox=snapshot.sandbox_for(tool.id),
         granted=call.granted,
+        language_servers=lambda: call.services.lsp_for(snapshot),
     )
 
 

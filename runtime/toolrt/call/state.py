@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..audit import AuditLog
 from ..permissions.ask import PermissionBroker
@@ -20,6 +20,11 @@ from .events import CallEvent, Listener
 from .record import Recorder
 from .request import CallRequest
 from .suspension import Runnable
+
+if TYPE_CHECKING:
+    from ..lsp.access import LspAccess
+    from ..lsp.manager import LspManager
+    from ..snapshot import Snapshot
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
 
@@ -58,6 +63,10 @@ class Services:
     """Output directories whose old saved outputs were already swept."""
     run_batch: BatchRunner | None = None
     call_counter: int = 0
+    lsp: LspManager | None = None
+    """The Runtime's language servers; made on the first call that needs them."""
+    lsp_closed: bool = False
+    _lsp_access: dict[str, LspAccess | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sessions.on_release(self.broker.forget)
@@ -65,6 +74,24 @@ class Services:
     def session(self, name: str) -> SessionState:
         """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released)."""
         return self.sessions.get(name)
+
+    def lsp_for(self, snapshot: Snapshot) -> LspAccess | None:
+        """The language servers as `snapshot`'s settings declare them; None when none is configured."""
+        if snapshot.digest in self._lsp_access:
+            return self._lsp_access[snapshot.digest]
+        from ..lsp.access import LspAccess, lsp_config
+        from ..lsp.manager import LspManager
+
+        config = lsp_config(snapshot)
+        access = None
+        if config.servers and not self.lsp_closed:
+            if self.lsp is None:
+                self.lsp = LspManager()
+            access = LspAccess(self.lsp, config)
+        if len(self._lsp_access) > 16:
+            self._lsp_access.clear()
+        self._lsp_access[snapshot.digest] = access
+        return access
 
     def emit(self, event: CallEvent) -> None:
         for listener in tuple(self.listeners):

@@ -1,0 +1,68 @@
+"""What a tool handler reaches as `ctx.lsp`: the Runtime's servers under one snapshot's settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import LspError, ToolFailure
+from .report import Diagnostic
+from .servers import configured_servers
+
+if TYPE_CHECKING:
+    from ..snapshot import Snapshot
+    from .manager import LspConfig, LspManager
+
+__all__ = ["LspAccess", "lsp_config"]
+
+
+def lsp_config(snapshot: Snapshot) -> LspConfig:
+    """The servers, sandbox (the snapshot's, network off) and environment of `snapshot`."""
+    from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
+    from ..sandbox.config import call_plan
+    from .manager import LspConfig
+
+    settings = snapshot.resolved.values
+    servers = configured_servers(settings.lsp)
+    try:
+        plan = call_plan(
+            dataclasses.replace(snapshot.sandbox, network=False),
+            root=snapshot.root,
+            output_dir=snapshot.truncation_dir,
+        )
+    except ToolFailure:
+        servers = ()  # the locked file requires a sandbox this machine lacks: no server may start
+        plan = None
+    env = build_env(settings.env_allow or DEFAULT_ENV_ALLOW)
+    return LspConfig(
+        servers=servers,
+        root=snapshot.root,
+        env=env,
+        sandbox=plan,
+        wait=settings.lsp.wait,
+        path=os.environ.get("PATH", ""),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LspAccess:
+    manager: LspManager
+    config: LspConfig
+
+    async def diagnostics(
+        self, files: Sequence[Path], deleted: Sequence[Path] = ()
+    ) -> Mapping[Path, Sequence[Diagnostic]]:
+        """The servers' diagnostics after `files` changed (and `deleted` went away), waiting at most
+        `lsp.wait` seconds; `{}` when no server answers (never raises for a server's failure)."""
+        try:
+            return await self.manager.diagnostics(self.config, files, deleted)
+        except LspError:
+            return {}
+
+    async def query(self, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]:
+        """See `LspManager.query`."""
+        return await self.manager.query(self.config, path, operation, timeout)

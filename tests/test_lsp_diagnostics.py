@@ -1,0 +1,166 @@
+"""Diagnostics in edit, write and apply_patch results, from a real language server (pylsp + pyflakes).
+
+One Runtime (one pylsp) serves the module's tests in order: starting pylsp costs seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from lsp_helpers import all_gone, load, lsp_settings, wait_until
+
+from toolrt import Runtime
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lsp-project")
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    (root / "app.py").write_text("def greet(name):\n    return name\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def runtime(project: Path) -> Iterator[Runtime]:
+    rt = load(project, lsp_settings())
+    yield rt
+    rt.close()
+
+
+def call(rt: Runtime, tool: str, args: dict[str, object], model: str | None = None) -> str:
+    result = rt.call_sync(tool, args, session="lsp", model=model)
+    assert result.error is None, result.error
+    return result.output
+
+
+def test_an_undefined_name_introduced_by_an_edit_is_in_the_result(runtime: Runtime) -> None:
+    call(runtime, "read", {"filePath": "app.py"})
+    output = call(runtime, "edit", {"filePath": "app.py", "oldString": "return name", "newString": "return nme"})
+    path = runtime.root / "app.py"
+    assert output == (
+        "Edit applied successfully.\n\n"
+        "LSP errors detected in this file, please fix:\n"
+        f'<diagnostics file="{path}">\n'
+        "ERROR [2:12] undefined name 'nme'\n"
+        "</diagnostics>"
+    )
+
+
+def test_fixing_it_clears_it(runtime: Runtime) -> None:
+    output = call(runtime, "edit", {"filePath": "app.py", "oldString": "return nme", "newString": "return name"})
+    assert output == "Edit applied successfully."
+
+
+def test_write_reports_its_file_then_other_files(runtime: Runtime) -> None:
+    first = call(runtime, "write", {"filePath": "broken.py", "content": "value = missing\n"})
+    assert "LSP errors detected in this file, please fix:" in first
+    assert "ERROR [1:9] undefined name 'missing'" in first
+    second = call(runtime, "write", {"filePath": "clean.py", "content": "VALUE = 1\n"})
+    assert second.startswith("Wrote file successfully.\n\nLSP errors detected in other files:\n")
+    assert f'<diagnostics file="{runtime.root / "broken.py"}">' in second
+    assert "this file" not in second
+
+
+def test_apply_patch_names_each_changed_file(runtime: Runtime) -> None:
+    patch = "*** Begin Patch\n*** Add File: pkg/mod.py\n+def f():\n+    return undefined_thing\n*** End Patch"
+    output = call(runtime, "apply_patch", {"patchText": patch}, model="gpt-5")  # offered to GPT models
+    assert output.startswith("Success. Updated the following files:\nA pkg/mod.py")
+    assert "LSP errors detected in pkg/mod.py, please fix:" in output
+    assert "ERROR [2:12] undefined name 'undefined_thing'" in output
+
+
+def test_a_killed_server_is_restarted_and_diagnoses_again(runtime: Runtime) -> None:
+    [before] = [s for s in runtime.language_servers() if s.state == "running"]
+    assert before.pid is not None
+    os.kill(before.pid, signal.SIGKILL)
+    wait_until(
+        lambda: any(s.state == "running" and s.pid != before.pid for s in runtime.language_servers()),
+        message=f"pylsp was not restarted: {runtime.language_servers()}",
+    )
+    [after] = runtime.language_servers()
+    assert after.restarts == 1
+    call(runtime, "read", {"filePath": "app.py"})
+    output = call(runtime, "edit", {"filePath": "app.py", "oldString": "return name", "newString": "return nmae"})
+    assert "ERROR [2:12] undefined name 'nmae'" in output
+
+
+def test_no_server_process_outlives_the_runtime(project: Path) -> None:
+    rt = load(project, lsp_settings())
+    call(rt, "write", {"filePath": "other.py", "content": "x = 1\n"})
+    pids = [s.pid for s in rt.language_servers() if s.pid is not None]
+    assert pids, rt.language_servers()
+    rt.close()
+    wait_until(lambda: all_gone(pids), timeout=10, message=f"still running after close: {pids}")
+    after = rt.call_sync("write", {"filePath": "other.py", "content": "x = undefined\n"}, session="lsp")
+    assert after.output == "Wrote file successfully."  # the runtime keeps working, without servers
+    assert [(s.state, s.pid) for s in rt.language_servers()] == [("stopped", None)]
+
+
+def test_a_runtime_closed_by_async_with_leaves_no_server(project: Path) -> None:
+    async def session() -> list[int]:
+        async with load(project, lsp_settings()) as rt:
+            await rt.call("write", {"filePath": "third.py", "content": "x = 1\n"})
+            return [s.pid for s in rt.language_servers() if s.pid is not None]
+
+    pids = anyio.run(session)
+    assert pids
+    wait_until(lambda: all_gone(pids), timeout=10, message=f"still running after async with: {pids}")
+
+
+# --- servers that misbehave: the edit succeeds, says nothing, and is not slowed past the wait ---------
+
+_GARBAGE = (
+    "import sys, time\n"
+    "sys.stdout.write('Content-Length: 9\\r\\n\\r\\n{not json')\n"
+    "sys.stdout.write('Content-Length: 5\\r\\n\\r\\n[1,2]')\n"
+    "sys.stdout.flush()\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "command"),
+    [
+        ("exits at once", ["/bin/false"]),
+        ("never answers", ["/bin/sleep", "60"]),
+        ("sends malformed messages", [sys.executable, "-c", _GARBAGE]),
+        ("is not installed", ["/nonexistent/bin/pylsp"]),
+    ],
+)
+def test_a_bad_server_leaves_the_edit_alone(tmp_path: Path, name: str, command: list[str]) -> None:
+    with load(tmp_path, lsp_settings(command, wait=1.0)) as rt:
+        for attempt in range(2):  # the second edit meets the server's back-off or its second start
+            started = time.monotonic()
+            output = call(rt, "write", {"filePath": f"app{attempt}.py", "content": f"x = undefined_{attempt}\n"})
+            assert output == "Wrote file successfully.", name
+            assert time.monotonic() - started < 5.0, f"a server that {name} slowed the edit"
+        assert "undefined_1" in call(rt, "read", {"filePath": "app1.py"})
+
+
+def test_a_server_that_never_answers_is_killed_at_close(tmp_path: Path) -> None:
+    marker = f"{600 + random.random():.6f}"  # other test runs on this machine start sleeps too
+    rt = load(tmp_path, lsp_settings(["/bin/sleep", marker], wait=0.5))
+    call(rt, "write", {"filePath": "app.py", "content": "x = 2\n"})
+    [status] = rt.language_servers()
+    assert status.state == "starting" and status.pid is None
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _argv(int(p))[:2] == ["/bin/sleep", marker]]
+    assert pids
+    rt.close()
+    wait_until(lambda: all_gone(pids), timeout=10, message=f"a hung server survived close: {pids}")
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
