@@ -118,7 +118,8 @@ def test_a_new_flag_without_a_description_is_a_located_problem(tmp_path: Path) -
 def test_unknown_flag_on_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
     root = project(tmp_path, tools={"fancy": FLAGGED}, settings=FLAGS)
     with pytest.raises(
-        UsageError, match=r"unknown flag 'fancie' \(declared flags: batch_tool, fancy, list_tool, todoread_tool\)"
+        UsageError,
+        match=r"unknown flag 'fancie' \(declared flags: batch_tool, fancy, list_tool, lsp_tool, todoread_tool\)",
     ):
         Runtime.load(root, flags={"fancie": True})
 

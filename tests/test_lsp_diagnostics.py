@@ -5,6 +5,7 @@ One Runtime (one pylsp) serves the module's tests in order: starting pylsp costs
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import signal
@@ -79,14 +80,18 @@ def test_apply_patch_names_each_changed_file(runtime: Runtime) -> None:
     assert "ERROR [2:12] undefined name 'undefined_thing'" in output
 
 
-def test_a_killed_server_is_restarted_and_diagnoses_again(runtime: Runtime) -> None:
+def test_a_killed_server_is_restarted_and_diagnoses_again(runtime: Runtime, caplog: pytest.LogCaptureFixture) -> None:
     [before] = [s for s in runtime.language_servers() if s.state == "running"]
     assert before.pid is not None
-    os.kill(before.pid, signal.SIGKILL)
-    wait_until(
-        lambda: any(s.state == "running" and s.pid != before.pid for s in runtime.language_servers()),
-        message=f"pylsp was not restarted: {runtime.language_servers()}",
-    )
+    with caplog.at_level(logging.INFO, logger="toolrt.lsp"):
+        os.kill(before.pid, signal.SIGKILL)
+        wait_until(
+            lambda: any(s.state == "running" and s.pid != before.pid for s in runtime.language_servers()),
+            message=f"pylsp was not restarted: {runtime.language_servers()}",
+        )
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolrt.lsp"]
+    assert f"language server pylsp (pid {before.pid}) crashed with exit status -9; next try in 0 s" in logged
+    assert f"language server pylsp restarting for {runtime.root}" in logged
     [after] = runtime.language_servers()
     assert after.restarts == 1
     call(runtime, "read", {"filePath": "app.py"})

@@ -42,6 +42,10 @@ LAYERS: list[set[str]] = [
     {"compiled"},
     {"snapshot"},
     {"call.locked_tools"},
+    {"lsp.report", "lsp.servers"},
+    {"lsp.client"},
+    {"lsp.manager"},
+    {"lsp.operations", "lsp.access", "lsp"},
     {"selection", "unasked"},
     {"call.titles", "call.record"},
     {"call.state"},
@@ -51,7 +55,18 @@ LAYERS: list[set[str]] = [
     {"call.run", "call.truncation"},
     {"call.pipeline"},
     {"validate", "init", "api"},
-    {"reload", "watch_cli", "validate_cli", "chat_cli", "serve_sessions", "serve_mcp", "cli", "__main__", "__init__"},
+    {
+        "reload",
+        "watch_cli",
+        "validate_cli",
+        "chat_cli",
+        "lsp_cli",
+        "serve_sessions",
+        "serve_mcp",
+        "cli",
+        "__main__",
+        "__init__",
+    },
 ]
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .call.events import CallEvent
     from .call.request import CallScope, Questioner, ScopeFields
     from .context import ToolContext
+    from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
     from .selection import Hidden, Offered, ToolSet
     from .sessions import SessionStore
@@ -59,6 +60,7 @@ _LAZY = {
     "Hidden": "selection",
     "Offered": "selection",
     "ToolSet": "selection",
+    "ServerStatus": "lsp.manager",
     "SessionStore": "sessions",
     "ResolvedSettings": "settings",
     "Settings": "settings",
@@ -105,6 +107,7 @@ __all__ = [
     "Rule",
     "Runtime",
     "ScopeFields",
+    "ServerStatus",
     "SessionStore",
     "Settings",
     "Snapshot",

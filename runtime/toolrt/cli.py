@@ -258,7 +258,21 @@ def _parser() -> argparse.ArgumentParser:
         "TOOLRT_TIMEOUT=30 toolrt settings             # see the environment win",
     )
     settings.add_argument("--json", action="store_true", help="one JSON object: settings, flags, ignored")
-    for sub in (listing, specs, check, call, watch, serve, chat, settings):
+    lsp = command(
+        "lsp",
+        "check the project's language servers: start each, initialize it, report what it supports, stop it",
+        "toolrt lsp check",
+        "toolrt lsp check --server pylsp --json",
+    )
+    lsp.add_argument("action", choices=("check",), help="check (the only action)")
+    lsp.add_argument(
+        "--server", action="append", default=[], metavar="NAME", help="check only this server (repeatable)"
+    )
+    lsp.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long a server may take to start"
+    )
+    lsp.add_argument("--json", action="store_true", help="print {servers: [...]} as JSON")
+    for sub in (listing, specs, check, call, watch, serve, chat, settings, lsp):
         _host_options(sub)
     init = command(
         "init",
@@ -749,6 +763,16 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
             }
         ),
     )
+
+
+def _cmd_lsp(options: argparse.Namespace, out: TextIO) -> int:
+    from .lsp_cli import run_lsp_check
+
+    rt = _load(options)
+    try:
+        return run_lsp_check(rt, servers=options.server, timeout=options.timeout, json_output=options.json, out=out)
+    finally:
+        rt.close()
 
 
 def _cmd_settings(options: argparse.Namespace, out: TextIO) -> int:

@@ -7,7 +7,7 @@ import os.path
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -19,10 +19,7 @@ from .sandbox.config import call_plan
 from .sandbox.plan import SandboxPlan
 from .sandbox.policy import SandboxPolicy
 
-if TYPE_CHECKING:
-    from .lsp.access import LspAccess
-
-__all__ = ["DescribeInfo", "ToolContext", "tool_output_dir"]
+__all__ = ["DescribeInfo", "LanguageServers", "ToolContext", "tool_output_dir"]
 
 
 def tool_output_dir(data_dir: Path, root: Path) -> Path:
@@ -38,6 +35,16 @@ Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
 BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 Permits = Callable[[str, str], bool]
 """Whether the rules allow (permission, pattern) outright, without asking anyone."""
+
+
+class LanguageServers(Protocol):
+    """`ctx.lsp`: the project's language servers (`toolrt.lsp.access.LspAccess`)."""
+
+    async def diagnostics(
+        self, files: Sequence[Path], deleted: Sequence[Path] = ()
+    ) -> Mapping[Path, Sequence[Any]]: ...
+
+    async def query(self, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]: ...
 
 
 async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
@@ -95,11 +102,11 @@ class ToolContext:
     A context built without a Runtime gets the default policy, never none."""
     granted: Collection[tuple[str, str]] = ()
     """(permission, pattern) pairs this call was allowed: an allowed `external_directory` widens the sandbox."""
-    language_servers: Callable[[], LspAccess | None] | None = None
+    language_servers: Callable[[], LanguageServers | None] | None = None
     """How `lsp` finds the Runtime's language servers (None: this context has none)."""
 
     @property
-    def lsp(self) -> LspAccess | None:
+    def lsp(self) -> LanguageServers | None:
         """The language servers configured for this project (`toolrt.lsp`), or None."""
         return self.language_servers() if self.language_servers is not None else None
 

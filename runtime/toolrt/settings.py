@@ -391,6 +391,8 @@ def _json_object(key: str, text: str) -> Mapping[str, Any]:
 def _env_name(key: str) -> str:
     if key.startswith("flags."):
         return FLAG_PREFIX + key[6:].upper()
+    if key.startswith("lsp.servers."):
+        return ENV_PREFIX + "LSP__SERVERS"  # one JSON object (see `_env_values`)
     return ENV_PREFIX + key.replace(".", "__").upper()
 
 

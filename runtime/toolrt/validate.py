@@ -73,7 +73,15 @@ def _validate(root: Path) -> Report:
     problems.extend(schema_copy_problems(root, _texts(snapshot)))
     problems.extend(_keyword_problems(snapshot))
     problems.extend(sandbox_problems(snapshot.sandbox))
+    problems.extend(_lsp_problems(snapshot))
     return _report(problems, sandbox_status(snapshot.sandbox))
+
+
+def _lsp_problems(snapshot: Snapshot) -> list[Problem]:
+    from .lsp.servers import server_problems
+
+    resolved = snapshot.resolved
+    return server_problems(resolved.values.lsp, resolved.origins, snapshot.root)
 
 
 _MODELINE = "# yaml-language-server: $schema="

@@ -28,16 +28,22 @@ def lsp_config(snapshot: Snapshot) -> LspConfig:
 
     settings = snapshot.resolved.values
     servers = configured_servers(settings.lsp)
+    cache = snapshot.data_dir / "lsp-cache"
+    if servers:
+        cache.mkdir(parents=True, exist_ok=True)
+    policy = snapshot.sandbox
     try:
         plan = call_plan(
-            dataclasses.replace(snapshot.sandbox, network=False),
+            dataclasses.replace(policy, network=False, writable=(*policy.writable, cache)),
             root=snapshot.root,
             output_dir=snapshot.truncation_dir,
         )
     except ToolFailure:
         servers = ()  # the locked file requires a sandbox this machine lacks: no server may start
         plan = None
-    env = build_env(settings.env_allow or DEFAULT_ENV_ALLOW)
+    # Servers keep caches (jedi's parse cache, Go's build cache) under XDG_CACHE_HOME: one writable
+    # directory of toolrt's instead of the home directory, which the sandbox keeps read-only.
+    env = {**build_env(settings.env_allow or DEFAULT_ENV_ALLOW), "XDG_CACHE_HOME": str(cache)}
     return LspConfig(
         servers=servers,
         root=snapshot.root,
@@ -58,6 +64,8 @@ class LspAccess:
     ) -> Mapping[Path, Sequence[Diagnostic]]:
         """The servers' diagnostics after `files` changed (and `deleted` went away), waiting at most
         `lsp.wait` seconds; `{}` when no server answers (never raises for a server's failure)."""
+        if not any(server.serves(path) for server in self.config.servers for path in (*files, *deleted)):
+            return {}  # no server's file: not even the server thread is needed
         try:
             return await self.manager.diagnostics(self.config, files, deleted)
         except LspError:

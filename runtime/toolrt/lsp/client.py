@@ -43,7 +43,8 @@ _MAX_HEADER = 8 * 1024
 _MAX_BODY = 64 * 1024 * 1024
 _STDERR_TAIL = 2000
 _QUIET = 0.15
-"""After the first diagnostics of a change, how long more may still arrive (OpenCode's debounce)."""
+"""After the first diagnostics of a change that carry no version, how long more may still arrive
+(OpenCode's debounce); diagnostics that name the version just sent end the wait at once."""
 
 
 class _Reader:
@@ -172,6 +173,8 @@ class ServerClient:
         self._published: dict[str, int] = {}
         self._waiters: dict[str, asyncio.Event] = {}
         self._versions: dict[str, int] = {}
+        self._current: dict[str, bool] = {}
+        """Whether the last diagnostics of a document named the version the server has (no more will come)."""
         self._process: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._client: Any = None
@@ -236,12 +239,14 @@ class ServerClient:
         self._tasks = [
             writer.task,
             loop.create_task(
-                run_async(
-                    stop_event=client._stop_event,
-                    reader=_Reader(self._process.stdout),
-                    protocol=client.protocol,
-                    logger=logger,
-                    error_handler=client.report_server_error,
+                self._read(
+                    run_async(
+                        stop_event=client._stop_event,
+                        reader=_Reader(self._process.stdout),
+                        protocol=client.protocol,
+                        logger=logger,
+                        error_handler=client.report_server_error,
+                    )
                 )
             ),
             loop.create_task(self._drain_stderr()),
@@ -316,6 +321,16 @@ class ServerClient:
         for event in self._waiters.values():
             event.set()
         self._on_exit(self, code)
+
+    async def _read(self, loop: Any) -> None:
+        """pygls's message loop; when it ends while the process lives on (a header it cannot parse, a
+        body past the size limit), the server is stopped, so the exit watcher restarts it."""
+        await loop
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._exited(), 1.0)  # end of output at exit: let the exit watcher see it
+        if self.exit_code is None and not self.stopping:
+            logger.warning("language server %s broke the protocol (unreadable message); stopping it", self.describe())
+            self.kill()
 
     async def _drain_stderr(self) -> None:
         stream = self._process.stderr
@@ -435,6 +450,7 @@ class ServerClient:
             return  # about an older text than the server has now
         items = params.get("diagnostics")
         self.diagnostics[uri] = [d for d in map(_diagnostic, items if isinstance(items, list) else []) if d]
+        self._current[uri] = isinstance(version, int) and version == self._versions.get(uri)
         self._published[uri] = self._published.get(uri, 0) + 1
         event = self._waiters.pop(uri, None)
         if event is not None:
@@ -451,6 +467,8 @@ class ServerClient:
             if count > since:
                 seen = True
                 since = count
+                if self._current.get(uri):
+                    break  # about the text just sent: final for it
                 quiet_until = min(deadline, loop.time() + _QUIET)
             remaining = quiet_until - loop.time()
             if remaining <= 0:

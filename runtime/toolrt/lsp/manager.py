@@ -163,7 +163,7 @@ class LspManager:
 
     async def query(self, config: LspConfig, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]:
         """Open `path` in each server of it and run `operation(client)` (a coroutine function); returns
-        (server name, result) per server that supports it.
+        (server name, result) per server that answered (`unsupported()` from one that lacks the feature).
 
         Raises:
             LspError: no server serves the file, or every server of it failed (the message names each).
@@ -408,8 +408,7 @@ class LspManager:
             except LspError as error:
                 errors.append(str(error))
                 continue
-            if result is not _UNSUPPORTED:
-                results.append((entry.server.name, result))
+            results.append((entry.server.name, result))
         if not results and errors:
             raise LspError("; ".join(errors))
         return results
@@ -435,7 +434,7 @@ class LspManager:
 
 
 _UNSUPPORTED: Any = object()
-"""What an operation returns for a server that lacks the capability (left out of the results)."""
+"""What an operation returns for a server that lacks the capability."""
 
 
 def unsupported() -> Any:

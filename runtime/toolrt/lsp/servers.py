@@ -21,9 +21,18 @@ from typing import Any
 
 import yaml
 
+from ..errors import Problem
 from ..settings import LspSettings
 
-__all__ = ["LANGUAGE_IDS", "ServerDef", "configured_servers", "find_root", "language_id", "resolve_program"]
+__all__ = [
+    "LANGUAGE_IDS",
+    "ServerDef",
+    "configured_servers",
+    "find_root",
+    "language_id",
+    "resolve_program",
+    "server_problems",
+]
 
 LANGUAGE_IDS: Mapping[str, str] = {
     ".py": "python",
@@ -160,3 +169,38 @@ def find_root(server: ServerDef, file: Path, project_root: Path) -> Path:
 def language_id(path: Path) -> str:
     suffix = path.suffix.lower()
     return LANGUAGE_IDS.get(suffix, suffix[1:] or "plaintext")
+
+
+def server_problems(settings: LspSettings, origins: Mapping[str, str], root: Path) -> list[Problem]:
+    """Warnings for `toolrt validate`: a server the settings declare a command for that is not
+    installed, and settings for a server nothing declares (a typo of its name)."""
+    if not settings.enabled:
+        return []
+    problems = []
+    for name, override in settings.servers.items():
+        if override.disabled:
+            continue
+        command = override.command
+        if command is None and name not in _builtin():
+            prefix = f"lsp.servers.{name}."
+            origin = next((o for key, o in origins.items() if key.startswith(prefix)), "<settings>")
+            message = (
+                f"language server '{name}' is not declared (no built-in entry of that name and no command in the "
+                f"host settings), so its settings are unused; built-in servers: {', '.join(_builtin())}"
+            )
+            problems.append(_located(origin, f"/lsp/servers/{name}", message))
+        elif command and resolve_program(command[0], root) is None:
+            origin = origins.get(f"lsp.servers.{name}.command", "<settings>")
+            message = (
+                f"language server '{name}': its command `{command[0]}` is not installed (not found on PATH outside "
+                "the project, or not an executable file), so it will not start"
+            )
+            problems.append(_located(origin, f"/lsp/servers/{name}/command", message))
+    return problems
+
+
+def _located(origin: str, pointer: str, message: str) -> Problem:
+    file, _, line = origin.rpartition(":")
+    if file and line.isdigit():
+        return Problem(file, int(line), 1, pointer, message, "warning")
+    return Problem(origin, 0, 0, pointer, message, "warning")
