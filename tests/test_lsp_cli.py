@@ -5,14 +5,21 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import ProjectFactory
-from lsp_helpers import pylsp_command
+from lsp_helpers import all_gone, pylsp_command, wait_until
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from toolrt.cli import main
 from toolrt.serve_mcp import _log_language_servers
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:
@@ -79,3 +86,48 @@ def test_serve_logs_language_servers_on_stderr(capsys: pytest.CaptureFixture[str
         detach()
     logging.getLogger("toolrt.lsp").info("not shown once detached")
     assert capsys.readouterr().err == "toolrt serve: language server pylsp restarting for /p\n"
+
+
+def _pylsp_pids(root: Path) -> list[int]:
+    """pylsp processes working in `root` (each test's root is its own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "cwd") == str(root) and b"pylsp" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow  # spawns `toolrt serve` and pylsp
+def test_serve_diagnoses_edits_and_leaves_no_language_server_behind(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    env = {
+        **os.environ,
+        "TOOLRT_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(REPO / "runtime"),
+        "TOOLRT_LSP__ENABLED": "true",
+        "TOOLRT_LSP__WAIT": "20",
+        "TOOLRT_LSP__SERVERS": json.dumps({"pylsp": {"command": pylsp_command()}, "pyright": {"disabled": True}}),
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolrt", "serve", "--root", str(root)], env=env, cwd=str(root)
+    )
+    seen: list[int] = []
+
+    async def main() -> str:
+        with anyio.fail_after(60):
+            async with Client(params, mode="legacy") as client:
+                result = await client.call_tool("write", {"filePath": "app.py", "content": "x = missing\n"})
+                seen.extend(_pylsp_pids(root))
+                return "".join(getattr(c, "text", "") for c in result.content)
+
+    output = anyio.run(main)
+    assert "LSP errors detected in this file, please fix:" in output
+    assert "ERROR [1:5] undefined name 'missing'" in output
+    assert seen, "no pylsp process was found while serving"
+    wait_until(lambda: all_gone(seen), timeout=10, message=f"pylsp outlived toolrt serve: {seen}")
