@@ -222,3 +222,50 @@ def test_a_project_tools_declared_paths_ask(project: Path) -> None:
     )
     _blocked(_call(project, "save", {"target": "toolrt.yaml", "text": "audit: false"})[0], "toolrt.yaml")
     assert "audit" not in (project / "toolrt.yaml").read_text(encoding="utf-8")
+
+
+def _shown(request: AskRequest) -> str:
+    from toolrt.permissions.shown import ask_lines
+    from toolrt.serve_mcp import _ask_text
+
+    terminal = "\n".join(ask_lines(request, indent="  "))
+    elicitation = _ask_text(request)  # the same lines, without the terminal's indent
+    assert [line.strip() for line in elicitation.split("\n")] == [line.strip() for line in terminal.split("\n")]
+    return terminal
+
+
+def test_the_protected_ask_shows_the_diff_with_control_characters_escaped(project: Path) -> None:
+    (project / ".envrc").write_text("export A=1\n", encoding="utf-8")
+    content = "export A=2\x1b[2K\rexport SAFE=1\n"
+    _, asked = _call(project, "write", {"filePath": ".envrc", "content": content}, reply="reject")
+    diff = asked[0].metadata["diff"]
+    assert "-export A=1\n+export A=2\x1b[2K\r" in diff and "+export SAFE=1\n" in diff
+    shown = _shown(asked[0])
+    assert "\x1b" not in shown and "\r" not in shown
+    assert "the change to the protected file:" in shown
+    assert "    +export A=2\\x1b[2K\\r\n" in shown
+    assert (project / ".envrc").read_text(encoding="utf-8") == "export A=1\n"
+
+
+def test_edit_and_apply_patch_asks_show_the_change_they_would_make(project: Path) -> None:
+    (project / ".envrc").write_text("export A=1\nexport B=1\n", encoding="utf-8")
+    _, asked = _call(project, "edit", {"filePath": ".envrc", "oldString": "B=1", "newString": "B=2"}, reply="reject")
+    assert "-export B=1\n+export B=2\n" in asked[0].metadata["diff"]
+    assert "    -export B=1" in _shown(asked[0])
+    move = (
+        "*** Begin Patch\n*** Update File: notes.txt\n*** Move to: .git/hooks/pre-commit\n"
+        "@@\n-hello\n+#!/bin/sh\n*** End Patch"
+    )
+    _, asked = _call(project, "apply_patch", {"patchText": move}, reply="reject", model="gpt-5")
+    assert "-hello\n+#!/bin/sh\n" in asked[0].metadata["diff"]
+    assert (project / "notes.txt").exists() and not (project / ".git/hooks/pre-commit").exists()
+
+
+def test_the_diff_in_an_ask_is_bounded(project: Path) -> None:
+    from toolrt.builtin.preview import MAX_SHOWN_DIFF
+
+    content = "".join(f"line {n}\n" for n in range(20_000))
+    _, asked = _call(project, "write", {"filePath": ".envrc", "content": content}, reply="reject")
+    diff = asked[0].metadata["diff"]
+    assert len(diff) <= MAX_SHOWN_DIFF + 80
+    assert diff.endswith("more characters of the diff not shown)\n")

@@ -14,9 +14,10 @@ import os
 import secrets
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import anyio.to_thread
@@ -37,6 +38,7 @@ from .filepaths import (
     stat_or_none,
 )
 from .patch_format import AddFile, DeleteFile, Hunk, PatchError, UpdateFile, apply_chunks, is_empty_patch, parse_patch
+from .preview import bounded
 
 __all__ = ["MAX_PATCH_FILE_BYTES", "apply_patch", "permission_requests"]
 
@@ -147,8 +149,33 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> Sequence[Per
         requests.append(PermissionRequest("read", read_patterns, ("*",)))
     protected = site.protected.request(str(path) for path in paths) if site.protected is not None else None
     if protected is not None:
-        requests.append(protected)
+        requests.append(_with_diff(protected, hunks, paths, site))
     return tuple(requests)
+
+
+def _with_diff(
+    protected: PermissionRequest, hunks: Sequence[Hunk], paths: Sequence[Path], site: CallSite
+) -> PermissionRequest:
+    """`protected` carrying the diff of the changes to protected files (what the ask shows), when the
+    patch applies; computed without writing anything."""
+    resolved = {raw: (path, Path(os.path.realpath(path))) for raw, path in zip(_named_paths(hunks), paths, strict=True)}
+    try:
+        plan = _verify(hunks, resolved)
+    except (ToolFailure, OSError, ValueError):
+        return protected
+    assert site.protected is not None
+    shown = [
+        change.diff
+        for change in plan.changes
+        if site.protected.request(
+            [str(change.path), str(change.target), str(plan.lexical.get(change.target, change.target))]
+        )
+        is not None
+    ]
+    if not shown:
+        return protected
+    diff = bounded("\n".join(shown))
+    return replace(protected, metadata=MappingProxyType({**protected.metadata, "diff": diff}))
 
 
 def _split_text(text: str) -> tuple[str, bool, bool]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import anyio.to_thread
@@ -88,7 +90,8 @@ def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
     """`protected` for the tool's declared path arguments that name protected files.
 
     Every project tool's `permission.paths` count as written (toolrt cannot know what its code does
-    with them); of the built-in tools only those not annotated `read_only` write.
+    with them); of the built-in tools only those not annotated `read_only` write. For `write` and
+    `edit` the request carries the diff the call would apply (`metadata.diff`), which the ask shows.
     """
     definition = tool.definition
     if site.protected is None or not definition.permission.paths:
@@ -100,7 +103,15 @@ def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
         for path_arg in definition.permission.paths
         if isinstance(value := args.get(path_arg.arg), str) and value and "\x00" not in value
     ]
-    return site.protected.request(paths)
+    request = site.protected.request(paths)
+    if request is None or definition.layer != "builtin":
+        return request
+    from ..builtin.preview import file_diff
+
+    diff = file_diff(tool.id, args, site.cwd)  # the person judges the change, not only the name
+    if diff is None:
+        return request
+    return replace(request, metadata=MappingProxyType({**request.metadata, "diff": diff}))
 
 
 def pattern_requests(snapshot: Snapshot) -> Callable[[str, str], Sequence[PermissionRequest] | None]:

@@ -11,7 +11,7 @@ import unicodedata
 
 from .ask import AskRequest
 
-__all__ = ["always_lines", "ask_lines", "escape_controls"]
+__all__ = ["always_lines", "ask_lines", "diff_lines", "escape_controls"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
@@ -57,8 +57,27 @@ def ask_lines(request: AskRequest, *, indent: str = "") -> list[str]:
     if request.message:
         lines.append(escape_controls(request.message, keep_newlines=True))
     lines.extend(f"{indent}{escape_controls(d.permission)}: {escape_controls(d.pattern)}" for d in request.pending)
+    lines.extend(diff_lines(request, indent=indent))
     lines.extend(always_lines(request, indent=indent))
     return lines
+
+
+def diff_lines(request: AskRequest, *, indent: str = "") -> list[str]:
+    """The change a `protected` ask is about (the diff a file tool would apply), when it carries one.
+
+    Split on `\\n` only, so a carriage return or a Unicode line separator inside a line is escaped,
+    not taken for a line break.
+    """
+    if not any(d.permission == "protected" for d in request.pending):
+        return []
+    for item in request.requests:
+        diff = item.metadata.get("diff") if item.permission == "protected" else None
+        if isinstance(diff, str) and diff:
+            body = diff[:-1] if diff.endswith("\n") else diff
+            return [f"{indent}the change to the protected file:"] + [
+                f"{indent}  {escape_controls(line)}" for line in body.split("\n")
+            ]
+    return []
 
 
 def always_lines(request: AskRequest, *, indent: str = "") -> list[str]:
