@@ -342,6 +342,8 @@ def _runs_input(node: Node, data: bytes, table: WrapperTable) -> str | None:
     while first < last and values[first] is not None:
         head = values[first] or ""
         base = head.rpartition("/")[2]
+        if base in table.unseen:
+            return base  # `parallel` runs commands built from its input
         wrapper = table.match(values, first)
         if wrapper is None:
             options = table.code_options_of(base)
@@ -355,6 +357,10 @@ def _runs_input(node: Node, data: bytes, table: WrapperTable) -> str | None:
         if not inner.commands:
             return None
         first, last = inner.commands[0]
+        inner_head = (values[first] or "").rpartition("/")[2]
+        if wrapper.feeds and (table.match(values, first) is not None or table.code_options_of(inner_head) is not None):
+            # `xargs sh -c`, `xargs env`: the input becomes words of a command that runs words as code.
+            return f"{' '.join(wrapper.name)} {inner_head}"
     return None
 
 
