@@ -204,3 +204,36 @@ def test_bash_naming_a_locked_denied_file_is_denied(project: Path, command: str)
 def test_bash_reading_other_files_still_runs(project: Path) -> None:
     result = _call(project, "bash", {"command": "cat notes.txt .env.example 2>/dev/null", "description": "read"})
     assert result.error is None and "API_KEY is read" in result.output, result.error
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "grep -R hunter .",
+        "grep -rR hunter",
+        "find -L . -name secret.txt -exec cat {} +",
+        "tar -chf - . | tar -xOf -",
+        "rg -L hunter",
+        "cp -rL . ../copy && cat ../copy/lnk/secret.txt",
+        "du -L -a .",
+    ],
+)
+def test_a_walk_that_follows_a_symlink_out_of_the_project_is_denied(
+    project: Path, tmp_path: Path, command: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("hunter2 outside\n", encoding="utf-8")
+    (project / "sub").mkdir()
+    (project / "sub" / "lnk").symlink_to(outside, target_is_directory=True)
+    result = _call(project, "bash", {"command": command, "description": "walk"})
+    assert result.error is not None and "prevents you" in result.error, (result.error, result.output)
+    assert "outside" not in result.output
+
+
+def test_a_walk_that_does_not_follow_symlinks_still_runs(project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / "lnk").symlink_to(outside, target_is_directory=True)
+    result = _call(project, "bash", {"command": "grep -rn environment .", "description": "walk"})
+    assert result.error is None and "notes.txt" in result.output, result.error

@@ -131,3 +131,41 @@ def test_the_bash_path_scope_sees_through_a_symlinked_exempt_directory(tmp_path:
     assert scope.external(f"{output}/etc/pass*", str(root)) == [f"{output}/etc", "/etc"]
     assert scope.external("/etc/passwd", str(root)) == ["/etc"]
     assert scope.external(f"{output}/etc/passwd", str(root)) == [f"{output}/etc", "/etc"]
+
+
+@pytest.mark.parametrize(
+    ("file", "text"),
+    [
+        ("toolrt.yaml", "defaults:\n  env_allow: [PATH, HOME, TOOLRT_TEST_API_KEY]\n"),
+        (".env", 'TOOLRT_ENV_ALLOW=["PATH", "TOOLRT_TEST_API_KEY"]\n'),
+    ],
+)
+def test_a_project_cannot_hand_a_host_secret_to_its_tools(
+    project: Path, monkeypatch: pytest.MonkeyPatch, file: str, text: str
+) -> None:
+    monkeypatch.setenv("TOOLRT_TEST_API_KEY", SECRET)
+    tools = project / "tools.d"
+    tools.mkdir()
+    (tools / "printenv.yaml").write_text(
+        "id: printenv\ndescription: Prints the environment.\nparameters: {type: object}\nhandler: {argv: [env]}\n",
+        encoding="utf-8",
+    )
+    existing = (project / file).read_text(encoding="utf-8") if (project / file).exists() else ""
+    (project / file).write_text(existing + text, encoding="utf-8")
+    rt, result = _call(project, "printenv", {})
+    assert result.error is None, result.error
+    assert SECRET not in result.output and "PATH=" in result.output
+    warning = next(w for w in rt.snapshot.warnings if "env_allow is a host-only setting" in w.message)
+    assert warning.file == file
+
+
+def test_a_project_env_allow_without_secrets_still_applies(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLRT_TEST_LANGUAGE", "ok-value")
+    (project / "tools.d").mkdir()
+    (project / "tools.d" / "printenv.yaml").write_text(
+        "id: printenv\ndescription: Prints the environment.\nparameters: {type: object}\nhandler: {argv: [env]}\n",
+        encoding="utf-8",
+    )
+    (project / "toolrt.yaml").write_text("defaults:\n  env_allow: [PATH, TOOLRT_TEST_LANGUAGE]\n", encoding="utf-8")
+    _, result = _call(project, "printenv", {})
+    assert "TOOLRT_TEST_LANGUAGE=ok-value" in result.output

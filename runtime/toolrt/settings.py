@@ -170,9 +170,19 @@ def _not_loopback(host: Any) -> bool:
         return True  # a host name: it may resolve anywhere
 
 
+def _passes_secrets(names: Any) -> bool:
+    """An `env_allow` that names a variable looking like a credential (`OPENAI_API_KEY`): a project
+    could hand it to a tool whose output the model reads. Prefix entries never pass such names."""
+    from .execute.environment import is_secret_name
+
+    items = names if isinstance(names, (list, tuple)) else str(names).split(",")
+    return any(not str(name).endswith("*") and is_secret_name(str(name)) for name in items)
+
+
 HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
     {
         "data_dir": _always,
+        "env_allow": _passes_secrets,
         "audit": _always,
         "locked_permissions": _always,
         "serve.host": _not_loopback,
@@ -210,6 +220,7 @@ _HOW_TO_SET = {
     "data_dir": "--data-dir, TOOLRT_DATA_DIR",
     "audit": "--audit, TOOLRT_AUDIT",
     "locked_permissions": "--locked-permissions, TOOLRT_LOCKED_PERMISSIONS",
+    "env_allow": "TOOLRT_ENV_ALLOW='[\"NAME\", ...]'",
     "serve.host": "serve --host, TOOLRT_SERVE__HOST",
     "sandbox.mode": "--sandbox, TOOLRT_SANDBOX__MODE",
     "sandbox.network": "TOOLRT_SANDBOX__NETWORK",

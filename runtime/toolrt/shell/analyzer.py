@@ -82,6 +82,7 @@ _BRACKETS_AND_SUBSTITUTIONS = re.compile(r"[\[\]`]|\$\(")
 _FD_DUPLICATION = frozenset((">&", "<&"))
 _UNKNOWN = "\0unknown"  # not yet computed; NUL never occurs in a path
 _MAX_COPIED = 2_000  # names below a copied directory that are checked one by one
+_MAX_WALKED = 20_000  # entries below the directories a symlink-following program walks
 MAX_READ_PATHS = 1_024
 """Paths named by one line that are checked against the `read` rules; past this the rest are not."""
 
@@ -560,6 +561,9 @@ class _Analysis:
             why = unseen_code(base, options, args, self._fed(node, parent))
             if why is not None:
                 self.findings.fail_closed(text, why)
+        follow = self.table.follow_options.get(base)
+        if follow is not None and any(_has_option(arg, follow) for arg in args):
+            self._walked_links(base, args)
         known = self.table.subcommands.get(base)
         if known is not None:
             subcommand = self._subcommand(base, args)
@@ -1104,6 +1108,31 @@ class _Analysis:
                     if absolute is not None:
                         self.findings.written[posixpath.normpath(absolute)] = None
 
+    def _walked_links(self, base: str, args: list[str | None]) -> None:
+        """A program that follows symlinks while it walks (`grep -R`, `find -L`) reads wherever a link
+        below its directories points: each link out of the project asks `external_directory` for its
+        target, as naming the path would. The directory operands and the working directory are walked,
+        up to `_MAX_WALKED` entries; past that the line fails closed."""
+        roots: dict[str, str | None] = {}
+        for cwd in self.cwds:
+            # `.` too: `grep -R PATTERN` walks the working directory, and its pattern is no directory.
+            for operand in (*(a for a in args if a is not None and not a.startswith("-")), "."):
+                absolute = self.scope.expand(operand, cwd) if cwd is not None or operand[:1] in "/~" else None
+                if absolute is not None and os.path.isdir(absolute) and not os.path.islink(absolute):
+                    roots.setdefault(posixpath.normpath(absolute), cwd)
+        seen = 0
+        for top, cwd in roots.items():
+            for directory, subdirectories, files in os.walk(top):
+                for name in (*subdirectories, *files):
+                    path = posixpath.join(directory, name)
+                    if os.path.islink(path):
+                        self._external(path, (cwd,))
+                seen += len(subdirectories) + len(files)
+                if seen > _MAX_WALKED:
+                    reason = f"`{base}` follows symlinks through more files than can be checked"
+                    self.findings.fail_closed(f"{base} {top}", reason)
+                    return
+
     def _copied_names(self, source: str, destination: str, cwd: str | None) -> list[str]:
         """What copying `source` into `destination` may write besides the destination itself: the
         source's name inside it, and for a directory everything below (as `cp -r`, `rsync -a` do, with
@@ -1204,6 +1233,15 @@ def _evaluated_names(builtin: str, words: Sequence[Word]) -> str | None:
         if operands and value is None:
             return f"`{builtin}` takes a variable name that is only known when it runs"
     return None
+
+
+def _has_option(arg: str | None, options: frozenset[str]) -> bool:
+    """`arg` is one of `options`, with an attached `=value`, or a cluster holding a short one (`-rL`)."""
+    if arg is None or not arg.startswith("-"):
+        return False
+    if arg.partition("=")[0] in options:
+        return True
+    return arg[1:2] != "-" and any("-" + letter in options for letter in arg[1:])
 
 
 def _option_values(word: str) -> list[str]:

@@ -25,7 +25,7 @@ _WRAPPER_FIELDS = frozenset((*_LIST_FIELDS, "kind", "positionals", "assignments"
 ShellDialect = Literal["bash", "other"]
 _DIALECTS: frozenset[str] = frozenset(("bash", "other"))
 _EMPTY: frozenset[str] = frozenset()
-_TOP_KEYS = ("wrappers", "dangerous_env", "global_options", "unseen", "code_options", "subcommands")
+_TOP_KEYS = ("wrappers", "dangerous_env", "global_options", "unseen", "code_options", "subcommands", "follow_options")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,8 @@ class WrapperTable:
     """Program → options whose value is code in another language (`python -c`)."""
     subcommands: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     """Command → its subcommands; another word there may be a configured alias (`git` `!` aliases)."""
+    follow_options: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    """Program → options that make it follow symlinks while it walks directories (`grep -R`, `find -L`)."""
     _by_first_word: Mapping[str, tuple[Wrapper, ...]] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
@@ -122,6 +124,7 @@ class WrapperTable:
         unseen = dict(self.unseen)
         code_options = dict(self.code_options)
         subcommands = dict(self.subcommands)
+        follow_options = dict(self.follow_options)
         unknown = set(data) - set(_TOP_KEYS)
         for key in sorted(unknown):
             problems.append(_problem(source, f"/{key}", f"unknown key {key!r} (expected {', '.join(_TOP_KEYS)})"))
@@ -130,7 +133,11 @@ class WrapperTable:
                 problems.append(_problem(source, f"/unseen/{_escape(str(name))}", "expected the reason, a string"))
                 continue
             unseen[str(name)] = reason
-        for key, target in (("code_options", code_options), ("subcommands", subcommands)):
+        for key, target in (
+            ("code_options", code_options),
+            ("subcommands", subcommands),
+            ("follow_options", follow_options),
+        ):
             for name, items in _mapping(data.get(key), source, f"/{key}", problems).items():
                 target[str(name)] = frozenset(_list(items, source, f"/{key}/{_escape(str(name))}", problems))
         for name, spec in _mapping(data.get("wrappers"), source, "/wrappers", problems).items():
@@ -162,6 +169,7 @@ class WrapperTable:
             MappingProxyType(unseen),
             MappingProxyType(code_options),
             MappingProxyType(subcommands),
+            MappingProxyType(follow_options),
         )
 
     @classmethod
