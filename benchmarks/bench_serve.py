@@ -5,8 +5,8 @@ audit log on. Over streamable HTTP on 127.0.0.1 with both protocol versions (202
 sessions, one per client; 2026-07-28, sessionless) and over stdio (one connection, the callers
 multiplexed on it), at 1, 8 and 32 concurrent clients. Each measurement: the clients connect and warm
 up, then make `--calls` calls between them; reported are throughput (calls/s) and the server's CPU
-time per call (user + system of the server process, from /proc). Median of `--repeats` interleaved
-rounds (every server and setting once per round).
+time per call (user + system of the server process, from /proc), and the client's (this process's) CPU
+time per call. Median of `--repeats` interleaved rounds (every server and setting once per round).
 
 Goals (issue 15): toolrt's server CPU per call at most 1.05x the SDK server's; toolrt's throughput
 with 1,000 offered tools at least 0.9x that with 1 tool (HTTP 2026-07-28, 8 clients).
@@ -112,6 +112,8 @@ def http_server(kind: str, root: Path, env: dict[str, str]) -> Iterator[tuple[st
 class Sample:
     calls_per_s: float
     cpu_ms_per_call: float
+    client_cpu_ms_per_call: float
+    """The benchmark's own CPU per call (the clients): a server whose replies cost the client more is slower."""
 
 
 async def _drive(clients: list[Any], callers: int, calls: int, label: str) -> None:
@@ -138,10 +140,11 @@ async def measure(
             clients = await connect(stack)
             await _drive(clients, callers, max(callers * 3, 20), "warm")
             server = pid()
-            cpu0, wall0 = cpu_seconds(server), time.perf_counter()
+            cpu0, wall0, client0 = cpu_seconds(server), time.perf_counter(), time.process_time()
             await _drive(clients, callers, calls, "t")
             wall, cpu = time.perf_counter() - wall0, cpu_seconds(server) - cpu0
-    return Sample(calls / wall, cpu * 1000 / calls)
+            client = time.process_time() - client0
+    return Sample(calls / wall, cpu * 1000 / calls, client * 1000 / calls)
 
 
 def http_connect(url: str, mode: str, count: int) -> Callable[[AsyncExitStack], Awaitable[list[Any]]]:
@@ -182,21 +185,24 @@ def main() -> None:
     parser.add_argument("--servers", default="toolrt,sdk,fastmcp")
     parser.add_argument("--transports", default=f"http:{LEGACY},http:{MODERN},stdio")
     parser.add_argument("--many-tools", type=int, default=1000, help="offered tools for the scale comparison")
+    parser.add_argument("--no-scale", action="store_true", help="leave out the 1 vs --many-tools comparison")
     options = parser.parse_args()
     counts = [int(c) for c in options.clients.split(",")]
     kinds = options.servers.split(",")
     transports = options.transports.split(",")
     samples: dict[str, list[Sample]] = {}
+    scale = "toolrt" in kinds and not options.no_scale
     with tempfile.TemporaryDirectory() as tmp, contextlib_exit() as stack:
         base = Path(tmp)
-        one, many = make_project(base, 1), make_project(base, options.many_tools)
+        one = make_project(base, 1)
+        many = make_project(base, options.many_tools) if scale else one
         env = {**os.environ, "TOOLRT_DATA_DIR": str(base / "data"), "PYTHONUNBUFFERED": "1"}
         servers = {
             kind: stack.enter_context(http_server(kind, one, env))
             for kind in kinds
-            if any(t.startswith("http") for t in transports)
+            if any(t.startswith("http") for t in transports) or (scale and kind == "toolrt")
         }
-        if "toolrt" in kinds:
+        if scale:
             servers["toolrt-many"] = stack.enter_context(http_server("toolrt", many, env))
         for round_ in range(options.repeats):
             for transport in transports:
@@ -212,7 +218,7 @@ def main() -> None:
                             connect = http_connect(url, transport.split(":", 1)[1], callers)
                             pid = lambda server_pid=server_pid: server_pid  # noqa: E731
                         samples.setdefault(key, []).append(anyio.run(measure, connect, pid, callers, options.calls))
-            if "toolrt" in kinds:
+            if scale:
                 for kind in ("toolrt", "toolrt-many"):
                     url, server_pid = servers[kind]
                     key = f"scale|8|{kind}"
@@ -221,7 +227,7 @@ def main() -> None:
                         anyio.run(measure, connect, lambda server_pid=server_pid: server_pid, 8, options.calls)
                     )
             print(f"round {round_ + 1}/{options.repeats} done", file=sys.stderr, flush=True)
-    report(samples, transports, counts, kinds, options)
+    report(samples, transports, counts, kinds, options, scale)
 
 
 class contextlib_exit:
@@ -243,15 +249,19 @@ def report(
     counts: list[int],
     kinds: list[str],
     options: argparse.Namespace,
+    scale: bool,
 ) -> None:
     medians = {
         key: {
             "calls_per_s": statistics.median(s.calls_per_s for s in found),
             "cpu_ms_per_call": statistics.median(s.cpu_ms_per_call for s in found),
+            "client_cpu_ms_per_call": statistics.median(s.client_cpu_ms_per_call for s in found),
         }
         for key, found in samples.items()
     }
-    header = f"{'transport':<18}{'clients':>8}" + "".join(f"{k + ' calls/s':>18}{k + ' cpu ms':>16}" for k in kinds)
+    header = f"{'transport':<18}{'clients':>8}" + "".join(
+        f"{k + ' calls/s':>18}{k + ' cpu ms':>16}{k + ' client ms':>19}" for k in kinds
+    )
     if "toolrt" in kinds and "sdk" in kinds:
         header += f"{'cpu toolrt/sdk':>16}"
     print(header)
@@ -261,7 +271,7 @@ def report(
             row = f"{transport:<18}{callers:>8}"
             for kind in kinds:
                 m = medians[f"{transport}|{callers}|{kind}"]
-                row += f"{m['calls_per_s']:>18.0f}{m['cpu_ms_per_call']:>16.3f}"
+                row += f"{m['calls_per_s']:>18.0f}{m['cpu_ms_per_call']:>16.3f}{m['client_cpu_ms_per_call']:>19.3f}"
             if "toolrt" in kinds and "sdk" in kinds:
                 ratio = (
                     medians[f"{transport}|{callers}|toolrt"]["cpu_ms_per_call"]
@@ -278,7 +288,7 @@ def report(
         "medians": medians,
         "cpu_ratio_toolrt_sdk": ratios,
     }
-    if "toolrt" in kinds:
+    if scale:
         few, lots = medians["scale|8|toolrt"], medians["scale|8|toolrt-many"]
         result["throughput_ratio_many_tools"] = lots["calls_per_s"] / few["calls_per_s"]
         print(
