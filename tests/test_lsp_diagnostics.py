@@ -111,6 +111,15 @@ def test_no_server_process_outlives_the_runtime(project: Path) -> None:
     assert [(s.state, s.pid) for s in rt.language_servers()] == [("stopped", None)]
 
 
+def test_a_read_starts_the_server_so_the_first_edit_is_diagnosed_within_the_default_wait(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("def greet(name):\n    return name\n", encoding="utf-8")
+    with load(tmp_path, lsp_settings(wait=2.0)) as rt:
+        call(rt, "read", {"filePath": "app.py"})
+        wait_until(lambda: [s.state for s in rt.language_servers()] == ["running"], message="read started no server")
+        output = call(rt, "edit", {"filePath": "app.py", "oldString": "return name", "newString": "return nme"})
+        assert output.endswith("ERROR [2:12] undefined name 'nme'\n</diagnostics>")
+
+
 def test_a_runtime_closed_by_async_with_leaves_no_server(project: Path) -> None:
     async def session() -> list[int]:
         async with load(project, lsp_settings()) as rt:

@@ -46,6 +46,8 @@ class LanguageServers(Protocol):
 
     async def query(self, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]: ...
 
+    def warm(self, path: Path) -> None: ...
+
 
 async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
     raise RuntimeError("this context cannot run other tools")

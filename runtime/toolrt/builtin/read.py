@@ -293,4 +293,7 @@ async def read(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     result, status = await anyio.to_thread.run_sync(partial(_read_sync, path, offset, limit))
     if status is not None:
         filetime.record(ctx.session_state, path, status)
+        lsp = ctx.lsp
+        if lsp is not None:
+            lsp.warm(path)  # as OpenCode's read: the server starts now, so the next edit's diagnostics are in time
     return {"title": relative(path, ctx.root), **result}

@@ -71,6 +71,11 @@ class LspAccess:
         except LspError:
             return {}
 
+    def warm(self, path: Path) -> None:
+        """Start the servers of `path` and open it in them, in the background (returns at once)."""
+        if any(server.serves(path) for server in self.config.servers):
+            self.manager.warm(self.config, path)
+
     async def query(self, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]:
         """See `LspManager.query`."""
         return await self.manager.query(self.config, path, operation, timeout)

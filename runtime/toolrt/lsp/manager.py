@@ -170,6 +170,15 @@ class LspManager:
         """
         return await self._run(self._query(config, path, operation, timeout))
 
+    def warm(self, config: LspConfig, path: Path) -> None:
+        """Start the servers of `path` and open it in them, without waiting for anything (a read does
+        this, so the first edit after it finds the server running)."""
+        try:
+            loop = self._ensure_loop()
+        except LspError:
+            return
+        asyncio.run_coroutine_threadsafe(self._warm(config, path), loop)
+
     def status(self) -> list[ServerStatus]:
         found = []
         for entry in list(self._entries.values()):
@@ -383,6 +392,19 @@ class LspManager:
                 if other is not None and other not in files and items:
                     found.setdefault(other, []).extend(items)
         return found
+
+    async def _warm(self, config: LspConfig, path: Path) -> None:
+        loop = asyncio.get_running_loop()
+        for entry in self._servers_for(config, path):
+            try:
+                client = await self._client(entry, loop.time() + START_TIMEOUT)
+                text = await loop.run_in_executor(None, _read_text, path)
+            except (LspError, OSError, UnicodeDecodeError) as error:
+                logger.debug("could not open %s in %s: %s", path, entry.server.name, error)
+                continue
+            if path.as_uri() not in client.open_documents:  # an edit that came meanwhile sent newer text
+                entry.documents.add(path)
+                client.touch(path, text)
 
     async def _query(self, config: LspConfig, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]:
         loop = asyncio.get_running_loop()
