@@ -11,6 +11,7 @@ snapshots: session approvals, session memory, the audit log, host handlers and l
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -252,9 +253,24 @@ class Runtime:
             self._selections[key] = found
         return found
 
+    def _held(self, scope: CallScope, snapshot: Snapshot) -> CallScope:
+        """`scope` with its session's held agent (`plan_enter`/`plan_exit` set it) when the host names none."""
+        services = self._services_
+        if scope.agent is not None or services is None or scope.session not in services.sessions:
+            return scope
+        held = services.sessions.get(scope.session).agent
+        if held is None or held not in snapshot.permissions.agents:
+            return scope
+        return dataclasses.replace(scope, agent=held)
+
+    def session_agent(self, session: str) -> str | None:
+        """The agent `session` holds (switched to by `plan_enter`/`plan_exit`), used by calls and specs whose
+        scope names no agent; None while it holds none."""
+        return self._held(CallScope(session=session), self._snapshot).agent
+
     def tools(self, scope: CallScope | None = None, **fields: Unpack[ScopeFields]) -> ToolSet:
         """The tools offered to `scope` (or the keyword fields), and each hidden tool with its reason."""
-        return self._selection(scope_of(scope, fields))
+        return self._selection(self._held(scope_of(scope, fields), self._snapshot))
 
     def specs(self, format: str, scope: CallScope | None = None, **fields: Unpack[ScopeFields]) -> list[dict[str, Any]]:
         """Provider function specs (`openai`, `openai-responses`, `anthropic`, `gemini`, `mcp`) for `scope`.
@@ -263,7 +279,7 @@ class Runtime:
         may change (e.g. add Anthropic's `cache_control`); the values below it are shared with the cache:
         `copy.deepcopy` a spec before changing anything nested.
         """
-        toolset_ = self._selection(scope_of(scope, fields))
+        toolset_ = self._selection(self._held(scope_of(scope, fields), self._snapshot))
         return [dict(spec) for spec in toolset_.specs(format)]
 
     # --- permissions ------------------------------------------------------------------------------
@@ -450,6 +466,9 @@ class Runtime:
 
     async def _dispatch(self, request: CallRequest) -> ToolResult:
         snapshot = self._snapshot
+        scope = self._held(request.scope, snapshot)
+        if scope is not request.scope:
+            request = request._replace(scope=scope)
         toolset = self._selection(request.scope, snapshot)
         snapshot.permissions.ruleset(request.scope.agent)  # an unknown agent is the caller's mistake, not the model's
         if self._dispatcher is None:

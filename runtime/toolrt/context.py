@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import anyio
 
 from .call.request import DEFAULT_SCOPE, CallScope, Questioner
-from .errors import DeniedError
+from .errors import DeniedError, ToolFailure
 from .permissions.model import PermissionRequest
 from .result import ToolResult
 from .sandbox.config import call_plan
@@ -33,6 +33,7 @@ def tool_output_dir(data_dir: Path, root: Path) -> Path:
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
 Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
 BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
+AgentSwitch = Callable[[str], None]
 Permits = Callable[[str, str], bool]
 """Whether the rules allow (permission, pattern) outright, without asking anyone."""
 
@@ -106,6 +107,8 @@ class ToolContext:
     """(permission, pattern) pairs this call was allowed: an allowed `external_directory` widens the sandbox."""
     language_servers: Callable[[], LanguageServers | None] | None = None
     """How `lsp` finds the Runtime's language servers (None: this context has none)."""
+    on_agent: AgentSwitch | None = None
+    """Makes an agent the session-held one (see `switch_agent`); None when nothing can hold it."""
 
     @property
     def lsp(self) -> LanguageServers | None:
@@ -147,6 +150,17 @@ class ToolContext:
     async def ask_requests(self, requests: Sequence[PermissionRequest]) -> None:
         """Ask several requests as one decision (any deny denies, all allow runs)."""
         await self.asker(requests)
+
+    def switch_agent(self, agent: str) -> None:
+        """Make `agent` the session's agent: later calls whose host names no agent run under its rules
+        and are offered its tools; listeners get an `agent` event (`plan_enter`, `plan_exit`).
+
+        Raises:
+            ToolFailure: no such agent, or this context has no session to hold it.
+        """
+        if self.on_agent is None:
+            raise ToolFailure("This call cannot switch agents: it runs outside a session.")
+        self.on_agent(agent)
 
     def sandbox_plan(self) -> SandboxPlan | None:
         """What to enforce on a process this call starts (None: no sandbox; raises ToolFailure when

@@ -82,6 +82,14 @@ class ActiveCall(NamedTuple):
             when = time.time() if at is None else at
             services.emit(CallEvent(kind, self.call_id, self.name, self.session, data, when))
 
+    def switch_agent(self, agent: str) -> None:
+        """`ToolContext.switch_agent`: hold `agent` for the session and tell listeners (`agent` event)."""
+        agents = self.snapshot.permissions.agents
+        if agent not in agents:
+            raise ToolFailure(f"There is no {agent} agent in this configuration (agents: {', '.join(sorted(agents))}).")
+        self.state.agent = agent
+        self.emit("agent", {"agent": agent, "previous": self.agent})
+
     def on_metadata(self, title: str | None, metadata: Mapping[str, Any] | None) -> None:
         self.emit("metadata", {"title": title, "metadata": metadata})
 

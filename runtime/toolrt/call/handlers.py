@@ -149,6 +149,7 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
         sandbox=snapshot.sandbox_for(tool.id),
         granted=call.granted,
         language_servers=lambda: call.services.lsp_for(snapshot),
+        on_agent=call.switch_agent,
     )
 
 

@@ -39,6 +39,8 @@ class SessionState:
     tools: dict[str, Any] = field(default_factory=dict)
     """`ToolContext.session_state`: shared by the tools of one session (read times, todos)."""
     recent: deque[tuple[str, Mapping[str, Any]]] = field(default_factory=lambda: deque(maxlen=DOOM_LOOP_THRESHOLD))
+    agent: str | None = None
+    """The session-held agent (`plan_enter`/`plan_exit` set it): the agent of calls whose host names none."""
 
 
 @dataclass
