@@ -119,7 +119,7 @@ def test_unknown_flag_on_the_command_line_is_a_usage_error(tmp_path: Path) -> No
     root = project(tmp_path, tools={"fancy": FLAGGED}, settings=FLAGS)
     with pytest.raises(
         UsageError,
-        match=r"unknown flag 'fancie' \(declared flags: batch_tool, fancy, list_tool, lsp_tool, plan_mode, todoread_tool\)",
+        match=r"unknown flag 'fancie' \(declared flags: batch_tool, exa, fancy, list_tool, lsp_tool, plan_mode, todoread_tool\)",
     ):
         Runtime.load(root, flags={"fancie": True})
 
@@ -157,3 +157,27 @@ def test_digest_changes_with_content(tmp_path: Path) -> None:
     assert build_snapshot(root).digest == first
     (root / "tools.d" / "t.yaml").write_text(TOOL.format(id="t", extra="timeout: 5\n"))
     assert build_snapshot(root).digest != first
+
+
+def test_when_any_offers_a_tool_when_one_alternative_holds(tmp_path: Path) -> None:
+    extra = "when:\n  clients: [cli]\n  any:\n    - {providers: [opencode]}\n    - {flags: [fancy]}\n"
+    root = project(tmp_path, tools={"either": TOOL.format(id="either", extra=extra)}, settings=FLAGS)
+    rt = Runtime.load(root)
+    assert "either" in rt.tools(client="cli", provider="opencode").names()
+    assert "either" in rt.tools(client="cli", flags={"fancy": True}).names()
+    assert "either" not in rt.tools(provider="opencode").names()  # the filters beside `any` still hold
+    hidden = {h.id: h.reason for h in rt.tools(client="cli", provider="openai").hidden}
+    assert (
+        hidden["either"]
+        == "none of its alternatives holds (provider openai is not one of: opencode; flag fancy is off)"
+    )
+
+
+def test_an_unknown_flag_or_group_inside_any_is_located(tmp_path: Path) -> None:
+    extra = "when:\n  any:\n    - {models: fast}\n    - {flags: [nope]}\n"
+    root = project(tmp_path, tools={"either": TOOL.format(id="either", extra=extra)}, settings=FLAGS)
+    with pytest.raises(ConfigError) as caught:
+        Runtime.load(root)
+    text = str(caught.value)
+    assert "tools.d/either.yaml:7:16: unknown flag 'nope'" in text
+    assert "tools.d/either.yaml:6:8: unknown model group 'fast'" in text

@@ -33,7 +33,7 @@ permission:
 
 # Scopes that between them offer every built-in tool: the default one, and one that turns on what the
 # default scope hides (apply_patch for GPT models, question for the cli client, the tools behind flags).
-FLAGS = {"batch_tool": True, "list_tool": True, "todoread_tool": True, "lsp_tool": True, "plan_mode": True}
+FLAGS = {"batch_tool": True, "list_tool": True, "todoread_tool": True, "lsp_tool": True, "plan_mode": True, "exa": True}
 SCOPES: tuple[dict[str, Any], ...] = ({}, {"model": "gpt-5", "client": "cli", "flags": FLAGS})
 
 # Built-in tools no scope offers, each with the reason it is left out.

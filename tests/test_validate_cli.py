@@ -35,7 +35,7 @@ BROKEN = [
     (
         "unknown_flag",
         "tools.d/tool.yaml:4:16",
-        r"unknown flag 'turbo_mode' \(declared flags: batch_tool, list_tool, lsp_tool, plan_mode, todoread_tool\)",
+        r"unknown flag 'turbo_mode' \(declared flags: batch_tool, exa, list_tool, lsp_tool, plan_mode, todoread_tool\)",
     ),
     ("not_utf8", "tools.d/tool.yaml: ", r"file is not valid UTF-8"),
     ("handler_not_importable", "tools.d/tool.yaml:3:11", r"handler 'no_such_module_xyz:run' cannot be imported"),

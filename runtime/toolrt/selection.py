@@ -181,6 +181,10 @@ def _when_reason(
             return f"flag {name} is {'off' if wanted_on else 'on'}"
     if when.clients is not None and scope.client not in when.clients:
         return f"client {scope.client or '(none given)'} is not one of: {', '.join(when.clients)}"
+    if when.any_:
+        reasons = [_when_reason(alternative, scope, flags, groups) for alternative in when.any_]
+        if None not in reasons:
+            return f"none of its alternatives holds ({'; '.join(r for r in reasons if r)})"
     return None
 
 

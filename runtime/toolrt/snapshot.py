@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -26,6 +26,7 @@ from .config.model import (
     ProjectSettings,
     PythonHandler,
     ToolDefinition,
+    When,
     settings_from_documents,
     tool_from_document,
 )
@@ -534,6 +535,14 @@ def _compile_with_description(
     return compile_tool(definition, description, problems)
 
 
+def _when_flags(when: Mapping[str, Any], pointer: str) -> Iterator[tuple[str, str]]:
+    """(JSON pointer, flag) of every flag a `when` block names, its `any` alternatives' included."""
+    for index, flag in enumerate(when.get("flags", ())):
+        yield f"{pointer}/flags/{index}", flag
+    for index, alternative in enumerate(when.get("any", ())):
+        yield from _when_flags(alternative, f"{pointer}/any/{index}")
+
+
 def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Problem]) -> None:
     declared = settings.flags
     seen: set[str] = set()
@@ -551,17 +560,17 @@ def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Pr
             seen.add(flag["name"])
     for layer in config.layers:
         for source in layer.tools:
-            for index, flag in enumerate(source.document.data.get("when", {}).get("flags", ())):
+            for pointer, flag in _when_flags(source.document.data.get("when", {}), "/when"):
                 name = flag.lstrip("!")
                 if name not in declared:
-                    line, column = source.document.locate(f"/when/flags/{index}")
+                    line, column = source.document.locate(pointer)
                     known = ", ".join(sorted(declared)) or "none declared"
                     problems.append(
                         Problem(
                             source.document.name,
                             line,
                             column,
-                            f"/when/flags/{index}",
+                            pointer,
                             f"unknown flag '{name}' (declared flags: {known}); declare it under 'flags:' in toolrt.yaml",  # noqa: E501
                         )
                     )
@@ -590,25 +599,11 @@ def _check_references(
     groups = settings.model_groups
     for tool in tools.values():
         definition = tool.definition
-        when = definition.when
-        if when.models_group is not None and when.models_group not in groups:
-            problems.append(
-                locate(
-                    definition,
-                    "/when/models",
-                    f"unknown model group '{when.models_group}' (groups: {_names(groups)})",
+        for pointer, group in _when_groups(definition.when, "/when"):
+            if group not in groups:
+                problems.append(
+                    locate(definition, pointer, f"unknown model group '{group}' (groups: {_names(groups)})")
                 )
-            )
-        for index, selector in enumerate(when.models or ()):
-            for group in _selector_groups(selector):
-                if group not in groups:
-                    problems.append(
-                        locate(
-                            definition,
-                            f"/when/models/{index}",
-                            f"unknown model group '{group}' (groups: {_names(groups)})",
-                        )
-                    )
         if definition.overrides is not None and definition.overrides not in tools:
             if definition.overrides in withheld:
                 message = f"overrides '{definition.overrides}', which is left out (its file is invalid)"
@@ -629,6 +624,17 @@ def _check_references(
                     else:
                         message = f"tool set '{name}' names unknown tool '{tool_id}'"
                         problems.append(Problem(document.name, line, column, pointer, message))
+
+
+def _when_groups(when: When, pointer: str) -> Iterator[tuple[str, str]]:
+    """(JSON pointer, group) of every model group a `when` names, its `any` alternatives' included."""
+    if when.models_group is not None:
+        yield f"{pointer}/models", when.models_group
+    for index, selector in enumerate(when.models or ()):
+        for group in _selector_groups(selector):
+            yield f"{pointer}/models/{index}", group
+    for index, alternative in enumerate(when.any_):
+        yield from _when_groups(alternative, f"{pointer}/any/{index}")
 
 
 def _selector_groups(selector: Any) -> list[str]:

@@ -101,6 +101,8 @@ class When:
     providers: tuple[str, ...] | None = None
     flags: tuple[str, ...] = ()
     clients: tuple[str, ...] | None = None
+    any_: tuple[When, ...] = ()
+    """Alternatives (`any:`): at least one must hold, on top of the filters above."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,7 @@ def _when(data: Mapping[str, Any]) -> When:
         providers=tuple(providers) if providers is not None else None,
         flags=tuple(data.get("flags", ())),
         clients=tuple(clients) if clients is not None else None,
+        any_=tuple(_when(alternative) for alternative in data.get("any", ())),
     )
 
 
