@@ -119,7 +119,8 @@ def test_unknown_flag_on_the_command_line_is_a_usage_error(tmp_path: Path) -> No
     root = project(tmp_path, tools={"fancy": FLAGGED}, settings=FLAGS)
     with pytest.raises(
         UsageError,
-        match=r"unknown flag 'fancie' \(declared flags: batch_tool, exa, fancy, list_tool, lsp_tool, plan_mode, todoread_tool\)",
+        match=r"unknown flag 'fancie' \(declared flags: batch_tool, exa, fancy, list_tool, lsp_tool, plan_mode, "
+        r"todoread_tool\)",
     ):
         Runtime.load(root, flags={"fancie": True})
 

@@ -1,91 +1,26 @@
-"""websearch and codesearch against a local MCP endpoint on 127.0.0.1 that answers as Exa's does.
-
-The endpoint takes JSON-RPC `tools/call` POSTs and answers by the query: server-sent events (as Exa's
-endpoint does) with a progress frame first, plain JSON, a JSON-RPC error, an HTTP error that echoes the
-URL it was called at (API key included), an empty result, or no answer until the test lets it go.
-"""
+"""websearch and codesearch against a local MCP endpoint on 127.0.0.1 that answers as Exa's does
+(`exa_endpoint`)."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from exa_endpoint import KEY, Endpoint, serve_endpoint
 
 from toolrt import Runtime
 from toolrt.audit import read_records
 from toolrt.builtin import exa
 
-KEY = "exa-secret-key-1234"
 EXA: dict[str, Any] = {"flags": {"exa": True}}
-
-
-class Endpoint:
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.release = threading.Event()
-
-
-def _handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            query = parse_qs(urlsplit(self.path).query)
-            endpoint.calls.append({"body": body, "query": query, "accept": self.headers["Accept"]})
-            arguments = body["params"]["arguments"]
-            text = arguments["query"]
-            result = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": f"Found: {text}"}]}}
-            if text == "http error":
-                self._send(502, "text/plain", f"upstream failed for {self.path}")
-            elif text == "rpc error":
-                error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": f"quota for {KEY} used up"}}
-                self._send(200, "application/json", json.dumps(error))
-            elif text == "nothing":
-                self._send(200, "application/json", json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}))
-            elif text == "json":
-                self._send(200, "application/json", json.dumps(result))
-            elif text == "hang":
-                endpoint.release.wait(30)
-                self._send(200, "application/json", json.dumps(result))
-            else:
-                progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
-                events = (
-                    f"event: message\ndata: {json.dumps(progress)}\n\nevent: message\ndata: {json.dumps(result)}\n\n"
-                )
-                self._send(200, "text/event-stream", events)
-
-        def _send(self, status: int, kind: str, text: str) -> None:
-            data = text.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
 
 
 @pytest.fixture
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[Endpoint]:
-    state = Endpoint()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("TOOLRT_EXA_URL", f"http://127.0.0.1:{httpd.server_address[1]}/mcp")
-    monkeypatch.setenv("EXA_API_KEY", KEY)
-    yield state
-    state.release.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with serve_endpoint(monkeypatch) as state:
+        yield state
 
 
 @pytest.fixture
@@ -155,7 +90,7 @@ def test_failures_say_what_to_do_and_never_show_the_key(rt: Runtime, endpoint: E
     assert http.error is not None and http.error.startswith("Search error (502): upstream failed for /mcp?exaApiKey=")
     assert "<EXA_API_KEY>" in http.error and "Try again later" in http.error
     rpc = rt.call_sync("codesearch", {"query": "rpc error"}, **EXA)
-    assert rpc.error == "Code search failed: quota for <EXA_API_KEY> used up"
+    assert rpc.error == "Code search failed: quota for <EXA_API_KEY> used up. Try again later, or search another way."
     path = rt.audit.path
     assert path is not None
     records, _ = read_records(path)

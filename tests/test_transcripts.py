@@ -13,14 +13,16 @@ Regenerate them after a deliberate change, then review `git diff tests/transcrip
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from exa_endpoint import serve_endpoint
 
 from toolrt import Runtime
 from toolrt.context import tool_output_dir
@@ -40,12 +42,33 @@ permission:
   todowrite: allow
   todoread: allow
   skill: allow
+  websearch: {"*": allow, "*password*": deny}
 """
 
 Case = tuple[str, str, Any]
 """(label, tool name as the model sent it, arguments)."""
 
 LONG_LINES = "\n".join(f"line {n}" for n in range(1, 3001))
+PATCH = "*** Begin Patch\n{body}\n*** End Patch"
+DATABASE = {
+    "question": "Which database should the service use?",
+    "header": "Database",
+    "options": [
+        {"label": "PostgreSQL (Recommended)", "description": "Already used by the billing service"},
+        {"label": "SQLite", "description": "No server"},
+    ],
+}
+
+
+def _person(*replies: str) -> Callable[[Sequence[Mapping[str, Any]]], Awaitable[list[list[str]]]]:
+    """A questioner answering each question with the next reply."""
+    queue = list(replies)
+
+    async def questioner(questions: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+        return [[queue.pop(0)] for _ in questions]
+
+    return questioner
+
 
 CASES: dict[str, list[Case]] = {
     "bash": [
@@ -116,14 +139,113 @@ CASES: dict[str, list[Case]] = {
         ("not json", "read", "{oops"),
     ],
     "repeated": [("same call", "glob", {"pattern": "*.md"})] * 3,
+    "apply_patch": [
+        ("good", "apply_patch", {"patchText": PATCH.format(body="*** Add File: added.txt\n+new line")}),
+        ("update", "apply_patch", {"patchText": PATCH.format(body="*** Update File: notes.txt\n@@\n-beta\n+BETA")}),
+        (
+            "context not found",
+            "apply_patch",
+            {"patchText": PATCH.format(body="*** Update File: notes.txt\n@@\n-delta\n+x")},
+        ),
+        ("no envelope", "apply_patch", {"patchText": "*** Add File: x.txt\n+x"}),
+        ("denied", "apply_patch", {"patchText": PATCH.format(body="*** Add File: locked/c.txt\n+x")}),
+        ("missing", "apply_patch", {}),
+    ],
+    "question": [
+        ("good", "question", {"questions": [DATABASE]}),
+        (
+            "header too long",
+            "question",
+            {"questions": [{**DATABASE, "header": "A header far longer than thirty characters"}]},
+        ),
+        ("no person", "question", {"questions": [DATABASE]}),
+    ],
+    "task": [
+        (
+            "good",
+            "task",
+            {"description": "Find clients", "prompt": "Find every HTTP client.", "subagent_type": "explore"},
+        ),
+        (
+            "resumed",
+            "task",
+            {"description": "Add timeouts", "prompt": "Add timeouts.", "subagent_type": "general", "task_id": "ses_1"},
+        ),
+        ("missing", "task", {"description": "Find clients", "prompt": "Find every HTTP client."}),
+    ],
+    "batch": [
+        (
+            "good",
+            "batch",
+            {
+                "tool_calls": [
+                    {"tool": "read", "parameters": {"filePath": "notes.txt", "limit": 1}},
+                    {"tool": "glob", "parameters": {"pattern": "*.md"}},
+                ]
+            },
+        ),
+        (
+            "partly failed",
+            "batch",
+            {
+                "tool_calls": [
+                    {"tool": "read", "parameters": {"filePath": "note.txt"}},
+                    {"tool": "nope", "parameters": {}},
+                    {"tool": "batch", "parameters": {"tool_calls": []}},
+                ]
+            },
+        ),
+        ("empty", "batch", {"tool_calls": []}),
+    ],
+    "plan": [
+        ("no person", "plan_enter", {}),
+        ("declined", "plan_enter", {}),
+        ("another call between", "read", {"filePath": "notes.txt", "limit": 1}),
+        ("entered", "plan_enter", {}),
+        ("exit declined", "plan_exit", {}),
+        ("exited", "plan_exit", {}),
+    ],
+    "websearch": [
+        ("good", "websearch", {"query": "AI news 2026"}),
+        ("all parameters", "websearch", {"query": "json", "numResults": 3, "type": "fast", "livecrawl": "preferred"}),
+        ("no results", "websearch", {"query": "nothing"}),
+        ("endpoint failed", "websearch", {"query": "http error"}),
+        ("error answer", "websearch", {"query": "rpc error"}),
+        ("denied", "websearch", {"query": "admin password list"}),
+        ("missing", "websearch", {"numResults": 3}),
+        ("mistyped", "websearch", {"query": "x", "type": "slow"}),
+    ],
+    "codesearch": [
+        ("good", "codesearch", {"query": "pandas dataframe filtering"}),
+        ("no results", "codesearch", {"query": "nothing"}),
+        ("too few tokens", "codesearch", {"query": "x", "tokensNum": 10}),
+    ],
 }
 
 
 SCOPES: dict[str, dict[str, Any]] = {
     "list": {"flags": {"list_tool": True}},
     "todoread": {"flags": {"todoread_tool": True}},
+    "apply_patch": {"model": "gpt-5"},
+    "question": {"client": "cli"},
+    "batch": {"flags": {"batch_tool": True}},
+    "plan": {"client": "cli", "flags": {"plan_mode": True}},
+    "websearch": {"flags": {"exa": True}},
+    "codesearch": {"provider": "opencode"},
 }
 """Scope fields of the transcripts whose tools the default scope does not offer."""
+
+PEOPLE: dict[str, Callable[[], Any]] = {
+    "question": lambda: _person("PostgreSQL (Recommended)"),
+    "plan": lambda: _person("No", "Yes", "No", "Yes"),
+}
+"""The person answering each transcript's questions (a call labelled `no person` gets none)."""
+
+
+async def _subagent(args: Mapping[str, Any], ctx: Any) -> str:
+    """The host's task handler of the transcript: resumes `task_id`, or starts a new session."""
+    session = args.get("task_id", "ses_2")
+    return f"task_id: {session} (for resuming to continue this task if needed)\n\n<task_result>\nDone.\n</task_result>"
 
 
 def _setup(root: Path) -> None:
@@ -145,10 +267,10 @@ def _normalise(text: str, root: Path, data_dir: Path) -> str:
     return re.sub(r"tool_[0-9a-f]{16}[0-9A-Za-z]{10}", "tool_<id>", text)
 
 
-def _transcript(rt: Runtime, cases: list[Case], session: str, scope: dict[str, Any]) -> str:
+def _transcript(rt: Runtime, cases: list[Case], session: str, scope: dict[str, Any], person: Any = None) -> str:
     parts = []
     for label, tool, args in cases:
-        result = rt.call_sync(tool, args, session=session, **scope)
+        result = rt.call_sync(tool, args, session=session, questioner=None if label == "no person" else person, **scope)
         read = f"ERROR: {result.error}" if result.error is not None else result.output
         call = json.dumps({"tool": tool, "args": args}, ensure_ascii=False)
         parts.append(f"### {label}\n> {call}\n{_normalise(read, rt.snapshot.root, rt.snapshot.data_dir)}\n")
@@ -165,8 +287,15 @@ def runtime(tmp_path_factory: pytest.TempPathFactory, project_writer: Callable[.
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_transcript_matches_the_reviewed_file(runtime: Runtime, name: str) -> None:
-    text = _transcript(runtime, CASES[name], f"transcript-{name}", SCOPES.get(name, {}))
+def test_transcript_matches_the_reviewed_file(runtime: Runtime, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    person = PEOPLE[name]() if name in PEOPLE else None
+    with contextlib.ExitStack() as stack:
+        if name in ("websearch", "codesearch"):
+            stack.enter_context(serve_endpoint(monkeypatch))
+        if name == "task":  # a runtime of its own: the handler makes task offered, which other transcripts list
+            runtime = Runtime.load(runtime.snapshot.root)
+            runtime.register_handler("task", _subagent)
+        text = _transcript(runtime, CASES[name], f"transcript-{name}", SCOPES.get(name, {}), person)
     path = TRANSCRIPTS / f"{name}.txt"
     if REGENERATE:
         TRANSCRIPTS.mkdir(exist_ok=True)

@@ -153,7 +153,8 @@ def _payload(payload: str, what: str, key: str) -> str | None:
         return None
     error = data.get("error")
     if isinstance(error, dict):
-        raise ToolFailure(f"{what} failed: {_hide(str(error.get('message', 'no details')), key)}")
+        message = _hide(str(error.get("message", "no details")), key)
+        raise ToolFailure(f"{what} failed: {message}. Try again later, or search another way.")
     result = data.get("result")
     content = result.get("content") if isinstance(result, dict) else None
     for item in content if isinstance(content, list) else ():

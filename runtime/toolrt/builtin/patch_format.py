@@ -275,7 +275,11 @@ def _replacements(lines: Sequence[str], path: str, chunks: Sequence[Chunk]) -> l
             at = seek_sequence(lines, pattern, cursor, chunk.end_of_file)
         if at == -1:
             expected = "\n".join(chunk.old_lines)
-            raise PatchError(f"Failed to find expected lines in {path}:\n{expected}")
+            raise PatchError(
+                f"Failed to find expected lines in {path}:\n{expected}\n"
+                f"Read {path} again and copy the lines to change exactly (indentation included) into the "
+                "chunk's ' ' and '-' lines."
+            )
         found.append((at, len(pattern), replacement))
         cursor = at + len(pattern)
     return sorted(found, key=lambda item: item[0])
