@@ -5,7 +5,9 @@
    and by ru_maxrss (whole process), plus throughput.
 3. The OS sandbox through `rt.call`, sandboxed (the default policy) against `--sandbox off`,
    alternating call by call, medians of single calls: `true` (goal: ratio <= 1.5) and `git status` in a
-   small repository (goal: ratio <= 1.1); and
+   small repository (goal: ratio <= 1.1); the same two in a repository whose `read` rules deny two
+   files, which the sandbox masks (`masked_*`, same goals: the walk and the masks' mount namespace
+   included); and
    `true` through the fork server (the path of unprivileged users) against the thread launcher.
 
 Usage: python benchmarks/bench_process.py [--calls N] [--repeats R]
@@ -110,11 +112,18 @@ TOOLS = {
 }
 
 
-def _small_repo(root: Path) -> None:
+MASKED_PERMISSIONS = 'permission:\n  "*": allow\n  read:\n    "*": allow\n    "*.env": deny\n'
+
+
+def _small_repo(root: Path, *, deny: bool = False) -> None:
     (root / "tools.d").mkdir(parents=True)
     for name, text in TOOLS.items():
         (root / "tools.d" / f"{name}.yaml").write_text(text)
-    (root / "permissions.yaml").write_text('permission:\n  "*": allow\n')
+    (root / "permissions.yaml").write_text(MASKED_PERMISSIONS if deny else 'permission:\n  "*": allow\n')
+    if deny:
+        (root / "sub").mkdir()
+        (root / ".env").write_text("KEY=secret\n")
+        (root / "sub" / "app.env").write_text("KEY=secret\n")
     (root / "toolrt.yaml").write_text("builtin_tools: false\n")
     for index in range(20):
         (root / f"file{index}.txt").write_text(f"line {index}\n" * 50)
@@ -128,7 +137,7 @@ def _load(root: Path, mode: str | None) -> Runtime:
     return Runtime.load(root, settings={"sandbox.mode": mode} if mode else None)
 
 
-async def sandbox_overhead(root: Path, calls: int, repeats: int) -> dict[str, float]:
+async def sandbox_overhead(root: Path, calls: int, repeats: int, label: str = "") -> dict[str, float]:
     sandboxed, unsandboxed = _load(root, None), _load(root, "off")
     results: dict[str, float] = {}
     for tool in ("true_tool", "git_status"):
@@ -146,10 +155,10 @@ async def sandbox_overhead(root: Path, calls: int, repeats: int) -> dict[str, fl
             await unsandboxed.call(tool, {})
             on.append(middle - start)
             off.append(time.perf_counter() - middle)
-        results[f"{tool}_sandboxed_ms"] = statistics.median(on) * 1000
-        results[f"{tool}_unsandboxed_ms"] = statistics.median(off) * 1000
-        results[f"{tool}_ratio"] = statistics.median(on) / statistics.median(off)
-    results["sandbox"] = probe.metadata["sandbox"]  # type: ignore[assignment]
+        results[f"{label}{tool}_sandboxed_ms"] = statistics.median(on) * 1000
+        results[f"{label}{tool}_unsandboxed_ms"] = statistics.median(off) * 1000
+        results[f"{label}{tool}_ratio"] = statistics.median(on) / statistics.median(off)
+    results[f"{label}sandbox"] = probe.metadata["sandbox"]  # type: ignore[assignment]
     return results
 
 
@@ -180,6 +189,10 @@ async def main(calls: int, repeats: int) -> dict[str, float]:
         _small_repo(root)
         results.update(await sandbox_overhead(root, max(calls // 4, 20), repeats))
         results.update(await launcher_overhead(root, max(calls // 4, 20), repeats))
+    with tempfile.TemporaryDirectory() as project:
+        root = Path(project).resolve()
+        _small_repo(root, deny=True)
+        results.update(await sandbox_overhead(root, max(calls // 4, 20), repeats, "masked_"))
     return results
 
 
@@ -206,6 +219,21 @@ def _table(r: dict[str, float], calls: int, repeats: int) -> str:
         ("rt.call `git status`: sandboxed", f"{r['git_status_sandboxed_ms']:.3f} ms", "median per call"),
         ("rt.call `git status`: sandbox off", f"{r['git_status_unsandboxed_ms']:.3f} ms", "median per call"),
         ("ratio (goal <= 1.1)", f"{r['git_status_ratio']:.3f}", "PASS" if r["git_status_ratio"] <= 1.1 else "FAIL"),
+        ("masked sandbox", str(r["masked_sandbox"]), ""),
+        ("rt.call `true`: masked", f"{r['masked_true_tool_sandboxed_ms']:.3f} ms", "median per call"),
+        ("rt.call `true`: masked, sandbox off", f"{r['masked_true_tool_unsandboxed_ms']:.3f} ms", "median per call"),
+        (
+            "ratio (goal <= 1.5)",
+            f"{r['masked_true_tool_ratio']:.3f}",
+            "PASS" if r["masked_true_tool_ratio"] <= 1.5 else "FAIL",
+        ),
+        ("rt.call `git status`: masked", f"{r['masked_git_status_sandboxed_ms']:.3f} ms", "median per call"),
+        ("rt.call `git status`: masked, off", f"{r['masked_git_status_unsandboxed_ms']:.3f} ms", "median per call"),
+        (
+            "ratio (goal <= 1.1)",
+            f"{r['masked_git_status_ratio']:.3f}",
+            "PASS" if r["masked_git_status_ratio"] <= 1.1 else "FAIL",
+        ),
         ("sandboxed `true`: thread launcher", f"{r['thread_true_ms']:.3f} ms", "median per call"),
         ("sandboxed `true`: fork server", f"{r['forkserver_true_ms']:.3f} ms", f"ratio {r['forkserver_ratio']:.2f}"),
     ]

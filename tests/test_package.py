@@ -33,6 +33,7 @@ LAYERS: list[set[str]] = [
         "sandbox.support",
         "sandbox.seatbelt",
         "sandbox.bwrap",
+        "sandbox.masks",
     },
     {"sandbox.plan", "sandbox.hint", "sandbox.config"},
     {"permissions.*", "specs.*", "providers.*", "shell.*", "execute.*", "sessions"},

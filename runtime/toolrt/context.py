@@ -13,6 +13,7 @@ import anyio
 
 from .call.request import DEFAULT_SCOPE, CallScope, Questioner
 from .errors import DeniedError, ToolFailure
+from .permissions.denied_reads import ReadDenies
 from .permissions.model import PermissionRequest
 from .result import ToolResult
 from .sandbox.config import call_plan
@@ -105,6 +106,8 @@ class ToolContext:
     A context built without a Runtime gets the default policy, never none."""
     granted: Collection[tuple[str, str]] = ()
     """(permission, pattern) pairs this call was allowed: an allowed `external_directory` widens the sandbox."""
+    reads: ReadDenies | None = None
+    """The call's `read` rules when some could deny: the files they deny are masked in the sandbox."""
     language_servers: Callable[[], LanguageServers | None] | None = None
     """How `lsp` finds the Runtime's language servers (None: this context has none)."""
     on_agent: AgentSwitch | None = None
@@ -168,7 +171,7 @@ class ToolContext:
         if self.sandbox is None:
             return None
         output_dir = tool_output_dir(self.data_dir, self.root)
-        return call_plan(self.sandbox, root=self.root, output_dir=output_dir, granted=self.granted)
+        return call_plan(self.sandbox, root=self.root, output_dir=output_dir, granted=self.granted, reads=self.reads)
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the project root (no symlinks resolved)."""

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from ..compiled import CompiledTool
 from ..errors import ToolFailure
+from ..permissions.denied_reads import ReadDenies, read_denies
 from ..permissions.evaluate import decide
 from ..permissions.model import PermissionRequest
 from ..result import ToolResult
@@ -74,6 +75,12 @@ class ActiveCall(NamedTuple):
             approved=self.services.broker.approved(self.session, self.agent),
         )
         return decision.action == "allow"
+
+    def read_denies(self) -> ReadDenies | None:
+        """The `read` rules of this call for the sandbox's masks (None when none could deny)."""
+        permissions = self.snapshot.permissions
+        approved = self.services.broker.approved(self.session, self.agent)
+        return read_denies(permissions.ruleset(self.agent), permissions.locked, approved)
 
     def emit(self, kind: str, data: Mapping[str, Any], at: float | None = None) -> None:
         """Tell listeners about this call (no-op without listeners); `at` is the event's time (default: now)."""

@@ -60,7 +60,13 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     def on_output(text: str) -> None:
         call.emit("metadata", {"output": text})
 
-    plan = call_plan(snapshot.sandbox_for(tool.id), root=root, output_dir=snapshot.truncation_dir, granted=call.granted)
+    plan = call_plan(
+        snapshot.sandbox_for(tool.id),
+        root=root,
+        output_dir=snapshot.truncation_dir,
+        granted=call.granted,
+        reads=call.read_denies(),
+    )
     outcome = await run_process(
         argv,
         cwd=cwd,

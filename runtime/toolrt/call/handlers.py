@@ -148,6 +148,7 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
         available_tools=call.toolset.names(),
         sandbox=snapshot.sandbox_for(tool.id),
         granted=call.granted,
+        reads=call.read_denies(),
         language_servers=lambda: call.services.lsp_for(snapshot),
         on_agent=call.switch_agent,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
+from .masks import NO_MASKS, DenyTest, denied_paths
 from .plan import SandboxPlan, plan_sandbox
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
 from .support import Support, detect_support
@@ -129,11 +130,14 @@ def call_plan(
     output_dir: Path,
     granted: Iterable[tuple[str, str]] = (),
     support: Support | None = None,
+    reads: DenyTest | None = None,
 ) -> SandboxPlan | None:
-    """The plan for one call: the policy widened by the call's allowed `external_directory` requests.
+    """The plan for one call: the policy widened by the call's allowed `external_directory` requests,
+    with the files inside the root that `reads` (the call's `read` rules) deny masked.
 
     Raises:
-        ToolFailure: the locked file requires a sandbox and this machine has none.
+        ToolFailure: the locked file requires a sandbox and this machine has none; or the denied
+            files cannot be masked here (too many, or no mount namespace): nothing runs unmasked.
     """
     directories = tuple(
         Path(pattern[:-2])
@@ -141,7 +145,9 @@ def call_plan(
         if permission == "external_directory" and pattern.endswith("/*")
     )
     support = support or detect_support()
-    plan = plan_sandbox(policy.widened_for_call(directories), support, root=root, output_dir=output_dir)
+    sandboxed = policy.mode != "off" and support.available
+    masks = denied_paths(root, reads) if sandboxed else NO_MASKS
+    plan = plan_sandbox(policy.widened_for_call(directories), support, root=root, output_dir=output_dir, masks=masks)
     if plan is None and policy.required:
         raise ToolFailure(
             f"This tool runs a process, and the locked file requires an OS sandbox, which is not available here: "

@@ -90,12 +90,12 @@ class _Kept:
     thread launcher's twin): a namespace is made once by a short-lived holder child and held by an fd."""
 
     def __init__(self) -> None:
-        self.mounts: dict[tuple[tuple[str, int, int], ...], int] = {}
+        self.mounts: dict[tuple[object, ...], int] = {}
         self.net: int | None = None
         self.rulesets: dict[tuple[object, ...], int] = {}
         """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
 
-    def _made_by_holder(self, flags: int, read_only: list[str], kind: str) -> int:
+    def _made_by_holder(self, flags: int, mounts: tuple[object, ...] | None, kind: str) -> int:
         ready_read, ready_write = os.pipe()
         done_read, done_write = os.pipe()
         pid = os.fork()
@@ -104,9 +104,9 @@ class _Kept:
             os.close(done_write)
             try:
                 kernel.unshare(flags)
-                if read_only:
+                if mounts is not None:
                     kernel.make_mounts_private()
-                    kernel.bind_read_only(read_only)
+                    kernel.make_mounts(mounts)
                 os.write(ready_write, b"1")
                 os.read(done_read, 1)  # stay alive until the server holds the namespace
             finally:
@@ -122,17 +122,17 @@ class _Kept:
             os.close(done_write)
             os.waitpid(pid, 0)
 
-    def mount(self, read_only: list[str]) -> int:
-        frozen = kernel.identity_key(read_only)
-        if frozen not in self.mounts:
+    def mount(self, read_only: list[str], masks: dict[str, object] | None) -> int:
+        key = kernel.mount_key(read_only, masks)
+        if key not in self.mounts:
             if len(self.mounts) >= 16:
                 os.close(self.mounts.pop(next(iter(self.mounts))))
-            self.mounts[frozen] = self._made_by_holder(kernel.CLONE_NEWNS, [p for p, _, _ in frozen], "mnt")
-        return self.mounts[frozen]
+            self.mounts[key] = self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt")
+        return self.mounts[key]
 
     def network(self) -> int:
         if self.net is None:
-            self.net = self._made_by_holder(kernel.CLONE_NEWNET, [], "net")
+            self.net = self._made_by_holder(kernel.CLONE_NEWNET, None, "net")
         return self.net
 
     def ruleset(self, rules: kernel.LandlockRules) -> int:
@@ -149,9 +149,10 @@ class _Kept:
         """(mount namespace, network namespace, ruleset) fds for a request; built before the fork, so
         that what is kept outlives the child."""
         read_only = [str(p) for p in request.get("read_only", ())]  # type: ignore[attr-defined]
+        masks = kernel.request_masks(request)
         rules = kernel.landlock_rules(request)
         return (
-            self.mount(read_only) if read_only else None,
+            self.mount(read_only, masks) if read_only or masks else None,
             self.network() if request.get("unshare_net") else None,
             self.ruleset(rules) if rules is not None else None,
         )

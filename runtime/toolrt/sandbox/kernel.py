@@ -14,7 +14,7 @@ import errno
 import os
 import platform
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -85,6 +85,9 @@ _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
 
 MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
@@ -264,8 +267,8 @@ def setns(fd: int, nstype: int) -> None:
         raise _fail("setns")
 
 
-def _mount(source: bytes | None, target: bytes, flags: int) -> None:
-    if _libc.mount(source, target, None, ctypes.c_ulong(flags), None) != 0:
+def _mount(source: bytes | None, target: bytes, flags: int, fstype: bytes | None = None) -> None:
+    if _libc.mount(source, target, fstype, ctypes.c_ulong(flags), None) != 0:
         raise _fail(f"mount {target.decode(errors='replace')}")
 
 
@@ -284,6 +287,62 @@ def bind_read_only(paths: Iterable[str]) -> None:
         target = os.fsencode(path)
         _mount(target, target, MS_BIND | MS_REC)
         _mount(None, target, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+
+
+def mask(files: Iterable[str], directories: Iterable[str], empty: str) -> None:
+    """Cover each existing directory with an empty read-only tmpfs and each existing regular file with
+    the empty file `empty`, bound read-only (in a private mount namespace). A path that is gone, or is
+    no longer what it was (a symlink now), is left alone: a mount would follow the link."""
+    hidden = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for path in directories:
+        if _is(path, stat.S_ISDIR):
+            _mount(b"toolrt-masked", os.fsencode(path), hidden, b"tmpfs")
+    source = os.fsencode(empty)
+    kept = os.statvfs(empty).f_flag & _KEPT_FLAGS if files else 0
+    for path in files:
+        if _is(path, stat.S_ISREG):
+            target = os.fsencode(path)
+            _mount(source, target, MS_BIND)
+            _mount(None, target, MS_REMOUNT | MS_BIND | hidden | kept)
+
+
+def _is(path: str, kind: Callable[[int], bool]) -> bool:
+    try:
+        return kind(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The masks a request carries (`{"files": [...], "directories": [...], "empty": path}`), or None."""
+    masks = request.get("masks")
+    if not isinstance(masks, Mapping) or not (masks.get("files") or masks.get("directories")):
+        return None
+    return {
+        "files": [str(p) for p in masks.get("files", ())],
+        "directories": [str(p) for p in masks.get("directories", ())],
+        "empty": str(masks["empty"]),
+    }
+
+
+def mount_key(read_only: Sequence[str], masks: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What a kept mount namespace is made of: the identity of each protected path and of each masked
+    path, so a file replaced on disk (or a new denied file) gets a fresh namespace."""
+    if masks is None:
+        return (identity_key(read_only),)
+    return (
+        identity_key(read_only),
+        identity_key(masks["files"]),
+        identity_key(masks["directories"]),
+        masks["empty"],
+    )
+
+
+def make_mounts(key: tuple[Any, ...]) -> None:
+    """In a fresh private mount namespace: the mounts a `mount_key` describes."""
+    bind_read_only([path for path, _, _ in key[0]])
+    if len(key) > 1:
+        mask([path for path, _, _ in key[1]], [path for path, _, _ in key[2]], key[3])
 
 
 def map_user(uid: int, gid: int) -> None:

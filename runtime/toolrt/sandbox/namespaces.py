@@ -28,7 +28,8 @@ __all__ = ["enter_from_thread", "mount_namespace", "network_namespace", "ruleset
 _MAX_MOUNT_NAMESPACES = 16
 _MAX_RULESETS = 64
 _lock = threading.Lock()
-_mounts: OrderedDict[tuple[tuple[str, int, int], ...], int] = OrderedDict()
+_mounts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+"""`kernel.mount_key` of the protected paths and masks → mount namespace fd."""
 _network: list[int] = []
 _rulesets: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
@@ -54,21 +55,22 @@ def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
     return outcome
 
 
-def mount_namespace(read_only: Sequence[str]) -> int:
-    """An fd of a private mount namespace where `read_only` are read-only bind mounts."""
-    frozen = kernel.identity_key(read_only)
+def mount_namespace(read_only: Sequence[str], masks: Mapping[str, Any] | None = None) -> int:
+    """An fd of a private mount namespace where `read_only` are read-only bind mounts and the paths of
+    `masks` (`kernel.request_masks`) are hidden."""
+    key = kernel.mount_key(read_only, masks)
     with _lock:
-        fd = _mounts.get(frozen)
+        fd = _mounts.get(key)
         if fd is not None:
-            _mounts.move_to_end(frozen)
+            _mounts.move_to_end(key)
             return fd
 
         def setup() -> None:
             kernel.unshare(kernel.CLONE_NEWNS)
             kernel.make_mounts_private()
-            kernel.bind_read_only([path for path, _, _ in frozen])
+            kernel.make_mounts(key)
 
-        fd = _mounts[frozen] = _in_new_thread(setup, "mnt")
+        fd = _mounts[key] = _in_new_thread(setup, "mnt")
         while len(_mounts) > _MAX_MOUNT_NAMESPACES:
             os.close(_mounts.popitem(last=False)[1])
         return fd
@@ -100,8 +102,9 @@ def enter_from_thread(request: Mapping[str, Any]) -> None:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
     kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock."""
     read_only = [str(p) for p in request.get("read_only", ())]
-    if read_only:
-        mounts = mount_namespace(read_only)
+    masks = kernel.request_masks(request)
+    if read_only or masks:
+        mounts = mount_namespace(read_only, masks)
         kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
         kernel.setns(mounts, kernel.CLONE_NEWNS)
     if request.get("unshare_net"):

@@ -14,9 +14,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ToolFailure
 from ..permissions.model import usable_exempt
 from . import kernel
 from .bwrap import bwrap_argv
+from .masks import NO_MASKS, Masks, empty_file
 from .policy import SandboxPolicy
 from .seatbelt import seatbelt_argv
 from .support import Support
@@ -50,6 +52,10 @@ class SandboxPlan:
     mode: str = "workspace-write"
     prefix: tuple[str, ...] = ()
     """For `exec`: the sandboxing command to put in front of the program's argv."""
+    masks: Masks = NO_MASKS
+    """Paths the `read` rules deny, hidden in the mount namespace (see `masks`)."""
+    mask_source: str = ""
+    """The empty read-only file bound over each masked file."""
 
     def request(self) -> dict[str, object]:
         """The fork server's request fields (see `forkserver`)."""
@@ -63,6 +69,11 @@ class SandboxPlan:
             },
             "unshare_net": self.unshare_net,
             "read_only": list(self.read_only),
+            "masks": {
+                "files": list(self.masks.files),
+                "directories": list(self.masks.directories),
+                "empty": self.mask_source,
+            },
         }
 
 
@@ -90,10 +101,18 @@ def _fixed_writable(policy: SandboxPolicy, root: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
 
 
-def plan_sandbox(policy: SandboxPolicy, support: Support, *, root: Path, output_dir: Path) -> SandboxPlan | None:
-    """The plan for `policy` on this machine; None when the mode is `off` or no mechanism exists."""
+def plan_sandbox(
+    policy: SandboxPolicy, support: Support, *, root: Path, output_dir: Path, masks: Masks = NO_MASKS
+) -> SandboxPlan | None:
+    """The plan for `policy` on this machine; None when the mode is `off` or no mechanism exists.
+
+    Raises:
+        ToolFailure: `masks` is not empty and this machine has no way to hide them (Landlock without a
+            mount namespace): the process would read what the rules deny, so it is not run.
+    """
     if policy.mode == "off" or not support.available:
         return None
+    source = empty_file() if masks else ""
     writable = writable_set(policy, root=root, output_dir=output_dir)
     deny_network = not policy.network
     declared = tuple(os.path.realpath(p) for p in policy.writable)
@@ -106,7 +125,12 @@ def plan_sandbox(policy: SandboxPolicy, support: Support, *, root: Path, output_
         and os.path.lexists(p)
     )
     if not support.landlock_abi:
-        return _exec_plan(policy, support, writable, protected, root)
+        return _exec_plan(policy, support, writable, protected, root, masks, source)
+    if masks and not support.mount_namespace:
+        raise ToolFailure(
+            f"The read rules deny {_count(masks)} in the project, which this process could read: the sandbox "
+            "here has no mount namespace to hide them. Nothing was run."
+        )
     rules = [("/", kernel.FS_READ)]
     rules.extend((device, _DEVICE) for device in DEVICE_FILES)
     rules.extend((path, _ALL) for path in writable)
@@ -124,6 +148,8 @@ def plan_sandbox(policy: SandboxPolicy, support: Support, *, root: Path, output_
         parts.append(_read_only_note(read_only, root))
     elif protected:
         parts.append("protected paths writable (no mount namespace)")
+    if masks:
+        parts.append(f"masked {_count(masks)}")
     return SandboxPlan(
         launch=support.launch,
         landlock_abi=support.landlock_abi,
@@ -134,21 +160,31 @@ def plan_sandbox(policy: SandboxPolicy, support: Support, *, root: Path, output_
         read_only=read_only,
         description=" + ".join(parts),
         mode=policy.mode,
+        masks=masks if support.mount_namespace else NO_MASKS,
+        mask_source=source,
     )
 
 
 def _exec_plan(
-    policy: SandboxPolicy, support: Support, writable: tuple[str, ...], protected: tuple[str, ...], root: Path
+    policy: SandboxPolicy,
+    support: Support,
+    writable: tuple[str, ...],
+    protected: tuple[str, ...],
+    root: Path,
+    masks: Masks,
+    source: str,
 ) -> SandboxPlan:
     """bubblewrap (Linux without Landlock) or Seatbelt (macOS): a command put in front of the program."""
     if support.bwrap:
-        prefix = bwrap_argv(support.bwrap, writable, protected, network=policy.network)
+        prefix = bwrap_argv(support.bwrap, writable, protected, network=policy.network, masks=masks, empty=source)
         parts = [f"bubblewrap {policy.mode}"] + ([] if policy.network else ["netns"])
     else:
-        prefix = seatbelt_argv(writable, protected, network=policy.network)
+        prefix = seatbelt_argv(writable, protected, network=policy.network, masked=(*masks.files, *masks.directories))
         parts = [f"seatbelt {policy.mode} (untested)"] + ([] if policy.network else ["network off"])
     if protected:
         parts.append(_read_only_note(protected, root))
+    if masks:
+        parts.append(f"masked {_count(masks)}")
     return SandboxPlan(
         launch="exec",
         landlock_abi=0,
@@ -160,7 +196,13 @@ def _exec_plan(
         description=" + ".join(parts),
         mode=policy.mode,
         prefix=tuple(prefix),
+        masks=masks,
+        mask_source=source,
     )
+
+
+def _count(masks: Masks) -> str:
+    return "1 denied path" if len(masks) == 1 else f"{len(masks)} denied paths"
 
 
 def _read_only_note(paths: tuple[str, ...], root: Path) -> str:

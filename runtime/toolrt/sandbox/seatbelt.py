@@ -16,9 +16,12 @@ SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper")
 
 
-def seatbelt_profile(writable_count: int, protected_count: int, *, network: bool) -> str:
-    """The profile: read anywhere, write only under WRITABLE_i minus PROTECTED_j, network per policy."""
+def seatbelt_profile(writable_count: int, protected_count: int, *, network: bool, masked_count: int = 0) -> str:
+    """The profile: read anywhere but MASKED_k, write only under WRITABLE_i minus PROTECTED_j, network per policy."""
     lines = ["(version 1)", "(allow default)", "(deny file-write*)"]
+    if masked_count:
+        masked = " ".join(f'(subpath (param "MASKED_{k}"))' for k in range(masked_count))
+        lines.append(f"(deny file-read* {masked})")
     if writable_count:
         subpaths = " ".join(f'(subpath (param "WRITABLE_{i}"))' for i in range(writable_count))
         holes = " ".join(f'(require-not (subpath (param "PROTECTED_{j}")))' for j in range(protected_count))
@@ -35,11 +38,16 @@ def seatbelt_profile(writable_count: int, protected_count: int, *, network: bool
     return "\n".join(lines) + "\n"
 
 
-def seatbelt_argv(writable: Sequence[str], protected: Sequence[str], *, network: bool) -> list[str]:
+def seatbelt_argv(
+    writable: Sequence[str], protected: Sequence[str], *, network: bool, masked: Sequence[str] = ()
+) -> list[str]:
     """`sandbox-exec -p PROFILE -D ... --` to put in front of a command."""
-    argv = [SANDBOX_EXEC, "-p", seatbelt_profile(len(writable), len(protected), network=network)]
+    profile = seatbelt_profile(len(writable), len(protected), network=network, masked_count=len(masked))
+    argv = [SANDBOX_EXEC, "-p", profile]
     for index, path in enumerate(writable):
         argv += ["-D", f"WRITABLE_{index}={path}"]
     for index, path in enumerate(protected):
         argv += ["-D", f"PROTECTED_{index}={path}"]
+    for index, path in enumerate(masked):
+        argv += ["-D", f"MASKED_{index}={path}"]
     return [*argv, "--"]

@@ -1,0 +1,204 @@
+"""Files the `read` rules deny are masked in the OS sandbox: attacks through real bash, the real kernel.
+
+The bash analyzer asks `read` only for paths a line names; these lines reach a denied file by walking
+the tree, by an archive, through git, or by a name built at run time, and must print nothing of it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolrt import Runtime
+from toolrt.errors import ToolFailure
+from toolrt.permissions.denied_reads import read_denies
+from toolrt.permissions.model import Rule
+from toolrt.permissions.rules import Ruleset
+from toolrt.sandbox import masks as masks_module
+from toolrt.sandbox.bwrap import bwrap_argv
+from toolrt.sandbox.masks import Masks, denied_paths
+from toolrt.sandbox.plan import plan_sandbox
+from toolrt.sandbox.policy import SandboxPolicy
+from toolrt.sandbox.seatbelt import seatbelt_profile
+from toolrt.sandbox.support import detect_support
+
+SUPPORT = detect_support()
+needs_mounts = pytest.mark.skipif(
+    not (SUPPORT.landlock_abi and SUPPORT.mount_namespace),
+    reason=f"no Landlock with a mount namespace on this machine: {SUPPORT.describe()}",
+)
+SECRET = "sk-live-7f3a9c"
+
+PERMISSIONS = """\
+    permission:
+      "*": allow
+      read:
+        "*": allow
+        "*.env": deny
+        "*/private": deny
+    """
+
+ATTACKS = [
+    "grep -r sk-live .",
+    "grep -ra sk-live /proc/self/cwd/",
+    "tar -c . | cat",
+    "find . -type f -exec cat {} +",
+    "git grep --no-index --no-exclude-standard sk-live",
+    "python3 r.py",
+    "sh ./s.sh",
+]
+"""Lines the bash analyzer allows (checked first): only the kernel's masks stand in the way."""
+SCRIPT = (
+    "cat */*; cat sub/*; ln -s .env alias; cat alias; cat private/key.txt; cp -r . ../copy; grep -r sk-live ../copy\n"
+)
+
+
+def _project(writer: Callable[..., Path], root: Path) -> Path:
+    root = writer(root, permissions=PERMISSIONS, builtin_tools=True)
+    (root / ".env").write_text(f"API_KEY={SECRET}\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "app.env").write_text(f"TOKEN={SECRET}\n")
+    (root / "sub" / "notes.txt").write_text("ordinary notes\n")
+    (root / "private").mkdir()
+    (root / "private" / "key.txt").write_text(f"{SECRET}\n")
+    (root / ".gitignore").write_text("*.env\nprivate/\n")
+    (root / "r.py").write_text('print(open(".e" + "nv").read())\n')
+    (root / "s.sh").write_text(SCRIPT)
+    (root / "w.sh").write_text("echo X=1 >> sub/app.env\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], cwd=root, check=True)
+    return root
+
+
+def _analyzer_allows(rt: Runtime, command: str) -> None:
+    decision, _ = rt.check_call("bash", {"command": command, "description": "test"})
+    assert decision.action == "allow", f"the bash analyzer now stops {command!r}: write a line it cannot see"
+
+
+def _bash(rt: Runtime, command: str) -> dict[str, Any]:
+    result = anyio.run(lambda: rt.call("bash", {"command": command, "description": "test"}))
+    return {"output": result.output, "error": result.error, "metadata": dict(result.metadata)}
+
+
+@needs_mounts
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_a_line_that_reaches_a_denied_file_without_naming_it_reads_nothing(
+    tmp_path: Path, project_writer: Callable[..., Path], launch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if launch == "forkserver":
+        monkeypatch.setattr("toolrt.sandbox.config.detect_support", lambda: replace(SUPPORT, launch="forkserver"))
+    root = _project(project_writer, tmp_path / "project")
+    rt = Runtime.load(root)
+    for command in ATTACKS:
+        _analyzer_allows(rt, command)
+        result = _bash(rt, command)
+        assert SECRET not in (result["output"] or "") + (result["error"] or ""), command
+    ordinary = _bash(rt, "cat sub/notes.txt; grep -r ordinary .")
+    assert ordinary["output"].count("ordinary notes") == 2
+    assert "masked 3 denied paths" in ordinary["metadata"]["sandbox"]
+    # Written through the mask: refused, and the file on disk is untouched.
+    written = _bash(rt, "sh ./w.sh")
+    assert "Read-only file system" in written["output"]
+    assert (root / "sub" / "app.env").read_text() == f"TOKEN={SECRET}\n"
+
+
+@needs_mounts
+def test_a_denied_file_made_after_an_earlier_call_is_masked_too(
+    tmp_path: Path, project_writer: Callable[..., Path]
+) -> None:
+    root = _project(project_writer, tmp_path / "project")
+    rt = Runtime.load(root)
+    assert "masked 3 denied paths" in _bash(rt, "true")["metadata"]["sandbox"]
+    (root / "sub" / "deeper").mkdir()
+    (root / "sub" / "deeper" / "late.env").write_text(f"{SECRET}\n")
+    (root / ".env").unlink()
+    (root / ".env").write_text(f"NEW={SECRET}\n")  # a new inode: a kept namespace must not show it
+    result = _bash(rt, "grep -r sk-live . ; python3 r.py")
+    assert SECRET not in result["output"]
+    assert "masked 4 denied paths" in result["metadata"]["sandbox"]
+
+
+@needs_mounts
+def test_an_ask_rule_is_not_masked(tmp_path: Path, project_writer: Callable[..., Path]) -> None:
+    root = project_writer(
+        tmp_path / "project",
+        permissions='permission:\n  "*": allow\n  read:\n    "*": allow\n    "*.env": ask\n',
+        builtin_tools=True,
+    )
+    (root / "a.env").write_text("visible\n")
+    rt = Runtime.load(root)
+    result = _bash(rt, "grep -r visible .")
+    assert "visible" in result["output"]
+    assert "masked" not in result["metadata"]["sandbox"]
+
+
+def test_with_the_sandbox_off_nothing_is_masked(tmp_path: Path, project_writer: Callable[..., Path]) -> None:
+    root = _project(project_writer, tmp_path / "project")
+    rt = Runtime.load(root, settings={"sandbox.mode": "off"})
+    # Not covered, and documented so: without a sandbox only the analyzer stands in the way.
+    result = _bash(rt, "grep -r sk-live .")
+    assert SECRET in result["output"]
+    assert result["metadata"]["sandbox"] == "none"
+
+
+def _rules(*rules: tuple[str, str, str]) -> Ruleset:
+    return Ruleset(Rule(p, pattern, action) for p, pattern, action in rules)  # type: ignore[arg-type]
+
+
+def test_no_walk_without_a_read_deny_and_the_walk_finds_files_and_directories(tmp_path: Path) -> None:
+    assert read_denies(_rules(("*", "*", "allow"), ("bash", "rm *", "deny")), Ruleset()) is None
+    rules = read_denies(
+        _rules(("read", "*", "allow"), ("read", "*.env", "deny"), ("read", "*/vault", "deny")), Ruleset()
+    )
+    assert rules is not None
+    (tmp_path / "a.env").write_text("x")
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "b.env").write_text("x")  # inside a masked directory: not listed twice
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "c.env").write_text("x")  # git's store is not walked
+    (tmp_path / "link.env").symlink_to(tmp_path / "a.env")  # a link is not masked; its target is
+    found = denied_paths(tmp_path, rules)
+    assert found == Masks((str(tmp_path / "a.env"),), (str(tmp_path / "vault"),))
+
+
+def test_a_locked_deny_is_masked_whatever_the_agent_allows(tmp_path: Path) -> None:
+    (tmp_path / "a.env").write_text("x")
+    rules = read_denies(_rules(("read", "*", "allow")), _rules(("read", "*.env", "deny")))
+    assert denied_paths(tmp_path, rules).files == (str(tmp_path / "a.env"),)
+
+
+def test_more_denied_files_than_the_cap_refuses_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(masks_module, "MAX_MASKS", 3)
+    for index in range(4):
+        (tmp_path / f"{index}.env").write_text("x")
+    rules = read_denies(_rules(("read", "*.env", "deny")), Ruleset())
+    with pytest.raises(ToolFailure, match=r"deny more than 3 files .* nothing was run"):
+        denied_paths(tmp_path, rules)
+
+
+def test_masks_without_a_mount_namespace_refuse_to_run(tmp_path: Path) -> None:
+    support = replace(SUPPORT, landlock_abi=SUPPORT.landlock_abi or 7, mount_namespace=False, launch="thread")
+    with pytest.raises(ToolFailure, match="no mount namespace to hide them. Nothing was run"):
+        plan_sandbox(
+            SandboxPolicy(), support, root=tmp_path, output_dir=tmp_path / "out", masks=Masks((str(tmp_path / "a"),))
+        )
+
+
+def test_bubblewrap_and_seatbelt_hide_the_masked_paths(tmp_path: Path) -> None:
+    (tmp_path / "a.env").write_text("x")
+    (tmp_path / "vault").mkdir()
+    masks = Masks((str(tmp_path / "a.env"),), (str(tmp_path / "vault"),))
+    argv = bwrap_argv("bwrap", [], [], network=True, masks=masks, empty="/e")
+    assert argv[-8:] == ["--tmpfs", str(tmp_path / "vault"), "--remount-ro", str(tmp_path / "vault"),
+                         "--ro-bind", "/e", str(tmp_path / "a.env"), "--"]  # fmt: skip
+    assert '(deny file-read* (subpath (param "MASKED_0")) (subpath (param "MASKED_1")))' in seatbelt_profile(
+        1, 0, network=True, masked_count=2
+    )
