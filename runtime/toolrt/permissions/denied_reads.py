@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .evaluate import decide
 from .model import PermissionRequest
 from .rules import Ruleset
-from .wildcard import compile_matcher, fold
+from .wildcard import Matcher, compile_matcher, fold
 
 __all__ = ["ReadDenies", "read_denies"]
 
@@ -20,20 +20,31 @@ class ReadDenies:
     ruleset: Ruleset
     locked: Ruleset
     approved: Ruleset | None = None
+    deny: tuple[Matcher, ...] = field(default=(), compare=False)
+    """The patterns of the `deny` rules for `read` in both: only a path one matches can be denied."""
 
     def denies(self, path: str) -> bool:
+        folded = fold(path)
+        if not any(matches(folded) for matches in self.deny):
+            return False
         request = (PermissionRequest("read", (path,)),)
         return decide(request, self.ruleset, locked=self.locked, approved=self.approved).action == "deny"
 
 
 def read_denies(ruleset: Ruleset, locked: Ruleset, approved: Ruleset | None = None) -> ReadDenies | None:
     """The `read` rules as a `ReadDenies`, or None when no rule could deny a read (nothing to walk)."""
-    if not (_may_deny_read(ruleset) or _may_deny_read(locked)):
+    deny = _deny_matchers(ruleset) + _deny_matchers(locked)
+    if not deny:
         return None
-    return ReadDenies(ruleset, locked, approved)
+    return ReadDenies(ruleset, locked, approved, deny)
 
 
 @functools.lru_cache(maxsize=64)
-def _may_deny_read(ruleset: Ruleset) -> bool:
+def _deny_matchers(ruleset: Ruleset) -> tuple[Matcher, ...]:
+    """The patterns of the `deny` rules that apply to `read`."""
     read = fold("read")
-    return any(rule.action == "deny" and compile_matcher(rule.permission)(read) for rule in ruleset)
+    return tuple(
+        compile_matcher(rule.pattern)
+        for rule in ruleset
+        if rule.action == "deny" and compile_matcher(rule.permission)(read)
+    )
