@@ -1,16 +1,114 @@
-"""Shared fixtures: a throwaway project factory and a data directory that never touches the home directory."""
+"""Shared fixtures: a throwaway project factory and a data directory that never touches the home directory.
+
+No test reads or writes the person's own toolrt directories: before anything is collected,
+`pytest_configure` points `TOOLRT_DATA_DIR` and the XDG directories at a temporary tree (so
+module-scoped fixtures and collection-time code are covered too, not only tests), and an audit
+hook records every write under the real ones; a session that made one fails.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from toolrt.permissions.model import CallSite
+from toolrt.settings import default_data_dir, user_settings_file
 
 ProjectFactory = Callable[..., Path]
+
+_XDG = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+class HomeGuard:
+    """The real toolrt directories of the person running the tests, and the writes seen under them."""
+
+    def __init__(self) -> None:
+        own = [Path(os.environ[key]) for key in ("TOOLRT_DATA_DIR",) if os.environ.get(key)]
+        homes = [default_data_dir(), user_settings_file().parent, Path.home() / ".cache" / "toolrt", *own]
+        self.watched = tuple(str(path.absolute()) + os.sep for path in homes)
+        self.writes: list[str] = []
+        self.armed = False
+
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
+        """A `sys.addaudithook` hook: an `open` for writing, or a new directory, under a watched one."""
+        if not self.armed or (event != "open" and event != "os.mkdir"):
+            return
+        path = args[0]
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return  # a file descriptor
+        text = os.fsdecode(path)
+        if event == "open":
+            mode, flags = args[1], args[2]
+            writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & _WRITE_FLAGS)
+            if not writes:
+                return
+        text = os.path.abspath(text)
+        if (text + os.sep).startswith(self.watched):
+            self.writes.append(f"{event} {text}")
+
+
+HOME_GUARD = HomeGuard()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The environment every test (and every process a test starts) inherits: a temporary data directory
+    and XDG tree instead of the person's own."""
+    if HOME_GUARD.armed:
+        return
+    tree = Path(tempfile.mkdtemp(prefix="toolrt-tests-"))
+    config.stash[_TREE] = tree
+    for name in _XDG:
+        os.environ[name] = str(tree / name.lower())
+    os.environ["TOOLRT_DATA_DIR"] = str(tree / "data")
+    kept = ("TOOLRT_DATA_DIR", "TOOLRT_REGENERATE")
+    for name in [key for key in os.environ if key.startswith("TOOLRT_") and not key.startswith(kept)]:
+        del os.environ[name]  # the person's own settings (TOOLRT_AUDIT may name a file in the home directory)
+    sys.addaudithook(HOME_GUARD.hook)
+    HOME_GUARD.armed = True
+    _coverage_floor_for_the_whole_suite_only(config)
+
+
+def _coverage_floor_for_the_whole_suite_only(config: pytest.Config) -> None:
+    """`--cov-fail-under` (pyproject's addopts) judges the whole suite: a run of some tests (paths
+    named, `-k`, `--lf`, `--deselect`) is measured but not held to the floor."""
+    plugin = config.pluginmanager.getplugin("_cov")
+    if plugin is None:
+        return
+    whole = (
+        config.args_source == pytest.Config.ArgsSource.TESTPATHS
+        and not config.option.keyword
+        and not config.option.deselect
+        and not config.getoption("lf", False)
+    )
+    if not whole:
+        plugin.options.cov_fail_under = None
+
+
+_TREE = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when anything was written under the person's own toolrt directories."""
+    if HOME_GUARD.writes:
+        shown = "\n  ".join(dict.fromkeys(HOME_GUARD.writes))
+        sys.stderr.write(f"\ntests wrote under the real toolrt directories (use tmp paths):\n  {shown}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    tree = config.stash.get(_TREE, None)
+    if tree is not None:
+        shutil.rmtree(tree, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

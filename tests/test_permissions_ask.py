@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -39,6 +39,10 @@ class WaitingAsker:
         self._send, self.received = anyio.create_memory_object_stream[AskRequest](10)
         self.cancelled: list[str] = []
 
+    def close(self) -> None:
+        self._send.close()
+        self.received.close()
+
     async def __call__(self, request: AskRequest) -> Reply:
         await self._send.send(request)
         try:
@@ -46,6 +50,20 @@ class WaitingAsker:
         finally:
             self.cancelled.append(request.id)
         raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def new_asker() -> Iterator[Callable[[], WaitingAsker]]:
+    """`new_asker()` gives a WaitingAsker; each is closed after the test."""
+    made: list[WaitingAsker] = []
+
+    def make() -> WaitingAsker:
+        made.append(WaitingAsker())
+        return made[-1]
+
+    yield make
+    for asker in made:
+        asker.close()
 
 
 def replying(kind: str, message: str | None = None) -> Callable[[AskRequest], Awaitable[Reply]]:
@@ -128,9 +146,9 @@ def test_ask_without_asker_is_denied_saying_approval_was_required() -> None:
     run(body)
 
 
-def test_a_deny_is_never_asked() -> None:
+def test_a_deny_is_never_asked(new_asker: Callable[[], WaitingAsker]) -> None:
     async def body() -> None:
-        asker = WaitingAsker()
+        asker = new_asker()
         rules = (R("bash", "echo *", "ask"), R("bash", "rm *", "deny"))
         broker = PermissionBroker()
         with pytest.raises(DeniedError, match=r"rm -rf /"):
@@ -140,10 +158,10 @@ def test_a_deny_is_never_asked() -> None:
     run(body)
 
 
-def test_pending_request_holds_what_the_person_needs() -> None:
+def test_pending_request_holds_what_the_person_needs(new_asker: Callable[[], WaitingAsker]) -> None:
     async def body() -> None:
         broker = PermissionBroker()
-        asker = WaitingAsker()
+        asker = new_asker()
         allow = R("bash", "echo *", "allow")
         async with anyio.create_task_group() as group:
             outcome = background(
@@ -233,10 +251,12 @@ def test_always_adds_session_approvals_for_the_always_patterns() -> None:
     run(body)
 
 
-def test_always_resolves_other_pending_asks_now_allowed_and_cancels_their_asker() -> None:
+def test_always_resolves_other_pending_asks_now_allowed_and_cancels_their_asker(
+    new_asker: Callable[[], WaitingAsker],
+) -> None:
     async def body() -> None:
         broker = PermissionBroker()
-        asker = WaitingAsker()
+        asker = new_asker()
         async with anyio.create_task_group() as group:
             first = background(group, lambda: authorize(broker, "bash", ("ls",), always=("ls",), asker=asker))
             a = await asker.received.receive()
@@ -261,10 +281,12 @@ def test_always_resolves_other_pending_asks_now_allowed_and_cancels_their_asker(
     run(body)
 
 
-def test_reject_with_feedback_rejects_every_other_pending_ask_of_the_session() -> None:
+def test_reject_with_feedback_rejects_every_other_pending_ask_of_the_session(
+    new_asker: Callable[[], WaitingAsker],
+) -> None:
     async def body() -> None:
         broker = PermissionBroker()
-        asker = WaitingAsker()
+        asker = new_asker()
         async with anyio.create_task_group() as group:
             first = background(group, lambda: authorize(broker, "bash", ("ls",), asker=asker))
             a = await asker.received.receive()
@@ -284,10 +306,10 @@ def test_reject_with_feedback_rejects_every_other_pending_ask_of_the_session() -
     run(body)
 
 
-def test_always_does_not_resolve_asks_held_by_the_locked_layer() -> None:
+def test_always_does_not_resolve_asks_held_by_the_locked_layer(new_asker: Callable[[], WaitingAsker]) -> None:
     async def body() -> None:
         broker = PermissionBroker()
-        asker = WaitingAsker()
+        asker = new_asker()
         locked = (R("bash", "git push*", "ask"),)
         async with anyio.create_task_group() as group:
             background(group, lambda: authorize(broker, "bash", ("git push",), always=("git *",), asker=asker))
@@ -322,10 +344,10 @@ def test_a_failing_asker_propagates_and_leaves_nothing_pending() -> None:
     run(body)
 
 
-def test_cancelling_the_call_withdraws_its_ask() -> None:
+def test_cancelling_the_call_withdraws_its_ask(new_asker: Callable[[], WaitingAsker]) -> None:
     async def body() -> None:
         broker = PermissionBroker()
-        asker = WaitingAsker()
+        asker = new_asker()
         async with anyio.create_task_group() as group:
             outcome = background(group, lambda: authorize(broker, "bash", ("ls",), asker=asker))
             request = await asker.received.receive()

@@ -183,6 +183,8 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 @pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds

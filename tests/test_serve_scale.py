@@ -35,7 +35,7 @@ def test_tools_list_pages_only_above_the_page_size(tmp_path: Path) -> None:
     rt = Runtime.load(project(tmp_path, ["t1", "t2", "t3"]))
 
     async def main() -> None:
-        small, _ = build_server(rt, CallScope(), ServeLimits(page_size=2))
+        small, small_face = build_server(rt, CallScope(), ServeLimits(page_size=2))
         async with Client(small, mode="legacy") as client:
             first = await client.list_tools()
             assert [t.name for t in first.tools] == ["t1", "t2"]
@@ -45,11 +45,13 @@ def test_tools_list_pages_only_above_the_page_size(tmp_path: Path) -> None:
             assert second.next_cursor is None
             with pytest.raises(MCPError, match="Invalid cursor: 'zz'"):
                 await client.list_tools(cursor="zz")
-        large, _ = build_server(rt, CallScope(), ServeLimits(page_size=3))
+        small_face.close()
+        large, large_face = build_server(rt, CallScope(), ServeLimits(page_size=3))
         async with Client(large, mode="legacy") as client:
             whole = await client.list_tools()
             assert [t.name for t in whole.tools] == ["t1", "t2", "t3"]
             assert whole.next_cursor is None
+        large_face.close()
 
     anyio.run(main)
 
@@ -72,6 +74,7 @@ def test_the_sdk_gets_input_schemas_from_the_snapshot_without_listing(tmp_path: 
         }
     )
     assert server.get_tool_input_schema("t3") == {"type": "object"}
+    face.close()
 
 
 def test_a_page_size_below_one_is_a_usage_error() -> None:

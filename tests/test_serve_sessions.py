@@ -57,7 +57,7 @@ def _free_port() -> int:
 @asynccontextmanager
 async def serving(rt: Runtime) -> AsyncIterator[str]:
     """`toolrt serve --transport http` in this event loop; yields the endpoint URL."""
-    server, _ = build_server(rt, CallScope())
+    server, face = build_server(rt, CallScope())
     port = _free_port()
     config = uvicorn.Config(
         server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port, log_level="error"
@@ -71,6 +71,7 @@ async def serving(rt: Runtime) -> AsyncIterator[str]:
             yield f"http://127.0.0.1:{port}/mcp"
         finally:
             web.should_exit = True
+            face.close()
 
 
 def run(tmp_path: Path, body: Callable[[Runtime, str], Awaitable[None]]) -> Runtime:

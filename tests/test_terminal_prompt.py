@@ -167,3 +167,5 @@ def test_serve_over_http_says_its_url_on_stderr(project: Path, tmp_path: Path) -
     finally:
         process.terminate()
         process.wait(timeout=30)
+        if process.stderr is not None:
+            process.stderr.close()

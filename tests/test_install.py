@@ -1,0 +1,115 @@
+"""Installing toolrt as a user does, without a registry: `pip install .` and `pip install -e .` into a
+fresh virtual environment give `import toolrt`, `python -m toolrt` and the `toolrt` command; the
+generic name `runtime` is not installed, and a user project with its own `runtime/` package works.
+
+No registry traffic: the build backend (hatchling, in the test extra) comes from this environment
+(`--no-build-isolation`), dependencies too (`--system-site-packages`, `--no-deps`), and pip may not
+look at an index (`--no-index`) or for a newer pip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow  # a virtual environment and a build per case
+
+
+def _environment(home: Path) -> dict[str, str]:
+    """The caller's environment minus what would point Python at this checkout or measure the copy
+    installed in the virtual environment (it is not the source tree coverage reports on)."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and not key.startswith(("COVERAGE_", "PIP_"))
+    }
+    env.update(
+        PIP_NO_INDEX="1",
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_CONFIG_FILE=os.devnull,
+        # Anything that still tried the network would fail here instead of reaching it.
+        HTTP_PROXY="http://127.0.0.1:9",
+        HTTPS_PROXY="http://127.0.0.1:9",
+        NO_PROXY="",
+        HOME=str(home),
+    )
+    return env
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{argv}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module", params=["regular", "editable"])
+def installed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A virtual environment with toolrt installed from this checkout: (its python, the environment)."""
+    base = tmp_path_factory.mktemp(f"install-{request.param}")
+    env = _environment(base / "home")
+    (base / "home").mkdir()
+    venv = base / "venv"
+    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], env, base)
+    python = venv / "bin" / "python"
+    target = ["-e", str(REPO)] if request.param == "editable" else [str(REPO)]
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", "--no-deps", *target]
+    _run(pip, env, base)
+    return python, env
+
+
+def test_import_toolrt_and_python_m_toolrt(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    python, env = installed
+    where = Path(_run([str(python), "-c", "import toolrt; print(toolrt.__file__)"], env, tmp_path).strip())
+    editable = where == REPO / "runtime" / "toolrt" / "__init__.py"
+    assert editable or where.is_relative_to(python.parent.parent), where  # this checkout, or the venv's copy
+    version = _run([str(python), "-m", "toolrt", "--version"], env, tmp_path)
+    assert version.startswith("toolrt "), version
+    assert _run([str(python.parent / "toolrt"), "--version"], env, tmp_path) == version
+
+
+def test_runtime_is_not_an_installed_top_level_name(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    python, env = installed
+    probe = "import importlib.util; print(importlib.util.find_spec('runtime'))"
+    assert _run([str(python), "-c", probe], env, tmp_path).strip() == "None"
+    listing = (
+        "import importlib.metadata as m; print('\\n'.join(sorted({str(f).split('/')[0] for f in m.files('toolrt')})))"
+    )
+    tops = _run([str(python), "-c", listing], env, tmp_path).split()
+    assert "runtime" not in tops and "runtime.py" not in tops, tops
+
+
+def test_a_user_project_with_its_own_runtime_package_works(
+    installed: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    python, env = installed
+    project = tmp_path / "app"
+    (project / "runtime").mkdir(parents=True)
+    (project / "runtime" / "__init__.py").write_text("WHO = 'the user project'\n", encoding="utf-8")
+    (project / "toolrt.yaml").write_text("builtin_tools: [read]\n", encoding="utf-8")
+    (project / "notes.txt").write_text("hello from the project\n", encoding="utf-8")
+    (project / "main.py").write_text(
+        textwrap.dedent(
+            """\
+            import runtime
+            from toolrt import Runtime
+
+            rt = Runtime.load(".")
+            result = rt.call_sync("read", {"filePath": "notes.txt"})
+            print(runtime.WHO, "|", (result.error or result.output).replace("\\n", " "))
+            """
+        ),
+        encoding="utf-8",
+    )
+    out = _run([str(python), "main.py"], env, project)
+    assert out.startswith("the user project | "), out
+    assert "hello from the project" in out
+    listed = _run([str(python), "-m", "toolrt", "list", "--root", "."], env, project)
+    assert "read" in listed
