@@ -277,3 +277,142 @@ def test_toolrt_settings_shows_each_origin(make_project: Factory, monkeypatch: p
     document = json.loads(out.getvalue())
     assert document["settings"]["timeout"] == {"value": 9.0, "origin": "toolrt.yaml:3"}
     assert document["ignored"][0]["key"] == "audit"
+
+
+# --- the locked file's `settings:` section ----------------------------------------------------------
+
+# Each lockable setting: the locked file's value, the value every other layer sets, and the locked value
+# as the effective setting.
+LOCKED: dict[str, tuple[Any, str, Any]] = {
+    "data_dir": ("/l/data", "/x/data", Path("/l/data")),
+    "audit": (False, "/x/audit.jsonl", False),
+    "serve.host": ("10.0.0.9", "10.0.0.8", "10.0.0.9"),
+}
+
+
+def _locked(layers: Layers, section: dict[str, Any], *, via: str = "environment") -> Path:
+    path = layers.root.parent / "admin" / "locked.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump({"permission": {"bash": "ask"}, "settings": section}), encoding="utf-8")
+    if via == "environment":
+        layers.environ["TOOLRT_LOCKED_PERMISSIONS"] = str(path)
+    else:
+        layers.user({"locked_permissions": str(path)})
+    return path
+
+
+def test_the_lockable_settings_are_host_only_ones_and_the_schema_names_each() -> None:
+    from toolrt.config.resources import schema
+    from toolrt.settings import LOCKABLE, host_only_guard
+
+    assert set(LOCKABLE) == {"data_dir", "audit", "serve.host"} == set(LOCKED)
+    assert all(host_only_guard(key) is not None for key in LOCKABLE)
+    section = schema("permissions")["properties"]["settings"]
+    named = {key for key, value in section["properties"].items() if "$ref" in value} | {
+        f"serve.{key}" for key in section["properties"]["serve"]["properties"]
+    }
+    assert named == set(LOCKABLE)
+
+
+@pytest.mark.parametrize("key", sorted(LOCKED))
+@pytest.mark.parametrize("via", ["environment", "user file"])
+def test_a_locked_setting_beats_every_layer(layers: Layers, key: str, via: str) -> None:
+    locked_value, other, expected = LOCKED[key]
+    path = _locked(layers, _nested(key, locked_value), via=via)
+    layers.user_file.parent.mkdir(parents=True, exist_ok=True)
+    if via == "user file":
+        layers.user({"locked_permissions": str(path), **_nested(key, other)})
+    else:
+        layers.user(_nested(key, other))
+        layers.environ[_env_name(key)] = other
+    layers.project_yaml(_project_data(key, other))
+    layers.cli = CommandLineSettings(values={key: other})
+    resolved = layers.resolve()
+    value, origin = _value(resolved, key)
+    line = 1 + key.count(".") + (1 if key == "serve.host" else 0)
+    assert value == expected
+    assert origin.startswith(f"locked {path}:") and int(origin.rsplit(":", 1)[1]) >= line - 1, origin
+    overridden = [(i.origin.split(":")[0], i.reason) for i in resolved.ignored if i.key == key]
+    fixed = f"{key} is fixed by the locked file ({origin}), which beats every other source"
+    assert ("command line", fixed) in overridden
+    assert (str(layers.user_file), fixed) in overridden
+    if via == "environment":
+        assert (f"environment {_env_name(key)}", fixed) in overridden
+    if key != "serve.host" or other not in ("127.0.0.1", "::1"):  # a project's non-loopback host: refused
+        assert any(o == "toolrt.yaml" and "host-only" in r for o, r in overridden)
+
+
+def test_a_relative_locked_path_is_relative_to_the_locked_file(layers: Layers) -> None:
+    path = _locked(layers, {"data_dir": "data", "audit": "logs/audit.jsonl"})
+    values = layers.resolve().values
+    assert values.data_dir == path.parent / "data"
+    assert values.audit_path == path.parent / "logs" / "audit.jsonl"
+
+
+def test_without_a_settings_section_the_locked_file_changes_no_setting(layers: Layers) -> None:
+    path = layers.root.parent / "locked.yaml"
+    path.write_text("permission:\n  bash: deny\n", encoding="utf-8")
+    layers.environ["TOOLRT_LOCKED_PERMISSIONS"] = str(path)
+    layers.environ["TOOLRT_DATA_DIR"] = "/e/data"
+    resolved = layers.resolve()
+    assert _value(resolved, "data_dir") == (Path("/e/data"), "environment TOOLRT_DATA_DIR")
+    assert resolved.ignored == ()
+
+
+def test_a_locked_value_of_the_wrong_type_is_located_in_the_locked_file(make_project: Factory, tmp_path: Path) -> None:
+    locked = tmp_path / "locked.yaml"
+    locked.write_text("settings:\n  audit: 3\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"locked\.yaml:2:3: expected true or false or a string, found a number \(3\)"
+    ):
+        _load_locked(make_project(), locked)
+
+
+def _load_locked(root: Path, locked: Path) -> Runtime:
+    return Runtime.load(root, settings={"locked_permissions": str(locked)})
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [("permissions.yaml", "settings:\n  audit: false\n"), ("locked.yaml", "settings:\n  timeout: 5\n")],
+    ids=["in-a-project-permissions-file", "an-ordinary-setting"],
+)
+def test_the_settings_section_is_the_locked_files_and_holds_only_lockable_keys(
+    make_project: Factory, tmp_path: Path, where: str, text: str
+) -> None:
+    root = make_project()
+    locked = tmp_path / "locked.yaml"
+    locked.write_text("permission:\n  bash: ask\n", encoding="utf-8")
+    (root / where if where == "permissions.yaml" else locked).write_text(text, encoding="utf-8")
+    expected = '"settings" belongs in the locked file' if where == "permissions.yaml" else "timeout"
+    with pytest.raises(ConfigError, match=expected):
+        _load_locked(root, locked)
+
+
+def test_a_locked_audit_and_data_dir_reach_the_runtime_and_toolrt_settings(
+    make_project: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_project(builtin_tools=True)
+    (root / "notes.txt").write_text("x\n", encoding="utf-8")
+    locked = tmp_path / "admin" / "locked.yaml"
+    locked.parent.mkdir()
+    locked.write_text(
+        'permission:\n  "*": allow\nsettings:\n  data_dir: state\n  audit: audit/central.jsonl\n', encoding="utf-8"
+    )
+    monkeypatch.setenv("TOOLRT_LOCKED_PERMISSIONS", str(locked))
+    rt = Runtime.load(root, settings={"audit": False})
+    assert rt.snapshot.data_dir == locked.parent / "state"
+    assert rt.call_sync("read", {"filePath": "notes.txt"}).error is None
+    assert (locked.parent / "audit" / "central.jsonl").read_text(encoding="utf-8").count("\n") == 1
+    out = io.StringIO()
+    assert main(["settings", "--root", str(root), "--audit", "off"], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert f"locked {locked}:4 data_dir={locked.parent / 'state'}" in [" ".join(line.split()) for line in lines]
+    assert any(line.startswith(f"locked {locked}:5") and line.endswith("central.jsonl") for line in lines)
+    assert any(
+        line.startswith("ignored: command line  audit=off  (audit is fixed by the locked file") for line in lines
+    ), lines
+    out = io.StringIO()
+    assert main(["settings", "--root", str(root), "--json"], out=out) == 0
+    document = json.loads(out.getvalue())
+    assert document["settings"]["data_dir"] == {"value": str(locked.parent / "state"), "origin": f"locked {locked}:4"}

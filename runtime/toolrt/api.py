@@ -132,7 +132,8 @@ class Runtime:
         """Read, validate and compile the config at `root` (built-in layer included).
 
         `flags` and `settings` (dotted keys: `data_dir`, `audit`, `truncate.max_lines`, `serve.host`)
-        are the host's own values: they beat the environment and every file (see `toolrt.settings`).
+        are the host's own values: they beat the environment and every file but what the locked file's
+        `settings:` section fixes (see `toolrt.settings`).
 
         With `partial=True` a broken config still loads and fails closed (what `toolrt serve`, `watch`,
         `list` and `call` do): the tools of invalid tool files are left out (`snapshot.withheld`), and

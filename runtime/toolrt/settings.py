@@ -3,6 +3,7 @@
 Precedence, highest first (each setting on its own):
 
 ```
+locked file    its `settings:` section (LOCKABLE: data_dir, audit, serve.host)
 command line   --data-dir, --audit, --locked-permissions, --sandbox, --flag, serve's --host/--port
 environment    TOOLRT_DATA_DIR, TOOLRT_TRUNCATE__MAX_LINES (nested: `__`), TOOLRT_FLAG_<NAME>
 user file      $XDG_CONFIG_HOME/toolrt/settings.yaml (default ~/.config/toolrt/settings.yaml)
@@ -12,9 +13,15 @@ default
 ```
 The project's files (`.env`, `toolrt.yaml`) are writable by a model, so they may not set the
 **host-only** settings (`HOST_ONLY`): a value found there is ignored and reported as a located
-warning. pydantic-settings reads the environment and `.env` (prefix, nesting, JSON for lists) and
-pydantic checks the merged values against `Settings`; neither is imported when nothing but defaults
-and the YAML files set anything, so the CLI's fast commands stay fast.
+warning. The administrator's locked permissions file (`locked_permissions`, found through the
+layers below it) may fix host-only settings in its `settings:` section: a locked value beats every
+layer, the command line and the environment included, because whoever starts toolrt (a shell
+script, an agent host, a model with a bash tool) can pass options and variables, and the locked
+file is the one source none of them can change. What it overrode is listed in `ignored`.
+
+pydantic-settings reads the environment and `.env` (prefix, nesting, JSON for lists) and pydantic
+checks the merged values against `Settings`; neither is imported when nothing but defaults and the
+YAML files set anything, so the CLI's fast commands stay fast.
 
 Extension points: a new setting is a field of `Settings` (or of a nested section) plus its schema
 entries in `schemas/settings.schema.json` and `project.schema.json`; one a project must not set, or
@@ -41,6 +48,7 @@ from .errors import ConfigError, Problem, UsageError
 
 __all__ = [
     "HOST_ONLY",
+    "LOCKABLE",
     "CommandLineSettings",
     "IgnoredSetting",
     "LspServerSettings",
@@ -215,6 +223,10 @@ def _how_to_set(key: str) -> str:
         return "the user settings file's lsp.servers, TOOLRT_LSP__SERVERS"
     return "the command line, the environment"
 
+LOCKABLE: tuple[str, ...] = ("data_dir", "audit", "serve.host")
+"""Settings the locked file's `settings:` section may fix (host-only ones). Not the locked file's own
+path, not the sandbox (its `sandbox:` section fixes that, see `toolrt.sandbox.policy`); language
+servers and `env_allow` are not lockable yet."""
 
 _HOW_TO_SET = {
     "data_dir": "--data-dir, TOOLRT_DATA_DIR",
@@ -457,6 +469,30 @@ def _command_line_layer(cli: CommandLineSettings) -> _Layer:
     return layer
 
 
+def _locked_layer(path: Path) -> _Layer | None:
+    """The locked file's `settings:` section; None when the file is absent or invalid (the snapshot
+    reads it too, reports its problems and blocks every call)."""
+    from .config.layers import read_single
+
+    problems: list[Problem] = []
+    document = read_single(path, "permissions", problems)
+    if document is None or problems or not isinstance(document.data, Mapping):
+        return None
+    section = document.data.get("settings")
+    if not isinstance(section, Mapping):
+        return None
+    layer = _Layer("locked", False, path.parent)
+    for key, value in _flatten(section).items():
+        if key not in LOCKABLE:  # the schema refuses these; never let one through
+            continue
+        pointer = "/settings/" + key.replace(".", "/")
+        line, column = document.locate(pointer)
+        layer.values[key] = value
+        layer.origins[key] = f"locked {path}:{line}"
+        layer.where[key] = (str(path), line, column, pointer)
+    return layer
+
+
 # --- resolution -----------------------------------------------------------------------------------
 
 
@@ -492,6 +528,31 @@ def resolve_settings(
     ]
     if project is not None:
         layers.append(_project_layer(project))
+    values, origins, ignored, warnings = _merge(layers)
+    locked_path = values.get("locked_permissions")
+    locked = _locked_layer(locked_path) if isinstance(locked_path, Path) else None
+    if locked is not None and locked.values:
+        values, origins, ignored, warnings = _merge([locked, *layers])
+    if problems:
+        raise ConfigError(problems)
+    flags = {name: flag.default for name, flag in declared.items()}
+    for name, flag in declared.items():
+        origins.setdefault(f"flags.{name}", flag.source or "default")
+    settings_values = {k: v for k, v in values.items() if not k.startswith("flags.")}
+    settings = _build(settings_values, origins) if settings_values else Settings()
+    for key, value in values.items():
+        if key.startswith("flags.") and key[6:] in declared:  # the user file may name other projects' flags
+            flags[key[6:]] = _boolean(key, value, origins[key])
+    return ResolvedSettings(
+        settings, MappingProxyType(flags), MappingProxyType(origins), tuple(ignored), tuple(warnings)
+    )
+
+
+def _merge(
+    layers: list[_Layer],
+) -> tuple[dict[str, Any], dict[str, str], list[IgnoredSetting], list[Problem]]:
+    """Values and origins by precedence (the first layer that sets a key wins), the values ignored,
+    and the located warnings for host-only values in project files."""
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     ignored: list[IgnoredSetting] = []
@@ -510,22 +571,13 @@ def resolve_settings(
                 warnings.append(Problem(file, line, column, pointer, reason, severity="warning"))
                 continue
             if key in values:
+                if origins[key].startswith("locked "):
+                    reason = f"{key} is fixed by the locked file ({origins[key]}), which beats every other source"
+                    ignored.append(IgnoredSetting(key, value, layer.origins[key], reason))
                 continue
             values[key] = _relative_to(layer.base, key, value)
             origins[key] = layer.origins[key]
-    if problems:
-        raise ConfigError(problems)
-    flags = {name: flag.default for name, flag in declared.items()}
-    for name, flag in declared.items():
-        origins.setdefault(f"flags.{name}", flag.source or "default")
-    settings_values = {k: v for k, v in values.items() if not k.startswith("flags.")}
-    settings = _build(settings_values, origins) if settings_values else Settings()
-    for key, value in values.items():
-        if key.startswith("flags.") and key[6:] in declared:  # the user file may name other projects' flags
-            flags[key[6:]] = _boolean(key, value, origins[key])
-    return ResolvedSettings(
-        settings, MappingProxyType(flags), MappingProxyType(origins), tuple(ignored), tuple(warnings)
-    )
+    return values, origins, ignored, warnings
 
 
 def _relative_to(base: Path | None, key: str, value: Any) -> Any:

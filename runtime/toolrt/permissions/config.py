@@ -28,8 +28,8 @@ PROTECTED_SOURCE = "built-in: protected paths"
 PROTECTED_RULE = Rule("protected", "*", "ask", PROTECTED_SOURCE, "builtin")
 """Ends every agent's chain: no project rule can allow a write to a protected path; a session approval
 ("always") still can, and the locked file can deny one."""
-_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox", "protected", "tools", "handlers"})
-_LOCKED_ONLY = frozenset({"tools", "handlers"})
+_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox", "protected", "tools", "handlers", "settings"})
+_LOCKED_ONLY = frozenset({"tools", "handlers", "settings"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ def _scope_problems(spec: FileSpec) -> list[Problem]:
             problems.append(
                 location.problem(
                     f'"{key}" is not allowed in the locked file: '
-                    "it holds only permission, rules, tests, sandbox, protected, tools and handlers"
+                    "it holds only permission, rules, tests, sandbox, protected, tools, handlers and settings"
                 )
             )
         elif spec.scope != "locked" and key in _LOCKED_ONLY:
