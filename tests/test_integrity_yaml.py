@@ -25,6 +25,7 @@ def _load(text: str) -> list[object]:
     return [document.data for document in load_yaml_text(text, path=Path("x.yaml"), display="tools.d/x.yaml")]
 
 
+@pytest.mark.no_cover  # timed: coverage's tracing would slow the guard it times (it is covered elsewhere)
 def test_an_alias_bomb_is_a_located_error_within_100_ms() -> None:
     assert len(BOMB.encode()) < 400
     started = time.perf_counter()
@@ -40,6 +41,7 @@ def test_an_alias_bomb_is_a_located_error_within_100_ms() -> None:
     "text",
     ["&a [*a]", "a: &a {b: *a}", "&a {<<: *a}", "x: &x {y: [1, {z: *x}]}"],
 )
+@pytest.mark.no_cover  # timed, as above
 def test_a_self_referencing_alias_is_a_located_error(text: str) -> None:
     started = time.perf_counter()
     with pytest.raises(ConfigError, match=r"tools.d/x.yaml:1:\d+: .*refers to itself"):
