@@ -223,6 +223,7 @@ def _how_to_set(key: str) -> str:
         return "the user settings file's lsp.servers, TOOLRT_LSP__SERVERS"
     return "the command line, the environment"
 
+
 LOCKABLE: tuple[str, ...] = ("data_dir", "audit", "serve.host")
 """Settings the locked file's `settings:` section may fix (host-only ones). Not the locked file's own
 path, not the sandbox (its `sandbox:` section fixes that, see `toolrt.sandbox.policy`); language
