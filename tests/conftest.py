@@ -8,12 +8,13 @@ hook records every write under the real ones; a session that made one fails.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,13 @@ def write_project(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(source), encoding="utf-8")
     return root
+
+
+@pytest.fixture
+def collect_garbage() -> Iterator[None]:
+    """A garbage collection after the test, so what it leaked is reported in it, not in a later one."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")
