@@ -1,18 +1,24 @@
-"""`toolrt serve` at scale: listings from the spec cache, pages only above the page size, the schema hook."""
+"""`toolrt serve` at scale: listings from the spec cache, pages only above the page size, the schema hook,
+and a `tools/call` over HTTP that neither lists nor compiles the other tools' specs."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from test_serve_sessions import MODERN, serving
 
+import toolrt.specs
 from toolrt.api import Runtime
 from toolrt.call.request import CallScope
 from toolrt.errors import UsageError
-from toolrt.serve_mcp import ServeLimits, build_server
+from toolrt.serve_mcp import McpFace, ServeLimits, build_server
+from toolrt.specs import CompiledSpec
 
 TOOL = """\
 id: {id}
@@ -75,6 +81,43 @@ def test_the_sdk_gets_input_schemas_from_the_snapshot_without_listing(tmp_path: 
     )
     assert server.get_tool_input_schema("t3") == {"type": "object"}
     face.close()
+
+
+def test_a_call_over_sessionless_http_neither_lists_nor_compiles_the_other_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The 2026-07-28 HTTP path reads each call's input schema (for its Mcp-Param headers) through the
+    # hook; without it the SDK would run tools/list for every call, a cost in the number of tools.
+    rt = Runtime.load(project(tmp_path, [f"t{i}" for i in range(40)]))
+    compiled: list[str] = []
+    listings: list[object] = []
+    compile_spec = toolrt.specs.compile_spec
+    list_tools = McpFace.list_tools
+
+    def counting_compile(format: str, **fields: Any) -> CompiledSpec:
+        compiled.append(f"{format}:{fields['name']}")
+        return compile_spec(format, **fields)
+
+    async def counting_list(self: McpFace, ctx: Any, params: Any) -> types.ListToolsResult:
+        listings.append(params)
+        return await list_tools(self, ctx, params)
+
+    monkeypatch.setattr(toolrt.specs, "compile_spec", counting_compile)
+    monkeypatch.setattr(McpFace, "list_tools", counting_list)
+
+    async def main() -> None:
+        with anyio.fail_after(40):
+            async with serving(rt) as url:
+                for client_number in (1, 2):
+                    async with Client(url, mode=MODERN) as client:
+                        for n in range(5):
+                            result = await client.call_tool("t7", {"n": n})
+                            assert result.is_error is False, result
+                    # The client lists once, to learn the tool it calls; the server answers from its cache.
+                    assert len(listings) == client_number
+
+    anyio.run(main)
+    assert sorted(compiled) == sorted(f"mcp:t{i}" for i in range(40))  # each spec compiled once, ten calls
 
 
 def test_a_page_size_below_one_is_a_usage_error() -> None:
