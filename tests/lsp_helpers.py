@@ -10,8 +10,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from toolrt import Runtime
 from toolrt.lsp.manager import process_alive
 
@@ -49,13 +47,3 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0, message: st
 
 def all_gone(pids: list[int]) -> bool:
     return not any(process_alive(pid) for pid in pids)
-
-
-# toolrt.lsp leaves a stopped or crashed language server's pipes to the garbage collector (a
-# ResourceWarning, raised through pytest.PytestUnraisableExceptionWarning): the one toolrt leak the
-# suite tolerates, in the language-server tests only, until the client closes its process's pipes.
-LSP_PIPE_LEAK = (
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.usefixtures("collect_garbage"),  # conftest.py: collected while these filters apply
-)

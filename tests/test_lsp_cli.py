@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import ProjectFactory
-from lsp_helpers import LSP_PIPE_LEAK, all_gone, pylsp_command, wait_until
+from lsp_helpers import all_gone, pylsp_command, wait_until
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -21,7 +21,7 @@ from toolrt.serve_mcp import _log_language_servers
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = list(LSP_PIPE_LEAK)
+pytestmark = [pytest.mark.usefixtures("collect_garbage")]
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from lsp_helpers import LSP_PIPE_LEAK, all_gone, load, lsp_settings, wait_until
+from lsp_helpers import all_gone, load, lsp_settings, wait_until
 
 from toolrt import Runtime
 
-pytestmark = [pytest.mark.slow, *LSP_PIPE_LEAK]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("collect_garbage")]
 
 
 @pytest.fixture(scope="module")

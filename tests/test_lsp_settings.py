@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 from conftest import ProjectFactory
-from lsp_helpers import LSP_PIPE_LEAK
 
 from toolrt import Runtime
 from toolrt.lsp.servers import configured_servers, find_root, resolve_program
 from toolrt.settings import LspServerSettings, LspSettings
 
-pytestmark = list(LSP_PIPE_LEAK)
+pytestmark = [pytest.mark.usefixtures("collect_garbage")]
 
 
 def _executable(path: Path) -> Path:

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_helpers import LSP_PIPE_LEAK, load, lsp_settings
+from lsp_helpers import load, lsp_settings
 
 from toolrt import Runtime
 from toolrt.result import ToolResult
 
-pytestmark = [pytest.mark.slow, *LSP_PIPE_LEAK]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("collect_garbage")]
 
 CORE = '''\
 def greet(name):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -338,3 +339,33 @@ def test_tiny_caps_still_account_for_every_byte(cap: int) -> None:
     outcome = run(["printf", "abcdef"], memory_cap=cap)
     head, tail = "abcdef"[: cap // 2], "abcdef"[len("abcdef") - (cap - cap // 2) :]
     assert outcome.output == f"{head}\n\n...{6 - len(head) - len(tail)} bytes omitted...\n\n{tail}"
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="PidfdProcess needs Linux pidfd")
+def test_closing_stdin_early_closes_its_descriptor_once_so_a_reused_number_survives_aclose() -> None:
+    """A process whose stdin was closed early (EOF for the child) must not close that descriptor number
+    again in `aclose`: by then another file may hold the number, and closing it would cut that file."""
+    import subprocess
+
+    from toolrt.execute.spawn import PidfdProcess
+
+    async def scenario() -> str:
+        popen = subprocess.Popen(
+            ["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        process = PidfdProcess(popen)
+        assert process.stdin is not None
+        stdin_number = popen.stdin.fileno() if popen.stdin is not None else -1
+        await process.stdin.aclose()  # EOF: cat exits
+        read_end, write_end = os.pipe()  # the lowest free numbers: one of them is stdin's old number
+        try:
+            assert stdin_number in (read_end, write_end)
+            await process.aclose()
+            os.write(write_end, b"still open")
+            return os.read(read_end, 64).decode()
+        finally:
+            for fd in (read_end, write_end):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    assert anyio.run(scenario) == "still open"

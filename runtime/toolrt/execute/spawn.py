@@ -21,7 +21,8 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,10 @@ class _Output:
 class _Input:
     """The write end of the child's stdin pipe."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, close: Callable[[], None] | None = None) -> None:
         self._fd: int | None = fd
+        self._close = close if close is not None else partial(os.close, fd)
+        """Closes the descriptor through its owner (a Popen's file object), so it is closed exactly once."""
         os.set_blocking(fd, False)
 
     async def send(self, data: bytes) -> None:
@@ -96,7 +99,7 @@ class _Input:
     async def aclose(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            os.close(fd)
+            self._close()
 
 
 class PidfdProcess:
@@ -109,7 +112,7 @@ class PidfdProcess:
         self.returncode: int | None = None
         self.stdout = _Output(popen.stdout.fileno()) if popen.stdout is not None else None
         self.stderr = _Output(popen.stderr.fileno()) if popen.stderr is not None else None
-        self.stdin = _Input(popen.stdin.fileno()) if popen.stdin is not None else None
+        self.stdin = _Input(popen.stdin.fileno(), popen.stdin.close) if popen.stdin is not None else None
 
     async def wait(self) -> int:
         while self.returncode is None:

@@ -321,6 +321,16 @@ class ServerClient:
         for event in self._waiters.values():
             event.set()
         self._on_exit(self, code)
+        if not self.stopping:  # a crash: nobody calls `stop`, so the pipes are released here
+            await self._release()
+
+    async def _release(self) -> None:
+        """Close an exited server's pipes once its reader and stderr drain have seen the end (bounded)."""
+        others = [task for task in self._tasks if task is not asyncio.current_task()]
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*others, return_exceptions=True), 2.0)
+        with contextlib.suppress(Exception):
+            await self._process.aclose()
 
     async def _read(self, loop: Any) -> None:
         """pygls's message loop; when it ends while the process lives on (a header it cannot parse, a
