@@ -6,7 +6,8 @@ sessions, one per client; 2026-07-28, sessionless) and over stdio (one connectio
 multiplexed on it), at 1, 8 and 32 concurrent clients. Each measurement: the clients connect and warm
 up, then make `--calls` calls between them; reported are throughput (calls/s) and the server's CPU
 time per call (user + system of the server process, from /proc), and the client's (this process's) CPU
-time per call. Median of `--repeats` interleaved rounds (every server and setting once per round).
+time per call. Median of `--repeats` interleaved rounds (every server and setting once per round, the
+servers' order reversed every other round).
 
 Goals (issue 15): toolrt's server CPU per call at most 1.05x the SDK server's; toolrt's throughput
 with 1,000 offered tools at least 0.9x that with 1 tool (HTTP 2026-07-28, 8 clients).
@@ -205,9 +206,10 @@ def main() -> None:
         if scale:
             servers["toolrt-many"] = stack.enter_context(http_server("toolrt", many, env))
         for round_ in range(options.repeats):
+            order = kinds if round_ % 2 == 0 else kinds[::-1]  # no server is always measured first
             for transport in transports:
                 for callers in counts:
-                    for kind in kinds:
+                    for kind in order:
                         key = f"{transport}|{callers}|{kind}"
                         if transport == "stdio":
                             pidfile = base / f"{kind}.pid"
@@ -219,7 +221,7 @@ def main() -> None:
                             pid = lambda server_pid=server_pid: server_pid  # noqa: E731
                         samples.setdefault(key, []).append(anyio.run(measure, connect, pid, callers, options.calls))
             if scale:
-                for kind in ("toolrt", "toolrt-many"):
+                for kind in ("toolrt", "toolrt-many") if round_ % 2 == 0 else ("toolrt-many", "toolrt"):
                     url, server_pid = servers[kind]
                     key = f"scale|8|{kind}"
                     connect = http_connect(url, MODERN, 8)
