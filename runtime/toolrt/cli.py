@@ -493,6 +493,8 @@ async def _read_line(prompt: str) -> str | None:
     The read runs in a daemon thread of its own, so Ctrl-C ends `toolrt` at once (exit 130) instead
     of waiting for a worker thread stuck in `input()` until Enter.
     """
+    import os
+    import signal
     import threading
 
     import anyio
@@ -518,8 +520,20 @@ async def _read_line(prompt: str) -> str | None:
             except RuntimeError:
                 pass  # the event loop is gone (Ctrl-C): nobody waits for the line any more
 
-    threading.Thread(target=read, name="toolrt-prompt", daemon=True).start()
-    await done.wait()
+    def leave(signum: int, frame: object) -> None:
+        # Ctrl-C while the person is asked: exit 130 at once, whatever the cancelled call would await.
+        print(file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, leave) if in_main else None
+    try:
+        threading.Thread(target=read, name="toolrt-prompt", daemon=True).start()
+        await done.wait()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     return box[0] if box else None
 
 
