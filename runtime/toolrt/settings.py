@@ -40,11 +40,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .config.document import Document
 from .config.model import FlagDef
 from .errors import ConfigError, Problem, UsageError
+
+if TYPE_CHECKING:
+    from .config.reuse import Reused
 
 __all__ = [
     "HOST_ONLY",
@@ -470,13 +473,13 @@ def _command_line_layer(cli: CommandLineSettings) -> _Layer:
     return layer
 
 
-def _locked_layer(path: Path) -> _Layer | None:
+def _locked_layer(path: Path, reused: Reused | None) -> _Layer | None:
     """The locked file's `settings:` section; None when the file is absent or invalid (the snapshot
-    reads it too, reports its problems and blocks every call)."""
+    takes the same document from `reused`, reports its problems and blocks every call)."""
     from .config.layers import read_single
 
     problems: list[Problem] = []
-    document = read_single(path, "permissions", problems)
+    document = read_single(path, "permissions", problems, reused=reused)
     if document is None or problems or not isinstance(document.data, Mapping):
         return None
     section = document.data.get("settings")
@@ -505,8 +508,11 @@ def resolve_settings(
     cli: CommandLineSettings | None = None,
     environ: Mapping[str, str] | None = None,
     user_file: Path | None = None,
+    reused: Reused | None = None,
 ) -> ResolvedSettings:
     """Every setting's effective value and origin, by the precedence in this module's docstring.
+
+    `reused`: the build's parsed files (`config.reuse`), so the locked file is parsed once per build.
 
     Raises:
         UsageError: the command line names a flag the config does not declare.
@@ -531,7 +537,7 @@ def resolve_settings(
         layers.append(_project_layer(project))
     values, origins, ignored, warnings = _merge(layers)
     locked_path = values.get("locked_permissions")
-    locked = _locked_layer(locked_path) if isinstance(locked_path, Path) else None
+    locked = _locked_layer(locked_path, reused) if isinstance(locked_path, Path) else None
     if locked is not None and locked.values:
         values, origins, ignored, warnings = _merge([locked, *layers])
     if problems:

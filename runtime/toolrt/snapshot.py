@@ -257,7 +257,9 @@ def _build_snapshot(
     _check_flags(config, settings, problems)
     project_settings = next((layer.settings for layer in config.layers if layer.name == "project"), None)
     try:
-        resolved = resolve_settings(root_path, project=project_settings, declared_flags=settings.flags, cli=cli)
+        resolved = resolve_settings(
+            root_path, project=project_settings, declared_flags=settings.flags, cli=cli, reused=reusing.files
+        )
     except ConfigError as error:
         problems.extend(error.problems)
         resolved = ResolvedSettings(Settings(), MappingProxyType({}), MappingProxyType({}))
