@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import stat
 import tempfile
 import threading
 from collections import OrderedDict
@@ -123,18 +122,16 @@ def _walk(root: str, rules: DenyTest) -> tuple[tuple[tuple[str, int], ...], Mask
                 "Run it with the sandbox off on the host, or narrow the project root."
             )
         for entry in entries:
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            if stat.S_ISDIR(mode):
+            # The entry's type as the directory listing gave it (lstat only where the file system
+            # does not say); a symlink is neither a directory nor a regular file here.
+            if entry.is_dir(follow_symlinks=False):
                 if entry.name == ".git":
                     continue
                 if rules.denies(entry.path):
                     directories.append(entry.path)
                 else:
                     pending.append(entry.path)
-            elif stat.S_ISREG(mode) and rules.denies(entry.path):
+            elif entry.is_file(follow_symlinks=False) and rules.denies(entry.path):
                 files.append(entry.path)
         if len(files) + len(directories) > MAX_MASKS:
             raise ToolFailure(
