@@ -19,9 +19,9 @@ from toolrt.api import Runtime
 from toolrt.audit import AuditLog, read_records
 from toolrt.call import record
 from toolrt.call.record import CallRecord, Recorder
-from toolrt.call.request import CallScope
 from toolrt.call.suspension import can_suspend, runnable
 from toolrt.result import ToolResult
+from toolrt.scope import CallScope
 
 Factory = Callable[..., Path]
 

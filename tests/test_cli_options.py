@@ -11,8 +11,8 @@ from cli_helpers import run
 from mcp import Client
 
 from toolrt.api import Runtime
-from toolrt.call.request import CallScope
 from toolrt.cli import SELECTION_OPTIONS, _parser
+from toolrt.scope import CallScope
 from toolrt.serve_mcp import build_server
 
 SELECTING_COMMANDS = ("list", "specs", "check", "call", "serve")

@@ -269,3 +269,37 @@ def test_the_diff_in_an_ask_is_bounded(project: Path) -> None:
     diff = asked[0].metadata["diff"]
     assert len(diff) <= MAX_SHOWN_DIFF + 80
     assert diff.endswith("more characters of the diff not shown)\n")
+
+
+def test_a_project_tool_declares_the_preview_its_protected_ask_shows(project: Path) -> None:
+    (project / "previews.py").write_text(
+        "def show(args, cwd):\n    return f'+{args[\"path\"]} in {cwd.name}\\n'\n", encoding="utf-8"
+    )
+    (project / "tools.d" / "stamp.yaml").write_text(
+        textwrap.dedent(
+            """\
+            id: stamp
+            description: Stamps a file.
+            parameters: {type: object, properties: {path: {type: string}}, required: [path]}
+            handler: {argv: [touch, "{{ path }}"]}
+            permission: {paths: [path], preview: "previews:show"}
+            """
+        ),
+        encoding="utf-8",
+    )
+    _, asked = _call(project, "stamp", {"path": ".envrc"}, reply="reject")
+    assert [verdict.permission for verdict in asked[0].pending] == ["protected"]
+    assert asked[0].metadata["diff"] == "+.envrc in proj\n"
+    assert not (project / ".envrc").exists()
+
+
+def test_a_tool_without_a_preview_hook_asks_without_a_diff(project: Path) -> None:
+    (project / "tools.d" / "stamp.yaml").write_text(
+        "id: stamp\ndescription: Stamps a file.\n"
+        "parameters: {type: object, properties: {path: {type: string}}, required: [path]}\n"
+        'handler: {argv: [touch, "{{ path }}"]}\npermission: {paths: [path]}\n',
+        encoding="utf-8",
+    )
+    _, asked = _call(project, "stamp", {"path": ".envrc"}, reply="reject")
+    assert [verdict.permission for verdict in asked[0].pending] == ["protected"]
+    assert "diff" not in asked[0].metadata

@@ -21,8 +21,10 @@ LAYERS: list[set[str]] = [
         "config.resources",
         "config.reuse",
         "project_import",
+        "scope",
     },
     {"config.loader", "config.validation", "config.model", "config.layers", "truncate", "audit"},
+    {"settings"},
     {
         "sandbox",
         "sandbox.kernel",
@@ -39,7 +41,7 @@ LAYERS: list[set[str]] = [
     {"permissions.*", "specs.*", "providers.*", "shell.*", "execute.*", "sessions"},
     {"templates"},  # places shell-template values on the shell parse (shell.parser, shell.wrappers)
     {"call", "call.request", "call.events", "call.suspension"},
-    {"settings", "context"},
+    {"context"},
     {"compiled"},
     {"snapshot"},
     {"call.locked_tools"},

@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 from toolrt.errors import ToolFailure
-from toolrt.execute import DEFAULT_ENV_ALLOW, ProcessOutcome, build_env, is_secret_name, run_process
+from toolrt.execute import DEFAULT_ENV_ALLOW, ProcessOutcome, build_env, run_process
+from toolrt.settings import is_secret_name
 
 ENV = build_env()
 

@@ -15,8 +15,8 @@ from cli_helpers import run
 from mcp import Client
 
 from toolrt.api import Runtime
-from toolrt.call.request import CallScope
 from toolrt.config.resources import SCHEMA_NAMES, schema
+from toolrt.scope import CallScope
 from toolrt.serve_mcp import build_server
 
 

@@ -23,7 +23,7 @@ from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
-from toolrt.call.request import CallScope
+from toolrt.scope import CallScope
 from toolrt.serve_mcp import build_server
 from toolrt.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
 from toolrt.sessions import SessionStore

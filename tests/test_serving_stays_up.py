@@ -15,9 +15,9 @@ from conftest import ProjectFactory
 from mcp import Client
 
 from toolrt import Runtime
-from toolrt.call.request import CallScope
 from toolrt.errors import ConfigError
 from toolrt.reload import Reloader, ReloadEvent
+from toolrt.scope import CallScope
 from toolrt.serve_mcp import build_server
 
 ECHO = """\

@@ -231,6 +231,7 @@ def test_yaml_handler_resolves_and_examples_validate() -> None:
         "patterns": ["{{ filePath | relpath }}", "{{ filePath | realrelpath }}"],
         "always": ["*"],
         "paths": ["filePath"],
+        "preview": "toolrt.builtin.preview:edit_diff",
     }
 
 

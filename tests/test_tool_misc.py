@@ -21,10 +21,11 @@ from toolrt.builtin.question import question
 from toolrt.builtin.skill import describe as describe_skills
 from toolrt.builtin.skill import discover_skills, skill
 from toolrt.builtin.todo import todo_path, todoread, todowrite
-from toolrt.call.request import CallScope
-from toolrt.context import DescribeInfo, ToolContext
+from toolrt.compiled import DescribeInfo
+from toolrt.context import ToolContext
 from toolrt.errors import ToolFailure
 from toolrt.result import ToolResult
+from toolrt.scope import CallScope
 
 TOOLS_DIR = Path(__file__).resolve().parent.parent / "tools.d"
 MY_TOOLS = (

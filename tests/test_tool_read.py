@@ -16,9 +16,9 @@ import yaml
 
 from toolrt.builtin import filetime
 from toolrt.builtin.read import MAX_ATTACHMENT_BYTES, MAX_BYTES, read
-from toolrt.context import tool_output_dir
 from toolrt.errors import DeniedError, ToolFailure
 from toolrt.permissions.model import PermissionRequest
+from toolrt.truncate import tool_output_dir
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_1X1 = base64.b64decode(

@@ -151,6 +151,7 @@ def test_yaml_handler_resolves_and_examples_validate() -> None:
     definition = tool_helpers.check_definition("write", write)
     assert definition["permission"]["key"] == "edit"
     assert definition["permission"]["patterns"] == ["{{ filePath | relpath }}", "{{ filePath | realrelpath }}"]
+    assert definition["permission"]["preview"] == "toolrt.builtin.preview:write_diff"
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ import pytest
 from exa_endpoint import serve_endpoint
 
 from toolrt import Runtime
-from toolrt.context import tool_output_dir
+from toolrt.truncate import tool_output_dir
 
 TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 REGENERATE = os.environ.get("TOOLRT_REGENERATE_TRANSCRIPTS") == "1"

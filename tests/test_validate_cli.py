@@ -39,6 +39,7 @@ BROKEN = [
     ),
     ("not_utf8", "tools.d/tool.yaml: ", r"file is not valid UTF-8"),
     ("handler_not_importable", "tools.d/tool.yaml:3:11", r"handler 'no_such_module_xyz:run' cannot be imported"),
+    ("preview_not_importable", "tools.d/tool.yaml:5:29", r"handler 'no_such_module_xyz:diff' cannot be imported"),
     ("shell_in_quotes", "tools.d/tool.yaml:7:11", r"\{\{ \}\} inside single quotes"),
     ("example_fails", "tools.d/tool.yaml:10:11", r"valid example does not pass the parameters schema"),
     (

@@ -34,10 +34,10 @@ if TYPE_CHECKING:
     from .api import ReloadStatus, Runtime, SnapshotChange
     from .audit import AuditLog
     from .call.events import CallEvent
-    from .call.request import CallScope, Questioner, ScopeFields
     from .context import ToolContext
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
+    from .scope import CallScope, Questioner, ScopeFields
     from .selection import Hidden, Offered, ToolSet
     from .sessions import SessionStore
     from .settings import ResolvedSettings, Settings
@@ -49,9 +49,9 @@ _LAZY = {
     "Runtime": "api",
     "SnapshotChange": "api",
     "CallEvent": "call.events",
-    "CallScope": "call.request",
-    "Questioner": "call.request",
-    "ScopeFields": "call.request",
+    "CallScope": "scope",
+    "Questioner": "scope",
+    "ScopeFields": "scope",
     "ToolContext": "context",
     "AskRequest": "permissions.ask",
     "Asker": "permissions.ask",

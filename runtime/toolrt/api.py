@@ -26,13 +26,14 @@ import anyio
 import anyio.to_thread
 
 from .audit import AuditLog
-from .call.request import CallRequest, CallScope, Questioner, ScopeFields, scope_of
+from .call.request import CallRequest
 from .errors import ConfigError, Problem, UsageError
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
 from .permissions.evaluate import decide
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
+from .scope import CallScope, Questioner, ScopeFields, scope_of
 from .selection import ToolSet, select
 from .sessions import SessionStore
 from .settings import CommandLineSettings, ResolvedSettings

@@ -19,7 +19,7 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from .api import Runtime, SnapshotChange
     from .call.events import CallEvent
-    from .call.request import CallScope
+    from .scope import CallScope
 
 __all__ = ["MAX_ROUNDS", "run_chat"]
 

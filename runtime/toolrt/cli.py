@@ -18,9 +18,9 @@ from .errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from .api import Runtime
-    from .call.request import CallScope
     from .permissions.ask import AskRequest, Reply
     from .permissions.model import Decision
+    from .scope import CallScope
 
 __all__ = ["main"]
 
@@ -376,7 +376,7 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
 
 def _scope(options: argparse.Namespace) -> CallScope:
     """The command's scope from its selection options (flags are the Runtime's, set at load)."""
-    from .call.request import CallScope
+    from .scope import CallScope
 
     return CallScope(
         agent=getattr(options, "agent", None),

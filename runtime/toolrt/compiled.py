@@ -28,6 +28,7 @@ __all__ = [
     "EDIT_TOOLS",
     "OFFERED_MARK",
     "CompiledTool",
+    "DescribeInfo",
     "call_arity_problem",
     "compile_tool",
     "description_problem",
@@ -302,3 +303,13 @@ def _check_examples(tool: CompiledTool, problems: list[Problem]) -> None:
                     "invalid example passes the parameters schema (the schema is too loose, or the example is wrong)",
                 )
             )
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeInfo:
+    """What a tool's `describe:` hook may use to finish its description at snapshot build time."""
+
+    root: Path
+    home: Path
+    subagents: Mapping[str, str]
+    """Subagent names → their descriptions (the `task` tool lists them)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os.path
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +10,6 @@ from typing import Any, Protocol
 
 import anyio
 
-from .call.request import DEFAULT_SCOPE, CallScope, Questioner
 from .errors import DeniedError, ToolFailure
 from .permissions.denied_reads import ReadDenies
 from .permissions.model import PermissionRequest
@@ -19,16 +17,10 @@ from .result import ToolResult
 from .sandbox.config import call_plan
 from .sandbox.plan import SandboxPlan
 from .sandbox.policy import SandboxPolicy
+from .scope import DEFAULT_SCOPE, CallScope, Questioner
+from .truncate import tool_output_dir
 
-__all__ = ["DescribeInfo", "LanguageServers", "ToolContext", "tool_output_dir"]
-
-
-def tool_output_dir(data_dir: Path, root: Path) -> Path:
-    """Where cut output of calls in the project at `root` is saved and read back without asking
-    `external_directory`: `<data_dir>/tool-output/<project key>`, one per project, so one project's
-    exemption never covers another's saved output. The key is a hash of the root's absolute path."""
-    key = hashlib.sha256(os.path.abspath(root).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return data_dir / "tool-output" / key
+__all__ = ["LanguageServers", "ToolContext"]
 
 
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
@@ -179,13 +171,3 @@ class ToolContext:
         if not candidate.is_absolute():
             candidate = self.root / candidate
         return Path(os.path.normpath(candidate))
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeInfo:
-    """What a tool's `describe:` hook may use to finish its description at snapshot build time."""
-
-    root: Path
-    home: Path
-    subagents: Mapping[str, str]
-    """Subagent names → their descriptions (the `task` tool lists them)."""

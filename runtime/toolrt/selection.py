@@ -13,12 +13,12 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from .call.locked_tools import locked_denial
-from .call.request import DEFAULT_SCOPE, CallScope
 from .compiled import OFFERED_MARK, CompiledTool
 from .config.model import HostHandler, Selector, When
 from .errors import UsageError
 from .permissions.evaluate import disabled
 from .permissions.wildcard import match
+from .scope import DEFAULT_SCOPE, CallScope
 from .snapshot import Snapshot
 
 __all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "display_title", "select", "spec_of"]

@@ -46,12 +46,12 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from .api import Runtime, SnapshotChange
 from .call.events import CallEvent
-from .call.request import CallScope
 from .errors import UsageError
 from .permissions.ask import AskRequest, Reply
 from .permissions.shown import ask_lines, escape_controls
 from .reload import Reloader, ReloadEvent
 from .result import ToolResult
+from .scope import CallScope
 from .selection import ToolSet
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS

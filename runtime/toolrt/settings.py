@@ -36,7 +36,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -61,7 +61,9 @@ __all__ = [
     "ServeSettings",
     "Settings",
     "TruncateSettings",
+    "SECRET_PATTERNS",
     "default_data_dir",
+    "is_secret_name",
     "host_only_guard",
     "parse_flag_option",
     "resolve_settings",
@@ -181,11 +183,35 @@ def _not_loopback(host: Any) -> bool:
         return True  # a host name: it may resolve anywhere
 
 
+SECRET_PATTERNS: tuple[str, ...] = (
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_KEY",
+    "*API_KEY*",
+    "AWS_*",
+    "*CREDENTIAL*",
+)
+"""Names (compared upper-case) that a wildcard allow entry never passes through."""
+
+
+def _glob_regex(patterns: Sequence[str]) -> re.Pattern[str]:
+    parts = ("".join(".*" if c == "*" else re.escape(c) for c in p) for p in patterns)
+    return re.compile("(?:" + "|".join(parts) + r")\Z")
+
+
+_SECRET = _glob_regex(SECRET_PATTERNS)
+
+
+def is_secret_name(name: str) -> bool:
+    """True when `name` looks like it holds a credential (see `SECRET_PATTERNS`)."""
+    return _SECRET.match(name.upper()) is not None
+
+
 def _passes_secrets(names: Any) -> bool:
     """An `env_allow` that names a variable looking like a credential (`OPENAI_API_KEY`): a project
     could hand it to a tool whose output the model reads. Prefix entries never pass such names."""
-    from .execute.environment import is_secret_name
-
     items = names if isinstance(names, (list, tuple)) else str(names).split(",")
     return any(not str(name).endswith("*") and is_secret_name(str(name)) for name in items)
 

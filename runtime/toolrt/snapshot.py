@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .compiled import CompiledTool, compile_tool, import_ref, locate, project_root_of
+from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
 from .config.collect import collector_paused
 from .config.document import Document
 from .config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
@@ -31,7 +31,6 @@ from .config.model import (
     tool_from_document,
 )
 from .config.reuse import Reused
-from .context import DescribeInfo, tool_output_dir
 from .errors import ConfigError, Problem
 from .permissions.config import PermissionConfig, build_permission_config
 from .permissions.model import CallSite
@@ -39,6 +38,7 @@ from .permissions.protected import ProtectedPaths
 from .sandbox.config import build_policy, concrete_protected, host_layer, tool_policy
 from .sandbox.policy import SandboxPolicy
 from .settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
+from .truncate import tool_output_dir
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
 
@@ -124,7 +124,7 @@ class Snapshot:
 
     @property
     def truncation_dir(self) -> Path:
-        """This project's tool-output directory (`context.tool_output_dir`)."""
+        """This project's tool-output directory (`truncate.tool_output_dir`)."""
         return tool_output_dir(self.data_dir, self.root)
 
     @functools.cached_property

@@ -9,6 +9,7 @@ trained on OpenCode transcripts recognise it. Process spill files share the same
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import threading
@@ -24,6 +25,7 @@ __all__ = [
     "Truncated",
     "cleanup_outputs",
     "new_output_path",
+    "tool_output_dir",
     "truncate_output",
 ]
 
@@ -31,6 +33,15 @@ MAX_LINES = 2000
 MAX_BYTES = 50 * 1024
 RETENTION = 7 * 86400.0
 """Seconds a saved output is kept (OpenCode: 7 days)."""
+
+
+def tool_output_dir(data_dir: Path, root: Path) -> Path:
+    """Where cut output of calls in the project at `root` is saved and read back without asking
+    `external_directory`: `<data_dir>/tool-output/<project key>`, one per project, so one project's
+    exemption never covers another's saved output. The key is a hash of the root's absolute path."""
+    key = hashlib.sha256(os.path.abspath(root).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return data_dir / "tool-output" / key
+
 
 _HINT_HEAD = "The tool call succeeded but the output was truncated. Full output saved to: "
 _HINT_DELEGATE = (

@@ -248,6 +248,8 @@ def python_handler_problems(snapshot: Snapshot) -> list[Problem]:
             refs.append(("/handler/python", definition.handler.ref, "handler(args, ctx)"))
         if definition.permission.analyzer and ":" in definition.permission.analyzer:
             refs.append(("/permission/analyzer", definition.permission.analyzer, "analyzer(args, site)"))
+        if definition.permission.preview:
+            refs.append(("/permission/preview", definition.permission.preview, "preview(args, cwd)"))
         if definition.format_validation_error:
             refs.append(("/format_validation_error", definition.format_validation_error, "formatter(tool_id, errors)"))
         for pointer, ref, shape in refs:

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..context import ToolContext, tool_output_dir
+from ..context import ToolContext
 from ..errors import ToolFailure
 from ..execute import build_env, run_process
 from ..execute.notes import outcome_notes, with_notes
+from ..truncate import tool_output_dir
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "MAX_METADATA_LENGTH", "bash", "shell_program"]
 

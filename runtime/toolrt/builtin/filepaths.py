@@ -16,9 +16,10 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from ..context import ToolContext, tool_output_dir
+from ..context import ToolContext
 from ..errors import ToolFailure
 from ..permissions.model import usable_exempt
+from ..truncate import tool_output_dir
 
 __all__ = [
     "Kind",

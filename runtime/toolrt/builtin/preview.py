@@ -9,7 +9,7 @@ What is shown escapes control characters (`toolrt.permissions.shown`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from .diff import MAX_DIFF_CHARS, omitted_diff, trim_diff, unified_diff
 from .filepaths import read_regular, stat_or_none
 from .replacers import replace
 
-__all__ = ["MAX_SHOWN_DIFF", "bounded", "file_diff"]
+__all__ = ["MAX_SHOWN_DIFF", "bounded", "edit_diff", "write_diff"]
 
 MAX_SHOWN_DIFF = 8000
 """Characters of a diff an ask carries; the rest is counted, not shown."""
@@ -43,18 +43,30 @@ def _current(path: Path) -> str | None:
     return read_regular(path, display)[0]
 
 
-def file_diff(tool: str, args: Mapping[str, Any], cwd: Path) -> str | None:
-    """The diff the built-in `write` or `edit` call would make (bounded), or None when there is none
-    to show (another tool, a file that cannot be read, an edit that would not apply)."""
+def write_diff(args: Mapping[str, Any], cwd: Path) -> str | None:
+    """`write`'s `permission.preview` hook: the diff its call would make (bounded), or None."""
+    content = args.get("content")
+    return _diff(args, cwd, lambda before: content if isinstance(content, str) else None)
+
+
+def edit_diff(args: Mapping[str, Any], cwd: Path) -> str | None:
+    """`edit`'s `permission.preview` hook: the diff its call would make (bounded), or None when the
+    edit would not apply."""
+    return _diff(args, cwd, lambda before: _edited(args, before))
+
+
+def _diff(args: Mapping[str, Any], cwd: Path, after_of: Callable[[str], str | None]) -> str | None:
+    """The diff from the `filePath` file's text to `after_of(text)`, or None when there is none to show
+    (a file that cannot be read, a change that would not apply)."""
     raw = args.get("filePath")
-    if tool not in ("write", "edit") or not isinstance(raw, str) or not raw or "\x00" in raw:
+    if not isinstance(raw, str) or not raw or "\x00" in raw:
         return None
     path = Path(os.path.normpath(cwd / os.path.expanduser(raw)))
     try:
         before = _current(Path(os.path.realpath(path)))
         if before is None:
             return omitted_diff(str(path))
-        after = _after(tool, args, before)
+        after = after_of(before)
     except (ToolFailure, OSError, ValueError):
         return None
     if after is None:
@@ -62,10 +74,7 @@ def file_diff(tool: str, args: Mapping[str, Any], cwd: Path) -> str | None:
     return bounded(trim_diff(unified_diff(str(path), before.replace("\r\n", "\n"), after.replace("\r\n", "\n"))))
 
 
-def _after(tool: str, args: Mapping[str, Any], before: str) -> str | None:
-    if tool == "write":
-        content = args.get("content")
-        return content if isinstance(content, str) else None
+def _edited(args: Mapping[str, Any], before: str) -> str | None:
     old, new = args.get("oldString"), args.get("newString")
     if not isinstance(old, str) or not isinstance(new, str) or old == new:
         return None

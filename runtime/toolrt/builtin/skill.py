@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 import yaml
 
-from ..context import DescribeInfo, ToolContext
+from ..compiled import DescribeInfo
+from ..context import ToolContext
 from ..errors import ToolFailure
 
 __all__ = ["Skill", "describe", "discover_skills", "skill"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..context import DescribeInfo
+from ..compiled import DescribeInfo
 
 __all__ = ["PLACEHOLDER", "describe"]
 

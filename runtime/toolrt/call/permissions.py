@@ -70,7 +70,7 @@ def permission_requests(
         patterns = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.patterns))
         always = tuple(dict.fromkeys(render(t, args, names, root) for t in tool.always))
         requests.append(PermissionRequest(spec.key, patterns, always))
-    protected = _protected_request(tool, args, site)
+    protected = _protected_request(tool, args, site, snapshot.root)
     if protected is not None:
         requests.append(protected)
     return requests + binding
@@ -86,12 +86,15 @@ async def permission_requests_off_loop(
     return await anyio.to_thread.run_sync(permission_requests, tool, args, snapshot, agent)
 
 
-def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSite) -> PermissionRequest | None:
+def _protected_request(
+    tool: CompiledTool, args: Mapping[str, Any], site: CallSite, root: Path
+) -> PermissionRequest | None:
     """`protected` for the tool's declared path arguments that name protected files.
 
     Every project tool's `permission.paths` count as written (toolrt cannot know what its code does
-    with them); of the built-in tools only those not annotated `read_only` write. For `write` and
-    `edit` the request carries the diff the call would apply (`metadata.diff`), which the ask shows.
+    with them); of the built-in tools only those not annotated `read_only` write. A tool that declares
+    a `permission.preview` hook (`write`, `edit`) has the request carry the diff the call would apply
+    (`metadata.diff`), which the ask shows.
     """
     definition = tool.definition
     if site.protected is None or not definition.permission.paths:
@@ -104,11 +107,12 @@ def _protected_request(tool: CompiledTool, args: Mapping[str, Any], site: CallSi
         if isinstance(value := args.get(path_arg.arg), str) and value and "\x00" not in value
     ]
     request = site.protected.request(paths)
-    if request is None or definition.layer != "builtin":
+    if request is None or definition.permission.preview is None:
         return request
-    from ..builtin.preview import file_diff
-
-    diff = file_diff(tool.id, args, site.cwd)  # the person judges the change, not only the name
+    preview: Callable[[Mapping[str, Any], Path], str | None] = import_ref(
+        definition.permission.preview, project_root_of(definition, root)
+    )
+    diff = preview(args, site.cwd)  # the person judges the change, not only the name
     if diff is None:
         return request
     return replace(request, metadata=MappingProxyType({**request.metadata, "diff": diff}))

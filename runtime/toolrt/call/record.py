@@ -19,7 +19,7 @@ from ..errors import (
 )
 from ..permissions.model import Decision
 from ..result import ToolResult
-from .request import CallScope
+from ..scope import CallScope
 
 __all__ = ["CallRecord", "Recorder", "status_of"]
 

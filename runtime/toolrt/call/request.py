@@ -1,80 +1,20 @@
-"""Who is calling (`CallScope`) and what they asked (`CallRequest`): the first thing a call is.
-
-```python
-scope = CallScope(agent="plan", model="gpt-5", session="s1", flags={"lsp_tool": True})
-await rt.call("read", {"filePath": "README.md"}, scope)
-rt.specs("openai", scope)                      # the same tools the calls above may use
-await rt.call("read", {...}, scope, agent="build")   # keywords override single fields
-```
-A scope travels whole: the selection, the permission step, the handler's `ToolContext`, the audit
-record and the sub-calls of `batch` all read the same value, so no step can drop a field.
-"""
+"""What a caller asked (`CallRequest`): the tool, its raw arguments, who is calling (`toolrt.scope`)
+and the host's ways to reach the person and to stop the call."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple
 
 import anyio
 
 from ..permissions.ask import Asker
+from ..scope import DEFAULT_SCOPE, CallScope, Questioner
 
-__all__ = ["DEFAULT_SCOPE", "CallRequest", "CallScope", "Questioner", "ScopeFields", "scope_of"]
-
-Questioner = Callable[[Sequence[Mapping[str, Any]]], Awaitable[list[list[str]]]]
-"""The host's way to put questions to the person: one list of chosen labels (or typed text) per question."""
+__all__ = ["CallRequest"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class CallScope:
-    """Who is calling: every field optional; `None` means "not said" (the default agent, no model filter)."""
-
-    agent: str | None = None
-    model: str | None = None
-    provider: str | None = None
-    client: str | None = None
-    session: str = "default"
-    """The unit that holds "always" approvals, read-before-edit stamps, the doom-loop history and todos."""
-    flags: Mapping[str, bool] | None = None
-    """Flag values for this scope only, over the runtime's resolved flags."""
-    toolset: str | None = None
-    """A tool set declared in toolrt.yaml: only its tools are offered."""
-
-    def selection_key(self) -> tuple[Any, ...]:
-        """What decides the offered tools (everything but the session), as a hashable value."""
-        flags = tuple(sorted(self.flags.items())) if self.flags else None
-        return (self.agent, self.model, self.provider, self.client, flags, self.toolset)
-
-    def __hash__(self) -> int:
-        return hash((self.selection_key(), self.session))
-
-
-DEFAULT_SCOPE = CallScope()
-
-
-class ScopeFields(TypedDict, total=False):
-    """`CallScope`'s fields as keyword arguments (`rt.call(..., agent="plan")`)."""
-
-    agent: str | None
-    model: str | None
-    provider: str | None
-    client: str | None
-    session: str
-    flags: Mapping[str, bool] | None
-    toolset: str | None
-
-
-def scope_of(scope: CallScope | None, fields: ScopeFields | None = None) -> CallScope:
-    """`scope` (or the default one) with the keyword fields laid over it."""
-    if not fields:
-        return DEFAULT_SCOPE if scope is None else scope
-    if scope is None or scope is DEFAULT_SCOPE:
-        return CallScope(**fields)  # a third of `replace`'s cost, and the common case
-    return replace(scope, **fields)
 
 
 class CallRequest(NamedTuple):

@@ -82,6 +82,8 @@ class PermissionSpec:
     always: tuple[str, ...] = ()
     paths: tuple[PathArg, ...] = ()
     analyzer: str | None = None
+    preview: str | None = None
+    """`module:function` (args, cwd) -> the diff a call would make, shown by its `protected` ask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +216,7 @@ def _permission(tool_id: str, data: Mapping[str, Any]) -> PermissionSpec:
         always=tuple(data.get("always", ())),
         paths=paths,
         analyzer=data.get("analyzer"),
+        preview=data.get("preview"),
     )
 
 

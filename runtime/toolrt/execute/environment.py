@@ -9,11 +9,12 @@ like secrets are dropped unless the author wrote that exact name.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-__all__ = ["DEFAULT_ENV_ALLOW", "SECRET_PATTERNS", "build_env", "is_secret_name"]
+from ..settings import is_secret_name
+
+__all__ = ["DEFAULT_ENV_ALLOW", "build_env"]
 
 DEFAULT_ENV_ALLOW: tuple[str, ...] = (
     "PATH",
@@ -30,31 +31,6 @@ DEFAULT_ENV_ALLOW: tuple[str, ...] = (
 )
 """What a process gets when its tool declares nothing. `PWD` is left out on purpose: it would name
 the host's directory, not the child's `cwd`, and shells set it themselves."""
-
-SECRET_PATTERNS: tuple[str, ...] = (
-    "*TOKEN*",
-    "*SECRET*",
-    "*PASSWORD*",
-    "*PASSWD*",
-    "*_KEY",
-    "*API_KEY*",
-    "AWS_*",
-    "*CREDENTIAL*",
-)
-"""Names (compared upper-case) that a wildcard allow entry never passes through."""
-
-
-def _glob_regex(patterns: Sequence[str]) -> re.Pattern[str]:
-    parts = ("".join(".*" if c == "*" else re.escape(c) for c in p) for p in patterns)
-    return re.compile("(?:" + "|".join(parts) + r")\Z")
-
-
-_SECRET = _glob_regex(SECRET_PATTERNS)
-
-
-def is_secret_name(name: str) -> bool:
-    """True when `name` looks like it holds a credential (see `SECRET_PATTERNS`)."""
-    return _SECRET.match(name.upper()) is not None
 
 
 @lru_cache(maxsize=256)
