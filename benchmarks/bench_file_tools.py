@@ -25,7 +25,7 @@ from toolrt.builtin.patch_format import (
 )
 from toolrt.builtin.read import read
 from toolrt.builtin.replacers import replace
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import ToolFailure
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from toolrt.api import Runtime
-from toolrt.validate import validate
+from toolrt.faces.validate import validate
 
 TOOL = """\
 id: tool_{i}

@@ -27,7 +27,7 @@ from toolrt.builtin.grep import FileMatches, grep, render_matches
 from toolrt.builtin.ls import list_directory, render_tree
 from toolrt.builtin.ripgrep import ripgrep_binary
 from toolrt.builtin.todo import todoread, todowrite
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 
 Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 DIRECTORIES, FILES_PER_DIRECTORY, LINES_PER_FILE = 40, 50, 60

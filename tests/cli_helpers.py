@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from toolrt.cli import main
+from toolrt.faces.cli import main
 
 
 def run(*argv: str) -> tuple[int, str, str]:

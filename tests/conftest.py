@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from toolrt.config.settings import default_data_dir, user_settings_file
 from toolrt.permissions.model import CallSite
-from toolrt.settings import default_data_dir, user_settings_file
 
 ProjectFactory = Callable[..., Path]
 

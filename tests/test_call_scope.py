@@ -11,7 +11,7 @@ import pytest
 
 from toolrt import CallScope, Runtime
 from toolrt.audit import read_records
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import DeniedError, UsageError
 
 Factory = Callable[..., Path]

@@ -11,9 +11,9 @@ from cli_helpers import run
 from mcp import Client
 
 from toolrt.api import Runtime
-from toolrt.cli import SELECTION_OPTIONS, _parser
+from toolrt.faces.cli import SELECTION_OPTIONS, _parser
+from toolrt.faces.serve import build_server
 from toolrt.scope import CallScope
-from toolrt.serve_mcp import build_server
 
 SELECTING_COMMANDS = ("list", "specs", "check", "call", "serve")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from toolrt.api import Runtime
+from toolrt.build.snapshot import build_snapshot
 from toolrt.config.loader import load_yaml_text
 from toolrt.errors import ConfigError, UsageError
-from toolrt.snapshot import build_snapshot
 
 TOOL = """\
 id: {id}

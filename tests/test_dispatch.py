@@ -16,10 +16,10 @@ import yaml
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
+from toolrt.build.project_import import project_module_name
 from toolrt.call.events import CallEvent
 from toolrt.errors import ConfigError
 from toolrt.permissions.ask import AskRequest, Reply
-from toolrt.project_import import project_module_name
 from toolrt.result import ToolResult
 
 Factory = Callable[..., Path]

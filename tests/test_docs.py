@@ -19,9 +19,9 @@ import referencing
 import yaml
 from doc_blocks import MARKERS, PAGES, REPO, Block, blocks, sample_repository, tool_environment
 
+from toolrt.build.snapshot import build_snapshot
 from toolrt.config.resources import SCHEMA_NAMES, builtin_root, schema
-from toolrt.snapshot import build_snapshot
-from toolrt.validate import RUNTIME_PERMISSIONS
+from toolrt.faces.validate import RUNTIME_PERMISSIONS
 
 DOCS = REPO / "docs"
 
@@ -166,7 +166,7 @@ def environment_variables() -> set[str]:
     names: set[str] = set()
     for path in (REPO / "runtime" / "toolrt").rglob("*.py"):
         names |= set(re.findall(r"\b(TOOLRT_[A-Z0-9]+(?:_[A-Z0-9]+)*)\b", path.read_text(encoding="utf-8")))
-    from toolrt import settings as settings_module
+    from toolrt.config import settings as settings_module
 
     def fields(cls: type, prefix: str) -> Iterator[str]:
         for item in dataclasses.fields(cls):

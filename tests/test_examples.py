@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolrt.api import Runtime
-from toolrt.cli import main
+from toolrt.faces.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 
 from toolrt import Runtime
+from toolrt.faces.validate import validate
 from toolrt.permissions.ask import AskRequest, Reply
-from toolrt.validate import validate
 
 
 def test_an_always_for_build_does_not_carry_over_to_plan(tmp_path: Path) -> None:

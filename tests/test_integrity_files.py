@@ -146,8 +146,8 @@ def test_a_description_file_outside_its_layer_is_refused(project: Path, tmp_path
         "id: via\ndescription_file: link.md\nparameters: {type: object}\nhandler: {argv: [echo, hi]}\n",
         encoding="utf-8",
     )
+    from toolrt.build.snapshot import build_snapshot
     from toolrt.errors import ConfigError
-    from toolrt.snapshot import build_snapshot
 
     with pytest.raises(ConfigError) as caught:
         build_snapshot(project)

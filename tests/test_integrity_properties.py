@@ -21,9 +21,9 @@ from hypothesis_jsonschema import from_schema
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
+from toolrt.build.selection import Offered
 from toolrt.permissions.ask import AskRequest, Reply
 from toolrt.result import ToolResult
-from toolrt.selection import Offered
 from toolrt.specs.core import thaw
 
 ASK_ALL = """

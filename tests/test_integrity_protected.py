@@ -225,8 +225,8 @@ def test_a_project_tools_declared_paths_ask(project: Path) -> None:
 
 
 def _shown(request: AskRequest) -> str:
+    from toolrt.faces.serve import _ask_text
     from toolrt.permissions.shown import ask_lines
-    from toolrt.serve_mcp import _ask_text
 
     terminal = "\n".join(ask_lines(request, indent="  "))
     elicitation = _ask_text(request)  # the same lines, without the terminal's indent

@@ -22,7 +22,7 @@ HIDDEN = "rm -rf ~/important\rls -la  \x1b[2K\u202eyrtne"
 def test_a_carriage_return_cannot_hide_the_start_of_a_command_at_the_terminal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from toolrt.cli import _terminal_asker
+    from toolrt.faces.cli import _terminal_asker
 
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n", encoding="utf-8")
     (tmp_path / "permissions.yaml").write_text("permission:\n  bash: ask\n", encoding="utf-8")
@@ -46,7 +46,7 @@ def _request(pattern: str, *, title: str | None = None, message: str | None = No
 
 
 def test_the_mcp_elicitation_text_escapes_control_characters() -> None:
-    from toolrt.serve_mcp import _ask_text, _question_schema
+    from toolrt.faces.serve import _ask_text, _question_schema
 
     text = _ask_text(_request(HIDDEN, title="Run\rsafe", message="line one\nline\x07two"))
     assert text.splitlines() == [
@@ -68,7 +68,7 @@ def test_escaping_is_unambiguous_and_leaves_ordinary_text_alone() -> None:
 
 
 def test_replies_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolrt.cli import _terminal_asker
+    from toolrt.faces.cli import _terminal_asker
 
     monkeypatch.setattr(builtins, "input", lambda prompt="": "o")
     reply = anyio.run(_terminal_asker(sys.stdout), _request("echo hi"))

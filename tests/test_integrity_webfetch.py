@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from toolrt.builtin.webfetch import _refuse_private_redirect, private_address, webfetch
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import DeniedError, ToolFailure
 from toolrt.permissions.model import PermissionRequest
 

@@ -114,7 +114,7 @@ def test_a_bomb_saved_while_serving_keeps_the_tools_up(tmp_path: Path) -> None:
 
 
 def test_config_templates_render_in_jinja2s_sandbox(tmp_path: Path) -> None:
-    from toolrt.templates import compile_template, render
+    from toolrt.build.templates import compile_template, render
 
     escape = "{{ (x ~ '').__class__.__mro__[1].__subclasses__() }}"
     template = compile_template(escape, frozenset({"x"}))

@@ -14,7 +14,7 @@ import pytest
 from conftest import HOME_GUARD, HomeGuard
 
 from toolrt import Runtime
-from toolrt.settings import default_data_dir, user_settings_file
+from toolrt.config.settings import default_data_dir, user_settings_file
 
 
 @pytest.fixture(scope="module")

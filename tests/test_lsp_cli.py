@@ -16,8 +16,8 @@ from lsp_helpers import all_gone, pylsp_command, wait_until
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from toolrt.cli import main
-from toolrt.serve_mcp import _log_language_servers
+from toolrt.faces.cli import main
+from toolrt.faces.serve import _log_language_servers
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import ProjectFactory
 
 from toolrt import Runtime
+from toolrt.config.settings import LspServerSettings, LspSettings
 from toolrt.lsp.servers import configured_servers, find_root, resolve_program
-from toolrt.settings import LspServerSettings, LspSettings
 
 pytestmark = [pytest.mark.usefixtures("collect_garbage")]
 

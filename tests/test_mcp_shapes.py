@@ -10,7 +10,7 @@ from pathlib import Path
 import mcp_types as types
 
 from toolrt import Runtime
-from toolrt.serve_mcp import _to_mcp
+from toolrt.faces.serve import _to_mcp
 
 PNG_1X1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="

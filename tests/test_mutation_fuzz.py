@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from toolrt import Runtime
 from toolrt.config.resources import builtin_root
 from toolrt.errors import Problem
-from toolrt.init import write_starter
+from toolrt.faces.init import write_starter
 from toolrt.reload import Reloader, ReloadEvent
 
 REPO = Path(__file__).resolve().parent.parent

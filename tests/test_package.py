@@ -3,84 +3,48 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 import toolrt
 
 PACKAGE = Path(toolrt.__file__).parent
 
-# Lower layers first; a module may import only modules of its own layer or lower ones.
+# The floors, lowest first: one a folder, plus the package's ground and top modules. A module may import
+# only modules of its own floor or lower ones (lazy imports included), and no two units (a folder, or a
+# top-level module) import each other, directly or round about.
 LAYERS: list[set[str]] = [
-    {
-        "errors",
-        "result",
-        "permissions.model",
-        "config",
-        "config.collect",
-        "config.document",
-        "config.resources",
-        "config.reuse",
-        "project_import",
-        "scope",
-    },
-    {"config.loader", "config.validation", "config.model", "config.layers", "truncate", "audit"},
-    {"settings"},
-    {
-        "sandbox",
-        "sandbox.kernel",
-        "sandbox.namespaces",
-        "sandbox.forkserver",
-        "sandbox.launcher",
-        "sandbox.policy",
-        "sandbox.support",
-        "sandbox.seatbelt",
-        "sandbox.bwrap",
-        "sandbox.masks",
-    },
-    {"sandbox.plan", "sandbox.hint", "sandbox.config"},
-    {"permissions.*", "specs.*", "providers.*", "shell.*", "execute.*", "sessions"},
-    {"templates"},  # places shell-template values on the shell parse (shell.parser, shell.wrappers)
-    {"call", "call.request", "call.events", "call.suspension"},
-    {"context"},
-    {"compiled"},
-    {"snapshot"},
-    {"call.locked_tools"},
-    {"lsp.report", "lsp.servers"},
-    {"lsp.client"},
-    {"lsp.manager"},
-    {"lsp.operations", "lsp.access", "lsp"},
-    {"selection", "unasked"},
-    {"call.titles", "call.record"},
-    {"call.state"},
-    {"call.active"},
-    {"call.process_denies"},
-    {"call.arguments", "call.permissions", "call.handlers", "call.commands", "builtin.*"},
-    {"call.run", "call.truncation"},
-    {"call.pipeline"},
-    {"validate", "init", "api"},
-    {
-        "reload",
-        "watch_cli",
-        "validate_cli",
-        "chat_cli",
-        "lsp_cli",
-        "serve_sessions",
-        "serve_mcp",
-        "cli",
-        "__main__",
-        "__init__",
-    },
+    {"errors", "result", "scope", "audit", "truncate"},  # ground: what every floor may name
+    {"config.*"},  # YAML → located documents, layered settings
+    {"specs.*"},  # JSON Schema → each provider's function specs
+    {"providers.*"},  # provider messages ↔ calls and results
+    {"permissions.*"},  # rules, evaluation, asks
+    {"shell.*"},  # bash analysis
+    {"sandbox.*"},  # the OS sandbox
+    {"execute.*"},  # processes in the sandbox
+    {"build.*"},  # documents → Snapshot → ToolSet
+    {"lsp.*"},  # language servers
+    {"store.*"},  # state that outlives a call
+    {"call.*"},  # the pipeline, and the handler context
+    {"builtin.*"},  # the built-in tools
+    {"api", "reload", "__init__"},  # top: the Runtime, its reloader, the package face
+    {"faces.*", "__main__"},  # the front ends
 ]
 
 
 def _layer_of(module: str) -> int:
     for index, members in enumerate(LAYERS):
         for member in members:
-            if module == member or (member.endswith(".*") and module.startswith(member[:-2] + ".")):
+            if module == member:
                 return index
-            if member.endswith(".*") and module == member[:-2]:
+            if member.endswith(".*") and (module == member[:-2] or module.startswith(member[:-1])):
                 return index
     raise AssertionError(f"module toolrt.{module} is in no layer: add it to LAYERS")
+
+
+def _unit_of(module: str) -> str:
+    """The unit a module belongs to: its top-level folder, or itself at the top."""
+    return module.split(".")[0]
 
 
 def _modules() -> dict[str, Path]:
@@ -88,45 +52,75 @@ def _modules() -> dict[str, Path]:
     for path in PACKAGE.rglob("*.py"):
         if "_builtin" in path.parts:
             continue
-        relative = path.relative_to(PACKAGE).with_suffix("")
-        parts = list(relative.parts)
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
         if parts[-1] == "__init__" and len(parts) > 1:
             parts = parts[:-1]
         found[".".join(parts)] = path
     return found
 
 
-def _imports(module: str, path: Path) -> set[str]:
-    package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")
-    targets = set()
+def _imports(module: str, path: Path, modules: Mapping[str, Path]) -> set[str]:
+    """The package's modules that `module` imports, anywhere in its body (lazy imports included)."""
+    if path.name == "__init__.py":
+        package = [] if module == "__init__" else module.split(".")
+    else:
+        package = module.split(".")[:-1]
+    targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[: len(package) - node.level + 1] if node.level > 1 else package
+                base = package[: len(package) - node.level + 1]
                 name = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            elif node.module and node.module.startswith("toolrt."):
-                name = node.module.removeprefix("toolrt.")
+            elif node.module == "toolrt" or (node.module or "").startswith("toolrt."):
+                name = node.module.removeprefix("toolrt").removeprefix(".")  # type: ignore[union-attr]
             else:
                 continue
-            targets.add(name)
+            submodules = {f"{name}.{a.name}".lstrip(".") for a in node.names} & modules.keys()
+            targets |= submodules or {name or "__init__"}
         elif isinstance(node, ast.Import):
             targets.update(a.name.removeprefix("toolrt.") for a in node.names if a.name.startswith("toolrt."))
-    return {t for t in targets if t}
+    return {target for target in targets if target in modules and target != module}
+
+
+def _edges() -> list[tuple[str, str]]:
+    modules = _modules()
+    return [(module, target) for module, path in modules.items() for target in _imports(module, path, modules)]
+
+
+def test_every_module_is_on_a_floor() -> None:
+    for module in _modules():
+        _layer_of(module)
 
 
 def test_imports_only_point_down_the_data_flow() -> None:
-    modules = _modules()
-    upward = []
-    for module, path in modules.items():
-        if module == "__init__":
-            continue  # the package face re-exports from everywhere (lazily)
-        own = _layer_of(module)
-        for target in _imports(module, path):
-            if target not in modules:
-                continue
-            if _layer_of(target) > own:
-                upward.append(f"toolrt.{module} imports toolrt.{target}")
+    upward = [f"toolrt.{a} imports toolrt.{b}" for a, b in _edges() if _layer_of(b) > _layer_of(a)]
     assert upward == []
+
+
+def test_no_two_units_import_each_other() -> None:
+    graph: dict[str, set[str]] = {}
+    for module, target in _edges():
+        if _unit_of(module) != _unit_of(target):
+            graph.setdefault(_unit_of(module), set()).add(_unit_of(target))
+    cycles = []
+    for unit in sorted(graph):
+        path, stack = [unit], [iter(sorted(graph[unit]))]
+        while stack:  # depth first from `unit`, reporting the ways back to it
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                path.pop()
+            elif step == unit:
+                cycles.append(" → ".join([*path, unit]))
+            elif step not in path and step > unit:  # each cycle once, from its smallest unit
+                path.append(step)
+                stack.append(iter(sorted(graph.get(step, ()))))
+    assert cycles == []
+
+
+def test_the_package_top_holds_at_most_twelve_modules() -> None:
+    top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(top) <= 12, top
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -141,7 +135,7 @@ def test_importing_runtime_does_not_import_heavy_modules() -> None:
     import sys
 
     code = (
-        "import sys, toolrt.cli, toolrt.specs, toolrt.snapshot;"
+        "import sys, toolrt.faces.cli, toolrt.specs, toolrt.build.snapshot;"
         "print(sorted(m for m in ('mcp', 'watchfiles', 'jinja2', 'jsonschema', 'pydantic', 'tree_sitter')"
         " if m in sys.modules))"
     )

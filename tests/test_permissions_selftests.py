@@ -9,7 +9,7 @@ from test_permissions_support import FIXTURES, build
 
 from toolrt.errors import UsageError
 from toolrt.permissions.model import PermissionRequest
-from toolrt.permissions.tests import run_permission_tests
+from toolrt.permissions.selftests import run_permission_tests
 
 
 def fake_bash(tool: str, args: Mapping[str, Any], agent: str) -> Sequence[PermissionRequest]:

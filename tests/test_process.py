@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
+from toolrt.config.settings import is_secret_name
 from toolrt.errors import ToolFailure
 from toolrt.execute import DEFAULT_ENV_ALLOW, ProcessOutcome, build_env, run_process
-from toolrt.settings import is_secret_name
 
 ENV = build_env()
 

@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from toolrt.api import Runtime
+from toolrt.faces.watch import event_json, format_event
 from toolrt.permissions.ask import AskRequest, Reply
 from toolrt.reload import ChangeSet, Reloader, ReloadEvent, watch_targets
-from toolrt.watch_cli import event_json, format_event
 
 TOOL = """\
 id: ver

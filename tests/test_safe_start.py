@@ -16,8 +16,8 @@ from mcp import Client
 
 from toolrt.api import Runtime
 from toolrt.config.resources import SCHEMA_NAMES, schema
+from toolrt.faces.serve import build_server
 from toolrt.scope import CallScope
-from toolrt.serve_mcp import build_server
 
 
 @pytest.fixture

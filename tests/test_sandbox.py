@@ -289,7 +289,7 @@ def test_a_line_that_fools_the_analyzer_is_stopped_by_the_kernel(
 def test_call_json_metadata_names_the_sandbox(
     tmp_path: Path, outside: Path, project_writer: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from toolrt.cli import main
+    from toolrt.faces.cli import main
 
     root = _project(project_writer, tmp_path / "project", outside)
     code = main(["call", "bash", json.dumps({"command": "echo hi", "description": "d"}), "--root", str(root), "--json"])
@@ -319,7 +319,7 @@ def test_the_fork_server_runs_without_site_packages() -> None:
 
 
 def test_validate_names_the_active_sandbox(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from toolrt.cli import main
+    from toolrt.faces.cli import main
 
     assert main(["validate", "--root", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolrt.serve_mcp import settle_heap
+from toolrt.faces.serve import settle_heap
 
 
 class _Node:

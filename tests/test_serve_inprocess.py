@@ -24,8 +24,8 @@ from test_serve_mcp import TOOL
 
 from toolrt import CallScope, Runtime
 from toolrt.errors import UsageError
+from toolrt.faces.serve import ServeLimits, build_server, run_serve
 from toolrt.reload import ChangeSet, Reloader, ReloadEvent
-from toolrt.serve_mcp import ServeLimits, build_server, run_serve
 
 LIMIT = 30
 

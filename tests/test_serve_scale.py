@@ -16,8 +16,8 @@ from test_serve_sessions import MODERN, serving
 import toolrt.specs
 from toolrt.api import Runtime
 from toolrt.errors import UsageError
+from toolrt.faces.serve import McpFace, ServeLimits, build_server
 from toolrt.scope import CallScope
-from toolrt.serve_mcp import McpFace, ServeLimits, build_server
 from toolrt.specs import CompiledSpec
 
 TOOL = """\

@@ -23,10 +23,10 @@ from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
+from toolrt.call.sessions import SessionStore
+from toolrt.faces.serve import build_server
+from toolrt.faces.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
 from toolrt.scope import CallScope
-from toolrt.serve_mcp import build_server
-from toolrt.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
-from toolrt.sessions import SessionStore
 
 MODERN = "2026-07-28"
 ASKING = """\

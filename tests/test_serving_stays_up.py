@@ -16,9 +16,9 @@ from mcp import Client
 
 from toolrt import Runtime
 from toolrt.errors import ConfigError
+from toolrt.faces.serve import build_server
 from toolrt.reload import Reloader, ReloadEvent
 from toolrt.scope import CallScope
-from toolrt.serve_mcp import build_server
 
 ECHO = """\
 id: echo

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from toolrt import Runtime
-from toolrt.cli import main
 from toolrt.config.document import Document
 from toolrt.config.layers import read_single
 from toolrt.config.model import FlagDef
+from toolrt.config.settings import CommandLineSettings, ResolvedSettings, resolve_settings
 from toolrt.errors import ConfigError, Problem, UsageError
-from toolrt.settings import CommandLineSettings, ResolvedSettings, resolve_settings
+from toolrt.faces.cli import main
 
 Factory = Callable[..., Path]
 
@@ -303,7 +303,7 @@ def _locked(layers: Layers, section: dict[str, Any], *, via: str = "environment"
 
 def test_the_lockable_settings_are_host_only_ones_and_the_schema_names_each() -> None:
     from toolrt.config.resources import schema
-    from toolrt.settings import LOCKABLE, host_only_guard
+    from toolrt.config.settings import LOCKABLE, host_only_guard
 
     assert set(LOCKABLE) == {"data_dir", "audit", "serve.host"} == set(LOCKED)
     assert all(host_only_guard(key) is not None for key in LOCKABLE)

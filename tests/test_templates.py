@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrt.templates import (
+from toolrt.build.templates import (
     ShellCommand,
     TemplateProblem,
     compile_argv,

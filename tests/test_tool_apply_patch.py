@@ -16,7 +16,7 @@ import tool_helpers
 
 from toolrt.builtin.apply_patch import MAX_PATCH_FILE_BYTES, apply_patch, permission_requests
 from toolrt.builtin.patch_format import AddFile, Chunk, DeleteFile, PatchError, UpdateFile, parse_patch
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import DeniedError, ToolFailure
 from toolrt.permissions.model import CallSite, PermissionRequest
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from toolrt.builtin.bash import MAX_METADATA_LENGTH, bash, shell_program
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import ToolFailure
 
 

@@ -14,6 +14,7 @@ import jsonschema  # type: ignore[import-untyped,unused-ignore]
 import pytest
 import yaml
 
+from toolrt.build.compiled import DescribeInfo
 from toolrt.builtin import task_describe
 from toolrt.builtin.batch import batch
 from toolrt.builtin.invalid import invalid
@@ -21,8 +22,7 @@ from toolrt.builtin.question import question
 from toolrt.builtin.skill import describe as describe_skills
 from toolrt.builtin.skill import discover_skills, skill
 from toolrt.builtin.todo import todo_path, todoread, todowrite
-from toolrt.compiled import DescribeInfo
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import ToolFailure
 from toolrt.result import ToolResult
 from toolrt.scope import CallScope

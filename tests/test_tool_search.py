@@ -15,7 +15,7 @@ from toolrt.builtin import ripgrep
 from toolrt.builtin.glob import TRUNCATED_NOTE, glob
 from toolrt.builtin.grep import FileMatches, grep, render_matches
 from toolrt.builtin.ls import list_directory, render_tree
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import ToolFailure
 from toolrt.permissions.model import PermissionRequest
 

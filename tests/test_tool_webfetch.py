@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from toolrt.builtin.webfetch import MAX_RESPONSE_SIZE, html_to_markdown, html_to_text, webfetch
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import ToolFailure
 
 PAGE = """<!doctype html>

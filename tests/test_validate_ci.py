@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from cli_helpers import run
 
-from toolrt.validate_cli import find_project
+from toolrt.faces.validate_report import find_project
 
 SARIF_SCHEMA = Path(__file__).parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
 

@@ -244,7 +244,7 @@ def test_default_specs_are_opencodes_tool_set(tmp_path: Path, model: str, expect
     ],
 )
 def test_terminal_answers_pick_options_or_keep_words(reply: str, multiple: bool, chosen: list[str]) -> None:
-    from toolrt.cli import _chosen
+    from toolrt.faces.cli import _chosen
 
     assert _chosen(reply, ["Postgres", "SQLite"], multiple=multiple) == chosen
 
@@ -252,7 +252,7 @@ def test_terminal_answers_pick_options_or_keep_words(reply: str, multiple: bool,
 def test_terminal_questioner_asks_each_question(monkeypatch: pytest.MonkeyPatch) -> None:
     import anyio
 
-    from toolrt.cli import _terminal_questioner
+    from toolrt.faces.cli import _terminal_questioner
 
     replies = iter(["1", "tabs"])
     monkeypatch.setattr("builtins.input", lambda prompt: next(replies))

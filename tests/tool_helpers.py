@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import DeniedError
 from toolrt.permissions.model import PermissionRequest
 

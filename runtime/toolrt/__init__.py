@@ -33,15 +33,15 @@ from .result import ToolResult
 if TYPE_CHECKING:
     from .api import ReloadStatus, Runtime, SnapshotChange
     from .audit import AuditLog
+    from .build.selection import Hidden, Offered, ToolSet
+    from .build.snapshot import Snapshot
+    from .call.context import ToolContext
     from .call.events import CallEvent
-    from .context import ToolContext
+    from .call.sessions import SessionStore
+    from .config.settings import ResolvedSettings, Settings
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
     from .scope import CallScope, Questioner, ScopeFields
-    from .selection import Hidden, Offered, ToolSet
-    from .sessions import SessionStore
-    from .settings import ResolvedSettings, Settings
-    from .snapshot import Snapshot
 
 # Heavier names load on first use, so `import toolrt.<module>` (the CLI's fast commands) stays cheap.
 _LAZY = {
@@ -52,19 +52,19 @@ _LAZY = {
     "CallScope": "scope",
     "Questioner": "scope",
     "ScopeFields": "scope",
-    "ToolContext": "context",
+    "ToolContext": "call.context",
     "AskRequest": "permissions.ask",
     "Asker": "permissions.ask",
     "Reply": "permissions.ask",
     "AuditLog": "audit",
-    "Hidden": "selection",
-    "Offered": "selection",
-    "ToolSet": "selection",
+    "Hidden": "build.selection",
+    "Offered": "build.selection",
+    "ToolSet": "build.selection",
     "ServerStatus": "lsp.manager",
-    "SessionStore": "sessions",
-    "ResolvedSettings": "settings",
-    "Settings": "settings",
-    "Snapshot": "snapshot",
+    "SessionStore": "call.sessions",
+    "ResolvedSettings": "config.settings",
+    "Settings": "config.settings",
+    "Snapshot": "build.snapshot",
 }
 
 

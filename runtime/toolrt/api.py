@@ -26,7 +26,11 @@ import anyio
 import anyio.to_thread
 
 from .audit import AuditLog
+from .build.selection import ToolSet, select
+from .build.snapshot import Snapshot, build_snapshot, with_tool
 from .call.request import CallRequest
+from .call.sessions import SessionStore
+from .config.settings import CommandLineSettings, ResolvedSettings
 from .errors import ConfigError, Problem, UsageError
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
@@ -34,10 +38,6 @@ from .permissions.evaluate import decide
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
 from .scope import CallScope, Questioner, ScopeFields, scope_of
-from .selection import ToolSet, select
-from .sessions import SessionStore
-from .settings import CommandLineSettings, ResolvedSettings
-from .snapshot import Snapshot, build_snapshot, with_tool
 
 logger = logging.getLogger("toolrt.reload")
 
@@ -134,7 +134,7 @@ class Runtime:
 
         `flags` and `settings` (dotted keys: `data_dir`, `audit`, `truncate.max_lines`, `serve.host`)
         are the host's own values: they beat the environment and every file but what the locked file's
-        `settings:` section fixes (see `toolrt.settings`).
+        `settings:` section fixes (see `toolrt.config.settings`).
 
         With `partial=True` a broken config still loads and fails closed (what `toolrt serve`, `watch`,
         `list` and `call` do): the tools of invalid tool files are left out (`snapshot.withheld`), and

@@ -26,9 +26,9 @@ import anyio
 import watchfiles
 
 from .api import ReloadStatus, Runtime, SnapshotChange
+from .build.snapshot import Snapshot
 from .config.layers import TOOLS_DIR
 from .errors import ConfigError
-from .snapshot import Snapshot
 
 __all__ = ["ChangeSet", "ReloadEvent", "Reloader", "WatchTargets", "watch_targets"]
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import anyio.to_thread
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..lsp.report import patch_report
 from ..permissions.model import CallSite, PermissionRequest

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..result import ToolResult
 
 __all__ = ["DISALLOWED", "MAX_CALLS", "batch"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..lsp.report import edit_report
 from . import filetime

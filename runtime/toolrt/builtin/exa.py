@@ -21,8 +21,8 @@ from urllib.parse import quote_plus, urlencode
 
 import anyio
 
-from ..compiled import DescribeInfo
-from ..context import ToolContext
+from ..build.compiled import DescribeInfo
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 
 __all__ = ["DEFAULT_URL", "call_exa", "codesearch", "describe_websearch", "parse_response", "websearch"]

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..permissions.model import usable_exempt
 from ..truncate import tool_output_dir

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from .filepaths import ReadableNames, guard_read, left_out_note
 from .ripgrep import run_ripgrep

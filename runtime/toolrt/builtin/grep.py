@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from .filepaths import guard_read, left_out_note, readable
 from .ripgrep import run_ripgrep

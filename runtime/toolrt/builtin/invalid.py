@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 
 __all__ = ["invalid"]
 

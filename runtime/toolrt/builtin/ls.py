@@ -7,7 +7,7 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from .filepaths import ReadableNames, guard_read, left_out_note
 from .glob import search_directory

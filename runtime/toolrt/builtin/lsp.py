@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from .filepaths import relative
 

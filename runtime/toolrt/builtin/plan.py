@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 
 __all__ = ["plan_enter", "plan_exit", "plan_path"]

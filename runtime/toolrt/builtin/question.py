@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 
 __all__ = ["format_answers", "question"]

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 import anyio.to_thread
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from . import filetime
 from .filepaths import guard, open_regular, relative, stat_or_none

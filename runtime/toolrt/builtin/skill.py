@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 import yaml
 
-from ..compiled import DescribeInfo
-from ..context import ToolContext
+from ..build.compiled import DescribeInfo
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 
 __all__ = ["Skill", "describe", "discover_skills", "skill"]

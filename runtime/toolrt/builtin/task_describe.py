@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..compiled import DescribeInfo
+from ..build.compiled import DescribeInfo
 
 __all__ = ["PLACEHOLDER", "describe"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 
 __all__ = ["todo_path", "todoread", "todowrite"]

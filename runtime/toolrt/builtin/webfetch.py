@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..permissions.model import CallSite, PermissionRequest
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..context import ToolContext
+from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..lsp.report import write_report
 from . import filetime

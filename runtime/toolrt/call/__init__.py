@@ -1,7 +1,7 @@
 """The call pipeline, one step a module, in the order the data flows:
 
 ```
-request      CallScope (who is calling) and CallRequest (what they asked)
+request      CallRequest: what a caller asked (who is calling is `toolrt.scope`)
 events       CallEvent: what listeners see of a call in flight
 state        the Runtime's mutable side that outlives snapshots: sessions, approvals, audit, caches
 active       ActiveCall: one call once repaired, as every later step sees it
@@ -13,5 +13,7 @@ run          the execute step: result cache, the handler kind, the timeout
 truncation   cut long output, save the full text, say how to read the rest
 record       the audit line
 pipeline     dispatch(): repair → arguments → permission → run → truncate → record
+context      ToolContext: what a Python handler gets besides its arguments
+sessions     SessionStore: the units that hold approvals, stamps, the loop history, todos
 ```
 """

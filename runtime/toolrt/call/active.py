@@ -7,14 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from ..compiled import CompiledTool
+from ..build.compiled import CompiledTool
+from ..build.selection import ToolSet
+from ..build.snapshot import Snapshot
 from ..errors import ToolFailure
 from ..permissions.denied_reads import ReadDenies, read_denies
 from ..permissions.evaluate import decide
 from ..permissions.model import PermissionRequest
 from ..result import ToolResult
-from ..selection import ToolSet
-from ..snapshot import Snapshot
 from .events import CallEvent
 from .request import CallRequest
 from .state import Services, SessionState

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..compiled import CompiledTool, import_ref, project_root_of
+from ..build.compiled import CompiledTool, import_ref, project_root_of
 from ..errors import InvalidArgumentsError
 from ..specs.nulls import strip_strict_nulls
 

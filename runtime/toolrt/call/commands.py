@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
+from ..build.templates import ARG_PREFIX, TemplateProblem, render, render_argv, render_shell
 from ..config.model import ArgvHandler, ShellHandler
 from ..errors import ToolFailure
 from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
@@ -12,7 +13,6 @@ from ..execute.notes import outcome_notes, with_notes
 from ..execute.process import run_process
 from ..result import ToolResult
 from ..sandbox.config import call_plan
-from ..templates import ARG_PREFIX, TemplateProblem, render, render_argv, render_shell
 from .active import ActiveCall
 from .titles import call_title
 

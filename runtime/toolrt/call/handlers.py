@@ -14,12 +14,12 @@ from typing import Any
 
 import anyio
 
-from ..compiled import CompiledTool, import_ref, project_root_of
+from ..build.compiled import CompiledTool, import_ref, project_root_of
 from ..config.model import HostHandler, PythonHandler
-from ..context import ToolContext
 from ..errors import CallError, ToolFailure
 from ..result import ToolResult
 from .active import ActiveCall
+from .context import ToolContext
 from .state import Services
 from .suspension import Runnable, runnable
 from .titles import call_title

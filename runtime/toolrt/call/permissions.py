@@ -16,13 +16,13 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..compiled import CompiledTool, import_ref, project_root_of
+from ..build.compiled import CompiledTool, import_ref, project_root_of
+from ..build.locked_tools import locked_denial
+from ..build.snapshot import Snapshot
+from ..build.templates import render
 from ..errors import InvalidArgumentsError, PermissionBlocked
 from ..permissions.model import CallSite, Decision, PermissionRequest, usable_exempt
-from ..snapshot import Snapshot
-from ..templates import render
 from .active import ActiveCall
-from .locked_tools import locked_denial
 from .process_denies import process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
 from .titles import render_optional

@@ -16,12 +16,12 @@ from typing import Any
 
 import anyio
 
+from ..build.selection import Offered, ToolSet
+from ..build.snapshot import Snapshot, blocked_message
 from ..errors import CallError, PermissionBlocked
 from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
-from ..selection import Offered, ToolSet
-from ..snapshot import Snapshot, blocked_message
 from .active import ActiveCall
 from .arguments import parse_arguments
 from .permissions import add_doom_loop, authorize, permission_requests_off_loop

@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..compiled import CompiledTool
+from ..build.compiled import CompiledTool
+from ..build.snapshot import Snapshot
+from ..build.templates import render, render_argv, render_shell
 from ..config.model import ArgvHandler, ShellHandler
 from ..permissions.evaluate import decide
 from ..permissions.model import PermissionRequest, Rule
 from ..permissions.rules import Ruleset
-from ..snapshot import Snapshot
-from ..templates import render, render_argv, render_shell
 
 __all__ = ["process_denies"]
 

@@ -15,16 +15,16 @@ from ..audit import AuditLog
 from ..permissions.ask import PermissionBroker
 from ..permissions.model import Decision
 from ..result import ToolResult
-from ..sessions import SessionStore
 from .events import CallEvent, Listener
 from .record import Recorder
 from .request import CallRequest
+from .sessions import SessionStore
 from .suspension import Runnable
 
 if TYPE_CHECKING:
+    from ..build.snapshot import Snapshot
     from ..lsp.access import LspAccess
     from ..lsp.manager import LspManager
-    from ..snapshot import Snapshot
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
 

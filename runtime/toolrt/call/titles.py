@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..compiled import CompiledTool
-from ..templates import render
+from ..build.compiled import CompiledTool
+from ..build.templates import render
 
 __all__ = ["call_title", "render_optional"]
 

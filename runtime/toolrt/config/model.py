@@ -264,7 +264,7 @@ def tool_from_document(document: Document, *, description: str, layer: str) -> T
 
 def settings_from_documents(documents: list[Document], *, root: Path) -> ProjectSettings:
     """What the built-in and project `toolrt.yaml` declare (later documents win per key): flags, model
-    groups, tool sets, the built-in tools kept. Settings values are `toolrt.settings`'.
+    groups, tool sets, the built-in tools kept. Settings values are `toolrt.config.settings`'.
 
     Flags and model groups accumulate; a flag declared twice is reported by the snapshot builder.
     """

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from ..settings import is_secret_name
+from ..config.settings import is_secret_name
 
 __all__ = ["DEFAULT_ENV_ALLOW", "build_env"]
 

@@ -14,7 +14,7 @@ from .report import Diagnostic
 from .servers import configured_servers
 
 if TYPE_CHECKING:
-    from ..snapshot import Snapshot
+    from ..build.snapshot import Snapshot
     from .manager import LspConfig, LspManager
 
 __all__ = ["LspAccess", "lsp_config"]

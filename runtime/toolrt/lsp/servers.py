@@ -1,7 +1,7 @@
 """Which language servers exist: the built-in table (`servers.yaml`) under the host's settings.
 
 A server is a process toolrt starts from a configured command, so a command is a host-only setting
-(`toolrt.settings.host_only_guard`): the built-in entries and the host's `lsp.servers` declare
+(`toolrt.config.settings.host_only_guard`): the built-in entries and the host's `lsp.servers` declare
 commands, extensions, root markers and environment; a project may only switch a server off or
 pass initialization options. A command's program is an absolute path or a name looked up on PATH,
 skipping every PATH entry inside the project tree (a model could put `node_modules/.bin/x` there).
@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
+from ..config.settings import LspSettings
 from ..errors import Problem
-from ..settings import LspSettings
 
 __all__ = [
     "LANGUAGE_IDS",

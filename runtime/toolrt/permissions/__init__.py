@@ -15,7 +15,7 @@ from .lint import covers, lint
 from .model import ACTIONS, Action, CallSite, Decision, PatternDecision, PermissionRequest, Rule, strictest
 from .parse import PermissionTest
 from .rules import Ruleset
-from .tests import run_permission_tests
+from .selftests import run_permission_tests
 from .wildcard import compile_pattern, expand_pattern, match
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The sandbox policy from its layers: the host, the project and tool files, the locked file.
 
-The host's values are host-only settings of `toolrt.settings` (`--sandbox`, `TOOLRT_SANDBOX__MODE`,
+The host's values are host-only settings of `toolrt.config.settings` (`--sandbox`, `TOOLRT_SANDBOX__MODE`,
 `__NETWORK`, `__WRITABLE`, the user settings file's `sandbox:`) and may loosen (`mode: off`, a
 writable package cache); the project's `toolrt.yaml` and tool files may only tighten, and a value
 that tries to loosen is a located config problem; the locked file fixes what it names.
@@ -39,7 +39,7 @@ MAX_PROTECTED_MOUNTS = 64
 def host_layer(
     mode: str | None, network: bool | None, writable: tuple[Path, ...] | None, *, source: str, problems: list[Problem]
 ) -> SandboxLayer:
-    """The host's sandbox settings (`toolrt.settings.SandboxSettings`, resolved from the command line, the
+    """The host's sandbox settings (`toolrt.config.settings.SandboxSettings`, resolved from the command line, the
     environment and the user settings file) as a layer; a writable path that is no directory is an error."""
     paths = tuple(Path(os.path.normpath(p)) for p in writable) if writable is not None else None
     for path in paths or ():

@@ -1,7 +1,7 @@
 """Where a shell template's `{{ }}` may stand, read on the tree-sitter parse of the template.
 
 A value reaches the shell as an environment variable, `"${TOOLRT_ARG_<NAME>}"` (see
-`toolrt.templates`): bash expands it once and never reads it as code, *if* the place the expansion
+`toolrt.build.templates`): bash expands it once and never reads it as code, *if* the place the expansion
 stands does not evaluate it again. So a placeholder may stand as a word, or part of a word, of a
 simple command's arguments, as a redirect target, a here-string, an assignment's value, a `for` or
 `case` subject, or inside double quotes. Everywhere else it is refused: arithmetic (`$(( ))`,
@@ -31,7 +31,7 @@ __all__ = ["MARKER", "PlaceholderProblem", "placeholder_contexts"]
 
 
 class PlaceholderProblem(Exception):
-    """A placeholder where its value could become code (`toolrt.templates` reports it as a TemplateProblem)."""
+    """A placeholder where its value could become code (`toolrt.build.templates` reports it as a TemplateProblem)."""
 
 
 MARKER = "toolrtVALUE{}x"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .config.resources import SCHEMA_NAMES, schema
-from .errors import UsageError
+from ..config.resources import SCHEMA_NAMES, schema
+from ..errors import UsageError
 
 __all__ = ["SCHEMA_DIR", "write_schemas", "write_starter"]
 
@@ -79,7 +79,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolrt.context import ToolContext
+from toolrt.call.context import ToolContext
 from toolrt.errors import ToolFailure
 
 

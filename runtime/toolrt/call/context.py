@@ -10,15 +10,15 @@ from typing import Any, Protocol
 
 import anyio
 
-from .errors import DeniedError, ToolFailure
-from .permissions.denied_reads import ReadDenies
-from .permissions.model import PermissionRequest
-from .result import ToolResult
-from .sandbox.config import call_plan
-from .sandbox.plan import SandboxPlan
-from .sandbox.policy import SandboxPolicy
-from .scope import DEFAULT_SCOPE, CallScope, Questioner
-from .truncate import tool_output_dir
+from ..errors import DeniedError, ToolFailure
+from ..permissions.denied_reads import ReadDenies
+from ..permissions.model import PermissionRequest
+from ..result import ToolResult
+from ..sandbox.config import call_plan
+from ..sandbox.plan import SandboxPlan
+from ..sandbox.policy import SandboxPolicy
+from ..scope import DEFAULT_SCOPE, CallScope, Questioner
+from ..truncate import tool_output_dir
 
 __all__ = ["LanguageServers", "ToolContext"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from .config.resources import builtin_root
-from .errors import Problem, UsageError
+from ..config.resources import builtin_root
+from ..errors import Problem, UsageError
 from .validate import validate
 
 __all__ = ["Outcome", "find_project", "problem_text", "render", "sarif_log", "validate_paths"]
@@ -224,7 +224,7 @@ _RULES = (
 
 def sarif_log(problems: Iterable[Problem]) -> dict[str, Any]:
     """A SARIF 2.1.0 log of one run: a result per problem, located by a URI relative to the working directory."""
-    from . import __version__
+    from .. import __version__
 
     results = []
     for problem in problems:

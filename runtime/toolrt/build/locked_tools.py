@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..compiled import CompiledTool
 from ..config.model import ArgvHandler, HostHandler, PythonHandler, ShellHandler
 from ..permissions.model import PermissionRequest
 from ..permissions.wildcard import match
-from ..snapshot import Snapshot
+from .compiled import CompiledTool
+from .snapshot import Snapshot
 
 __all__ = ["handler_kind", "locked_denial"]
 

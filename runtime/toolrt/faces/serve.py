@@ -44,18 +44,18 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from .api import Runtime, SnapshotChange
-from .call.events import CallEvent
-from .errors import UsageError
-from .permissions.ask import AskRequest, Reply
-from .permissions.shown import ask_lines, escape_controls
-from .reload import Reloader, ReloadEvent
-from .result import ToolResult
-from .scope import CallScope
-from .selection import ToolSet
+from ..api import Runtime, SnapshotChange
+from ..build.selection import ToolSet
+from ..build.snapshot import degraded_lines
+from ..call.events import CallEvent
+from ..call.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
+from ..errors import UsageError
+from ..permissions.ask import AskRequest, Reply
+from ..permissions.shown import ask_lines, escape_controls
+from ..reload import Reloader, ReloadEvent
+from ..result import ToolResult
+from ..scope import CallScope
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
-from .sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
-from .snapshot import degraded_lines
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
 
@@ -303,7 +303,7 @@ class McpFace:
 
     def unasked_notice(self) -> str | None:
         """Which of the offered tools run without asking, or None when every one asks."""
-        from .unasked import runs_without_asking, unasked_notice
+        from ..build.unasked import runs_without_asking, unasked_notice
 
         toolset = self._rt.tools(self._scope)
         return unasked_notice(runs_without_asking(self._rt.snapshot, toolset, self._scope.agent))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .permissions.evaluate import check
+from ..permissions.evaluate import check
 from .selection import ToolSet
 from .snapshot import Snapshot
 

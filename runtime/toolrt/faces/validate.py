@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compiled import CompiledTool, call_arity_problem, import_ref, locate, project_root_of
-from .config.collect import collector_paused
-from .config.model import PythonHandler
-from .errors import ConfigError, Problem, UsageError
-from .permissions.model import PermissionRequest
-from .sandbox.config import sandbox_problems, sandbox_status
-from .snapshot import Snapshot, build_snapshot
+from ..build.compiled import CompiledTool, call_arity_problem, import_ref, locate, project_root_of
+from ..build.snapshot import Snapshot, build_snapshot
+from ..config.collect import collector_paused
+from ..config.model import PythonHandler
+from ..errors import ConfigError, Problem, UsageError
+from ..permissions.model import PermissionRequest
+from ..sandbox.config import sandbox_problems, sandbox_status
 
 __all__ = ["RUNTIME_PERMISSIONS", "Report", "validate"]
 
@@ -78,7 +78,7 @@ def _validate(root: Path) -> Report:
 
 
 def _lsp_problems(snapshot: Snapshot) -> list[Problem]:
-    from .lsp.servers import server_problems
+    from ..lsp.servers import server_problems
 
     resolved = snapshot.resolved
     return server_problems(resolved.values.lsp, resolved.origins, snapshot.root)
@@ -106,8 +106,8 @@ def schema_copy_problems(root: Path, texts: Mapping[str, str] | None = None) -> 
     project; after an upgrade the copies lag behind and the editor completes yesterday's keys.
     `texts`: files already read, by path relative to `root`; the others are opened for their first line.
     """
-    from .config.layers import tool_files
-    from .config.resources import SCHEMA_NAMES, schema
+    from ..config.layers import tool_files
+    from ..config.resources import SCHEMA_NAMES, schema
 
     kinds = {file_name: name for name, file_name in SCHEMA_NAMES.items()}
     files = [("permissions.yaml", root / "permissions.yaml"), ("toolrt.yaml", root / "toolrt.yaml")]
@@ -154,7 +154,7 @@ def schema_copy_problems(root: Path, texts: Mapping[str, str] | None = None) -> 
 
 
 def _keyword_problems(snapshot: Snapshot) -> list[Problem]:
-    from .config.validation import parameter_keyword_warnings
+    from ..config.validation import parameter_keyword_warnings
 
     problems: list[Problem] = []
     for tool in snapshot.tools.values():
@@ -174,10 +174,10 @@ def _report(problems: Sequence[Problem], sandbox: str | None = None) -> Report:
 
 
 def _permission_problems(snapshot: Snapshot) -> list[Problem]:
-    from .call.arguments import parse_arguments
-    from .call.permissions import pattern_requests, permission_requests
-    from .permissions.lint import lint
-    from .permissions.tests import run_permission_tests
+    from ..call.arguments import parse_arguments
+    from ..call.permissions import pattern_requests, permission_requests
+    from ..permissions.lint import lint
+    from ..permissions.selftests import run_permission_tests
 
     known = {tool.permission_key for tool in snapshot.tools.values()} | {tool.id for tool in snapshot.tools.values()}
     known |= RUNTIME_PERMISSIONS
@@ -194,7 +194,7 @@ def _permission_problems(snapshot: Snapshot) -> list[Problem]:
 
 
 def _spec_problems(snapshot: Snapshot) -> list[Problem]:
-    from .specs import FORMATS, compile_spec
+    from ..specs import FORMATS, compile_spec
 
     problems: list[Problem] = []
     for tool in snapshot.tools.values():

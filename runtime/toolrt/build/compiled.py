@@ -15,13 +15,13 @@ from typing import Any
 
 import jsonschema_rs
 
-from .config.document import Document
-from .config.model import ArgvHandler, ShellHandler, ToolDefinition
-from .config.validation import parameter_schema_problems
-from .errors import Problem
-from .permissions.model import PermissionRequest
+from ..config.document import Document
+from ..config.model import ArgvHandler, ShellHandler, ToolDefinition
+from ..config.validation import parameter_schema_problems
+from ..errors import Problem
+from ..permissions.model import PermissionRequest
+from ..specs.properties import declared_properties, value_types
 from .project_import import in_project, project_module_name
-from .specs.properties import declared_properties, value_types
 from .templates import ArgvTemplate, TemplateProblem, compile_argv, compile_template, shell_path_problem
 
 __all__ = [

@@ -286,7 +286,7 @@ def _slot(value: Any) -> str:
 
 def _shell_probe(source: str, parts: Sequence[_Part] | None) -> tuple[str, list[int]]:
     """The template's shell text with each `{{ }}` as a marker word, and each marker's template line."""
-    from .shell.placeholders import MARKER
+    from ..shell.placeholders import MARKER
 
     text: list[str] = []
     lines: list[int] = []
@@ -324,7 +324,7 @@ def _check_shell_positions(source: str, parts: Sequence[_Part] | None) -> tuple[
 
 
 def _placed(probe: str, lines: Sequence[int] | None) -> tuple[str, ...]:
-    from .shell.placeholders import PlaceholderProblem, placeholder_contexts
+    from ..shell.placeholders import PlaceholderProblem, placeholder_contexts
 
     try:
         return placeholder_contexts(probe, lines)
@@ -494,7 +494,7 @@ def render_shell(
         text: str = template.jinja.render(context)
     finally:
         _SLOTS.reset(reset)
-    from .shell.placeholders import MARKER
+    from ..shell.placeholders import MARKER
 
     found = list(_TOKENS.finditer(text))
     counter = iter(range(len(found)))

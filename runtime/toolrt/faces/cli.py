@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import __version__
-from .errors import ConfigError, UsageError
+from .. import __version__
+from ..errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
-    from .api import Runtime
-    from .permissions.ask import AskRequest, Reply
-    from .permissions.model import Decision
-    from .scope import CallScope
+    from ..api import Runtime
+    from ..permissions.ask import AskRequest, Reply
+    from ..permissions.model import Decision
+    from ..scope import CallScope
 
 __all__ = ["main"]
 
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         print(f"toolrt: {error}", file=err)
         return 2
     except ConfigError as error:
-        from .validate_cli import problem_text
+        from .validate_report import problem_text
 
         for problem in error.problems:
             print(problem_text(problem), file=err)
@@ -324,7 +324,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
 
 def _flags(values: Sequence[str]) -> dict[str, bool]:
-    from .settings import parse_flag_option
+    from ..config.settings import parse_flag_option
 
     return dict(parse_flag_option(v) for v in values)
 
@@ -335,8 +335,8 @@ def _load(options: argparse.Namespace, *, blocked_ok: bool = True) -> Runtime:
     The tools of invalid tool files are left out; with an invalid `permissions.yaml`, `toolrt.yaml` or
     locked file no call runs (`blocked_ok=False`: the command stops with exit 1, for `check`).
     """
-    from .api import Runtime
-    from .snapshot import degraded_lines
+    from ..api import Runtime
+    from ..build.snapshot import degraded_lines
 
     settings = {
         "data_dir": getattr(options, "data_dir", None),
@@ -365,7 +365,7 @@ def _load(options: argparse.Namespace, *, blocked_ok: bool = True) -> Runtime:
 
 
 def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
-    from .validate_cli import render, validate_paths
+    from .validate_report import render, validate_paths
 
     if options.files and options.root != ".":
         raise UsageError("give FILE arguments or --root, not both (each file's project is found from the file)")
@@ -376,7 +376,7 @@ def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
 
 def _scope(options: argparse.Namespace) -> CallScope:
     """The command's scope from its selection options (flags are the Runtime's, set at load)."""
-    from .scope import CallScope
+    from ..scope import CallScope
 
     return CallScope(
         agent=getattr(options, "agent", None),
@@ -544,10 +544,10 @@ _REJECT = ("r", "reject", "n", "no")
 
 def _terminal_asker(out: TextIO) -> Any:
     """Ask at the terminal: once / always / reject. End of input rejects; another answer asks again."""
-    from .permissions.ask import Reply
+    from ..permissions.ask import Reply
 
     async def ask(request: AskRequest) -> Reply:
-        from .permissions.shown import ask_lines
+        from ..permissions.shown import ask_lines
 
         print("\n" + "\n".join(ask_lines(request, indent="  ")), file=sys.stderr, flush=True)
         while True:
@@ -576,7 +576,7 @@ def _terminal_questioner() -> Any:
 
         answers: list[list[str]] = []
         for item in questions:
-            from .permissions.shown import escape_controls
+            from ..permissions.shown import escape_controls
 
             options = [str(option.get("label", "")) for option in item.get("options", ())]
             header = escape_controls(str(item.get("header") or "Question"))
@@ -600,7 +600,7 @@ def _chosen(reply: str, options: Sequence[str], *, multiple: bool) -> list[str]:
 
 
 def _fixed_asker(kind: str) -> Any:
-    from .permissions.ask import Reply
+    from ..permissions.ask import Reply
 
     async def ask(request: AskRequest) -> Reply:
         return Reply(kind)  # type: ignore[arg-type]
@@ -653,7 +653,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
 
 def _tell_unasked_once(rt: Runtime, options: argparse.Namespace, seen: Path) -> None:
     """Say on stderr which offered tools run without asking, once per session (again when the list changes)."""
-    from .unasked import runs_without_asking, unasked_notice
+    from ..build.unasked import runs_without_asking, unasked_notice
 
     notice = unasked_notice(runs_without_asking(rt.snapshot, rt.tools(_scope(options)), options.agent))
     if notice is None:
@@ -710,7 +710,7 @@ def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
         import openai
     except ImportError:
         raise UsageError("toolrt chat needs the openai package: pip install 'toolrt[openai]'") from None
-    from .chat_cli import run_chat
+    from .chat import run_chat
 
     base_url = options.base_url or os.environ.get("OPENAI_BASE_URL")
     if not base_url:
@@ -744,15 +744,15 @@ def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
-    from .watch_cli import run_watch
+    from .watch import run_watch
 
     return run_watch(_load(options), json_output=options.json, out=out)
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
-    from .sandbox.config import sandbox_problems, sandbox_status
-    from .serve_mcp import ServeLimits, run_serve
-    from .validate_cli import problem_text
+    from ..sandbox.config import sandbox_problems, sandbox_status
+    from .serve import ServeLimits, run_serve
+    from .validate_report import problem_text
 
     rt = _load(options)
     for problem in sandbox_problems(rt.snapshot.sandbox):
@@ -780,7 +780,7 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_lsp(options: argparse.Namespace, out: TextIO) -> int:
-    from .lsp_cli import run_lsp_check
+    from .lsp_check import run_lsp_check
 
     rt = _load(options)
     try:
@@ -821,7 +821,7 @@ def _shown(value: Any) -> Any:
 
 
 def _cmd_schema(options: argparse.Namespace, out: TextIO) -> int:
-    from .config.resources import SCHEMA_NAMES, schema
+    from ..config.resources import SCHEMA_NAMES, schema
 
     if options.write:
         from .init import write_schemas

@@ -18,8 +18,8 @@ from typing import Any, TextIO
 
 import anyio
 
-from .api import Runtime
-from .reload import Reloader, ReloadEvent
+from ..api import Runtime
+from ..reload import Reloader, ReloadEvent
 
 __all__ = ["event_json", "format_event", "run_watch"]
 

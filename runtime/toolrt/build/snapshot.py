@@ -18,11 +18,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
-from .config.collect import collector_paused
-from .config.document import Document
-from .config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
-from .config.model import (
+from ..config.collect import collector_paused
+from ..config.document import Document
+from ..config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
+from ..config.model import (
     ProjectSettings,
     PythonHandler,
     ToolDefinition,
@@ -30,15 +29,16 @@ from .config.model import (
     settings_from_documents,
     tool_from_document,
 )
-from .config.reuse import Reused
-from .errors import ConfigError, Problem
-from .permissions.config import PermissionConfig, build_permission_config
-from .permissions.model import CallSite
-from .permissions.protected import ProtectedPaths
-from .sandbox.config import build_policy, concrete_protected, host_layer, tool_policy
-from .sandbox.policy import SandboxPolicy
-from .settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
-from .truncate import tool_output_dir
+from ..config.reuse import Reused
+from ..config.settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
+from ..errors import ConfigError, Problem
+from ..permissions.config import PermissionConfig, build_permission_config
+from ..permissions.model import CallSite
+from ..permissions.protected import ProtectedPaths
+from ..sandbox.config import build_policy, concrete_protected, host_layer, tool_policy
+from ..sandbox.policy import SandboxPolicy
+from ..truncate import tool_output_dir
+from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
 
@@ -649,8 +649,8 @@ def _selector_groups(selector: Any) -> list[str]:
 def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
     """A new snapshot with one tool added or replaced, validated exactly like a file (ToolRegistry.register)."""
 
-    from .config.layers import _description
-    from .config.validation import check_document
+    from ..config.layers import _description
+    from ..config.validation import check_document
 
     document = Document(Path("<registered>"), dict(data), {}, f"<registered {data.get('id', '?')}>")
     problems = check_document(document, "tool")

@@ -42,12 +42,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from .config.document import Document
-from .config.model import FlagDef
-from .errors import ConfigError, Problem, UsageError
+from ..errors import ConfigError, Problem, UsageError
+from .document import Document
+from .model import FlagDef
 
 if TYPE_CHECKING:
-    from .config.reuse import Reused
+    from .reuse import Reused
 
 __all__ = [
     "HOST_ONLY",
@@ -480,7 +480,7 @@ def _dotenv_layer(path: Path, flags: tuple[str, ...], display: str) -> _Layer:
 
 
 def _user_layer(path: Path, problems: list[Problem]) -> _Layer:
-    from .config.layers import read_single
+    from .layers import read_single
 
     document = read_single(path, "settings", problems, display=str(path))
     if document is None:
@@ -502,7 +502,7 @@ def _command_line_layer(cli: CommandLineSettings) -> _Layer:
 def _locked_layer(path: Path, reused: Reused | None) -> _Layer | None:
     """The locked file's `settings:` section; None when the file is absent or invalid (the snapshot
     takes the same document from `reused`, reports its problems and blocks every call)."""
-    from .config.layers import read_single
+    from .layers import read_single
 
     problems: list[Problem] = []
     document = read_single(path, "permissions", problems, reused=reused)

@@ -28,7 +28,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .sessions import SessionStore
+from ..call.sessions import SessionStore
 
 __all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
 

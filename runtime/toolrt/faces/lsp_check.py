@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .api import Runtime
-from .errors import UsageError
+from ..api import Runtime
+from ..errors import UsageError
 
 __all__ = ["FEATURES", "run_lsp_check"]
 
@@ -44,7 +44,7 @@ def run_lsp_check(
     Raises:
         UsageError: `servers` names a server the settings do not declare (or switch off).
     """
-    from .lsp.access import lsp_config
+    from ..lsp.access import lsp_config
 
     config = lsp_config(rt.snapshot)
     known = {server.name: server for server in config.servers}
@@ -67,9 +67,9 @@ def run_lsp_check(
 
 
 async def _check(server: Any, config: Any, timeout: float) -> dict[str, Any]:
-    from .errors import LspError
-    from .lsp.client import ServerClient
-    from .lsp.servers import resolve_program
+    from ..errors import LspError
+    from ..lsp.client import ServerClient
+    from ..lsp.servers import resolve_program
 
     row: dict[str, Any] = {"name": server.name, "command": list(server.command)}
     program = resolve_program(server.command[0], config.root, path=config.path)

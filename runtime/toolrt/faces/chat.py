@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from .api import Runtime, SnapshotChange
-    from .call.events import CallEvent
-    from .scope import CallScope
+    from ..api import Runtime, SnapshotChange
+    from ..call.events import CallEvent
+    from ..scope import CallScope
 
 __all__ = ["MAX_ROUNDS", "run_chat"]
 
@@ -86,7 +86,7 @@ async def run_chat(
     """Talk until end of input or `/exit`; returns the exit code (0)."""
     import openai
 
-    from .providers.openai import StreamAccumulator
+    from ..providers.openai import StreamAccumulator
 
     screen = _Screen(out)
     unsubscribe = rt.subscribe(screen.call_event)

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from .call.locked_tools import locked_denial
+from ..config.model import HostHandler, Selector, When
+from ..errors import UsageError
+from ..permissions.evaluate import disabled
+from ..permissions.wildcard import match
+from ..scope import DEFAULT_SCOPE, CallScope
 from .compiled import OFFERED_MARK, CompiledTool
-from .config.model import HostHandler, Selector, When
-from .errors import UsageError
-from .permissions.evaluate import disabled
-from .permissions.wildcard import match
-from .scope import DEFAULT_SCOPE, CallScope
+from .locked_tools import locked_denial
 from .snapshot import Snapshot
 
 __all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "display_title", "select", "spec_of"]
@@ -98,7 +98,7 @@ class ToolSet:
         """
         found = self._specs.get(format)
         if found is None:
-            from .specs import FORMATS
+            from ..specs import FORMATS
 
             if format not in FORMATS:
                 raise UsageError(f"unknown spec format {format!r}; expected one of: {', '.join(FORMATS)}")
@@ -136,7 +136,7 @@ def spec_of(offered: Offered, format: str, tools: tuple[str, ...] = ()) -> Mappi
     cache = offered.tool.specs
     found = cache.get(key)
     if found is None:
-        from .specs import compile_spec
+        from ..specs import compile_spec
 
         definition = offered.tool.definition
         found = cache[key] = compile_spec(

@@ -1,0 +1,1 @@
+"""Where state that outlives a call is kept (empty until the state store lands)."""
