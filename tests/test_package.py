@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"store.*"},  # state that outlives a call
     {"call.*"},  # the pipeline, and the handler context
     {"builtin.*"},  # the built-in tools
-    {"api", "reload", "__init__"},  # top: the Runtime, its reloader, the package face
+    {"api", "reload", "__init__", "context"},  # top: the Runtime, its reloader, the package face, 0.1's name
     {"faces.*", "__main__"},  # the front ends
 ]
 
@@ -180,3 +180,43 @@ def test_the_public_surface_names_every_type_runtime_takes_or_returns() -> None:
     assert {"CallScope", "ToolResult", "ToolSet", "Decision", "ScopeFields"} <= set(used)
     missing = {name: method for name, method in used.items() if name not in toolrt.__all__}
     assert missing == {}
+
+
+OLD_STARTER = """
+from toolrt.context import ToolContext
+
+
+def shout(args, ctx: ToolContext) -> str:
+    return args["text"].upper() + " in " + ctx.root.name
+"""
+
+
+def test_a_handler_written_against_0_1_module_paths_still_runs(tmp_path: Path) -> None:
+    """`toolrt init` 0.1 wrote `from toolrt.context import ToolContext` into projects: after the move
+    such a handler imports and runs; importing the old name warns that it is deprecated."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "old"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "starter_tools.py").write_text(OLD_STARTER, encoding="utf-8")
+    (root / "tools.d" / "shout.yaml").write_text(
+        "id: shout\ndescription: Shouts.\nparameters: {type: object, properties: {text: {type: string}}}\n"
+        "handler: {python: 'starter_tools:shout'}\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import anyio, sys; from toolrt import Runtime; rt = Runtime.load(sys.argv[1]);"
+        "print(anyio.run(lambda: rt.call('shout', {'text': 'hi'})).output)"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "HI in old"
+    warned = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", "import toolrt.context"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert warned.returncode != 0
+    assert "toolrt.context is deprecated: import ToolContext from toolrt" in warned.stderr

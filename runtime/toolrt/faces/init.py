@@ -79,8 +79,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolrt.call.context import ToolContext
-from toolrt.errors import ToolFailure
+from toolrt import ToolContext, ToolFailure
 
 
 def word_count(args: Mapping[str, Any], ctx: ToolContext) -> str:
