@@ -125,6 +125,45 @@ def test_a_call_without_an_id_is_not_run_but_leaves_an_audit_record(rt: Runtime,
     assert "came without a call id" in record["error"] and "was not run" in record["error"]
 
 
+def _appends(line: str) -> dict[str, str]:
+    return {"command": f"echo {line} >> ran.txt", "description": "append"}
+
+
+@pytest.mark.parametrize("format", ["openai", "openai-responses", "anthropic", "gemini"])
+def test_a_repeated_call_id_runs_neither_call_and_is_answered_once(rt: Runtime, format: str) -> None:
+    from toolrt.audit import read_records
+
+    calls = [("dup", "bash", _appends("one")), ("solo", "bash", _appends("solo")), ("dup", "bash", _appends("two"))]
+    as_text = [(i, n, json.dumps(a)) for i, n, a in calls]
+    turn = {
+        "openai": lambda: chat_completion(calls=as_text),
+        "openai-responses": lambda: response(calls=as_text),
+        "anthropic": lambda: message(calls=calls),
+        "gemini": lambda: generate_content(calls=calls),
+    }[format]()
+    messages = run(rt, format, turn)
+    ran = rt.root / "ran.txt"
+    assert ran.read_text() == "solo\n"  # the call with its own id ran; neither repeated one did
+    if format == "openai":
+        answered = [(m["tool_call_id"], m["content"]) for m in messages]
+    elif format == "openai-responses":
+        answered = [(m["call_id"], m["output"]) for m in messages]
+    elif format == "anthropic":
+        answered = [(b["tool_use_id"], b["content"]) for b in messages[0]["content"]]
+        assert [b["is_error"] for b in messages[0]["content"]] == [True, False]
+    else:
+        responses = [p["function_response"] for p in messages[0]["parts"]]
+        answered = [(r["id"], str(r["response"])) for r in responses]
+    ids = [id for id, _ in answered]
+    assert ids == (["dup", "solo", "dup"] if format == "gemini" else ["dup", "solo"])  # what the provider accepts
+    assert "which 2 calls of the same response carry" in answered[0][1] and "none of them was run" in answered[0][1]
+    assert rt.audit.path is not None
+    records, bad = read_records(rt.audit.path)
+    assert bad == []
+    statuses = sorted((r["call_id"], r["status"]) for r in records)
+    assert statuses == [("dup", "invalid"), ("dup", "invalid"), ("solo", "ok")]
+
+
 def test_gemini_calls_without_ids_run_and_answer_by_name(rt: Runtime) -> None:
     turn = generate_content(calls=[("", "read", {"filePath": "notes.txt"})])
     [content] = run(rt, "gemini", turn)

@@ -554,12 +554,15 @@ class Runtime:
         that are not JSON, an unknown, empty or hidden name) come back as error results for the
         model; a call without an id (which every format but `gemini` needs to match its result) is
         not run (its result could not reach the model) but is recorded like every call, as `invalid`
-        under a generated id (`call_<n>`). No tool calls → `[]`.
+        under a generated id (`call_<n>`). Calls whose id the response repeats are none of them run
+        (each is recorded as `invalid`) and each such id is answered once (Gemini: once per call).
+        No tool calls → `[]`.
 
         Raises:
             UsageError: `format` is unknown, or `agent` names no agent.
         """
         from .providers import ToolCall, adapter
+        from .providers.duplicates import answered_once, refusal, repeated_ids
 
         module = adapter(format)
         if isinstance(response, (list, tuple)) and response and all(isinstance(c, ToolCall) for c in response):
@@ -581,6 +584,7 @@ class Runtime:
             extra=_EMPTY if extra is None else extra,
         )
         needs_id = format != "gemini"
+        repeated = repeated_ids(calls)
 
         async def run(index: int) -> ToolResult:
             call = calls[index]
@@ -592,10 +596,13 @@ class Runtime:
                         "to it and it was not run. Call the tool again."
                     ),
                 )
+            elif call.id in repeated:  # refused before any call of the turn runs: never run twice
+                request = request._replace(refused=refusal(call, sum(c.id == call.id for c in calls)))
             return await self._dispatch(request)
 
         results = await self._together([call.name for call in calls], run)
-        return module.result_messages(zip(calls, results, strict=True))
+        pairs = list(zip(calls, results, strict=True))
+        return module.result_messages(answered_once(pairs) if needs_id else pairs)
 
     async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
         # Sub-calls keep the whole scope (flags and tool set too), the asker, the questioner and the abort.
