@@ -33,6 +33,7 @@ __all__ = [
     "DeniedError",
     "InvalidArgumentsError",
     "LspError",
+    "PathChanged",
     "PermissionBlocked",
     "Problem",
     "RejectedError",
@@ -139,6 +140,11 @@ class CorrectedError(PermissionBlocked):
 
 class ToolFailure(CallError):
     """The handler could not do what was asked; the message says why and what to do next."""
+
+
+class PathChanged(ToolFailure):
+    """A file tool's path changed between the permission check and the open (a name swapped for a
+    symlink, a directory moved): nothing was read or written, and the message says so."""
 
 
 class LspError(ToolFailure):

@@ -23,19 +23,24 @@ from typing import Any, Literal
 import anyio.to_thread
 
 from ..call.context import ToolContext
-from ..errors import ToolFailure
+from ..errors import PathChanged, ToolFailure
 from ..lsp.report import patch_report
 from ..permissions.model import CallSite, PermissionRequest
 from . import filetime
+from .beneath import open_checked, replace_checked, unlink_checked
 from .diff import count_changes, trim_diff, unified_diff
 from .filepaths import (
+    checked_real,
     describe_mode,
     encode_text,
     exempt_directories,
     external_patterns,
+    make_parents,
     read_regular,
     relative,
+    remove_directory,
     stat_or_none,
+    steady_realpath,
 )
 from .patch_format import AddFile, DeleteFile, Hunk, PatchError, UpdateFile, apply_chunks, is_empty_patch, parse_patch
 from .preview import bounded
@@ -254,13 +259,11 @@ def _verify(hunks: Sequence[Hunk], paths: Mapping[str, tuple[Path, Path]]) -> _P
 
 
 def _stage(target: Path, data: bytes, created: list[Path]) -> Path:
-    """Write `data` to a new temporary file beside `target` (creating directories); return its path."""
-    missing = [parent for parent in target.parents if not parent.exists()]
-    for directory in reversed(missing):
-        directory.mkdir()
-        created.append(directory)
+    """Write `data` to a new temporary file beside `target` (creating directories beneath the last
+    existing one, no symlink followed: see beneath); return its path."""
+    make_parents(target, str(target), created)
     staged = target.with_name(f".{target.name}.{secrets.token_hex(6)}.toolrt-patch")
-    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd = open_checked(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     try:
         if (existing := stat_or_none(target, str(target))) is not None:
             os.fchmod(fd, stat.S_IMODE(existing.st_mode))
@@ -281,17 +284,19 @@ def _commit(plan: _Plan) -> None:
     try:
         for real, data in encoded.items():
             staged[real] = _stage(real, data, created)
-    except OSError as error:
+    except (OSError, ToolFailure) as error:
         for temporary in staged.values():
-            temporary.unlink(missing_ok=True)
+            unlink_checked(temporary)
         for directory in reversed(created):
-            directory.rmdir()
-        raise ToolFailure(f"apply_patch failed before changing any file: {error}") from error
+            remove_directory(directory)
+        kind = PathChanged if isinstance(error, PathChanged) else ToolFailure
+        raise kind(f"apply_patch failed before changing any file: {error}") from error
     for real, temporary in staged.items():
-        os.replace(temporary, real)
+        replace_checked(temporary, real)
     for real, text in plan.files.items():
         if text is None:
-            plan.lexical[real].unlink(missing_ok=True)
+            named = plan.lexical[real]  # the name itself goes (a symlink, not its target), in its real parent
+            unlink_checked(Path(steady_realpath(named.parent)) / named.name)
 
 
 def _shown(change: _Change, plan: _Plan) -> Path:
@@ -345,12 +350,14 @@ async def apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, An
     outside: list[str] = []
     for raw in _named_paths(hunks):
         path = ctx.resolve(raw)
-        paths[raw] = (path, Path(os.path.realpath(path)))
+        paths[raw] = (path, path)
         outside.extend(external_patterns(path, ctx.root, exempt=exempt_directories(ctx)))
     if outside:
         await ctx.ask_requests(
             [PermissionRequest("external_directory", (pattern,), (pattern,)) for pattern in _unique(outside)]
         )
+    # Each real path is one the call's rules were checked on, and only it is opened from here on.
+    paths = {raw: (path, checked_real(ctx, path, "file", outside, writes=True)) for raw, (path, _) in paths.items()}
     plan = await anyio.to_thread.run_sync(partial(_verify, hunks, paths))
     await anyio.to_thread.run_sync(partial(_commit, plan))
     for real, final in plan.files.items():

@@ -108,7 +108,7 @@ async def edit(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if old == new:
         raise ToolFailure(SAME_STRINGS)
     path = ctx.resolve(file_path)
-    real = await guard(ctx, path)
+    real = await guard(ctx, path, writes=True)
     request = _Request(path, real, old, new, bool(args.get("replaceAll", False)))
     diff = await anyio.to_thread.run_sync(partial(_edit_sync, request, ctx.session_state))
     output = "Edit applied successfully."

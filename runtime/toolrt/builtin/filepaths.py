@@ -3,7 +3,10 @@
 Dispatch asks `external_directory` for the path arguments a tool declares under `permission.paths`.
 The handlers check again against the path they are about to touch, symlinks resolved, because a
 symlink inside the root may point outside it and a path can change between dispatch and the
-handler: nothing outside the root is read or written without an `external_directory` decision.
+handler: nothing outside the root is read or written without an `external_directory` decision, and a
+real path inside the root that the call's rules were not checked on (a name swapped for a symlink
+since) is refused. Everything after `guard` opens that real path as `beneath` does: no symlink
+followed, the descriptor's own path compared.
 
 Files are opened with `O_NONBLOCK` and checked with `fstat` on the open descriptor, so a FIFO or a
 device put where a regular file was expected is refused instead of hanging the call.
@@ -13,19 +16,22 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ..call.context import ToolContext
-from ..errors import ToolFailure
+from ..errors import PathChanged, ToolFailure
 from ..permissions.model import usable_exempt
 from ..truncate import tool_output_dir
+from .beneath import changed, open_checked, open_parent, stat_checked
 
 __all__ = [
     "Kind",
     "describe_mode",
     "exempt_directories",
     "external_patterns",
+    "checked_real",
     "guard",
     "guard_read",
     "is_within",
@@ -37,7 +43,9 @@ __all__ = [
     "open_regular",
     "read_regular",
     "relative",
+    "remove_directory",
     "stat_or_none",
+    "steady_realpath",
     "write_regular",
 ]
 
@@ -54,6 +62,21 @@ def is_within(path: str, root: str) -> bool:
 def relative(path: Path, root: Path) -> str:
     """`path` relative to `root` with `/` separators (`../x` when outside), as edit permissions match it."""
     return os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def steady_realpath(path: Path | str) -> str:
+    """`os.path.realpath`, retried while a name on the way is being swapped (a link read as it is
+    replaced raises EINVAL).
+
+    Raises:
+        PathChanged: the path kept changing.
+    """
+    for _ in range(3):
+        try:
+            return os.path.realpath(path)
+        except OSError as error:
+            last = error
+    raise changed(path) from last
 
 
 def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple[Path, ...] = ()) -> tuple[str, ...]:
@@ -74,7 +97,7 @@ def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple
     allowed = usable_exempt(exempt) if exempt else ()
     for candidate, base in (
         (os.path.normpath(path), lexical_root),
-        (os.path.realpath(path), os.path.realpath(root)),
+        (steady_realpath(path), steady_realpath(root)),
     ):
         if is_within(candidate, base) or any(is_within(candidate, directory) for directory in allowed):
             continue
@@ -90,11 +113,14 @@ def exempt_directories(ctx: ToolContext) -> tuple[Path, ...]:
     return (tool_output_dir(ctx.data_dir, ctx.root),)
 
 
-async def guard(ctx: ToolContext, path: Path, kind: Kind = "file") -> Path:
-    """Ask `external_directory` if `path` or its target lies outside the root; return the real path.
+async def guard(ctx: ToolContext, path: Path, kind: Kind = "file", *, writes: bool = False) -> Path:
+    """Ask `external_directory` if `path` or its target lies outside the root; return the real path,
+    which the rules of this call were checked on (open it with `beneath`, never by `path` again).
 
     Raises:
         PermissionBlocked: the ask was denied or rejected.
+        PathChanged: the real path is not one the call's rules were checked on (a name on the way
+            became a symlink after the permission step).
     """
     patterns = external_patterns(path, ctx.root, kind, exempt_directories(ctx))
     if patterns:
@@ -104,7 +130,31 @@ async def guard(ctx: ToolContext, path: Path, kind: Kind = "file") -> Path:
             always=patterns,
             metadata={"filepath": str(path), "parentDir": patterns[0][:-2]},
         )
-    return Path(os.path.realpath(path))
+    return checked_real(ctx, path, kind, patterns, writes=writes)
+
+
+def checked_real(ctx: ToolContext, path: Path, kind: Kind, asked: Collection[str], *, writes: bool = False) -> Path:
+    """The real path of `path`, when the call's rules were checked on it: the path as named (no symlink
+    on the way), a root-relative or absolute pattern the call was granted (and, for `writes`, not a
+    protected path the call was not allowed), or a directory outside the root among the `asked`
+    `external_directory` patterns.
+
+    Raises:
+        PathChanged: none of these (a name on the way became a symlink after the permission step).
+    """
+    real = Path(steady_realpath(path))
+    if real == Path(os.path.normpath(path)):
+        return real  # no symlink on the way: the path as named is what dispatch checked
+    real_root = steady_realpath(ctx.root)
+    if is_within(str(real), real_root):
+        granted = {pattern for _, pattern in ctx.granted}
+        if relative(real, Path(real_root)) not in granted and str(real) not in granted:
+            raise changed(path)
+        if writes and not ctx.permits("protected", str(real)):
+            raise changed(path)  # the edit rule saw the target, the protected check saw another
+    elif not set(external_patterns(real, ctx.root, kind, exempt_directories(ctx))) <= set(asked):
+        raise changed(path)  # the target moved out of the root after the external check
+    return real
 
 
 def readable(ctx: ToolContext, path: str) -> bool:
@@ -162,9 +212,11 @@ def stat_or_none(path: Path, display: str) -> os.stat_result | None:
         ToolFailure: the path cannot be examined (permission on a parent, a NUL byte, a name too long).
     """
     try:
-        return os.stat(path)
+        return stat_checked(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except PathChanged:
+        raise
     except ValueError as error:
         raise ToolFailure(f"Invalid path {display!r}: {error}. Give a plain file path.") from error
     except OSError as error:
@@ -193,7 +245,9 @@ def open_regular(path: Path, display: str) -> tuple[BinaryIO, os.stat_result]:
         ToolFailure: the file is not readable, or it is not a regular file (FIFO, device, socket, directory).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+        fd = open_checked(path, os.O_RDONLY | _NONBLOCK)
+    except PathChanged:
+        raise
     except PermissionError as error:
         raise ToolFailure(
             f"Cannot read {display}: permission denied. The file's permissions do not allow reading it; "
@@ -246,14 +300,19 @@ def read_regular(path: Path, display: str) -> tuple[str, os.stat_result]:
     return decode_text(data), status
 
 
-def make_parents(path: Path, display: str) -> None:
-    """Create the missing parent directories of `path`.
+def make_parents(path: Path, display: str, created: list[Path] | None = None) -> None:
+    """Create the missing parent directories of the real `path`, each with `mkdirat` beneath the one
+    before (see `beneath.open_parent`); each one made is appended to `created`.
 
     Raises:
         ToolFailure: a parent exists as a file, or a directory cannot be created.
+        PathChanged: a parent is a symlink now.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        with open_parent(path, create=True, created=created):
+            pass
+    except PathChanged:
+        raise
     except (FileExistsError, NotADirectoryError) as error:
         raise ToolFailure(
             f"Cannot create the directories for {display}: a parent path exists and is not a directory."
@@ -262,20 +321,33 @@ def make_parents(path: Path, display: str) -> None:
         raise ToolFailure(f"Cannot create the directories for {display}: {error.strerror}.") from error
 
 
+def remove_directory(directory: Path) -> None:
+    try:
+        with open_parent(directory) as parent:
+            os.rmdir(directory.name, dir_fd=parent)
+    except OSError:
+        pass  # not empty (something else put a file there) or gone: left as it is
+
+
 def write_regular(path: Path, data: bytes, display: str) -> os.stat_result:
     """Create or overwrite the regular file `path` with `data` (parents created); return its new `fstat`.
 
     Raises:
         ToolFailure: the target is not a regular file, or it cannot be written.
     """
-    make_parents(path, display)
+    created: list[Path] = []
+    make_parents(path, display, created)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _NONBLOCK, 0o666)
-    except PermissionError as error:
-        raise ToolFailure(
-            f"Cannot write {display}: permission denied. Ask the user to change the file's permissions."
-        ) from error
-    except OSError as error:
+        fd = open_checked(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | _NONBLOCK, 0o666)
+    except (PathChanged, OSError) as error:
+        for directory in reversed(created):  # a refused write leaves no new directory behind
+            remove_directory(directory)
+        if isinstance(error, PathChanged):
+            raise
+        if isinstance(error, PermissionError):
+            raise ToolFailure(
+                f"Cannot write {display}: permission denied. Ask the user to change the file's permissions."
+            ) from error
         raise ToolFailure(f"Cannot write {display}: {error.strerror}.") from error
     try:
         status = os.fstat(fd)

@@ -57,7 +57,10 @@ def _table(state: MutableMapping[str, Any]) -> dict[str, dict[str, int | float]]
 
 def _key(path: Path) -> str:
     # Keyed by the real path: reading through one symlink and writing through another is the same file.
-    return os.path.realpath(path)
+    try:
+        return os.path.realpath(path)
+    except OSError:  # a name on the way is being swapped (EINVAL): as named, which is read first again
+        return os.path.normpath(path)
 
 
 def record(state: MutableMapping[str, Any], path: Path, status: os.stat_result) -> None:

@@ -22,8 +22,9 @@ from typing import Any, BinaryIO
 import anyio.to_thread
 
 from ..call.context import ToolContext
-from ..errors import ToolFailure
+from ..errors import PathChanged, ToolFailure
 from . import filetime
+from .beneath import open_checked
 from .filepaths import guard, open_regular, relative, stat_or_none
 
 __all__ = [
@@ -205,8 +206,14 @@ def _not_found(path: Path) -> ToolFailure:
 
 def _directory(path: Path, offset: int, limit: int) -> dict[str, Any]:
     try:
-        with os.scandir(path) as scan:
-            entries = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in scan)
+        fd = open_checked(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(fd) as scan:
+                entries = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in scan)
+        finally:
+            os.close(fd)
+    except PathChanged:
+        raise
     except PermissionError as error:
         raise ToolFailure(
             f"Cannot list {path}: permission denied. Ask the user to change the directory's permissions."
@@ -290,7 +297,8 @@ async def read(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if real != path:
         # The rules were asked for this real path before the call ran; a symlink changed since asks again.
         await ctx.ask("read", [str(real)], always=["*"])
-    result, status = await anyio.to_thread.run_sync(partial(_read_sync, path, offset, limit))
+    # The real path the rules were checked on is what is opened, never `path` again (see beneath).
+    result, status = await anyio.to_thread.run_sync(partial(_read_sync, real, offset, limit))
     if status is not None:
         filetime.record(ctx.session_state, path, status)
         lsp = ctx.lsp

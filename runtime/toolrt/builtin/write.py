@@ -70,7 +70,7 @@ async def write(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise ToolFailure("filePath is required")
     content: str = args["content"]
     path = ctx.resolve(file_path)
-    real = await guard(ctx, path)
+    real = await guard(ctx, path, writes=True)
     written = await anyio.to_thread.run_sync(partial(_write_sync, path, real, content, ctx.session_state))
     output = "Wrote file successfully."
     lsp = ctx.lsp

@@ -14,6 +14,7 @@ from ..errors import ToolFailure
 from ..permissions.denied_reads import ReadDenies, read_denies
 from ..permissions.evaluate import decide
 from ..permissions.model import PermissionRequest
+from ..permissions.protected import PROTECTED
 from ..result import ToolResult
 from .events import CallEvent
 from .request import CallRequest
@@ -66,8 +67,17 @@ class ActiveCall(NamedTuple):
         self.granted.update((d.permission, d.pattern) for d in decision.decisions)
 
     def permits(self, permission: str, pattern: str) -> bool:
-        """`ToolContext.permits`: the agent's rules, the locked file and the session's approvals allow it."""
+        """`ToolContext.permits`: the agent's rules, the locked file and the session's approvals allow it.
+
+        For `protected` the pattern is an absolute path: permitted when it is not protected, when this call
+        was granted it, or when the rules allow writing it without asking."""
         permissions = self.snapshot.permissions
+        if permission == PROTECTED:
+            protection = self.snapshot.site.protected
+            request = protection.request([pattern]) if protection is not None else None
+            if request is None or all((PROTECTED, p) in self.granted for p in request.patterns):
+                return True
+            pattern = request.patterns[0]
         decision = decide(
             (PermissionRequest(permission, (pattern,), ()),),
             permissions.ruleset(self.agent),

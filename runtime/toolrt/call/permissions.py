@@ -20,7 +20,7 @@ from ..build.compiled import CompiledTool, import_ref, project_root_of
 from ..build.locked_tools import locked_denial
 from ..build.snapshot import Snapshot
 from ..build.templates import render
-from ..errors import InvalidArgumentsError, PermissionBlocked
+from ..errors import InvalidArgumentsError, PathChanged, PermissionBlocked
 from ..permissions.model import CallSite, Decision, PermissionRequest, usable_exempt
 from .active import ActiveCall
 from .process_denies import process_denies
@@ -79,11 +79,22 @@ def permission_requests(
 async def permission_requests_off_loop(
     tool: CompiledTool, args: Mapping[str, Any], snapshot: Snapshot, agent: str | None = None
 ) -> list[PermissionRequest]:
-    """`permission_requests`, run in a worker thread when the arguments are large."""
+    """`permission_requests`, run in a worker thread when the arguments are large.
+
+    Raises:
+        PathChanged: a path argument's real path could not be found because a name on the way was being
+            swapped (a link replaced as it was read): a refusal, never a traceback.
+    """
     size = sum(len(value) for value in args.values() if isinstance(value, str))
-    if size <= INLINE_ARGUMENT_CHARS:
-        return permission_requests(tool, args, snapshot, agent)
-    return await anyio.to_thread.run_sync(permission_requests, tool, args, snapshot, agent)
+    try:
+        if size <= INLINE_ARGUMENT_CHARS:
+            return permission_requests(tool, args, snapshot, agent)
+        return await anyio.to_thread.run_sync(permission_requests, tool, args, snapshot, agent)
+    except OSError as error:
+        raise PathChanged(
+            f"{error.filename or 'A path of this call'} changed while its permissions were being checked "
+            "(a name on the way was being replaced), so nothing was run. Call the tool again."
+        ) from error
 
 
 def _protected_request(
