@@ -13,7 +13,8 @@ a process that has only ever had one thread, then:
    kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds);
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
-4. closes every other descriptor and execs the program.
+4. drops every capability (bounding, ambient, effective, permitted, inheritable);
+5. closes every other descriptor and execs the program.
 
 Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
@@ -122,8 +123,8 @@ class _Kept:
             os.close(done_write)
             os.waitpid(pid, 0)
 
-    def mount(self, read_only: list[str], masks: dict[str, object] | None) -> int:
-        key = kernel.mount_key(read_only, masks)
+    def mount(self, read_only: list[str], masks: dict[str, object] | None, dev: bool) -> int:
+        key = kernel.mount_key(read_only, masks, dev)
         if key not in self.mounts:
             if len(self.mounts) >= 16:
                 os.close(self.mounts.pop(next(iter(self.mounts))))
@@ -152,7 +153,7 @@ class _Kept:
         masks = kernel.request_masks(request)
         rules = kernel.landlock_rules(request)
         return (
-            self.mount(read_only, masks) if read_only or masks else None,
+            self.mount(read_only, masks, bool(request.get("dev"))) if kernel.wants_mounts(request) else None,
             self.network() if request.get("unshare_net") else None,
             self.ruleset(rules) if rules is not None else None,
         )
@@ -178,6 +179,8 @@ def _child(
             kernel.setns(network, kernel.CLONE_NEWNET)
         if ruleset is not None:
             kernel.restrict_with(ruleset)
+        step = "capabilities"
+        kernel.drop_capabilities()
         step = "chdir"
         os.chdir(str(request["cwd"]))
         step = "exec"

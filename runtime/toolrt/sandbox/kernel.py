@@ -17,6 +17,11 @@ import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+if __package__:
+    from .devices import minimal_dev
+else:  # run by path under `python -I -S`, outside the package (the fork server)
+    from devices import minimal_dev  # type: ignore[import-not-found,no-redef]
+
 __all__ = [
     "CLONE_FS",
     "SandboxSetupError",
@@ -30,6 +35,8 @@ __all__ = [
     "CLONE_NEWUSER",
     "LandlockRules",
     "bind_read_only",
+    "drop_capabilities",
+    "wants_mounts",
     "landlock_abi",
     "make_mounts_private",
     "set_no_new_privs",
@@ -52,6 +59,10 @@ _SYSCALLS = {  # (create_ruleset, add_rule, restrict_self): the same numbers on 
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # Filesystem rights, with the ABI that introduced each.
 FS_EXECUTE = 1 << 0
@@ -106,6 +117,14 @@ class _RulesetAttr(ctypes.Structure):
         ("handled_access_net", ctypes.c_uint64),
         ("scoped", ctypes.c_uint64),
     )
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
 
 
 class _OpenHow(ctypes.Structure):
@@ -325,12 +344,14 @@ def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def mount_key(read_only: Sequence[str], masks: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """What a kept mount namespace is made of: the identity of each protected path and of each masked
-    path, so a file replaced on disk (or a new denied file) gets a fresh namespace."""
+def mount_key(read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool = False) -> tuple[Any, ...]:
+    """What a kept mount namespace is made of: whether `/dev` is the minimal one, the identity of each
+    protected path and of each masked path, so a file replaced on disk (or a new denied file) gets a
+    fresh namespace."""
     if masks is None:
-        return (identity_key(read_only),)
+        return (dev, identity_key(read_only))
     return (
+        dev,
         identity_key(read_only),
         identity_key(masks["files"]),
         identity_key(masks["directories"]),
@@ -340,9 +361,44 @@ def mount_key(read_only: Sequence[str], masks: Mapping[str, Any] | None) -> tupl
 
 def make_mounts(key: tuple[Any, ...]) -> None:
     """In a fresh private mount namespace: the mounts a `mount_key` describes."""
-    bind_read_only([path for path, _, _ in key[0]])
-    if len(key) > 1:
-        mask([path for path, _, _ in key[1]], [path for path, _, _ in key[2]], key[3])
+    if key[0]:
+        minimal_dev()
+    bind_read_only([path for path, _, _ in key[1]])
+    if len(key) > 2:
+        mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
+
+
+def wants_mounts(request: Mapping[str, Any]) -> bool:
+    """Whether a request needs a mount namespace of its own (a minimal /dev, read-only paths, masks)."""
+    return bool(request.get("dev") or request.get("read_only") or request_masks(request))
+
+
+_last_cap: list[int] = []
+
+
+def _last_capability() -> int:
+    if not _last_cap:
+        try:
+            with open("/proc/sys/kernel/cap_last_cap") as f:
+                _last_cap.append(int(f.read()))
+        except (OSError, ValueError):
+            _last_cap.append(63)
+    return _last_cap[0]
+
+
+def drop_capabilities() -> None:
+    """Leave the calling thread (and every program it then starts, root's included) without any
+    capability: the bounding set emptied (where this thread may: CAP_SETPCAP), the ambient set cleared,
+    and the effective, permitted and inheritable sets zeroed, so an exec as uid 0 gains none back."""
+    for cap in range(_last_capability() + 1):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EPERM:
+            break  # no CAP_SETPCAP: an unprivileged thread, whose programs gain nothing on exec anyway
+    if _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+        raise _fail("prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc.capset(ctypes.byref(header), data) != 0:
+        raise _fail("capset")
 
 
 def map_user(uid: int, gid: int) -> None:

@@ -55,10 +55,10 @@ def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
     return outcome
 
 
-def mount_namespace(read_only: Sequence[str], masks: Mapping[str, Any] | None = None) -> int:
-    """An fd of a private mount namespace where `read_only` are read-only bind mounts and the paths of
-    `masks` (`kernel.request_masks`) are hidden."""
-    key = kernel.mount_key(read_only, masks)
+def mount_namespace(read_only: Sequence[str], masks: Mapping[str, Any] | None = None, dev: bool = False) -> int:
+    """An fd of a private mount namespace where `read_only` are read-only bind mounts, the paths of
+    `masks` (`kernel.request_masks`) are hidden, and with `dev` `/dev` is the minimal one."""
+    key = kernel.mount_key(read_only, masks, dev)
     with _lock:
         fd = _mounts.get(key)
         if fd is not None:
@@ -100,11 +100,12 @@ def ruleset(rules: kernel.LandlockRules) -> int:
 
 def enter_from_thread(request: Mapping[str, Any]) -> None:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
-    kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock."""
+    kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock, then drop
+    every capability (root's programs included)."""
     read_only = [str(p) for p in request.get("read_only", ())]
     masks = kernel.request_masks(request)
-    if read_only or masks:
-        mounts = mount_namespace(read_only, masks)
+    if kernel.wants_mounts(request):
+        mounts = mount_namespace(read_only, masks, bool(request.get("dev")))
         kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
         kernel.setns(mounts, kernel.CLONE_NEWNS)
     if request.get("unshare_net"):
@@ -112,3 +113,4 @@ def enter_from_thread(request: Mapping[str, Any]) -> None:
     rules = kernel.landlock_rules(request)
     if rules is not None:
         kernel.restrict_with(ruleset(rules))
+    kernel.drop_capabilities()

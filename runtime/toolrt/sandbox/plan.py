@@ -29,6 +29,8 @@ DEVICE_FILES: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tt
 """Writable in every mode: programs expect to write to these (`2>/dev/null`, a terminal)."""
 _TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 _ALL = (1 << 16) - 1
+_WRITABLE = _ALL & ~(kernel.FS_MAKE_BLOCK | kernel.FS_MAKE_CHAR)
+"""Every right in a writable directory but making device nodes (`mknod b 7 0` would reach a disk)."""
 _DEVICE = kernel.FS_READ_FILE | kernel.FS_WRITE_FILE | kernel.FS_TRUNCATE | kernel.FS_IOCTL_DEV
 
 
@@ -56,6 +58,8 @@ class SandboxPlan:
     """Paths the `read` rules deny, hidden in the mount namespace (see `masks`)."""
     mask_source: str = ""
     """The empty read-only file bound over each masked file."""
+    minimal_dev: bool = False
+    """`/dev` is the minimal one (see `devices`) in the process's mount namespace."""
 
     def request(self) -> dict[str, object]:
         """The fork server's request fields (see `forkserver`)."""
@@ -68,6 +72,7 @@ class SandboxPlan:
                 "scope_abstract_unix": self.deny_network,
             },
             "unshare_net": self.unshare_net,
+            "dev": self.minimal_dev,
             "read_only": list(self.read_only),
             "masks": {
                 "files": list(self.masks.files),
@@ -133,7 +138,7 @@ def plan_sandbox(
         )
     rules = [("/", kernel.FS_READ)]
     rules.extend((device, _DEVICE) for device in DEVICE_FILES)
-    rules.extend((path, _ALL) for path in writable)
+    rules.extend((path, _WRITABLE) for path in writable)
     unshare_net = deny_network and support.net_namespace
     read_only = protected if support.mount_namespace else ()
     parts = [f"landlock ABI {support.landlock_abi} {policy.mode}"]
@@ -162,6 +167,7 @@ def plan_sandbox(
         mode=policy.mode,
         masks=masks if support.mount_namespace else NO_MASKS,
         mask_source=source,
+        minimal_dev=support.mount_namespace,
     )
 
 

@@ -1,0 +1,63 @@
+"""A minimal `/dev` for the sandbox's mount namespace: no block device is reachable, even by uid 0.
+
+A read-only tmpfs covers `/dev`; only what programs need is bound back in from the host: `null`,
+`zero`, `full`, `random`, `urandom`, `tty`, `ptmx`, the `pts` and `shm` directories, and the `fd`,
+`stdin`, `stdout`, `stderr` links. A disk (`/dev/vda`), `kmsg`, `kvm`, `loop*` and every other node
+is simply not there. The host's nodes are opened before the tmpfs hides them and bound from their
+descriptors (`/proc/self/fd/N`).
+
+Standard library only, like `kernel`: the fork server imports it under `python -I -S`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+__all__ = ["DEVICES", "DIRECTORIES", "minimal_dev"]
+
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
+DIRECTORIES = ("pts", "shm")
+_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+
+
+def _mount(source: str | None, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
+    encoded = [None if v is None else os.fsencode(v) for v in (source, target, fstype, data)]
+    if _libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mount {target}: {os.strerror(code)}")
+
+
+def minimal_dev() -> None:
+    """In a fresh private mount namespace: replace `/dev` by the minimal one (see the module)."""
+    kept: dict[str, int] = {}
+    try:
+        for name in (*DEVICES, *DIRECTORIES):
+            try:
+                kept[name] = os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a machine without it: the sandbox has none either
+        _mount("toolrt-dev", "/dev", _MS_NOSUID | _MS_NOEXEC, "tmpfs", "mode=0755,size=64k")
+        for name, fd in kept.items():
+            target = f"/dev/{name}"
+            if name in DIRECTORIES:
+                os.mkdir(target, 0o755)
+            else:
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+            _mount(f"/proc/self/fd/{fd}", target, _MS_BIND | _MS_REC)
+        for name, link in _LINKS.items():
+            os.symlink(link, f"/dev/{name}")
+        _mount(None, "/dev", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
+    finally:
+        for fd in kept.values():
+            os.close(fd)
