@@ -6,6 +6,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -362,20 +363,33 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 def test_timeout_kills_the_whole_process_tree(make_project: Factory, tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
-    script = "sleep 30 & echo $! >> {{ out }}; sleep 30 & echo $! >> {{ out }}; echo $$ >> {{ out }}; wait"
+    # Unique sleep lengths mark the tree: inside the sandbox's PID namespace `$!` and `$$` are no host pids.
+    marker = f"3{uuid.uuid4().int % 10**5:05d}"
+    script = f"sleep {marker}1 & sleep {marker}2 & echo started >> {{{{ out }}}}; wait"
     rt = project(make_project, {"t": tool("t", {"shell": script}, text_param("out"), timeout=0.5)})
     started = time.monotonic()
-    result = rt.call_sync("t", {"out": str(pidfile)})
+    result = rt.call_sync("t", {"out": str(tmp_path / "started")})
     assert time.monotonic() - started < 10
     assert result.error is None
     assert "t tool terminated command after exceeding timeout 500 ms. If it needs more time" in result.output
-    pids = [int(line) for line in pidfile.read_text().split()]
-    assert len(pids) == 3
+    assert (tmp_path / "started").read_text() == "started\n"
     deadline = time.monotonic() + 5
-    while _alive(pids) and time.monotonic() < deadline:
+    while _alive(_holding(marker)) and time.monotonic() < deadline:
         time.sleep(0.02)  # polling a condition with a deadline, not waiting a fixed time
-    assert _alive(pids) == []
+    assert _alive(_holding(marker)) == []
+
+
+def _holding(marker: str) -> list[int]:
+    """Host pids whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if entry.isdigit() and marker.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 def test_secrets_in_the_environment_are_not_passed(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:

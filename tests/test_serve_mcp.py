@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -204,16 +205,17 @@ def test_live_output_reaches_the_client_as_progress(tmp_path: Path) -> None:
 
 SLEEPER = """\
 id: sleeper
-description: "Writes its process id, says it started, then sleeps: for the cancellation test."
-parameters: {type: object, properties: {pidfile: {type: string}}, required: [pidfile]}
-handler: {shell: "echo $$ > {{ pidfile }}; echo started; exec sleep 60"}
+description: "Says it started, then sleeps for the given number of seconds: for the cancellation test."
+parameters: {type: object, properties: {seconds: {type: string}}, required: [seconds]}
+handler: {shell: "echo started; exec sleep {{ seconds }}"}
 timeout: 120
 """
 
 
 @pytest.mark.slow  # each test spawns `toolrt serve`; importing the mcp SDK takes seconds
 def test_a_client_cancellation_stops_the_tool(tmp_path: Path) -> None:
-    pidfile = tmp_path / "sleeper.pid"
+    # A unique length marks the sleeper: in the sandbox's PID namespace `$$` is no host pid.
+    seconds = f"5{uuid.uuid4().int % 10**6:06d}"
     (tmp_path / "project" / "tools.d").mkdir(parents=True)
     (tmp_path / "project" / "tools.d" / "sleeper.yaml").write_text(SLEEPER, encoding="utf-8")
 
@@ -227,17 +229,29 @@ def test_a_client_cancellation_stops_the_tool(tmp_path: Path) -> None:
         async with anyio.create_task_group() as group:
 
             async def call() -> None:
-                await client.call_tool("sleeper", {"pidfile": str(pidfile)}, progress_callback=on_progress)
+                await client.call_tool("sleeper", {"seconds": seconds}, progress_callback=on_progress)
 
             group.start_soon(call)
             await started.wait()
             group.cancel_scope.cancel()  # the client sends notifications/cancelled for the request
-        pid = int(pidfile.read_text())
         with anyio.fail_after(20):
-            while Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid):
+            while any("zombie" not in _state(pid) for pid in _holding(seconds)):
                 await anyio.sleep(0.05)
 
     run(tmp_path, body)
+
+
+def _holding(marker: str) -> list[int]:
+    """Host pids whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if entry.isdigit() and marker.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 def _state(pid: int) -> str:

@@ -9,6 +9,7 @@ still has its process tree killed.
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +20,7 @@ import mcp_types as types
 import pytest
 import uvicorn
 from mcp import Client
-from test_serve_mcp import SLEEPER
+from test_serve_mcp import SLEEPER, _holding
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
@@ -156,18 +157,19 @@ def test_the_sessionless_protocol_carries_a_session_in_a_server_issued_token(tmp
 
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
 def test_a_cancel_over_http_kills_the_process_tree(tmp_path: Path, mode: str) -> None:
-    pidfile = tmp_path / "sleeper.pid"
+    # A unique length marks the sleeper: in the sandbox's PID namespace `$$` is no host pid.
+    seconds = f"5{uuid.uuid4().int % 10**6:06d}"
 
     async def body(rt: Runtime, url: str) -> None:
         async with Client(url, mode=mode) as client:
             async with anyio.create_task_group() as group:
-                group.start_soon(client.call_tool, "sleeper", {"pidfile": str(pidfile)})
-                while not pidfile.exists() or not pidfile.read_text().strip():
-                    await anyio.sleep(0.02)
+                group.start_soon(client.call_tool, "sleeper", {"seconds": seconds})
+                with anyio.fail_after(15):
+                    while not _holding(seconds):
+                        await anyio.sleep(0.02)
                 group.cancel_scope.cancel()
-            pid = int(pidfile.read_text())
             with anyio.fail_after(15):
-                while _alive(pid) or not _statuses(rt, "sleeper"):
+                while any(_alive(pid) for pid in _holding(seconds)) or not _statuses(rt, "sleeper"):
                     await anyio.sleep(0.05)
             assert _statuses(rt, "sleeper") == ["cancelled"]  # recorded, though the client never saw a result
             after = await client.call_tool("read", {"filePath": str(rt.root / "notes.txt")})

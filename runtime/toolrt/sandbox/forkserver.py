@@ -13,8 +13,11 @@ a process that has only ever had one thread, then:
    kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds);
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
-4. drops every capability (bounding, ambient, effective, permitted, inheritable);
-5. closes every other descriptor and execs the program.
+4. makes a PID namespace and forks its init, which execs the program, while this process stays as the
+   program's stand-in until the init exits (see `_wait_for_init`); the init is the program: when it
+   ends, everything it started ends;
+5. drops every capability (bounding, ambient, effective, permitted, inheritable);
+6. closes every other descriptor and execs the program.
 
 Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
@@ -73,7 +76,8 @@ def _capabilities() -> dict[str, object]:
             pass
     mount = _probe(kernel.CLONE_NEWNS)
     net = _probe(kernel.CLONE_NEWNET)
-    return {"abi": kernel.landlock_abi(), "mount": mount, "net": net, "userns": userns}
+    pid = _probe(kernel.CLONE_NEWPID)
+    return {"abi": kernel.landlock_abi(), "mount": mount, "net": net, "userns": userns, "pid": pid}
 
 
 def _read_exact(sock: socket.socket, size: int) -> bytes:
@@ -177,12 +181,19 @@ def _child(
             kernel.setns(mounts, kernel.CLONE_NEWNS)
         if network is not None:
             kernel.setns(network, kernel.CLONE_NEWNET)
+        own_pids = bool(request.get("pid"))
+        if own_pids:
+            kernel.unshare(kernel.CLONE_NEWPID)
         if ruleset is not None:
             kernel.restrict_with(ruleset)
         step = "capabilities"
         kernel.drop_capabilities()
         step = "chdir"
         os.chdir(str(request["cwd"]))
+        if own_pids:
+            step = "fork"
+            _wait_for_init(os.fork(), report)  # never returns in this process; the child goes on
+            kernel.set_parent_death_signal(signal.SIGKILL)
         step = "exec"
         kernel.closerange_except([report])
         argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
@@ -194,6 +205,33 @@ def _child(
         os.write(report, f"0 {step}: {type(error).__name__}: {error}".encode()[:512])
     finally:
         os._exit(127)
+
+
+def _wait_for_init(pid: int, report: int) -> None:
+    """In the process that made a PID namespace: when `pid` is 0 (the child, the namespace's init),
+    return; otherwise stay as the program's stand-in (its pid is the one toolrt knows and signals) until
+    the init exits, then exit the same way. A signal that would end the stand-in goes on to the init
+    (which, as every init, keeps only those it handles); SIGKILL reaches the init directly (same process
+    group) and ends everything in the namespace: `setsid`, `nohup`, double forks, `disown`."""
+    if pid == 0:
+        return
+    os.close(report)
+    for fd in (0, 1, 2):
+        os.close(fd)
+    kernel.closerange_except([])
+
+    def pass_on(signum: int, frame: object) -> None:
+        os.kill(pid, signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, pass_on)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):  # end the same way, so the server reports the same status
+        ended_by = os.WTERMSIG(status)
+        if ended_by not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(ended_by, signal.SIG_DFL)
+        os.kill(os.getpid(), ended_by)
+    os._exit(os.waitstatus_to_exitcode(status))
 
 
 class _Server:

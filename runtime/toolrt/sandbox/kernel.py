@@ -32,6 +32,7 @@ __all__ = [
     "setns",
     "CLONE_NEWNET",
     "CLONE_NEWNS",
+    "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "LandlockRules",
     "bind_read_only",
@@ -40,12 +41,14 @@ __all__ = [
     "landlock_abi",
     "make_mounts_private",
     "set_no_new_privs",
+    "set_parent_death_signal",
     "unshare",
 ]
 
 CLONE_FS = 0x00000200
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
 _SYSCALLS = {  # (create_ruleset, add_rule, restrict_self): the same numbers on every architecture since 5.13
@@ -60,6 +63,7 @@ _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP = 24
+_PR_SET_PDEATHSIG = 1
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -267,6 +271,12 @@ def restrict_with(ruleset: int) -> None:
     set_no_new_privs()
     if _libc.syscall(numbers[2], ruleset, ctypes.c_uint32(0)) < 0:
         raise _fail("landlock_restrict_self")
+
+
+def set_parent_death_signal(signum: int) -> None:
+    """Have the kernel send `signum` to the calling process when its parent exits."""
+    if _libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) != 0:
+        raise _fail("prctl(PR_SET_PDEATHSIG)")
 
 
 def set_no_new_privs() -> None:

@@ -36,7 +36,8 @@ class KernelSupport:
     mount_namespace: bool
     net_namespace: bool
     user_namespace: bool
-    """True when the server had to enter a user namespace to get the two above."""
+    """True when the server had to enter a user namespace to get the others."""
+    pid_namespace: bool = False
 
 
 class ForkServer:
@@ -68,6 +69,7 @@ class ForkServer:
             mount_namespace=bool(hello["mount"]),
             net_namespace=bool(hello["net"]),
             user_namespace=bool(hello["userns"]),
+            pid_namespace=bool(hello.get("pid")),
         )
 
     def submit(self, request: Mapping[str, Any], stdio: Sequence[int]) -> socket.socket:

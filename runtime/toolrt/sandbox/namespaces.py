@@ -110,6 +110,8 @@ def enter_from_thread(request: Mapping[str, Any]) -> None:
         kernel.setns(mounts, kernel.CLONE_NEWNS)
     if request.get("unshare_net"):
         kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
+    if request.get("pid"):
+        kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
     rules = kernel.landlock_rules(request)
     if rules is not None:
         kernel.restrict_with(ruleset(rules))

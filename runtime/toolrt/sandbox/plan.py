@@ -60,6 +60,8 @@ class SandboxPlan:
     """The empty read-only file bound over each masked file."""
     minimal_dev: bool = False
     """`/dev` is the minimal one (see `devices`) in the process's mount namespace."""
+    pid_namespace: bool = False
+    """The process is the init of a PID namespace of its own: when it ends, everything it started ends."""
 
     def request(self) -> dict[str, object]:
         """The fork server's request fields (see `forkserver`)."""
@@ -73,6 +75,7 @@ class SandboxPlan:
             },
             "unshare_net": self.unshare_net,
             "dev": self.minimal_dev,
+            "pid": self.pid_namespace,
             "read_only": list(self.read_only),
             "masks": {
                 "files": list(self.masks.files),
@@ -168,6 +171,7 @@ def plan_sandbox(
         masks=masks if support.mount_namespace else NO_MASKS,
         mask_source=source,
         minimal_dev=support.mount_namespace,
+        pid_namespace=support.pid_namespace,
     )
 
 

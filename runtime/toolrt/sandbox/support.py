@@ -43,6 +43,8 @@ class Support:
     """Why there is no sandbox, when there is none."""
     seatbelt: bool = False
     """macOS `sandbox-exec` is present."""
+    pid_namespace: bool = False
+    """Each process can get a PID namespace of its own, so that nothing it starts outlives it."""
 
     def describe(self) -> str:
         """One line for `toolrt validate` / `toolrt serve`: `landlock ABI 7 + netns + mountns`."""
@@ -50,6 +52,7 @@ class Support:
             parts = [f"landlock ABI {self.landlock_abi}"]
             parts += ["netns"] if self.net_namespace else []
             parts += ["mountns"] if self.mount_namespace else []
+            parts += ["pidns"] if self.pid_namespace else []
             return " + ".join(parts)
         if self.bwrap:
             return "bubblewrap"
@@ -62,8 +65,9 @@ class Support:
         return bool(self.landlock_abi or self.bwrap or self.seatbelt)
 
 
-def probe_thread_namespaces() -> tuple[bool, bool]:
-    """(mount, net): can a thread of this process make and join those namespaces without a user namespace?"""
+def probe_thread_namespaces() -> tuple[bool, bool, bool]:
+    """(mount, net, pid): can a thread of this process make and join those namespaces without a user
+    namespace? (A PID namespace is made per process: the probing thread's next child would be its init.)"""
     from .namespaces import mount_namespace, network_namespace
 
     found: dict[str, bool] = {}
@@ -81,11 +85,16 @@ def probe_thread_namespaces() -> tuple[bool, bool]:
             found["net"] = True
         except OSError:
             found["net"] = False
+        try:
+            kernel.unshare(kernel.CLONE_NEWPID)
+            found["pid"] = True
+        except OSError:
+            found["pid"] = False
 
     thread = threading.Thread(target=probe, name="toolrt-sandbox-probe")
     thread.start()
     thread.join()
-    return found.get("mount", False), found.get("net", False)
+    return found.get("mount", False), found.get("net", False), found.get("pid", False)
 
 
 @functools.cache
@@ -101,15 +110,17 @@ def detect_support() -> Support:
         if bwrap:
             return Support(0, True, True, "exec", bwrap)
         return Support(0, False, False, "none", None, "the kernel has no Landlock and bwrap is not installed")
-    mount, net = probe_thread_namespaces()
+    mount, net, pid = probe_thread_namespaces()
     if mount and net:
-        return Support(abi, True, True, "thread", bwrap)
+        return Support(abi, True, True, "thread", bwrap, pid_namespace=pid)
     from .launcher import fork_server
 
     try:
         served = fork_server().support
     except OSError:
-        return Support(abi, mount, net, "thread", bwrap)
+        return Support(abi, mount, net, "thread", bwrap, pid_namespace=pid)
     if (served.mount_namespace, served.net_namespace) > (mount, net):
-        return Support(abi, served.mount_namespace, served.net_namespace, "forkserver", bwrap)
-    return Support(abi, mount, net, "thread", bwrap)
+        return Support(
+            abi, served.mount_namespace, served.net_namespace, "forkserver", bwrap, pid_namespace=served.pid_namespace
+        )
+    return Support(abi, mount, net, "thread", bwrap, pid_namespace=pid)
