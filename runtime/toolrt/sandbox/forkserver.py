@@ -13,11 +13,12 @@ a process that has only ever had one thread, then:
    kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds);
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
-4. makes a PID namespace and forks its init, which execs the program, while this process stays as the
+4. installs the seccomp filter that refuses `socket(AF_UNIX)` (see `seccomp`);
+5. makes a PID namespace and forks its init, which execs the program, while this process stays as the
    program's stand-in until the init exits (see `_wait_for_init`); the init is the program: when it
    ends, everything it started ends;
-5. drops every capability (bounding, ambient, effective, permitted, inheritable);
-6. closes every other descriptor and execs the program.
+6. drops every capability (bounding, ambient, effective, permitted, inheritable);
+7. closes every other descriptor and execs the program.
 
 Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
@@ -38,9 +39,10 @@ import struct
 import sys
 
 if __package__:
-    from . import kernel
+    from . import kernel, seccomp
 else:  # run by path under `python -I -S`, outside the package
     import kernel  # type: ignore[no-redef,import-not-found]
+    import seccomp  # type: ignore[no-redef,import-not-found]
 
 __all__ = ["main"]
 
@@ -186,6 +188,10 @@ def _child(
             kernel.unshare(kernel.CLONE_NEWPID)
         if ruleset is not None:
             kernel.restrict_with(ruleset)
+        if request.get("no_unix_sockets"):
+            step = "seccomp"
+            kernel.set_no_new_privs()
+            seccomp.refuse_unix_sockets()
         step = "capabilities"
         kernel.drop_capabilities()
         step = "chdir"

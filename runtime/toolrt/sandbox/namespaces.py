@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import kernel
+from . import kernel, seccomp
 
 __all__ = ["enter_from_thread", "mount_namespace", "network_namespace", "ruleset"]
 
@@ -115,4 +115,7 @@ def enter_from_thread(request: Mapping[str, Any]) -> None:
     rules = kernel.landlock_rules(request)
     if rules is not None:
         kernel.restrict_with(ruleset(rules))
+    if request.get("no_unix_sockets"):
+        kernel.set_no_new_privs()
+        seccomp.refuse_unix_sockets()
     kernel.drop_capabilities()

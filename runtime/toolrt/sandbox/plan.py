@@ -21,6 +21,7 @@ from .bwrap import bwrap_argv
 from .masks import NO_MASKS, Masks, empty_file
 from .policy import SandboxPolicy
 from .seatbelt import seatbelt_argv
+from .seccomp import supported as seccomp_supported
 from .support import Support
 
 __all__ = ["DEVICE_FILES", "SandboxPlan", "plan_sandbox", "within", "writable_set"]
@@ -62,6 +63,8 @@ class SandboxPlan:
     """`/dev` is the minimal one (see `devices`) in the process's mount namespace."""
     pid_namespace: bool = False
     """The process is the init of a PID namespace of its own: when it ends, everything it started ends."""
+    no_unix_sockets: bool = False
+    """A seccomp filter refuses `socket(AF_UNIX)` to the process and all it starts (see `seccomp`)."""
 
     def request(self) -> dict[str, object]:
         """The fork server's request fields (see `forkserver`)."""
@@ -76,6 +79,7 @@ class SandboxPlan:
             "unshare_net": self.unshare_net,
             "dev": self.minimal_dev,
             "pid": self.pid_namespace,
+            "no_unix_sockets": self.no_unix_sockets,
             "read_only": list(self.read_only),
             "masks": {
                 "files": list(self.masks.files),
@@ -172,6 +176,7 @@ def plan_sandbox(
         mask_source=source,
         minimal_dev=support.mount_namespace,
         pid_namespace=support.pid_namespace,
+        no_unix_sockets=seccomp_supported(),
     )
 
 
