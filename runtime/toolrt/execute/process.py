@@ -346,7 +346,7 @@ async def run_process(
     output = capture.finish()
     exit_code = process.returncode if completed else None
     if sandbox is not None and exit_code:
-        hint = refusal_hint(output, sandbox, cwd)
+        hint = refusal_hint(output, sandbox, cwd, exit_code)
         if hint is not None:
             output = f"{output.rstrip()}\n{hint}\n"
     return ProcessOutcome(

@@ -1,8 +1,11 @@
-"""One line from toolrt after a program the sandbox stopped: what was refused and how to widen it.
+"""One line from toolrt after a program the sandbox stopped: what was refused, by which rule, what to do.
 
-The program's own message stays as it printed it; the hint is added only when the output shows a
-refusal the sandbox explains: a write to a path outside the writable set (EACCES / EPERM / EROFS),
-or a connection while the network is off.
+The program's own message stays as it printed it; the hint is added when the output shows a refusal
+the sandbox explains: a write to a path outside the writable set (EACCES / EPERM / EROFS), a write to
+a protected or masked path, a device node (`mknod`), a UNIX socket (the seccomp filter's
+EAFNOSUPPORT), or a connection while the network is off. A program that failed and printed nothing
+(any status but 1, the usual silent "no") gets the exit status and what the sandbox refuses, since its
+silence may be one of those refusals.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ _REFUSED_PATH = re.compile(
     # Python: `PermissionError: [Errno 13] Permission denied: '/x/y'`
     + r"""|(?P<why2>Permission denied|Operation not permitted|Read-only file system): ['"](?P<path2>[^'"\n]+)['"]"""
 )
+_UNIX_SOCKET = re.compile(r"Address family not supported by protocol|EAFNOSUPPORT", re.IGNORECASE)
+_MKNOD = re.compile(r"\bmknod\b|\bmkfifo\b.*\bc\b|\bOperation not permitted\b.*\bdevice\b", re.IGNORECASE)
 _NETWORK = re.compile(
     r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
     r"Name or service not known|Failed to establish a new connection|connect.*Permission denied|"
@@ -31,8 +36,16 @@ _NETWORK = re.compile(
 )
 
 
-def refusal_hint(output: str, plan: SandboxPlan, cwd: Path) -> str | None:
+def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | None = None) -> str | None:
     """The hint for a failed process's output, or None when nothing there points at the sandbox."""
+    if not output.strip():
+        return _silent(plan, exit_code)
+    if plan.no_unix_sockets and _UNIX_SOCKET.search(output):
+        return (
+            "toolrt: the sandbox refuses UNIX sockets (a seccomp filter on socket(AF_UNIX)), so no local daemon "
+            "(docker, D-Bus, an ssh agent, a database by socket path) can be reached from here. Use TCP on "
+            "127.0.0.1 where the service offers it, or ask the person to run the command outside toolrt."
+        )
     if plan.deny_network and _NETWORK.search(output):
         return (
             "toolrt: the sandbox has the network off for this tool (sandbox.network: false), so connections "
@@ -47,11 +60,22 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path) -> str | None:
         if not path.is_absolute():
             path = cwd / path
         path = Path(os.path.normpath(path))
-        if why == "Read-only file system" and any(within(str(path), p) for p in plan.read_only):
+        line = _line_at(output, match.start())
+        if any(within(str(path), p) for p in plan.read_only):
             return (
-                f"toolrt: {path} is protected: it is read-only inside the sandbox. Changing it needs the "
-                "person: they can run the command themselves, or declare the path writable in the host "
-                "settings (TOOLRT_SANDBOX__WRITABLE)."
+                f"toolrt: {path} is protected: it is read-only inside the sandbox (toolrt's config, handler code, "
+                "VCS internals and the like). Changing it needs the person: they can make the change themselves, "
+                "or approve it through a file tool's `protected` question."
+            )
+        if str(path) in plan.masks.files or any(within(str(path), d) for d in plan.masks.directories):
+            return (
+                f"toolrt: {path} is hidden in the sandbox because the read rules deny it (it reads as empty and "
+                "cannot be written). Leave it alone, or ask the person if the task needs it."
+            )
+        if why != "Read-only file system" and _MKNOD.search(line):
+            return (
+                "toolrt: the sandbox refuses to make device nodes (mknod b/c), for every user, root included. "
+                "Use a regular file, a FIFO (mkfifo) or a socket pair instead."
             )
         if not any(within(str(path), w) for w in plan.writable):
             directory = path.parent if not path.is_dir() else path
@@ -66,3 +90,37 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path) -> str | None:
                 "host settings (TOOLRT_SANDBOX__WRITABLE)."
             )
     return None
+
+
+def _line_at(output: str, index: int) -> str:
+    end = output.find("\n", index)
+    return output[output.rfind("\n", 0, index) + 1 : end if end >= 0 else len(output)]
+
+
+def _silent(plan: SandboxPlan, exit_code: int | None) -> str | None:
+    """What a program that failed without a word may have run into. Status 1 is left alone: it is the
+    usual silent "no" (`false`, `grep` finding nothing, `test`, `diff`), not a failure to explain."""
+    if not exit_code or exit_code == 1:
+        return None
+    refused = [
+        "writes outside "
+        + (
+            "the project root, temp and tool-output directories"
+            if plan.mode == "workspace-write"
+            else "sandbox.writable"
+        )
+    ]
+    if plan.read_only:
+        refused.append("writes to protected paths (toolrt's config, .git, ...)")
+    if plan.masks:
+        refused.append("reading the files the read rules deny (they read as empty)")
+    refused.append("device nodes")
+    if plan.no_unix_sockets:
+        refused.append("UNIX sockets (local daemons)")
+    if plan.deny_network:
+        refused.append("every network connection")
+    status = f"killed by signal {-exit_code}" if exit_code < 0 else f"exit status {exit_code}"
+    return (
+        f"toolrt: the program failed ({status}) without printing why. If it needed one of what the sandbox "
+        f"refuses here ({'; '.join(refused)}), that is the reason: do without it, or ask the person."
+    )
