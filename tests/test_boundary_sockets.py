@@ -96,6 +96,17 @@ def test_bash_tools_cannot_reach_it_either(tmp_path: Path, daemon: tuple[Path, s
     assert _nobody_connected(server)
 
 
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_io_uring_which_makes_sockets_around_socket_is_refused(tmp_path: Path, launch: str) -> None:
+    # io_uring_setup(2) (425) with a zeroed params struct: a real ring outside, ENOSYS inside.
+    probe = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nparams = ctypes.create_string_buffer(120)\n"
+        "fd = libc.syscall(425, 4, params)\nprint('ring' if fd >= 0 else 'refused: ' + os.strerror(ctypes.get_errno()))"
+    )
+    result = _run([sys.executable, "-c", probe], tmp_path, launch, True)
+    assert result.output.startswith("refused: Function not implemented"), result.output
+
+
 def test_the_filter_is_what_refuses_it(tmp_path: Path, daemon: tuple[Path, socket.socket]) -> None:
     path, server = daemon
     root = tmp_path / "project"

@@ -5,7 +5,8 @@ an ssh agent are files, and whoever connects to them speaks to a daemon outside 
 cannot read the path a `connect` names, so the filter refuses making a UNIX socket at all
 (`EAFNOSUPPORT`, "Address family not supported by protocol"); `socketpair` stays, so pipes between a
 program's own processes (asyncio, subprocess plumbing) keep working. Syscalls of another architecture
-(32-bit programs, x32) are refused with `ENOSYS`: their socket calls would go around the filter.
+(32-bit programs, x32) and `io_uring_setup` are refused with `ENOSYS`: their socket calls (`socketcall`,
+`IORING_OP_SOCKET`) would go around the filter.
 
 Standard library only, like `kernel`: the fork server imports it under `python -I -S`.
 """
@@ -30,6 +31,7 @@ _RET = 0x06  # BPF_RET | BPF_K
 _NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (args[0]'s low word, little-endian)
 _AF_UNIX = 1
 _X32_BIT = 0x40000000
+_IO_URING_SETUP = 425  # the same number on every architecture (the generic table)
 
 # machine → (AUDIT_ARCH_*, socket's syscall number)
 _ARCHES = {
@@ -59,18 +61,19 @@ def supported() -> bool:
 def _program() -> list[tuple[int, int, int, int]]:
     """(code, jump if true, jump if false, k); a jump skips that many instructions after its own."""
     arch, socket_nr = _ARCHES[platform.machine()]
-    x32 = (_JGE, 4, 0, _X32_BIT) if platform.machine() == "x86_64" else (_JGE, 0, 0, 0)
+    x32 = (_JGE, 5, 0, _X32_BIT) if platform.machine() == "x86_64" else (_JGE, 0, 0, 0)
     return [
         (_LD_ABS, 0, 0, _ARCH),  # 0
-        (_JEQ, 0, 6, arch),  # 1: another architecture → 8
+        (_JEQ, 0, 7, arch),  # 1: another architecture → 9
         (_LD_ABS, 0, 0, _NR),  # 2
-        x32,  # 3: an x32 syscall → 8
-        (_JEQ, 0, 2, socket_nr),  # 4: not socket() → 7
-        (_LD_ABS, 0, 0, _ARG0),  # 5: the domain
-        (_JEQ, 2, 0, _AF_UNIX),  # 6: AF_UNIX → 9
-        (_RET, 0, 0, _RET_ALLOW),  # 7
-        (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS),  # 8
-        (_RET, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT),  # 9
+        x32,  # 3: an x32 syscall → 9
+        (_JEQ, 4, 0, _IO_URING_SETUP),  # 4: io_uring (its IORING_OP_SOCKET goes around socket()) → 9
+        (_JEQ, 0, 2, socket_nr),  # 5: not socket() → 8
+        (_LD_ABS, 0, 0, _ARG0),  # 6: the domain
+        (_JEQ, 2, 0, _AF_UNIX),  # 7: AF_UNIX → 10
+        (_RET, 0, 0, _RET_ALLOW),  # 8
+        (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS),  # 9
+        (_RET, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT),  # 10
     ]
 
 
