@@ -59,7 +59,8 @@ def _opaque(
     request: PermissionRequest, rule: Rule | None, ruleset: Ruleset, locked: Ruleset
 ) -> tuple[Action, Rule | None, str | None]:
     """What the analyzer could not see: a deny on the pattern or on a command it names, else the
-    ruleset's fallback for the permission, never weaker than ask (nor than the request's floor)."""
+    ruleset's fallback for the permission, never weaker than ask (nor than the request's floor, which
+    is `deny` where the commands it may run could not all be named: denied when any rule could deny)."""
     reason = request.reason
     if rule is not None and rule.action == "deny":
         return "deny", rule, reason
@@ -70,7 +71,10 @@ def _opaque(
                 said = f"it names `{named}`, which a rule denies"
                 return "deny", denial, f"{reason}; {said}" if reason else said
     fallback = ruleset.fallback(request.permission)
-    action: Action = strictest("ask", fallback.action if fallback is not None else "ask", request.floor or "ask")
+    floor = request.floor or "ask"
+    if floor == "deny" and not (ruleset.can_deny(request.permission) or locked.can_deny(request.permission)):
+        floor = "ask"  # text not checked against every rule is denied only where a rule could deny it
+    action: Action = strictest("ask", fallback.action if fallback is not None else "ask", floor)
     return action, fallback if fallback is not None and fallback.action == action else None, reason
 
 

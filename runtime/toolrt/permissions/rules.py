@@ -35,7 +35,7 @@ class _Entry:
 class _PatternIndex:
     """The rules that apply to one permission name, bucketed by literal pattern prefix."""
 
-    __slots__ = ("_buckets", "_lengths", "fallback", "last")
+    __slots__ = ("_buckets", "_lengths", "denies", "fallback", "last")
 
     def __init__(self, entries: Sequence[_Entry]) -> None:
         buckets: dict[str, list[_Entry]] = {}
@@ -45,6 +45,8 @@ class _PatternIndex:
         self._buckets = {prefix: tuple(reversed(bucket)) for prefix, bucket in buckets.items()}
         self._lengths = tuple(sorted({len(prefix) for prefix in buckets}))
         self.last: Rule | None = entries[-1].rule if entries else None
+        self.denies = any(entry.rule.action == "deny" for entry in entries)
+        """Whether some rule for this permission denies (so some text could be denied)."""
         self.fallback: Rule | None = None
         for entry in reversed(entries):
             if entry.rule.pattern and not entry.rule.pattern.strip("*"):
@@ -146,6 +148,11 @@ class Ruleset:
         """The last rule for `permission` whose pattern matches every text (`*`): what the ruleset does
         with a command it has no specific rule for. None when there is none (the default is ask)."""
         return self._view(permission).fallback
+
+    def can_deny(self, permission: str) -> bool:
+        """Whether any rule for `permission` denies: text that could not be checked against every rule
+        could be denied only then."""
+        return self._view(permission).denies
 
     def last_rule_for_permission(self, permission: str) -> Rule | None:
         """The last rule whose permission matches, whatever its pattern (OpenCode's `disabled`)."""

@@ -83,6 +83,7 @@ _FD_DUPLICATION = frozenset((">&", "<&"))
 _UNKNOWN = "\0unknown"  # not yet computed; NUL never occurs in a path
 _MAX_COPIED = 2_000  # names below a copied directory that are checked one by one
 _MAX_WALKED = 20_000  # entries below the directories a symlink-following program walks
+_CUT_COMMAND_BYTES = 4_096  # of a command cut short by the node budget, judged by the rules
 MAX_READ_PATHS = 1_024
 """Paths named by one line that are checked against the `read` rules; past this the rest are not."""
 
@@ -309,9 +310,7 @@ class _Analysis:
                 self._out_of_time()
                 return
             if visited > limits.MAX_NODES:
-                self.findings.fail_closed(
-                    self.text, f"the command is too large to analyze (over {limits.MAX_NODES} syntax nodes)"
-                )
+                self._too_large(None)
                 return
             kind = node.type
             if kind == "command":
@@ -320,7 +319,8 @@ class _Analysis:
                 # command cannot hide.
                 visited += node.named_child_count
                 if visited > limits.MAX_NODES:
-                    continue
+                    self._too_large(node)
+                    return
                 children = self._command(node, parent)
             else:
                 if kind == "file_redirect":
@@ -1173,6 +1173,15 @@ class _Analysis:
             if not child.is_named:
                 return child.type
         return ""
+
+    def _too_large(self, command: Node | None) -> None:
+        """The node budget is spent: the whole text fails closed, and so does the command being read
+        (as far as the budget let it be read), so a rule that denies that command denies the line."""
+        reason = f"the command is too large to analyze (over {limits.MAX_NODES} syntax nodes)"
+        self.findings.fail_closed(self.text, reason)
+        if command is not None:
+            end = min(command.end_byte, command.start_byte + _CUT_COMMAND_BYTES)
+            self.findings.fail_closed(self._slice(command.start_byte, end), reason)
 
     def _out_of_time(self) -> None:
         budget = round(limits.TIME_BUDGET * 1000)
