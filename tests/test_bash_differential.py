@@ -35,7 +35,22 @@ from hypothesis import strategies as st
 from toolrt.permissions.model import CallSite
 
 CORPUS = Path(__file__).with_name("corpus") / "bash_adversarial.txt"
-CLASSES = ("leaf", "arith", "table", "lexing", "cwd", "paths", "env", "wrapper", "downgrade", "control", "found")
+CLASSES = (
+    "leaf",
+    "arith",
+    "table",
+    "lexing",
+    "cwd",
+    "paths",
+    "env",
+    "wrapper",
+    "downgrade",
+    "control",
+    "found",
+    "assign",
+    "default",
+    "glob",
+)
 
 
 def load_corpus() -> list[tuple[str, str, str, str]]:

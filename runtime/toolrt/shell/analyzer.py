@@ -25,13 +25,14 @@ from ..permissions.model import UNNAMED, PermissionRequest
 from . import limits
 from .arity import prefix
 from .braces import expand_braces
-from .globs import glob_paths
+from .globs import GLOB_VARIABLES, glob_options, glob_paths
 from .named import named_commands
 from .parser import parse
 from .paths import PathScope, fs_safe, path_candidate
 from .programs import unseen_code
 from .unwrap import unwrap
-from .words import Word, evaluate
+from .variables import CODE_VARIABLES, PROMPTS, assigned_names, prompt_code, traces
+from .words import Word, alternative, evaluate
 from .wrappers import WrapperTable
 from .writes import copies, written
 
@@ -77,6 +78,7 @@ _ARITHMETIC_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s|\s-v\s")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _ARITHMETIC_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)[ \t]*([+-]?[0-9]+)\b")
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_EXTGLOB = re.compile(r"[?*+@!]\(")  # `@(a|b)`, `!(x)`: patterns once `extglob` is on
 _MAX_COMBINATIONS = 16
 _BRACKETS_AND_SUBSTITUTIONS = re.compile(r"[\[\]`]|\$\(")
 _FD_DUPLICATION = frozenset((">&", "<&"))
@@ -226,12 +228,15 @@ class _Analysis:
         "depth",
         "findings",
         "first_error",
+        "globbing",
         "inherited",
         "known",
         "scope",
         "source",
         "table",
         "text",
+        "traced",
+        "unseen_prompt",
     )
 
     def __init__(
@@ -265,6 +270,12 @@ class _Analysis:
         self.source = b""
         self.text = ""
         self.first_error: Node | None = None
+        self.globbing: str | None = None
+        """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`), if anything."""
+        self.traced = False
+        """Whether the text turns on xtrace (`set -x`), which expands `PS4` before every command."""
+        self.unseen_prompt = False
+        """Whether the text gives `PS4` a value only known when it runs."""
 
     # -- driver ---------------------------------------------------------------------------------
 
@@ -330,6 +341,7 @@ class _Analysis:
                 elif kind == "variable_assignment":
                     self._record_assignment(node)
                     self._standalone_assignment(node, parent)
+                    self._assigned_subscript(node)
                 elif kind == "arithmetic_expansion" or kind == "c_style_for_statement":
                     self._arithmetic(node)
                 elif kind == "compound_statement" and node.child_count and node.children[0].type == "((":
@@ -487,6 +499,10 @@ class _Analysis:
                 elif redirects:
                     self.findings.patterns[text + redirects] = None
                 continue
+            if head.value in ("set", "shopt") and traces(head.value, values[first + 1 : last]):
+                self.traced = True
+            if head.value == "shopt" and (changed := glob_options(values[first + 1 : last])) is not None:
+                self.globbing = f"`shopt {_brief(changed)}`"
             if head.value in _INERT and not own and not redirects:
                 # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written.
                 if head.value != "shopt" or all(
@@ -556,6 +572,10 @@ class _Analysis:
             why = _evaluated_names(base, words[first + 1 : last])
             if why is not None:
                 self.findings.fail_closed(text, why)
+        assigned = assigned_names(base, args) if name == base else None
+        for variable in assigned or ():
+            if variable is not None:  # an unknown name failed closed above (`_evaluated_names`)
+                self._assign(variable, None, text, how=f"`{base}`")
         options = self.table.code_options_of(base)
         if options is not None:
             why = unseen_code(base, options, args, self._fed(node, parent))
@@ -838,6 +858,19 @@ class _Analysis:
             reasons.append(f"the value of {name} comes from a command")
         return reasons
 
+    def _assigned_subscript(self, node: Node) -> None:
+        """`a[SUBSCRIPT]=value`: an indexed array's subscript is arithmetic, quoted or not, so a
+        substitution in it runs (`a['$(cmd)']=1`) and so does a name whose value holds one."""
+        target = node.named_children[0] if node.named_child_count else None
+        if target is None or target.type != "subscript" or target.named_child_count < 2:
+            return
+        index = target.named_children[1]
+        subscript = self._slice(index.start_byte, index.end_byte)
+        if "$(" in subscript or "`" in subscript:
+            self._fail(node, f"the array subscript `{_brief(subscript)}` is arithmetic, which runs its command")
+        else:
+            self._arithmetic_names(node, subscript)
+
     def _variable_name(self, node: Node) -> str:
         target = node.named_children[0] if node.named_child_count else None
         if target is not None and target.type == "subscript":
@@ -874,8 +907,14 @@ class _Analysis:
             self._arithmetic_names(node, text)
 
     def _expansion(self, node: Node) -> None:
-        """`${...}`: operands tree-sitter leaves opaque, indirection, prompt expansion, arithmetic."""
+        """`${...}`: operands tree-sitter leaves opaque, indirection, prompt expansion, arithmetic,
+        and the assignment `${NAME:=word}` makes."""
         text = self._slice(node.start_byte, node.end_byte)
+        parts = alternative(node, self.source)
+        if parts is not None and parts[1] in (":=", "="):
+            name, _, word = parts
+            value = evaluate(word, self.known, source=self.source).value if word is not None else ""
+            self._assign(name, value, text, how=f"`{_brief(text)}`")
         if _HIDDEN.search(text):
             self._fail(node, f"`{_brief(text)}` holds a command substitution that could not be analysed")
         elif text.startswith("${!"):
@@ -910,21 +949,54 @@ class _Analysis:
             self._fail(node, f"`{_brief(text)}` holds a command substitution that could not be analysed")
 
     def _for_values(self, node: Node) -> None:
+        """`for NAME in WORDS` and `select NAME in WORDS`: NAME is assigned each word (or the
+        positional parameters, not known here, when there is no `in`)."""
         values = [evaluate(child, self.known, source=self.source) for child in node.children_by_field_name("value")]
         self._check_paths(values, skip_first=False)
         variable = node.child_by_field_name("variable")
-        if variable is not None:
-            name = self._slice(variable.start_byte, variable.end_byte)
-            assigned = self.assigned.setdefault(name, [])
-            assigned.extend(word.value for word in values) if values else assigned.append(None)
+        if variable is None:
+            return
+        name = self._slice(variable.start_byte, variable.end_byte)
+        text = self._slice(node.start_byte, (node.child_by_field_name("body") or node).start_byte).rstrip()
+        for value in [word.value for word in values] if values else [None]:
+            self._assign(name, value, text, how="the loop")
+
+    def _assign(self, name: str, value: str | None, text: str, *, how: str) -> None:
+        """An assignment by any route but `NAME=value` (loops, `${NAME:=word}`, builtins): its value
+        is recorded, and a variable that loads code or is run as code is checked."""
+        self.assigned.setdefault(name, []).append(value)
+        if name in GLOB_VARIABLES:
+            self.globbing = name
+        if name in CODE_VARIABLES:
+            self._code_value(name, value, text, how)
+        elif self.table.is_dangerous_env(name):
+            self.findings.fail_closed(text, f"{how} {_env_reason(name)}")
+
+    def _code_value(self, name: str, value: str | None, text: str, how: str) -> None:
+        """A value bash runs: a prompt (`PS4='$(…)'` runs on every traced command) or
+        `PROMPT_COMMAND`. A literal one is analysed as the code it is; any other fails closed."""
+        if value is None:
+            if name == "PS4":
+                self.unseen_prompt = True
+            self.findings.fail_closed(text, f"{how} sets {name} to a value only known when it runs; bash runs it")
+            return
+        self._script(prompt_code(value) if name in PROMPTS else value, text, [f"{how} {_env_reason(name)}"])
 
     # -- paths ----------------------------------------------------------------------------------
 
     def _check_paths(self, words: list[Word], *, skip_first: bool = True) -> None:
         base = self._cwd_real()
         for word in words[1:] if skip_first else words:
+            if self.globbing is not None and not word.glob and _EXTGLOB.search(word.raw):
+                self._changed_glob(word.raw)
             value = word.value
             if value is None:
+                for default in word.defaults:
+                    if default is None:
+                        why = f"`{_brief(word.raw)}` may take a default only known when it runs"
+                        self.findings.fail_closed(word.raw, why)
+                    elif default and default[0] != "-":
+                        self._path(default, glob=_GLOB_CHARS.search(default) is not None)
                 self._dynamic_path(word, self.cwds)
                 continue
             if not value:
@@ -972,6 +1044,8 @@ class _Analysis:
     def _glob(self, pattern: str, cwds: tuple[str | None, ...] | None) -> None:
         """A glob is checked as the paths it matches now (bounded), and as its literal directory."""
         self._external(pattern, cwds)
+        if self.globbing is not None:
+            self._changed_glob(pattern)
         if not self.findings.expand_globs:
             return
         for cwd in self.cwds if cwds is None else cwds:
@@ -981,6 +1055,10 @@ class _Analysis:
                 return
             for match in matches:
                 self._external(match, (cwd,))
+
+    def _changed_glob(self, pattern: str) -> None:
+        why = f"`{_brief(pattern)}` is matched under the glob options the line changed ({self.globbing})"
+        self.findings.fail_closed(pattern, why + ", which this analysis does not model")
 
     def _dynamic_path(self, word: Word, cwds: tuple[str | None, ...]) -> None:
         """An operand only known when it runs: its literal start is checked now, and a word made of
@@ -1016,6 +1094,8 @@ class _Analysis:
             assigned_unknown = any(None in self.assigned.get(name, ()) for name in word.variables or ())
             if assigned_unknown or _path_like(word.shape):
                 self.findings.fail_closed(word.raw, f"`{_brief(word.raw)}` is a path only known when it runs")
+        if self.traced and self.unseen_prompt:
+            self.findings.fail_closed(self.text, "xtrace expands PS4, which the line sets to a value only known then")
         for node, name in self.arithmetic:
             assigned = self.assigned.get(name)
             if assigned is None or not all(v is not None and _INTEGER.fullmatch(v) for v in assigned):
@@ -1057,6 +1137,10 @@ class _Analysis:
         ):
             literal = None
         self.assigned.setdefault(name, []).append(literal)
+        if name in GLOB_VARIABLES:
+            self.globbing = name
+        if name in CODE_VARIABLES:
+            self._code_value(name, literal, self._slice(node.start_byte, node.end_byte), "the assignment")
 
     def _cwd_real(self) -> str | None:
         """The real path of the working directory while it is inside the project, else None."""

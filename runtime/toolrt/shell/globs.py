@@ -12,11 +12,25 @@ import os
 import posixpath
 import re
 
-__all__ = ["MAX_ENTRIES", "glob_paths"]
+__all__ = ["GLOB_VARIABLES", "MAX_ENTRIES", "glob_paths", "glob_options"]
 
 MAX_ENTRIES = 2_000
 """Directory entries read per glob before giving up."""
 _MAGIC = re.compile(r"[*?\[]")
+_GLOB_OPTIONS = frozenset(("globskipdots", "nocaseglob", "dotglob", "extglob", "nullglob", "failglob", "globstar"))
+GLOB_VARIABLES = frozenset(("GLOBIGNORE", "GLOBSORT"))
+"""Variables that change which paths a glob gives."""
+
+
+def glob_options(args: list[str | None]) -> str | None:
+    """The glob options `shopt ARGS…` sets or unsets (as `-s nocaseglob`), or None when it changes
+    none: after them a glob matches other paths than the default rules here find."""
+    if not any(arg is not None and arg[:1] == "-" and ("s" in arg or "u" in arg) for arg in args):
+        return None  # `shopt nocaseglob` and `shopt -p` only print
+    changed = [arg for arg in args if arg is None or arg in _GLOB_OPTIONS]
+    if not changed:
+        return None
+    return " ".join(arg if arg is not None else "…" for arg in args)
 
 
 def glob_paths(pattern: str, cwd: str | None) -> list[str] | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["Word", "ansi_c", "evaluate"]
+__all__ = ["ALTERNATIVE_OPERATORS", "Word", "alternative", "ansi_c", "evaluate"]
 
 _UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{]")
 # A `{...}` group without braces or blanks inside; whether it holds `,` or `..` is checked on the
@@ -26,6 +26,8 @@ _ANSI_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n":
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ANSI_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 _DOUBLE_QUOTE_ESCAPE = re.compile(r'\\([$`"\\\n])')
+ALTERNATIVE_OPERATORS = frozenset((":-", "-", ":=", "=", ":+", "+"))
+"""`${name OP word}` forms whose value may be `word` (its default, or its alternative)."""
 
 
 class Word(NamedTuple):
@@ -51,17 +53,25 @@ class Word(NamedTuple):
     something else (a substitution, `${x:-...}`), so knowing the variables would not help."""
     shape: str = ""
     """The value with each dynamic part as NUL (`"$d/../x"` → `\\0/../x`): what its literal parts say."""
+    defaults: tuple[str | None, ...] = ()
+    """The word as it is when each `${x:-word}`-like expansion in it (`:-`, `-`, `:=`, `=`, `:+`, `+`)
+    gives its word: `(value,)`, or `(None,)` when that is only known when it runs. Empty when the
+    word holds no such expansion."""
 
 
 class _Builder:
-    __slots__ = ("dynamic", "glob", "parts", "shape", "variables")
+    __slots__ = ("alternatives", "defaulted", "dynamic", "glob", "parts", "shape", "variables")
 
-    def __init__(self) -> None:
+    def __init__(self, *, alternatives: bool = False) -> None:
         self.parts: list[str] = []
         self.shape: list[str] = []
         self.dynamic = False
         self.glob = False
         self.variables: list[str] | None = []
+        self.alternatives = alternatives
+        """Whether `${x:-word}`-like expansions give their word (the second reading of a word)."""
+        self.defaulted = False
+        """Whether the word holds such an expansion."""
 
     def unknown(self, name: str | None) -> None:
         self.dynamic = True
@@ -100,7 +110,25 @@ def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, s
     if not builder.dynamic:
         return Word(raw, prefix, prefix, builder.glob, node, kind, (), prefix)
     variables = tuple(builder.variables) if builder.variables is not None else None
-    return Word(raw, None, prefix, builder.glob, node, kind, variables, "".join(builder.shape))
+    defaults: tuple[str | None, ...] = ()
+    if builder.defaulted:
+        again = _Builder(alternatives=True)
+        _piece(node, kind, raw, known, again, source)
+        defaults = (None if again.dynamic else "".join(again.parts),)
+    return Word(raw, None, prefix, builder.glob, node, kind, variables, "".join(builder.shape), defaults)
+
+
+def alternative(node: Node, source: bytes) -> tuple[str, str, Node | None] | None:
+    """(name, operator, word node) of a `${name OP word}` expansion whose value may be `word`
+    (OP one of `ALTERNATIVE_OPERATORS`; the word node is None when the word is empty), else None."""
+    children = node.children
+    if len(children) < 4 or children[0].type != "${" or children[2].type not in ALTERNATIVE_OPERATORS:
+        return None
+    name = children[1]
+    if name.type not in ("variable_name", "special_variable_name"):
+        return None
+    word = children[3] if children[3].type != "}" else None
+    return _text(name, source), children[2].type, word
 
 
 def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Builder, source: bytes) -> None:
@@ -120,6 +148,13 @@ def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Bui
             _piece(child, child.type, _text(child, source), known, out, source)
     elif kind == "ansi_c_string":
         out.add(ansi_c(text[2:-1]))
+    elif kind == "expansion" and (parts := alternative(node, source)) is not None:
+        out.defaulted = True
+        word = parts[2]
+        if not out.alternatives:
+            out.unknown(None)
+        elif word is not None:
+            _piece(word, word.type, _text(word, source), known, out, source)
     elif kind == "simple_expansion" or kind == "expansion":
         name = _variable(text)
         value = known.get(name) if name is not None else None
