@@ -128,6 +128,94 @@ def test_routes_that_create_a_protected_file_without_naming_it_in_a_redirect_ask
     assert not (staged / ".envrc").exists()
 
 
+# Routes the writes table missed (issue 25's attack, issue 26 item 10): each asks `protected`, and the
+# same line approved by the person really makes the protected file (real bash: the route is real).
+MISSED_ROUTES = [
+    ("install -d .vscode", ".vscode", ".vscode"),
+    ("link stage/.envrc .envrc", ".envrc", ".envrc"),
+    ("shuf -o .envrc stage/.envrc", ".envrc", ".envrc"),
+    ("iconv -f utf-8 -t utf-8 -o .envrc stage/.envrc", ".envrc", ".envrc"),
+    ("printf 'a\\nb\\nc\\n' | split -a 1 -l 1 - .envr", "*", ".envrc"),  # a prefix and a suffix
+    ("printf 'a\\nb\\n' > lines; csplit -s -f .envr -b 'c%.0d' lines 2", "*", ".envrc"),
+]
+
+
+@pytest.mark.parametrize(("command", "asked", "made"), MISSED_ROUTES, ids=[route[0] for route in MISSED_ROUTES])
+def test_write_routes_the_table_missed_ask_and_really_write_once_approved(
+    staged: Path, command: str, asked: str, made: str
+) -> None:
+    before = {p: p.read_bytes() for p in staged.rglob("*") if p.is_file()}
+    result, _ = _call(staged, "bash", {"command": command, "description": "attack"})
+    _blocked(result, asked)
+    assert {p: p.read_bytes() for p in staged.rglob("*") if p.is_file()} == before
+    result, questions = _call(staged, "bash", {"command": command, "description": "attack"}, reply="once")
+    assert result.error is None, result.error
+    assert any(verdict.permission == "protected" for question in questions for verdict in question.pending)
+    target = staged / made
+    assert target.exists() and (target.is_dir() or before.get(target) != target.read_bytes())
+
+
+@pytest.mark.parametrize(
+    ("command", "patterns"),
+    [
+        ("git clone . tools.d", ("tools.d/*",)),
+        ("git clone --config core.sshCommand=x https://example.invalid/r.git", ("r/*",)),
+        ("git init tools.d", ("tools.d",)),
+        ("git init --template=stage", (".git",)),
+        ("git worktree add tools.d", ("tools.d/*", ".git/worktrees/*")),
+        ("git checkout-index --prefix=tools.d/ -a", ("tools.d/*",)),
+        ("git diff --output=.envrc", (".envrc",)),
+        ("git format-patch -o tools.d HEAD~1", ("tools.d/*",)),
+        ("git remote add evil https://example.invalid", (".git/config",)),
+        ("git remote set-url origin https://example.invalid", (".git/config",)),
+        ("git submodule add https://example.invalid/m.git", (".gitmodules", ".git/config", "m/*")),
+        ("find . -print0 | cpio -p0 tools.d", ("tools.d/*",)),
+        ("cc -o tools.d/p.yaml p.c", ("tools.d/p.yaml",)),
+        ("make install --prefix=tools.d", ("tools.d/*",)),
+        ("sed -i s/allow/ALLOW/ *.yaml", ("permissions.yaml", "toolrt.yaml")),  # what the glob matches
+    ],
+)
+def test_git_and_other_routes_into_protected_paths_ask_protected(
+    project: Path, command: str, patterns: tuple[str, ...]
+) -> None:
+    rt = Runtime.load(project)
+    decision, requests = rt.check_call("bash", {"command": command, "description": "attack"})
+    assert decision.action == "ask"
+    protected = [request for request in requests if request.permission == "protected"]
+    assert sorted(pattern for request in protected for pattern in request.patterns) == sorted(patterns)
+
+
+RUN_TIME_WRITE = "a file this command writes is only known when it runs"
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("find . -type f -exec sed -i s/allow/ALLOW/ {} \\;", "a file this command writes is only known when it runs"),
+        (
+            "find . -name '*.yaml' | xargs sed -i s/allow/ALLOW/",
+            "a file this command writes is only known when it runs",
+        ),
+        ("split --filter='rm -rf build' notes.txt", "split"),
+    ],
+)
+def test_writes_to_files_found_at_run_time_fail_closed(project: Path, command: str, reason: str) -> None:
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    result, _ = _call(project, "bash", {"command": command, "description": "attack"})
+    assert result.error is not None and reason in result.error, result.error
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git diff --stat", "git remote -v", "git log --oneline -5", "sed -i s/a/b/ notes.txt", "install -d build"],
+)
+def test_everyday_lines_near_those_routes_ask_nothing_protected(project: Path, command: str) -> None:
+    rt = Runtime.load(project)
+    _, requests = rt.check_call("bash", {"command": command, "description": "work"})
+    assert [request for request in requests if request.permission == "protected"] == []
+
+
 def test_an_approved_extraction_runs(staged: Path) -> None:
     result, asked = _call(staged, "bash", {"command": "tar -xf e.tar", "description": "unpack"}, reply="once")
     assert result.error is None, result.error

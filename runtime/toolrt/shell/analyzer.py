@@ -82,6 +82,7 @@ _EXTGLOB = re.compile(r"[?*+@!]\(")  # `@(a|b)`, `!(x)`: patterns once `extglob`
 _MAX_COMBINATIONS = 16
 _BRACKETS_AND_SUBSTITUTIONS = re.compile(r"[\[\]`]|\$\(")
 _FD_DUPLICATION = frozenset((">&", "<&"))
+_XARGS_REPLACE = frozenset(("-I", "-i", "--replace"))
 _UNKNOWN = "\0unknown"  # not yet computed; NUL never occurs in a path
 _MAX_COPIED = 2_000  # names below a copied directory that are checked one by one
 _MAX_WALKED = 20_000  # entries below the directories a symlink-following program walks
@@ -523,12 +524,18 @@ class _Analysis:
             self._unseen(node, parent, words, first, last, text)
             if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
                 self._script_file(words, first, last, text)
-            self._writes(values[first:last], text)
+            self._writes(values[first:last], text, fed=feeder == "xargs")
             if inner is None:
                 continue
             if inner.dynamic is not None:
                 self.findings.fail_closed(text, inner.dynamic)
             fed = " ".join(wrapper.name) if wrapper is not None and wrapper.feeds else ""
+            if (
+                fed == "xargs"
+                and inner.commands
+                and any(_has_option(value, _XARGS_REPLACE) for value in values[first + 1 : inner.commands[0][0]])
+            ):
+                fed = "xargs -I"  # it puts its input where `{}` stands, and appends nothing
             for inner_first, inner_last in inner.commands:
                 work.append((inner_first, inner_last, own, fed))
             if wrapper is not None and wrapper.dialect != "bash" and (inner.scripts or inner.reads_stdin):
@@ -1172,9 +1179,12 @@ class _Analysis:
                         self.findings.written[posixpath.normpath(absolute)] = None
             self._path(word.value, glob=word.glob)
 
-    def _writes(self, values: list[str | None], text: str) -> None:
-        """Record the operands the command writes (writes.yaml); an unknown one fails closed."""
-        paths = written(values)
+    def _writes(self, values: list[str | None], text: str, *, fed: bool = False) -> None:
+        """Record the operands the command writes (writes.yaml); an unknown one fails closed, and so
+        do `find -exec`'s `{}` and the words `xargs` adds. A glob in a written operand writes every
+        path it matches."""
+        values = [None if value == "{}" else value for value in values]
+        paths = written([*values, None] if fed else values)
         copied = copies(values)
         if copied is not None and copied[1] is not None:
             sources, destination = copied[0], copied[1]
@@ -1183,6 +1193,9 @@ class _Analysis:
                     continue  # an unknown source: the destination itself is already written
                 for cwd in self.cwds:
                     paths.extend(self._copied_names(source, destination, cwd))
+        globbed = [path for path in paths if path and _GLOB_CHARS.search(path) and not path.endswith(UNNAMED)]
+        for pattern in globbed:
+            paths.extend(self._written_matches(pattern, text))  # matches are not globbed again
         for path in paths:
             if path is None:
                 self.findings.fail_closed(text, "a file this command writes is only known when it runs")
@@ -1191,6 +1204,17 @@ class _Analysis:
                     absolute = self.scope.expand(path, cwd)
                     if absolute is not None:
                         self.findings.written[posixpath.normpath(absolute)] = None
+
+    def _written_matches(self, pattern: str, text: str) -> list[str]:
+        """The paths a glob in a written operand matches now (`sed -i … *.yaml`); too many fail closed."""
+        out: list[str] = []
+        for cwd in self.cwds:
+            matches = glob_paths(pattern, cwd)
+            if matches is None:
+                self.findings.fail_closed(text, f"`{_brief(pattern)}` matches too many files to check what it writes")
+                return []
+            out.extend(matches)
+        return out
 
     def _walked_links(self, base: str, args: list[str | None]) -> None:
         """A program that follows symlinks while it walks (`grep -R`, `find -L`) reads wherever a link

@@ -10,7 +10,7 @@ operands and ask nothing.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -44,6 +44,12 @@ class WriteRule:
     values: frozenset[str] = frozenset()
     script: frozenset[str] = frozenset()
     assign: frozenset[str] = frozenset()
+    all_when: frozenset[str] = frozenset()
+    """With one of these options every operand is written (`install -d`)."""
+    into: frozenset[str] = frozenset()
+    """With one of these options the last operand receives files named by the input (`cpio -p DIR`)."""
+    prefix: frozenset[str] = frozenset()
+    """Options whose value prefixes the names written (`csplit -f`); `operand: N` names an operand."""
 
 
 @cache
@@ -56,7 +62,10 @@ def write_rules() -> Mapping[str, WriteRule]:
     for name, row in data["commands"].items():
         rules[name] = WriteRule(
             operands=row.get("operands", "all"),
-            **{key: frozenset(row.get(key, ())) for key in ("when", "unnamed", "target", "values", "script", "assign")},
+            **{
+                key: frozenset(row.get(key, ()))
+                for key in ("when", "unnamed", "target", "values", "script", "assign", "all_when", "into", "prefix")
+            },
         )
     return rules
 
@@ -70,7 +79,7 @@ def written(values: Sequence[str | None]) -> list[str | None]:
         return _git(values)
     rule = write_rules().get(name)
     if rule is None:
-        return []
+        return _unknown_program(values[1:])
     out = _operands(rule, values[1:])
     if name in _URL_NAMED and not out:
         out.extend(_url_names(name, values[1:]))
@@ -129,13 +138,63 @@ def copies(values: Sequence[str | None]) -> tuple[list[str | None], str | None] 
     return operands[:-1], operands[-1]
 
 
+_OUTPUT_OPTIONS = frozenset(("-o", "--output"))
+_DIRECTORY_OPTIONS = frozenset(("--prefix", "--target-directory"))
+
+
+def _unknown_program(words: Sequence[str | None]) -> list[str | None]:
+    """What a program the table does not know writes by the common options: the value of `-o` and
+    `--output`, and anything in the directories `--prefix` and `--target-directory` name."""
+    out: list[str | None] = []
+    for index, word in enumerate(words):
+        if word is None or word[:1] != "-":
+            continue
+        option, equals, value = word.partition("=")
+        if equals:
+            given: str | None = value
+        elif word[:2] == "-o" and len(word) > 2:
+            option, given = "-o", word[2:]
+        else:
+            given = words[index + 1] if index + 1 < len(words) else ""
+        if option in _OUTPUT_OPTIONS and given != "":
+            out.append(given)
+        elif option in _DIRECTORY_OPTIONS and given != "":
+            out.append(None if given is None else posixpath.join(given, UNNAMED))
+    return out
+
+
+def _prefixed(rule: WriteRule, words: Sequence[str | None], operands: list[str | None]) -> list[str | None]:
+    """The directory that receives the files named after a prefix (`split FILE PREFIX`), as unnamed."""
+    prefix: str | None = ""
+    for entry in rule.prefix:
+        if entry.startswith("operand:"):
+            position = int(entry.partition(":")[2]) - 1
+            if position < len(operands):
+                prefix = operands[position]
+            continue
+        for index, word in enumerate(words):
+            if word is not None and word.partition("=")[0] == entry:
+                prefix = word.partition("=")[2] if "=" in word else (words[index + 1] if index + 1 < len(words) else "")
+            elif word is not None and len(entry) == 2 and word.startswith(entry) and len(word) > 2:
+                prefix = word[2:]
+    if prefix is None:
+        return [None]
+    return [posixpath.join(posixpath.dirname(prefix) or ".", UNNAMED)]
+
+
 def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
     operands, out, (enabled, script, unnamed) = _scan(rule, words)
     if unnamed:
         directory = out[-1] if out else "."
         out.append(None if directory is None else posixpath.join(directory, UNNAMED))
+    if rule.prefix:
+        out.extend(_prefixed(rule, words, operands))
+    if rule.into and any(_has(word, rule.into) for word in words) and operands:
+        out.append(None if operands[-1] is None else posixpath.join(operands[-1], UNNAMED))
     if not enabled:
         return []
+    if rule.all_when and any(_has(word, rule.all_when) for word in words):
+        return [*out, *operands]
     kind = "all" if rule.operands == "all_but_first" and script else rule.operands
     if kind == "last":
         out.extend(operands[-1:] if len(operands) > 1 else [])
@@ -144,6 +203,15 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
     elif kind == "all_but_first":
         out.extend(operands[1:])
     return out
+
+
+def _has(word: str | None, options: frozenset[str]) -> bool:
+    """`word` is one of `options`, or a cluster of short options holding one (`-dv`)."""
+    if word is None or word[:1] != "-":
+        return False
+    if word.partition("=")[0] in options:
+        return True
+    return word[1:2] != "-" and any("-" + letter in options for letter in word[1:])
 
 
 def _scan(
@@ -237,6 +305,9 @@ def _git(values: Sequence[str | None]) -> list[str | None]:
             elif not word.startswith("-"):
                 out.append(posixpath.join(directory, word))
         return out
+    writer = _GIT_WRITERS.get(values[index] or "") if index < len(values) else None
+    if writer is not None:
+        return out + writer(values[index + 1 :], directory)
     if index < len(values) and values[index] in ("apply", "am"):
         checks = {"--check", "--stat", "--numstat", "--summary", "--show-current-patch"}
         rest = values[index + 1 :]
@@ -276,3 +347,123 @@ def _git(values: Sequence[str | None]) -> list[str | None]:
     if writes or operands >= 2:
         out.append(config)
     return out
+
+
+# Options of git subcommands that take the next word as their value (so it is not an operand).
+_GIT_SUB_VALUES = frozenset(
+    (
+        "-b", "--branch", "-o", "--origin", "-c", "--config", "--depth", "--reference", "-u", "--upload-pack",
+        "--template", "--separate-git-dir", "-j", "--jobs", "--filter", "--shallow-since", "--shallow-exclude",
+        "--reference-if-able", "--server-option", "--bundle-uri", "--object-format", "--ref-format", "-t",
+        "--track", "-m", "--name", "--reason", "--orphan", "-B", "--initial-branch", "--shared",
+    )
+)  # fmt: skip
+
+
+def _git_operands(words: Sequence[str | None]) -> list[str | None]:
+    operands: list[str | None] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word is None or word[:1] != "-":
+            operands.append(word)
+        elif "=" not in word and word in _GIT_SUB_VALUES:
+            skip = True
+    return operands
+
+
+def _git_clone(words: Sequence[str | None], directory: str) -> list[str | None]:
+    """`git clone REPO [DIR]`: everything in DIR (named after REPO when absent), its config included."""
+    operands = _git_operands(words)
+    if len(operands) > 1:
+        target = operands[1]
+    elif operands and operands[0] is not None:
+        target = posixpath.basename(operands[0].rstrip("/")).removesuffix(".git") or None
+    else:
+        return [None]
+    return [None if target is None else posixpath.join(directory, target, UNNAMED)]
+
+
+def _git_init(words: Sequence[str | None], directory: str) -> list[str | None]:
+    """`git init [DIR]`: DIR itself (a protected name, such as `tools.d`); the repository's own
+    internals are git's account, as for `git commit`, unless a template or a separate git directory
+    fills them from elsewhere (hooks included)."""
+    operands = _git_operands(words)
+    target = operands[0] if operands else "."
+    if target is None:
+        return [None]
+    out: list[str | None] = [posixpath.join(directory, target)] if operands else []
+    if any(word is None or word.partition("=")[0] in ("--template", "--separate-git-dir") for word in words):
+        out.append(posixpath.join(directory, target, ".git"))
+    return out
+
+
+def _git_worktree(words: Sequence[str | None], directory: str) -> list[str | None]:
+    """`git worktree add DIR`: everything in DIR, and the repository's worktree records."""
+    operands = _git_operands(words)
+    if not operands or operands[0] != "add":
+        return []
+    if len(operands) < 2 or operands[1] is None:
+        return [None]
+    return [posixpath.join(directory, operands[1], UNNAMED), posixpath.join(directory, ".git/worktrees", UNNAMED)]
+
+
+def _git_option_files(words: Sequence[str | None], directory: str) -> list[str | None]:
+    """`--output=FILE` (diff, log, show), `-o`/`--output-directory DIR` (format-patch) and
+    `--prefix=DIR/` (checkout-index): what they write."""
+    out: list[str | None] = []
+    for index, word in enumerate(words):
+        if word is None:
+            continue
+        option, equals, value = word.partition("=")
+        given = value if equals else (words[index + 1] if index + 1 < len(words) else "")
+        if option == "--output":
+            out.append(None if given is None else posixpath.join(directory, given))
+        elif option in ("-o", "--output-directory", "--prefix"):
+            if given is None:
+                out.append(None)
+            elif option == "--prefix":
+                out.append(posixpath.join(directory, posixpath.dirname(given) or ".", UNNAMED))
+            else:
+                out.append(posixpath.join(directory, given, UNNAMED))
+    return out
+
+
+def _git_config_writers(verbs: frozenset[str], files: tuple[str, ...]) -> Callable[..., list[str | None]]:
+    """`git remote add|set-url|…`, `git submodule add|set-url|…`: the config files they change."""
+
+    def writes(words: Sequence[str | None], directory: str) -> list[str | None]:
+        operands = _git_operands(words)
+        if not operands or operands[0] not in verbs:
+            return []
+        out: list[str | None] = [posixpath.join(directory, file) for file in files]
+        if operands[0] == "add" and ".gitmodules" in files and len(operands) > 1:  # `submodule add URL [PATH]`
+            url = operands[1]
+            path = (
+                operands[2] if len(operands) > 2 else (url and posixpath.basename(url.rstrip("/")).removesuffix(".git"))
+            )
+            out.append(posixpath.join(directory, path, UNNAMED) if path else None)
+        return out
+
+    return writes
+
+
+_GIT_WRITERS: Mapping[str, Callable[[Sequence[str | None], str], list[str | None]]] = {
+    "clone": _git_clone,
+    "init": _git_init,
+    "worktree": _git_worktree,
+    "diff": _git_option_files,
+    "log": _git_option_files,
+    "show": _git_option_files,
+    "format-patch": _git_option_files,
+    "checkout-index": _git_option_files,
+    "remote": _git_config_writers(
+        frozenset(("add", "set-url", "rename", "remove", "rm", "set-head", "set-branches", "prune")),
+        (".git/config",),
+    ),
+    "submodule": _git_config_writers(
+        frozenset(("add", "set-url", "set-branch", "init", "sync", "deinit", "absorbgitdirs")),
+        (".gitmodules", ".git/config"),
+    ),
+}
