@@ -106,11 +106,30 @@ def test_cd_only_asks_nothing_for_bash(site: CallSite, command: str) -> None:
 
 
 def test_cd_to_parent_asks_external_directory(site: CallSite) -> None:
-    requests = analyze_command("cd ../", site)
+    requests = analyze_command("cd ../ && cat x", site)
     parent = str(site.root.parent)
     assert external_patterns(requests) == (f"{parent}/*",)
     assert by_permission(requests, "external_directory")[0].always == (f"{parent}/*",)
-    assert by_permission(requests, "bash") == []
+    assert [r.patterns for r in by_permission(requests, "bash")] == [("cat x",)]
+
+
+@pytest.mark.parametrize(
+    ("command", "external"),
+    [
+        ("cd ../", False),  # the line ends there: nothing runs in the parent
+        ("cd src && python3 -m pytest -q && cd ..", False),  # ends where it started
+        ("cd src; ls; cd ..", False),
+        ("eval 'cd ..'; cat x", True),  # a script's last cd moves the shell that runs it
+        ("cd src && make; ls ..", True),  # `cd src` may fail: `ls ..` may run in the root
+        ("cd src && make || ls ..", True),
+        ("cd src && ls ..", False),  # `ls ..` runs only in src
+        ("f() { cd ..; }; f", True),
+        ("cd ..; cat x", True),
+    ],
+)
+def test_cd_chains_end_where_every_checked_cd_leaves_them(site: CallSite, command: str, external: bool) -> None:
+    (site.root / "src").mkdir()
+    assert bool(external_patterns(analyze_command(command, site))) is external
 
 
 @pytest.mark.parametrize("program", ["cat", "rm", "cp", "mv", "mkdir", "touch", "chmod 644", "chown me", "head", "tee"])

@@ -180,13 +180,15 @@ def analyze_text(
 
 
 class _Restore:
-    """A walk entry that puts the working directories back when a subshell's subtree is done."""
+    """A walk entry that puts the working directories back when a subshell's subtree is done, or
+    (`chain`) widens them when an `&&` list is done: it may have stopped after any of its commands."""
 
-    __slots__ = ("cwds", "merge")
+    __slots__ = ("chain", "cwds", "merge")
 
-    def __init__(self, cwds: tuple[str | None, ...], *, merge: bool) -> None:
+    def __init__(self, cwds: tuple[str | None, ...], *, merge: bool, chain: bool = False) -> None:
         self.cwds = cwds
         self.merge = merge
+        self.chain = chain
 
 
 # Subtrees that run in a subshell: a `cd` inside ends with them.
@@ -221,6 +223,7 @@ class _Analysis:
     __slots__ = (
         "arithmetic",
         "assigned",
+        "chains",
         "cwd_real",
         "cwds",
         "deferred",
@@ -271,6 +274,8 @@ class _Analysis:
         self.source = b""
         self.text = ""
         self.first_error: Node | None = None
+        self.chains: list[dict[str | None, None]] = []
+        """For each `&&` list being walked, every working directory set inside it so far."""
         self.globbing: str | None = None
         """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`), if anything."""
         self.traced = False
@@ -368,6 +373,9 @@ class _Analysis:
                 if nesting > limits.MAX_NESTING:
                     self.findings.fail_closed(self.text, f"the command nests deeper than {limits.MAX_NESTING} levels")
                     return
+            if kind == "list" and any(child.type == "&&" for child in node.children):
+                stack.append((_Restore(self.cwds, merge=True, chain=True), None, nesting))
+                self.chains.append({})
             if kind in _SUBSHELLS:
                 stack.append((_Restore(self.cwds, merge=False), None, nesting))
             elif kind == "function_definition" or kind == "pipeline":
@@ -432,6 +440,15 @@ class _Analysis:
         reasons = list(self.inherited)
         for assignment in assignments:
             reasons.extend(self._assignment_reasons(assignment))
+        if (
+            words[0].value == "cd"
+            and self.depth == 0  # a script's last `cd` moves the shell that runs it (`eval 'cd ..'; cat x`)
+            and not reasons
+            and not redirected
+            and all(word.value is not None for word in words)
+            and self._last_command(node, parent)
+        ):
+            return nested  # the line ends with it: where it goes changes nothing, and nothing runs there
         rest = self._slice(node.end_byte, end) if redirected else ""
         self._check_paths(words)
         self._segments(node, parent, words, start, end, rest, reasons)
@@ -494,7 +511,7 @@ class _Analysis:
             own = list(inherited)
             redirects = rest if last == count else ""
             if head.value in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
-                self._cd(words, first, last, text, name=head.value)
+                self._cd(words, first, last, text, name=head.value, certain=first == 0 and _then(node, parent))
                 if own:
                     self.findings.unseen_command((text,), "; ".join(dict.fromkeys(own)))
                 elif redirects:
@@ -708,9 +725,25 @@ class _Analysis:
             return None
         return [base, *literal[index:]]
 
-    def _cd(self, words: list[Word], first: int, last: int, text: str, *, name: str) -> None:
+    def _last_command(self, node: Node, parent: Node | None) -> bool:
+        """Whether nothing of the text runs after `node`: only blanks, `;`, `&` or comments follow it,
+        and it sits in no loop, function or subshell that could run it before something else."""
+        end = (parent if parent is not None and parent.type == "redirected_statement" else node).end_byte
+        rest = self.source[end:]
+        if rest.strip(b" \t\r\n;&"):
+            return False
+        holder = parent
+        while holder is not None:
+            if holder.type not in ("list", "program", "redirected_statement"):
+                return False
+            holder = holder.parent
+        return True
+
+    def _cd(self, words: list[Word], first: int, last: int, text: str, *, name: str, certain: bool = False) -> None:
         """`cd`/`pushd`/`popd`: the working directory may be the new one or (the change may fail)
-        the old one; both stay candidates. Where it goes is unknown, relative paths fail closed."""
+        the old one; both stay candidates, except before `&&`, where what follows runs only in the
+        new one (`cd src && make && cd ..` ends where it started). Where it goes is unknown,
+        relative paths fail closed."""
         target: Word | None = None
         for word in words[first + 1 : last]:
             if word.value is not None and word.value.startswith(("-", "+")) and word.value != "-":
@@ -732,7 +765,7 @@ class _Analysis:
         for cwd in self.cwds:
             absolute = self.scope.expand(target.value, cwd) if target.value else cwd
             targets.append(posixpath.normpath(absolute) if absolute is not None else None)
-        self._set_cwds((*self.cwds, *targets))
+        self._set_cwds(tuple(targets) if certain else (*self.cwds, *targets))
 
     def _set_cwds(self, cwds: tuple[str | None, ...]) -> None:
         unique = tuple(dict.fromkeys(cwds))
@@ -742,6 +775,8 @@ class _Analysis:
         self.cwds = unique
         self.cwd_real = _UNKNOWN
         self._set_pwd()
+        for seen in self.chains:
+            seen.update(dict.fromkeys(unique))
 
     def _set_pwd(self) -> None:
         if len(self.cwds) == 1 and self.cwds[0] is not None:
@@ -750,6 +785,10 @@ class _Analysis:
             self.known.pop("PWD", None)
 
     def _restore(self, entry: _Restore) -> None:
+        if entry.chain:
+            seen = tuple(self.chains.pop())
+            self._set_cwds((*entry.cwds, *seen, *self.cwds))
+            return
         self._set_cwds((*entry.cwds, *self.cwds) if entry.merge else entry.cwds)
 
     def _script(self, script: str, text: str, reasons: list[str]) -> None:
@@ -1300,6 +1339,17 @@ class _Analysis:
 
     def _slice(self, start: int, end: int) -> str:
         return self.source[start:end].decode("utf-8", "surrogateescape")
+
+
+def _then(node: Node, parent: Node | None) -> bool:
+    """Whether `&&` follows `node` in its list: what comes next runs only if it succeeded."""
+    if parent is None or parent.type != "list":
+        return False
+    children = parent.children
+    for index, child in enumerate(children):
+        if child == node:
+            return index + 1 < len(children) and children[index + 1].type == "&&"
+    return False
 
 
 def _subscript_substitution(text: str) -> bool:
