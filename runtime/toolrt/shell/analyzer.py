@@ -1412,13 +1412,16 @@ def _has_option(arg: str | None, options: frozenset[str]) -> bool:
 
 
 def _option_values(word: str) -> list[str]:
-    """Paths an option may carry: `--out=../x` → `../x`, `-o../x` → `../x` (any short option's
-    attached value, since which options take one is not known here)."""
+    """Paths an option may carry: `--out=../x` → `../x`, `-o../x` → `../x`. Which short options take
+    a value is not known here, so what follows the first letter of a cluster counts when it reads as a
+    path (a `/`, a `.` or a leading `~`): `-I../inc` and `-o.env` do, the clusters `-la`, `-j4`, `-am`
+    and `-tvf` do not."""
     name, equals, value = word.partition("=")
     if equals:
         return [value] if value else []
     if len(word) > 2 and word[1] != "-":
-        return [word[2:]]
+        attached = word[2:]
+        return [attached] if "/" in attached or "." in attached or attached[0] == "~" else []
     return []
 
 

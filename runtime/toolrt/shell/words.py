@@ -146,6 +146,9 @@ def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Bui
     elif kind == "concatenation":
         for child in node.children:
             _piece(child, child.type, _text(child, source), known, out, source)
+    elif kind == "brace_expression":  # `{1..10}`: a sequence, expanded with the word's other braces
+        out.glob = True
+        out.add(text)
     elif kind == "ansi_c_string":
         out.add(ansi_c(text[2:-1]))
     elif kind == "expansion" and (parts := alternative(node, source)) is not None:

@@ -50,6 +50,8 @@ class WriteRule:
     """With one of these options the last operand receives files named by the input (`cpio -p DIR`)."""
     prefix: frozenset[str] = frozenset()
     """Options whose value prefixes the names written (`csplit -f`); `operand: N` names an operand."""
+    lists: frozenset[str] = frozenset()
+    """With one of these options the command only lists, tests or prints (`unzip -l`): no writes."""
 
 
 @cache
@@ -64,7 +66,18 @@ def write_rules() -> Mapping[str, WriteRule]:
             operands=row.get("operands", "all"),
             **{
                 key: frozenset(row.get(key, ()))
-                for key in ("when", "unnamed", "target", "values", "script", "assign", "all_when", "into", "prefix")
+                for key in (
+                    "when",
+                    "unnamed",
+                    "target",
+                    "values",
+                    "script",
+                    "assign",
+                    "all_when",
+                    "into",
+                    "prefix",
+                    "lists",
+                )
             },
         )
     return rules
@@ -80,6 +93,8 @@ def written(values: Sequence[str | None]) -> list[str | None]:
     rule = write_rules().get(name)
     if rule is None:
         return _unknown_program(values[1:])
+    if rule.lists and any(_has(word, rule.lists) for word in values[1:]):
+        return []
     out = _operands(rule, values[1:])
     if name in _URL_NAMED and not out:
         out.extend(_url_names(name, values[1:]))
@@ -309,7 +324,7 @@ def _git(values: Sequence[str | None]) -> list[str | None]:
     if writer is not None:
         return out + writer(values[index + 1 :], directory)
     if index < len(values) and values[index] in ("apply", "am"):
-        checks = {"--check", "--stat", "--numstat", "--summary", "--show-current-patch"}
+        checks = {"--check", "--stat", "--numstat", "--summary", "--show-current-patch", "--abort", "--quit"}
         rest = values[index + 1 :]
         if not any(word in checks for word in rest) or "--apply" in rest:
             out.append(posixpath.join(directory, UNNAMED))  # the patch names the files it writes

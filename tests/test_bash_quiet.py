@@ -1,0 +1,66 @@
+"""Quiet on everyday work (issue 26): lines that read, list or build inside the project ask nothing
+beyond their own `bash` rule, while the same shapes that reach outside or write protected files still ask.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from toolrt.permissions.model import CallSite, PermissionRequest
+from toolrt.shell import analyze_command
+
+
+def _extra(requests: tuple[PermissionRequest, ...]) -> list[tuple[str, tuple[str, ...]]]:
+    """What a line asks besides its plain `bash` patterns: derived requests and unseen parts."""
+    return [(r.permission, r.patterns) for r in requests if r.permission != "bash" or r.opaque]
+
+
+@pytest.fixture
+def project(site: CallSite) -> CallSite:
+    for directory in ("src", "build", "scripts"):
+        (site.root / directory).mkdir()
+    (site.root / "src" / "app.py").write_text("print(1)\n", encoding="utf-8")
+    return site
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # short-option clusters name no path (issue 26, item 6)
+        "ls -la",
+        "git commit -am wip",
+        "make -j4",
+        "tail -n100 src/app.py",
+        "tar -tvf a.tar",
+        # archives listed, tested or printed write nothing (item 9)
+        "unzip -l a.zip",
+        "unzip -t a.zip",
+        "unzip -c a.zip",
+        "unzip -p a.zip src/app.py",
+        "zipinfo a.zip",
+        "git am --abort",
+        # number ranges expand as comma lists do (item 9)
+        "touch build/file{1..10}",
+        "touch build/{a,b}.txt",
+        # cd chains end where every checked cd leaves them (item 7)
+        "cd src && python3 -m pytest -q && cd ..",
+    ],
+)
+def test_everyday_lines_ask_nothing_beyond_their_bash_rule(project: CallSite, command: str) -> None:
+    assert [(p, pats) for p, pats in _extra(analyze_command(command, project)) if p != "read"] == []
+    reads = [pats for p, pats in _extra(analyze_command(command, project)) if p == "read"]
+    root = str(project.root)
+    assert all(path.startswith(root + "/") for patterns in reads for path in patterns), reads
+
+
+@pytest.mark.parametrize(
+    ("command", "permission"),
+    [
+        ("gcc -I../include x.c", "external_directory"),  # an attached value that is a path still counts
+        ("cat -n../secret", "external_directory"),
+        ("touch ../x{1..3}", "external_directory"),
+    ],
+)
+def test_the_same_shapes_reaching_out_still_ask(project: CallSite, command: str, permission: str) -> None:
+    requests = analyze_command(command, project)
+    assert any(r.permission == permission for r in requests), requests
