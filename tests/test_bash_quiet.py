@@ -44,6 +44,20 @@ def project(site: CallSite) -> CallSite:
         "touch build/{a,b}.txt",
         # cd chains end where every checked cd leaves them (item 7)
         "cd src && python3 -m pytest -q && cd ..",
+        # operands that are text, patterns, scripts or delimiters (item 6)
+        "echo $HOME",
+        "echo /etc/passwd",
+        "printf '%s\\n' /",
+        'cut -d "/" -f 2 src/app.py',
+        "cut -d/ -f2 src/app.py",
+        "sed -i '/^[[:space:]]*$/d' src/app.py",
+        "awk '/foo/ {print $2}' src/app.py",
+        "awk '$3 >= 50 && $1 <= 2' src/app.py",
+        "awk -F/ '{print $1}' src/app.py",
+        "git blame -L '/hello/',+10 src/app.py",
+        "grep -rn /api/v1 src",
+        "rg -g '*.py' /health src",
+        "tr / _ < src/app.py",
     ],
 )
 def test_everyday_lines_ask_nothing_beyond_their_bash_rule(project: CallSite, command: str) -> None:
@@ -59,6 +73,10 @@ def test_everyday_lines_ask_nothing_beyond_their_bash_rule(project: CallSite, co
         ("gcc -I../include x.c", "external_directory"),  # an attached value that is a path still counts
         ("cat -n../secret", "external_directory"),
         ("touch ../x{1..3}", "external_directory"),
+        ("grep -e /x ../secret", "external_directory"),  # with -e, every operand is a file
+        ("sed -e /x/d ../secret", "external_directory"),
+        ("cut -d/ -f2 ../secret", "external_directory"),
+        ("echo hi > ../out", "external_directory"),  # a redirect is a path whatever the program
     ],
 )
 def test_the_same_shapes_reaching_out_still_ask(project: CallSite, command: str, permission: str) -> None:

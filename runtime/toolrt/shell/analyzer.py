@@ -27,6 +27,7 @@ from .arity import prefix
 from .braces import expand_braces
 from .globs import GLOB_VARIABLES, glob_options, glob_paths
 from .named import named_commands
+from .operands import not_paths
 from .parser import parse
 from .paths import PathScope, fs_safe, path_candidate
 from .programs import unseen_code
@@ -450,7 +451,8 @@ class _Analysis:
         ):
             return nested  # the line ends with it: where it goes changes nothing, and nothing runs there
         rest = self._slice(node.end_byte, end) if redirected else ""
-        self._check_paths(words)
+        program = posixpath.basename(words[0].value) if words[0].value else ""
+        self._check_paths(words, text=not_paths(program, [word.value for word in words[1:]]) if program else None)
         self._segments(node, parent, words, start, end, rest, reasons)
         return nested
 
@@ -1030,9 +1032,13 @@ class _Analysis:
 
     # -- paths ----------------------------------------------------------------------------------
 
-    def _check_paths(self, words: list[Word], *, skip_first: bool = True) -> None:
+    def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: frozenset[int] | None = None) -> None:
+        """Check the words (after the command's name) that may be paths; `text` holds the positions,
+        counted after the name, that the program reads as text, patterns or scripts."""
         base = self._cwd_real()
-        for word in words[1:] if skip_first else words:
+        for position, word in enumerate(words[1:] if skip_first else words):
+            if text and position in text:
+                continue
             if self.globbing is not None and not word.glob and _EXTGLOB.search(word.raw):
                 self._changed_glob(word.raw)
             value = word.value

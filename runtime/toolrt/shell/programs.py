@@ -19,7 +19,9 @@ _SED_OPTIONS_WITH_VALUE = frozenset(("-l", "--line-length", "-s"))
 _AWK_OPTIONS_WITH_VALUE = frozenset(("-F", "-v", "--assign", "--field-separator"))
 # awk: `system(`, a pipe into or out of a command, `getline` from a command, or output redirected
 # to a file (`print > "f"`; a comparison `$1 > 5` is caught too: the cost of not parsing awk).
-_AWK_CODE = re.compile(r"system\s*\(|\||getline|>")
+# awk: `system(`, a pipe (not `||`), `getline`, and any `>` after a `print`/`printf` (it may be an
+# output redirection; a `>` or `>=` before any print only compares).
+_AWK_CODE = re.compile(r"system\s*\(|(?<!\|)\|(?!\|)|getline|(?s:\bprintf?\b.*>)")
 # sed: after an address, the command letter; `e` runs a command, `w`/`W` write a file.
 _SED_ADDRESS = re.compile(
     r"\s*(?:[0-9$]+|/(?:[^/\\\n]|\\.)*/[IM]*)?(?:\s*,\s*(?:[0-9$]+|/(?:[^/\\\n]|\\.)*/[IM]*))?\s*!?\s*"
@@ -86,12 +88,13 @@ def _sed(args: Sequence[str | None]) -> str | None:
         index += 1
     for script in scripts:
         if sed_runs_code(script):
-            return "the sed script runs a command or writes a file (`e`, `w`), which the analyzer does not follow"
+            return "the sed script runs a command or reads or writes a file (`e`, `r`, `w`), which is not followed here"
     return None
 
 
 def sed_runs_code(script: str) -> bool:
-    """True when a sed script has an `e`, `w` or `W` command, or an `s` with the `e` or `w` flag."""
+    """True when a sed script has an `e`, `w`, `W`, `r` or `R` command, or an `s` with the `e` or `w`
+    flag: it runs a command, or writes or reads a file it names."""
     index = 0
     length = len(script)
     while index < length:
@@ -100,7 +103,7 @@ def sed_runs_code(script: str) -> bool:
         if index >= length:
             break
         command = script[index]
-        if command in "ewW":
+        if command in "ewWrR":  # `r FILE`/`R FILE` read a file the script names, anywhere
             return True
         if command in "s" and index + 1 < length:
             delimiter = script[index + 1]
