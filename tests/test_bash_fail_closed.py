@@ -240,7 +240,8 @@ CLASSES: list[tuple[str, str, str]] = [
     ("git grep -O'rm -rf' x", "deny", "deny"),
     ("git st", "deny", "ask"),  # maybe an alias from git's configuration
     ("python3 -c 'import os'", "deny", "ask"),
-    ("python3 - <<'EOF'\nprint(1)\nEOF", "deny", "ask"),
+    ("python3 - <<'EOF'\nimport os; os.system('ls')\nEOF", "deny", "ask"),
+    ("python3 - <<'EOF'\nprint(1)\nEOF", "deny", "allow"),  # inert Python is read (issue 26, item 5)
     ("python3 tools/gen.py", "deny", "allow"),  # a script inside the project: its own rules
     # Shells whose language is not bash's: zsh's glob qualifiers run code that bash reads as a glob.
     ("zsh -c 'ls *(e:\"rm -rf x\":)'", "deny", "deny"),

@@ -4,6 +4,8 @@ beyond their own `bash` rule, while the same shapes that reach outside or write 
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from toolrt.permissions.model import CallSite, PermissionRequest
@@ -82,3 +84,62 @@ def test_everyday_lines_ask_nothing_beyond_their_bash_rule(project: CallSite, co
 def test_the_same_shapes_reaching_out_still_ask(project: CallSite, command: str, permission: str) -> None:
     requests = analyze_command(command, project)
     assert any(r.permission == permission for r in requests), requests
+
+
+# -- inline Python, read with Python's own ast (issue 26, item 5) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys; print(sys.version)",
+        "2 + 3",
+        'import json; print(json.dumps({"a": [i * i for i in range(3)]}))',
+        "import math as m; print(m.pi, max([1, 2]), sorted({3, 1}))",
+        "from math import sqrt; print(f'{sqrt(2):.3f}')",
+        "total = 0\nfor n in range(10):\n    total += n\nprint(total)",
+    ],
+)
+def test_inert_inline_python_is_a_plain_command(project: CallSite, code: str) -> None:
+    assert _extra(analyze_command(f"python3 -c {shlex.quote(code)}", project)) == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'import os; os.system("rm -rf x")',
+        'print(open("/etc/passwd").read())',
+        'sorted(["1"], key=eval)',  # a builtin outside the list, even as a value
+        '__import__("os")',
+        "import sys; sys.exit(3)",
+        "import sys; print(sys.modules)",
+        "import json; json.__loader__",
+        "(lambda: 1)()",
+        "import re; print(re.escape('a'))",  # re.py in the working directory shadows the module
+        "print(1",  # a syntax error
+    ],
+)
+def test_any_other_inline_python_stays_opaque(project: CallSite, code: str) -> None:
+    (project.root / "re.py").write_text("import os\n", encoding="utf-8")
+    assert any(request.opaque for request in analyze_command(f"python3 -c {shlex.quote(code)}", project))
+
+
+def test_inert_python_fed_by_a_quoted_here_document_is_a_plain_command(project: CallSite) -> None:
+    assert _extra(analyze_command("python3 - <<'EOF'\nprint(sum(range(4)))\nEOF", project)) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 - <<'EOF'\nimport os\nos.system('rm -rf x')\nEOF",
+        "python3 <<EOF\nprint(1 + $X)\nEOF",  # unquoted: the body is expanded before Python reads it
+        "python3 - <<< 'print(1)'",
+        "python3 script.py <<'EOF'\nprint(1)\nEOF",  # the here-document is the script's input, not code
+    ],
+)
+def test_other_python_fed_by_input_stays_opaque(project: CallSite, command: str) -> None:
+    (project.root / "script.py").write_text("import os\n", encoding="utf-8")
+    requests = analyze_command(command, project)
+    assert any(request.opaque for request in requests) or any(
+        request.permission == "bash" and "script.py" in " ".join(request.patterns) for request in requests
+    )

@@ -31,6 +31,7 @@ from .operands import not_paths
 from .parser import parse
 from .paths import PathScope, fs_safe, path_candidate
 from .programs import unseen_code
+from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import unwrap
 from .variables import CODE_VARIABLES, PROMPTS, assigned_names, prompt_code, traces
 from .words import Word, alternative, evaluate
@@ -603,7 +604,10 @@ class _Analysis:
             if variable is not None:  # an unknown name failed closed above (`_evaluated_names`)
                 self._assign(variable, None, text, how=f"`{base}`")
         options = self.table.code_options_of(base)
-        if options is not None:
+        code = inline_code(base, args)
+        if code is None and self._fed(node, parent) and stdin_code(base, args):
+            code = self._fed_text(node, parent)
+        if options is not None and not (code is not None and inert_python(code, self.cwds)):
             why = unseen_code(base, options, args, self._fed(node, parent))
             if why is not None:
                 self.findings.fail_closed(text, why)
@@ -640,6 +644,18 @@ class _Analysis:
             for holder in holders
             for child in holder.named_children
         )
+
+    def _fed_text(self, node: Node, parent: Node | None) -> str | None:
+        """The literal text one quoted here-document feeds the command (`python3 - <<'EOF'`), else None."""
+        holders = [node] if parent is None or parent.type != "redirected_statement" else [node, parent]
+        redirects = [child for holder in holders for child in holder.named_children if child.type == "heredoc_redirect"]
+        if len(redirects) != 1 or any(c.type == "herestring_redirect" for h in holders for c in h.named_children):
+            return None
+        start = next((c for c in redirects[0].named_children if c.type == "heredoc_start"), None)
+        if start is None or not any(q in self._slice(start.start_byte, start.end_byte) for q in "'\"\\"):
+            return None  # an unquoted body is expanded first: not literal
+        bodies = self._heredoc_bodies(redirects[0])
+        return bodies[0] if len(bodies) == 1 else None
 
     def _script_file(self, words: list[Word], first: int, last: int, text: str) -> None:
         """`source FILE`, `bash FILE`: a file inside the project is a command under its own rules;

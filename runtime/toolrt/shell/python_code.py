@@ -1,0 +1,124 @@
+"""Inline Python read with Python's own `ast`: `python3 -c CODE` that only computes and prints.
+
+Code made only of what cannot reach the system is a plain command under its own rule; anything else
+stays opaque (the analyzer's fail-closed action). Allowed: literals, arithmetic, comparisons,
+comprehensions, f-strings, local names, `if`/`for`/`while`, assignments; calls to `print`, `len`,
+`sum`, `min`, `max`, `sorted`, `range`, `str`, `int`, `float` and to the functions of `json`, `math`,
+`re` and `datetime` named as `module.function`; of `sys` only `sys.version`, `sys.version_info` and
+`sys.argv`. No name or attribute starting with `_`, no other attribute, no subscript of a module,
+no `def`, `class`, `lambda`, `with`, `try`, `global` or `del`, and no other builtin even as a value
+(`sorted(x, key=eval)` would run code). An import counts only when no file or
+directory of that name in the working directory could shadow the module (`python -c` puts it first
+on `sys.path`).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+
+__all__ = ["inert_python", "inline_code", "stdin_code"]
+
+_BUILTINS = frozenset(("print", "len", "sum", "min", "max", "sorted", "range", "str", "int", "float"))
+_MODULES = frozenset(("json", "math", "re", "datetime"))
+_SYS = frozenset(("version", "version_info", "argv"))
+_PYTHON = re.compile(r"python(?:[23](?:\.[0-9]+)?)?")
+# Options that change nothing a line of code can do (isolation, buffering, warnings about bytes).
+_HARMLESS = frozenset(("-I", "-E", "-s", "-S", "-B", "-u", "-O", "-OO", "-q", "-b", "-bb"))
+_NODES = (
+    ast.Module, ast.Expr, ast.Assign, ast.AugAssign, ast.Name, ast.Load, ast.Store, ast.Constant,
+    ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+    ast.Call, ast.keyword, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
+    ast.DictComp, ast.GeneratorExp, ast.comprehension, ast.IfExp, ast.Subscript, ast.Slice,
+    ast.JoinedStr, ast.FormattedValue, ast.Starred, ast.If, ast.For, ast.While, ast.Pass, ast.Break,
+    ast.Continue, ast.Import, ast.ImportFrom, ast.alias, ast.Attribute,
+)  # fmt: skip
+_MAX_CODE = 10_000
+
+
+def inline_code(program: str, args: Sequence[str | None]) -> str | None:
+    """The CODE of `python[3[.N]] [harmless options] -c CODE [ARGS…]`, or None for any other form."""
+    if not _PYTHON.fullmatch(program):
+        return None
+    for index, arg in enumerate(args):
+        if arg == "-c":
+            return args[index + 1] if index + 1 < len(args) else None
+        if arg not in _HARMLESS:
+            return None
+    return None
+
+
+def stdin_code(program: str, args: Sequence[str | None]) -> bool:
+    """Whether `python[3] [harmless options] [-]` reads its program from its input (a here-document)."""
+    return _PYTHON.fullmatch(program) is not None and all(arg in _HARMLESS or arg == "-" for arg in args)
+
+
+def inert_python(code: str, cwds: Sequence[str | None]) -> bool:
+    """Whether `code` only computes and prints (see the module docstring), run from any of `cwds`."""
+    if len(code) > _MAX_CODE:
+        return False
+    try:
+        tree = ast.parse(code, mode="exec")
+    except (SyntaxError, ValueError):
+        return False
+    modules: dict[str, str] = {}  # name bound in the code → the module it names
+    functions: set[str] = set()  # `from math import sqrt`
+    for node in ast.walk(tree):
+        if not isinstance(node, _NODES):
+            return False
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name not in _MODULES | {"sys"} or (alias.asname or "").startswith("_"):
+                    return False
+                modules[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or node.module not in _MODULES:
+                return False
+            for alias in node.names:
+                if alias.name == "*" or alias.name.startswith("_") or (alias.asname or "").startswith("_"):
+                    return False
+                functions.add(alias.asname or alias.name)
+    if not _imports_unshadowed({*modules.values(), *(() if not functions else _from_modules(tree))}, cwds):
+        return False
+    stored = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    known = _BUILTINS | functions | modules.keys() | stored
+    return all(_allowed(node, modules, functions, known) for node in ast.walk(tree))
+
+
+def _from_modules(tree: ast.AST) -> set[str]:
+    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+
+
+def _imports_unshadowed(names: set[str], cwds: Sequence[str | None]) -> bool:
+    for cwd in cwds:
+        if cwd is None:
+            return not names
+        for name in names:
+            if os.path.lexists(os.path.join(cwd, name + ".py")) or os.path.lexists(os.path.join(cwd, name)):
+                return False
+    return True
+
+
+def _allowed(node: ast.AST, modules: dict[str, str], functions: set[str], known: AbstractSet[str]) -> bool:
+    if isinstance(node, ast.Name):  # never a builtin outside the list, even as a value (`key=eval`)
+        return not node.id.startswith("_") and node.id in known
+    if isinstance(node, ast.Attribute):
+        if node.attr.startswith("_") or not isinstance(node.value, ast.Name):
+            return False
+        module = modules.get(node.value.id)
+        return module in _MODULES or (module == "sys" and node.attr in _SYS)
+    if isinstance(node, ast.Subscript):
+        return not (isinstance(node.value, ast.Name) and node.value.id in modules)
+    if isinstance(node, ast.Call):
+        callee = node.func
+        if isinstance(callee, ast.Name):
+            return callee.id in _BUILTINS or callee.id in functions
+        return (
+            isinstance(callee, ast.Attribute)
+            and isinstance(callee.value, ast.Name)
+            and modules.get(callee.value.id) in _MODULES
+        )
+    return True
