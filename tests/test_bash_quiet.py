@@ -5,9 +5,11 @@ beyond their own `bash` rule, while the same shapes that reach outside or write 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
+from toolrt.api import Runtime
 from toolrt.permissions.model import CallSite, PermissionRequest
 from toolrt.shell import analyze_command
 
@@ -143,3 +145,30 @@ def test_other_python_fed_by_input_stays_opaque(project: CallSite, command: str)
     assert any(request.opaque for request in requests) or any(
         request.permission == "bash" and "script.py" in " ".join(request.patterns) for request in requests
     )
+
+
+# -- derived requests follow their own rules (issue 26, item 8) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rules", "command", "expected", "reading"),
+    [
+        ('bash: {"*": allow}', "cat src/app.py", "allow", "allow"),  # no read rule: the bash rule decides
+        ('bash: {"*": allow}\nread: {"*.py": ask}', "cat src/app.py", "ask", "ask"),  # a read rule decides
+        ('bash: {"*": allow}\nread: {"*.py": deny}', "cat src/app.py", "deny", "deny"),
+        ('bash: {"*": allow}', "cat ../outside.txt", "ask", "ask"),  # external_directory keeps asking
+        ('bash: {"*": ask}', "cat src/app.py", "ask", "allow"),
+    ],
+)
+def test_inherit_false_with_bash_rules_only_decides_cat_by_the_bash_rule(
+    tmp_path: Path, rules: str, command: str, expected: str, reading: str
+) -> None:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print(1)\n", encoding="utf-8")
+    (root / "permissions.yaml").write_text(f"inherit: false\npermission:\n  {rules.replace(chr(10), chr(10) + '  ')}\n")
+    rt = Runtime.load(root)
+    decision, _ = rt.check_call("bash", {"command": command, "description": "read"})
+    assert decision.action == expected
+    read_tool, _ = rt.check_call("read", {"filePath": command.split()[-1]})
+    assert read_tool.action == reading  # the read tool and bash agree on reading

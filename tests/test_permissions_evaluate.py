@@ -192,4 +192,4 @@ def test_approval_required_message_for_default_ask_and_many_patterns() -> None:
     patterns = ("a", "b", "c", "d", "e")
     message = approval_required_message(decide([PermissionRequest("bash", patterns)], Ruleset(), locked=NONE))
     assert "(bash `a`, bash `b`, bash `c` and 2 more)" in message
-    assert "- bash `e`: ask, no rule matched (default ask)" in message
+    assert "- bash `e`: ask, no rule matched: default ask" in message

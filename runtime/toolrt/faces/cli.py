@@ -447,6 +447,8 @@ def _decision_json(decision: Decision) -> dict[str, Any]:
 
 
 def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
+    from ..permissions.model import unmatched_basis
+
     rt = _load(options, blocked_ok=False)
     if options.tool:
         if options.permission or options.pattern:
@@ -470,7 +472,7 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
         why = (
             f'rule {d.rule.permission} "{d.rule.pattern}": {d.rule.action} ({d.rule.source})'
             if d.rule
-            else "no rule matched: default ask"
+            else unmatched_basis(d.permission)
         )
         extra = f" [{d.reason}]" if d.reason else ""
         out.write(f"{d.action:<5}  {d.permission} {d.pattern!r}  ← {why}{extra}\n")

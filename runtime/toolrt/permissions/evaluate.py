@@ -15,7 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .model import Action, Decision, PatternDecision, PermissionRequest, Rule, strictest
+from .model import (
+    Action,
+    Decision,
+    PatternDecision,
+    PermissionRequest,
+    Rule,
+    strictest,
+    unmatched_action,
+    unmatched_basis,
+)
 from .rules import Ruleset
 
 __all__ = ["approval_required_message", "check", "decide", "denied_message", "disabled"]
@@ -35,7 +44,7 @@ def _decide_pattern(
         return _locked(PatternDecision(permission, pattern, action, rule, reason), locked)
     if approved is not None:
         rule = approved.evaluate(permission, pattern) or rule
-    action = rule.action if rule is not None else "ask"
+    action = rule.action if rule is not None else unmatched_action(permission)
     if request.floor is not None and strictest(action, request.floor) == request.floor:
         action = request.floor
         reason = request.reason
@@ -126,7 +135,9 @@ def disabled(tool_permissions: Mapping[str, str], ruleset: Ruleset) -> frozenset
 def _basis(decision: PatternDecision) -> str:
     rule = decision.rule
     if rule is None:
-        return "no rule matched (default ask)" if decision.action == "ask" else f"raised to {decision.action}"
+        if decision.action == unmatched_action(decision.permission):
+            return unmatched_basis(decision.permission)
+        return f"raised to {decision.action}"
     if rule.action == decision.action:
         return f"by rule {rule.describe()}"
     return f"rule {rule.describe()}, raised to {decision.action}"

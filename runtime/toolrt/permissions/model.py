@@ -18,9 +18,12 @@ __all__ = [
     "PatternDecision",
     "PermissionRequest",
     "Protection",
-    "UNNAMED",
     "Rule",
+    "UNMATCHED_ALLOWED",
+    "UNNAMED",
     "strictest",
+    "unmatched_action",
+    "unmatched_basis",
     "usable_exempt",
 ]
 
@@ -52,6 +55,26 @@ class Rule:
         """The rule as a person would write it in permissions.yaml, with its origin."""
         where = f" ({self.source})" if self.source else ""
         return f'{self.permission}: "{self.pattern}": {self.action}{where}'
+
+
+UNMATCHED_ALLOWED = frozenset(("read",))
+"""Permissions whose requests no rule matches are allowed rather than asked. `read` alone: the bash
+analyzer asks `read` for every path a line names, so with rules that say nothing about reading
+(`inherit: false` and only `bash` rules) every `cat` would ask; a request derived from a bash line
+adds nothing beyond the bash decision unless a `read` rule matches, and the `read` tool follows the
+same rule so both routes agree. Paths outside the project still ask `external_directory`."""
+
+
+def unmatched_action(permission: str) -> Action:
+    """The action of a request no rule matches: ask, but allow for `UNMATCHED_ALLOWED`."""
+    return "allow" if permission in UNMATCHED_ALLOWED else "ask"
+
+
+def unmatched_basis(permission: str) -> str:
+    """How an explanation says that no rule matched."""
+    if permission in UNMATCHED_ALLOWED:
+        return f"no rule matched: {permission} is allowed unless a rule says otherwise"
+    return "no rule matched: default ask"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +109,7 @@ class PatternDecision:
     pattern: str
     action: Action
     rule: Rule | None
-    """The deciding rule; None when nothing matched (the default is ask)."""
+    """The deciding rule; None when nothing matched (the default is ask, `unmatched_action`)."""
     reason: str | None = None
 
 

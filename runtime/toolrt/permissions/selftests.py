@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import Problem, ToolrtError
 from .config import PermissionConfig
 from .evaluate import check, decide
-from .model import Decision, PermissionRequest
+from .model import Decision, PermissionRequest, unmatched_basis
 from .parse import PermissionTest
 
 __all__ = ["ToolAnalyzer", "run_permission_tests"]
@@ -32,7 +32,7 @@ def _explain(decision: Decision) -> str:
     for verdict in decision.decisions:
         if verdict.action != decision.action:
             continue
-        basis = f"rule {verdict.rule.describe()}" if verdict.rule is not None else "no rule matched: default ask"
+        basis = f"rule {verdict.rule.describe()}" if verdict.rule is not None else unmatched_basis(verdict.permission)
         if verdict.reason:
             basis += f"; {verdict.reason}"
         parts.append(f'{verdict.permission} "{verdict.pattern}" → {basis}')
