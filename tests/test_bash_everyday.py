@@ -28,6 +28,7 @@ COMMANDS = [
 _SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", ";;", "|&"))
 _REDIRECTS = frozenset((">", ">>", "<", ">|", "&>", "&>>", "<<<"))
 _KEYWORDS = frozenset(("if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "time"))
+_TEXT_ONLY = frozenset(("echo", "printf"))  # their operands are text, never paths (issue 26, item 6)
 _SILENT = frozenset(("cd", "true", "false", ":", "set", "shopt", "export", "local", "declare", "unset", "readonly"))
 
 
@@ -47,14 +48,16 @@ def literal_action(line: str, ruleset: Ruleset, site: CallSite) -> Action:
         return "ask"
     action: Action = "allow"
     command: list[str] = []
+    named: list[str] = []  # tokens that may name places: not the text operands of echo and printf
     for token in [*tokens, ";"]:
         if token in _SEPARATORS:
             action = strictest(action, _command_action(command, ruleset))
+            named.extend(command if not command or command[0] not in _TEXT_ONLY else ())
             command = []
         else:
             command.append(token)
     root = str(site.root)
-    for token in tokens:
+    for token in named:
         value = token.partition("=")[2] if token.startswith("-") else token
         if _outside(value, root, str(site.home)):
             rule = ruleset.evaluate("external_directory", "x")
