@@ -51,35 +51,39 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
         return frozenset(range(len(args)))
     skipped: set[int] = set()
     script_given = False
-    takes_value = spec.script_options | spec.file_options | spec.text_options | spec.value_options
-    index = 0
-    options_done = False
     first_operand: int | None = None
+    index = 0
     while index < len(args):
         arg = args[index]
-        if arg is None or options_done or arg == "-" or arg[:1] != "-":
-            if first_operand is None:
-                first_operand = index
-            index += 1
-            continue
         if arg == "--":
-            options_done = True
+            first_operand = index + 1 if first_operand is None and index + 1 < len(args) else first_operand
+            break
+        if arg is None or arg == "-" or arg[:1] != "-":
+            first_operand = index if first_operand is None else first_operand
             index += 1
             continue
-        option, equals, _ = arg.partition("=")
-        attached = not equals and arg[:2] != "--" and len(arg) > 2 and arg[:2] in takes_value
-        if attached:
-            option = arg[:2]
-        if option in spec.script_options or option in spec.file_options:
-            script_given = True
-        if option in spec.text_options or option in spec.script_options:
-            skipped.add(index)  # `-d/`, `--fields=2`: the option's own word holds only text
-        if option in takes_value and not equals and not attached:
-            if option in spec.text_options or option in spec.script_options:
-                skipped.add(index + 1)
-            index += 2
-            continue
-        index += 1
+        given, index = _option(spec, args, index, skipped)
+        script_given = script_given or given
     if spec.script and not script_given and first_operand is not None:
         skipped.add(first_operand)
     return frozenset(skipped)
+
+
+def _option(spec: _Program, args: Sequence[str | None], index: int, skipped: set[int]) -> tuple[bool, int]:
+    """Read the option at `index`: (whether it gives the script, the index after it and its value),
+    adding to `skipped` the words that hold only text."""
+    arg = args[index] or ""
+    takes_value = spec.script_options | spec.file_options | spec.text_options | spec.value_options
+    option, equals, _ = arg.partition("=")
+    attached = not equals and arg[:2] != "--" and len(arg) > 2 and arg[:2] in takes_value
+    if attached:
+        option = arg[:2]
+    textual = option in spec.text_options or option in spec.script_options
+    if textual:
+        skipped.add(index)  # `-d/`, `--fields=2`: the option's own word holds only text
+    gives_script = option in spec.script_options or option in spec.file_options
+    if option in takes_value and not equals and not attached:
+        if textual:
+            skipped.add(index + 1)
+        return gives_script, index + 2
+    return gives_script, index + 1

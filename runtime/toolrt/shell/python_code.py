@@ -64,28 +64,38 @@ def inert_python(code: str, cwds: Sequence[str | None]) -> bool:
         tree = ast.parse(code, mode="exec")
     except (SyntaxError, ValueError):
         return False
-    modules: dict[str, str] = {}  # name bound in the code → the module it names
-    functions: set[str] = set()  # `from math import sqrt`
-    for node in ast.walk(tree):
-        if not isinstance(node, _NODES):
-            return False
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name not in _MODULES | {"sys"} or (alias.asname or "").startswith("_"):
-                    return False
-                modules[alias.asname or alias.name] = alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level or node.module not in _MODULES:
-                return False
-            for alias in node.names:
-                if alias.name == "*" or alias.name.startswith("_") or (alias.asname or "").startswith("_"):
-                    return False
-                functions.add(alias.asname or alias.name)
+    if not all(isinstance(node, _NODES) for node in ast.walk(tree)):
+        return False
+    bound = _imports(tree)
+    if bound is None:
+        return False
+    modules, functions = bound
     if not _imports_unshadowed({*modules.values(), *(() if not functions else _from_modules(tree))}, cwds):
         return False
     stored = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
     known = _BUILTINS | functions | modules.keys() | stored
     return all(_allowed(node, modules, functions, known) for node in ast.walk(tree))
+
+
+def _imports(tree: ast.AST) -> tuple[dict[str, str], set[str]] | None:
+    """(name bound → module, names imported from modules) of the code's imports, or None when it
+    imports anything but the allowed modules (or a name starting with `_`)."""
+    modules: dict[str, str] = {}
+    functions: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name not in _MODULES | {"sys"} or (alias.asname or "").startswith("_"):
+                    return None
+                modules[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or node.module not in _MODULES:
+                return None
+            for alias in node.names:
+                if alias.name == "*" or alias.name.startswith("_") or (alias.asname or "").startswith("_"):
+                    return None
+                functions.add(alias.asname or alias.name)
+    return modules, functions
 
 
 def _from_modules(tree: ast.AST) -> set[str]:

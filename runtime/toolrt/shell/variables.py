@@ -49,39 +49,47 @@ def assigned_names(builtin: str, args: Sequence[str | None]) -> list[str | None]
     spec = _ASSIGNS.get(builtin)
     if spec is None:
         return None
+    names, operands = _read_options(spec, args)
+    chosen = {"all": operands, "first": operands[:1], "second": operands[1:2], "none": []}[spec.operands]
+    names.extend(chosen)
+    if not names and spec.default is not None:
+        names.append(spec.default)
+    return names
+
+
+def _read_options(spec: _Assigns, args: Sequence[str | None]) -> tuple[list[str | None], list[str | None]]:
+    """(names its options assign, operands) of a builtin's words under `spec`."""
     names: list[str | None] = []
     operands: list[str | None] = []
     expect: str | None = None  # what the next word is: "name" or "value"
-    options_done = False
-    for arg in args:
+    for index, arg in enumerate(args):
         if expect is not None:
             if expect == "name":
                 names.append(arg)
             expect = None
-        elif not options_done and arg is not None and len(arg) > 1 and arg[0] == "-":
-            if arg == "--":
-                options_done = True
-                continue
-            for position in range(1, len(arg)):
-                option = "-" + arg[position]
-                if option in spec.name_options or option in spec.value_options:
-                    if position + 1 == len(arg):
-                        expect = "name" if option in spec.name_options else "value"
-                    elif option in spec.name_options:
-                        names.append(arg[position + 1 :])  # `-vNAME`
-                    break
+        elif arg == "--":
+            operands.extend(args[index + 1 :])
+            break
+        elif arg is not None and len(arg) > 1 and arg[0] == "-":
+            expect = _cluster(spec, arg, names)
         else:
-            options_done = True
-            operands.append(arg)
-    if spec.operands == "all":
-        names.extend(operands)
-    elif spec.operands == "first" and operands:
-        names.append(operands[0])
-    elif spec.operands == "second" and len(operands) > 1:
-        names.append(operands[1])
-    if not names and spec.default is not None:
-        names.append(spec.default)
-    return names
+            operands.extend(args[index:])
+            break
+    return names, operands
+
+
+def _cluster(spec: _Assigns, arg: str, names: list[str | None]) -> str | None:
+    """Read one cluster of short options (`-rp`, `-vNAME`); what the next word is, if it is a value."""
+    for position in range(1, len(arg)):
+        option = "-" + arg[position]
+        if option not in spec.name_options and option not in spec.value_options:
+            continue
+        if position + 1 == len(arg):
+            return "name" if option in spec.name_options else "value"
+        if option in spec.name_options:
+            names.append(arg[position + 1 :])  # `-vNAME`
+        return None
+    return None
 
 
 def prompt_code(value: str) -> str:
