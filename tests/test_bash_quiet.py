@@ -119,6 +119,12 @@ def test_inert_inline_python_is_a_plain_command(project: CallSite, code: str) ->
         "(lambda: 1)()",
         "import re; print(re.escape('a'))",  # re.py in the working directory shadows the module
         "print(1",  # a syntax error
+        # found attacking the checker: rebound aliases reach other modules, builtins passed by value
+        'import json, math as b, math as e; b = json.codecs; e = b.builtins; e.exec("1")',
+        'import math as c; from json import codecs as c; print(*c.open("../outside/secret"))',
+        '[0 for exec in ""]; max(["1"] * 2, key=exec)',
+        'if 0: exec = 1\nmax(["1"], key=exec)',
+        "import json; print(json.codecs)",
     ],
 )
 def test_any_other_inline_python_stays_opaque(project: CallSite, code: str) -> None:
@@ -172,3 +178,24 @@ def test_inherit_false_with_bash_rules_only_decides_cat_by_the_bash_rule(
     assert decision.action == expected
     read_tool, _ = rt.check_call("read", {"filePath": command.split()[-1]})
     assert read_tool.action == reading  # the read tool and bash agree on reading
+
+
+@pytest.mark.parametrize("shadow", ["json.py", "enum.py", "functools.py", "json.pyc", "json", "operator.py"])
+def test_inline_python_that_imports_is_opaque_where_a_standard_module_can_be_shadowed(
+    project: CallSite, shadow: str
+) -> None:
+    """`python -c` puts the working directory first on `sys.path`, and `re` imports `enum`: a file that can
+    stand in for any standard module makes every import opaque."""
+    target = project.root / shadow
+    if "." in shadow:
+        target.write_text("import os\n", encoding="utf-8")
+    else:
+        target.mkdir()
+    assert any(r.opaque for r in analyze_command("python3 -c 'import re; print(re.escape(\"a\"))'", project))
+    assert not any(r.opaque for r in analyze_command("python3 -c 'print(1 + 2)'", project))  # no import
+
+
+def test_inline_python_after_a_command_that_may_write_a_module_is_opaque(project: CallSite) -> None:
+    line = "printf 'import os' > json.py; python3 -c 'import json; print(json.dumps(1))'"
+    assert any(r.opaque for r in analyze_command(line, project))
+    assert any(r.opaque for r in analyze_command("make && python3 -c 'import json'", project))

@@ -25,7 +25,7 @@ from ..permissions.model import UNNAMED, PermissionRequest
 from . import limits
 from .arity import prefix
 from .braces import expand_braces
-from .globs import GLOB_VARIABLES, glob_options, glob_paths
+from .globs import GLOB_OPTIONS, GLOB_VARIABLES, glob_options, glob_paths
 from .named import named_commands
 from .operands import not_paths
 from .parser import parse
@@ -114,6 +114,12 @@ class Findings:
     deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
     written: dict[str, None] = field(default_factory=dict)
     """Absolute paths the commands write: redirect targets and written operands (writes.yaml)."""
+    emitted: int = 0
+    """Commands the line runs so far, in the order bash runs them (inline Python counts as inert only
+    when nothing ran before it that could have written a module it imports)."""
+    globbing: str | None = None
+    """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`, `bash -O`), anywhere in
+    the line or the scripts it runs (`eval 'shopt -s nocaseglob'; cat [L]NK/x`)."""
     read: dict[str, None] = field(default_factory=dict)
     """Absolute paths the line names as operands or redirects (bounded by `MAX_READ_PATHS`): the bash
     tool asks `read` for them, so a rule that denies reading a file binds `cat` as it binds `read`."""
@@ -234,7 +240,6 @@ class _Analysis:
         "depth",
         "findings",
         "first_error",
-        "globbing",
         "inherited",
         "known",
         "scope",
@@ -278,8 +283,6 @@ class _Analysis:
         self.first_error: Node | None = None
         self.chains: list[dict[str | None, None]] = []
         """For each `&&` list being walked, every working directory set inside it so far."""
-        self.globbing: str | None = None
-        """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`), if anything."""
         self.traced = False
         """Whether the text turns on xtrace (`set -x`), which expands `PS4` before every command."""
         self.unseen_prompt = False
@@ -445,6 +448,7 @@ class _Analysis:
         if (
             words[0].value == "cd"
             and self.depth == 0  # a script's last `cd` moves the shell that runs it (`eval 'cd ..'; cat x`)
+            and "trap" not in self.text  # an EXIT trap runs after it, in the new directory
             and not reasons
             and not redirected
             and all(word.value is not None for word in words)
@@ -523,7 +527,9 @@ class _Analysis:
             if head.value in ("set", "shopt") and traces(head.value, values[first + 1 : last]):
                 self.traced = True
             if head.value == "shopt" and (changed := glob_options(values[first + 1 : last])) is not None:
-                self.globbing = f"`shopt {_brief(changed)}`"
+                self.findings.globbing = f"`shopt {_brief(changed)}`"
+            elif head.value.rpartition("/")[2] in ("bash", "sh") and _shell_glob_option(values[first + 1 : last]):
+                self.findings.globbing = f"`{_brief(text)}`"
             if head.value in _INERT and not own and not redirects:
                 # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written.
                 if head.value != "shopt" or all(
@@ -607,7 +613,13 @@ class _Analysis:
         code = inline_code(base, args)
         if code is None and self._fed(node, parent) and stdin_code(base, args):
             code = self._fed_text(node, parent)
-        if options is not None and not (code is not None and inert_python(code, self.cwds)):
+        inert = (
+            code is not None
+            and self.findings.emitted <= 1  # this command only: nothing before it wrote a module
+            and not self.findings.written
+            and inert_python(code, self.cwds)
+        )
+        if options is not None and not inert:
             why = unseen_code(base, options, args, self._fed(node, parent))
             if why is not None:
                 self.findings.fail_closed(text, why)
@@ -688,6 +700,7 @@ class _Analysis:
                 return
 
     def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
+        self.findings.emitted += 1
         tokens: list[str] = []
         dynamic_at = -1
         for word in words[first:last]:
@@ -1030,7 +1043,7 @@ class _Analysis:
         is recorded, and a variable that loads code or is run as code is checked."""
         self.assigned.setdefault(name, []).append(value)
         if name in GLOB_VARIABLES:
-            self.globbing = name
+            self.findings.globbing = name
         if name in CODE_VARIABLES:
             self._code_value(name, value, text, how)
         elif self.table.is_dangerous_env(name):
@@ -1053,9 +1066,9 @@ class _Analysis:
         counted after the name, that the program reads as text, patterns or scripts."""
         base = self._cwd_real()
         for position, word in enumerate(words[1:] if skip_first else words):
-            if text and position in text:
-                continue
-            if self.globbing is not None and not word.glob and _EXTGLOB.search(word.raw):
+            if text and position in text and not word.glob and not word.defaults:
+                continue  # text the program prints or matches; a glob or a default still names paths
+            if self.findings.globbing is not None and not word.glob and _EXTGLOB.search(word.raw):
                 self._changed_glob(word.raw)
             value = word.value
             if value is None:
@@ -1112,7 +1125,7 @@ class _Analysis:
     def _glob(self, pattern: str, cwds: tuple[str | None, ...] | None) -> None:
         """A glob is checked as the paths it matches now (bounded), and as its literal directory."""
         self._external(pattern, cwds)
-        if self.globbing is not None:
+        if self.findings.globbing is not None:
             self._changed_glob(pattern)
         if not self.findings.expand_globs:
             return
@@ -1125,7 +1138,7 @@ class _Analysis:
                 self._external(match, (cwd,))
 
     def _changed_glob(self, pattern: str) -> None:
-        why = f"`{_brief(pattern)}` is matched under the glob options the line changed ({self.globbing})"
+        why = f"`{_brief(pattern)}` is matched under the glob options the line changed ({self.findings.globbing})"
         self.findings.fail_closed(pattern, why + ", which this analysis does not model")
 
     def _dynamic_path(self, word: Word, cwds: tuple[str | None, ...]) -> None:
@@ -1136,7 +1149,8 @@ class _Analysis:
             self._external(word.prefix[: slash + 1], cwds)
         if word.variables:
             self.deferred.append((word, cwds))
-        elif _path_like(word.shape):
+        elif word.variables is None or _path_like(word.shape):
+            # `cat $(echo ../x)`, `cat ${x/a/../x}`: what a substitution or an edited value gives may be any path
             self.findings.fail_closed(word.raw, f"`{_brief(word.raw)}` is a path only known when it runs")
 
     def _resolve_deferred(self) -> None:
@@ -1206,7 +1220,7 @@ class _Analysis:
             literal = None
         self.assigned.setdefault(name, []).append(literal)
         if name in GLOB_VARIABLES:
-            self.globbing = name
+            self.findings.globbing = name
         if name in CODE_VARIABLES:
             self._code_value(name, literal, self._slice(node.start_byte, node.end_byte), "the assignment")
 
@@ -1363,6 +1377,14 @@ class _Analysis:
         return self.source[start:end].decode("utf-8", "surrogateescape")
 
 
+def _shell_glob_option(args: list[str | None]) -> bool:
+    """Whether `bash -O OPTION` / `+O OPTION` sets or unsets a glob option for the script it runs."""
+    return any(
+        arg in ("-O", "+O") and index + 1 < len(args) and (args[index + 1] is None or args[index + 1] in GLOB_OPTIONS)
+        for index, arg in enumerate(args)
+    )
+
+
 def _then(node: Node, parent: Node | None) -> bool:
     """Whether `&&` follows `node` in its list: what comes next runs only if it succeeded."""
     if parent is None or parent.type != "list":
@@ -1435,15 +1457,13 @@ def _has_option(arg: str | None, options: frozenset[str]) -> bool:
 
 def _option_values(word: str) -> list[str]:
     """Paths an option may carry: `--out=../x` → `../x`, `-o../x` → `../x`. Which short options take
-    a value is not known here, so what follows the first letter of a cluster counts when it reads as a
-    path (a `/`, a `.` or a leading `~`): `-I../inc` and `-o.env` do, the clusters `-la`, `-j4`, `-am`
-    and `-tvf` do not."""
+    a value is not known here, so what follows the first letter of any cluster counts (`-la` names
+    `a`: a `read` request for it adds nothing unless a `read` rule matches it, `cp -tlnk` names `lnk`)."""
     name, equals, value = word.partition("=")
     if equals:
         return [value] if value else []
     if len(word) > 2 and word[1] != "-":
-        attached = word[2:]
-        return [attached] if "/" in attached or "." in attached or attached[0] == "~" else []
+        return [word[2:]]
     return []
 
 

@@ -12,12 +12,12 @@ import os
 import posixpath
 import re
 
-__all__ = ["GLOB_VARIABLES", "MAX_ENTRIES", "glob_paths", "glob_options"]
+__all__ = ["GLOB_OPTIONS", "GLOB_VARIABLES", "MAX_ENTRIES", "glob_options", "glob_paths"]
 
 MAX_ENTRIES = 2_000
 """Directory entries read per glob before giving up."""
 _MAGIC = re.compile(r"[*?\[]")
-_GLOB_OPTIONS = frozenset(("globskipdots", "nocaseglob", "dotglob", "extglob", "nullglob", "failglob", "globstar"))
+GLOB_OPTIONS = frozenset(("globskipdots", "nocaseglob", "dotglob", "extglob", "nullglob", "failglob", "globstar"))
 GLOB_VARIABLES = frozenset(("GLOBIGNORE", "GLOBSORT"))
 """Variables that change which paths a glob gives."""
 
@@ -27,7 +27,7 @@ def glob_options(args: list[str | None]) -> str | None:
     none: after them a glob matches other paths than the default rules here find."""
     if not any(arg is not None and arg[:1] == "-" and ("s" in arg or "u" in arg) for arg in args):
         return None  # `shopt nocaseglob` and `shopt -p` only print
-    changed = [arg for arg in args if arg is None or arg in _GLOB_OPTIONS]
+    changed = [arg for arg in args if arg is None or arg in GLOB_OPTIONS]
     if not changed:
         return None
     return " ".join(arg if arg is not None else "…" for arg in args)

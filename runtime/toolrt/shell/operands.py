@@ -22,8 +22,15 @@ class _Program:
     script: bool = False
     script_options: frozenset[str] = frozenset()
     file_options: frozenset[str] = frozenset()
+    patternless: frozenset[str] = frozenset()
     text_options: frozenset[str] = frozenset()
     value_options: frozenset[str] = frozenset()
+    flags: frozenset[str] = frozenset()
+    ends_cluster: frozenset[str] = frozenset()
+
+    @property
+    def takes_value(self) -> frozenset[str]:
+        return self.script_options | self.file_options | self.text_options | self.value_options
 
 
 @cache
@@ -31,7 +38,9 @@ def _programs() -> Mapping[str, _Program]:
     import yaml
 
     data: dict[str, Any] = yaml.safe_load(Path(__file__).with_name("operands.yaml").read_text(encoding="utf-8"))
-    options = ("script_options", "file_options", "text_options", "value_options")
+    options = (
+        "script_options", "file_options", "patternless", "text_options", "value_options", "flags", "ends_cluster"
+    )  # fmt: skip
     return {
         name: _Program(
             text=row.get("text") == "all",
@@ -42,6 +51,18 @@ def _programs() -> Mapping[str, _Program]:
     }
 
 
+class _Reading:
+    """What reading a command's options found: the words that hold only text, whether an option gave
+    the script (or said there is none), and whether an unknown option may have taken a word."""
+
+    __slots__ = ("no_script_operand", "skipped", "uncertain")
+
+    def __init__(self) -> None:
+        self.skipped: set[int] = set()
+        self.no_script_operand = False
+        self.uncertain = False
+
+
 def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
     """The positions in `args` that `program` reads as text, patterns or scripts, never as paths."""
     spec = _programs().get(program)
@@ -49,8 +70,7 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
         return frozenset()
     if spec.text:
         return frozenset(range(len(args)))
-    skipped: set[int] = set()
-    script_given = False
+    reading = _Reading()
     first_operand: int | None = None
     index = 0
     while index < len(args):
@@ -62,28 +82,49 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
             first_operand = index if first_operand is None else first_operand
             index += 1
             continue
-        given, index = _option(spec, args, index, skipped)
-        script_given = script_given or given
-    if spec.script and not script_given and first_operand is not None:
-        skipped.add(first_operand)
-    return frozenset(skipped)
+        index = (_long if arg[:2] == "--" else _cluster)(spec, args, index, reading)
+    if spec.script and not reading.no_script_operand and not reading.uncertain and first_operand is not None:
+        reading.skipped.add(first_operand)
+    return frozenset(reading.skipped)
 
 
-def _option(spec: _Program, args: Sequence[str | None], index: int, skipped: set[int]) -> tuple[bool, int]:
-    """Read the option at `index`: (whether it gives the script, the index after it and its value),
-    adding to `skipped` the words that hold only text."""
+def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
+    """Read `--name[=value]` at `index`; the index of the next word to read."""
+    name, equals, _ = (args[index] or "").partition("=")
+    _note(spec, name, index, reading)
+    if equals or name in spec.flags or name in spec.patternless:
+        return index + 1
+    if name in spec.takes_value:
+        if name in spec.text_options or name in spec.script_options:
+            reading.skipped.add(index + 1)
+        return index + 2
+    reading.uncertain = True  # it may take the next word as its value
+    return index + 1
+
+
+def _cluster(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
+    """Read a cluster of short options (`-rn`, `-nf FILE`, `-d/`) at `index`; the next word to read."""
     arg = args[index] or ""
-    takes_value = spec.script_options | spec.file_options | spec.text_options | spec.value_options
-    option, equals, _ = arg.partition("=")
-    attached = not equals and arg[:2] != "--" and len(arg) > 2 and arg[:2] in takes_value
-    if attached:
-        option = arg[:2]
-    textual = option in spec.text_options or option in spec.script_options
-    if textual:
-        skipped.add(index)  # `-d/`, `--fields=2`: the option's own word holds only text
-    gives_script = option in spec.script_options or option in spec.file_options
-    if option in takes_value and not equals and not attached:
-        if textual:
-            skipped.add(index + 1)
-        return gives_script, index + 2
-    return gives_script, index + 1
+    for position in range(1, len(arg)):
+        option = "-" + arg[position]
+        if option in spec.ends_cluster:
+            return index + 1
+        if option in spec.takes_value:
+            _note(spec, option, index, reading)
+            if position + 1 < len(arg):  # the rest of the cluster is its value (`-d/`, `-fFILE`)
+                return index + 1
+            if option in spec.text_options or option in spec.script_options:
+                reading.skipped.add(index + 1)
+            return index + 2
+        if option not in spec.flags:
+            reading.uncertain = True
+            return index + 1
+    return index + 1
+
+
+def _note(spec: _Program, option: str, index: int, reading: _Reading) -> None:
+    """What an option says about the script, and whether its own word holds only text."""
+    if option in spec.script_options or option in spec.file_options or option in spec.patternless:
+        reading.no_script_operand = True
+    if option in spec.text_options or option in spec.script_options:
+        reading.skipped.add(index)  # `-d/`, `--fields=2`: the option's word holds only text

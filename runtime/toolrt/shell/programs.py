@@ -19,9 +19,10 @@ _SED_OPTIONS_WITH_VALUE = frozenset(("-l", "--line-length", "-s"))
 _AWK_OPTIONS_WITH_VALUE = frozenset(("-F", "-v", "--assign", "--field-separator"))
 # awk: `system(`, a pipe into or out of a command, `getline` from a command, or output redirected
 # to a file (`print > "f"`; a comparison `$1 > 5` is caught too: the cost of not parsing awk).
-# awk: `system(`, a pipe (not `||`), `getline`, and any `>` after a `print`/`printf` (it may be an
-# output redirection; a `>` or `>=` before any print only compares).
-_AWK_CODE = re.compile(r"system\s*\(|(?<!\|)\|(?!\|)|getline|(?s:\bprintf?\b.*>)")
+# awk: `system(`, a pipe (not `||`), `getline`, `ARGV`/`ARGC` (files the program names for itself to
+# read), and any `>` after a `print`/`printf` (it may be an output redirection; a `>` or `>=` before
+# any print only compares).
+_AWK_CODE = re.compile(r"system\s*\(|(?<!\|)\|(?!\|)|getline|\bARG[VC]\b|(?s:\bprintf?\b.*>)")
 # sed: after an address, the command letter; `e` runs a command, `w`/`W` write a file.
 _SED_ADDRESS = re.compile(
     r"\s*(?:[0-9$]+|/(?:[^/\\\n]|\\.)*/[IM]*)?(?:\s*,\s*(?:[0-9$]+|/(?:[^/\\\n]|\\.)*/[IM]*))?\s*!?\s*"

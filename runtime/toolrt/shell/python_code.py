@@ -3,20 +3,24 @@
 Code made only of what cannot reach the system is a plain command under its own rule; anything else
 stays opaque (the analyzer's fail-closed action). Allowed: literals, arithmetic, comparisons,
 comprehensions, f-strings, local names, `if`/`for`/`while`, assignments; calls to `print`, `len`,
-`sum`, `min`, `max`, `sorted`, `range`, `str`, `int`, `float` and to the functions of `json`, `math`,
-`re` and `datetime` named as `module.function`; of `sys` only `sys.version`, `sys.version_info` and
+`sum`, `min`, `max`, `sorted`, `range`, `str`, `int`, `float` and to the functions (and classes) of
+`json`, `math`, `re` and `datetime` named as `module.function`; of `sys` only `sys.version`, `sys.version_info` and
 `sys.argv`. No name or attribute starting with `_`, no other attribute, no subscript of a module,
 no `def`, `class`, `lambda`, `with`, `try`, `global` or `del`, and no other builtin even as a value
-(`sorted(x, key=eval)` would run code). An import counts only when no file or
-directory of that name in the working directory could shadow the module (`python -c` puts it first
-on `sys.path`).
+(`sorted(x, key=eval)` would run code), and no name of a builtin or a module rebound. An import
+counts only when no file or directory in the working directory can stand in for a standard module
+(`python -c` puts it first on `sys.path`, and `re` imports `enum`), and the line wrote no file before.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+import functools
+import inspect
 import os
 import re
+import sys
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
@@ -37,6 +41,28 @@ _NODES = (
     ast.Continue, ast.Import, ast.ImportFrom, ast.alias, ast.Attribute,
 )  # fmt: skip
 _MAX_CODE = 10_000
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+# Module names a file in the working directory could stand in for: `python -c` puts the working
+# directory first on `sys.path`, and the allowed modules import others (`re` imports `enum`).
+_SHADOWED = frozenset(sys.stdlib_module_names) | {"sitecustomize", "usercustomize"}
+_SHADOW_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".pyd")
+_MAX_ENTRIES = 2_000
+
+
+@functools.cache
+def _members(module: str) -> frozenset[str]:
+    """The public names of an allowed module that are functions, classes or numbers (never a module,
+    so `json.codecs` is not a way to reach others)."""
+    namespace = vars(__import__(module))
+    return frozenset(
+        name
+        for name, value in namespace.items()
+        if not name.startswith("_")
+        and (inspect.isfunction(value) or inspect.isbuiltin(value) or inspect.isclass(value)
+             or isinstance(value, (int, float)))
+    )  # fmt: skip
 
 
 def inline_code(program: str, args: Sequence[str | None]) -> str | None:
@@ -73,6 +99,8 @@ def inert_python(code: str, cwds: Sequence[str | None]) -> bool:
     if not _imports_unshadowed({*modules.values(), *(() if not functions else _from_modules(tree))}, cwds):
         return False
     stored = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    if stored & (_BUILTIN_NAMES | modules.keys() | functions):
+        return False  # `exec = …` somewhere makes `exec` elsewhere ambiguous; a rebound module is not one
     known = _BUILTINS | functions | modules.keys() | stored
     return all(_allowed(node, modules, functions, known) for node in ast.walk(tree))
 
@@ -103,11 +131,22 @@ def _from_modules(tree: ast.AST) -> set[str]:
 
 
 def _imports_unshadowed(names: set[str], cwds: Sequence[str | None]) -> bool:
+    """Whether no file in the working directories can stand in for a standard module: any import may
+    reach any of them (`re` imports `enum`, `functools`, `operator`)."""
+    if not names:
+        return True
     for cwd in cwds:
         if cwd is None:
-            return not names
-        for name in names:
-            if os.path.lexists(os.path.join(cwd, name + ".py")) or os.path.lexists(os.path.join(cwd, name)):
+            return False
+        try:
+            entries = os.listdir(cwd)
+        except OSError:
+            return False
+        if len(entries) > _MAX_ENTRIES:
+            return False
+        for entry in entries:
+            stem = entry.split(".", 1)[0]
+            if stem in _SHADOWED and (entry == stem or entry.endswith(_SHADOW_SUFFIXES)):
                 return False
     return True
 
@@ -119,7 +158,9 @@ def _allowed(node: ast.AST, modules: dict[str, str], functions: set[str], known:
         if node.attr.startswith("_") or not isinstance(node.value, ast.Name):
             return False
         module = modules.get(node.value.id)
-        return module in _MODULES or (module == "sys" and node.attr in _SYS)
+        if module == "sys":
+            return node.attr in _SYS
+        return module in _MODULES and node.attr in _members(module)
     if isinstance(node, ast.Subscript):
         return not (isinstance(node.value, ast.Name) and node.value.id in modules)
     if isinstance(node, ast.Call):

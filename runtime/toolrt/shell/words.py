@@ -154,8 +154,8 @@ def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Bui
     elif kind == "expansion" and (parts := alternative(node, source)) is not None:
         out.defaulted = True
         word = parts[2]
-        if not out.alternatives:
-            out.unknown(None)
+        if not out.alternatives:  # the variable's value (its word is checked as `Word.defaults`)
+            out.unknown(parts[0] if _NAME.fullmatch(parts[0]) else None)
         elif word is not None:
             _piece(word, word.type, _text(word, source), known, out, source)
     elif kind == "simple_expansion" or kind == "expansion":
