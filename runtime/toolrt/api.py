@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from .permissions.evaluate import check as check_pattern
 from .permissions.evaluate import decide
 from .permissions.model import Decision, PermissionRequest
 from .result import ToolResult
+from .sandbox.launcher import hold_fork_server
 from .scope import CallScope, Questioner, ScopeFields, scope_of
 
 logger = logging.getLogger("toolrt.reload")
@@ -73,6 +75,10 @@ class SnapshotChange:
     removed: tuple[str, ...]
     changed: tuple[str, ...]
     permissions_changed: bool
+
+
+def _nothing() -> None:
+    """What closing releases before a Runtime's first call."""
 
 
 def _audit_log(snapshot: Snapshot) -> AuditLog:
@@ -114,6 +120,7 @@ class Runtime:
         """What the command line (or the host) set: every reload resolves the settings with it again."""
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
+        self._release_fork_server: Callable[[], None] = _nothing
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
         self._dispatcher: Dispatcher | None = None
         self._generation = 1
@@ -160,6 +167,10 @@ class Runtime:
 
             self._services_ = Services(recorder=Recorder(_audit_log(self._snapshot)), host_handlers=self._host_handlers)
             self._services_.run_batch = self._batch
+            # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
+            # collected unclosed) ends it.
+            self._release_fork_server = hold_fork_server()
+            weakref.finalize(self, self._release_fork_server)
         return self._services_
 
     # --- state ------------------------------------------------------------------------------------
@@ -210,12 +221,14 @@ class Runtime:
     def close(self) -> None:
         """Shut down what the Runtime started and keeps running (its language servers); idempotent.
 
-        Calls after `close` still run, without language servers. `with Runtime.load(...) as rt:` and
+        The sandbox's fork server ends when the last Runtime that ran calls closes. Calls after `close`
+        still run, without language servers. `with Runtime.load(...) as rt:` and
         `async with` close on exit; an interpreter that exits closes every Runtime left open.
         """
         services = self._services_
         if services is None:
             return
+        self._release_fork_server()
         services.lsp_closed = True
         services._lsp_access.clear()
         if services.lsp is not None:

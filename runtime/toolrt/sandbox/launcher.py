@@ -3,28 +3,37 @@
 The server is a child of toolrt started with `subprocess` (fork and exec done safely in C), so it is
 single-threaded from its first instruction; see `forkserver` for what it does with a request. It
 exits when toolrt closes its end of the control socket (or dies) and its last child has exited.
+
+Runtimes hold it (`hold_fork_server`, taken by a Runtime's first call): it is closed, its process
+ended and reaped, when the last holder lets go (`Runtime.close`, or the Runtime collected unclosed),
+and at interpreter exit in any case, so nothing outlives toolrt and no warning is printed at exit.
+A server started with no holder (a `run_process` outside any Runtime) lasts until the next last
+holder lets go, or until the interpreter exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import socket
 import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkServer", "KernelSupport", "fork_server"]
+__all__ = ["ForkServer", "KernelSupport", "close_fork_server", "fork_server", "hold_fork_server"]
 
 _HERE = str(Path(__file__).parent)
 # Run as top-level modules from this directory: the package's __init__ imports third-party modules,
 # which `-S` (no site-packages, for a fast start) cannot see.
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); import forkserver; sys.exit(forkserver.main(sys.argv[1:]))"
 _HELLO_TIMEOUT = 20.0
+_EXIT_TIMEOUT = 5.0
+"""Seconds a closed server may take to see its running children exit before it is killed (they live on)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,20 +98,66 @@ class ForkServer:
         return self.process.poll() is None
 
     def close(self) -> None:
-        """Let the server go: it exits once its running children have."""
+        """Close the control socket and end the server: it exits once its running children have (they are
+        in sessions of their own and outlive a server killed after `_EXIT_TIMEOUT`). Idempotent."""
         self.control.close()
+        try:
+            self.process.wait(_EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 _lock = threading.Lock()
 _server: ForkServer | None = None
+_holders = 0
 
 
 def fork_server() -> ForkServer:
-    """The process's fork server, started on first use and again if it ever died.
+    """The process's fork server, started on first use and again if it ever died (or was closed).
 
     One per toolrt process: it serves every Runtime (each request carries its own policy)."""
     global _server
     with _lock:
         if _server is None or not _server.alive():
+            if _server is not None:
+                _server.close()  # died: reap it, close our end
             _server = ForkServer()
         return _server
+
+
+def hold_fork_server() -> Callable[[], None]:
+    """Count one more user of the fork server (started only when a process needs it); returns the
+    idempotent release: the last release closes the server."""
+    global _holders
+    with _lock:
+        _holders += 1
+    released = False
+
+    def release() -> None:
+        global _holders, _server
+        nonlocal released
+        server = None
+        with _lock:
+            if released:
+                return
+            released = True
+            _holders -= 1
+            if not _holders:
+                server, _server = _server, None
+        if server is not None:
+            server.close()
+
+    return release
+
+
+def close_fork_server() -> None:
+    """End the fork server if one is running (the next `fork_server()` starts a new one)."""
+    global _server
+    with _lock:
+        server, _server = _server, None
+    if server is not None:
+        server.close()
+
+
+atexit.register(close_fork_server)
