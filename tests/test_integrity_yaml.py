@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -67,9 +67,45 @@ def test_a_self_referencing_alias_is_a_located_error(text: str) -> None:
     assert time.perf_counter() - started < 0.1
 
 
-def test_deep_nesting_is_a_located_error_not_a_crash() -> None:
-    with pytest.raises(ConfigError, match=r"nested deeper than"):
-        _load("[" * 5000 + "]" * 5000)
+def _deep_flow(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def _deep_block(levels: int) -> str:
+    return "".join(" " * level + "a:\n" for level in range(levels - 1)) + " " * (levels - 1) + "a: 1\n"
+
+
+@pytest.mark.parametrize("shape", [_deep_flow, _deep_block], ids=["flow", "block"])
+@pytest.mark.parametrize("levels", [300, 5000])
+def test_deep_nesting_is_a_located_error_whichever_layer_stops_first(shape: Callable[[int], str], levels: int) -> None:
+    """At 300 levels toolrt's bound (200) stops the build at the node one level too deep; at 5000,
+    libyaml's own bound (1000 today) stops the parser first, and its error is reported in toolrt's
+    words where the parser stopped."""
+    with pytest.raises(ConfigError) as caught:
+        _load(shape(levels))
+    [problem] = caught.value.problems
+    assert problem.file == "tools.d/x.yaml" and problem.line >= 1 and problem.column >= 1, problem
+    assert problem.message == "values are nested deeper than 200 levels", problem
+    depth = problem.column - 1 if shape is _deep_flow else problem.line - 1  # levels opened before it
+    assert depth > 200, problem
+    if levels == 300:  # toolrt's own bound: exactly where the 201st level starts
+        assert (problem.line, problem.column) == ((1, 202) if shape is _deep_flow else (202, 202)), problem
+
+
+def test_deep_nesting_is_located_by_the_pure_python_parser_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without libyaml, PyYAML's composer recurses once per level and runs out of stack first."""
+    import yaml
+
+    import toolrt.config.loader as loader
+
+    pure = type("ConfigLoader", (yaml.SafeLoader,), dict(vars(loader._Loader)))
+    monkeypatch.setattr(loader, "_Loader", pure)
+    assert not isinstance(loader._Loader(""), yaml.CSafeLoader)
+    with pytest.raises(ConfigError) as caught:
+        _load(_deep_flow(5000))
+    [problem] = caught.value.problems
+    assert problem.file == "tools.d/x.yaml" and problem.line == 1 and problem.column > 200, problem
+    assert problem.message == "values are nested deeper than 200 levels"
 
 
 def test_ordinary_anchors_and_aliases_stay_legal() -> None:

@@ -98,8 +98,10 @@ def load_yaml_text(text: str, *, path: Path, display: str, located: bool = False
         raise ConfigError([Problem(display, 0, 0, "", f"YAML error: {exc}")]) from None
     except _Refused as refused:
         raise ConfigError([refused.problem]) from None
-    except RecursionError:
-        raise ConfigError([Problem(display, 0, 0, "", "YAML nested too deeply to read")]) from None
+    except RecursionError:  # PyYAML's pure-Python composer recurses once per level: it may stop first
+        mark = loader.get_mark() if hasattr(loader, "get_mark") else None
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        raise ConfigError([Problem(display, line, column, "", _TOO_DEEP)]) from None
     finally:
         loader.dispose()
     if problems:
@@ -119,6 +121,8 @@ def _syntax_problem(exc: yaml.MarkedYAMLError, text: str, display: str) -> Probl
     mark = exc.problem_mark or exc.context_mark
     line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
     what = exc.problem or "invalid YAML"
+    if "maximum nesting depth" in what:  # libyaml's own limit (1000 levels): where it stopped, in our words
+        return Problem(display, line, column, "", _TOO_DEEP)
     context = exc.context or ""
     opened = next((name for phrase, name in _OPENERS.items() if context.endswith(phrase)), None)
     if opened is not None and exc.context_mark is not None and exc.problem_mark is not None:
@@ -160,6 +164,7 @@ MAX_ALIAS_EXPANSION = 10_000
 """Values an aliased node may add to a document once expanded (a config that needs more is not a config)."""
 MAX_DEPTH = 200
 """Nesting depth of mappings and sequences, aliases followed."""
+_TOO_DEEP = f"values are nested deeper than {MAX_DEPTH} levels"
 
 
 class _Refused(Exception):
@@ -189,7 +194,7 @@ class _Expansion:
         if key in self.active:
             raise _problem_at(node, link, self.display, "an alias refers to itself (a value that contains itself)")
         if depth > MAX_DEPTH:
-            raise _problem_at(node, link, self.display, f"values are nested deeper than {MAX_DEPTH} levels")
+            raise _problem_at(node, link, self.display, _TOO_DEEP)
         if key in self.seen:
             self.expanded += 1
             if self.expanded > MAX_ALIAS_EXPANSION:
@@ -266,7 +271,7 @@ def _build_plain(
         value = loader.construct_object(node, deep=True)
         return value.isoformat() if isinstance(value, (datetime.date, datetime.datetime)) else value
     if depth > MAX_DEPTH:
-        raise _problem_at(node, link, display, f"values are nested deeper than {MAX_DEPTH} levels")
+        raise _problem_at(node, link, display, _TOO_DEEP)
     if kind is yaml.SequenceNode:
         return [
             _build_plain(loader, item, (link, index), problems, display, depth + 1)
