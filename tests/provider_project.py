@@ -29,7 +29,7 @@ async def meet(args, ctx):
     _STATE["count"] = _STATE.get("count", 0) + 1
     if _STATE["count"] >= 2:
         event.set()
-    with anyio.fail_after(5):
+    with anyio.fail_after(20):
         await event.wait()
     return "met " + args["name"]
 """

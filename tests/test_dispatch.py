@@ -419,7 +419,7 @@ def test_stdin_template_feeds_the_process(make_project: Factory) -> None:
 
 
 def test_stdin_is_closed_unless_declared(make_project: Factory) -> None:
-    rt = project(make_project, {"t": tool("t", {"argv": ["cat"]}, timeout=5)})
+    rt = project(make_project, {"t": tool("t", {"argv": ["cat"]}, timeout=20)})
     result = rt.call_sync("t", {})
     assert (result.error, result.output) == (
         None,

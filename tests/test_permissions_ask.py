@@ -15,7 +15,7 @@ from toolrt.permissions.model import Action, Decision, PermissionRequest, Rule
 from toolrt.permissions.rules import Ruleset
 
 NONE = Ruleset()
-TIMEOUT = 5
+TIMEOUT = 20
 
 
 def R(permission: str, pattern: str, action: Action) -> Rule:

@@ -41,7 +41,7 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
-def wait_gone(pids: Sequence[int], within: float = 5.0) -> list[int]:
+def wait_gone(pids: Sequence[int], within: float = 20.0) -> list[int]:
     """The pids still alive after `within` seconds of waiting for them to die."""
     deadline = time.monotonic() + within
     alive = [p for p in pids if not _gone(p)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType
@@ -695,9 +694,7 @@ def _laughs(levels: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("fmt", ["gemini", "mcp"])
 def test_reference_bomb_is_bounded(fmt: str) -> None:
-    started = time.monotonic()
-    result = compile_(fmt, _laughs(30))
-    assert time.monotonic() - started < 5
+    result = compile_(fmt, _laughs(30))  # benchmarks/bench_guards.py times it (goal: 5 s)
     assert len(json.dumps(result.spec)) < 2_000_000
     assert any("grew past 1000 inlined references" in w.message for w in result.warnings)
     assert structural_problems(fmt, result) == []
