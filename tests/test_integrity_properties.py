@@ -17,7 +17,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis_jsonschema import from_schema
+from schema_strategies import from_schema
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records

@@ -17,7 +17,7 @@ import pytest
 from fake_providers import chat_stream, message_stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis_jsonschema import from_schema
+from schema_strategies import from_schema
 
 from toolrt.api import Runtime
 from toolrt.providers import FORMATS, adapter
