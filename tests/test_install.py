@@ -1,15 +1,21 @@
-"""Installing toolrt as a user does, without a registry: `pip install .` and `pip install -e .` into a
-fresh virtual environment give `import toolrt`, `python -m toolrt` and the `toolrt` command; the
-generic name `runtime` is not installed, and a user project with its own `runtime/` package works.
+"""Installing toolrt as a user does, without a registry: the wheel `pip install .` builds, and
+`pip install -e .`, into a fresh virtual environment give `import toolrt`, `python -m toolrt` and the
+`toolrt` command; the generic name `runtime` is not installed, and a user project with its own
+`runtime/` package works.
 
-No registry traffic: the build backend (hatchling, in the test extra) comes from this environment
-(`--no-build-isolation`), dependencies too (`--system-site-packages`, `--no-deps`), and pip may not
-look at an index (`--no-index`) or for a newer pip.
+No registry traffic, from inside any environment the suite runs in (a virtual environment, as users
+run it, or a machine interpreter): the wheel is built once by this environment's own pip and build
+backend (hatchling, in the test extra: `--no-build-isolation`). The fresh environment has no system
+site packages; a `.pth` file appends this environment's site-packages to its path (read-only), so
+that pip, hatchling and toolrt's dependencies are found there, while toolrt itself is installed into
+the fresh environment alone (`--no-deps`, `--ignore-installed`, and `--no-index`: pip may not look
+at an index, or for a newer pip).
 """
 
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import textwrap
@@ -50,19 +56,57 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> str:
     return done.stdout
 
 
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """toolrt's wheel, built from this checkout with this environment's pip and hatchling."""
+    base = tmp_path_factory.mktemp("wheel")
+    env = _environment(base / "home")
+    (base / "home").mkdir()
+    dist = base / "dist"
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(dist), str(REPO)],
+        env,
+        base,
+    )
+    [built] = dist.glob("toolrt-*.whl")
+    return built
+
+
+def _borrowing_venv(venv: Path, env: dict[str, str]) -> Path:
+    """A new virtual environment (no system site packages, no pip of its own) whose path ends with this
+    environment's site-packages; returns its python."""
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env, venv.parent)
+    python = venv / "bin" / "python"
+    own = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env, venv).strip()
+    assert Path(own).is_relative_to(venv), own
+    borrowed = [path for path in site.getsitepackages() if Path(path).is_dir()]
+    # Named to sort last: the path entries of what the fresh environment installs come first.
+    (Path(own) / "zz_test_environment.pth").write_text("\n".join(borrowed) + "\n", encoding="utf-8")
+    return python
+
+
 @pytest.fixture(scope="module", params=["regular", "editable"])
-def installed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+def installed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, wheel: Path
+) -> tuple[Path, dict[str, str]]:
     """A virtual environment with toolrt installed from this checkout: (its python, the environment)."""
     base = tmp_path_factory.mktemp(f"install-{request.param}")
     env = _environment(base / "home")
     (base / "home").mkdir()
-    venv = base / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], env, base)
-    python = venv / "bin" / "python"
-    target = ["-e", str(REPO)] if request.param == "editable" else [str(REPO)]
-    pip = [str(python), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", "--no-deps", *target]
-    _run(pip, env, base)
+    python = _borrowing_venv(base / "venv", env)
+    target = ["-e", str(REPO)] if request.param == "editable" else [str(wheel)]
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", "--no-deps"]
+    _run([*pip, "--ignore-installed", *target], env, base)
     return python, env
+
+
+def test_the_fresh_environment_sees_no_system_site_packages(installed: tuple[Path, dict[str, str]]) -> None:
+    python, env = installed
+    venv = python.parent.parent
+    config = (venv / "pyvenv.cfg").read_text(encoding="utf-8")
+    assert "include-system-site-packages = false" in config, config
+    probe = "import sys; print(sys.flags.no_site, sys.prefix != sys.base_prefix)"
+    assert _run([str(python), "-c", probe], env, venv).split() == ["0", "True"]
 
 
 def test_import_toolrt_and_python_m_toolrt(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
