@@ -8,7 +8,9 @@ hook records every write under the real ones; a session that made one fails.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import json
 import os
 import shutil
 import sys
@@ -33,8 +35,14 @@ class HomeGuard:
     """The real toolrt directories of the person running the tests, and the writes seen under them."""
 
     def __init__(self) -> None:
-        own = [Path(os.environ[key]) for key in ("TOOLRT_DATA_DIR",) if os.environ.get(key)]
-        homes = [default_data_dir(), user_settings_file().parent, Path.home() / ".cache" / "toolrt", *own]
+        # A pytest-xdist worker inherits the temporary tree its controller set up: the person's own
+        # values are the ones the controller saw first.
+        original = os.environ.get(_ORIGINAL)
+        environment = json.loads(original) if original else {key: os.environ.get(key) for key in _SAVED}
+        os.environ[_ORIGINAL] = json.dumps(environment)
+        with _environment(environment):
+            own = [Path(environment[key] or "") for key in ("TOOLRT_DATA_DIR",) if environment.get(key)]
+            homes = [default_data_dir(), user_settings_file().parent, Path.home() / ".cache" / "toolrt", *own]
         self.watched = tuple(str(path.absolute()) + os.sep for path in homes)
         self.writes: list[str] = []
         self.armed = False
@@ -57,6 +65,31 @@ class HomeGuard:
             self.writes.append(f"{event} {text}")
 
 
+_SAVED = ("TOOLRT_DATA_DIR", *_XDG)
+_ORIGINAL = "_TOOLRT_TESTS_ORIGINAL_ENVIRONMENT"
+"""Where the first pytest process of a run keeps the person's own values of `_SAVED` for its workers."""
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str | None]) -> Iterator[None]:
+    """`os.environ` with `values` (None: unset) for the duration of a `with`."""
+    before = {key: os.environ.get(key) for key in values}
+    try:
+        for key, value in values.items():
+            _set(key, value)
+        yield
+    finally:
+        for key, value in before.items():
+            _set(key, value)
+
+
+def _set(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
+
+
 HOME_GUARD = HomeGuard()
 
 
@@ -76,17 +109,56 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.addaudithook(HOME_GUARD.hook)
     HOME_GUARD.armed = True
     _coverage_floor_for_the_whole_suite_only(config)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WorkerHomeWrites(), "toolrt-worker-home-writes")
+
+
+class _WorkerHomeWrites:
+    """pytest-xdist: a worker's writes under the real toolrt directories fail the whole run."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        HOME_GUARD.writes.extend(getattr(node, "workeroutput", {}).get("toolrt_home_writes", []))
+
+
+_LONGEST = (
+    "tests/test_quality.py::test_mypy_strict_finds_nothing",
+    "tests/test_bash_differential.py::test_the_analyzer_is_never_weaker_than_what_bash_did_with_the_corpus",
+    "tests/test_docs.py::test_page_blocks_run_and_parse",
+)
+"""The longest tests (a cold mypy run, the bash oracle, the docs pages), started first."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long fuzzing runs (`fuzz`) are left out unless `-m` names them (`pytest -m fuzz`), so any other
+    `-m` (`-m 'not slow'`) still leaves them out. Under pytest-xdist the longest tests go first, then
+    the other `slow` ones, so that the workers share them out at the start and end together."""
+    if "fuzz" not in (config.option.markexpr or ""):
+        fuzz = [item for item in items if item.get_closest_marker("fuzz") is not None]
+        if fuzz:
+            config.hook.pytest_deselected(items=fuzz)
+            items[:] = [item for item in items if item.get_closest_marker("fuzz") is None]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_start_order)
+
+
+def _start_order(item: pytest.Item) -> int:
+    for rank, prefix in enumerate(_LONGEST):
+        if item.nodeid.startswith(prefix):
+            return rank
+    return len(_LONGEST) + (0 if item.get_closest_marker("slow") is not None else 1)
 
 
 def _coverage_floor_for_the_whole_suite_only(config: pytest.Config) -> None:
     """`--cov-fail-under` (pyproject's addopts) judges the whole suite: a run of some tests (paths
-    named, `-k`, `--lf`, `--deselect`) is measured but not held to the floor."""
+    named, `-k`, `-m`, `--lf`, `--deselect`) is measured but not held to the floor."""
     plugin = config.pluginmanager.getplugin("_cov")
     if plugin is None:
         return
     whole = (
         config.args_source == pytest.Config.ArgsSource.TESTPATHS
         and not config.option.keyword
+        and not config.option.markexpr
         and not config.option.deselect
         and not config.getoption("lf", False)
     )
@@ -100,6 +172,10 @@ _TREE = pytest.StashKey[Path]()
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when anything was written under the person's own toolrt directories."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its controller judges the run
+        workeroutput["toolrt_home_writes"] = HOME_GUARD.writes
+        return
     if HOME_GUARD.writes:
         shown = "\n  ".join(dict.fromkeys(HOME_GUARD.writes))
         sys.stderr.write(f"\ntests wrote under the real toolrt directories (use tmp paths):\n  {shown}\n")

@@ -106,7 +106,7 @@ def test_read_only_mode_reads_anywhere_and_writes_nowhere(tmp_path: Path, outsid
     targets = [
         tmp_path / "f",
         tmp_path / "tool-output" / "f",
-        Path(tempfile.gettempdir()) / "toolrt-ro-test",
+        Path(tempfile.gettempdir()) / f"toolrt-ro-test-{os.getpid()}-{tmp_path.name}",
         outside / "f",
     ]
     (tmp_path / "tool-output").mkdir()
