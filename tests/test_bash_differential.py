@@ -65,6 +65,8 @@ def load_corpus() -> list[tuple[str, str, str, str]]:
 
 
 ENTRIES = load_corpus()
+CORPUS_PARTS = 4
+"""The corpus runs under bash in this many interleaved parts, one namespace each (workers share them out)."""
 
 
 @pytest.fixture(scope="module")
@@ -103,17 +105,39 @@ def _check_against_bash(lines: list[str], site: CallSite, root: Path) -> list[Ob
     return observations
 
 
-def test_the_analyzer_is_never_weaker_than_what_bash_did_with_the_corpus(workspace: tuple[Path, CallSite]) -> None:
+@pytest.mark.slow  # every corpus line under strace and real bash
+@pytest.mark.parametrize("part", range(CORPUS_PARTS), ids=lambda part: f"part{part + 1}of{CORPUS_PARTS}")
+def test_the_analyzer_is_never_weaker_than_what_bash_did_with_the_corpus(
+    workspace: tuple[Path, CallSite], part: int
+) -> None:
     reason = unavailable()
     if reason is not None:
         pytest.skip(reason)
     root, site = workspace
-    observations = _check_against_bash([line for *_, line in ENTRIES], site, root)
-    # The oracle sees what it should: the denied programs really ran, outside files were touched.
-    ran = {argv[0].rpartition("/")[2] for seen in observations for argv in seen.execs if argv}
-    assert {"rm", "git", "touch"} <= ran, ran
-    assert any(seen.outside for seen in observations)
+    observations = _check_against_bash([line for *_, line in ENTRIES[part::CORPUS_PARTS]], site, root)
+    # The oracle is not blind in this part: denied programs really ran, outside files were touched.
     assert any(oracle_action(seen, DENY_LIST) == "deny" for seen in observations)
+    assert any(seen.outside for seen in observations)
+
+
+def test_the_oracle_sees_the_programs_that_ran_and_the_files_outside(workspace: tuple[Path, CallSite]) -> None:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root, _ = workspace
+    lines = ["rm -rf x", "git push origin main", "echo hi > ../outside/new", "touch y", "ls"]
+    rm, git, outside, touch, ls = run_lines(lines, root)
+    assert [argv[0].rpartition("/")[2] for argv in rm.execs] == ["rm"]
+    assert git.execs and git.execs[0][0].endswith("/git") and git.execs[0][1:3] == ("push", "origin")
+    assert outside.execs == () and outside.outside == (str(root / "outside" / "new"),)
+    assert [argv[0].rpartition("/")[2] for argv in touch.execs] == ["touch"] and touch.outside == ()
+    assert [oracle_action(seen, DENY_LIST) for seen in (rm, git, outside, touch, ls)] == [
+        "deny",
+        "deny",
+        "ask",
+        "allow",
+        "allow",
+    ]
 
 
 # -- the grammar ------------------------------------------------------------------------------------
@@ -202,6 +226,7 @@ def _grammar_run(lines: list[str]) -> None:
     _check_against_bash(lines, site, root)
 
 
+@pytest.mark.slow  # generated lines under strace and real bash
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(generated_lines(), min_size=40, max_size=40, unique=True))
 def test_generated_lines_are_never_weaker_than_bash(lines: list[str]) -> None:
