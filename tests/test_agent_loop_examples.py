@@ -20,6 +20,8 @@ from fake_providers import (
 )
 from provider_project import make_provider_project
 
+pytestmark = pytest.mark.slow  # each example runs a whole agent loop against a fake provider, with its SDK
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "agent-loop"
 CALLS = [
     ("call_meet_a", "meet", '{"name": "a"}'),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -111,6 +112,7 @@ def _commands(text: str) -> int:
 _QUIET = frozenset((b"cd", b"true", b"false", b":"))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SHELL_TEXT)
 def test_analysis_never_raises_and_always_decides(text: str) -> None:
@@ -132,6 +134,7 @@ def test_arbitrary_unicode_never_raises(text: str) -> None:
         assert any(request.opaque for request in requests)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=200))
 def test_invalid_utf8_never_raises(data: bytes) -> None:
@@ -141,6 +144,7 @@ def test_invalid_utf8_never_raises(data: bytes) -> None:
         assert any(request.opaque for request in requests)
 
 
+@pytest.mark.slow
 def test_astral_characters_do_not_crash_the_parser_and_keep_their_text() -> None:
     # tree-sitter-bash corrupts its heap on characters past U+FFFF (a segfault some parses later,
     # found by this file's unicode test); `parse` hides them from it and words still carry them.

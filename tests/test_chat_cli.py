@@ -31,6 +31,7 @@ handler: {python: "pinger:ping"}
 """
 
 
+@pytest.mark.slow
 def test_chat_in_a_terminal_runs_calls_asks_and_reloads(tmp_path: Path) -> None:
     project = write_project(
         tmp_path / "project",

@@ -76,6 +76,7 @@ def test_manifest_is_valid_for_pre_commit() -> None:
     assert hook["id"] == "toolrt-validate" and hook["entry"].split()[:2] == ["toolrt", "validate"]
 
 
+@pytest.mark.slow
 def test_manifest_hook_runs_on_the_files_it_selects(repo: Path, env: dict[str, str]) -> None:
     [hook] = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
     selected = [name for name in _git(repo, env, "ls-files").split() if re.search(hook["files"], name)]
@@ -121,6 +122,7 @@ def _annotations(output: str) -> list[tuple[str, str, int, int]]:
     return found
 
 
+@pytest.mark.slow  # runs the documented workflow's commands
 def test_documented_workflow_commands_attach_annotations(repo: Path, env: dict[str, str]) -> None:
     commands = _workflow_commands()
     assert len(commands) == 2 and "--format github" in commands[0] and "--format sarif" in commands[1]

@@ -84,6 +84,7 @@ def _pre_commit_config(block: Block, tmp_path: Path) -> None:
     assert done.returncode == 0, f"{block.where}: {done.stdout}{done.stderr}"
 
 
+@pytest.mark.slow  # runs every block: dozens of `toolrt` processes per page
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO)) for p in PAGES])
 def test_page_blocks_run_and_parse(page: Path, tmp_path: Path) -> None:
     env = tool_environment(tmp_path / "home")

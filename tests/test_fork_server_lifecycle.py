@@ -18,7 +18,10 @@ import pytest
 from toolrt.sandbox.support import detect_support
 
 SUPPORT = detect_support()
-pytestmark = pytest.mark.skipif(not SUPPORT.landlock_abi, reason=f"no Landlock on this machine: {SUPPORT.describe()}")
+pytestmark = [
+    pytest.mark.skipif(not SUPPORT.landlock_abi, reason=f"no Landlock on this machine: {SUPPORT.describe()}"),
+    pytest.mark.slow,  # an interpreter per case
+]
 
 FORCE_FORK_SERVER = """
 import dataclasses, json, os, sys

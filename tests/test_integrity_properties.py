@@ -134,6 +134,7 @@ PROPERTY_SETTINGS = settings(
 )
 
 
+@pytest.mark.slow  # twenty calls per tool
 @pytest.mark.parametrize("name", sorted(set(BUILTIN_IDS) - NOT_OFFERED.keys()))
 def test_schema_valid_arguments_give_a_result_and_one_audit_record(runtime: Runtime, name: str) -> None:
     tools = offered_tools(runtime)
@@ -151,6 +152,7 @@ def test_schema_valid_arguments_give_a_result_and_one_audit_record(runtime: Runt
     check()
 
 
+@pytest.mark.slow  # twenty calls per tool
 @pytest.mark.parametrize("name", sorted(set(BUILTIN_IDS) - NOT_OFFERED.keys()))
 def test_arbitrary_arguments_give_a_result_and_one_audit_record(runtime: Runtime, name: str) -> None:
     tools = offered_tools(runtime)

@@ -260,6 +260,7 @@ def _exercise(data: st.DataObject) -> None:
     assert status.last_error is None, status.last_error
 
 
+@pytest.mark.slow
 @settings(
     max_examples=SHORT_EXAMPLES,
     deadline=None,

@@ -34,6 +34,7 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_read_edit_grep_and_test_through_toolrt_call(repo: Path, tmp_path: Path) -> None:
     env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data")}
     read = toolrt(repo, env, "read", '{"filePath": "calc.py"}')
@@ -49,6 +50,7 @@ def test_read_edit_grep_and_test_through_toolrt_call(repo: Path, tmp_path: Path)
     assert "1 passed" in tests.stdout
 
 
+@pytest.mark.slow
 def test_opencode_defaults_ask_before_leaving_the_project(repo: Path, tmp_path: Path) -> None:
     env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data")}
     outside = toolrt(repo, env, "read", json.dumps({"filePath": str(tmp_path / "secret.txt")}))

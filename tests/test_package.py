@@ -6,6 +6,8 @@ import ast
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 import toolrt
 
 PACKAGE = Path(toolrt.__file__).parent
@@ -92,6 +94,7 @@ def test_every_module_is_on_a_floor() -> None:
         _layer_of(module)
 
 
+@pytest.mark.slow
 def test_imports_only_point_down_the_data_flow() -> None:
     upward = [f"toolrt.{a} imports toolrt.{b}" for a, b in _edges() if _layer_of(b) > _layer_of(a)]
     assert upward == []
@@ -157,6 +160,7 @@ def _defined_types() -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_the_public_surface_names_every_type_runtime_takes_or_returns() -> None:
     import re
 

@@ -26,6 +26,8 @@ from toolrt.providers import openai as openai_adapter
 from toolrt.specs import compile_spec
 from toolrt.specs.core import thaw
 
+pytestmark = pytest.mark.slow  # every call parsed by the provider SDKs' response types
+
 
 @cache
 def _builtin_tools() -> dict[str, tuple[str, dict[str, Any]]]:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -20,6 +22,7 @@ def test_ruff_finds_nothing() -> None:
     assert formatting.returncode == 0, formatting.stdout + formatting.stderr
 
 
+@pytest.mark.slow  # a cold mypy run checks the package, the tests and the SDKs they type against
 def test_mypy_strict_finds_nothing() -> None:
     typing = _run(sys.executable, "-m", "mypy")
     assert typing.returncode == 0, typing.stdout + typing.stderr

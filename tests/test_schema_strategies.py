@@ -52,11 +52,13 @@ def _only_valid(schema: Any) -> None:
     check()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool_id", BUILTIN_IDS)
 def test_every_drawn_argument_object_of_a_builtin_tool_is_valid(builtin_schemas: dict[str, Any], tool_id: str) -> None:
     _only_valid(builtin_schemas[tool_id])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "schema", KEYWORDS, ids=lambda schema: ",".join(sorted(schema)) if schema is not True else "true"
 )

@@ -837,6 +837,7 @@ def roots(draw: st.DrawFn) -> dict[str, Any]:
     return root
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(roots())
 @example(  # found by hypothesis: a lone `oneOf` branch collapsed into a node kept its `required`, not its properties

@@ -260,6 +260,7 @@ _FAST_VALUES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     literals=st.lists(st.text(alphabet="ab c/-_.'\"\n$", max_size=6), min_size=1, max_size=4),
