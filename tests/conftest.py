@@ -188,6 +188,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(tree, ignore_errors=True)
 
 
+@pytest.fixture
+def untraced() -> Iterator[None]:
+    """Coverage's tracing paused for the test (`@pytest.mark.usefixtures("untraced")`): for property and
+    fuzz passes, which run code the example tests cover hundreds of times over, and which line tracing
+    (Python 3.11's C tracer) makes twice as slow. Not pytest-cov's `no_cover` marker, which fails under
+    `--no-cov`; subprocesses the test starts are still measured."""
+    import coverage
+
+    current = coverage.Coverage.current()
+    if current is None:
+        yield
+        return
+    current.stop()
+    try:
+        yield
+    finally:
+        current.start()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test writes truncated outputs and audit logs under its own temporary directory."""

@@ -226,6 +226,7 @@ def _grammar_run(lines: list[str]) -> None:
     _check_against_bash(lines, site, root)
 
 
+@pytest.mark.usefixtures("untraced")  # the analyzer on generated lines: see conftest.untraced
 @pytest.mark.slow  # generated lines under strace and real bash
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(generated_lines(), min_size=40, max_size=40, unique=True))
@@ -233,6 +234,7 @@ def test_generated_lines_are_never_weaker_than_bash(lines: list[str]) -> None:
     _grammar_run(lines)
 
 
+@pytest.mark.usefixtures("untraced")  # the analyzer on generated lines: see conftest.untraced
 @pytest.mark.fuzz
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(generated_lines(), min_size=100, max_size=100, unique=True))

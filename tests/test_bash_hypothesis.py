@@ -112,6 +112,7 @@ def _commands(text: str) -> int:
 _QUIET = frozenset((b"cd", b"true", b"false", b":"))
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SHELL_TEXT)
@@ -126,6 +127,7 @@ def test_analysis_never_raises_and_always_decides(text: str) -> None:
         assert request.patterns, request
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200))
 def test_arbitrary_unicode_never_raises(text: str) -> None:
@@ -134,6 +136,7 @@ def test_arbitrary_unicode_never_raises(text: str) -> None:
         assert any(request.opaque for request in requests)
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=200))

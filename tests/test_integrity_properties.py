@@ -134,6 +134,7 @@ PROPERTY_SETTINGS = settings(
 )
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow  # twenty calls per tool
 @pytest.mark.parametrize("name", sorted(set(BUILTIN_IDS) - NOT_OFFERED.keys()))
 def test_schema_valid_arguments_give_a_result_and_one_audit_record(runtime: Runtime, name: str) -> None:
@@ -152,6 +153,7 @@ def test_schema_valid_arguments_give_a_result_and_one_audit_record(runtime: Runt
     check()
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow  # twenty calls per tool
 @pytest.mark.parametrize("name", sorted(set(BUILTIN_IDS) - NOT_OFFERED.keys()))
 def test_arbitrary_arguments_give_a_result_and_one_audit_record(runtime: Runtime, name: str) -> None:

@@ -260,6 +260,7 @@ def _exercise(data: st.DataObject) -> None:
     assert status.last_error is None, status.last_error
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow
 @settings(
     max_examples=SHORT_EXAMPLES,
@@ -272,6 +273,7 @@ def test_mutated_shipped_files_are_located_problems(data: st.DataObject) -> None
     _exercise(data)
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.fuzz
 @settings(
     max_examples=LONG_EXAMPLES,

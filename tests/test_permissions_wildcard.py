@@ -80,6 +80,7 @@ def test_alternation_is_not_interpreted() -> None:
     assert not match("b", "a|b")
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @given(st.text(alphabet=st.characters(blacklist_characters="*?\\"), max_size=20))
 def test_a_pattern_without_wildcards_matches_exactly_itself(text: str) -> None:
     assert match(text, text)
@@ -126,6 +127,7 @@ def test_literal_prefix(pattern: str, prefix: str) -> None:
 SHAPES = ["abc", "ab*", "*bc", "a*c", "*b*", "ab *", "a?c", "*.env.*", "a b *", " *", "*", "**", "a*b*c", "?", ""]
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.parametrize("pattern", SHAPES)
 @given(text=st.text(alphabet="abc .\n/\\", max_size=8))
 def test_fast_matchers_agree_with_the_regex(pattern: str, text: str) -> None:

@@ -103,6 +103,7 @@ def _decoded(arguments: Any) -> Any:
     return json.loads(arguments) if isinstance(arguments, str) else arguments
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.parametrize("format", FORMATS)
 def test_tool_calls_round_trip_the_arguments_of_every_builtin_tool(format: str) -> None:
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,6 +117,7 @@ def test_tool_calls_round_trip_the_arguments_of_every_builtin_tool(format: str) 
     check()
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.parametrize("format", ["openai", "anthropic"])
 def test_streamed_calls_round_trip_the_arguments_of_every_builtin_tool(format: str) -> None:
     @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

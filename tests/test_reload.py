@@ -226,6 +226,7 @@ def test_watch_targets_watch_parents_not_the_whole_root(tmp_path: Path) -> None:
 # --- the acceptance test ------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("untraced")  # four callers loop on calls all along: see conftest.untraced
 @pytest.mark.slow  # forty saves, each awaited through the watcher
 def test_calls_stay_consistent_while_the_config_is_rewritten(tmp_path: Path) -> None:
     """Calls from several tasks never fail and never mix two snapshots while saves alternate good and broken."""

@@ -141,6 +141,7 @@ def test_levenshtein(a: str, b: str, distance: int) -> None:
     assert levenshtein(b, a) == distance
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @given(st.text(alphabet="ab\n ", max_size=30), st.text(alphabet="cd", min_size=1, max_size=5), st.text(max_size=5))
 def test_a_unique_exact_substring_is_replaced_exactly_once(prefix: str, needle: str, new: str) -> None:
     content = prefix + needle + prefix

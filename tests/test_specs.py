@@ -837,6 +837,7 @@ def roots(draw: st.DrawFn) -> dict[str, Any]:
     return root
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(roots())

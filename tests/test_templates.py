@@ -260,6 +260,7 @@ _FAST_VALUES = st.one_of(
 )
 
 
+@pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
