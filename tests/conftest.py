@@ -132,7 +132,8 @@ _LONGEST = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long fuzzing runs (`fuzz`) are left out unless `-m` names them (`pytest -m fuzz`), so any other
     `-m` (`-m 'not slow'`) still leaves them out. Under pytest-xdist the longest tests go first, then
-    the other `slow` ones, so that the workers share them out at the start and end together."""
+    the other `slow` ones: its `load` scheduling deals the first quarter of the tests out one by one,
+    longest first, and the rest to whichever worker is short of work, so the workers end together."""
     if "fuzz" not in (config.option.markexpr or ""):
         fuzz = [item for item in items if item.get_closest_marker("fuzz") is not None]
         if fuzz:

@@ -131,9 +131,12 @@ def test_nothing_is_printed_after_a_pytest_session_that_used_the_fork_server(tmp
         ),
         encoding="utf-8",
     )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    # Neither measured nor parallel: what matters is the interpreter's exit after pytest's.
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "COVERAGE_"))}
+    # Its own temporary tree: pytest's numbered ones are shared with every other run on the machine.
+    options = ["-p", "no:cacheprovider", "-p", "no:cov", "-p", "no:xdist", "--basetemp", str(tmp_path / "tmp")]
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", tests.name],
+        [sys.executable, "-W", "error", "-m", "pytest", "-q", *options, "-W", "error", tests.name],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -43,7 +43,7 @@ def builtin_schemas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def _only_valid(schema: Any) -> None:
     validator = jsonschema.Draft202012Validator(schema)
 
-    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
     @given(from_schema(schema))
     def check(value: Any) -> None:
         errors = [error.message for error in validator.iter_errors(value)]
