@@ -96,6 +96,11 @@ HOME_GUARD = HomeGuard()
 def pytest_configure(config: pytest.Config) -> None:
     """The environment every test (and every process a test starts) inherits: a temporary data directory
     and XDG tree instead of the person's own."""
+    if getattr(config.option, "maxschedchunk", 0) is None:
+        # pytest-xdist's `load` scheduling hands out one test at a time (two queued per worker), the
+        # longest first (see `pytest_collection_modifyitems`), instead of whole consecutive chunks:
+        # a chunk of long tests left one worker running minutes after the other ran out.
+        config.option.maxschedchunk = 1
     if HOME_GUARD.armed:
         return
     tree = Path(tempfile.mkdtemp(prefix="toolrt-tests-"))
@@ -132,8 +137,8 @@ _LONGEST = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long fuzzing runs (`fuzz`) are left out unless `-m` names them (`pytest -m fuzz`), so any other
     `-m` (`-m 'not slow'`) still leaves them out. Under pytest-xdist the longest tests go first, then
-    the other `slow` ones: its `load` scheduling deals the first quarter of the tests out one by one,
-    longest first, and the rest to whichever worker is short of work, so the workers end together."""
+    the other `slow` ones: its `load` scheduling then hands them out one at a time (see
+    `pytest_configure`), longest first, so that the workers end together."""
     if "fuzz" not in (config.option.markexpr or ""):
         fuzz = [item for item in items if item.get_closest_marker("fuzz") is not None]
         if fuzz:
