@@ -58,7 +58,10 @@ def test_an_undefined_name_introduced_by_an_edit_is_in_the_result(runtime: Runti
 
 
 def test_fixing_it_clears_it(runtime: Runtime) -> None:
-    output = call(runtime, "edit", {"filePath": "app.py", "oldString": "return nme", "newString": "return name"})
+    # A file of its own: under pytest-xdist the test above may have run in another worker.
+    (runtime.root / "fixed.py").write_text("def greet(name):\n    return nme\n", encoding="utf-8")
+    call(runtime, "read", {"filePath": "fixed.py"})
+    output = call(runtime, "edit", {"filePath": "fixed.py", "oldString": "return nme", "newString": "return name"})
     assert output == "Edit applied successfully."
 
 
@@ -81,6 +84,10 @@ def test_apply_patch_names_each_changed_file(runtime: Runtime) -> None:
 
 
 def test_a_killed_server_is_restarted_and_diagnoses_again(runtime: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    # Its own file and a server surely running: under pytest-xdist the tests above may have run elsewhere.
+    (runtime.root / "restarted.py").write_text("def greet(name):\n    return name\n", encoding="utf-8")
+    call(runtime, "read", {"filePath": "restarted.py"})
+    wait_until(lambda: [s.state for s in runtime.language_servers()] == ["running"], message="no server running")
     [before] = [s for s in runtime.language_servers() if s.state == "running"]
     assert before.pid is not None
     with caplog.at_level(logging.INFO, logger="toolrt.lsp"):
@@ -94,9 +101,9 @@ def test_a_killed_server_is_restarted_and_diagnoses_again(runtime: Runtime, capl
     assert f"language server pylsp restarting for {runtime.root}" in logged
     [after] = runtime.language_servers()
     assert after.restarts == 1
-    call(runtime, "read", {"filePath": "app.py"})
-    output = call(runtime, "edit", {"filePath": "app.py", "oldString": "return name", "newString": "return nmae"})
-    assert "ERROR [2:12] undefined name 'nmae'" in output
+    call(runtime, "read", {"filePath": "restarted.py"})
+    edit = {"filePath": "restarted.py", "oldString": "return name", "newString": "return nmae"}
+    assert "ERROR [2:12] undefined name 'nmae'" in call(runtime, "edit", edit)
 
 
 def test_no_server_process_outlives_the_runtime(project: Path) -> None:
