@@ -102,7 +102,7 @@ def test_a_killed_server_is_restarted_and_diagnoses_again(runtime: Runtime, capl
     [after] = runtime.language_servers()
     assert after.restarts == 1
     call(runtime, "read", {"filePath": "restarted.py"})
-    edit = {"filePath": "restarted.py", "oldString": "return name", "newString": "return nmae"}
+    edit: dict[str, object] = {"filePath": "restarted.py", "oldString": "return name", "newString": "return nmae"}
     assert "ERROR [2:12] undefined name 'nmae'" in call(runtime, "edit", edit)
 
 
