@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from processes import holding
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
@@ -374,22 +375,9 @@ def test_timeout_kills_the_whole_process_tree(make_project: Factory, tmp_path: P
     assert "t tool terminated command after exceeding timeout 500 ms. If it needs more time" in result.output
     assert (tmp_path / "started").read_text() == "started\n"
     deadline = time.monotonic() + 5
-    while _alive(_holding(marker)) and time.monotonic() < deadline:
+    while _alive(holding(marker)) and time.monotonic() < deadline:
         time.sleep(0.02)  # polling a condition with a deadline, not waiting a fixed time
-    assert _alive(_holding(marker)) == []
-
-
-def _holding(marker: str) -> list[int]:
-    """Host pids whose command line holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if entry.isdigit() and marker.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    assert _alive(holding(marker)) == []
 
 
 def test_secrets_in_the_environment_are_not_passed(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:

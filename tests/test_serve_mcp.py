@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from processes import holding
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -235,23 +236,10 @@ def test_a_client_cancellation_stops_the_tool(tmp_path: Path) -> None:
             await started.wait()
             group.cancel_scope.cancel()  # the client sends notifications/cancelled for the request
         with anyio.fail_after(20):
-            while any("zombie" not in _state(pid) for pid in _holding(seconds)):
+            while any("zombie" not in _state(pid) for pid in holding(seconds)):
                 await anyio.sleep(0.05)
 
     run(tmp_path, body)
-
-
-def _holding(marker: str) -> list[int]:
-    """Host pids whose command line holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if entry.isdigit() and marker.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def _state(pid: int) -> str:

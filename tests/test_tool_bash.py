@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from processes import holding
 
 from toolrt.builtin.bash import MAX_METADATA_LENGTH, bash, shell_program
 from toolrt.call.context import ToolContext
@@ -111,23 +112,10 @@ def test_timeout_stops_the_command_and_its_grandchildren(tmp_path: Path) -> None
 
     async def wait_gone() -> None:
         with anyio.fail_after(20):
-            while any(_alive(pid) for pid in _holding(seconds)):
+            while any(_alive(pid) for pid in holding(seconds)):
                 await anyio.sleep(0.01)
 
     anyio.run(wait_gone)
-
-
-def _holding(marker: str) -> list[int]:
-    """Host pids whose command line holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if entry.isdigit() and marker.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 def _alive(pid: int) -> bool:
