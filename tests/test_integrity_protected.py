@@ -173,6 +173,9 @@ def test_write_routes_the_table_missed_ask_and_really_write_once_approved(
         ("cc -o tools.d/p.yaml p.c", ("tools.d/p.yaml",)),
         ("make install --prefix=tools.d", ("tools.d/*",)),
         ("sed -i s/allow/ALLOW/ *.yaml", ("permissions.yaml", "toolrt.yaml")),  # what the glob matches
+        ("echo x > permissions.ya?l", ("permissions.yaml",)),  # a redirect target is globbed too
+        ("echo x > ~+/permissions.yaml", ("permissions.yaml",)),  # `~+` is the working directory
+        ("find . -name '*.yaml' -delete", ("*",)),
     ],
 )
 def test_git_and_other_routes_into_protected_paths_ask_protected(
@@ -391,3 +394,12 @@ def test_a_tool_without_a_preview_hook_asks_without_a_diff(project: Path) -> Non
     _, asked = _call(project, "stamp", {"path": ".envrc"}, reply="reject")
     assert [verdict.permission for verdict in asked[0].pending] == ["protected"]
     assert "diff" not in asked[0].metadata
+
+
+def test_a_path_under_the_previous_directory_fails_closed(project: Path) -> None:
+    rt = Runtime.load(project)
+    decision, requests = rt.check_call(
+        "bash", {"command": "cd .git && echo x > ~-/permissions.yaml", "description": "x"}
+    )
+    assert decision.action == "ask"
+    assert any("previous directory" in (request.reason or "") for request in requests)

@@ -1247,11 +1247,15 @@ class _Analysis:
             if not word.value:
                 continue
             if operator not in ("<", "<&", "<<<"):
-                for cwd in self.cwds:
-                    absolute = self.scope.expand(word.value, cwd)
-                    if absolute is not None:
-                        self.written.add(posixpath.normpath(absolute))
-                        self.findings.written[posixpath.normpath(absolute)] = None
+                targets = [word.value]
+                if word.glob and _GLOB_CHARS.search(word.value):  # `> permissions.ya?l` writes what it matches
+                    targets.extend(self._written_matches(word.value, self._slice(node.start_byte, node.end_byte)))
+                for target in targets:
+                    for cwd in self.cwds:
+                        absolute = self.scope.expand(target, cwd)
+                        if absolute is not None:
+                            self.written.add(posixpath.normpath(absolute))
+                            self.findings.written[posixpath.normpath(absolute)] = None
             self._path(word.value, glob=word.glob)
 
     def _writes(self, values: list[str | None], text: str, *, fed: bool = False) -> None:
@@ -1339,6 +1343,11 @@ class _Analysis:
         return out
 
     def _external(self, path: str, cwds: tuple[str | None, ...] | None = None) -> None:
+        if path.startswith("~-"):
+            self.findings.fail_closed(
+                path, f"`{_brief(path)}` is under the previous directory, only known when it runs"
+            )
+            return
         for cwd in self.cwds if cwds is None else cwds:
             if cwd is None and path[0] not in "/~":
                 continue  # the unknown directory already failed closed where it became unknown

@@ -80,6 +80,10 @@ class PathScope:
             head, slash, rest = word.partition("/")
             if head == "~":
                 word = self.home + slash + rest
+            elif head == "~+":  # the working directory (`~-`, the previous one, is `_previous`'s)
+                if cwd is None:
+                    return None
+                word = cwd + slash + rest
             else:
                 # `~user/x`: the passwd lookup only happens for this rare form.
                 expanded = os.path.expanduser(head)
