@@ -4,7 +4,6 @@ test looks for its own marker processes with a unique argument, and waits on eve
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from dataclasses import replace
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from processes import holding
 
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox.plan import plan_sandbox
@@ -36,25 +36,10 @@ ESCAPES = {
 }
 
 
-def _holding(marker: str) -> list[int]:
-    """Processes on this machine whose command line holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 def _gone(marker: str, timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _holding(marker):
+        if not holding(marker):
             return True
         time.sleep(0.01)
     return False
@@ -80,7 +65,7 @@ def test_a_detached_process_ends_with_its_call(tmp_path: Path, launch: str, esca
     )
     result = _run(command, tmp_path, launch)
     assert result.exit_code == 0 and "up" in result.output, result.output
-    assert _gone(seconds), f"{escape}: {_holding(seconds)} outlived the call"
+    assert _gone(seconds), f"{escape}: {holding(seconds)} outlived the call"
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
@@ -88,7 +73,7 @@ def test_a_timed_out_call_ends_everything_it_started(tmp_path: Path, launch: str
     seconds = f"4{uuid.uuid4().int % 10**6:06d}"
     result = _run(f"setsid sleep {seconds} >/dev/null 2>&1 & sleep {seconds}", tmp_path, launch, timeout=0.5)
     assert result.timed_out
-    assert _gone(seconds), _holding(seconds)
+    assert _gone(seconds), holding(seconds)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)

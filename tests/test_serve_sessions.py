@@ -20,7 +20,8 @@ import mcp_types as types
 import pytest
 import uvicorn
 from mcp import Client
-from test_serve_mcp import SLEEPER, _holding
+from processes import holding
+from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
@@ -165,11 +166,11 @@ def test_a_cancel_over_http_kills_the_process_tree(tmp_path: Path, mode: str) ->
             async with anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, "sleeper", {"seconds": seconds})
                 with anyio.fail_after(15):
-                    while not _holding(seconds):
+                    while not holding(seconds):
                         await anyio.sleep(0.02)
                 group.cancel_scope.cancel()
             with anyio.fail_after(15):
-                while any(_alive(pid) for pid in _holding(seconds)) or not _statuses(rt, "sleeper"):
+                while any(_alive(pid) for pid in holding(seconds)) or not _statuses(rt, "sleeper"):
                     await anyio.sleep(0.05)
             assert _statuses(rt, "sleeper") == ["cancelled"]  # recorded, though the client never saw a result
             after = await client.call_tool("read", {"filePath": str(rt.root / "notes.txt")})
