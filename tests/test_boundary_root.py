@@ -58,6 +58,17 @@ def test_every_capability_set_is_empty_inside(tmp_path: Path, launch: str) -> No
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
+def test_every_sandboxed_process_starts_with_an_empty_bounding_set_not_only_the_first(
+    tmp_path: Path, launch: str
+) -> None:
+    """The fork server empties its own bounding set once for all its children; a thread of the host
+    empties its own each time (the bounding set is per thread)."""
+    for _ in range(3):
+        result = _sh("grep CapBnd /proc/self/status", tmp_path, launch)
+        assert result.output.strip() == "CapBnd:\t0000000000000000", result.output
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
 @pytest.mark.parametrize("mode", ["workspace-write", "read-only"])
 def test_mknod_of_a_block_or_char_device_is_refused_even_in_the_writable_root(
     tmp_path: Path, launch: str, mode: str

@@ -332,6 +332,11 @@ def main(argv: list[str]) -> int:
     control = socket.socket(fileno=int(argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for toolrt, which tells us by closing the socket
     control.send(json.dumps(_capabilities()).encode())
+    # Work every child would repeat after its fork, where each object touched costs a copy-on-write page:
+    # the capability bounding set (which they inherit) and the seccomp filter (built once, inherited).
+    kernel.empty_bounding_set(for_children=True)
+    if seccomp.supported():
+        seccomp.prepare()
     _Server(control).run()
     return 0
 

@@ -37,6 +37,7 @@ __all__ = [
     "LandlockRules",
     "bind_read_only",
     "drop_capabilities",
+    "empty_bounding_set",
     "wants_mounts",
     "landlock_abi",
     "make_mounts_private",
@@ -396,13 +397,32 @@ def _last_capability() -> int:
     return _last_cap[0]
 
 
+_bounding_emptied: list[bool] = []
+"""Set only in the fork server, whose single thread emptied its bounding set before forking: its
+children inherit the empty set and skip the 41 calls. (The bounding set is per thread: a thread of the
+host process that empties its own says nothing about the next thread, so the host never sets this.)"""
+
+
+def empty_bounding_set(*, for_children: bool = False) -> bool:
+    """Empty the calling thread's capability bounding set (needs CAP_SETPCAP); whether it was emptied.
+    Nothing it then starts can gain a capability on exec; its own effective capabilities stay.
+    `for_children`: the caller is single-threaded and forks the processes that will call
+    `drop_capabilities`, which then need not empty it again."""
+    if _bounding_emptied:
+        return True
+    for cap in range(_last_capability() + 1):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EPERM:
+            return False  # no CAP_SETPCAP: an unprivileged thread, whose programs gain nothing on exec anyway
+    if for_children:
+        _bounding_emptied.append(True)
+    return True
+
+
 def drop_capabilities() -> None:
     """Leave the calling thread (and every program it then starts, root's included) without any
     capability: the bounding set emptied (where this thread may: CAP_SETPCAP), the ambient set cleared,
     and the effective, permitted and inheritable sets zeroed, so an exec as uid 0 gains none back."""
-    for cap in range(_last_capability() + 1):
-        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EPERM:
-            break  # no CAP_SETPCAP: an unprivileged thread, whose programs gain nothing on exec anyway
+    empty_bounding_set()
     if _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
         raise _fail("prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
