@@ -7,7 +7,6 @@ is denied. Under rules that can deny nothing (`bash: ask`) such a line asks.
 from __future__ import annotations
 
 import shlex
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,8 +88,10 @@ LIMITS: dict[str, tuple[Builder, int]] = {
 }
 
 
-def _site() -> CallSite:
-    root = Path(tempfile.mkdtemp(prefix="budgets-"))
+@pytest.fixture(scope="module")
+def budget_site(tmp_path_factory: pytest.TempPathFactory) -> CallSite:
+    """One project for every drawn line (hypothesis runs many examples per test function)."""
+    root = tmp_path_factory.mktemp("budgets")
     return CallSite(root=root, cwd=root, home=root.parent)
 
 
@@ -100,10 +101,12 @@ def _site() -> CallSite:
     offset=st.sampled_from((-2, -1, 0, 1, 2)),
     where=st.sampled_from((0, 1, 2)),
 )
-def test_a_denied_command_next_to_any_limit_is_never_allowed(limit: str, offset: int, where: int) -> None:
+def test_a_denied_command_next_to_any_limit_is_never_allowed(
+    budget_site: CallSite, limit: str, offset: int, where: int
+) -> None:
     build, size = LIMITS[limit]
     line = build(size + offset if limit in ("nesting", "scripts") else size + offset * max(1, size // 100), where)
-    requests = analyze_command(line, _site())
+    requests = analyze_command(line, budget_site)
     assert decide(requests, DENY_LIST, locked=NO_RULES).action == "deny"
     assert decide(requests, ALLOW_LIST, locked=NO_RULES).action == "deny"
     assert decide(requests, ASK_ONLY, locked=NO_RULES).action == "ask"

@@ -27,7 +27,7 @@ from .arity import prefix
 from .braces import expand_braces
 from .globs import GLOB_OPTIONS, GLOB_VARIABLES, glob_options, glob_paths
 from .named import named_commands
-from .operands import not_paths
+from .operands import not_paths, operand_programs
 from .parser import parse
 from .paths import PathScope, fs_safe, path_candidate
 from .programs import unseen_code
@@ -117,6 +117,8 @@ class Findings:
     emitted: int = 0
     """Commands the line runs so far, in the order bash runs them (inline Python counts as inert only
     when nothing ran before it that could have written a module it imports)."""
+    trapped: bool = False
+    """Whether the line (or a script it runs) sets a trap: a line's final `cd` then still counts."""
     globbing: str | None = None
     """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`, `bash -O`), anywhere in
     the line or the scripts it runs (`eval 'shopt -s nocaseglob'; cat [L]NK/x`)."""
@@ -448,7 +450,7 @@ class _Analysis:
         if (
             words[0].value == "cd"
             and self.depth == 0  # a script's last `cd` moves the shell that runs it (`eval 'cd ..'; cat x`)
-            and "trap" not in self.text  # an EXIT trap runs after it, in the new directory
+            and not self.findings.trapped  # an EXIT trap set before it runs after it, in the new directory
             and not reasons
             and not redirected
             and all(word.value is not None for word in words)
@@ -457,7 +459,8 @@ class _Analysis:
             return nested  # the line ends with it: where it goes changes nothing, and nothing runs there
         rest = self._slice(node.end_byte, end) if redirected else ""
         program = posixpath.basename(words[0].value) if words[0].value else ""
-        self._check_paths(words, text=not_paths(program, [word.value for word in words[1:]]) if program else None)
+        text = not_paths(program, [word.value for word in words[1:]]) if program in operand_programs() else None
+        self._check_paths(words, text=text)
         self._segments(node, parent, words, start, end, rest, reasons)
         return nested
 
@@ -524,6 +527,8 @@ class _Analysis:
                 elif redirects:
                     self.findings.patterns[text + redirects] = None
                 continue
+            if head.value == "trap":
+                self.findings.trapped = True
             if head.value in ("set", "shopt") and traces(head.value, values[first + 1 : last]):
                 self.traced = True
             if head.value == "shopt" and (changed := glob_options(values[first + 1 : last])) is not None:
@@ -611,7 +616,7 @@ class _Analysis:
                 self._assign(variable, None, text, how=f"`{base}`")
         options = self.table.code_options_of(base)
         code = inline_code(base, args)
-        if code is None and self._fed(node, parent) and stdin_code(base, args):
+        if code is None and stdin_code(base, args) and self._fed(node, parent):  # the cheap test first
             code = self._fed_text(node, parent)
         inert = (
             code is not None

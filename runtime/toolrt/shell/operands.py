@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["not_paths"]
+__all__ = ["not_paths", "operand_programs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +27,8 @@ class _Program:
     value_options: frozenset[str] = frozenset()
     flags: frozenset[str] = frozenset()
     ends_cluster: frozenset[str] = frozenset()
-
-    @property
-    def takes_value(self) -> frozenset[str]:
-        return self.script_options | self.file_options | self.text_options | self.value_options
+    takes_value: frozenset[str] = frozenset()
+    """Every option that takes a value (script, file, text and other values), joined once."""
 
 
 @cache
@@ -41,14 +39,22 @@ def _programs() -> Mapping[str, _Program]:
     options = (
         "script_options", "file_options", "patternless", "text_options", "value_options", "flags", "ends_cluster"
     )  # fmt: skip
-    return {
-        name: _Program(
+    programs: dict[str, _Program] = {}
+    for name, row in data["programs"].items():
+        sets = {key: frozenset(row.get(key, ())) for key in options}
+        valued = ("script_options", "file_options", "text_options", "value_options")
+        programs[name] = _Program(
             text=row.get("text") == "all",
             script=row.get("script") == "first",
-            **{key: frozenset(row.get(key, ())) for key in options},
+            takes_value=frozenset().union(*(sets[key] for key in valued)),
+            **sets,
         )
-        for name, row in data["programs"].items()
-    }
+    return programs
+
+
+def operand_programs() -> Mapping[str, object]:
+    """The programs the table describes (a caller can skip building their words for any other)."""
+    return _programs()
 
 
 class _Reading:
