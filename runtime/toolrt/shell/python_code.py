@@ -4,12 +4,13 @@ Code made only of what cannot reach the system is a plain command under its own 
 stays opaque (the analyzer's fail-closed action). Allowed: literals, arithmetic, comparisons,
 comprehensions, f-strings, local names, `if`/`for`/`while`, assignments; calls to `print`, `len`,
 `sum`, `min`, `max`, `sorted`, `range`, `str`, `int`, `float` and to the functions (and classes) of
-`json`, `math`, `re` and `datetime` named as `module.function`; of `sys` only `sys.version`, `sys.version_info` and
-`sys.argv`. No name or attribute starting with `_`, no other attribute, no subscript of a module,
-no `def`, `class`, `lambda`, `with`, `try`, `global` or `del`, and no other builtin even as a value
-(`sorted(x, key=eval)` would run code), and no name of a builtin or a module rebound. An import
-counts only when no file or directory in the working directory can stand in for a standard module
-(`python -c` puts it first on `sys.path`, and `re` imports `enum`), and the line wrote no file before.
+`json`, `math`, `re` and `datetime` named as `module.function`; of `sys` only `sys.version`,
+`sys.version_info` and `sys.argv`. No name or attribute starting with `_`, no other attribute, no
+subscript of a module, no `def`, `class`, `lambda`, `with`, `try`, `global` or `del`, no other builtin
+even as a value (`sorted(x, key=eval)` would run code), and no name of a builtin or a module rebound.
+The code counts only where no file or directory in the working directory can stand in for a standard
+module (`python -c` puts it first on `sys.path`; `re` imports `enum`, and `str(b, "idna")` imports
+without an `import`), and the line wrote no file before.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def inert_python(code: str, cwds: Sequence[str | None]) -> bool:
     if bound is None:
         return False
     modules, functions = bound
-    if not _imports_unshadowed({*modules.values(), *(() if not functions else _from_modules(tree))}, cwds):
+    if not _unshadowed(cwds):
         return False
     stored = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
     if stored & (_BUILTIN_NAMES | modules.keys() | functions):
@@ -126,15 +127,10 @@ def _imports(tree: ast.AST) -> tuple[dict[str, str], set[str]] | None:
     return modules, functions
 
 
-def _from_modules(tree: ast.AST) -> set[str]:
-    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-
-
-def _imports_unshadowed(names: set[str], cwds: Sequence[str | None]) -> bool:
-    """Whether no file in the working directories can stand in for a standard module: any import may
-    reach any of them (`re` imports `enum`, `functools`, `operator`)."""
-    if not names:
-        return True
+def _unshadowed(cwds: Sequence[str | None]) -> bool:
+    """Whether no file in the working directories can stand in for a standard module. Code imports
+    without an `import` statement too (`str(b, "idna")` imports `encodings.idna`, which imports
+    `stringprep`), and every import may reach any module (`re` imports `enum`, `functools`)."""
     for cwd in cwds:
         if cwd is None:
             return False
