@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ..config.resources import read_yaml
 from ..config.settings import LspSettings
 from ..errors import Problem
 
@@ -93,8 +92,7 @@ class ServerDef:
 
 @functools.cache
 def _builtin() -> Mapping[str, Mapping[str, Any]]:
-    text = (Path(__file__).parent / "servers.yaml").read_text(encoding="utf-8")
-    loaded: Mapping[str, Mapping[str, Any]] = yaml.safe_load(text)
+    loaded: Mapping[str, Mapping[str, Any]] = read_yaml(Path(__file__).parent / "servers.yaml")
     return loaded
 
 

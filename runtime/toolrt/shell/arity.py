@@ -6,16 +6,15 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
+from ..config.resources import read_yaml
+
 __all__ = ["arity_table", "prefix"]
 
 
 @cache
 def arity_table() -> Mapping[str, int]:
     """The packaged table: space-joined leading tokens → how many tokens name the command."""
-    import yaml
-
-    text = Path(__file__).with_name("arity.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = read_yaml(Path(__file__).with_name("arity.yaml"))
     return {str(key): int(value) for key, value in data["arity"].items()}
 
 

@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..config.resources import read_yaml
+
 __all__ = ["not_paths", "operand_programs"]
 
 
@@ -33,9 +35,7 @@ class _Program:
 
 @cache
 def _programs() -> Mapping[str, _Program]:
-    import yaml
-
-    data: dict[str, Any] = yaml.safe_load(Path(__file__).with_name("operands.yaml").read_text(encoding="utf-8"))
+    data: dict[str, Any] = read_yaml(Path(__file__).with_name("operands.yaml"))
     options = (
         "script_options", "file_options", "patternless", "text_options", "value_options", "flags", "ends_cluster"
     )  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
+from ..config.resources import read_yaml
 from ..errors import ConfigError, Problem
 
 __all__ = ["GlobalOptions", "ShellDialect", "Wrapper", "WrapperKind", "WrapperTable", "default_wrappers"]
@@ -182,9 +183,8 @@ class WrapperTable:
         """Read a wrappers file and layer it over `base` (the packaged table by default)."""
         import yaml
 
-        text = path.read_text(encoding="utf-8")
         try:
-            data = yaml.safe_load(text)
+            data = read_yaml(path)
         except yaml.YAMLError as error:
             raise ConfigError([_problem(str(path), "", f"not valid YAML: {error}")]) from error
         if data is None:

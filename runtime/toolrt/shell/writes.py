@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from ..config.resources import read_yaml
 from ..permissions.model import UNNAMED
 
 __all__ = ["WriteRule", "copies", "write_rules", "written"]
@@ -57,9 +58,7 @@ class WriteRule:
 @cache
 def write_rules() -> Mapping[str, WriteRule]:
     """The packaged table, loaded once."""
-    import yaml
-
-    data: dict[str, Any] = yaml.safe_load(Path(__file__).with_name("writes.yaml").read_text(encoding="utf-8"))
+    data: dict[str, Any] = read_yaml(Path(__file__).with_name("writes.yaml"))
     rules: dict[str, WriteRule] = {}
     for name, row in data["commands"].items():
         rules[name] = WriteRule(
