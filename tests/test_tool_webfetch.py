@@ -215,7 +215,6 @@ def test_unreachable_host_is_a_readable_failure(tmp_path: Path) -> None:
 def test_timeout_on_a_stalled_server(server: Server, tmp_path: Path) -> None:
     with pytest.raises(ToolFailure, match=r"^Request timed out after 0\.3 seconds: .*/stall\. Try again with"):
         fetch({"url": f"{server.base}/stall", "timeout": 0.3}, tmp_path)
-    assert server.stalled.is_set()
 
 
 def test_abort_stops_a_stalled_fetch(server: Server, tmp_path: Path) -> None:
