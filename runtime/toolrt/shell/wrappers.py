@@ -144,21 +144,8 @@ class WrapperTable:
             wrapper = _wrapper(str(name), spec, source, problems)
             if wrapper is not None:
                 wrappers[wrapper.name] = wrapper
-        for index, entry in enumerate(_list(data.get("dangerous_env"), source, "/dangerous_env", problems)):
-            if entry.endswith("*"):
-                prefixes.append(entry[:-1])
-            else:
-                exact.add(entry)
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", entry):
-                problems.append(_problem(source, f"/dangerous_env/{index}", f"{entry!r} is not a variable name"))
-        for name, spec in _mapping(data.get("global_options"), source, "/global_options", problems).items():
-            pointer = f"/global_options/{_escape(str(name))}"
-            spec_map = _mapping(spec, source, pointer, problems)
-            options = _list(spec_map.get("options_with_value"), source, pointer + "/options_with_value", problems)
-            ask = _mapping(spec_map.get("ask"), source, pointer + "/ask", problems)
-            globals_[str(name)] = GlobalOptions(
-                frozenset(options), MappingProxyType({str(k): str(v) for k, v in ask.items()})
-            )
+        _add_dangerous_env(data.get("dangerous_env"), source, problems, exact, prefixes)
+        _add_global_options(data.get("global_options"), source, problems, globals_)
         if problems:
             raise ConfigError(problems)
         return WrapperTable(
@@ -240,6 +227,33 @@ def _wrapper(name: str, spec: object, source: str, problems: list[Problem]) -> W
         cast(ShellDialect, dialect),
         feeds,
     )
+
+
+def _add_dangerous_env(
+    value: object, source: str, problems: list[Problem], exact: set[str], prefixes: list[str]
+) -> None:
+    """`dangerous_env`: names, or prefixes ending in `*`."""
+    for index, entry in enumerate(_list(value, source, "/dangerous_env", problems)):
+        if entry.endswith("*"):
+            prefixes.append(entry[:-1])
+        else:
+            exact.add(entry)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", entry):
+            problems.append(_problem(source, f"/dangerous_env/{index}", f"{entry!r} is not a variable name"))
+
+
+def _add_global_options(
+    value: object, source: str, problems: list[Problem], globals_: dict[str, GlobalOptions]
+) -> None:
+    """`global_options`: per command, the options that take a value and those that make it ask."""
+    for name, spec in _mapping(value, source, "/global_options", problems).items():
+        pointer = f"/global_options/{_escape(str(name))}"
+        spec_map = _mapping(spec, source, pointer, problems)
+        options = _list(spec_map.get("options_with_value"), source, pointer + "/options_with_value", problems)
+        ask = _mapping(spec_map.get("ask"), source, pointer + "/ask", problems)
+        globals_[str(name)] = GlobalOptions(
+            frozenset(options), MappingProxyType({str(k): str(v) for k, v in ask.items()})
+        )
 
 
 def _mapping(value: object, source: str, pointer: str, problems: list[Problem]) -> Mapping[str, Any]:
