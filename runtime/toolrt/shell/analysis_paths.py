@@ -72,8 +72,12 @@ class PathChecks(AnalysisState):
         elif base is not None and _bare_name(word, value):
             # A bare name in a directory known to be inside the project: only an existing
             # entry of that name (a symlink) can lead out, and most names do not exist.
-            if os.access(base + "/" + value, os.F_OK, follow_symlinks=False):
+            kind = self.findings.listings.kind(base, value)
+            if kind == "link":
                 self._external(value)
+            elif kind == "other" and self.cwds[0] is not None and len(self.findings.read) < MAX_READ_PATHS:
+                # An entry that is no symlink stays in the project: only its `read` rules apply.
+                self.findings.read[posixpath.normpath(self.cwds[0] + "/" + value)] = None
             return
         else:
             candidates = [value]
@@ -140,7 +144,7 @@ class PathChecks(AnalysisState):
                 absolute = self.scope.expand(path, cwd)
                 if absolute is not None:
                     self.findings.read[posixpath.normpath(absolute)] = None
-            for directory in self.scope.external(path, cwd):
+            for directory in self.scope.external(path, cwd, self.findings.listings):
                 self.findings.directories[directory] = None
 
     def _redirect(self, node: Node, parent: Node | None) -> None:

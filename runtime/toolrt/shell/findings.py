@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..permissions.model import PermissionRequest
 from . import limits
+from .listings import Listings
 from .named import named_commands
 
 __all__ = ["MAX_READ_PATHS", "Findings"]
@@ -45,6 +46,8 @@ class Findings:
     globbing: str | None = None
     """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`, `bash -O`), anywhere in
     the line or the scripts it runs (`eval 'shopt -s nocaseglob'; cat [L]NK/x`)."""
+    listings: Listings = field(default_factory=Listings)
+    """Which names the directories the line names hold, each directory listed once."""
     read: dict[str, None] = field(default_factory=dict)
     """Absolute paths the line names as operands or redirects (bounded by `MAX_READ_PATHS`): the bash
     tool asks `read` for them, so a rule that denies reading a file binds `cat` as it binds `read`."""

@@ -1,0 +1,54 @@
+"""Bare names are answered from a directory listing (issue 33, item 6), never from a stale one: a
+symlink out of the project made after a listing is seen by the next analysis, including when the
+directory's modification time cannot tell the listing from the change (the coarse-clock race)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from toolrt.permissions.model import CallSite
+from toolrt.shell import analyze_command
+from toolrt.shell.listings import SETTLED_NS, Listings
+
+
+def _asks_outside(command: str, site: CallSite) -> bool:
+    return any(request.permission == "external_directory" for request in analyze_command(command, site))
+
+
+def _settle(directory: str, seconds_ago: float = 60.0) -> int:
+    """Give `directory` a modification time `seconds_ago` in the past; returns it in nanoseconds."""
+    when = time.time_ns() - int(seconds_ago * 1e9)
+    os.utime(directory, ns=(when, when))
+    return when
+
+
+def test_a_symlink_made_after_a_settled_listing_is_seen(site: CallSite) -> None:
+    (site.root.parent / "outside").mkdir()
+    _settle(str(site.root))
+    assert not _asks_outside("cat lnk", site)  # listed (settled): no entry of that name
+    (site.root / "lnk").symlink_to("../outside")  # the directory's modification time moves on
+    assert _asks_outside("cat lnk", site)
+    assert _asks_outside("ls -la lnk", site)
+
+
+def test_a_listing_of_a_recently_changed_directory_is_never_reused(site: CallSite) -> None:
+    """The kernel stamps modification times from a coarse clock: a change within the same tick as a
+    listing can leave the time unchanged. Forcing exactly that, the change is still seen."""
+    (site.root.parent / "outside").mkdir()
+    stamp = _settle(str(site.root), seconds_ago=SETTLED_NS / 2e9)  # changed within the settling time
+    assert not _asks_outside("cat lnk", site)
+    (site.root / "lnk").symlink_to("../outside")
+    os.utime(site.root, ns=(stamp, stamp))  # the same modification time as when it was asked
+    assert _asks_outside("cat lnk", site)
+
+
+def test_a_listing_tells_missing_names_links_and_other_entries(site: CallSite) -> None:
+    (site.root / "file").write_text("x", encoding="utf-8")
+    (site.root / "link").symlink_to("file")
+    for seconds_ago in (60.0, 0.0):  # from a listing, and name by name
+        _settle(str(site.root), seconds_ago)
+        listings = Listings()
+        kinds = [listings.kind(str(site.root), name) for name in ("file", "link", "missing")]
+        assert kinds == ["other", "link", "missing"]
+    assert Listings().kind(str(site.root / "no-such-directory"), "x") == "missing"
