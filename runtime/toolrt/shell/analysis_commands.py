@@ -15,7 +15,7 @@ from .operands import not_paths, operand_programs
 from .programs import unseen_code
 from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import Unwrapped, unwrap
-from .variables import assigned_names, traces
+from .variables import ASSIGNING_BUILTINS, assigned_names, traces
 from .words import Word, evaluate
 from .wrappers import Wrapper
 
@@ -35,6 +35,10 @@ _RESERVED = frozenset(
     ("{", "}", "!", "if", "then", "elif", "else", "fi", "do", "done", "case", "esac", "while", "until", "for",
      "select", "function", "in", "[[", "]]")
 )  # fmt: skip
+
+# Builtins `_unseen` reads whatever the tables say: they alias, evaluate arithmetic, source scripts,
+# evaluate or assign variable names.
+_NAMED_BUILTINS = frozenset(("shopt", "let", "source", ".", *NAME_BUILTINS, *ASSIGNING_BUILTINS))
 
 
 class CommandChecks(VariableChecks):
@@ -260,6 +264,8 @@ class CommandChecks(VariableChecks):
         """What this command does that the analyzer cannot see: the command table, code in another
         language, a configured alias, a script fed or written by the line itself."""
         base = (words[first].value or "").rpartition("/")[2]
+        if base not in _NAMED_BUILTINS and not self.table.describes(base):
+            return  # no table describes it: nothing it does is hidden from the analysis
         args = [word.value for word in words[first + 1 : last]]
         self._unseen_builtin(node, words, first, last, text)
         self._unseen_code(node, parent, base, args, text)

@@ -77,6 +77,7 @@ class WrapperTable:
     _by_first_word: Mapping[str, tuple[Wrapper, ...]] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
+    _described: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[str, list[Wrapper]] = {}
@@ -85,6 +86,8 @@ class WrapperTable:
         # Longest names first, so the first full match is the most specific (`uv tool run`, `uv run`).
         by_first = {first: tuple(sorted(found, key=lambda w: -len(w.name))) for first, found in index.items()}
         object.__setattr__(self, "_by_first_word", MappingProxyType(by_first))
+        described = (*self.unseen, *self.code_options, *self.subcommands, *self.follow_options)
+        object.__setattr__(self, "_described", frozenset(described))
 
     def match(self, words: Sequence[str | None], start: int) -> Wrapper | None:
         """The wrapper that `words[start:]` begins with (first word by basename, longest name wins)."""
@@ -97,6 +100,11 @@ class WrapperTable:
             if start + len(name) <= len(words) and all(words[start + i] == part for i, part in enumerate(name[1:], 1)):
                 return wrapper
         return None
+
+    def describes(self, program: str) -> bool:
+        """Whether the command, code-option, subcommand or follow-option tables name `program` (a
+        basename, also with its version stripped): for any other, none of them has anything to say."""
+        return program in self._described or program.rstrip("0123456789.-") in self._described
 
     def code_options_of(self, program: str) -> frozenset[str] | None:
         """The code-carrying options of `program` (by basename, version stripped), None if not listed."""
