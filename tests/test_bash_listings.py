@@ -7,9 +7,14 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from toolrt.permissions.model import CallSite
-from toolrt.shell import analyze_command
+from toolrt.shell import analyze_command, listings
 from toolrt.shell.listings import SETTLED_NS, Listings
+
+# More bare names than `listings.PER_NAME`: the last ones are answered from the directory's listing.
+LINE = "cat one two three lnk"
 
 
 def _asks_outside(command: str, site: CallSite) -> bool:
@@ -26,9 +31,9 @@ def _settle(directory: str, seconds_ago: float = 60.0) -> int:
 def test_a_symlink_made_after_a_settled_listing_is_seen(site: CallSite) -> None:
     (site.root.parent / "outside").mkdir()
     _settle(str(site.root))
-    assert not _asks_outside("cat lnk", site)  # listed (settled): no entry of that name
+    assert not _asks_outside(LINE, site)  # listed (settled): no entry of that name
     (site.root / "lnk").symlink_to("../outside")  # the directory's modification time moves on
-    assert _asks_outside("cat lnk", site)
+    assert _asks_outside(LINE, site)
     assert _asks_outside("ls -la lnk", site)
 
 
@@ -37,18 +42,22 @@ def test_a_listing_of_a_recently_changed_directory_is_never_reused(site: CallSit
     listing can leave the time unchanged. Forcing exactly that, the change is still seen."""
     (site.root.parent / "outside").mkdir()
     stamp = _settle(str(site.root), seconds_ago=SETTLED_NS / 2e9)  # changed within the settling time
-    assert not _asks_outside("cat lnk", site)
+    assert not _asks_outside(LINE, site)
     (site.root / "lnk").symlink_to("../outside")
     os.utime(site.root, ns=(stamp, stamp))  # the same modification time as when it was asked
-    assert _asks_outside("cat lnk", site)
+    assert _asks_outside(LINE, site)
 
 
-def test_a_listing_tells_missing_names_links_and_other_entries(site: CallSite) -> None:
+@pytest.mark.parametrize("per_name", [0, 3], ids=["from_a_listing", "name_by_name"])
+@pytest.mark.parametrize("seconds_ago", [60.0, 0.0], ids=["settled", "changed_just_now"])
+def test_a_listing_tells_missing_names_links_and_other_entries(
+    site: CallSite, monkeypatch: pytest.MonkeyPatch, per_name: int, seconds_ago: float
+) -> None:
+    monkeypatch.setattr(listings, "PER_NAME", per_name)
     (site.root / "file").write_text("x", encoding="utf-8")
     (site.root / "link").symlink_to("file")
-    for seconds_ago in (60.0, 0.0):  # from a listing, and name by name
-        _settle(str(site.root), seconds_ago)
-        listings = Listings()
-        kinds = [listings.kind(str(site.root), name) for name in ("file", "link", "missing")]
-        assert kinds == ["other", "link", "missing"]
-    assert Listings().kind(str(site.root / "no-such-directory"), "x") == "missing"
+    _settle(str(site.root), seconds_ago)
+    asked = Listings()
+    kinds = [asked.kind(str(site.root), name) for name in ("file", "link", "missing", "file")]
+    assert kinds == ["other", "link", "missing", "other"]
+    assert asked.kind(str(site.root / "no-such-directory"), "x") == "missing"

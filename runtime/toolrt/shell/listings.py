@@ -2,14 +2,15 @@
 
 Most operands are bare names in the working directory (`main`, `origin`, `src`), and only an existing
 entry of that name, a symlink, can lead out of the project. One analysis asks about each directory
-through a `Listings`, which stats the directory once and answers every name from its listing.
+through a `Listings`: the first `PER_NAME` names one by one, the rest from one listing of the directory.
 
 A listing is reused by later calls only while the directory is unchanged (the same modification
 time, inode and device) and was already settled when it was listed: its modification time at least
 `SETTLED_NS` older than the listing, as git treats a "racily clean" index entry. The kernel stamps
 modification times from a coarse clock, so a directory changed within the same tick as a listing
-could keep its time; a directory changed that recently is asked name by name (`os.lstat`), never
-from a listing. A directory too large to list (`MAX_NAMES`) is asked name by name too.
+could keep its time; a directory changed that recently is asked name by name (`os.access`, then
+`os.lstat` for an entry that exists), never from a listing. A directory too large to list
+(`MAX_NAMES`) is asked name by name too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import time
 from typing import Literal
 
-__all__ = ["MAX_NAMES", "SETTLED_NS", "EntryKind", "Listings"]
+__all__ = ["MAX_NAMES", "PER_NAME", "SETTLED_NS", "EntryKind", "Listings"]
 
 EntryKind = Literal["missing", "link", "other"]
 SETTLED_NS = 2_000_000_000
@@ -45,31 +46,40 @@ _lock = threading.Lock()
 
 
 class Listings:
-    """One analysis's view of the directories it asks about: each is stat'ed once per analysis."""
+    """One analysis's view of the directories it asks about. The first `PER_NAME` names asked in a
+    directory are looked up one by one (an existence test costs half a `stat` of the directory, and
+    most lines name one or two); from the next one on, the directory is stat'ed once and its listing
+    answers."""
 
-    __slots__ = ("_directories", "_names")
+    __slots__ = ("_asked", "_directories", "_names")
 
     def __init__(self) -> None:
+        self._asked: dict[str, int] = {}
         self._directories: dict[str, _Listing | None] = {}
         self._names: dict[str, EntryKind] = {}
 
     def kind(self, directory: str, name: str) -> EntryKind:
         """What `directory/name` is, without following a symlink: missing, a symlink, or other."""
-        listing = self._directories.get(directory, _UNASKED)
-        if listing is _UNASKED:
-            listing = self._directories[directory] = _settled_listing(directory)
-        if listing is not None and isinstance(listing, _Listing):
-            if name not in listing.names:
-                return "missing"
-            return "link" if name in listing.links else "other"
         path = directory + "/" + name
         found = self._names.get(path)
-        if found is None:
-            found = self._names[path] = _lstat_kind(path)
+        if found is not None:
+            return found
+        listing = self._directories.get(directory, _UNASKED)
+        if listing is _UNASKED:
+            asked = self._asked[directory] = self._asked.get(directory, 0) + 1
+            if asked > PER_NAME:
+                listing = self._directories[directory] = _settled_listing(directory)
+        if isinstance(listing, _Listing):
+            found = "missing" if name not in listing.names else "link" if name in listing.links else "other"
+        else:
+            found = _name_kind(path)
+        self._names[path] = found
         return found
 
 
 _UNASKED = object()
+PER_NAME = 2
+"""Names looked up one by one in each directory before its listing answers the rest."""
 
 
 def _settled_listing(directory: str) -> _Listing | None:
@@ -104,7 +114,9 @@ def _settled_listing(directory: str) -> _Listing | None:
     return listing
 
 
-def _lstat_kind(path: str) -> EntryKind:
+def _name_kind(path: str) -> EntryKind:
+    if not os.access(path, os.F_OK, follow_symlinks=False):
+        return "missing"  # the common case, and the cheapest test
     try:
         mode = os.lstat(path).st_mode
     except OSError:
