@@ -36,9 +36,12 @@ ORDINARY = {
     "cd && pytest && cd ..": "cd src && python3 -m pytest -q -k t{i} && cd ..",
     "cat | wc": "cat README{i}.md | wc -l",
 }
-# Shown for context, not held to the goal: a wrapper chain, a nested script and a substitution.
+# Shown for context, not held to the goal: a wrapper chain, a nested script and a substitution; and
+# twenty existing files named in one line (answered from one listing of their directory).
+FILES = [f"f{n}.py" for n in range(20)]
 CONTEXT = {
-    "wrapped + substitution": "sudo -u root timeout 5 bash -lc 'rm -rf b{i}' && echo $(git rev-parse HEAD) > out"
+    "wrapped + substitution": "sudo -u root timeout 5 bash -lc 'rm -rf b{i}' && echo $(git rev-parse HEAD) > out",
+    "git add 20 files": "git add " + " ".join(FILES) + " new{i}.py",
 }
 HEADLINE = "git commit && push"
 GOAL = 5.0
@@ -130,6 +133,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
         (root / "src").mkdir()
+        for name in FILES:
+            (root / name).write_text("x = 1\n", encoding="utf-8")
         # A project whose root has not changed for a few seconds, as most are between calls: bare
         # names are answered from its listing (shell/listings.py); a root changed within the last
         # 2 s is asked name by name instead.

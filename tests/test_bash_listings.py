@@ -61,3 +61,12 @@ def test_a_listing_tells_missing_names_links_and_other_entries(
     kinds = [asked.kind(str(site.root), name) for name in ("file", "link", "missing", "file")]
     assert kinds == ["other", "link", "missing", "other"]
     assert asked.kind(str(site.root / "no-such-directory"), "x") == "missing"
+
+
+def test_a_nul_in_a_glob_or_a_name_fails_closed_without_raising(site: CallSite) -> None:
+    """Found by the invalid-UTF-8 property test: `\\x01\\x00/[` reached `os.scandir` with a NUL, which
+    raises ValueError (on main too); no path holds a NUL, so it matches nothing, and the line fails closed."""
+    for line in ("\x01\x00/[", "cat a\x00b", "ls \x00*"):
+        requests = analyze_command(line, site)
+        assert any(request.opaque for request in requests), line
+    assert Listings().kind(str(site.root), "a\x00b") == "missing"

@@ -147,10 +147,12 @@ class _Analysis(CommandChecks):
                 self._restore(entry)
                 continue
             self.visited += 1
-            if self._spent():
+            if (not self.visited & 255 or self.visited > limits.MAX_NODES) and self._spent():
                 return
             children = self._visit(entry, parent)
-            if children is None or not self._descend(stack, entry, children, nesting):
+            if children is None:
+                return
+            if (children or entry.type in _NESTING) and not self._descend(stack, entry, children, nesting):
                 return
 
     def _spent(self) -> bool:

@@ -86,7 +86,7 @@ def _settled_listing(directory: str) -> _Listing | None:
     """The directory's listing when it is settled (reused while unchanged), else None."""
     try:
         status = os.stat(directory)
-    except OSError:
+    except (OSError, ValueError):
         return None
     identity = (status.st_mtime_ns, status.st_ino, status.st_dev)
     cached = _listed.get(directory)
@@ -115,10 +115,10 @@ def _settled_listing(directory: str) -> _Listing | None:
 
 
 def _name_kind(path: str) -> EntryKind:
-    if not os.access(path, os.F_OK, follow_symlinks=False):
-        return "missing"  # the common case, and the cheapest test
     try:
+        if not os.access(path, os.F_OK, follow_symlinks=False):
+            return "missing"  # the common case, and the cheapest test
         mode = os.lstat(path).st_mode
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the name, which no path holds
         return "missing"
     return "link" if stat.S_ISLNK(mode) else "other"
