@@ -121,6 +121,15 @@ def test_a_long_command_cut_short_by_the_node_budget_is_denied_by_its_rule(site:
     assert any(decision.rule == Rule("bash", "rm *", "deny") for decision in verdict.decisions)
 
 
+@pytest.mark.parametrize("line", ["echo " + "a " * 50_000, "ls " + "a " * 50_000 + "&& git status"])
+def test_a_fifty_thousand_word_line_asks_under_bash_ask(site: CallSite, line: str) -> None:
+    """Speed never skips a check (issue 33): a line past the budgets asks where every rule only asks,
+    and is denied by the allow-list however harmless its words."""
+    requests = analyze_command(line, site)
+    assert decide(requests, ASK_ONLY, locked=NO_RULES).action == "ask"
+    assert decide(requests, ALLOW_LIST, locked=NO_RULES).action == "deny"
+
+
 def test_past_the_node_budget_the_reason_says_so(site: CallSite, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(limits, "TIME_BUDGET", 30.0)  # the node budget, not the clock, ends the walk
     reasons = [r.reason or "" for r in analyze_command("rm -rf " + "a " * 10_001 + "build", site) if r.opaque]

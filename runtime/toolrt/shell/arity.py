@@ -19,8 +19,13 @@ def arity_table() -> Mapping[str, int]:
 
 
 @cache
-def _longest_key() -> int:
-    return max(key.count(" ") + 1 for key in arity_table())
+def _longest_by_first() -> Mapping[str, int]:
+    """First token → the most tokens of any listed prefix starting with it (most programs: 1)."""
+    longest: dict[str, int] = {}
+    for key in arity_table():
+        first, _, _ = key.partition(" ")
+        longest[first] = max(longest.get(first, 1), key.count(" ") + 1)
+    return longest
 
 
 def prefix(tokens: Sequence[str]) -> tuple[str, ...]:
@@ -29,8 +34,10 @@ def prefix(tokens: Sequence[str]) -> tuple[str, ...]:
     `("git", "push", "origin")` → `("git", "push")`; `("docker", "compose", "up", "-d")` →
     `("docker", "compose", "up")`; `()` → `()`.
     """
+    if not tokens:
+        return ()
     table = arity_table()
-    for length in range(min(len(tokens), _longest_key()), 0, -1):
+    for length in range(min(len(tokens), _longest_by_first().get(tokens[0], 1)), 0, -1):
         arity = table.get(" ".join(tokens[:length]))
         if arity is not None:
             return tuple(tokens[:arity])

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..permissions.model import CallSite, PermissionRequest
-from .analyzer import Findings, analyze_text
+from .analyzer import analyze_text
+from .findings import Findings
 from .paths import scope_for
 from .wrappers import WrapperTable, default_wrappers
 

@@ -62,7 +62,7 @@ def glob_paths(pattern: str, cwd: str | None) -> list[str] | None:
                             return None
                         if (hidden or not entry.name.startswith(".")) and fnmatch.fnmatchcase(entry.name, part):
                             matched.append(posixpath.join(directory, entry.name))
-            except OSError:
+            except (OSError, ValueError):  # ValueError: a NUL in the name, which no path holds
                 continue
         current = matched
         if not current:

@@ -16,6 +16,7 @@ import stat
 from functools import lru_cache
 
 from ..permissions.model import CallSite, usable_exempt
+from .listings import Listings
 
 __all__ = ["PathScope", "fs_safe", "path_candidate", "scope_for"]
 
@@ -98,11 +99,12 @@ class PathScope:
         """True when a normalised absolute path is in the project (lexically)."""
         return _contains(self.root, lexical)
 
-    def external(self, word: str, cwd: str | None) -> list[str]:
+    def external(self, word: str, cwd: str | None, listings: Listings | None = None) -> list[str]:
         """The directories (0, 1 or 2) outside the project that `word` reaches, lexically or really.
 
         For a path that is an existing directory the directory itself, otherwise its parent,
         as OpenCode's `kind` rule. `/dev/null` and friends and the exempt directories give none.
+        `listings` answers whether a name in a directory exists (one listing, not a call per name).
         """
         if not fs_safe(word):
             return self._lexical_only(word, cwd)
@@ -111,10 +113,9 @@ class PathScope:
             if base is not None:
                 # The common case (`origin`, `main`): a name in a directory known to be in the
                 # project; only a symlink of that name can lead out.
-                candidate = base + "/" + word
-                if not os.access(candidate, os.F_OK, follow_symlinks=False) or not os.path.islink(candidate):
+                if (listings or Listings()).kind(base, word) != "link":
                     return []
-                real = os.path.realpath(candidate)
+                real = os.path.realpath(base + "/" + word)
                 if self._exempt(real) or _contains(self.root_real, real):
                     return []
                 return [_directory_of(real)]
@@ -130,7 +131,7 @@ class PathScope:
         found: list[str] = []
         if not _contains(self.root, lexical) and not self._exempt(lexical):
             found.append(_directory_of(lexical))
-        resolved = self._real(absolute, lexical)
+        resolved = self._real(absolute, lexical, listings)
         if resolved is not None and not self._exempt(resolved) and not _contains(self.root_real, resolved):
             directory = _directory_of(resolved)
             if directory not in found:
@@ -155,7 +156,7 @@ class PathScope:
         walked = self._walk(directory[len(self.root) :].strip("/"))
         return None if walked is None or walked[1] else walked[0]
 
-    def _real(self, absolute: str, lexical: str) -> str | None:
+    def _real(self, absolute: str, lexical: str, listings: Listings | None) -> str | None:
         """The symlink-resolved path when it may differ from `lexical`, else None."""
         if "/.." not in absolute and _contains(self.root, lexical):
             # Walk the components under the root; only a symlink among them can lead out.
@@ -164,11 +165,10 @@ class PathScope:
                 return None
             current = self.root_real.rstrip("/")
             if "/" not in relative:
-                # The common case (`origin`, `main`): one cheap existence test, no exception.
-                current += "/" + relative
-                if not os.access(current, os.F_OK, follow_symlinks=False):
+                # The common case (`origin`, `main`): answered from the root's listing.
+                if (listings or Listings()).kind(current, relative) != "link":
                     return None
-                return os.path.realpath(current) if os.path.islink(current) else None
+                return os.path.realpath(current + "/" + relative)
             walked = self._walk(relative)
             return os.path.realpath(lexical) if walked is not None and walked[1] else None
         return os.path.realpath(absolute)

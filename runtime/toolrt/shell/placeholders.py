@@ -17,7 +17,7 @@ context is `word` or `quoted` (inside double quotes), which decides how its expa
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .unwrap import unwrap
@@ -25,7 +25,7 @@ from .unwrap import unwrap
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-    from .wrappers import WrapperTable
+    from .wrappers import Wrapper, WrapperTable
 
 __all__ = ["MARKER", "PlaceholderProblem", "placeholder_contexts"]
 
@@ -155,62 +155,77 @@ def _check_node(node: Node, kind: str, data: bytes, start: int, where: str, tabl
         raise PlaceholderProblem(
             f"{{{{ }}}} in a here-document {where}: pass the value with the handler's `stdin:` instead"
         )
-    if kind == "command_substitution":
-        if data[node.start_byte : node.start_byte + 1] == b"`":
-            raise PlaceholderProblem(f"{{{{ }}}} inside backticks {where}: write $( ) instead")
-        return
-    if kind == "compound_statement":
-        if data[node.start_byte :].startswith(b"(("):
-            raise _refuse(where, "inside arithmetic (( ))")
-        return
-    if kind == "test_command":
-        brackets = "[[ ]]" if data[node.start_byte :].startswith(b"[[") else "[ ]"
-        raise _refuse(where, f"inside a {brackets} test")
     rejected = _REJECTED.get(kind)
     if rejected is not None:
         raise _refuse(where, rejected)
-    if kind == "variable_assignment":
-        if not _within(node.children_by_field_name("value"), start):
-            raise _refuse(where, "as a variable name")
-        name = node.child_by_field_name("name")
-        variable = data[name.start_byte : name.end_byte].decode() if name is not None else ""
-        if table.is_dangerous_env(variable):
-            raise PlaceholderProblem(
-                f"{{{{ }}}} as the value of {variable} {where}: that variable loads code or picks programs"
-            )
-        return
-    if kind in ("variable_assignments", "file_redirect"):
-        if kind == "file_redirect" and not _within(node.children_by_field_name("destination"), start):
-            raise _refuse(where, "as a file descriptor")
-        return
-    if kind == "for_statement" or kind == "case_statement":
-        if not _within(node.children_by_field_name("value"), start) and kind == "for_statement":
-            raise _refuse(where, "as a loop variable")
-        return
-    if kind == "case_item":
-        if not _within(node.children_by_field_name("value"), start):
-            return
+    check = _NODE_CHECKS.get(kind)
+    if check is None:
+        raise _refuse(where, f"inside a {kind.replace('_', ' ')}", _Unnamed)
+    check(node, data, start, where, table)
+
+
+def _in_substitution(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    if data[node.start_byte : node.start_byte + 1] == b"`":
+        raise PlaceholderProblem(f"{{{{ }}}} inside backticks {where}: write $( ) instead")
+
+
+def _in_compound(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    if data[node.start_byte :].startswith(b"(("):
+        raise _refuse(where, "inside arithmetic (( ))")
+
+
+def _in_test(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    brackets = "[[ ]]" if data[node.start_byte :].startswith(b"[[") else "[ ]"
+    raise _refuse(where, f"inside a {brackets} test")
+
+
+def _in_assignment(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    if not _within(node.children_by_field_name("value"), start):
+        raise _refuse(where, "as a variable name")
+    name = node.child_by_field_name("name")
+    variable = data[name.start_byte : name.end_byte].decode() if name is not None else ""
+    if table.is_dangerous_env(variable):
+        raise PlaceholderProblem(
+            f"{{{{ }}}} as the value of {variable} {where}: that variable loads code or picks programs"
+        )
+
+
+def _in_redirect(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    if not _within(node.children_by_field_name("destination"), start):
+        raise _refuse(where, "as a file descriptor")
+
+
+def _in_for(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    if not _within(node.children_by_field_name("value"), start):
+        raise _refuse(where, "as a loop variable")
+
+
+def _in_case_item(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    if _within(node.children_by_field_name("value"), start):
         raise _refuse(where, "in a case pattern")
-    if kind == "function_definition":
-        if not _within(node.children_by_field_name("body"), start):
-            raise _refuse(where, "as a function name")
-        return
-    if kind == "declaration_command":
-        for child in node.named_children:
-            if child.type in ("word", "variable_name", "concatenation", "string") and _within([child], start):
-                raise _refuse(where, "as a name a declaration evaluates")
-        return
-    if kind == "command":
-        _check_command_word(node, data, start, where, table)
-        return
-    if kind == "pipeline":
-        after = [child for child in node.named_children if child.start_byte >= start]
-        for later in after:
-            runner = _runs_input(later, data, table)
-            if runner is not None:
-                raise PlaceholderProblem(f"{{{{ }}}} piped into {runner}, which runs its input as code {where}")
-        return
-    raise _refuse(where, f"inside a {kind.replace('_', ' ')}", _Unnamed)
+
+
+def _in_function(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    if not _within(node.children_by_field_name("body"), start):
+        raise _refuse(where, "as a function name")
+
+
+def _in_declaration(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    for child in node.named_children:
+        if child.type in ("word", "variable_name", "concatenation", "string") and _within([child], start):
+            raise _refuse(where, "as a name a declaration evaluates")
+
+
+def _in_pipeline(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    after = [child for child in node.named_children if child.start_byte >= start]
+    for later in after:
+        runner = _runs_input(later, data, table)
+        if runner is not None:
+            raise PlaceholderProblem(f"{{{{ }}}} piped into {runner}, which runs its input as code {where}")
+
+
+def _nowhere(node: Node, data: bytes, start: int, where: str, table: WrapperTable) -> None:
+    """A node that holds the marker only inside a part checked on its own (`case WORD in`)."""
 
 
 _NAME_BUILTINS = frozenset({"declare", "typeset", "local", "export", "readonly"})
@@ -297,30 +312,31 @@ def _check_command_word(command: Node, data: bytes, start: int, where: str, tabl
         if wrapper is None:
             _check_program(base, words, first, last, where, table)
             continue
-        inner = unwrap(wrapper, words.values, first, last)
-        shown = " ".join(wrapper.name)
-        if any(words.marker in script for script in inner.scripts) or inner.dynamic is not None:
+        work.extend(_check_wrapper(wrapper, words, first, last, where))
+
+
+def _check_wrapper(wrapper: Wrapper, words: _Words, first: int, last: int, where: str) -> list[tuple[int, int]]:
+    """Reject the marker where `wrapper` reads it as code or as an option; returns the commands it wraps."""
+    inner = unwrap(wrapper, words.values, first, last)
+    shown = " ".join(wrapper.name)
+    if any(words.marker in script for script in inner.scripts) or inner.dynamic is not None:
+        raise PlaceholderProblem(f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{shown}` runs it")
+    begins = min((start_ for start_, _ in inner.commands), default=last)
+    if wrapper.kind == "shell":
+        operands = [i for i in range(first + 1, last) if not (words.values[i] or "").startswith(("-", "+"))]
+        operands = [i for i in operands if (words.values[i - 1] or "") not in wrapper.options_with_value]
+        if operands and operands[0] == words.target and not inner.scripts:
+            raise PlaceholderProblem(f"{{{{ }}}} as the script {shown} runs {where}: name the script in the template")
+        begins = operands[0] if operands else last
+    options = wrapper.script_options or wrapper.kind in ("shell", "none", "argument")
+    if options and first < words.target < begins and words.leads:
+        previous = words.values[words.target - 1] or ""
+        if previous not in wrapper.options_with_value:
             raise PlaceholderProblem(
-                f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{shown}` runs it"
+                f"{{{{ }}}} where {shown} reads its options {where}: a value starting with - could be one that "
+                "runs code; write the option and its value as one word (--file={{ x }}), or put -- before it"
             )
-        begins = min((start_ for start_, _ in inner.commands), default=last)
-        if wrapper.kind == "shell":
-            operands = [i for i in range(first + 1, last) if not (words.values[i] or "").startswith(("-", "+"))]
-            operands = [i for i in operands if (words.values[i - 1] or "") not in wrapper.options_with_value]
-            if operands and operands[0] == words.target and not inner.scripts:
-                raise PlaceholderProblem(
-                    f"{{{{ }}}} as the script {shown} runs {where}: name the script in the template"
-                )
-            begins = operands[0] if operands else last
-        options = wrapper.script_options or wrapper.kind in ("shell", "none", "argument")
-        if options and first < words.target < begins and words.leads:
-            previous = words.values[words.target - 1] or ""
-            if previous not in wrapper.options_with_value:
-                raise PlaceholderProblem(
-                    f"{{{{ }}}} where {shown} reads its options {where}: a value starting with - could be one that "
-                    "runs code; write the option and its value as one word (--file={{ x }}), or put -- before it"
-                )
-        work.extend(inner.commands)
+    return list(inner.commands)
 
 
 def _runs_input(node: Node, data: bytes, table: WrapperTable) -> str | None:
@@ -394,8 +410,12 @@ def _check_program(base: str, words: _Words, first: int, last: int, where: str, 
     if global_options is not None and global_options.ask:
         _check_global_options(base, words, first, last, where, global_options.options_with_value, global_options.ask)
     options = table.code_options_of(base)
-    if options is None:
-        return
+    if options is not None:
+        _check_code_options(base, words, first, last, where, options)
+
+
+def _check_code_options(base: str, words: _Words, first: int, last: int, where: str, options: frozenset[str]) -> None:
+    """The marker among the options of a program that runs code, or as its program operand."""
     program = base.rstrip("0123456789.-")
     index = first + 1
     explicit = False
@@ -407,33 +427,17 @@ def _check_program(base: str, words: _Words, first: int, last: int, where: str, 
         text = value or ""
         if text == "--" and not is_target:
             return  # what follows is operands: a script file and its arguments
-        takes_code = (
-            text in options
-            or (program in _SED and text in ("-e", "--expression", "-f", "--file"))
-            or (program in _AWK and text in ("-f", "--file"))
-        )
+        takes_code = _takes_code(program, text, options)
         if takes_code and index + 1 == words.target:
             raise PlaceholderProblem(
                 f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base} {text}` runs it"
             )
         if is_target:
-            if words.leads:
-                raise PlaceholderProblem(
-                    f"{{{{ }}}} where {base} reads its options {where}: a value starting with - could be one that "
-                    f"runs code ({', '.join(sorted(options)) or 'its program'}); put -- before it"
-                )
-            if any(text.startswith(option) for option in options if option.startswith("-")) or text.startswith(
-                "--expression="
-            ):
-                raise PlaceholderProblem(
-                    f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base}` runs it"
-                )
-            if not text.startswith("-") and not explicit:
-                raise PlaceholderProblem(f"{{{{ }}}} as the program {base} runs {where}: name it in the template")
+            _check_program_target(base, words, text, options, explicit, where)
+            return
+        if takes_code and program.startswith(_ENDS_OPTIONS):
             return
         if takes_code:
-            if program.startswith(_ENDS_OPTIONS):
-                return
             explicit = True
             index += 2
             continue
@@ -445,6 +449,30 @@ def _check_program(base: str, words: _Words, first: int, last: int, where: str, 
         if not text.startswith("-"):
             return  # the first operand: the program or script; what follows are its arguments
         index += 1
+
+
+def _takes_code(program: str, option: str, options: frozenset[str]) -> bool:
+    """Whether `option` of `program` takes code (a script or a script file) as its value."""
+    return (
+        option in options
+        or (program in _SED and option in ("-e", "--expression", "-f", "--file"))
+        or (program in _AWK and option in ("-f", "--file"))
+    )
+
+
+def _check_program_target(
+    base: str, words: _Words, text: str, options: frozenset[str], explicit: bool, where: str
+) -> None:
+    """The marker in an option or operand word of a program that runs code (`text`: the word)."""
+    if words.leads:
+        raise PlaceholderProblem(
+            f"{{{{ }}}} where {base} reads its options {where}: a value starting with - could be one that "
+            f"runs code ({', '.join(sorted(options)) or 'its program'}); put -- before it"
+        )
+    if any(text.startswith(option) for option in options if option.startswith("-")) or text.startswith("--expression="):
+        raise PlaceholderProblem(f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base}` runs it")
+    if not text.startswith("-") and not explicit:
+        raise PlaceholderProblem(f"{{{{ }}}} as the program {base} runs {where}: name it in the template")
 
 
 def _check_global_options(
@@ -471,3 +499,21 @@ def _check_global_options(
                 raise PlaceholderProblem(f"{{{{ }}}} as the value of {base} {value} {where}: {ask[value]}")
             return
         index += 2 if value in with_value else 1
+
+
+# Where a marker may stand, by the kind of each node that holds it (other kinds refuse it).
+_NODE_CHECKS: Mapping[str, Callable[[Node, bytes, int, str, WrapperTable], None]] = {
+    "command_substitution": _in_substitution,
+    "compound_statement": _in_compound,
+    "test_command": _in_test,
+    "variable_assignment": _in_assignment,
+    "variable_assignments": _nowhere,
+    "file_redirect": _in_redirect,
+    "for_statement": _in_for,
+    "case_statement": _nowhere,
+    "case_item": _in_case_item,
+    "function_definition": _in_function,
+    "declaration_command": _in_declaration,
+    "command": _check_command_word,
+    "pipeline": _in_pipeline,
+}

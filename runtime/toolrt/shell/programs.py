@@ -107,30 +107,32 @@ def sed_runs_code(script: str) -> bool:
         if command in "ewWrR":  # `r FILE`/`R FILE` read a file the script names, anywhere
             return True
         if command in "s" and index + 1 < length:
-            delimiter = script[index + 1]
-            index += 2
-            for _ in range(2):  # the pattern, then the replacement
-                while index < length and script[index] != delimiter:
-                    index += 2 if script[index] == "\\" else 1
-                index += 1
+            index = _after_delimited(script, index)  # the pattern, then the replacement
             flags_start = index
             while index < length and script[index] not in ";\n}":
                 index += 1
             if "e" in script[flags_start:index] or "w" in script[flags_start:index]:
                 return True
         elif command in "y" and index + 1 < length:
-            delimiter = script[index + 1]
-            index += 2
-            for _ in range(2):
-                while index < length and script[index] != delimiter:
-                    index += 2 if script[index] == "\\" else 1
-                index += 1
+            index = _after_delimited(script, index)
         elif command in "aicrRbtTqQlL:#{}":
             # Text or a label or a file name runs to the end of the line (or the next `;`).
             while index < length and script[index] != "\n" and (command in "aicrR:#" or script[index] != ";"):
                 index += 1
         index += 1
     return False
+
+
+def _after_delimited(script: str, index: int) -> int:
+    """Where the two delimited parts of the `s` or `y` command at `index` end (`s/a/b/` → after the last `/`)."""
+    length = len(script)
+    delimiter = script[index + 1]
+    index += 2
+    for _ in range(2):
+        while index < length and script[index] != delimiter:
+            index += 2 if script[index] == "\\" else 1
+        index += 1
+    return index
 
 
 def _awk(args: Sequence[str | None]) -> str | None:

@@ -43,6 +43,41 @@ def unwrap(wrapper: Wrapper, words: Sequence[str | None], start: int, end: int) 
     return _options_then_command(wrapper, words, first, end)
 
 
+def _is_option(wrapper: Wrapper, word: str, positionals: int) -> bool:
+    """Whether `word` is an option of the wrapper. Once its operands are consumed (`timeout 5`), what
+    follows is the command, except a script option (`flock FILE -c 'cmd'`)."""
+    operands_done = wrapper.positionals > 0 and positionals == 0
+    return len(word) > 1 and word[0] == "-" and (not operands_done or word.partition("=")[0] in wrapper.script_options)
+
+
+def _with_script(
+    wrapper: Wrapper,
+    script: str,
+    words: Sequence[str | None],
+    rest_start: int,
+    end: int,
+    scripts: list[str],
+    assignments: list[str],
+) -> Unwrapped | None:
+    """A script option's value: added to `scripts` (None: more options may follow), or what the
+    wrapper runs."""
+    if script == "":
+        return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a script that is not a literal string")
+    if script.startswith("exec="):
+        script = script[5:]  # `tar --checkpoint-action=exec=CMD`
+    if wrapper.kind == "none":
+        # Options that run scripts may come several times, anywhere (`tar`, `su USER -c`).
+        scripts.append(script)
+        return None
+    # `env -S 'cmd a' b`: the split string, then the remaining operands (for `su -c` the operand is a
+    # user name, not part of the command).
+    rest = words[rest_start:end] if wrapper.kind == "command" else ()
+    if any(part is None for part in rest):
+        return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a command that is not literal")
+    scripts.append(" ".join([script, *(part for part in rest if part is not None)]))
+    return Unwrapped(scripts=tuple(scripts), assignments=tuple(assignments))
+
+
 def _options_then_command(wrapper: Wrapper, words: Sequence[str | None], index: int, end: int) -> Unwrapped:
     positionals = wrapper.positionals
     assignments: list[str] = []
@@ -63,35 +98,14 @@ def _options_then_command(wrapper: Wrapper, words: Sequence[str | None], index: 
         if not options_done and word == "-" and wrapper.kind == "command":
             index += 1  # `env - cmd` is `env -i cmd`
             continue
-        # Once a wrapper's operands are consumed (`timeout 5`), what follows is the command, except
-        # a script option (`flock FILE -c 'cmd'`).
-        operands_done = wrapper.positionals > 0 and positionals == 0
-        if (
-            not options_done
-            and len(word) > 1
-            and word[0] == "-"
-            and (not operands_done or word.partition("=")[0] in wrapper.script_options)
-        ):
+        if not options_done and _is_option(wrapper, word, positionals):
             step, stop, script = _option(wrapper, word, words, index, end)
             if stop:
                 return Unwrapped(assignments=tuple(assignments))
             if script is not None:
-                if script == "":
-                    return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a script that is not a literal string")
-                if script.startswith("exec="):
-                    script = script[5:]  # `tar --checkpoint-action=exec=CMD`
-                if wrapper.kind == "none":
-                    # Options that run scripts may come several times, anywhere (`tar`, `su USER -c`).
-                    scripts.append(script)
-                    index += step
-                    continue
-                # `env -S 'cmd a' b`: the split string, then the remaining operands (for `su -c`
-                # the operand is a user name, not part of the command).
-                rest = words[index + step : end] if wrapper.kind == "command" else ()
-                if any(part is None for part in rest):
-                    return Unwrapped(dynamic=f"`{' '.join(wrapper.name)}` runs a command that is not literal")
-                scripts.append(" ".join([script, *(part for part in rest if part is not None)]))
-                return Unwrapped(scripts=tuple(scripts), assignments=tuple(assignments))
+                done = _with_script(wrapper, script, words, index + step, end, scripts, assignments)
+                if done is not None:
+                    return done
             index += step
             continue
         if wrapper.assignments and _is_assignment(word):
@@ -103,6 +117,13 @@ def _options_then_command(wrapper: Wrapper, words: Sequence[str | None], index: 
             index += 1
             continue
         break
+    return _what_follows(wrapper, words, index, end, scripts, assignments)
+
+
+def _what_follows(
+    wrapper: Wrapper, words: Sequence[str | None], index: int, end: int, scripts: list[str], assignments: list[str]
+) -> Unwrapped:
+    """What the wrapper runs once its options end at `index`: a command, a script or its operand."""
     if wrapper.kind == "none" or index >= end:
         return Unwrapped(scripts=tuple(scripts), assignments=tuple(assignments))
     if wrapper.kind == "argument":

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
-__all__ = ["CODE_VARIABLES", "PROMPTS", "assigned_names", "prompt_code", "traces"]
+__all__ = ["ASSIGNING_BUILTINS", "CODE_VARIABLES", "PROMPTS", "assigned_names", "prompt_code", "traces"]
 
 PROMPTS = frozenset(("PS0", "PS1", "PS2", "PS3", "PS4"))
 """Variables bash expands as prompts: parameter expansion, arithmetic and command substitution."""
@@ -41,6 +41,9 @@ _ASSIGNS: Mapping[str, _Assigns] = MappingProxyType(
         "wait": _Assigns(frozenset(("-p",)), frozenset(), "none", None),
     }
 )
+
+ASSIGNING_BUILTINS = frozenset(_ASSIGNS)
+"""The builtins `assigned_names` reads."""
 
 
 def assigned_names(builtin: str, args: Sequence[str | None]) -> list[str | None] | None:

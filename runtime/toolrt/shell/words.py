@@ -137,12 +137,7 @@ def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Bui
     elif kind == "raw_string":
         out.add(text[1:-1])
     elif kind == "string":
-        for child in node.named_children:
-            child_kind = child.type
-            if child_kind == "string_content":
-                out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child, source)))
-            else:
-                _piece(child, child_kind, _text(child, source), known, out, source)
+        _double_quoted(node, known, out, source)
     elif kind == "concatenation":
         for child in node.children:
             _piece(child, child.type, _text(child, source), known, out, source)
@@ -151,22 +146,37 @@ def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Bui
         out.add(text)
     elif kind == "ansi_c_string":
         out.add(ansi_c(text[2:-1]))
-    elif kind == "expansion" and (parts := alternative(node, source)) is not None:
+    elif kind == "simple_expansion" or kind == "expansion":
+        _expansion(node, kind, text, known, out, source)
+    else:
+        out.unknown(None)
+
+
+def _double_quoted(node: Node, known: Mapping[str, str], out: _Builder, source: bytes) -> None:
+    for child in node.named_children:
+        child_kind = child.type
+        if child_kind == "string_content":
+            out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child, source)))
+        else:
+            _piece(child, child_kind, _text(child, source), known, out, source)
+
+
+def _expansion(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Builder, source: bytes) -> None:
+    """`$NAME`, `${NAME}`; `${NAME:-word}` and its kin, whose word is the value bash may use instead."""
+    if kind == "expansion" and (parts := alternative(node, source)) is not None:
         out.defaulted = True
         word = parts[2]
         if not out.alternatives:  # the variable's value (its word is checked as `Word.defaults`)
             out.unknown(parts[0] if _NAME.fullmatch(parts[0]) else None)
         elif word is not None:
             _piece(word, word.type, _text(word, source), known, out, source)
-    elif kind == "simple_expansion" or kind == "expansion":
-        name = _variable(text)
-        value = known.get(name) if name is not None else None
-        if value is not None:
-            out.add(value)
-        else:
-            out.unknown(name)
+        return
+    name = _variable(text)
+    value = known.get(name) if name is not None else None
+    if value is not None:
+        out.add(value)
     else:
-        out.unknown(None)
+        out.unknown(name)
 
 
 def _unquoted(text: str, out: _Builder) -> str:

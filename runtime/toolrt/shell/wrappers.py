@@ -78,6 +78,7 @@ class WrapperTable:
     _by_first_word: Mapping[str, tuple[Wrapper, ...]] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
+    _described: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[str, list[Wrapper]] = {}
@@ -86,6 +87,8 @@ class WrapperTable:
         # Longest names first, so the first full match is the most specific (`uv tool run`, `uv run`).
         by_first = {first: tuple(sorted(found, key=lambda w: -len(w.name))) for first, found in index.items()}
         object.__setattr__(self, "_by_first_word", MappingProxyType(by_first))
+        described = (*self.unseen, *self.code_options, *self.subcommands, *self.follow_options)
+        object.__setattr__(self, "_described", frozenset(described))
 
     def match(self, words: Sequence[str | None], start: int) -> Wrapper | None:
         """The wrapper that `words[start:]` begins with (first word by basename, longest name wins)."""
@@ -98,6 +101,11 @@ class WrapperTable:
             if start + len(name) <= len(words) and all(words[start + i] == part for i, part in enumerate(name[1:], 1)):
                 return wrapper
         return None
+
+    def describes(self, program: str) -> bool:
+        """Whether the command, code-option, subcommand or follow-option tables name `program` (a
+        basename, also with its version stripped): for any other, none of them has anything to say."""
+        return program in self._described or program.rstrip("0123456789.-") in self._described
 
     def code_options_of(self, program: str) -> frozenset[str] | None:
         """The code-carrying options of `program` (by basename, version stripped), None if not listed."""
@@ -145,21 +153,8 @@ class WrapperTable:
             wrapper = _wrapper(str(name), spec, source, problems)
             if wrapper is not None:
                 wrappers[wrapper.name] = wrapper
-        for index, entry in enumerate(_list(data.get("dangerous_env"), source, "/dangerous_env", problems)):
-            if entry.endswith("*"):
-                prefixes.append(entry[:-1])
-            else:
-                exact.add(entry)
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", entry):
-                problems.append(_problem(source, f"/dangerous_env/{index}", f"{entry!r} is not a variable name"))
-        for name, spec in _mapping(data.get("global_options"), source, "/global_options", problems).items():
-            pointer = f"/global_options/{_escape(str(name))}"
-            spec_map = _mapping(spec, source, pointer, problems)
-            options = _list(spec_map.get("options_with_value"), source, pointer + "/options_with_value", problems)
-            ask = _mapping(spec_map.get("ask"), source, pointer + "/ask", problems)
-            globals_[str(name)] = GlobalOptions(
-                frozenset(options), MappingProxyType({str(k): str(v) for k, v in ask.items()})
-            )
+        _add_dangerous_env(data.get("dangerous_env"), source, problems, exact, prefixes)
+        _add_global_options(data.get("global_options"), source, problems, globals_)
         if problems:
             raise ConfigError(problems)
         return WrapperTable(
@@ -240,6 +235,33 @@ def _wrapper(name: str, spec: object, source: str, problems: list[Problem]) -> W
         cast(ShellDialect, dialect),
         feeds,
     )
+
+
+def _add_dangerous_env(
+    value: object, source: str, problems: list[Problem], exact: set[str], prefixes: list[str]
+) -> None:
+    """`dangerous_env`: names, or prefixes ending in `*`."""
+    for index, entry in enumerate(_list(value, source, "/dangerous_env", problems)):
+        if entry.endswith("*"):
+            prefixes.append(entry[:-1])
+        else:
+            exact.add(entry)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", entry):
+            problems.append(_problem(source, f"/dangerous_env/{index}", f"{entry!r} is not a variable name"))
+
+
+def _add_global_options(
+    value: object, source: str, problems: list[Problem], globals_: dict[str, GlobalOptions]
+) -> None:
+    """`global_options`: per command, the options that take a value and those that make it ask."""
+    for name, spec in _mapping(value, source, "/global_options", problems).items():
+        pointer = f"/global_options/{_escape(str(name))}"
+        spec_map = _mapping(spec, source, pointer, problems)
+        options = _list(spec_map.get("options_with_value"), source, pointer + "/options_with_value", problems)
+        ask = _mapping(spec_map.get("ask"), source, pointer + "/ask", problems)
+        globals_[str(name)] = GlobalOptions(
+            frozenset(options), MappingProxyType({str(k): str(v) for k, v in ask.items()})
+        )
 
 
 def _mapping(value: object, source: str, pointer: str, problems: list[Problem]) -> Mapping[str, Any]:

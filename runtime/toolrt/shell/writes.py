@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -228,66 +228,84 @@ def _has(word: str | None, options: frozenset[str]) -> bool:
     return word[1:2] != "-" and any("-" + letter in options for letter in word[1:])
 
 
+@dataclass(slots=True)
+class _Scanned:
+    """What `_scan` has read of a command's words so far."""
+
+    enabled: bool
+    unnamed: bool
+    operands: list[str | None] = field(default_factory=list)
+    out: list[str | None] = field(default_factory=list)
+    script: bool = False
+    index: int = 0
+    options_done: bool = False
+
+    def mark(self, rule: WriteRule, option: str) -> None:
+        self.enabled = self.enabled or option in rule.when
+        self.unnamed = self.unnamed or option in rule.unnamed
+        self.script = self.script or option in rule.script
+
+
 def _scan(
     rule: WriteRule, words: Sequence[str | None]
 ) -> tuple[list[str | None], list[str | None], tuple[bool, bool, bool]]:
     """(operands, option targets, (enabled, script, unnamed)) of a command's words under `rule`."""
-    operands: list[str | None] = []
-    out: list[str | None] = []
-    enabled = not rule.when
-    script = False
-    unnamed = "*" in rule.unnamed
-    index = 0
-    options_done = False
-    while index < len(words):
-        word = words[index]
-        index += 1
-        if word is not None and index == 1 and rule.unnamed and not word.startswith("-"):
+    state = _Scanned(enabled=not rule.when, unnamed="*" in rule.unnamed)
+    while state.index < len(words):
+        word = words[state.index]
+        state.index += 1
+        if word is not None and state.index == 1 and rule.unnamed and not word.startswith("-"):
             # `tar xf a.tar`: the first word is a cluster of options without a dash.
             if any("-" + letter in rule.unnamed for letter in word):
-                unnamed = True
-                if "f" in word and index < len(words):
-                    index += 1  # the archive
+                state.unnamed = True
+                if "f" in word and state.index < len(words):
+                    state.index += 1  # the archive
                 continue
-        if word is None or options_done or word == "-" or not word.startswith("-"):
-            if word is not None and "=" in word and word.partition("=")[0] in rule.assign:
-                out.append(word.partition("=")[2])
-            elif word is not None and rule.assign and "=" in word:
-                continue
-            else:
-                operands.append(word)
-            continue
-        if word == "--":
-            options_done = True
-            continue
-        option, equals, value = word.partition("=")
-        if word.startswith("--") or (
-            len(option) > 2 and option in rule.target | rule.values | rule.when | rule.unnamed
+        if word is None or state.options_done or word == "-" or not word.startswith("-"):
+            _scan_operand(rule, state, word)
+        elif word == "--":
+            state.options_done = True
+        elif word.startswith("--") or (
+            len(word.partition("=")[0]) > 2
+            and word.partition("=")[0] in rule.target | rule.values | rule.when | rule.unnamed
         ):  # long options, and single-dash long ones (`find -fprint`, `openssl -out`)
-            enabled = enabled or option in rule.when
-            unnamed = unnamed or option in rule.unnamed
-            script = script or option in rule.script
+            _scan_long(rule, state, word, words)
+        else:
+            _scan_cluster(rule, state, word, words)
+    return state.operands, state.out, (state.enabled, state.script, state.unnamed)
+
+
+def _scan_operand(rule: WriteRule, state: _Scanned, word: str | None) -> None:
+    if word is not None and "=" in word and word.partition("=")[0] in rule.assign:
+        state.out.append(word.partition("=")[2])
+    elif word is None or not rule.assign or "=" not in word:
+        state.operands.append(word)
+
+
+def _scan_long(rule: WriteRule, state: _Scanned, word: str, words: Sequence[str | None]) -> None:
+    option, equals, value = word.partition("=")
+    state.mark(rule, option)
+    if option in rule.target:
+        state.out.append(value if equals else (words[state.index] if state.index < len(words) else None))
+    if not equals and (option in rule.values or option in rule.target):
+        state.index += 1
+
+
+def _scan_cluster(rule: WriteRule, state: _Scanned, word: str, words: Sequence[str | None]) -> None:
+    """A cluster of short options: `-ni`, `-i.bak`, `-pe`."""
+    for position in range(1, len(word)):
+        option = "-" + word[position]
+        attached = word[position + 1 :]
+        state.mark(rule, option)
+        if option in rule.when:
+            break  # the rest is the option's suffix (`-i.bak`)
+        if option in rule.values or option in rule.target:
+            given = attached or (words[state.index] if state.index < len(words) else None)
+            if not attached:
+                state.index += 1
             if option in rule.target:
-                out.append(value if equals else (words[index] if index < len(words) else None))
-            if not equals and (option in rule.values or option in rule.target):
-                index += 1
-            continue
-        for position in range(1, len(word)):  # a cluster of short options: `-ni`, `-i.bak`, `-pe`
-            option = "-" + word[position]
-            attached = word[position + 1 :]
-            enabled = enabled or option in rule.when
-            unnamed = unnamed or option in rule.unnamed
-            script = script or option in rule.script
-            if option in rule.when:
-                break  # the rest is the option's suffix (`-i.bak`)
-            if option in rule.values or option in rule.target:
-                given = attached or (words[index] if index < len(words) else None)
-                if not attached:
-                    index += 1
-                if option in rule.target:
-                    out.append(given)
-                break
-    return operands, out, (enabled, script, unnamed)
+                state.out.append(given)
+            break
 
 
 def _git(values: Sequence[str | None]) -> list[str | None]:
@@ -308,30 +326,37 @@ def _git(values: Sequence[str | None]) -> list[str | None]:
         if option in ("-c", "--config-env"):
             out.append(posixpath.join(directory, ".git/config"))
         index += 1 if equals or option not in _GIT_VALUE_OPTIONS else 2
-    if index < len(values) and values[index] in ("restore", "checkout"):
-        # Pathspecs (after `--` for checkout) are worktree files the command writes.
-        rest = values[index + 1 :]
-        if values[index] == "checkout":
-            rest = rest[rest.index("--") + 1 :] if "--" in rest else ()
-        for word in rest:
-            if word is None:
-                out.append(None)
-            elif not word.startswith("-"):
-                out.append(posixpath.join(directory, word))
-        return out
-    writer = _GIT_WRITERS.get(values[index] or "") if index < len(values) else None
+    subcommand = values[index] if index < len(values) else None
+    rest = values[index + 1 :]
+    if subcommand in ("restore", "checkout"):
+        return out + _git_pathspecs(subcommand == "checkout", rest, directory)
+    writer = _GIT_WRITERS.get(subcommand or "") if index < len(values) else None
     if writer is not None:
-        return out + writer(values[index + 1 :], directory)
-    if index < len(values) and values[index] in ("apply", "am"):
+        return out + writer(rest, directory)
+    if subcommand in ("apply", "am"):
         checks = {"--check", "--stat", "--numstat", "--summary", "--show-current-patch", "--abort", "--quit"}
-        rest = values[index + 1 :]
         if not any(word in checks for word in rest) or "--apply" in rest:
             out.append(posixpath.join(directory, UNNAMED))  # the patch names the files it writes
         return out
-    if index >= len(values) or values[index] != "config":
+    if subcommand != "config":
         return out
+    return out + _git_config(rest, directory)
+
+
+def _git_pathspecs(checkout: bool, rest: Sequence[str | None], directory: str) -> list[str | None]:
+    """Pathspecs of `git restore` (after `--` for checkout): worktree files the command writes."""
+    if checkout:
+        rest = rest[list(rest).index("--") + 1 :] if "--" in rest else ()
+    return [
+        None if word is None else posixpath.join(directory, word)
+        for word in rest
+        if word is None or not word.startswith("-")
+    ]
+
+
+def _git_config(arguments: Sequence[str | None], directory: str) -> list[str | None]:
+    """The config file `git config ARGUMENTS` changes (none when it only reads)."""
     config: str | None = posixpath.join(directory, ".git/config")
-    arguments = values[index + 1 :]
     writes = False
     operands = 0
     position = 0
@@ -345,22 +370,21 @@ def _git(values: Sequence[str | None]) -> list[str | None]:
             writes = True
             continue
         option, equals, value = word.partition("=")
-        if option in ("--global",):
-            config = "~/.gitconfig"
-        elif option == "--system":
-            config = "/etc/gitconfig"
+        if option in _GIT_CONFIG_FILES:
+            config = _GIT_CONFIG_FILES[option]
         elif option in ("--file", "-f"):
             config = value if equals else (arguments[position] if position < len(arguments) else None)
             position += 0 if equals else 1
         elif option in _GIT_CONFIG_WRITES:
             writes = True
         elif option in _GIT_CONFIG_READS:
-            return out
+            return []
         elif not word.startswith("-"):
             operands += 1
-    if writes or operands >= 2:
-        out.append(config)
-    return out
+    return [config] if writes or operands >= 2 else []
+
+
+_GIT_CONFIG_FILES: Mapping[str, str] = {"--global": "~/.gitconfig", "--system": "/etc/gitconfig"}
 
 
 # Options of git subcommands that take the next word as their value (so it is not an operand).

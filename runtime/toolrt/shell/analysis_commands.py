@@ -1,0 +1,551 @@
+"""Commands: a simple command's words, the commands it wraps (`sudo`, `xargs`, `bash -c`), what of
+it the analyzer cannot see, and the `bash` patterns the rules are matched against."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import TYPE_CHECKING, NamedTuple
+
+from .analysis_state import GLOB_CHARS, brief, env_reason
+from .analysis_variables import NAME_BUILTINS, VariableChecks, evaluated_names
+from .arity import prefix
+from .braces import expand_braces
+from .globs import GLOB_OPTIONS, glob_options, glob_paths
+from .operands import not_paths, operand_programs
+from .programs import unseen_code
+from .python_code import inert_python, inline_code, stdin_code
+from .unwrap import Unwrapped, unwrap
+from .variables import ASSIGNING_BUILTINS, assigned_names, traces
+from .words import Word, evaluate
+from .wrappers import Wrapper
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+__all__ = ["PLAIN_WORDS", "REDIRECTS", "CommandChecks"]
+
+PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
+REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
+_XARGS_REPLACE = frozenset(("-I", "-i", "--replace"))
+# Builtins that neither run anything nor write anything (with no redirection): no request at all.
+_INERT = frozenset(("true", "false", ":", "set", "shopt"))
+# Reserved words bash reads at a command's start. tree-sitter leaves some compound commands unparsed
+# (`time { ...; }`, `! { ...; }`, `coproc NAME { ...; }`) and offers the reserved word as a command name.
+_RESERVED = frozenset(
+    ("{", "}", "!", "if", "then", "elif", "else", "fi", "do", "done", "case", "esac", "while", "until", "for",
+     "select", "function", "in", "[[", "]]")
+)  # fmt: skip
+
+# Builtins `_unseen` reads whatever the tables say: they alias, evaluate arithmetic, source scripts,
+# evaluate or assign variable names.
+_NAMED_BUILTINS = frozenset(("shopt", "let", "source", ".", *NAME_BUILTINS, *ASSIGNING_BUILTINS))
+
+
+class CommandChecks(VariableChecks):
+    """Simple commands: their words, wrappers, unseen effects and patterns."""
+
+    __slots__ = ()
+
+    def _command(self, node: Node, parent: Node | None) -> list[Node]:
+        """Record the command's requests; returns the children that may hold more commands."""
+        named, words, assignments, nested, start = self._command_parts(node)
+        redirected = parent is not None and parent.type == "redirected_statement"
+        end = parent.end_byte if redirected and parent is not None else node.end_byte
+        if not named:
+            # Only redirections (`> file`): it still writes, so it still asks.
+            if start >= 0:
+                self.findings.patterns[self._slice(start, end)] = None
+            return nested
+        if any(word.glob and word.value is not None and "{" in word.value for word in words):
+            expanded = self._expand_words(words)
+            if expanded is None:
+                self.findings.fail_closed(self._slice(start, end), "a brace expansion makes too many words to check")
+                return nested
+            words = expanded
+        reasons = list(self.inherited)
+        for assignment in assignments:
+            reasons.extend(self._assignment_reasons(assignment))
+        if not reasons and not redirected and self._final_cd(node, parent, words):
+            return nested  # the line ends with it: where it goes changes nothing, and nothing runs there
+        rest = self._slice(node.end_byte, end) if redirected else ""
+        program = posixpath.basename(words[0].value) if words[0].value else ""
+        text = not_paths(program, [word.value for word in words[1:]]) if program in operand_programs() else None
+        self._check_paths(words, text=text)
+        self._segments(_Command(node, parent, words, [word.value for word in words], start, end, rest), reasons)
+        return nested
+
+    def _command_parts(self, node: Node) -> tuple[bool, list[Word], list[Node], list[Node], int]:
+        """Whether the command has a name; its words (name first); the assignments before the name;
+        the children that may hold more commands; where its text starts (-1: nowhere yet)."""
+        named = False
+        words: list[Word] = []
+        assignments: list[Node] = []
+        nested: list[Node] = []
+        start = -1
+        for child in node.named_children:
+            kind = child.type
+            if named:
+                if kind not in REDIRECTS:
+                    words.append(self._operand_word(child, kind))
+            elif kind == "command_name":
+                named = True
+                start = child.start_byte if start < 0 else start
+                words.append(self._name_word(child))
+                if words[-1].kind not in PLAIN_WORDS:
+                    nested.append(child)
+                continue
+            elif kind == "variable_assignment":
+                assignments.append(child)
+            elif kind in REDIRECTS and start < 0:
+                start = child.start_byte
+            if kind not in PLAIN_WORDS:
+                nested.append(child)
+        return named, words, assignments, nested, start
+
+    def _name_word(self, name: Node) -> Word:
+        name_word = name.named_children[0] if name.named_child_count == 1 else name
+        word = evaluate(name_word, self.known, source=self.source)
+        if word.kind == "word":
+            self._hidden_in_word(name_word, word.raw)
+        return word
+
+    def _operand_word(self, child: Node, kind: str) -> Word:
+        word = evaluate(child, self.known, kind, source=self.source)
+        if kind == "word":
+            self._hidden_in_word(child, word.raw)
+        return word
+
+    def _final_cd(self, node: Node, parent: Node | None, words: list[Word]) -> bool:
+        """Whether the command is a plain `cd` the line ends with."""
+        return (
+            words[0].value == "cd"
+            and self.depth == 0  # a script's last `cd` moves the shell that runs it (`eval 'cd ..'; cat x`)
+            and not self.findings.trapped  # an EXIT trap set before it runs after it, in the new directory
+            and all(word.value is not None for word in words)
+            and self._last_command(node, parent)
+        )
+
+    def _hidden_in_word(self, node: Node, raw: str) -> None:
+        """`\\`rm\\`` inside backticks: bash unescapes and runs it; tree-sitter sees a plain word."""
+        if "`" in raw or "$(" in raw or "$[" in raw:
+            self._fail(node, f"`{brief(raw)}` holds a command substitution that could not be analysed")
+
+    def _expand_words(self, words: list[Word]) -> list[Word] | None:
+        """Brace expansion makes words (`{rm,-rf,x}` is three): bash does it before anything else."""
+        out: list[Word] = []
+        for word in words:
+            value = word.value
+            if not word.glob or value is None or "{" not in value:
+                out.append(word)
+                continue
+            options = expand_braces(value)
+            if options is None:
+                return None
+            for option in options:
+                glob = GLOB_CHARS.search(option) is not None
+                out.append(word._replace(value=option, prefix=option, glob=glob, shape=option))
+        return out
+
+    def _segments(self, command: _Command, reasons: list[str]) -> None:
+        """The command and each command it wraps, outermost first."""
+        work: list[tuple[int, int, list[str], str]] = [(0, len(command.words), reasons, "")]
+        while work:
+            first, last, inherited, feeder = work.pop(0)
+            work.extend(self._segment(command, first, last, inherited, feeder))
+
+    def _segment(
+        self, command: _Command, first: int, last: int, inherited: list[str], feeder: str
+    ) -> list[tuple[int, int, list[str], str]]:
+        """One command of `command.words[first:last]`; returns the commands it wraps (`feeder`: the
+        wrapper that adds words to it when it runs)."""
+        words, values = command.words, command.values
+        whole = last == len(words)
+        text = self._slice(
+            command.start if first == 0 else words[first].node.start_byte,
+            command.end if whole else words[last - 1].node.end_byte,
+        )
+        head = words[first].value
+        if head is None or words[first].glob or head in _RESERVED:
+            self._unknown_name(words[first], values[first + 1 : last], text)
+            return []
+        own = list(inherited)
+        redirects = command.rest if whole else ""
+        if head in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
+            certain = first == 0 and _then(command.node, command.parent)
+            self._cd(words, first, last, text, name=head, certain=certain)
+            if own:
+                self.findings.unseen_command((text,), "; ".join(dict.fromkeys(own)))
+            elif redirects:
+                self.findings.patterns[text + redirects] = None
+            return []
+        self._shell_state(head, values[first + 1 : last], text)
+        if head in _INERT and not own and not redirects and _inert(head, values[first:last]):
+            return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
+        wrapper = self.table.match(values, first)
+        if feeder and wrapper is not None:
+            self.findings.fail_closed(
+                text, f"`{feeder}` adds words to `{head}` when it runs, which may make them a command"
+            )
+        inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
+        if inner is not None:
+            own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
+        self._emit(words, first, last, text, redirects, own)
+        self._unseen(command.node, command.parent, words, first, last, text)
+        if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
+            self._script_file(words, first, last, text)
+        self._writes(values[first:last], text, fed=feeder == "xargs")
+        if wrapper is None or inner is None:
+            return []
+        return self._wrapped(command, first, text, wrapper, inner, own)
+
+    def _unknown_name(self, head: Word, args: list[str | None], text: str) -> None:
+        """A command name only known when it runs (named for the deny rules where it can be), or a
+        reserved word the parser offered as one."""
+        if head.value is not None and not head.glob:
+            reason = f"`{head.value}` starts a compound command the parser did not read (after time, ! or coproc)"
+            self.findings.fail_closed(text, reason)
+            return
+        if head.value is not None:
+            self._glob_names(head.value, args)
+        elif head.variables:
+            self.deferred_names.append((head, args))
+        self.findings.fail_closed(text, f"the command name `{brief(head.raw)}` is only known when it runs")
+
+    def _shell_state(self, head: str, args: list[str | None], text: str) -> None:
+        """What a command changes in the shell for the rest of the line: a trap, xtrace, glob options."""
+        if head == "trap":
+            self.findings.trapped = True
+        if head in ("set", "shopt") and traces(head, args):
+            self.traced = True
+        if head == "shopt" and (changed := glob_options(args)) is not None:
+            self.findings.globbing = f"`shopt {brief(changed)}`"
+        elif head.rpartition("/")[2] in ("bash", "sh") and _shell_glob_option(args):
+            self.findings.globbing = f"`{brief(text)}`"
+
+    def _wrapped(
+        self, command: _Command, first: int, text: str, wrapper: Wrapper, inner: Unwrapped, own: list[str]
+    ) -> list[tuple[int, int, list[str], str]]:
+        """What a wrapper runs: the commands it wraps (returned, to be read next), the scripts it is
+        given, the input a shell reads."""
+        if inner.dynamic is not None:
+            self.findings.fail_closed(text, inner.dynamic)
+        fed = " ".join(wrapper.name) if wrapper.feeds else ""
+        if (
+            fed == "xargs"
+            and inner.commands
+            and any(has_option(value, _XARGS_REPLACE) for value in command.values[first + 1 : inner.commands[0][0]])
+        ):
+            fed = "xargs -I"  # it puts its input where `{}` stands, and appends nothing
+        work = [(inner_first, inner_last, own, fed) for inner_first, inner_last in inner.commands]
+        if wrapper.dialect != "bash" and (inner.scripts or inner.reads_stdin):
+            self.findings.fail_closed(text, f"`{command.values[first]}` runs text in a language other than bash's")
+            return work
+        for script in inner.scripts:
+            self._script(script, text, own)
+        if inner.reads_stdin:
+            self._shell_input(command.node, command.parent, text, own)
+        return work
+
+    def _glob_names(self, pattern: str, args: list[str | None]) -> None:
+        """The programs a glob in command position matches now, named for the deny rules."""
+        tail = " ".join(arg for arg in args if arg is not None)
+        if not self.findings.expand_globs:
+            return
+        for cwd in self.cwds:
+            matches = glob_paths(pattern, cwd)
+            if matches is None:
+                self.findings.unnamed = True
+                return
+            for match in matches:
+                name = posixpath.basename(match)
+                self.findings.named[f"{name} {tail}" if tail else name] = None
+
+    def _unseen(self, node: Node, parent: Node | None, words: list[Word], first: int, last: int, text: str) -> None:
+        """What this command does that the analyzer cannot see: the command table, code in another
+        language, a configured alias, a script fed or written by the line itself."""
+        base = (words[first].value or "").rpartition("/")[2]
+        if base not in _NAMED_BUILTINS and not self.table.describes(base):
+            return  # no table describes it: nothing it does is hidden from the analysis
+        args = [word.value for word in words[first + 1 : last]]
+        self._unseen_builtin(node, words, first, last, text)
+        self._unseen_code(node, parent, base, args, text)
+        follow = self.table.follow_options.get(base)
+        if follow is not None and any(has_option(arg, follow) for arg in args):
+            self._walked_links(base, args)
+        known = self.table.subcommands.get(base)
+        if known is not None:
+            subcommand = self._subcommand(base, args)
+            if subcommand is not None and subcommand not in known:
+                alias = f"`{base} {brief(subcommand)}` may be an alias from {base}'s configuration"
+                self.findings.fail_closed(text, alias + ", which can run any program")
+
+    def _unseen_builtin(self, node: Node, words: list[Word], first: int, last: int, text: str) -> None:
+        """The command table's reasons, and what builtins do through names: aliases, `let`'s
+        arithmetic, sourced scripts, variables they assign or evaluate."""
+        name = words[first].value or ""
+        base = name.rpartition("/")[2]
+        args = [word.value for word in words[first + 1 : last]]
+        reason = self.table.unseen.get(base)
+        if reason is not None:
+            self.findings.fail_closed(text, reason)
+        elif base == "shopt" and "expand_aliases" in args:
+            self.findings.fail_closed(text, "shopt -s expand_aliases lets an alias make a name run other commands")
+        elif base == "let":
+            self._arithmetic_names(node, " ".join(word.raw for word in words[first + 1 : last]))
+        elif base in ("source", "."):
+            self._script_file(words, first, last, text)
+        if base in NAME_BUILTINS and name == base:  # the builtin, not some /usr/bin/test
+            why = evaluated_names(base, words[first + 1 : last])
+            if why is not None:
+                self.findings.fail_closed(text, why)
+        assigned = assigned_names(base, args) if name == base else None
+        for variable in assigned or ():
+            if variable is not None:  # an unknown name failed closed above (`_evaluated_names`)
+                self._assign(variable, None, text, how=f"`{base}`")
+
+    def _unseen_code(self, node: Node, parent: Node | None, base: str, args: list[str | None], text: str) -> None:
+        """Code in another language the command runs, unless it is inline Python read as inert."""
+        options = self.table.code_options_of(base)
+        code = inline_code(base, args)
+        if code is None and stdin_code(base, args) and self._fed(node, parent):  # the cheap test first
+            code = self._fed_text(node, parent)
+        inert = (
+            code is not None
+            and self.findings.emitted <= 1  # this command only: nothing before it wrote a module
+            and not self.findings.written
+            and inert_python(code, self.cwds)
+        )
+        if options is not None and not inert:
+            why = unseen_code(base, options, args, self._fed(node, parent))
+            if why is not None:
+                self.findings.fail_closed(text, why)
+
+    def _subcommand(self, base: str, args: list[str | None]) -> str | None:
+        """The first word after the command's global options ("" when only known at run time)."""
+        options = self.table.global_options.get(base)
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            if arg is None:
+                return ""
+            if not arg.startswith("-"):
+                return arg
+            if options is not None and "=" not in arg and arg in options.options_with_value:
+                index += 1
+            index += 1
+        return None
+
+    def _fed(self, node: Node, parent: Node | None) -> bool:
+        """Whether a here-document or here-string feeds the command."""
+        holders = [node] if parent is None or parent.type != "redirected_statement" else [node, parent]
+        return any(
+            child.type in ("heredoc_redirect", "herestring_redirect")
+            for holder in holders
+            for child in holder.named_children
+        )
+
+    def _fed_text(self, node: Node, parent: Node | None) -> str | None:
+        """The literal text one quoted here-document feeds the command (`python3 - <<'EOF'`), else None."""
+        holders = [node] if parent is None or parent.type != "redirected_statement" else [node, parent]
+        redirects = [child for holder in holders for child in holder.named_children if child.type == "heredoc_redirect"]
+        if len(redirects) != 1 or any(c.type == "herestring_redirect" for h in holders for c in h.named_children):
+            return None
+        start = next((c for c in redirects[0].named_children if c.type == "heredoc_start"), None)
+        if start is None or not any(q in self._slice(start.start_byte, start.end_byte) for q in "'\"\\"):
+            return None  # an unquoted body is expanded first: not literal
+        bodies = self._heredoc_bodies(redirects[0])
+        return bodies[0] if len(bodies) == 1 else None
+
+    def _script_file(self, words: list[Word], first: int, last: int, text: str) -> None:
+        """`source FILE`, `bash FILE`: a file inside the project is a command under its own rules;
+        one this line writes, one outside the project, or one fed by the line is not seen."""
+        operand: Word | None = None
+        for word in words[first + 1 : last]:
+            if word.value is not None and word.value.startswith(("-", "+")) and word.value not in ("-",):
+                continue
+            operand = word
+            break
+        if operand is None:
+            return
+        if operand.kind == "process_substitution" or operand.value is None:
+            self.findings.fail_closed(text, f"`{brief(text)}` runs a script produced when it runs")
+            return
+        value = operand.value
+        if value == "-" or value.startswith(("/dev/", "/proc/")):
+            self.findings.fail_closed(text, f"`{brief(text)}` runs commands fed to it")
+            return
+        for cwd in self.cwds:
+            absolute = self.scope.expand(value, cwd)
+            if absolute is None:
+                continue
+            absolute = posixpath.normpath(absolute)
+            if absolute in self.written:
+                self.findings.fail_closed(text, f"`{brief(text)}` runs a script this command writes")
+                return
+            if not self.scope.inside(absolute) or self.scope.external(absolute, None):
+                self.findings.fail_closed(text, f"`{brief(text)}` runs a script outside the project")
+                return
+
+    def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
+        self.findings.emitted += 1
+        tokens: list[str] = []
+        dynamic_at = -1
+        for word in words[first:last]:
+            value = word.value
+            if value is None:
+                if dynamic_at < 0:
+                    dynamic_at = len(tokens)
+                tokens.append(word.raw)
+            else:
+                tokens.append(value)
+        literal = tokens if dynamic_at < 0 else tokens[:dynamic_at]
+        patterns = [text, " ".join(tokens) + rest]
+        base = tokens[0]
+        if "/" in base:
+            # `/bin/rm -rf x` must meet the rules written for `rm`.
+            base = posixpath.basename(posixpath.normpath(base))
+            patterns.append(" ".join([base, *tokens[1:]]) + rest)
+        if base in self.table.global_options:
+            stripped = self._without_global_options(base, literal, reasons)
+            if stripped is not None:
+                patterns.append(" ".join(stripped + tokens[len(literal) :]) + rest)
+                literal = stripped
+        named = prefix(literal)
+        # An "always" rule is a wildcard: a `*` or `?` the model wrote (`git '*'`) would become one.
+        always = " ".join(named) + " *" if not any("*" in t or "?" in t for t in named) else None
+        unique = tuple(dict.fromkeys(patterns))
+        if reasons:
+            self.findings.unseen_command(unique, "; ".join(dict.fromkeys(reasons)))
+            return
+        found = self.findings.patterns
+        for pattern in unique:
+            found[pattern] = None
+        if always is not None:
+            self.findings.always[always] = None
+
+    def _without_global_options(self, base: str, literal: list[str], reasons: list[str]) -> list[str] | None:
+        """`git -C dir -c k=v push x` → `git push x` (and the reasons `-c` brings); None if none apply."""
+        options = self.table.global_options.get(base)
+        if options is None:
+            return None
+        index = 1
+        while index < len(literal) and literal[index].startswith("-") and literal[index] != "--":
+            name, equals, _ = literal[index].partition("=")
+            short = name[:2] if not name.startswith("--") else name
+            reason = options.ask.get(name) or options.ask.get(short)
+            if reason is not None:
+                reasons.append(reason)
+            if not equals and name in options.options_with_value:
+                index += 2
+            else:
+                index += 1
+        if index == 1:
+            return None
+        return [base, *literal[index:]]
+
+    def _last_command(self, node: Node, parent: Node | None) -> bool:
+        """Whether nothing of the text runs after `node`: only blanks, `;`, `&` or comments follow it,
+        and it sits in no loop, function or subshell that could run it before something else."""
+        end = (parent if parent is not None and parent.type == "redirected_statement" else node).end_byte
+        rest = self.source[end:]
+        if rest.strip(b" \t\r\n;&"):
+            return False
+        holder = parent
+        while holder is not None:
+            if holder.type not in ("list", "program", "redirected_statement"):
+                return False
+            holder = holder.parent
+        return True
+
+    def _shell_input(self, node: Node, parent: Node | None, text: str, reasons: list[str]) -> None:
+        """A shell without `-c` runs its input: fail closed when something feeds it, parse heredocs."""
+        holder = node
+        redirects = [child for child in node.named_children if child.type in REDIRECTS]
+        if parent is not None and parent.type == "redirected_statement":
+            holder = parent
+            redirects.extend(parent.named_children)
+        fed, scripts = self._redirected_input(redirects)
+        pipeline = holder.parent
+        if pipeline is not None and pipeline.type == "pipeline":
+            if pipeline.named_children[0] != holder:
+                fed = True
+            outer = pipeline.parent
+            if outer is not None and outer.type == "heredoc_redirect":
+                fed = True
+                scripts.extend(self._heredoc_bodies(outer))
+        if not fed:
+            return
+        self.findings.fail_closed(text, "a shell runs the commands fed to its input")
+        for script in scripts:
+            self._script(script, text, reasons)
+
+    def _redirected_input(self, redirects: list[Node]) -> tuple[bool, list[str]]:
+        """Whether the redirections feed the command's input, and the scripts read from them."""
+        scripts: list[str] = []
+        fed = False
+        for redirect in redirects:
+            if redirect.type == "heredoc_redirect":
+                fed = True
+                scripts.extend(self._heredoc_bodies(redirect))
+            elif redirect.type == "herestring_redirect":
+                fed = True
+                for content in redirect.named_children:
+                    value = evaluate(content, self.known, source=self.source).value
+                    if value is not None:
+                        scripts.append(value)
+            elif redirect.type == "file_redirect" and self._operator(redirect) == "<":
+                fed = True
+        return fed, scripts
+
+    def _heredoc_bodies(self, redirect: Node) -> list[str]:
+        return [
+            self._slice(child.start_byte, child.end_byte)
+            for child in redirect.named_children
+            if child.type == "heredoc_body"
+        ]
+
+
+class _Command(NamedTuple):
+    """A simple command being read: its node (and parent), words, their values, and where its text
+    (with the redirections that follow it, `rest`) starts and ends."""
+
+    node: Node
+    parent: Node | None
+    words: list[Word]
+    values: list[str | None]
+    start: int
+    end: int
+    rest: str
+
+
+def _inert(head: str, values: list[str | None]) -> bool:
+    """Whether a builtin of `_INERT` does nothing here (`shopt -s expand_aliases` does something)."""
+    return head != "shopt" or all(value is not None and "expand_aliases" not in value for value in values)
+
+
+def _shell_glob_option(args: list[str | None]) -> bool:
+    """Whether `bash -O OPTION` / `+O OPTION` sets or unsets a glob option for the script it runs."""
+    return any(
+        arg in ("-O", "+O") and index + 1 < len(args) and (args[index + 1] is None or args[index + 1] in GLOB_OPTIONS)
+        for index, arg in enumerate(args)
+    )
+
+
+def _then(node: Node, parent: Node | None) -> bool:
+    """Whether `&&` follows `node` in its list: what comes next runs only if it succeeded."""
+    if parent is None or parent.type != "list":
+        return False
+    children = parent.children
+    for index, child in enumerate(children):
+        if child == node:
+            return index + 1 < len(children) and children[index + 1].type == "&&"
+    return False
+
+
+def has_option(arg: str | None, options: frozenset[str]) -> bool:
+    """`arg` is one of `options`, with an attached `=value`, or a cluster holding a short one (`-rL`)."""
+    if arg is None or not arg.startswith("-"):
+        return False
+    if arg.partition("=")[0] in options:
+        return True
+    return arg[1:2] != "-" and any("-" + letter in options for letter in arg[1:])

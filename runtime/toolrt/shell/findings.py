@@ -1,0 +1,87 @@
+"""What one analysis of a bash line collects, and the permission requests it turns into."""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from dataclasses import dataclass, field
+
+from ..permissions.model import PermissionRequest
+from . import limits
+from .listings import Listings
+from .named import named_commands
+
+__all__ = ["MAX_READ_PATHS", "Findings"]
+
+MAX_READ_PATHS = 1_024
+"""Paths named by one line that are checked against the `read` rules; past this the rest are not."""
+
+
+@dataclass(slots=True)
+class Findings:
+    """What one analysis collected; `requests()` turns it into the call's permission requests."""
+
+    patterns: dict[str, None] = field(default_factory=dict)
+    always: dict[str, None] = field(default_factory=dict)
+    directories: dict[str, None] = field(default_factory=dict)
+    unseen: dict[tuple[tuple[str, ...], str], None] = field(default_factory=dict)
+    """(patterns, reason) of each part that could not be seen."""
+    line: str = ""
+    """The whole command line: the commands it visibly names are checked against deny rules
+    whenever part of it could not be seen."""
+    named: dict[str, None] = field(default_factory=dict)
+    """More commands the line may run, found another way (what a glob command name matches)."""
+    unnamed: bool = False
+    """Some command the line may run could not be listed (a glob matching too many programs)."""
+    expand_globs: bool = True
+    """Resolve globs against the file system; False for `check` and `tests:` patterns."""
+    deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
+    written: dict[str, None] = field(default_factory=dict)
+    """Absolute paths the commands write: redirect targets and written operands (writes.yaml)."""
+    emitted: int = 0
+    """Commands the line runs so far, in the order bash runs them (inline Python counts as inert only
+    when nothing ran before it that could have written a module it imports)."""
+    trapped: bool = False
+    """Whether the line (or a script it runs) sets a trap: a line's final `cd` then still counts."""
+    globbing: str | None = None
+    """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`, `bash -O`), anywhere in
+    the line or the scripts it runs (`eval 'shopt -s nocaseglob'; cat [L]NK/x`)."""
+    listings: Listings = field(default_factory=Listings)
+    """Which names the directories the line names hold, each directory listed once."""
+    read: dict[str, None] = field(default_factory=dict)
+    """Absolute paths the line names as operands or redirects (bounded by `MAX_READ_PATHS`): the bash
+    tool asks `read` for them, so a rule that denies reading a file binds `cat` as it binds `read`."""
+
+    def fail_closed(self, text: str, reason: str) -> None:
+        """Text the analyzer cannot see into: judged as the ruleset's fallback, at least ask, and
+        denied when the line visibly names a command a rule denies."""
+        self.unseen[((text,), reason)] = None
+
+    def unseen_command(self, patterns: tuple[str, ...], reason: str) -> None:
+        """A command the analyzer parsed but whose effect it cannot see (a loader variable)."""
+        self.unseen[(patterns, reason)] = None
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def requests(self) -> tuple[PermissionRequest, ...]:
+        """`external_directory` first (as dispatch checks it), then `bash`, then the unseen ones."""
+        out: list[PermissionRequest] = []
+        if self.directories:
+            globs = tuple(posixpath.join(directory, "*") for directory in self.directories)
+            out.append(PermissionRequest("external_directory", globs, globs))
+        if self.patterns:
+            out.append(PermissionRequest("bash", tuple(self.patterns), tuple(self.always)))
+        named, complete = named_commands(self.line) if self.unseen else ((), True)
+        complete = complete and not self.unnamed
+        if self.named:
+            named = tuple(dict.fromkeys((*named, *self.named)))
+        for patterns, reason in self.unseen:
+            if not complete:
+                reason += "; the commands it may run could not all be checked against the rules"
+            out.append(
+                PermissionRequest(
+                    "bash", patterns, (), floor=None if complete else "deny", reason=reason, opaque=True, named=named
+                )
+            )
+        return tuple(out)

@@ -1,0 +1,72 @@
+"""Bare names are answered from a directory listing (issue 33, item 6), never from a stale one: a
+symlink out of the project made after a listing is seen by the next analysis, including when the
+directory's modification time cannot tell the listing from the change (the coarse-clock race)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from toolrt.permissions.model import CallSite
+from toolrt.shell import analyze_command, listings
+from toolrt.shell.listings import SETTLED_NS, Listings
+
+# More bare names than `listings.PER_NAME`: the last ones are answered from the directory's listing.
+LINE = "cat one two three lnk"
+
+
+def _asks_outside(command: str, site: CallSite) -> bool:
+    return any(request.permission == "external_directory" for request in analyze_command(command, site))
+
+
+def _settle(directory: str, seconds_ago: float = 60.0) -> int:
+    """Give `directory` a modification time `seconds_ago` in the past; returns it in nanoseconds."""
+    when = time.time_ns() - int(seconds_ago * 1e9)
+    os.utime(directory, ns=(when, when))
+    return when
+
+
+def test_a_symlink_made_after_a_settled_listing_is_seen(site: CallSite) -> None:
+    (site.root.parent / "outside").mkdir()
+    _settle(str(site.root))
+    assert not _asks_outside(LINE, site)  # listed (settled): no entry of that name
+    (site.root / "lnk").symlink_to("../outside")  # the directory's modification time moves on
+    assert _asks_outside(LINE, site)
+    assert _asks_outside("ls -la lnk", site)
+
+
+def test_a_listing_of_a_recently_changed_directory_is_never_reused(site: CallSite) -> None:
+    """The kernel stamps modification times from a coarse clock: a change within the same tick as a
+    listing can leave the time unchanged. Forcing exactly that, the change is still seen."""
+    (site.root.parent / "outside").mkdir()
+    stamp = _settle(str(site.root), seconds_ago=SETTLED_NS / 2e9)  # changed within the settling time
+    assert not _asks_outside(LINE, site)
+    (site.root / "lnk").symlink_to("../outside")
+    os.utime(site.root, ns=(stamp, stamp))  # the same modification time as when it was asked
+    assert _asks_outside(LINE, site)
+
+
+@pytest.mark.parametrize("per_name", [0, 3], ids=["from_a_listing", "name_by_name"])
+@pytest.mark.parametrize("seconds_ago", [60.0, 0.0], ids=["settled", "changed_just_now"])
+def test_a_listing_tells_missing_names_links_and_other_entries(
+    site: CallSite, monkeypatch: pytest.MonkeyPatch, per_name: int, seconds_ago: float
+) -> None:
+    monkeypatch.setattr(listings, "PER_NAME", per_name)
+    (site.root / "file").write_text("x", encoding="utf-8")
+    (site.root / "link").symlink_to("file")
+    _settle(str(site.root), seconds_ago)
+    asked = Listings()
+    kinds = [asked.kind(str(site.root), name) for name in ("file", "link", "missing", "file")]
+    assert kinds == ["other", "link", "missing", "other"]
+    assert asked.kind(str(site.root / "no-such-directory"), "x") == "missing"
+
+
+def test_a_nul_in_a_glob_or_a_name_fails_closed_without_raising(site: CallSite) -> None:
+    """Found by the invalid-UTF-8 property test: `\\x01\\x00/[` reached `os.scandir` with a NUL, which
+    raises ValueError (on main too); no path holds a NUL, so it matches nothing, and the line fails closed."""
+    for line in ("\x01\x00/[", "cat a\x00b", "ls \x00*"):
+        requests = analyze_command(line, site)
+        assert any(request.opaque for request in requests), line
+    assert Listings().kind(str(site.root), "a\x00b") == "missing"
