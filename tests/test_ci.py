@@ -116,6 +116,8 @@ def _workflow_commands() -> list[str]:
 def _annotations(output: str) -> list[tuple[str, str, int, int]]:
     found = []
     for line in output.splitlines():
+        if line.startswith("::error title=toolrt validate --strict::"):
+            continue  # the run's summary: no file to attach to
         match = re.match(r"::(error|warning) file=([^,]+),line=(\d+),col=(\d+)::", line)
         assert match, f"not an annotation: {line}"
         found.append((match.group(1), match.group(2), int(match.group(3)), int(match.group(4))))
@@ -131,6 +133,9 @@ def test_documented_workflow_commands_attach_annotations(repo: Path, env: dict[s
         for c in commands
     ]
     assert results[0].returncode == 1  # --strict: the misspelt key fails the job
+    assert results[0].stdout.splitlines()[-1] == (
+        "::error title=toolrt validate --strict::1 warning(s) fail the run under --strict (no errors)"
+    )
     annotations = _annotations(results[0].stdout)
     assert annotations == [("warning", "agent/permissions.yaml", 3, 3)]
     for _, file, line, column in annotations:  # GitHub attaches them: the file exists at that line
@@ -139,7 +144,10 @@ def test_documented_workflow_commands_attach_annotations(repo: Path, env: dict[s
     log: dict[str, Any] = json.loads((repo / "toolrt.sarif").read_text(encoding="utf-8"))
     jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))).validate(log)
     [result] = log["runs"][0]["results"]
-    assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "agent/permissions.yaml"}
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {
+        "uri": "agent/permissions.yaml",
+        "uriBaseId": "%SRCROOT%",
+    }
     _fix_typo(repo, env)
     for command in commands:
         done = subprocess.run(["bash", "-eo", "pipefail", "-c", command], cwd=repo, env=env, capture_output=True)

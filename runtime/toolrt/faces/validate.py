@@ -62,19 +62,36 @@ def validate(root: Path) -> Report:
 
 
 def _validate(root: Path) -> Report:
+    """One pass over every file: a broken file withholds its own tools (or, for the rules and settings,
+    blocks calls), and everything else is still checked, so one run shows every problem."""
     try:
-        snapshot = build_snapshot(root, located=True)  # most tools get a located warning (lossy formats)
+        # most tools get a located warning (lossy formats); `partial` keeps what is valid to check it too
+        snapshot = build_snapshot(root, located=True, partial=True)
     except ConfigError as error:
         return _report(error.problems)
     problems: list[Problem] = list(snapshot.warnings)
+    if snapshot.blocked is not None:
+        problems.extend(snapshot.blocked.problems)
+    problems.extend(problem for found in snapshot.withheld.values() for problem in found)
     problems.extend(python_handler_problems(snapshot))
-    problems.extend(_permission_problems(snapshot))
+    if _rules_built(snapshot):
+        problems.extend(_permission_problems(snapshot))
     problems.extend(_spec_problems(snapshot))
     problems.extend(schema_copy_problems(root, _texts(snapshot)))
     problems.extend(_keyword_problems(snapshot))
     problems.extend(sandbox_problems(snapshot.sandbox))
     problems.extend(_lsp_problems(snapshot))
     return _report(problems, sandbox_status(snapshot.sandbox))
+
+
+def _rules_built(snapshot: Snapshot) -> bool:
+    """Whether the snapshot's rules are the files' own: a broken project or locked rules file leaves the
+    built-in rules standing in (so that nothing runs), which neither lint nor the file's tests concern."""
+    scopes = {layer.scope for layer in snapshot.permissions.layers}
+    layers = snapshot.config.layers if snapshot.config is not None else ()
+    project = any(layer.name == "project" and layer.permissions is not None for layer in layers)
+    locked = snapshot.resolved.values.locked_permissions is not None
+    return (not project or "project" in scopes) and (not locked or "locked" in scopes)
 
 
 def _lsp_problems(snapshot: Snapshot) -> list[Problem]:
