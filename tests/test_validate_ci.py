@@ -48,7 +48,9 @@ def test_default_scope_is_the_projects_files(tmp_path: Path, monkeypatch: pytest
     assert lines[1:] == ["agent: valid (0 error(s), 1 warning(s))"]  # no line about the sandbox or hidden notes
     code, out, _ = run("validate", "--root", "agent", "--all")
     assert code == 0
-    assert "<builtin>/tools.d/write.yaml:29:5: note: OpenAI strict mode does not support 'minLength'" in out
+    assert re.search(
+        r"^<builtin>/tools.d/write.yaml:\d+:\d+: note: OpenAI strict mode does not support .minLength.", out, re.M
+    )
     assert "agent: sandbox: " in out
     assert re.fullmatch(
         r"agent: valid \(0 error\(s\), 1 warning\(s\), \d+ note\(s\) about built-in or plugin files\)",

@@ -85,7 +85,7 @@ def test_a_fresh_init_project_passes_all_strict(tmp_path: Path) -> None:
     assert run("init", str(tmp_path / "p"))[0] == 0
     code, out, _ = run("validate", "--all", "--strict", "--root", str(tmp_path / "p"))
     assert code == 0, out
-    assert "tools.d/bash.yaml:62:5: note: OpenAI strict mode does not support 'minLength'" in out
+    assert re.search(r"tools.d/bash.yaml:\d+:\d+: note: OpenAI strict mode does not support 'minLength'", out)
     code, out, _ = run("validate", "--strict", "--root", str(tmp_path / "p"))
     assert (code, out) == (0, f"{tmp_path / 'p'}: valid (0 error(s), 0 warning(s))\n")
 

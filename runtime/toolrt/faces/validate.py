@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from ..build.compiled import CompiledTool, call_arity_problem, import_ref, locate, project_root_of
 from ..build.snapshot import Snapshot, build_snapshot
 from ..config.collect import collector_paused
+from ..config.document import child_pointer
 from ..config.model import PythonHandler
 from ..errors import ConfigError, Problem, UsageError
 from ..permissions.model import PermissionRequest
@@ -243,9 +245,29 @@ def _spec_problems(snapshot: Snapshot) -> list[Problem]:
                 formats.extend(names)
         for (pointer, keyword, message), formats in lossy.items():
             where = "/parameters" + pointer
+            # at the keyword's own line (or the one the message names: strict mode off because of
+            # 'additionalProperties'), not at its schema's
+            named = [keyword, *re.findall(r"'([A-Za-z$]+)'", message)]
+            found = next((key for key in named if _has_key(definition.parameters, pointer, key)), None)
+            if found is not None:
+                where = child_pointer(where, found)
             text = f"{message} [{', '.join(formats)}: {keyword}]"
             problems.append(_at(definition.source, document, where, text, "warning"))
     return problems
+
+
+def _has_key(schema: Any, pointer: str, key: str) -> bool:
+    """Whether the node at JSON `pointer` inside `schema` is a mapping holding `key`."""
+    node = schema
+    for part in pointer.split("/")[1:] if pointer else ():
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return isinstance(node, dict) and key in node
 
 
 def _at(source: str, document: Any, pointer: str, message: str, severity: str) -> Problem:
