@@ -26,7 +26,7 @@ from ..permissions.paths import PATH_PERMISSIONS, relative_form
 from .active import ActiveCall
 from .process_denies import process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
-from .titles import render_optional
+from .titles import call_title, render_optional
 
 __all__ = [
     "INLINE_ARGUMENT_CHARS",
@@ -267,7 +267,9 @@ async def authorize(
             asker=call.request.ask,
             tool=call.name,
             call_id=call.call_id,
-            title=render_optional(tool.confirm_title, tool, args, snapshot.root),
+            # the confirm title, else the call's own title (bash: the model's description of the command)
+            title=render_optional(tool.confirm_title, tool, args, snapshot.root)
+            or call_title(tool, args, snapshot.root),
             message=render_optional(tool.confirm_message, tool, args, snapshot.root),
         )
     except PermissionBlocked as error:

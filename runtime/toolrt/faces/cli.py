@@ -829,8 +829,11 @@ def _cmd_lsp(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_settings(options: argparse.Namespace, out: TextIO) -> int:
-    resolved = _load(options).settings
-    rows = [(key, _shown(value), origin) for key, value, origin in resolved.items()]
+    from .settings_view import setting_rows
+
+    rt = _load(options)
+    resolved = rt.settings
+    rows = [(key, _shown(value), origin) for key, value, origin in setting_rows(rt.snapshot)]
     if options.json:
         document = {
             "settings": {key: {"value": value, "origin": origin} for key, value, origin in rows},
