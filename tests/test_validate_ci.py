@@ -173,7 +173,7 @@ def test_sarif_is_valid_sarif_2_1_0(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     builtin = [
         r["locations"][0]["physicalLocation"]["artifactLocation"]
         for r in result_run["results"]
-        if r["locations"][0]["physicalLocation"]["artifactLocation"]["uriBaseId"] == "TOOLRT_BUILTIN"
+        if r["locations"][0]["physicalLocation"]["artifactLocation"]["uriBaseId"] == "toolrt-builtin"
     ]
     assert builtin and all(a["uri"].startswith("tools.d/") for a in builtin)
     assert {r["level"] for r in result_run["results"] if r["ruleId"] == "toolrt/provider-rewrite"} == {

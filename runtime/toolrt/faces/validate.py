@@ -180,6 +180,8 @@ def _keyword_problems(snapshot: Snapshot) -> list[Problem]:
         document = tool.definition.document
         if document is not None and isinstance(document.data, dict) and "parameters" in document.data:
             problems.extend(parameter_keyword_warnings(document, "/parameters", tool.definition.parameters))
+        if document is not None and tool.definition.output is not None:
+            problems.extend(parameter_keyword_warnings(document, "/output", tool.definition.output))
     return problems
 
 

@@ -301,15 +301,15 @@ def _github(problem: Problem, command: str | None = None) -> str:
 
 # --- SARIF 2.1.0 ----------------------------------------------------------------------------------
 
-_BUILTIN_BASE = "TOOLRT_BUILTIN"
-_OUTSIDE_BASE = "TOOLRT_OUTSIDE"
+_BUILTIN_BASE = "toolrt-builtin"
+_OUTSIDE_BASE = "toolrt-outside"
 _SOURCE_BASE = "%SRCROOT%"
 
 
 def sarif_log(problems: Iterable[Problem], *, notes: Iterable[Problem] = ()) -> dict[str, Any]:
     """A SARIF 2.1.0 log of one run: one rule per kind of finding (`faces.findings`), a result per problem
     with a fingerprint that survives lines moving, located relative to the working directory (`%SRCROOT%`),
-    toolrt's own files relative to `TOOLRT_BUILTIN`; no path of the machine that ran it."""
+    toolrt's own files relative to `toolrt-builtin`; no path of the machine that ran it."""
     from .. import __version__
     from .findings import KINDS, fingerprint, kind_of
 
