@@ -22,8 +22,10 @@ from .wildcard import Matcher, compile_matcher, fold, literal_prefix
 
 __all__ = ["Ruleset"]
 
-_PREFIX_CAP = 8
-"""Longest literal prefix used as a bucket key; longer prefixes are cut (the regex still checks all)."""
+_PREFIX_CAP = 32
+"""Longest literal prefix used as a bucket key; longer prefixes are cut (the regex still checks all).
+Long enough to tell absolute path rules of one project apart (`/home/me/project/dir42/*`: at 8, every
+one of them shared the bucket `/home/me` and a lookup scanned them all)."""
 _VIEW_CACHE_LIMIT = 4096
 """Permission names remembered per ruleset; tools give a handful, `toolrt check` may give any."""
 
