@@ -27,6 +27,7 @@ from toolrt.permissions.model import Action, PermissionRequest, Rule  # noqa: E4
 from toolrt.permissions.rules import Ruleset  # noqa: E402
 
 BUDGET_US = 50.0
+PROJECT = "/home/me/project"
 ACTIONS: tuple[Action, ...] = ("allow", "ask", "deny")
 WORDS = ["git", "npm", "cargo", "docker", "kubectl", "make", "python", "rm", "ls", "cat", "curl", "terraform"]
 
@@ -36,9 +37,25 @@ def default_ruleset() -> Ruleset:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     document = Document(path, data, {}, "permissions.yaml")
     config = build_permission_config(
-        document, None, None, home=Path.home(), data_dir=Path("/tmp/toolrt"), truncation_dir=Path("/tmp/toolrt/out")
+        document,
+        None,
+        None,
+        home=Path.home(),
+        data_dir=Path("/tmp/toolrt"),
+        truncation_dir=Path("/tmp/toolrt/out"),
+        root=Path(PROJECT),
     )
     return config.ruleset("build")
+
+
+def path_ruleset(size: int, rng: random.Random) -> Ruleset:
+    """`read` rules in both forms (relative to the root and absolute), matched in both forms."""
+    rules: list[Rule] = [Rule("read", "*", "allow")]
+    while len(rules) < size:
+        directory = f"dir{rng.randrange(5000)}/*"
+        pattern = directory if rng.random() < 0.5 else f"{PROJECT}/{directory}"
+        rules.append(Rule("read", pattern, rng.choice(ACTIONS)))
+    return Ruleset(rules, root=PROJECT)
 
 
 def spread_ruleset(size: int, rng: random.Random) -> Ruleset:
@@ -72,6 +89,8 @@ def main() -> None:
     defaults = default_ruleset()
     spread = spread_ruleset(10_000, rng)
     one_key = one_key_ruleset(10_000, rng)
+    paths = path_ruleset(10_000, rng)
+    deep = [PermissionRequest("read", (f"{PROJECT}/dir42/sub/file.txt",))]
     read = [PermissionRequest("read", ("/home/me/project/src/app.py",))]
     env = [PermissionRequest("read", ("/home/me/project/.env.local",))]
     mcp = [PermissionRequest("mcp_server7_tool3", ("/srv/data42/report.csv",))]
@@ -81,6 +100,7 @@ def main() -> None:
         ("default: read .env.local", len(defaults), lambda: decide(env, defaults, locked=empty), 1),
         ("10k spread over 500 keys", len(spread), lambda: decide(mcp, spread, locked=empty), 1),
         ("10k bash rules, 3 commands", len(one_key), lambda: decide(bash, one_key, locked=empty), 3),
+        ("10k read rules, both path forms", len(paths), lambda: decide(deep, paths, locked=empty), 1),
         ("10k spread: Ruleset.evaluate", len(spread), lambda: spread.evaluate("mcp_server7_tool3", "/srv/x/y"), 1),
     ]
     results = []

@@ -5,6 +5,7 @@ Every fenced block is preceded by an HTML comment (invisible on GitHub) naming w
 | marker | the test |
 |---|---|
 | `<!-- test: run -->` | runs the block (bash: `bash -euo pipefail`; python: `python`) in the page's sample repository |
+| `<!-- test: output -->` | what the `run` block before it printed (stdout and stderr, in order): compared exactly |
 | `<!-- test: file PATH -->` | writes the block to PATH in the sample repository (later `run` blocks use it) |
 | `<!-- test: syntax -->` | parses it: YAML, JSON, TOML, Python (compile), bash (`bash -n`) |
 | `<!-- test: workflow -->` | a GitHub Actions workflow: YAML with jobs and steps (test_ci runs its `run:` steps) |
@@ -28,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
-MARKERS = ("run", "file", "syntax", "workflow", "pre-commit-config", "skip")
+MARKERS = ("run", "output", "file", "syntax", "workflow", "pre-commit-config", "skip")
 
 _MARKER = re.compile(r"<!--\s*test:\s*(?P<kind>[a-z-]+)\s*(?P<argument>.*?)\s*-->")
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<lang>[^`\s]*)")
@@ -42,7 +43,7 @@ class Block:
     language: str
     text: str
     marker: str | None
-    """run, file, syntax, workflow, pre-commit-config or skip; None when the block has no marker."""
+    """run, output, file, syntax, workflow, pre-commit-config or skip; None when the block has no marker."""
     argument: str
     """The marker's argument: the PATH of `file`, the REASON of `skip`."""
 

@@ -28,9 +28,23 @@ handler: {argv: [echo, "hello {{ name }}"]}
 """
 
 
-def _block(marker: str) -> Block:
-    [block] = [b for b in blocks(REPO / "docs" / "ci.md") if b.marker == marker]
+def _block(marker: str, argument: str = "", *, local: bool | None = None) -> Block:
+    """The one block of docs/ci.md with `marker` (and `argument`); for pre-commit configs, the local hook's
+    (`local=True`) or the one that installs toolrt from its repository (`local=False`)."""
+    [block] = [
+        b
+        for b in blocks(REPO / "docs" / "ci.md")
+        if b.marker == marker and b.argument == argument and (local is None or ("repo: local" in b.text) == local)
+    ]
     return block
+
+
+def _shown_output(after: str) -> str:
+    """The text of the first output-like block (marked `skip`) of docs/ci.md after the sentence `after`."""
+    page = REPO / "docs" / "ci.md"
+    text = page.read_text(encoding="utf-8")
+    line = text[: text.index(after)].count("\n") + 1
+    return next(b for b in blocks(page) if b.line > line and b.marker == "skip").text
 
 
 def _git(repo: Path, env: dict[str, str], *args: str) -> str:
@@ -92,7 +106,7 @@ def test_manifest_hook_runs_on_the_files_it_selects(repo: Path, env: dict[str, s
 
 @pytest.mark.slow  # pre-commit itself, offline: a local hook with language: system
 def test_documented_pre_commit_config_runs_the_hook(repo: Path, env: dict[str, str]) -> None:
-    block = _block("pre-commit-config")
+    block = _block("pre-commit-config", local=True)
     (repo / ".pre-commit-config.yaml").write_text(block.text, encoding="utf-8")
     _git(repo, env, "add", ".pre-commit-config.yaml")
     _git(repo, env, "commit", "-qm", "pre-commit")
@@ -106,6 +120,63 @@ def test_documented_pre_commit_config_runs_the_hook(repo: Path, env: dict[str, s
     assert re.search(r"toolrt validate\.+Passed", passed.stdout)
 
 
+def _offline_pip(env: dict[str, str]) -> dict[str, str]:
+    """pre-commit's own pip, offline: no index, no dependencies, no isolated build; the dependencies and
+    the build backend come from this test environment's site-packages (not its toolrt: an editable
+    install is a .pth file there, which PYTHONPATH does not read)."""
+    import sysconfig
+
+    return {
+        **env,
+        "PYTHONPATH": sysconfig.get_paths()["purelib"],
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_DEPS": "1",
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of --no-build-isolation
+        "PIP_NO_COMPILE": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "VIRTUALENV_NO_SETUPTOOLS": "1",  # the hook's environment needs pip alone: hatchling builds toolrt
+        "VIRTUALENV_NO_WHEEL": "1",
+        "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
+    }
+
+
+@pytest.mark.slow  # pre-commit clones this repository at the tag and pip-installs toolrt from it, offline
+def test_documented_hook_installs_toolrt_from_the_tag_and_prints_what_the_page_shows(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    block = _block("pre-commit-config", local=False)
+    config = yaml.safe_load(block.text)
+    [entry] = config["repos"]
+    rev = entry["rev"]
+    tagged = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "-q", "--verify", f"refs/tags/{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    assert tagged.returncode == 0, (
+        f"docs/ci.md's pre-commit rev {rev} is not a tag of this repository: tag the release (git tag {rev} COMMIT)"
+    )
+    # the workflow installs the same release
+    workflow = yaml.safe_load(_block("workflow").text)
+    installs = [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
+    assert any(run.startswith("pip install") and f"@{rev}" in run for run in installs), installs
+    repo = sample_repository(tmp_path / "sample", env)
+    (repo / "agent").mkdir()
+    (repo / "agent" / "permissions.yaml").write_text(_block("file", "agent/permissions.yaml").text, encoding="utf-8")
+    (repo / ".pre-commit-config.yaml").write_text(block.text.replace(entry["repo"], str(REPO)), encoding="utf-8")
+    _git(repo, env, "add", "-A")
+    _git(repo, env, "commit", "-qm", "sample")
+    run = [sys.executable, "-m", "pre_commit", "run", "--all-files"]
+    failed = subprocess.run(run, cwd=repo, env=_offline_pip(env), capture_output=True, text=True)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    printed = "".join(line + "\n" for line in failed.stdout.splitlines() if not line.startswith("[INFO]"))
+    assert printed.strip("\n") + "\n" == _shown_output("every commit that touches a config file is validated")
+    (repo / "agent" / "permissions.yaml").write_text("permission:\n  bash: ask\n", encoding="utf-8")
+    _git(repo, env, "commit", "-qam", "fix the typo")
+    passed = subprocess.run(run, cwd=repo, env=_offline_pip(env), capture_output=True, text=True)
+    assert passed.returncode == 0 and re.search(r"toolrt validate\.+Passed", passed.stdout), passed.stdout
+
+
 def _workflow_commands() -> list[str]:
     workflow = yaml.safe_load(_block("workflow").text)
     steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
@@ -116,6 +187,8 @@ def _workflow_commands() -> list[str]:
 def _annotations(output: str) -> list[tuple[str, str, int, int]]:
     found = []
     for line in output.splitlines():
+        if line.startswith("::error title=toolrt validate --strict::"):
+            continue  # the run's summary: no file to attach to
         match = re.match(r"::(error|warning) file=([^,]+),line=(\d+),col=(\d+)::", line)
         assert match, f"not an annotation: {line}"
         found.append((match.group(1), match.group(2), int(match.group(3)), int(match.group(4))))
@@ -131,6 +204,9 @@ def test_documented_workflow_commands_attach_annotations(repo: Path, env: dict[s
         for c in commands
     ]
     assert results[0].returncode == 1  # --strict: the misspelt key fails the job
+    assert results[0].stdout.splitlines()[-1] == (
+        "::error title=toolrt validate --strict::1 warning(s) fail the run under --strict (no errors)"
+    )
     annotations = _annotations(results[0].stdout)
     assert annotations == [("warning", "agent/permissions.yaml", 3, 3)]
     for _, file, line, column in annotations:  # GitHub attaches them: the file exists at that line
@@ -139,7 +215,10 @@ def test_documented_workflow_commands_attach_annotations(repo: Path, env: dict[s
     log: dict[str, Any] = json.loads((repo / "toolrt.sarif").read_text(encoding="utf-8"))
     jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))).validate(log)
     [result] = log["runs"][0]["results"]
-    assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "agent/permissions.yaml"}
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {
+        "uri": "agent/permissions.yaml",
+        "uriBaseId": "%SRCROOT%",
+    }
     _fix_typo(repo, env)
     for command in commands:
         done = subprocess.run(["bash", "-eo", "pipefail", "-c", command], cwd=repo, env=env, capture_output=True)

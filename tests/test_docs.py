@@ -54,16 +54,20 @@ def _syntax(block: Block) -> None:
         raise AssertionError(f"{block.where}: `syntax` does not know the language {language!r}")
 
 
-def _run(block: Block, repo: Path, env: dict[str, str]) -> None:
+def _run(block: Block, repo: Path, env: dict[str, str]) -> str:
+    """Run the block; its output (stdout and stderr as they interleaved)."""
     if block.language in ("bash", "sh", "shell"):
         command = ["bash", "-euo", "pipefail", "-c", block.text]
     elif block.language == "python":
         command = [sys.executable, "-c", block.text]
     else:
         raise AssertionError(f"{block.where}: `run` does not know the language {block.language!r}")
-    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=60)
-    report = f"{block.where} failed ({done.returncode}):\n{block.text}\n{done.stdout}\n{done.stderr}"
+    done = subprocess.run(
+        command, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60
+    )
+    report = f"{block.where} failed ({done.returncode}):\n{block.text}\n{done.stdout}"
     assert done.returncode == 0, report
+    return done.stdout
 
 
 def _workflow(block: Block) -> None:
@@ -89,9 +93,13 @@ def _pre_commit_config(block: Block, tmp_path: Path) -> None:
 def test_page_blocks_run_and_parse(page: Path, tmp_path: Path) -> None:
     env = tool_environment(tmp_path / "home")
     repo = sample_repository(tmp_path / "repo", env)
+    printed: tuple[Block, str] | None = None
     for block in blocks(page):
         if block.marker == "run":
-            _run(block, repo, env)
+            printed = (block, _run(block, repo, env))
+        elif block.marker == "output":
+            assert printed is not None, f"{block.where}: an `output` block follows a `run` block"
+            assert printed[1] == block.text, f"{block.where}: {printed[0].where} printed\n{printed[1]}"
         elif block.marker == "file":
             target = repo / block.argument
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -321,7 +321,8 @@ def test_the_fork_server_runs_without_site_packages() -> None:
 def test_validate_names_the_active_sandbox(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from toolrt.faces.cli import main
 
-    assert main(["validate", "--root", str(tmp_path)]) == 0
+    (tmp_path / "toolrt.yaml").write_text("{}\n", encoding="utf-8")
+    assert main(["validate", "--root", str(tmp_path), "--all"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert f"{tmp_path}: sandbox: {SUPPORT.describe()} (workspace-write, network on)" in lines
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,13 +45,17 @@ def test_default_scope_is_the_projects_files(tmp_path: Path, monkeypatch: pytest
         lines[0] == 'agent/permissions.yaml:3:3: warning: permission "bahs" is not used by any tool; check the spelling'
     )
     assert not any("<builtin>" in line for line in lines), out
-    assert (
-        lines[-2].startswith("(") and "warning(s) about built-in, plugin or unnamed files not shown; --all" in lines[-2]
-    )
-    assert lines[-1] == "agent: valid (0 error(s), 1 warning(s))"
+    assert lines[1:] == ["agent: valid (0 error(s), 1 warning(s))"]  # no line about the sandbox or hidden notes
     code, out, _ = run("validate", "--root", "agent", "--all")
     assert code == 0
-    assert "<builtin>/tools.d/write.yaml:" in out and "not shown" not in out
+    assert re.search(
+        r"^<builtin>/tools.d/write.yaml:\d+:\d+: note: OpenAI strict mode does not support .minLength.", out, re.M
+    )
+    assert "agent: sandbox: " in out
+    assert re.fullmatch(
+        r"agent: valid \(0 error\(s\), 1 warning\(s\), \d+ note\(s\) about built-in or plugin files\)",
+        out.splitlines()[-1],
+    )
 
 
 def test_strict_makes_warnings_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,7 +92,7 @@ def test_github_annotations_are_relative_to_the_working_directory(
     (tmp_path / "agent" / "tools.d" / "broken.yaml").unlink()
     code, out, _ = run("validate", "--root", "agent", "--format", "github", "--all")
     builtin = [line for line in out.splitlines() if "<builtin>" in line]
-    assert builtin and all(line.startswith("::warning title=<builtin>/") and "file=" not in line for line in builtin)
+    assert builtin and all(line.startswith("::notice title=<builtin>/") and "file=" not in line for line in builtin)
 
 
 def test_find_project_walks_up_to_the_vcs_root(tmp_path: Path) -> None:
@@ -154,17 +159,36 @@ def test_sarif_is_valid_sarif_2_1_0(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     typo = by_uri[("agent/permissions.yaml", "warning")]
     assert typo["locations"][0]["physicalLocation"]["region"] == {"startLine": 3, "startColumn": 3}
     assert typo["message"]["text"] == 'permission "bahs" is not used by any tool; check the spelling'
-    assert typo["ruleId"] == "toolrt/config-warning"
+    assert typo["ruleId"] == "toolrt/unused-permission"
     failed = by_uri[("agent/permissions.yaml", "error")]
-    assert failed["ruleId"] == "toolrt/config-error" and "permission test failed" in failed["message"]["text"]
-    assert ("agent/tools.d/two%20words.yaml", "warning") in by_uri
+    assert failed["ruleId"] == "toolrt/permission-test" and "permission test failed" in failed["message"]["text"]
+    lossy = by_uri[("agent/tools.d/two%20words.yaml", "warning")]
+    assert lossy["ruleId"] == "toolrt/provider-rewrite"
+    # one rule per kind, each result pointing at its own
+    rules = result_run["tool"]["driver"]["rules"]
+    assert len({rule["id"] for rule in rules}) == len(rules) > 10
+    for result in result_run["results"]:
+        assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+        assert re.fullmatch(r"[0-9a-f]{32}", result["partialFingerprints"]["toolrtFinding/v1"])
     builtin = [
         r["locations"][0]["physicalLocation"]["artifactLocation"]
         for r in result_run["results"]
-        if r["locations"][0]["physicalLocation"]["artifactLocation"].get("uriBaseId")
+        if r["locations"][0]["physicalLocation"]["artifactLocation"]["uriBaseId"] == "toolrt-builtin"
     ]
-    assert builtin and all(a["uriBaseId"] == "toolrt-builtin" and a["uri"].startswith("tools.d/") for a in builtin)
-    assert "toolrt-builtin" in result_run["originalUriBaseIds"]
+    assert builtin and all(a["uri"].startswith("tools.d/") for a in builtin)
+    assert {r["level"] for r in result_run["results"] if r["ruleId"] == "toolrt/provider-rewrite"} == {
+        "warning",
+        "note",
+    }
+    # no path of the machine that ran it, anywhere in the log
+    assert str(tmp_path) not in out and "file://" not in out
+    # the same finding keeps its fingerprint when lines move
+    rules_file = tmp_path / "agent" / "permissions.yaml"
+    rules_file.write_text("# moved\n" + rules_file.read_text(encoding="utf-8"), encoding="utf-8")
+    moved = json.loads(run("validate", "--root", "agent", "--format", "sarif")[1])["runs"][0]["results"]
+    [again] = [r for r in moved if r["ruleId"] == "toolrt/unused-permission"]
+    assert again["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
+    assert again["partialFingerprints"] == typo["partialFingerprints"]
 
 
 def test_runtime_permissions_are_not_reported_as_unused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,13 +19,17 @@ class ToolResult:
     metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     attachments: tuple[Mapping[str, Any], ...] = ()
     error: str | None = None
+    structured: Mapping[str, Any] | None = None
+    """The data a tool with an `output:` schema returned, validated against it (MCP `structuredContent`);
+    `output` is its JSON text. None for every other tool."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
     def to_json(self) -> dict[str, Any]:
-        """The `toolrt call --json` shape: `{"title", "output", "metadata", "error"}` (+ attachments)."""
+        """The `toolrt call --json` shape: `{"title", "output", "metadata", "error"}` (+ attachments, and
+        `structured` for a tool with an output schema)."""
         data: dict[str, Any] = {
             "title": self.title,
             "output": self.output,
@@ -34,4 +38,6 @@ class ToolResult:
         }
         if self.attachments:
             data["attachments"] = [dict(a) for a in self.attachments]
+        if self.structured is not None:
+            data["structured"] = dict(self.structured)
         return data

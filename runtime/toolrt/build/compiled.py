@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema_rs
 
 from ..config.document import Document
-from ..config.model import ArgvHandler, ShellHandler, ToolDefinition
+from ..config.model import ArgvHandler, HostHandler, PythonHandler, ShellHandler, ToolDefinition
 from ..config.validation import parameter_schema_problems
 from ..errors import Problem
 from ..permissions.model import PermissionRequest
@@ -52,6 +52,8 @@ class CompiledTool:
     parameter_names: frozenset[str]
     validator: Any
     """jsonschema-rs validator of the parameters, built once."""
+    output_validator: Any = None
+    """jsonschema-rs validator of the `output:` schema, built once; None without one."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """Top-level parameter defaults, applied to arguments before validation."""
     title: Any = None
@@ -166,6 +168,20 @@ def description_problem(description: str) -> str | None:
     return None
 
 
+def _output_validator(tool: ToolDefinition, document: Document, problems: list[Problem]) -> Any:
+    """The `output:` schema's validator; problems (not a schema, a handler that returns text) appended."""
+    if tool.output is None:
+        return None
+    found = parameter_schema_problems(document, "/output", tool.output)
+    if not isinstance(tool.handler, (PythonHandler, HostHandler)):
+        kind = "argv" if isinstance(tool.handler, ArgvHandler) else "shell"
+        found.append(
+            locate(tool, "/output", f"'output' needs a python or host handler: an {kind} tool's output is text")
+        )
+    problems.extend(found)
+    return None if found else jsonschema_rs.validator_for(dict(tool.output))
+
+
 def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]) -> CompiledTool | None:
     """Compile one definition; append located problems and return None when it cannot be used."""
     before = len(problems)
@@ -186,6 +202,7 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
                 )
             )
     validator = jsonschema_rs.validator_for(dict(tool.parameters))
+    output_validator = _output_validator(tool, document, problems)
 
     def template(pointer: str, source: str | None, *, quote_shell: bool = False) -> Any:
         if source is None:
@@ -236,6 +253,7 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         description=description,
         parameter_names=names,
         validator=validator,
+        output_validator=output_validator,
         defaults=MappingProxyType(
             {name: schema["default"] for name, schema in properties.items() if "default" in schema}
         ),

@@ -146,6 +146,7 @@ def spec_of(offered: Offered, format: str, tools: tuple[str, ...] = ()) -> Mappi
             parameters=definition.parameters,
             title=display_title(offered.name, definition.title),
             annotations=definition.annotations,
+            output=definition.output,
         ).spec
     return found
 

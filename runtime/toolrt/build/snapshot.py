@@ -176,10 +176,11 @@ def _permission_config(
     locked: Document | None,
     data_dir: Path,
     truncation_dir: Path,
+    root: Path,
     problems: list[Problem],
     reusing: _Reusing,
 ) -> PermissionConfig | None:
-    key = (builtin, project, locked, Path.home(), data_dir, truncation_dir)
+    key = (builtin, project, locked, Path.home(), data_dir, truncation_dir, root)
     for cached_key, config, found in (*reusing.permissions, *reusing.previous.permissions):
         same_files = all(a is b for a, b in zip(cached_key[:3], key[:3], strict=True))
         if same_files and cached_key[3:] == key[3:]:
@@ -190,7 +191,7 @@ def _permission_config(
     config = None
     try:
         config = build_permission_config(
-            builtin, project, locked, home=Path.home(), data_dir=data_dir, truncation_dir=truncation_dir
+            builtin, project, locked, home=Path.home(), data_dir=data_dir, truncation_dir=truncation_dir, root=root
         )
     except ConfigError as error:
         found_problems.extend(error.problems)
@@ -278,10 +279,12 @@ def _build_snapshot(
     permissions: PermissionConfig | None = None
     if builtin_permissions is not None:
         permissions = _permission_config(
-            builtin_permissions, project_permissions, locked_doc, data_dir, output_dir, problems, reusing
+            builtin_permissions, project_permissions, locked_doc, data_dir, output_dir, root_path, problems, reusing
         )
         if permissions is None and partial:  # listing only: every call is blocked by the problems
-            permissions = _permission_config(builtin_permissions, None, None, data_dir, output_dir, [], reusing)
+            permissions = _permission_config(
+                builtin_permissions, None, None, data_dir, output_dir, root_path, [], reusing
+            )
     else:
         problems.append(
             Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid")

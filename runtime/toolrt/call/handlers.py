@@ -7,7 +7,9 @@ timeout becomes a clean error result for the model, and the runtime keeps servin
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -155,8 +157,11 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
 
 
 def _normalize(tool: CompiledTool, args: Mapping[str, Any], outcome: Any, ctx: ToolContext, root: Path) -> ToolResult:
-    """A handler's return value as a ToolResult; anything but text or OpenCode's mapping is an error."""
+    """A handler's return value as a ToolResult; anything but text or OpenCode's mapping is an error
+    (with an `output:` schema: the data itself, see `_structured`)."""
     title = call_title(tool, args, root)
+    if tool.output_validator is not None:
+        return _structured(tool, outcome, title or ctx.title or "")
     if isinstance(outcome, str):
         return ToolResult(title=title or ctx.title or "", output=_clean(outcome))
     if isinstance(outcome, ToolResult):
@@ -175,6 +180,42 @@ def _normalize(tool: CompiledTool, args: Mapping[str, Any], outcome: Any, ctx: T
         f"The {tool.id} tool's handler returned {type(outcome).__name__}; a handler returns text or "
         "a mapping with 'output' (and optional 'title', 'metadata', 'attachments')."
     )
+
+
+def _structured(tool: CompiledTool, outcome: Any, title: str) -> ToolResult:
+    """The data a handler with an `output:` schema returned: validated, kept as `structured`, and its JSON
+    as the text every provider reads. A ToolResult passes through (a handler may set `structured` itself)."""
+    if isinstance(outcome, ToolResult):
+        data: Any = outcome.structured
+        if data is None:
+            return outcome
+    else:
+        data = outcome
+    if not isinstance(data, Mapping):
+        raise ToolFailure(
+            f"The {tool.id} tool's handler returned {type(data).__name__}; a tool with an output schema returns "
+            "its data as a mapping (a JSON object)."
+        )
+    try:
+        plain = json.loads(json.dumps(data, ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise ToolFailure(f"The {tool.id} tool's handler returned data that is not JSON: {error}") from None
+    errors = list(tool.output_validator.iter_errors(plain))
+    if errors:
+        said = [
+            f"{'/' + '/'.join(str(p) for p in error.instance_path) if error.instance_path else 'the root'}: "
+            f"{error.message}"
+            for error in errors[:3]
+        ]
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise ToolFailure(
+            f"The {tool.id} tool's handler returned data that does not match its output schema: "
+            f"{'; '.join(said)}{more}."
+        )
+    text = json.dumps(plain, ensure_ascii=False, indent=2)
+    if isinstance(outcome, ToolResult):
+        return replace(outcome, output=text, structured=MappingProxyType(plain))
+    return ToolResult(title=title, output=text, structured=MappingProxyType(plain))
 
 
 def _clean(text: str) -> str:

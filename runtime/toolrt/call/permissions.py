@@ -22,10 +22,11 @@ from ..build.snapshot import Snapshot
 from ..build.templates import render
 from ..errors import InvalidArgumentsError, PathChanged, PermissionBlocked
 from ..permissions.model import CallSite, Decision, PermissionRequest, usable_exempt
+from ..permissions.paths import PATH_PERMISSIONS, relative_form
 from .active import ActiveCall
 from .process_denies import process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
-from .titles import render_optional
+from .titles import call_title, render_optional
 
 __all__ = [
     "INLINE_ARGUMENT_CHARS",
@@ -33,6 +34,7 @@ __all__ = [
     "add_doom_loop",
     "authorize",
     "external_directories",
+    "path_patterns",
     "pattern_requests",
     "permission_requests",
     "permission_requests_off_loop",
@@ -130,17 +132,45 @@ def _protected_request(
 
 
 def pattern_requests(snapshot: Snapshot) -> Callable[[str, str], Sequence[PermissionRequest] | None]:
-    """For `toolrt check PERMISSION PATTERN` and `tests:` patterns: a `bash` pattern is a command,
-    analysed as the bash tool's call would be (globs left as written); others stand as they are."""
+    """For `toolrt check PERMISSION PATTERN` and `tests:` patterns, the requests a call would make: a
+    `bash` pattern is a command, analysed as the bash tool's call would be (globs left as written); a
+    path of a path permission is normalised as the tool that asks it does (see `path_patterns`);
+    others stand as they are (None)."""
 
     def analyze(permission: str, pattern: str) -> Sequence[PermissionRequest] | None:
-        if permission != "bash":
-            return None
-        from ..shell import analyze_command
+        if permission == "bash":
+            from ..shell import analyze_command
 
-        return analyze_command(pattern, snapshot.site, expand_globs=False)
+            return analyze_command(pattern, snapshot.site, expand_globs=False)
+        patterns = path_patterns(permission, pattern, snapshot.site)
+        return None if patterns is None else [PermissionRequest(permission, patterns)]
 
     return analyze
+
+
+def path_patterns(permission: str, path: str, site: CallSite) -> tuple[str, ...] | None:
+    """`path` as the tools that ask `permission` give it: `read` and `list` the absolute path and its
+    real path, `edit` and `lsp` both relative to the root, `external_directory` an absolute directory
+    pattern, `protected` relative inside the root (absolute outside). None for other permissions."""
+    if permission not in PATH_PERMISSIONS or not path or "\x00" in path:
+        return None
+    root = str(site.root)
+    expanded = os.path.expanduser(path)
+    stem, tail = (expanded[:-2], "/*") if expanded.endswith("/*") and len(expanded) > 2 else (expanded, "")
+    lexical = os.path.normpath(os.path.join(str(site.cwd), stem or "."))
+    real = os.path.realpath(lexical)
+    if permission in ("read", "list", "external_directory"):
+        forms = (lexical, real) if permission != "external_directory" else (lexical,)
+        return tuple(dict.fromkeys(form + tail for form in forms))
+    if permission == "protected":  # as `ProtectedPaths.display`: relative inside the root, else absolute
+        return tuple(dict.fromkeys(_inside_or_absolute(form, root) + tail for form in (lexical, real)))
+    relative = (relative_form(lexical, root), relative_form(real, os.path.realpath(root)))
+    return tuple(dict.fromkeys(form + tail for form in relative))
+
+
+def _inside_or_absolute(path: str, root: str) -> str:
+    relative = relative_form(path, root)
+    return path if relative == ".." or relative.startswith("../") else relative
 
 
 def _analyzer(name: str, root: Path | None) -> Callable[[Mapping[str, Any], CallSite], Sequence[PermissionRequest]]:
@@ -237,7 +267,9 @@ async def authorize(
             asker=call.request.ask,
             tool=call.name,
             call_id=call.call_id,
-            title=render_optional(tool.confirm_title, tool, args, snapshot.root),
+            # the confirm title, else the call's own title (bash: the model's description of the command)
+            title=render_optional(tool.confirm_title, tool, args, snapshot.root)
+            or call_title(tool, args, snapshot.root),
             message=render_optional(tool.confirm_message, tool, args, snapshot.root),
         )
     except PermissionBlocked as error:

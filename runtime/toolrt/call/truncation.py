@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -46,4 +47,4 @@ def truncate_result(call: ActiveCall, result: ToolResult) -> ToolResult:
     metadata["truncated"] = True
     if truncated.output_path is not None:
         metadata["outputPath"] = str(truncated.output_path)
-    return ToolResult(result.title, truncated.content, MappingProxyType(metadata), result.attachments, result.error)
+    return replace(result, output=truncated.content, metadata=MappingProxyType(metadata))

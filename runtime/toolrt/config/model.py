@@ -139,6 +139,8 @@ class ToolDefinition:
     cache_ttl: float | None = None
     examples_valid: tuple[Mapping[str, Any], ...] = ()
     examples_invalid: tuple[Mapping[str, Any], ...] = ()
+    output: Mapping[str, Any] | None = None
+    """The JSON Schema of the data a python or host handler returns (`output:`), or None."""
     describe: str | None = None
     format_validation_error: str | None = None
     enabled: bool = True
@@ -255,6 +257,7 @@ def tool_from_document(document: Document, *, description: str, layer: str) -> T
         cache_ttl=cache["ttl"] if cache else None,
         examples_valid=tuple(examples.get("valid", ())),
         examples_invalid=tuple(examples.get("invalid", ())),
+        output=data.get("output"),
         describe=data.get("describe"),
         format_validation_error=data.get("format_validation_error"),
         enabled=data.get("enabled", True),

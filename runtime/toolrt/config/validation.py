@@ -272,6 +272,14 @@ def _did_you_mean(value: Any, choices: list[str]) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
+def _type_hint(error: Any) -> str:
+    """The fix for a common wrong type: a bare model pattern where a selector mapping belongs."""
+    instance, properties = error.instance, error.schema.get("properties", {})
+    if error.validator_value == "object" and isinstance(instance, str) and "model" in properties:
+        return f'; write {{model: "{instance}"}} to match model ids (or {{group: NAME}} for a model group)'
+    return ""
+
+
 def _message(error: Any) -> str:
     validator, value, instance = error.validator, error.validator_value, error.instance
     if validator in ("oneOf", "anyOf") and isinstance(value, list):
@@ -281,7 +289,7 @@ def _message(error: Any) -> str:
     if validator == "type":
         expected = value if isinstance(value, str) else " or ".join(value)
         expected = _TYPE_WORDS.get(expected, expected)
-        return f"expected {expected}, found {describe_value(instance)}"
+        return f"expected {expected}, found {describe_value(instance)}{_type_hint(error)}"
     if validator == "required":
         missing = [name for name in value if isinstance(instance, dict) and name not in instance]
         return f"missing required key '{missing[0] if missing else value[0]}'"
@@ -291,7 +299,11 @@ def _message(error: Any) -> str:
         ):
             return f"{instance!r} is not a valid tool id: {_ID_HINT}"
         if ":" in error.schema.get("pattern", "") and "A-Za-z_" in error.schema.get("pattern", ""):
-            return f"{instance!r} is not of the form 'package.module:function'"
+            hint = ""
+            if isinstance(instance, str) and ":" not in instance and "." in instance:
+                module, function = instance.rsplit(".", 1)
+                hint = f"; did you mean '{module}:{function}'?"
+            return f"{instance!r} is not of the form 'package.module:function'{hint}"
         return f"{describe_value(instance)} does not match the pattern {value!r}"
     if validator == "minLength" and value == 1:
         return f"'{field}' is empty" if field is not None else "empty string"

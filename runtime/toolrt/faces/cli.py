@@ -464,8 +464,10 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("give PERMISSION PATTERN, or --tool ID --args JSON")
         decision = rt.check(options.permission, options.pattern, agent=options.agent)
         hidden = None
+    unasked = None if options.tool else _unasked_permission(rt, options.permission)
     if options.json:
-        json.dump({**_decision_json(decision), **({"hidden": hidden} if hidden else {})}, out, indent=2)
+        notes = {**({"hidden": hidden} if hidden else {}), **({"note": unasked} if unasked else {})}
+        json.dump({**_decision_json(decision), **notes}, out, indent=2)
         out.write("\n")
         return 0
     for d in decision.decisions:
@@ -481,7 +483,25 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
     out.write(f"decision: {decision.action}\n")
     if hidden:
         out.write(f"note: {options.tool} is not offered for this selection: {hidden}\n")
+    if unasked:
+        out.write(f"note: {unasked}\n")
     return 0
+
+
+def _unasked_permission(rt: Runtime, permission: str) -> str | None:
+    """What to say when no tool of the config asks `permission` (a typo such as `bsh`): the verdict
+    stands for the rules, but no call will ever meet it."""
+    import difflib
+
+    from .validate import RUNTIME_PERMISSIONS
+
+    tools = rt.snapshot.tools.values()
+    known = sorted({tool.permission_key for tool in tools} | {tool.id for tool in tools} | RUNTIME_PERMISSIONS)
+    if permission in known:
+        return None
+    close = difflib.get_close_matches(permission, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"no tool asks the permission {permission!r}{hint} (the rules above decide it, but no call will ask it)"
 
 
 _PROMPTS_WAITING: set[int] = set()
@@ -610,10 +630,27 @@ def _fixed_asker(kind: str) -> Any:
     return ask
 
 
+def _unknown_tool(rt: Runtime, name: str, scope: CallScope) -> UsageError | None:
+    """A usage error for a tool name the config does not define in any case (a person typed it: the model's
+    `invalid` text is not the answer), with the closest offered names; None when the name is known."""
+    import difflib
+
+    snapshot = rt.snapshot
+    if name in snapshot.tools or name.lower() in snapshot.tools or name in snapshot.withheld:
+        return None
+    names = rt.tools(scope).names()
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+    return UsageError(f"unknown tool {name!r}{hint} (tools: {', '.join(names) or 'none'})")
+
+
 def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     import anyio
 
     rt = _load(options)
+    unknown = _unknown_tool(rt, options.tool, _scope(options))
+    if unknown is not None:
+        raise unknown
     if options.yes:
         asker = _fixed_asker("once")
     elif options.no:
@@ -792,8 +829,11 @@ def _cmd_lsp(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_settings(options: argparse.Namespace, out: TextIO) -> int:
-    resolved = _load(options).settings
-    rows = [(key, _shown(value), origin) for key, value, origin in resolved.items()]
+    from .settings_view import setting_rows
+
+    rt = _load(options)
+    resolved = rt.settings
+    rows = [(key, _shown(value), origin) for key, value, origin in setting_rows(rt.snapshot)]
     if options.json:
         document = {
             "settings": {key: {"value": value, "origin": origin} for key, value, origin in rows},

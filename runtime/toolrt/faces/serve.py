@@ -447,7 +447,10 @@ def _to_mcp(result: ToolResult, token: str | None = None) -> types.CallToolResul
     meta: dict[str, Any] = {"toolrt/title": result.title}
     if token is not None:
         meta[SESSION_META_KEY] = token
-    return types.CallToolResult(content=content, is_error=result.error is not None, _meta=meta)
+    structured = dict(result.structured) if result.structured is not None and result.error is None else None
+    return types.CallToolResult(
+        content=content, structured_content=structured, is_error=result.error is not None, _meta=meta
+    )
 
 
 class _ToolrtServer(Server[Any]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from ..build.compiled import CompiledTool, call_arity_problem, import_ref, locate, project_root_of
 from ..build.snapshot import Snapshot, build_snapshot
 from ..config.collect import collector_paused
+from ..config.document import child_pointer
 from ..config.model import PythonHandler
 from ..errors import ConfigError, Problem, UsageError
 from ..permissions.model import PermissionRequest
@@ -62,19 +64,36 @@ def validate(root: Path) -> Report:
 
 
 def _validate(root: Path) -> Report:
+    """One pass over every file: a broken file withholds its own tools (or, for the rules and settings,
+    blocks calls), and everything else is still checked, so one run shows every problem."""
     try:
-        snapshot = build_snapshot(root, located=True)  # most tools get a located warning (lossy formats)
+        # most tools get a located warning (lossy formats); `partial` keeps what is valid to check it too
+        snapshot = build_snapshot(root, located=True, partial=True)
     except ConfigError as error:
         return _report(error.problems)
     problems: list[Problem] = list(snapshot.warnings)
+    if snapshot.blocked is not None:
+        problems.extend(snapshot.blocked.problems)
+    problems.extend(problem for found in snapshot.withheld.values() for problem in found)
     problems.extend(python_handler_problems(snapshot))
-    problems.extend(_permission_problems(snapshot))
+    if _rules_built(snapshot):
+        problems.extend(_permission_problems(snapshot))
     problems.extend(_spec_problems(snapshot))
     problems.extend(schema_copy_problems(root, _texts(snapshot)))
     problems.extend(_keyword_problems(snapshot))
     problems.extend(sandbox_problems(snapshot.sandbox))
     problems.extend(_lsp_problems(snapshot))
     return _report(problems, sandbox_status(snapshot.sandbox))
+
+
+def _rules_built(snapshot: Snapshot) -> bool:
+    """Whether the snapshot's rules are the files' own: a broken project or locked rules file leaves the
+    built-in rules standing in (so that nothing runs), which neither lint nor the file's tests concern."""
+    scopes = {layer.scope for layer in snapshot.permissions.layers}
+    layers = snapshot.config.layers if snapshot.config is not None else ()
+    project = any(layer.name == "project" and layer.permissions is not None for layer in layers)
+    locked = snapshot.resolved.values.locked_permissions is not None
+    return (not project or "project" in scopes) and (not locked or "locked" in scopes)
 
 
 def _lsp_problems(snapshot: Snapshot) -> list[Problem]:
@@ -161,6 +180,8 @@ def _keyword_problems(snapshot: Snapshot) -> list[Problem]:
         document = tool.definition.document
         if document is not None and isinstance(document.data, dict) and "parameters" in document.data:
             problems.extend(parameter_keyword_warnings(document, "/parameters", tool.definition.parameters))
+        if document is not None and tool.definition.output is not None:
+            problems.extend(parameter_keyword_warnings(document, "/output", tool.definition.output))
     return problems
 
 
@@ -226,9 +247,29 @@ def _spec_problems(snapshot: Snapshot) -> list[Problem]:
                 formats.extend(names)
         for (pointer, keyword, message), formats in lossy.items():
             where = "/parameters" + pointer
+            # at the keyword's own line (or the one the message names: strict mode off because of
+            # 'additionalProperties'), not at its schema's
+            named = [keyword, *re.findall(r"'([A-Za-z$]+)'", message)]
+            found = next((key for key in named if _has_key(definition.parameters, pointer, key)), None)
+            if found is not None:
+                where = child_pointer(where, found)
             text = f"{message} [{', '.join(formats)}: {keyword}]"
             problems.append(_at(definition.source, document, where, text, "warning"))
     return problems
+
+
+def _has_key(schema: Any, pointer: str, key: str) -> bool:
+    """Whether the node at JSON `pointer` inside `schema` is a mapping holding `key`."""
+    node = schema
+    for part in pointer.split("/")[1:] if pointer else ():
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return isinstance(node, dict) and key in node
 
 
 def _at(source: str, document: Any, pointer: str, message: str, severity: str) -> Problem:

@@ -1,8 +1,10 @@
 """`toolrt validate` as CI and pre-commit run it: which problems to show, where they are, in which format.
 
 - Scope: problems in the project's own files. Warnings about built-in and plugin files (which the
-  user cannot change) appear only with `--all`; their errors always appear, because they make the
-  config invalid.
+  user cannot change) are notes: shown only with `--all`, and never failing `--strict`; their errors
+  always appear, because they make the config invalid.
+- A directory that is not a toolrt project is a usage error (exit 2) naming the projects below it: a
+  CI job that forgot `--root` must not pass by checking nothing.
 - Paths are relative to the working directory (GitHub and pre-commit run at the repository root), so
   `--root sub` gives `sub/tools.d/a.yaml`; a file outside the working directory keeps its absolute path,
   a built-in one its `<builtin>/` name.
@@ -10,7 +12,7 @@
   `permissions.yaml` or `toolrt.yaml`, looking no higher than the VCS root. Every such project is
   validated; its errors are reported (a file can break another one: a removed flag breaks the tool
   that names it), its warnings only for the files named.
-- `--strict`: warnings fail too (exit 1).
+- `--strict`: warnings fail too (exit 1), and the summary says so.
 - Formats: text (`file:line:column: message`), json, github (workflow commands), sarif (2.1.0).
 """
 
@@ -28,7 +30,16 @@ from ..config.resources import builtin_root
 from ..errors import Problem, UsageError
 from .validate import validate
 
-__all__ = ["Outcome", "find_project", "problem_text", "render", "sarif_log", "validate_paths"]
+__all__ = [
+    "Outcome",
+    "find_project",
+    "is_project",
+    "problem_text",
+    "projects_below",
+    "render",
+    "sarif_log",
+    "validate_paths",
+]
 
 PROJECT_MARKERS = ("tools.d", "permissions.yaml", "toolrt.yaml")
 """What makes a directory a toolrt project."""
@@ -47,10 +58,11 @@ class Outcome:
     roots: tuple[Path, ...]
     errors: tuple[Problem, ...]
     warnings: tuple[Problem, ...]
-    hidden_warnings: int
-    """Warnings left out: about built-in or plugin files without `--all`, or about files not named."""
+    """Warnings about the project's own files (those named, with `FILE…` arguments): `--strict` fails on them."""
+    notes: tuple[Problem, ...] = ()
+    """With `--all`: warnings about built-in and plugin files, which the user cannot change (never failing)."""
     sandboxes: tuple[str, ...] = ()
-    """Per project validated: which OS sandbox its tools' processes run in."""
+    """Per project validated: which OS sandbox its tools' processes run in (shown with `--all`)."""
 
     @property
     def ok(self) -> bool:
@@ -77,8 +89,66 @@ def find_project(file: Path) -> Path | None:
     return None
 
 
+_SKIPPED_DIRECTORIES = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist", "build"})
+_SEARCH_DEPTH = 3
+_SEARCH_LIMIT = 2000
+"""Directories looked at below a directory that is not a project, for the projects to suggest."""
+
+
+def is_project(directory: Path) -> bool:
+    """Whether `directory` holds `tools.d/`, `permissions.yaml` or `toolrt.yaml`."""
+    return any((directory / marker).exists() for marker in PROJECT_MARKERS)
+
+
+def projects_below(directory: Path) -> list[Path]:
+    """The toolrt projects under `directory` (not itself), nearest first: up to three levels down,
+    leaving out hidden directories and a few that hold installed packages, never inside a project."""
+    found: list[Path] = []
+    level = [directory]
+    seen = 0
+    for _ in range(_SEARCH_DEPTH):
+        below: list[Path] = []
+        for parent in level:
+            try:
+                entries = sorted(os.scandir(parent), key=lambda entry: entry.name)
+            except OSError:
+                continue
+            for entry in entries:
+                seen += 1
+                if seen > _SEARCH_LIMIT:
+                    return found
+                name = entry.name
+                if name.startswith(".") or name in _SKIPPED_DIRECTORIES or not entry.is_dir(follow_symlinks=False):
+                    continue
+                path = Path(entry.path)
+                if is_project(path):
+                    found.append(path)
+                else:
+                    below.append(path)
+        level = below
+    return found
+
+
+def _not_a_project(root: Path, shown: str) -> UsageError:
+    markers = "tools.d/, permissions.yaml or toolrt.yaml"
+    found = projects_below(root)
+    if not found:
+        return UsageError(
+            f"{shown}: not a toolrt project (no {markers} in it or below it); give the project with --root DIR,"
+            " or make one with `toolrt init`"
+        )
+    names = [_shown_root(path) for path in found]
+    listed = ", ".join(f"{name}/" for name in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    which = "one" if len(names) == 1 else len(names)
+    return UsageError(f"{shown}: not a toolrt project (found {which} in {listed}: use --root {names[0]})")
+
+
 def validate_paths(root: Path, files: Sequence[str], *, all_files: bool, cwd: Path | None = None) -> Outcome:
-    """Validate the project at `root`, or the projects of `files`, and keep what this run reports."""
+    """Validate the project at `root`, or the projects of `files`, and keep what this run reports.
+
+    Raises:
+        UsageError: `root` is not a toolrt project (naming those below it), or a file is in none.
+    """
     cwd = (cwd or Path.cwd()).absolute()
     named: dict[Path, set[Path]] = {}
     if files:
@@ -94,10 +164,13 @@ def validate_paths(root: Path, files: Sequence[str], *, all_files: bool, cwd: Pa
                 )
             named.setdefault(project, set()).add(Path(os.path.normpath(path)))
     else:
-        named[(cwd / root).absolute()] = set()
+        project = Path(os.path.normpath(cwd / root))
+        if project.is_dir() and not is_project(project):
+            raise _not_a_project(project, str(root))
+        named[project] = set()
     errors: list[Problem] = []
     warnings: list[Problem] = []
-    hidden = 0
+    notes: list[Problem] = []
     sandboxes: list[str] = []
     for project, chosen in named.items():
         report = validate(project)
@@ -109,13 +182,17 @@ def validate_paths(root: Path, files: Sequence[str], *, all_files: bool, cwd: Pa
             inside = location is not None and _is_under(location, project)
             if problem.severity == "error":
                 errors.append(shown)
-            elif (
-                problem.file == "<sandbox>" or (all_files or inside) and (not chosen or all_files or location in chosen)
-            ):
+            elif problem.file == "<sandbox>" or inside and (not chosen or all_files or location in chosen):
                 warnings.append(shown)
-            else:
-                hidden += 1
-    return Outcome(tuple(named), tuple(dict.fromkeys(errors)), tuple(dict.fromkeys(warnings)), hidden, tuple(sandboxes))
+            elif all_files and not inside:
+                notes.append(shown)
+    return Outcome(
+        tuple(named),
+        tuple(dict.fromkeys(errors)),
+        tuple(dict.fromkeys(warnings)),
+        tuple(dict.fromkeys(notes)),
+        tuple(sandboxes),
+    )
 
 
 def _location(problem: Problem, root: Path) -> Path | None:
@@ -150,12 +227,14 @@ def _shown(problem: Problem, location: Path | None, cwd: Path) -> str:
 def render(outcome: Outcome, format: str, out: TextIO, *, strict: bool, all_files: bool) -> None:
     """Write the outcome in `format` (text, json, github, sarif)."""
     problems = outcome.errors + outcome.warnings
+    strict_failed = strict and outcome.ok and bool(outcome.warnings)
     if format == "json":
         json.dump(
             {
                 "ok": outcome.passes(strict=strict),
                 "errors": [p.to_json() for p in outcome.errors],
                 "warnings": [p.to_json() for p in outcome.warnings],
+                "notes": [{**p.to_json(), "severity": "note"} for p in outcome.notes],
             },
             out,
             indent=2,
@@ -163,22 +242,27 @@ def render(outcome: Outcome, format: str, out: TextIO, *, strict: bool, all_file
         out.write("\n")
     elif format == "github":
         out.writelines(_github(problem) + "\n" for problem in problems)
+        out.writelines(_github(problem, "notice") + "\n" for problem in outcome.notes)
+        if strict_failed:
+            out.write(f"::error title=toolrt validate --strict::{_strict_summary(outcome)}\n")
     elif format == "sarif":
-        json.dump(sarif_log(problems), out, indent=2)
+        json.dump(sarif_log(problems, notes=outcome.notes), out, indent=2)
         out.write("\n")
     else:
         out.writelines(problem_text(problem) + "\n" for problem in problems)
-        out.writelines(line + "\n" for line in outcome.sandboxes)
-        if outcome.hidden_warnings and not all_files:
-            out.write(
-                f"({outcome.hidden_warnings} warning(s) about built-in, plugin or unnamed files not shown;"
-                " --all shows them)\n"
-            )
+        out.writelines(problem_text(problem, "note") + "\n" for problem in outcome.notes)
+        if all_files:
+            out.writelines(line + "\n" for line in outcome.sandboxes)
         verdict = "valid" if outcome.passes(strict=strict) else "invalid"
         strictness = "; --strict: warnings fail" if strict and outcome.warnings else ""
         where = ", ".join(_shown_root(root) for root in outcome.roots)
         counts = f"{len(outcome.errors)} error(s), {len(outcome.warnings)} warning(s){strictness}"
-        out.write(f"{where}: {verdict} ({counts})\n")
+        notes = f", {len(outcome.notes)} note(s) about built-in or plugin files" if outcome.notes else ""
+        out.write(f"{where}: {verdict} ({counts}{notes})\n")
+
+
+def _strict_summary(outcome: Outcome) -> str:
+    return f"{len(outcome.warnings)} warning(s) fail the run under --strict (no errors)"
 
 
 def _shown_root(root: Path) -> str:
@@ -186,9 +270,10 @@ def _shown_root(root: Path) -> str:
     return "." if root == cwd else (root.relative_to(cwd).as_posix() if _is_under(root, cwd) else str(root))
 
 
-def problem_text(problem: Problem) -> str:
-    """`file:line:column: [warning: ]message` (`file: message` when no line is known)."""
-    prefix = "warning: " if problem.severity == "warning" else ""
+def problem_text(problem: Problem, severity: str | None = None) -> str:
+    """`file:line:column: [warning: |note: ]message` (`file: message` when no line is known)."""
+    shown = severity or problem.severity
+    prefix = f"{shown}: " if shown != "error" else ""
     return f"{problem.where}: {prefix}{problem.message}"
 
 
@@ -200,7 +285,7 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def _github(problem: Problem) -> str:
+def _github(problem: Problem, command: str | None = None) -> str:
     """A workflow command; files GitHub cannot attach to (toolrt's own) are named in the title instead."""
     properties: list[str] = []
     if problem.file.startswith("<") or os.path.isabs(problem.file):
@@ -211,30 +296,36 @@ def _github(problem: Problem) -> str:
             properties.append(f"line={problem.line}")
             if problem.column > 0:
                 properties.append(f"col={problem.column}")
-    return f"::{problem.severity} {','.join(properties)}::{_escape_data(problem.message)}"
+    return f"::{command or problem.severity} {','.join(properties)}::{_escape_data(problem.message)}"
 
 
 # --- SARIF 2.1.0 ----------------------------------------------------------------------------------
 
-_RULES = (
-    ("toolrt/config-error", "The config is invalid: toolrt refuses or cannot build it."),
-    ("toolrt/config-warning", "The config loads, but something in it is likely a mistake or lossy for a provider."),
-)
+_BUILTIN_BASE = "toolrt-builtin"
+_OUTSIDE_BASE = "toolrt-outside"
+_SOURCE_BASE = "%SRCROOT%"
 
 
-def sarif_log(problems: Iterable[Problem]) -> dict[str, Any]:
-    """A SARIF 2.1.0 log of one run: a result per problem, located by a URI relative to the working directory."""
+def sarif_log(problems: Iterable[Problem], *, notes: Iterable[Problem] = ()) -> dict[str, Any]:
+    """A SARIF 2.1.0 log of one run: one rule per kind of finding (`faces.findings`), a result per problem
+    with a fingerprint that survives lines moving, located relative to the working directory (`%SRCROOT%`),
+    toolrt's own files relative to `toolrt-builtin`; no path of the machine that ran it."""
     from .. import __version__
+    from .findings import KINDS, fingerprint, kind_of
 
     results = []
-    for problem in problems:
-        index = 0 if problem.severity == "error" else 1
+    used: dict[int, None] = {}
+    for problem, level in [*((p, p.severity) for p in problems), *((p, "note") for p in notes)]:
+        index = kind_of(problem)
+        kind = KINDS[index]
+        used[index] = None
         result: dict[str, Any] = {
-            "ruleId": _RULES[index][0],
+            "ruleId": kind.id,
             "ruleIndex": index,
-            "level": problem.severity,
+            "level": level,
             "message": {"text": problem.message},
             "locations": [{"physicalLocation": _physical_location(problem)}],
+            "partialFingerprints": {"toolrtFinding/v1": fingerprint(problem, kind)},
         }
         if problem.pointer:
             result["properties"] = {"pointer": problem.pointer}
@@ -248,13 +339,16 @@ def sarif_log(problems: Iterable[Problem]) -> dict[str, Any]:
                     "driver": {
                         "name": "toolrt",
                         "version": __version__,
-                        "rules": [
-                            {"id": rule, "shortDescription": {"text": text}, "defaultConfiguration": {"level": level}}
-                            for (rule, text), level in zip(_RULES, ("error", "warning"), strict=True)
-                        ],
+                        "rules": [{"id": kind.id, "shortDescription": {"text": kind.description}} for kind in KINDS],
                     }
                 },
-                "originalUriBaseIds": {"toolrt-builtin": {"uri": builtin_root().absolute().as_uri() + "/"}},
+                "originalUriBaseIds": {
+                    _SOURCE_BASE: {"description": {"text": "The directory toolrt validate ran in."}},
+                    _BUILTIN_BASE: {
+                        "description": {"text": "toolrt's built-in tools.d/ and permissions.yaml, as installed."}
+                    },
+                    _OUTSIDE_BASE: {"description": {"text": "The file system's root, for files outside SRCROOT."}},
+                },
                 "results": results,
             }
         ],
@@ -264,11 +358,11 @@ def sarif_log(problems: Iterable[Problem]) -> dict[str, Any]:
 def _physical_location(problem: Problem) -> dict[str, Any]:
     name = problem.file
     if name.startswith(_BUILTIN):
-        artifact = {"uri": quote(name[len(_BUILTIN) :]), "uriBaseId": "toolrt-builtin"}
+        artifact = {"uri": quote(name[len(_BUILTIN) :]), "uriBaseId": _BUILTIN_BASE}
     elif os.path.isabs(name):
-        artifact = {"uri": Path(name).as_uri()}
+        artifact = {"uri": quote(Path(name).as_posix().lstrip("/")), "uriBaseId": _OUTSIDE_BASE}
     else:
-        artifact = {"uri": quote(name)}
+        artifact = {"uri": quote(name), "uriBaseId": _SOURCE_BASE}
     location: dict[str, Any] = {"artifactLocation": artifact}
     if problem.line > 0:
         region = {"startLine": problem.line}

@@ -18,12 +18,14 @@ it wrote to stderr.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -386,13 +388,18 @@ class ServerClient:
         """
         if not self.alive:
             raise LspError(f"language server {self.describe()} is not running{self._stderr_note()}")
+        protocol = self._client.protocol
+        message_id = str(uuid.uuid4())
         try:
-            future = self._client.protocol.send_request_async(method, params)
+            future = asyncio.wrap_future(protocol.send_request(method, params, msg_id=message_id))
         except Exception as error:
             raise LspError(f"language server {self.describe()}: {what or method} could not be sent: {error}") from None
         try:
             return await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
+            # A late answer settles a future nobody waits for, rather than the cancelled one (pygls would
+            # log a traceback and toolrt a "malformed message"), and an exit after it retrieves nothing.
+            protocol._request_futures[message_id] = concurrent.futures.Future()
             raise LspError(
                 f"language server {self.describe()} did not answer {what or method} within {timeout:g} seconds"
             ) from None

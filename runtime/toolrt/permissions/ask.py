@@ -54,6 +54,8 @@ class AskRequest:
     """The (permission, pattern) verdicts that are at ask, each with the rule that said so."""
     requests: tuple[PermissionRequest, ...]
     title: str | None = None
+    """What the call is about: the tool's `confirm:` title, else the call's title (`Read src/a.py`; for
+    bash, the model's description of the command); None only for a tool without either."""
     message: str | None = None
     """The tool's `confirm:` text: what the call is about to do."""
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)

@@ -162,8 +162,12 @@ def build_permission_config(
     home: Path,
     data_dir: Path,
     truncation_dir: Path,
+    root: Path | None = None,
 ) -> PermissionConfig:
     """Merge the built-in, project and locked documents (already schema-valid) into rulesets.
+
+    With `root`, the rulesets match path permissions' patterns in both the project-relative and the
+    absolute form of a request's path (`permissions.paths`).
 
     Raises `ConfigError` with file:line problems for what the schema cannot see: a default agent
     that does not exist or is a subagent, a test naming an unknown agent, keys in the wrong file.
@@ -180,6 +184,7 @@ def build_permission_config(
     default_agent, default_problems = _default_agent(specs, agents)
     problems += default_problems
 
+    anchor = str(root) if root is not None else None
     rulesets: dict[str, Ruleset] = {}
     for name in agents:
         chain: list[Rule] = []
@@ -192,7 +197,7 @@ def build_permission_config(
                 chain += [entry.rule for entry in agent.rules]
         chain += _truncation_rules(chain, truncation_dir)
         chain.append(PROTECTED_RULE)
-        rulesets[name] = Ruleset(chain)
+        rulesets[name] = Ruleset(chain, root=anchor)
 
     layers: list[Layer] = []
     for scoped in [spec for spec in (base, user, admin) if spec is not None]:
@@ -213,7 +218,7 @@ def build_permission_config(
     return PermissionConfig(
         default_agent=default_agent,
         agents=MappingProxyType(agents),
-        locked=Ruleset(entry.rule for entry in admin.rules) if admin is not None else Ruleset(),
+        locked=Ruleset((entry.rule for entry in admin.rules), root=anchor) if admin is not None else Ruleset(),
         tests=tests,
         layers=tuple(layers),
         rulesets=MappingProxyType(rulesets),

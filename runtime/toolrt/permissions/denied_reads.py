@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .evaluate import decide
 from .model import PermissionRequest
+from .paths import path_forms
 from .rules import Ruleset
 from .wildcard import Matcher, compile_matcher, fold
 
@@ -24,8 +25,9 @@ class ReadDenies:
     """The patterns of the `deny` rules for `read` in both: only a path one matches can be denied."""
 
     def denies(self, path: str) -> bool:
-        folded = fold(path)
-        if not any(matches(folded) for matches in self.deny):
+        root = self.ruleset.root or self.locked.root
+        forms = path_forms(path, root) if root is not None else (fold(path),)
+        if not any(matches(form) for form in forms for matches in self.deny):
             return False
         request = (PermissionRequest("read", (path,)),)
         return decide(request, self.ruleset, locked=self.locked, approved=self.approved).action == "deny"

@@ -15,6 +15,7 @@ from ..errors import Problem
 from .config import Layer, PermissionConfig
 from .parse import LayerRule
 from .rules import Ruleset
+from .shapes import never_matches
 from .wildcard import fold, match
 
 __all__ = ["BUILTIN_PERMISSIONS", "covers", "lint"]
@@ -159,6 +160,18 @@ def _unused(layer: Layer, known: Collection[str]) -> list[Problem]:
     return problems
 
 
+def _unmatchable(layer: Layer) -> list[Problem]:
+    """A warning, with the pattern to write, for each rule no request of its permission can match."""
+    problems: list[Problem] = []
+    for entry in layer.rules:
+        why = never_matches(entry.rule.permission, entry.rule.pattern)
+        if why is not None:
+            rule = entry.rule
+            message = f'rule {rule.permission}: "{rule.pattern}": {rule.action} never matches: {why}'
+            problems.append(entry.location.problem(message, "warning"))
+    return problems
+
+
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 
 
@@ -226,14 +239,17 @@ def _weakened(config: PermissionConfig) -> list[Problem]:
 def lint(config: PermissionConfig, *, known_permissions: Collection[str] | None = None) -> list[Problem]:
     """Errors for unreachable and duplicate rules, per file scope (a file's global rules, or one agent's).
 
-    With `known_permissions` (the permission keys the tools ask), also a warning for each key of a
-    project or locked file that matches none of them (a typo such as `bsah`).
+    Warnings for each rule of a project or locked file whose pattern no request of its permission can
+    take (`permissions.shapes`); with `known_permissions` (the permission keys the tools ask), also for
+    each key of such a file that matches none of them (a typo such as `bsah`).
     """
     problems: list[Problem] = []
     known = None if known_permissions is None else frozenset(known_permissions) | BUILTIN_PERMISSIONS
     for layer in config.layers:
         problems += _unreachable(layer)
-        if known is not None and layer.scope != "builtin":
-            problems += _unused(layer, known)
+        if layer.scope != "builtin":
+            problems += _unmatchable(layer)
+            if known is not None:
+                problems += _unused(layer, known)
     problems += _weakened(config)
     return problems

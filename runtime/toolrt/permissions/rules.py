@@ -5,6 +5,9 @@ both match wins. Instead of walking the whole list backwards, a ruleset keeps, p
 name, the rules that can apply to it (exact keys from a dict plus the wildcard keys that match the
 name, merged in global order), bucketed by the literal prefix of their pattern. A lookup then only
 tries rules whose prefix the text starts with, newest first, and stops at the first match.
+
+A ruleset that knows the project root matches the patterns of path permissions (`paths`) in both the
+project-relative and the absolute form of the request's path, the newest rule matching either winning.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .model import Rule
+from .paths import PATH_PERMISSIONS, path_forms
 from .wildcard import Matcher, compile_matcher, fold, literal_prefix
 
 __all__ = ["Ruleset"]
 
-_PREFIX_CAP = 8
-"""Longest literal prefix used as a bucket key; longer prefixes are cut (the regex still checks all)."""
+_PREFIX_CAP = 32
+"""Longest literal prefix used as a bucket key; longer prefixes are cut (the regex still checks all).
+Long enough to tell absolute path rules of one project apart (`/home/me/project/dir42/*`: at 8, every
+one of them shared the bucket `/home/me` and a lookup scanned them all)."""
 _VIEW_CACHE_LIMIT = 4096
 """Permission names remembered per ruleset; tools give a handful, `toolrt check` may give any."""
 
@@ -35,9 +41,11 @@ class _Entry:
 class _PatternIndex:
     """The rules that apply to one permission name, bucketed by literal pattern prefix."""
 
-    __slots__ = ("_buckets", "_lengths", "denies", "fallback", "last")
+    __slots__ = ("_buckets", "_lengths", "denies", "fallback", "last", "paths")
 
-    def __init__(self, entries: Sequence[_Entry]) -> None:
+    def __init__(self, entries: Sequence[_Entry], *, paths: bool = False) -> None:
+        self.paths = paths
+        """Whether the permission's patterns are paths, matched in both forms."""
         buckets: dict[str, list[_Entry]] = {}
         for entry in entries:
             buckets.setdefault(entry.prefix, []).append(entry)
@@ -54,8 +62,12 @@ class _PatternIndex:
                 break
 
     def find(self, text: str) -> Rule | None:
+        return self.find_after(text, -1)[1]
+
+    def find_after(self, text: str, best_index: int) -> tuple[int, Rule | None]:
+        """The newest rule matching `text` whose index is above `best_index`, with its index
+        (`best_index` and None when there is none)."""
         best: Rule | None = None
-        best_index = -1
         size = len(text)
         for length in self._lengths:
             if length > size:
@@ -69,7 +81,7 @@ class _PatternIndex:
                 if entry.matches(text):
                     best, best_index = entry.rule, entry.index
                     break
-        return best
+        return best_index, best
 
 
 class Ruleset:
@@ -81,10 +93,11 @@ class Ruleset:
     per-permission indexes, which any thread may rebuild without harm.
     """
 
-    __slots__ = ("_exact", "_rules", "_views", "_wild")
+    __slots__ = ("_exact", "_root", "_rules", "_views", "_wild")
 
-    def __init__(self, rules: Iterable[Rule] = ()) -> None:
+    def __init__(self, rules: Iterable[Rule] = (), *, root: str | None = None) -> None:
         self._rules: tuple[Rule, ...] = tuple(rules)
+        self._root = root
         exact: dict[str, list[_Entry]] = {}
         wild: dict[str, list[_Entry]] = {}
         for index, rule in enumerate(self._rules):
@@ -103,8 +116,15 @@ class Ruleset:
 
     @classmethod
     def concat(cls, *rulesets: Ruleset) -> Ruleset:
-        """OpenCode's `merge`: plain concatenation in argument order, no dedupe, no sorting."""
-        return cls(rule for ruleset in rulesets for rule in ruleset._rules)
+        """OpenCode's `merge`: plain concatenation in argument order, no dedupe, no sorting (the root is
+        the first one's that knows one)."""
+        root = next((ruleset._root for ruleset in rulesets if ruleset._root is not None), None)
+        return cls((rule for ruleset in rulesets for rule in ruleset._rules), root=root)
+
+    @property
+    def root(self) -> str | None:
+        """The project root path patterns are anchored at (None: patterns match the request as asked)."""
+        return self._root
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -120,10 +140,10 @@ class Ruleset:
         return bool(self._rules)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Ruleset) and other._rules == self._rules
+        return isinstance(other, Ruleset) and other._rules == self._rules and other._root == self._root
 
     def __hash__(self) -> int:
-        return hash(self._rules)
+        return hash((self._rules, self._root))
 
     def __repr__(self) -> str:
         return f"Ruleset({len(self._rules)} rules)"
@@ -134,15 +154,23 @@ class Ruleset:
         if view is None:
             sources = [self._exact.get(key, ())]
             sources.extend(entries for matches, entries in self._wild if matches(key))
-            view = _PatternIndex(list(heapq.merge(*sources, key=lambda entry: entry.index)))
+            paths = self._root is not None and key in PATH_PERMISSIONS
+            view = _PatternIndex(list(heapq.merge(*sources, key=lambda entry: entry.index)), paths=paths)
             if len(self._views) >= _VIEW_CACHE_LIMIT:
                 self._views.clear()
             self._views[key] = view
         return view
 
     def evaluate(self, permission: str, pattern: str) -> Rule | None:
-        """The last rule whose permission matches `permission` and whose pattern matches `pattern`."""
-        return self._view(permission).find(fold(pattern))
+        """The last rule whose permission matches `permission` and whose pattern matches `pattern` (for a
+        path permission: the pattern's project-relative or absolute form, see `permissions.paths`)."""
+        view = self._view(permission)
+        if not view.paths or self._root is None:
+            return view.find(fold(pattern))
+        asked, other = path_forms(pattern, self._root)
+        index, rule = view.find_after(asked, -1)
+        later = view.find_after(other, index)[1] if other != asked else None
+        return later or rule
 
     def fallback(self, permission: str) -> Rule | None:
         """The last rule for `permission` whose pattern matches every text (`*`): what the ruleset does

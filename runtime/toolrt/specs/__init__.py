@@ -40,12 +40,13 @@ def compile_spec(
     parameters: Mapping[str, Any],
     title: str | None = None,
     annotations: Mapping[str, bool] | None = None,
+    output: Mapping[str, Any] | None = None,
 ) -> CompiledSpec:
     """The spec of one tool in `format`, and the warnings for what the format could not take.
 
-    `title` and `annotations` (`read_only`, `destructive`, `idempotent`, `open_world`) only
-    appear in the `mcp` format. Root-level notes (keywords moved out of the root schema) are
-    appended to the tool description.
+    `title`, `annotations` (`read_only`, `destructive`, `idempotent`, `open_world`) and `output` (the
+    schema of the tool's structured result, as `outputSchema`) only appear in the `mcp` format.
+    Root-level notes (keywords moved out of the root schema) are appended to the tool description.
 
     Raises:
         UsageError: `format` is not one of `FORMATS`, or `annotations` has an unknown key.
@@ -62,4 +63,11 @@ def compile_spec(
         return compile_anthropic(name=name, description=description, parameters=schema)
     if format == "gemini":
         return compile_gemini(name=name, description=description, parameters=schema)
-    return compile_mcp(name=name, description=description, parameters=schema, title=title, annotations=annotations)
+    return compile_mcp(
+        name=name,
+        description=description,
+        parameters=schema,
+        title=title,
+        annotations=annotations,
+        output=thaw(output) if output is not None else None,
+    )

@@ -50,15 +50,22 @@ def compile_mcp(
     parameters: Schema,
     title: str | None = None,
     annotations: Mapping[str, bool] | None = None,
+    output: Schema | None = None,
 ) -> CompiledSpec:
-    """The MCP tool entry of one tool; `annotations` keys outside `HINTS` are ignored."""
+    """The MCP tool entry of one tool (`outputSchema` from `output`, references inlined like the input's);
+    `annotations` keys outside `HINTS` are ignored."""
     rewriter = McpRewriter(parameters, "mcp")
     spec: Schema = {"name": name}
     if title is not None:
         spec["title"] = title
     spec["description"] = description
     spec["inputSchema"] = rewriter.run()
+    warnings = list(rewriter.warnings)
+    if output is not None:
+        output_rewriter = McpRewriter(output, "mcp")
+        spec["outputSchema"] = output_rewriter.run()
+        warnings.extend(output_rewriter.warnings)
     hints: dict[str, Any] = {} if title is None else {"title": title}
     hints.update({field: bool(annotations[key]) for key, field in HINTS.items() if annotations and key in annotations})
     spec["annotations"] = hints
-    return CompiledSpec(spec, rewriter.warnings)
+    return CompiledSpec(spec, tuple(warnings))
