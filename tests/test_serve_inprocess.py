@@ -149,6 +149,8 @@ def test_problems_at_start_their_fix_and_a_broken_save_are_logged_to_the_client(
     async def main() -> None:
         async with serving(rt) as served:
             client = served.client
+            with pytest.warns(MCPDeprecationWarning):
+                await client.set_logging_level("info")  # the fix is announced at info
             withheld = await client.call_tool("other", {"n": 1})
             assert (
                 withheld.is_error

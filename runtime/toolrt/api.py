@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ import anyio
 import anyio.to_thread
 
 from .audit import AuditLog
+from .build.handler_code import changed_files, compile_code, import_code
 from .build.selection import ToolSet, select
 from .build.snapshot import Snapshot, build_snapshot, with_tool
 from .call.request import CallRequest
@@ -75,6 +75,12 @@ class SnapshotChange:
     removed: tuple[str, ...]
     changed: tuple[str, ...]
     permissions_changed: bool
+    code_changed: tuple[str, ...] = ()
+    """Tools whose handler code (their module, or a project module it imports) changed."""
+    code_files: tuple[str, ...] = ()
+    """The project module files that changed, relative to the root."""
+    settings_changed: bool = False
+    """`toolrt.yaml`, the environment, the host's settings or the sandbox gave other values."""
 
 
 def _nothing() -> None:
@@ -101,14 +107,6 @@ def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -
             return await function(request)
 
     return wrapped
-
-
-def _forget_modules(files: Sequence[Path]) -> None:
-    """Drop imported project handler modules whose file changed, so the next call imports the new code."""
-    stale = {str(path) for path in files}
-    for name, module in list(sys.modules.items()):
-        if getattr(module, "__file__", None) in stale:
-            del sys.modules[name]
 
 
 class Runtime:
@@ -402,20 +400,38 @@ class Runtime:
         if problems and not self._snapshot.problems:
             self._last_error = ConfigError(problems)  # keep the last good snapshot
             return self.status()
+        code_problems = self._load_code(snapshot)
+        if code_problems:
+            self._last_error = ConfigError(code_problems)  # the previous code and snapshot keep serving
+            return self.status()
         with self._lock:
             self._last_error = ConfigError(problems) if problems else None
             if snapshot.digest != self._snapshot.digest:
                 self._swap(snapshot)
         return self.status()
 
+    def import_code(self) -> list[Problem]:
+        """Import the current snapshot's project handler code now (a long-lived host does it once at start, so
+        that a reload that finds the code broken keeps this code serving); the located failures, if any."""
+        return import_code(self._snapshot.root, self._snapshot.tools)
+
+    def _load_code(self, snapshot: Snapshot) -> list[Problem]:
+        """Load the snapshot's changed handler code before it may swap in: compile each changed project
+        module, then import the project's handler modules afresh (`build.handler_code`). Problems mean the
+        previous modules and snapshot keep serving."""
+        changed = changed_files(snapshot.handler_files, self._snapshot.handler_files)
+        if not changed:
+            return []
+        problems = compile_code(snapshot.root, changed & snapshot.handler_files.keys())
+        if problems:
+            return problems
+        return import_code(snapshot.root, snapshot.tools, changed)
+
     def _swap(self, snapshot: Snapshot) -> None:
         old = self._snapshot
-        files = snapshot.handler_files
-        changed_modules = [path for path, stamp in files.items() if old.handler_files.get(path) != stamp]
-        if changed_modules:
-            _forget_modules(changed_modules)
-            if self._services_ is not None:
-                self._services_.handlers.clear()
+        changed_files_ = changed_files(snapshot.handler_files, old.handler_files)
+        if changed_files_ and self._services_ is not None:
+            self._services_.handlers.clear()  # the modules were imported again before the swap
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()
@@ -437,7 +453,26 @@ class Runtime:
         permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
             layer.rules for layer in old.permissions.layers
         ]
-        change = SnapshotChange(old, snapshot, added, removed, changed, permissions_changed)
+        code_changed = tuple(
+            sorted(
+                t
+                for t, files in snapshot.tool_code.items()
+                if t in old.tools and t not in changed and not files.isdisjoint(changed_files_)
+            )
+        )
+        settings_changed = (
+            snapshot.settings != old.settings
+            or snapshot.sandbox != old.sandbox
+            or list(snapshot.resolved.items()) != list(old.resolved.items())
+        )
+        shown = tuple(
+            sorted(
+                str(p.relative_to(snapshot.root)) if p.is_relative_to(snapshot.root) else str(p) for p in changed_files_
+            )
+        )
+        change = SnapshotChange(
+            old, snapshot, added, removed, changed, permissions_changed, code_changed, shown, settings_changed
+        )
         for listener in tuple(self._swap_listeners):
             listener(change)
 

@@ -1,0 +1,133 @@
+"""Reload keeps the last good code: a project's handler modules (and the project modules they import) are
+compiled and imported before a reload swaps them in; a broken save keeps the previous code serving and says
+where it broke; the watch line names what changed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolrt.api import Runtime
+from toolrt.faces.watch import event_json, format_event
+from toolrt.reload import ChangeSet, Reloader, ReloadEvent
+
+Factory = Callable[..., Path]
+
+GREET = """\
+id: greet
+description: Says which version of its handler ran, for the reload tests.
+parameters: {type: object, properties: {}}
+handler: {python: "tools_code.greeting:greet"}
+"""
+HANDLER = "from .words import WORD\n\n\ndef greet(args, ctx):\n    return WORD + ' {version}'\n"
+WORDS = "WORD = 'hello'\n"
+
+
+def _project(make_project: Factory, version: str = "one") -> Path:
+    return make_project(
+        {"greet": GREET},
+        modules={
+            "tools_code.__init__": "",
+            "tools_code.greeting": HANDLER.format(version=version),
+            "tools_code.words": WORDS,
+        },
+    )
+
+
+def _reloads(rt: Runtime, edits: list[tuple[str, str]], outputs: list[str] | None = None) -> list[ReloadEvent]:
+    """Each edit saved, then one reload through a Reloader (as the watcher would run it); with `outputs`,
+    what `greet` answers after each reload."""
+    events: list[ReloadEvent] = []
+
+    async def changes() -> AsyncIterator[ChangeSet]:
+        for name, text in edits:
+            path = rt.root / name
+            path.write_text(text, encoding="utf-8")
+            yield {(2, str(path))}
+            if outputs is not None:
+                result = await rt.call("greet", {}, session=f"s{len(outputs)}")
+                outputs.append(result.output or str(result.error))
+
+    async def main() -> None:
+        reloader = Reloader(rt, changes=changes())
+        reloader.on_reload(events.append)
+        await reloader.run()
+
+    anyio.run(main)
+    return events
+
+
+def test_a_broken_handler_keeps_the_previous_code_serving_until_a_fix(make_project: Factory) -> None:
+    rt = Runtime.load(_project(make_project))
+    outputs: list[str] = []
+    broken = HANDLER.format(version="two").replace("return", "return (")
+    syntax, again, fixed = _reloads(
+        rt,
+        [
+            ("tools_code/greeting.py", broken),
+            ("tools_code/greeting.py", broken + "\n"),
+            ("tools_code/greeting.py", HANDLER.format(version="three")),
+        ],
+        outputs,
+    )
+    assert syntax.error is not None and syntax.change is None and syntax.status.generation == 1
+    (problem,) = syntax.error.problems
+    assert (problem.file, problem.line) == ("tools_code/greeting.py", 5)
+    assert "SyntaxError" in problem.message and "the code in use is kept" in problem.message
+    assert format_event(syntax).startswith(
+        "reload 1: config invalid, still serving the last good config:\n  tools_code/greeting.py:5:"
+    )
+    assert again.repeated, "the same failure is reported once"
+    assert fixed.error is None and fixed.fixed and fixed.change is not None
+    assert fixed.change.code_changed == ("greet",) and fixed.change.code_files == ("tools_code/greeting.py",)
+    assert format_event(fixed) == "reload 2: handler code changed (tools_code/greeting.py: greet); valid again"
+    assert event_json(fixed)["code_changed"] == ["greet"] and event_json(fixed)["fixed"] is True
+    assert outputs == ["hello one", "hello one", "hello three"]
+
+
+def test_an_imported_module_failing_at_import_is_located_and_the_old_modules_serve(make_project: Factory) -> None:
+    rt = Runtime.load(_project(make_project))
+    outputs: list[str] = []
+    failing, fixed = _reloads(
+        rt,
+        [
+            ("tools_code/words.py", "import os\n\nWORD = undefined_name\n"),
+            ("tools_code/words.py", "WORD = 'hi'\n"),
+        ],
+        outputs,
+    )
+    assert failing.error is not None and failing.change is None
+    (problem,) = failing.error.problems
+    assert (problem.file, problem.line) == ("tools_code/words.py", 3)
+    assert "NameError" in problem.message and "tools_code.greeting:greet" in problem.message
+    assert fixed.change is not None and fixed.change.code_changed == ("greet",)
+    assert fixed.change.code_files == ("tools_code/words.py",), "a module the handler imports is its code too"
+    assert outputs == ["hello one", "hi one"]  # the Reloader imported the code in use before the broken save
+
+
+def test_a_handler_that_loses_its_function_is_located_in_the_yaml(make_project: Factory) -> None:
+    rt = Runtime.load(_project(make_project))
+    outputs: list[str] = []
+    (renamed,) = _reloads(rt, [("tools_code/greeting.py", "def hello(args, ctx):\n    return 'renamed'\n")], outputs)
+    assert renamed.error is not None
+    (problem,) = renamed.error.problems
+    assert problem.file.endswith("greet.yaml") and problem.line == 4
+    assert "has no attribute 'greet'" in problem.message
+    assert outputs == ["hello one"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "shown"),
+    [
+        ("toolrt.yaml", "builtin_tools: false\ntoolsets: {mine: [greet]}\n", "reload 2: settings changed"),
+        ("permissions.yaml", "permission:\n  greet: deny\n", "reload 2: permission rules changed"),
+        ("tools.d/greet.yaml", GREET.replace("Says which", "Tells which"), "reload 2: ~greet"),
+    ],
+)
+def test_the_watch_line_names_what_changed(make_project: Factory, name: str, text: str, shown: str) -> None:
+    rt = Runtime.load(_project(make_project))
+    (event,) = _reloads(rt, [(name, text)])
+    assert format_event(event) == shown
