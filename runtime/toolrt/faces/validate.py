@@ -62,6 +62,8 @@ def validate(root: Path) -> Report:
 
 
 def _validate(root: Path) -> Report:
+    from .exit_hints import exit_status_problems
+
     try:
         snapshot = build_snapshot(root, located=True)  # most tools get a located warning (lossy formats)
     except ConfigError as error:
@@ -74,6 +76,7 @@ def _validate(root: Path) -> Report:
     problems.extend(_keyword_problems(snapshot))
     problems.extend(sandbox_problems(snapshot.sandbox))
     problems.extend(_lsp_problems(snapshot))
+    problems.extend(exit_status_problems(snapshot))
     return _report(problems, sandbox_status(snapshot.sandbox))
 
 
