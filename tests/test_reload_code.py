@@ -48,7 +48,7 @@ def _reloads(rt: Runtime, edits: list[tuple[str, str]], outputs: list[str] | Non
             path.write_text(text, encoding="utf-8")
             yield {(2, str(path))}
             if outputs is not None:
-                result = await rt.call("greet", {}, session=f"s{len(outputs)}")
+                result = await rt.call("greet", {})
                 outputs.append(result.output or str(result.error))
 
     async def main() -> None:
@@ -131,3 +131,48 @@ def test_the_watch_line_names_what_changed(make_project: Factory, name: str, tex
     rt = Runtime.load(_project(make_project))
     (event,) = _reloads(rt, [(name, text)])
     assert format_event(event) == shown
+
+
+ECHO = """\
+id: echo
+description: Echoes a fixed word, for the doom-loop tests; its file does not change.
+parameters: {type: object, properties: {}}
+handler: {argv: [echo, same]}
+"""
+LOOP = "stopped as a loop"
+
+
+def test_a_reload_that_changes_a_tools_code_or_definition_clears_only_its_loop_history(make_project: Factory) -> None:
+    root = _project(make_project)
+    (root / "tools.d" / "echo.yaml").write_text(ECHO, encoding="utf-8")
+    rt = Runtime.load(root)
+    rt.import_code()
+    assert [rt.call_sync("echo", {}).error for _ in range(2)] == [None, None]
+    (root / "tools_code" / "words.py").write_text("WORD = 'hey'\n", encoding="utf-8")  # imported by greet's module
+    assert rt.reload().last_error is None
+    echo = rt.call_sync("echo", {})
+    assert echo.error is not None and LOOP in echo.error, "a tool the reload did not change keeps its history"
+    assert [rt.call_sync("greet", {}).output for _ in range(2)] == ["hey one", "hey one"]
+    (root / "tools_code" / "words.py").write_text("WORD = 'hi'\n", encoding="utf-8")
+    assert rt.reload().last_error is None
+    assert rt.call_sync("greet", {}).output == "hi one", "new code: not a loop of the old"
+    (root / "tools.d" / "greet.yaml").write_text(GREET.replace("Says which", "Tells which"), encoding="utf-8")
+    assert rt.reload().last_error is None
+    assert [rt.call_sync("greet", {}).error for _ in range(2)] == [None, None], "a new definition: history cleared"
+    looped = rt.call_sync("greet", {})
+    assert looped.error is not None and LOOP in looped.error, "the guard still stops a loop after a reload"
+
+
+def test_development_mode_turns_the_guard_into_a_warning(
+    make_project: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    rt = Runtime.load(_project(make_project))
+    rt.development = True
+    outputs = [rt.call_sync("greet", {}) for _ in range(3)]
+    assert [result.error for result in outputs] == [None, None, None]
+    assert outputs[2].output.startswith("hello one\n\n<toolrt_metadata>\ntoolrt development mode: this is the same")
+    assert "outside development mode it would be stopped as a loop" in outputs[2].output
+    assert any("development mode" in record.getMessage() for record in caplog.records)
+    rt.development = False
+    looped = rt.call_sync("greet", {})
+    assert looped.error is not None and LOOP in looped.error

@@ -74,6 +74,8 @@ def test_a_broken_handler_save_is_an_error_message_and_the_old_code_answers(make
             levels = [level for level, text in _toolrt(served)[2:] if "configuration" in text]
             assert levels == ["error", "info"]
             assert not any(level == "warning" for level, _ in _toolrt(served)[1:]), "the notice went out once"
+            result = await served.client.call_tool("greet", {})  # a third identical call, but of new code
+            assert (result.is_error, result.content[0].text) == (False, "four")  # type: ignore[union-attr]
 
     run(main)
 

@@ -109,6 +109,44 @@ def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -
     return wrapped
 
 
+def _change(old: Snapshot, snapshot: Snapshot) -> SnapshotChange:
+    """What swapping `old` for `snapshot` changed."""
+    added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
+    removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
+    changed = tuple(
+        sorted(
+            t
+            for t in set(snapshot.tools) & set(old.tools)
+            if snapshot.tools[t] is not old.tools[t]  # unchanged files keep their compiled tool
+            and (
+                snapshot.tools[t].definition != old.tools[t].definition
+                or snapshot.tools[t].description != old.tools[t].description
+            )
+        )
+    )
+    permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
+        layer.rules for layer in old.permissions.layers
+    ]
+    files = changed_files(snapshot.handler_files, old.handler_files)
+    code_changed = tuple(
+        sorted(
+            t
+            for t, code in snapshot.tool_code.items()
+            if t in old.tools and t not in changed and not code.isdisjoint(files)
+        )
+    )
+    settings_changed = (
+        snapshot.settings != old.settings
+        or snapshot.sandbox != old.sandbox
+        or list(snapshot.resolved.items()) != list(old.resolved.items())
+    )
+    root = snapshot.root
+    shown = tuple(sorted(str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in files))
+    return SnapshotChange(
+        old, snapshot, added, removed, changed, permissions_changed, code_changed, shown, settings_changed
+    )
+
+
 class Runtime:
     """A loaded toolrt configuration that answers spec, check and call requests."""
 
@@ -125,6 +163,7 @@ class Runtime:
         self._last_error: ConfigError | None = ConfigError(snapshot.problems) if snapshot.problems else None
         self._swap_listeners: list[Callable[[SnapshotChange], None]] = []
         self._lock = threading.Lock()
+        self._development = False
 
     @classmethod
     def load(
@@ -163,7 +202,11 @@ class Runtime:
             from .call.record import Recorder
             from .call.state import Services
 
-            self._services_ = Services(recorder=Recorder(_audit_log(self._snapshot)), host_handlers=self._host_handlers)
+            self._services_ = Services(
+                recorder=Recorder(_audit_log(self._snapshot)),
+                host_handlers=self._host_handlers,
+                doom_loop_warns=self._development,
+            )
             self._services_.run_batch = self._batch
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
@@ -203,6 +246,18 @@ class Runtime:
         sessions expire (default 30 minutes) and how many are held (default 4096, the most idle go first).
         """
         return self._services.sessions
+
+    @property
+    def development(self) -> bool:
+        """Development mode (`toolrt serve --dev`, `toolrt watch`): the doom-loop guard warns instead of
+        stopping the third identical call. A reload always clears the loop history of the tools it changed."""
+        return self._development
+
+    @development.setter
+    def development(self, value: bool) -> None:
+        self._development = value
+        if self._services_ is not None:
+            self._services_.doom_loop_warns = value
 
     def status(self) -> ReloadStatus:
         return ReloadStatus(self._generation, self._snapshot.digest, self._snapshot.loaded_at, self._last_error)
@@ -435,44 +490,9 @@ class Runtime:
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()
-        if not self._swap_listeners:
-            return
-        added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
-        removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
-        changed = tuple(
-            sorted(
-                t
-                for t in set(snapshot.tools) & set(old.tools)
-                if snapshot.tools[t] is not old.tools[t]  # unchanged files keep their compiled tool
-                and (
-                    snapshot.tools[t].definition != old.tools[t].definition
-                    or snapshot.tools[t].description != old.tools[t].description
-                )
-            )
-        )
-        permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
-            layer.rules for layer in old.permissions.layers
-        ]
-        code_changed = tuple(
-            sorted(
-                t
-                for t, files in snapshot.tool_code.items()
-                if t in old.tools and t not in changed and not files.isdisjoint(changed_files_)
-            )
-        )
-        settings_changed = (
-            snapshot.settings != old.settings
-            or snapshot.sandbox != old.sandbox
-            or list(snapshot.resolved.items()) != list(old.resolved.items())
-        )
-        shown = tuple(
-            sorted(
-                str(p.relative_to(snapshot.root)) if p.is_relative_to(snapshot.root) else str(p) for p in changed_files_
-            )
-        )
-        change = SnapshotChange(
-            old, snapshot, added, removed, changed, permissions_changed, code_changed, shown, settings_changed
-        )
+        change = _change(old, snapshot)
+        if self._services_ is not None:  # a changed tool's earlier calls are no loop of the new one
+            self._services_.forget_loops({*change.changed, *change.code_changed, *change.removed})
         for listener in tuple(self._swap_listeners):
             listener(change)
 

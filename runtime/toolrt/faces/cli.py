@@ -213,6 +213,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-sessions", type=int, help="sessions held at once, the most idle released first (default: 4096)"
     )
+    serve.add_argument(
+        "--dev",
+        action="store_true",
+        help="development mode: the third identical call in a row runs with a warning instead of being stopped",
+    )
     schema = command(
         "schema",
         "print a config file's JSON Schema, or write the schemas for an editor",
@@ -748,7 +753,9 @@ def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
 def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
     from .watch import run_watch
 
-    return run_watch(_load(options), json_output=options.json, out=out)
+    rt = _load(options)
+    rt.development = True
+    return run_watch(rt, json_output=options.json, out=out)
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
@@ -760,6 +767,9 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
     for problem in sandbox_problems(rt.snapshot.sandbox):
         print(problem_text(problem), file=options.err)
     print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)
+    if options.dev:
+        rt.development = True
+        print("toolrt serve: development mode: repeated identical calls warn instead of stopping", file=options.err)
     serve = rt.settings.values.serve
     return run_serve(
         rt,
