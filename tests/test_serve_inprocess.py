@@ -59,10 +59,10 @@ class Served:
 
 @asynccontextmanager
 async def serving(
-    rt: Runtime, *, scope: CallScope | None = None, mode: str = "legacy", **client: Any
+    rt: Runtime, *, scope: CallScope | None = None, mode: str = "legacy", offer_unaskable: bool = False, **client: Any
 ) -> AsyncIterator[Served]:
     """`run_serve`'s wiring around an in-memory client instead of stdio."""
-    server, face = build_server(rt, scope or CallScope(), ServeLimits())
+    server, face = build_server(rt, scope or CallScope(), ServeLimits(), offer_unaskable=offer_unaskable)
     unsubscribe = rt.on_swap(face.swap_listener())
     saves, changes = anyio.create_memory_object_stream[ChangeSet](8)
     changed = anyio.Event()

@@ -145,6 +145,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _selection_options(listing)
     listing.add_argument("--json", action="store_true", help="print {tools: [...], hidden: [...]} as JSON")
+    listing.add_argument(
+        "--client-capabilities",
+        metavar="JSON",
+        help="list what `toolrt serve` offers an MCP client declaring these capabilities, e.g. '{}' (no "
+        "elicitation: tools whose every call asks are left out) or '{\"elicitation\": {}}'",
+    )
+    listing.add_argument(
+        "--offer-unaskable", action="store_true", help="with --client-capabilities: as `toolrt serve --offer-unaskable`"
+    )
     specs = command(
         "specs",
         "provider function specs as a JSON array on stdout",
@@ -212,6 +221,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-sessions", type=int, help="sessions held at once, the most idle released first (default: 4096)"
+    )
+    serve.add_argument(
+        "--offer-unaskable",
+        action="store_true",
+        help="offer clients that declared no elicitation the tools whose every call asks (each call is denied)",
     )
     serve.add_argument(
         "--dev",
@@ -395,7 +409,13 @@ def _scope(options: argparse.Namespace) -> CallScope:
 
 def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
     rt = _load(options)
-    toolset = rt.tools(_scope(options))
+    scope = _scope(options)
+    toolset = rt.tools(scope)
+    if options.client_capabilities is not None and not options.offer_unaskable:
+        if not _declares_elicitation(options.client_capabilities):
+            from ..build.unaskable import without_unaskable
+
+            toolset = without_unaskable(toolset, rt.snapshot, scope.agent)
     if options.json:
         json.dump(
             {
@@ -419,6 +439,19 @@ def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
         for hidden in toolset.hidden:
             out.write(f"  {hidden.id}: {hidden.reason}\n")
     return 0
+
+
+def _declares_elicitation(text: str) -> bool:
+    """Whether `--client-capabilities` (an MCP `ClientCapabilities` object as JSON) declares elicitation."""
+    try:
+        capabilities = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"--client-capabilities: not JSON ({error.msg}); e.g. '{{}}' or '{{\"elicitation\": {{}}}}'"
+        ) from None
+    if not isinstance(capabilities, dict):
+        raise UsageError("--client-capabilities: expected a JSON object, e.g. '{}' or '{\"elicitation\": {}}'")
+    return capabilities.get("elicitation") is not None
 
 
 def _cmd_specs(options: argparse.Namespace, out: TextIO) -> int:
@@ -788,6 +821,7 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
                 if value is not None
             }
         ),
+        offer_unaskable=options.offer_unaskable,
     )
 
 

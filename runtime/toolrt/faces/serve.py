@@ -133,13 +133,18 @@ class _LoopBridge:
 class McpFace:
     """The handlers of the MCP server over one Runtime; one instance serves every connection."""
 
-    def __init__(self, rt: Runtime, scope: CallScope, limits: ServeLimits | None = None) -> None:
+    def __init__(
+        self, rt: Runtime, scope: CallScope, limits: ServeLimits | None = None, *, offer_unaskable: bool = False
+    ) -> None:
         self._rt = rt
+        self._offer_unaskable = offer_unaskable
+        """Offer clients that cannot be asked the tools whose every call asks (`--offer-unaskable`)."""
         self._scope = scope
         """Who the served tools are for (the `toolrt serve` selection options); each call adds its session."""
         self._limits = limits = limits or ServeLimits()
         rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
-        self._listed: tuple[ToolSet, tuple[types.Tool, ...]] | None = None
+        self._listed: dict[bool, tuple[ToolSet, tuple[types.Tool, ...]]] = {}
+        """The listing by whether tools that only ask are left out, with the selection it was built from."""
         self._connections: dict[Connection, _Listener] = {}
         """Handshake-era connections (after `notifications/initialized`) and what they were told."""
         self._subscribers: set[_Subscriber] = set()
@@ -168,16 +173,26 @@ class McpFace:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
         return self._rt.tools(self._scope)
 
-    def _listing(self) -> tuple[types.Tool, ...]:
-        """The served tools as MCP `Tool`s, built once per snapshot and selection."""
+    def _listing(self, ctx: Ctx) -> tuple[types.Tool, ...]:
+        """The served tools as MCP `Tool`s, built once per snapshot, selection and kind of client: a client
+        that cannot be asked is not offered the tools whose every call asks (`build.unaskable`)."""
         toolset = self._toolset()
-        cached = self._listed
+        hide = not self._offer_unaskable and not _can_be_asked(ctx)
+        cached = self._listed.get(hide)
         if cached is None or cached[0] is not toolset:
-            cached = self._listed = (toolset, tuple(types.Tool.model_validate(spec) for spec in toolset.specs("mcp")))
+            shown = toolset
+            if hide:
+                from ..build.unaskable import without_unaskable
+
+                shown = without_unaskable(toolset, self._rt.snapshot, self._scope.agent)
+            cached = self._listed[hide] = (
+                toolset,
+                tuple(types.Tool.model_validate(spec) for spec in shown.specs("mcp")),
+            )
         return cached[1]
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        tools = self._listing()
+        tools = self._listing(ctx)
         size = self._limits.page_size
         if len(tools) <= size and (params is None or params.cursor is None):
             return types.ListToolsResult(tools=list(tools))
@@ -531,6 +546,12 @@ def _offer(send: MemoryObjectSendStream[Any], item: Any) -> None:
         pass
 
 
+def _can_be_asked(ctx: Ctx) -> bool:
+    """Whether the client declared elicitation (on 2026-07-28, in the request's capabilities)."""
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
 def _wants_progress(ctx: Ctx) -> bool:
     meta: Mapping[str, Any] | None = ctx.meta
     if not meta:
@@ -598,9 +619,11 @@ class _ToolrtServer(Server[Any]):
         )
 
 
-def build_server(rt: Runtime, scope: CallScope, limits: ServeLimits | None = None) -> tuple[Server[Any], McpFace]:
+def build_server(
+    rt: Runtime, scope: CallScope, limits: ServeLimits | None = None, *, offer_unaskable: bool = False
+) -> tuple[Server[Any], McpFace]:
     """The low-level MCP server over `rt` and its handlers (for in-process use and tests)."""
-    face = McpFace(rt, scope, limits)
+    face = McpFace(rt, scope, limits, offer_unaskable=offer_unaskable)
     notice = face.unasked_notice()
     server = _ToolrtServer(
         "toolrt",
@@ -633,6 +656,7 @@ def run_serve(
     port: int,
     scope: CallScope,
     limits: ServeLimits | None = None,
+    offer_unaskable: bool = False,
 ) -> int:
     """Serve `rt` over stdio or streamable HTTP until the client disconnects (stdio) or Ctrl-C.
 
@@ -648,7 +672,7 @@ def run_serve(
     listener = _listen(host, port) if transport == "http" else None
 
     async def main() -> None:
-        server, face = build_server(rt, scope, limits)
+        server, face = build_server(rt, scope, limits, offer_unaskable=offer_unaskable)
         notice = face.unasked_notice()
         if notice is not None:
             print(notice, file=sys.stderr, flush=True)
