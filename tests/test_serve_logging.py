@@ -99,6 +99,10 @@ def test_a_2026_client_hears_only_where_its_meta_names_a_level(make_project: Pro
                         await anyio.sleep(0.01)
             ((level, text),) = _toolrt(served)
             assert level == "error" and "greet_code.py:2:" in text
+        async with serving(rt, mode="auto", log_level="warning") as warned:
+            for _ in range(2):
+                await warned.client.call_tool("echo", {})
+            assert [level for level, _ in _toolrt(warned)] == ["warning"], "the notice, once per session"
 
     run(main)
 
