@@ -176,3 +176,15 @@ def test_development_mode_turns_the_guard_into_a_warning(
     rt.development = False
     looped = rt.call_sync("greet", {})
     assert looped.error is not None and LOOP in looped.error
+
+
+def test_handler_code_that_does_not_import_at_start_is_reported_and_its_fix_announced(make_project: Factory) -> None:
+    root = _project(make_project)
+    (root / "tools_code" / "greeting.py").write_text("def greet(args, ctx):\n    return )\n", encoding="utf-8")
+    rt = Runtime.load(root)
+    outputs: list[str] = []
+    start, fixed = _reloads(rt, [("tools_code/greeting.py", HANDLER.format(version="fixed"))], outputs)
+    assert start.initial and start.error is not None
+    assert str(start.error.problems[0]).startswith("tools_code/greeting.py:2:")
+    assert format_event(start).startswith("generation 1: handler code does not import (its tools fail until a save")
+    assert fixed.fixed and outputs == ["hello fixed"]

@@ -44,6 +44,8 @@ class Served:
     reloads: list[ReloadEvent]
     changed: anyio.Event
     logged: list[types.LoggingMessageNotificationParams] = field(default_factory=list)
+    server: Any = None
+    """The server, for a second client of the same server."""
 
     async def save(self, name: str, text: str) -> ReloadEvent:
         """Write a file of the project and have the Reloader see it (as the watcher would)."""
@@ -87,7 +89,7 @@ async def serving(
                 async with Client(
                     server, mode=mode, message_handler=on_message, logging_callback=on_log, **client
                 ) as c:
-                    yield Served(c, rt.root, saves, reloads, changed, logged)
+                    yield Served(c, rt.root, saves, reloads, changed, logged, server)
                 group.cancel_scope.cancel()
     finally:
         unsubscribe()

@@ -9,7 +9,9 @@ import warnings
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 from conftest import ProjectFactory
+from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from test_serve_inprocess import Served, run, serving
 
@@ -120,5 +122,26 @@ def test_set_level_is_honoured_for_the_notice_too(make_project: ProjectFactory) 
             await _round_trip(served)
             # The notice changed (a new tool runs unasked) but this client asked for errors only.
             assert [level for level, _ in _toolrt(served)] == ["warning"]
+
+    run(main)
+
+
+def test_a_client_connecting_later_hears_of_handler_code_that_did_not_import(make_project: ProjectFactory) -> None:
+    root = _project(make_project)
+    (root / "greet_code.py").write_text(BROKEN, encoding="utf-8")
+    rt = Runtime.load(root)
+
+    async def main() -> None:
+        async with serving(rt) as served:
+            await served.save("tools.d/echo.yaml", ECHO)  # a reload: the reloader has started
+            logged: list[types.LoggingMessageNotificationParams] = []
+
+            async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+                logged.append(params)
+
+            async with Client(served.server, mode="legacy", logging_callback=on_log) as later:
+                await later.list_tools()
+            errors = [str(p.data) for p in logged if p.level == "error"]
+            assert len(errors) == 1 and "greet_code.py:2:" in errors[0], logged
 
     run(main)

@@ -50,6 +50,9 @@ class ReloadEvent:
     """The error is the same as the previous reload's (already reported once)."""
     fixed: bool = False
     """The first good reload after a broken one."""
+    initial: bool = False
+    """Not a reload: the handler code in use failed to import when the reloader started (its tools fail
+    until a save fixes it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +197,14 @@ class Reloader:
         `ready` is set once changes made from now on will be seen. The project's handler code is imported
         first (its failures are the calls' to report), so that a save that breaks it keeps this code serving.
         """
-        await anyio.to_thread.run_sync(self._rt.import_code)
+        problems = await anyio.to_thread.run_sync(self._rt.import_code)
+        if problems:
+            error = ConfigError(problems)
+            self._reported = tuple(str(problem) for problem in problems)
+            logger.error("handler code does not import; its tools fail until it is fixed:\n%s", error)
+            event = ReloadEvent(self._rt.status(), None, error, initial=True)
+            for listener in tuple(self._listeners):
+                listener(event)
         if self._changes is not None:
             if ready is not None:
                 ready.set()

@@ -149,6 +149,8 @@ class McpFace:
         """Handshake-era connections (after `notifications/initialized`) and what they were told."""
         self._subscribers: set[_Subscriber] = set()
         """2026-07-28 subscriptions whose `_meta` named a log level."""
+        self._start_problems: list[str] = []
+        """Handler code that did not import when the reloader started, until a save fixes it."""
         self._told_sessions: dict[str, tuple[str | None, str | None]] = {}
         """2026-07-28 sessions: the problems and notice their calls were last told."""
 
@@ -304,10 +306,14 @@ class McpFace:
         client's log as a warning, once per connection (and again only when it changes).
         """
         listener = self._listener(ctx)
-        problems = degraded_lines(self._rt.snapshot)
+        problems = self._standing_problems()
         if problems:
             await self._log_to(listener, _LogEntry("error", _problems_text(problems)))
         await self._tell_notice(listener)
+
+    def _standing_problems(self) -> list[str]:
+        """What is wrong now: the snapshot's withheld and blocking problems, and handler code that did not import."""
+        return degraded_lines(self._rt.snapshot) + self._start_problems
 
     def _listener(self, ctx: Ctx) -> _Listener:
         connection = connection_of(ctx)
@@ -346,9 +352,13 @@ class McpFace:
             if event.error is not None and not event.repeated:
                 lines = [str(problem) for problem in event.error.problems] or [str(event.error)]
                 kept = "still serving the last good configuration" if event.change is None else "serving what is valid"
+                if event.initial:
+                    kept = "its tools fail until a save fixes it"
+                    self._start_problems = lines
                 text = f"toolrt: the configuration is invalid, {kept}:\n" + "\n".join(f"  {line}" for line in lines)
                 _offer(self._changes_send, _LogEntry("error", text))
             elif event.error is None and (event.fixed or (event.change is not None and event.change.old.problems)):
+                self._start_problems = []
                 _offer(self._changes_send, _LogEntry("info", "toolrt: the configuration is valid again"))
 
         return on_reload
@@ -415,7 +425,7 @@ class McpFace:
         if level is None:
             return await self._listen(ctx, params)
         subscriber = _Subscriber(level)
-        problems = degraded_lines(self._rt.snapshot)
+        problems = self._standing_problems()
         if problems:
             subscriber.offer(_LogEntry("error", _problems_text(problems)))
         notice = self.unasked_notice()
@@ -445,7 +455,7 @@ class McpFace:
         per toolrt session (and again when they change)."""
         if _requested_level(ctx) is None:
             return
-        problems = degraded_lines(self._rt.snapshot)
+        problems = self._standing_problems()
         told = (_problems_text(problems) if problems else None, self.unasked_notice())
         before = self._told_sessions.pop(session, (None, None))
         self._told_sessions[session] = told

@@ -10,7 +10,7 @@ reload 5: handler code changed (handlers.py: greet); valid again
 ```
 Each failure is printed once (a repeated one as one short line); the reload logger's own copy is not
 printed beside it. `--json` prints one JSON object per reload: `{"generation", "digest", "loaded_at",
-"ok", "fixed", "added", "removed", "changed", "permissions_changed", "code_changed", "code_files",
+"ok", "fixed", "initial", "added", "removed", "changed", "permissions_changed", "code_changed", "code_files",
 "settings_changed", "errors": [{"file", "line", "column", "pointer", "message", "severity"}]}`.
 """
 
@@ -38,6 +38,7 @@ def event_json(event: ReloadEvent) -> dict[str, Any]:
         "loaded_at": event.status.loaded_at,
         "ok": event.error is None,
         "fixed": event.fixed,
+        "initial": event.initial,
         "added": list(change.added) if change else [],
         "removed": list(change.removed) if change else [],
         "changed": list(change.changed) if change else [],
@@ -52,6 +53,11 @@ def event_json(event: ReloadEvent) -> dict[str, Any]:
 def format_event(event: ReloadEvent) -> str:
     """The text block of one reload (no trailing newline)."""
     head = f"reload {event.status.generation}:"
+    if event.initial and event.error is not None:
+        generation = event.status.generation
+        lines = [f"generation {generation}: handler code does not import (its tools fail until a save fixes it):"]
+        lines.extend(f"  {problem}" for problem in event.error.problems)
+        return "\n".join(lines)
     if event.error is not None:
         if event.repeated:
             return f"{head} config still invalid ({len(event.error.problems)} problem(s)), serving the last good config"
