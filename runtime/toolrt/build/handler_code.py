@@ -32,12 +32,14 @@ from ..errors import Problem
 from .compiled import CompiledTool, import_ref, locate
 from .project_import import project_module_name
 
-__all__ = ["ProjectCode", "changed_files", "compile_code", "import_code", "project_code", "python_refs"]
+__all__ = ["IMPORT_LOCK", "ProjectCode", "changed_files", "compile_code", "import_code", "project_code", "python_refs"]
 
 MAX_CODE_FILES = 500
 """At most this many project modules are followed from one project's handlers."""
 
-_IMPORT_LOCK = threading.Lock()
+IMPORT_LOCK = threading.RLock()
+"""Held while a reload imports project code, and by a call importing a handler: a call never picks up a
+module of a reload's import that is then rolled back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +180,7 @@ def import_code(root: Path, tools: Mapping[str, CompiledTool], changed: Iterable
             pass
     prefix = project_module_name(root, "")
     problems: list[Problem] = []
-    with _IMPORT_LOCK:
+    with IMPORT_LOCK:
         saved = {name: module for name, module in sys.modules.items() if name.startswith(prefix)}
         for name in saved:
             del sys.modules[name]
