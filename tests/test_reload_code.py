@@ -4,6 +4,7 @@ where it broke; the watch line names what changed."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -188,3 +189,37 @@ def test_handler_code_that_does_not_import_at_start_is_reported_and_its_fix_anno
     assert str(start.error.problems[0]).startswith("tools_code/greeting.py:2:")
     assert format_event(start).startswith("generation 1: handler code does not import (its tools fail until a save")
     assert fixed.fixed and outputs == ["hello fixed"]
+
+
+def test_toolrt_watch_prints_a_broken_handler_once_in_red_and_its_fix(make_project: Factory, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    import toolrt
+
+    root = _project(make_project)
+    env = {**os.environ, "PYTHONPATH": str(Path(toolrt.__file__).parent.parent), "TOOLRT_DATA_DIR": str(tmp_path / "d")}
+    argv = [sys.executable, "-m", "toolrt", "watch", "--root", str(root), "--color", "always"]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    lines: list[str] = []
+
+    def until(text: str) -> None:
+        deadline = time.monotonic() + 30
+        while not any(text in line for line in lines):
+            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+            lines.append(process.stdout.readline())  # type: ignore[union-attr]
+
+    try:
+        until("watching ")
+        (root / "tools_code" / "greeting.py").write_text("def greet(args, ctx):\n    return (\n", encoding="utf-8")
+        until("tools_code/greeting.py:2:")
+        (root / "tools_code" / "greeting.py").write_text(HANDLER.format(version="back"), encoding="utf-8")
+        until("valid again")
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    assert "\033[31mreload 1: config invalid, still serving the last good config:\033[0m\n" in lines
+    assert "\033[32mreload 2: handler code changed (tools_code/greeting.py: greet); valid again\033[0m\n" in lines
+    assert "SyntaxError" not in err, "printed once: not again by the reload logger on stderr"

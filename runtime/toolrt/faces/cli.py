@@ -826,7 +826,7 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 
     rt = _load(options)
     rt.development = True
-    return run_watch(rt, json_output=options.json, out=out)
+    return run_watch(rt, json_output=options.json, out=out, color=options.color)
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:

@@ -88,11 +88,22 @@ def change_summary(change: SnapshotChange) -> str:
     return "; ".join(parts) or "config changed (no tool, rule, setting or handler code differs)"
 
 
-def run_watch(rt: Runtime, *, json_output: bool, out: TextIO) -> int:
-    """Watch the config of `rt` and print every reload until Ctrl-C (then exit 0)."""
+def run_watch(rt: Runtime, *, json_output: bool, out: TextIO, color: str = "auto") -> int:
+    """Watch the config of `rt` and print every reload until Ctrl-C (then exit 0).
+
+    At a terminal (`color`, see `terminal.painter`) a failed reload's first line is red, a fix's green.
+    """
+    from .terminal import painter
+
+    paint = painter(color, out)
 
     def show(event: ReloadEvent) -> None:
-        text = json.dumps(event_json(event)) if json_output else format_event(event)
+        if json_output:
+            text = json.dumps(event_json(event))
+        else:
+            head, newline, rest = format_event(event).partition("\n")
+            kind = "error" if event.error is not None else "ok" if event.fixed else ""
+            text = paint(head, kind) + newline + rest
         out.write(text + "\n")
         out.flush()
 
