@@ -184,11 +184,16 @@ def test_handler_code_that_does_not_import_at_start_is_reported_and_its_fix_anno
     (root / "tools_code" / "greeting.py").write_text("def greet(args, ctx):\n    return )\n", encoding="utf-8")
     rt = Runtime.load(root)
     outputs: list[str] = []
-    start, fixed = _reloads(rt, [("tools_code/greeting.py", HANDLER.format(version="fixed"))], outputs)
+    edits = [
+        ("tools.d/greet.yaml", GREET.replace("Says which", "Tells which")),
+        ("tools_code/greeting.py", HANDLER.format(version="fixed")),
+    ]
+    start, other, fixed = _reloads(rt, edits, outputs)
     assert start.initial and start.error is not None
     assert str(start.error.problems[0]).startswith("tools_code/greeting.py:2:")
     assert format_event(start).startswith("generation 1: handler code does not import (its tools fail until a save")
-    assert fixed.fixed and outputs == ["hello fixed"]
+    assert other.change is not None and other.error is not None and other.repeated and not other.fixed
+    assert fixed.fixed and outputs[1] == "hello fixed" and "syntax" in outputs[0]
 
 
 def test_toolrt_watch_prints_a_broken_handler_once_in_red_and_its_fix(make_project: Factory, tmp_path: Path) -> None:

@@ -66,6 +66,19 @@ def test_a_client_that_cannot_be_asked_is_offered_what_it_can_use(make_project: 
     run(main)
 
 
+def test_a_2026_client_is_offered_only_what_toolrt_can_ask_it(make_project: ProjectFactory) -> None:
+    rt = Runtime.load(_project(make_project))
+
+    async def main() -> None:
+        # It declares elicitation, but a 2026-07-28 request has no channel for elicitation/create (and toolrt
+        # answers with no input-required result yet): every call of `asks` would be denied, so it is not offered.
+        async with serving(rt, mode="auto", elicitation_callback=_elicit) as served:
+            assert served.client.protocol_version >= "2026"
+            assert _names(await served.client.list_tools()) == ["free", "partly"]
+
+    run(main)
+
+
 def test_the_host_may_offer_unaskable_tools_and_approvals_count_for_calls(make_project: ProjectFactory) -> None:
     rt = Runtime.load(_project(make_project))
     rt.restore_approvals("mcp", [("asks", "*")])  # the server's default session holds an "always"

@@ -165,7 +165,7 @@ def test_serve_over_http_says_its_url_on_stderr(project: Path, tmp_path: Path) -
         async def names() -> list[str]:
             with anyio.fail_after(30):
                 # echo asks: offered to a client that declares elicitation (and to no other).
-                async with Client(url, elicitation_callback=elicit) as client:
+                async with Client(url, mode="legacy", elicitation_callback=elicit) as client:
                     return [tool.name for tool in (await client.list_tools()).tools]
 
         assert "echo" in anyio.run(names)

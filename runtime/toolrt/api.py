@@ -161,6 +161,8 @@ class Runtime:
         self._dispatcher: Dispatcher | None = None
         self._generation = 1
         self._last_error: ConfigError | None = ConfigError(snapshot.problems) if snapshot.problems else None
+        self._code_problems: list[Problem] = []
+        """The serving snapshot's handler code that did not import (`import_code`), until changed code imports."""
         self._swap_listeners: list[Callable[[SnapshotChange], None]] = []
         self._lock = threading.Lock()
         self._development = False
@@ -460,7 +462,8 @@ class Runtime:
             self._last_error = ConfigError(code_problems)  # the previous code and snapshot keep serving
             return self.status()
         with self._lock:
-            self._last_error = ConfigError(problems) if problems else None
+            standing = [*problems, *self._code_problems]  # code that never imported stays reported
+            self._last_error = ConfigError(standing) if standing else None
             if snapshot.digest != self._snapshot.digest:
                 self._swap(snapshot)
         return self.status()
@@ -468,7 +471,12 @@ class Runtime:
     def import_code(self) -> list[Problem]:
         """Import the current snapshot's project handler code now (a long-lived host does it once at start, so
         that a reload that finds the code broken keeps this code serving); the located failures, if any."""
-        return import_code(self._snapshot.root, self._snapshot.tools)
+        problems = import_code(self._snapshot.root, self._snapshot.tools)
+        with self._lock:
+            self._code_problems = problems
+            if problems:
+                self._last_error = ConfigError([*self._snapshot.problems, *problems])
+        return list(problems)
 
     def _load_code(self, snapshot: Snapshot) -> list[Problem]:
         """Load the snapshot's changed handler code before it may swap in: compile each changed project
@@ -480,7 +488,10 @@ class Runtime:
         problems = compile_code(snapshot.root, changed & snapshot.handler_files.keys())
         if problems:
             return problems
-        return import_code(snapshot.root, snapshot.tools, changed)
+        problems = import_code(snapshot.root, snapshot.tools, changed)
+        if not problems:
+            self._code_problems = []
+        return problems
 
     def _swap(self, snapshot: Snapshot) -> None:
         old = self._snapshot

@@ -199,10 +199,11 @@ class Reloader:
         """
         problems = await anyio.to_thread.run_sync(self._rt.import_code)
         if problems:
-            error = ConfigError(problems)
-            self._reported = tuple(str(problem) for problem in problems)
-            logger.error("handler code does not import; its tools fail until it is fixed:\n%s", error)
-            event = ReloadEvent(self._rt.status(), None, error, initial=True)
+            status = self._rt.status()
+            error = status.last_error or ConfigError(problems)
+            self._reported = tuple(str(problem) for problem in error.problems)
+            logger.error("handler code does not import; its tools fail until it is fixed:\n%s", ConfigError(problems))
+            event = ReloadEvent(status, None, ConfigError(problems), initial=True)
             for listener in tuple(self._listeners):
                 listener(event)
         if self._changes is not None:

@@ -179,7 +179,7 @@ class McpFace:
         """The served tools as MCP `Tool`s, built once per snapshot, selection and kind of client: a client
         that cannot be asked is not offered the tools whose every call asks (`build.unaskable`)."""
         toolset = self._toolset()
-        hide = not self._offer_unaskable and not _can_be_asked(ctx)
+        hide = not self._offer_unaskable and self._asker(ctx) is None
         cached = self._listed.get(hide)
         if cached is None or cached[0] is not toolset:
             shown = toolset
@@ -260,6 +260,9 @@ class McpFace:
         return box[0]
 
     def _asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
+        """How to ask this client's person (`elicitation/create`); None when toolrt cannot ask it: it declared no
+        elicitation, or the request has no channel for a server request (2026-07-28 until toolrt answers with
+        input-required results). `tools/list` leaves out the tools that only ask for such a client."""
         capabilities = ctx.session.client_capabilities
         if capabilities is None or capabilities.elicitation is None or not ctx.session.can_send_request:
             return None
@@ -554,12 +557,6 @@ def _offer(send: MemoryObjectSendStream[Any], item: Any) -> None:
         send.send_nowait(item)
     except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
         pass
-
-
-def _can_be_asked(ctx: Ctx) -> bool:
-    """Whether the client declared elicitation (on 2026-07-28, in the request's capabilities)."""
-    capabilities = ctx.session.client_capabilities
-    return capabilities is not None and capabilities.elicitation is not None
 
 
 def _wants_progress(ctx: Ctx) -> bool:
