@@ -333,13 +333,13 @@ def test_shell_list_becomes_several_quoted_words(make_project: Factory) -> None:
     assert rt.call_sync("t", {"items": ["a b", "$(x)", "'"]}).output == "[a b][$(x)][']"
 
 
-def test_non_zero_exit_is_stated_in_the_output_not_an_error(make_project: Factory) -> None:
-    rt = project(make_project, {"t": tool("t", {"shell": "echo partial; exit 3"})})
+def test_a_non_zero_exit_in_ok_exit_is_stated_in_the_output_not_an_error(make_project: Factory) -> None:
+    rt = project(make_project, {"t": tool("t", {"shell": "echo partial; exit 3", "ok_exit": [0, 3]})})
     result = rt.call_sync("t", {})
     assert result.error is None
     assert result.output == (
-        "partial\n\n\n<toolrt_metadata>\nThe command exited with status 3. A non-zero status is not always a "
-        "failure (grep finding nothing, test, diff): read the output to decide what to do next.\n</toolrt_metadata>"
+        "partial\n\n\n<toolrt_metadata>\nThe command exited with status 3, which the t tool counts as success "
+        "(success: 0, 3).\n</toolrt_metadata>"
     )
     assert result.metadata["exit"] == 3
 

@@ -44,6 +44,8 @@ class Served:
     reloads: list[ReloadEvent]
     changed: anyio.Event
     logged: list[types.LoggingMessageNotificationParams] = field(default_factory=list)
+    server: Any = None
+    """The server, for a second client of the same server."""
 
     async def save(self, name: str, text: str) -> ReloadEvent:
         """Write a file of the project and have the Reloader see it (as the watcher would)."""
@@ -59,10 +61,10 @@ class Served:
 
 @asynccontextmanager
 async def serving(
-    rt: Runtime, *, scope: CallScope | None = None, mode: str = "legacy", **client: Any
+    rt: Runtime, *, scope: CallScope | None = None, mode: str = "legacy", offer_unaskable: bool = False, **client: Any
 ) -> AsyncIterator[Served]:
     """`run_serve`'s wiring around an in-memory client instead of stdio."""
-    server, face = build_server(rt, scope or CallScope(), ServeLimits())
+    server, face = build_server(rt, scope or CallScope(), ServeLimits(), offer_unaskable=offer_unaskable)
     unsubscribe = rt.on_swap(face.swap_listener())
     saves, changes = anyio.create_memory_object_stream[ChangeSet](8)
     changed = anyio.Event()
@@ -87,7 +89,7 @@ async def serving(
                 async with Client(
                     server, mode=mode, message_handler=on_message, logging_callback=on_log, **client
                 ) as c:
-                    yield Served(c, rt.root, saves, reloads, changed, logged)
+                    yield Served(c, rt.root, saves, reloads, changed, logged, server)
                 group.cancel_scope.cancel()
     finally:
         unsubscribe()
@@ -149,6 +151,8 @@ def test_problems_at_start_their_fix_and_a_broken_save_are_logged_to_the_client(
     async def main() -> None:
         async with serving(rt) as served:
             client = served.client
+            with pytest.warns(MCPDeprecationWarning):
+                await client.set_logging_level("info")  # the fix is announced at info
             withheld = await client.call_tool("other", {"n": 1})
             assert (
                 withheld.is_error

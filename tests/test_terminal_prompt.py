@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -158,9 +159,13 @@ def test_serve_over_http_says_its_url_on_stderr(project: Path, tmp_path: Path) -
         [url] = re.findall(r"http://127\.0\.0\.1:\d+/mcp", "".join(lines))
         assert lines[-1].strip() == f"toolrt: serving MCP over streamable HTTP at {url}"
 
+        async def elicit(context: Any, params: Any) -> Any:
+            raise AssertionError("nothing is called")
+
         async def names() -> list[str]:
             with anyio.fail_after(30):
-                async with Client(url) as client:
+                # echo asks: offered to a client that declares elicitation (and to no other).
+                async with Client(url, mode="legacy", elicitation_callback=elicit) as client:
                     return [tool.name for tool in (await client.list_tools()).tools]
 
         assert "echo" in anyio.run(names)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ import anyio
 import anyio.to_thread
 
 from .audit import AuditLog
+from .build.handler_code import changed_files, compile_code, import_code
 from .build.selection import ToolSet, select
 from .build.snapshot import Snapshot, build_snapshot, with_tool
 from .call.request import CallRequest
@@ -75,6 +75,12 @@ class SnapshotChange:
     removed: tuple[str, ...]
     changed: tuple[str, ...]
     permissions_changed: bool
+    code_changed: tuple[str, ...] = ()
+    """Tools whose handler code (their module, or a project module it imports) changed."""
+    code_files: tuple[str, ...] = ()
+    """The project module files that changed, relative to the root."""
+    settings_changed: bool = False
+    """`toolrt.yaml`, the environment, the host's settings or the sandbox gave other values."""
 
 
 def _nothing() -> None:
@@ -103,12 +109,42 @@ def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -
     return wrapped
 
 
-def _forget_modules(files: Sequence[Path]) -> None:
-    """Drop imported project handler modules whose file changed, so the next call imports the new code."""
-    stale = {str(path) for path in files}
-    for name, module in list(sys.modules.items()):
-        if getattr(module, "__file__", None) in stale:
-            del sys.modules[name]
+def _change(old: Snapshot, snapshot: Snapshot) -> SnapshotChange:
+    """What swapping `old` for `snapshot` changed."""
+    added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
+    removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
+    changed = tuple(
+        sorted(
+            t
+            for t in set(snapshot.tools) & set(old.tools)
+            if snapshot.tools[t] is not old.tools[t]  # unchanged files keep their compiled tool
+            and (
+                snapshot.tools[t].definition != old.tools[t].definition
+                or snapshot.tools[t].description != old.tools[t].description
+            )
+        )
+    )
+    permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
+        layer.rules for layer in old.permissions.layers
+    ]
+    files = changed_files(snapshot.handler_files, old.handler_files)
+    code_changed = tuple(
+        sorted(
+            t
+            for t, code in snapshot.tool_code.items()
+            if t in old.tools and t not in changed and not code.isdisjoint(files)
+        )
+    )
+    settings_changed = (
+        snapshot.settings != old.settings
+        or snapshot.sandbox != old.sandbox
+        or list(snapshot.resolved.items()) != list(old.resolved.items())
+    )
+    root = snapshot.root
+    shown = tuple(sorted(str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in files))
+    return SnapshotChange(
+        old, snapshot, added, removed, changed, permissions_changed, code_changed, shown, settings_changed
+    )
 
 
 class Runtime:
@@ -125,8 +161,11 @@ class Runtime:
         self._dispatcher: Dispatcher | None = None
         self._generation = 1
         self._last_error: ConfigError | None = ConfigError(snapshot.problems) if snapshot.problems else None
+        self._code_problems: list[Problem] = []
+        """The serving snapshot's handler code that did not import (`import_code`), until changed code imports."""
         self._swap_listeners: list[Callable[[SnapshotChange], None]] = []
         self._lock = threading.Lock()
+        self._development = False
 
     @classmethod
     def load(
@@ -165,7 +204,11 @@ class Runtime:
             from .call.record import Recorder
             from .call.state import Services
 
-            self._services_ = Services(recorder=Recorder(_audit_log(self._snapshot)), host_handlers=self._host_handlers)
+            self._services_ = Services(
+                recorder=Recorder(_audit_log(self._snapshot)),
+                host_handlers=self._host_handlers,
+                doom_loop_warns=self._development,
+            )
             self._services_.run_batch = self._batch
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
@@ -205,6 +248,18 @@ class Runtime:
         sessions expire (default 30 minutes) and how many are held (default 4096, the most idle go first).
         """
         return self._services.sessions
+
+    @property
+    def development(self) -> bool:
+        """Development mode (`toolrt serve --dev`, `toolrt watch`): the doom-loop guard warns instead of
+        stopping the third identical call. A reload always clears the loop history of the tools it changed."""
+        return self._development
+
+    @development.setter
+    def development(self, value: bool) -> None:
+        self._development = value
+        if self._services_ is not None:
+            self._services_.doom_loop_warns = value
 
     def status(self) -> ReloadStatus:
         return ReloadStatus(self._generation, self._snapshot.digest, self._snapshot.loaded_at, self._last_error)
@@ -402,42 +457,53 @@ class Runtime:
         if problems and not self._snapshot.problems:
             self._last_error = ConfigError(problems)  # keep the last good snapshot
             return self.status()
+        code_problems = self._load_code(snapshot)
+        if code_problems:
+            self._last_error = ConfigError(code_problems)  # the previous code and snapshot keep serving
+            return self.status()
         with self._lock:
-            self._last_error = ConfigError(problems) if problems else None
+            standing = [*problems, *self._code_problems]  # code that never imported stays reported
+            self._last_error = ConfigError(standing) if standing else None
             if snapshot.digest != self._snapshot.digest:
                 self._swap(snapshot)
         return self.status()
 
+    def import_code(self) -> list[Problem]:
+        """Import the current snapshot's project handler code now (a long-lived host does it once at start, so
+        that a reload that finds the code broken keeps this code serving); the located failures, if any."""
+        problems = import_code(self._snapshot.root, self._snapshot.tools)
+        with self._lock:
+            self._code_problems = problems
+            if problems:
+                self._last_error = ConfigError([*self._snapshot.problems, *problems])
+        return list(problems)
+
+    def _load_code(self, snapshot: Snapshot) -> list[Problem]:
+        """Load the snapshot's changed handler code before it may swap in: compile each changed project
+        module, then import the project's handler modules afresh (`build.handler_code`). Problems mean the
+        previous modules and snapshot keep serving."""
+        changed = changed_files(snapshot.handler_files, self._snapshot.handler_files)
+        if not changed:
+            return []
+        problems = compile_code(snapshot.root, changed & snapshot.handler_files.keys())
+        if problems:
+            return problems
+        problems = import_code(snapshot.root, snapshot.tools, changed)
+        if not problems:
+            self._code_problems = []
+        return problems
+
     def _swap(self, snapshot: Snapshot) -> None:
         old = self._snapshot
-        files = snapshot.handler_files
-        changed_modules = [path for path, stamp in files.items() if old.handler_files.get(path) != stamp]
-        if changed_modules:
-            _forget_modules(changed_modules)
-            if self._services_ is not None:
-                self._services_.handlers.clear()
+        changed_files_ = changed_files(snapshot.handler_files, old.handler_files)
+        if changed_files_ and self._services_ is not None:
+            self._services_.handlers.clear()  # the modules were imported again before the swap
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()
-        if not self._swap_listeners:
-            return
-        added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
-        removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
-        changed = tuple(
-            sorted(
-                t
-                for t in set(snapshot.tools) & set(old.tools)
-                if snapshot.tools[t] is not old.tools[t]  # unchanged files keep their compiled tool
-                and (
-                    snapshot.tools[t].definition != old.tools[t].definition
-                    or snapshot.tools[t].description != old.tools[t].description
-                )
-            )
-        )
-        permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
-            layer.rules for layer in old.permissions.layers
-        ]
-        change = SnapshotChange(old, snapshot, added, removed, changed, permissions_changed)
+        change = _change(old, snapshot)
+        if self._services_ is not None:  # a changed tool's earlier calls are no loop of the new one
+            self._services_.forget_loops({*change.changed, *change.code_changed, *change.removed})
         for listener in tuple(self._swap_listeners):
             listener(change)
 

@@ -48,6 +48,11 @@ class ReloadEvent:
     error: ConfigError | None
     repeated: bool = False
     """The error is the same as the previous reload's (already reported once)."""
+    fixed: bool = False
+    """The first good reload after a broken one."""
+    initial: bool = False
+    """Not a reload: the handler code in use failed to import when the reloader started (its tools fail
+    until a save fixes it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +179,11 @@ class Reloader:
     def _report(self, status: ReloadStatus, change: SnapshotChange | None) -> ReloadEvent:
         error = status.last_error
         if error is None:
-            if self._reported is not None:
+            fixed = self._reported is not None
+            if fixed:
                 logger.info("configuration fixed; serving generation %d", status.generation)
             self._reported = None
-            return ReloadEvent(status, change, None)
+            return ReloadEvent(status, change, None, fixed=fixed)
         key = tuple(str(problem) for problem in error.problems) or (str(error),)
         repeated = key == self._reported
         if not repeated:
@@ -188,8 +194,18 @@ class Reloader:
     async def run(self, *, ready: anyio.Event | None = None) -> None:
         """Reload on every change batch until cancelled (or until a scripted source ends).
 
-        `ready` is set once changes made from now on will be seen.
+        `ready` is set once changes made from now on will be seen. The project's handler code is imported
+        first (its failures are the calls' to report), so that a save that breaks it keeps this code serving.
         """
+        problems = await anyio.to_thread.run_sync(self._rt.import_code)
+        if problems:
+            status = self._rt.status()
+            error = status.last_error or ConfigError(problems)
+            self._reported = tuple(str(problem) for problem in error.problems)
+            logger.error("handler code does not import; its tools fail until it is fixed:\n%s", ConfigError(problems))
+            event = ReloadEvent(status, None, ConfigError(problems), initial=True)
+            for listener in tuple(self._listeners):
+                listener(event)
         if self._changes is not None:
             if ready is not None:
                 ready.set()

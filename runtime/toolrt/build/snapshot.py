@@ -39,6 +39,7 @@ from ..sandbox.config import build_policy, concrete_protected, host_layer, tool_
 from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
+from .handler_code import project_code
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
 
@@ -91,8 +92,10 @@ class Snapshot:
     loaded_at: float = 0.0
     config: ConfigSet | None = field(default=None, compare=False, repr=False)
     handler_files: Mapping[Path, tuple[int, int]] = field(default_factory=dict)
-    """Source files of the project's Python handlers (module file → mtime_ns, size): a reload that sees
-    one change makes the next call import the new code."""
+    """Source files of the project's Python handlers and the project modules they import (module file →
+    mtime_ns, size): a reload that sees one change imports the new code before it swaps (`handler_code`)."""
+    tool_code: Mapping[str, frozenset[Path]] = field(default_factory=dict)
+    """Project tool id → the module files it runs (its references and what they import)."""
     sandbox: SandboxPolicy = SandboxPolicy()
     """The OS sandbox of every process a call starts (host, locked file, then the project, tighten-only)."""
     tool_sandboxes: Mapping[str, SandboxPolicy] = field(default_factory=dict)
@@ -341,6 +344,7 @@ def _build_snapshot(
     if permissions is None:
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
+    code = project_code(root_path, tools)
     protected_files = ((locked_path.resolve(),) if locked_path else ()) + imported_modules(root_path, modules)
     protected = concrete_protected(root_path, permissions.protected, protected_files)
     sandbox = replace(sandbox, protected=protected)
@@ -350,7 +354,7 @@ def _build_snapshot(
             [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
             for layer in config.layers
         ]
-        + [_data(locked_doc), [(str(path), stamp) for path, stamp in modules.items()], repr(sandbox)]
+        + [_data(locked_doc), [(str(path), stamp) for path, stamp in code.files.items()], repr(sandbox)]
         + [list(resolved.items())]
         + ([sorted(withheld), blocked is not None] if partial and (withheld or blocked) else [])
     )
@@ -363,8 +367,9 @@ def _build_snapshot(
         resolved=resolved,
         digest=digest,
         warnings=tuple(warnings),
-        watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(modules),
-        handler_files=MappingProxyType(modules),
+        watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(code.files),
+        handler_files=code.files,
+        tool_code=code.by_tool,
         protected_files=protected_files,
         loaded_at=time.time(),
         config=config,

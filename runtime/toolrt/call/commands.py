@@ -15,6 +15,7 @@ from ..result import ToolResult
 from ..sandbox.config import call_plan
 from .active import ActiveCall
 from .titles import call_title
+from .truncation import truncate_result
 
 __all__ = ["run_command"]
 
@@ -78,7 +79,8 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         spill_dir=snapshot.truncation_dir,
         sandbox=plan,
     )
-    output = with_notes(outcome.output, outcome_notes(tool.id, outcome, timeout * 1000), "toolrt_metadata")
+    ok_exit = options.ok_exit
+    output = with_notes(outcome.output, outcome_notes(tool.id, outcome, timeout * 1000, ok_exit), "toolrt_metadata")
     metadata: dict[str, Any] = {
         "exit": outcome.exit_code,
         "output_bytes": outcome.total_bytes,
@@ -87,4 +89,10 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     if outcome.spill_path is not None:
         metadata["outputPath"] = str(outcome.spill_path)
     title = call_title(tool, args, root) or shown[:80]
-    return ToolResult(title=title, output=output, metadata=MappingProxyType(metadata))
+    result = ToolResult(title=title, output=output, metadata=MappingProxyType(metadata))
+    if outcome.exit_code is None or outcome.exit_code in ok_exit:
+        return result
+    # A status outside `ok_exit` is an error result that keeps the output (cut to the limits first: the
+    # pipeline does not cut error texts).
+    cut = truncate_result(call, result)
+    return ToolResult(cut.title, cut.output, cut.metadata, cut.attachments, error=cut.output)

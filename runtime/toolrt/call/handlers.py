@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from ..build.compiled import CompiledTool, import_ref, project_root_of
+from ..build.handler_code import IMPORT_LOCK
 from ..config.model import HostHandler, PythonHandler
 from ..errors import CallError, ToolFailure
 from ..result import ToolResult
@@ -81,7 +82,8 @@ def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Runn
     found = handlers.get(handler.ref)
     if found is None:
         try:
-            function = import_ref(handler.ref, project_root_of(tool.definition, root))
+            with IMPORT_LOCK:  # not halfway through a reload's import of the project's code
+                function = import_ref(handler.ref, project_root_of(tool.definition, root))
         except ImportError as exc:
             raise ToolFailure(f"The {tool.id} tool is misconfigured: {exc}") from None
         found = handlers[handler.ref] = runnable(function)

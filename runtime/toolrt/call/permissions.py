@@ -30,6 +30,7 @@ from .titles import call_title, render_optional
 
 __all__ = [
     "INLINE_ARGUMENT_CHARS",
+    "LOOP_WARNING",
     "REPEATED_CALL",
     "add_doom_loop",
     "authorize",
@@ -45,6 +46,10 @@ INLINE_ARGUMENT_CHARS = 4096
 few microseconds); larger ones in a worker thread, so an analysis that spends its whole time budget
 (a hostile 100 KB command line) never stalls the other calls."""
 
+LOOP_WARNING = (
+    "toolrt development mode: this is the same call ({tool} with the same arguments) {times} times in a row; "
+    "outside development mode it would be stopped as a loop."
+)
 REPEATED_CALL = (
     "You made this exact call ({tool} with the same arguments) {times} times in a row, and it was stopped "
     "as a loop: the result would not change. Use what the earlier results said, or try another approach."

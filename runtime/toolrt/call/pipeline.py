@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -24,11 +25,11 @@ from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
 from .active import ActiveCall
 from .arguments import parse_arguments
-from .permissions import add_doom_loop, authorize, permission_requests_off_loop
+from .permissions import LOOP_WARNING, add_doom_loop, authorize, permission_requests_off_loop
 from .record import CallRecord, status_of
 from .request import CallRequest
 from .run import run_tool
-from .state import Services
+from .state import DOOM_LOOP_THRESHOLD, Services
 from .titles import call_title
 from .truncation import truncate_result
 
@@ -65,17 +66,24 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     call.emit("running", {"input": args})
     decision: Decision | None = None
     requests: list[PermissionRequest] | None = None
+    loop_warned = False
     status = "ok"
     try:
         args = parse_arguments(call.tool, args, snapshot.root)
         if repair_note is None:
             requests = await permission_requests_off_loop(call.tool, args, snapshot, agent)
             doom_loop = add_doom_loop(requests, call.name, args, state)
+            if doom_loop and services.doom_loop_warns:  # development: a warning on the result, not an ask
+                requests.pop()
+                doom_loop, loop_warned = False, True
+                logger.warning(LOOP_WARNING.format(tool=call.name, times=DOOM_LOOP_THRESHOLD))
             decision = await authorize(call, args, requests, doom_loop)
             call.granted.update((d.permission, d.pattern) for d in decision.decisions)
         # else: the call went to `invalid`, which only tells the model why it could not run and which
         # tools it has; no agent's rules may hide that text (a deny-all agent would read "invalid denied").
         result = truncate_result(call, await run_tool(call, args))
+        if loop_warned:
+            result = _with_loop_warning(result, call.name)
         if repair_note is not None:
             result = ToolResult(result.title, result.output, result.metadata, result.attachments, result.output)
             status = "invalid"
@@ -106,6 +114,13 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
         raise
     _finish(call, args, decision, status, result, started)
     return result
+
+
+def _with_loop_warning(result: ToolResult, name: str) -> ToolResult:
+    note = f"\n\n<toolrt_metadata>\n{LOOP_WARNING.format(tool=name, times=DOOM_LOOP_THRESHOLD)}\n</toolrt_metadata>"
+    if result.error is not None:
+        return replace(result, error=result.error + note)
+    return replace(result, output=result.output + note)
 
 
 def _finish(

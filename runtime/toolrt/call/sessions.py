@@ -92,6 +92,10 @@ class SessionStore(Generic[State]):
             for listener in tuple(self._listeners):
                 listener(name)  # e.g. approvals given before the session's first call
 
+    def states(self) -> list[State]:
+        """The states held now (without marking any as used)."""
+        return [state for state, _ in self._states.values()]
+
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False

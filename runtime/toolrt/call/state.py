@@ -6,7 +6,7 @@ One `Services` per Runtime; nothing here is shared between Runtimes. Every cache
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +64,8 @@ class Services:
     cleaned: set[Path] = field(default_factory=set)
     """Output directories whose old saved outputs were already swept."""
     run_batch: BatchRunner | None = None
+    doom_loop_warns: bool = False
+    """Development mode (`toolrt serve --dev`): the doom-loop guard adds a warning instead of asking."""
     call_counter: int = 0
     lsp: LspManager | None = None
     """The Runtime's language servers; made on the first call that needs them."""
@@ -72,6 +74,14 @@ class Services:
 
     def __post_init__(self) -> None:
         self.sessions.on_release(self.broker.forget)
+
+    def forget_loops(self, tools: Set[str]) -> None:
+        """Drop `tools`' calls from every session's doom-loop history (a reload changed what they run)."""
+        for state in self.sessions.states():
+            kept = [entry for entry in state.recent if entry[0] not in tools]
+            if len(kept) != len(state.recent):
+                state.recent.clear()
+                state.recent.extend(kept)
 
     def session(self, name: str) -> SessionState:
         """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released)."""

@@ -45,6 +45,8 @@ class ProcessOptions:
     env_allow: tuple[str, ...] | None = None
     env_set: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     stdin: str | None = None
+    ok_exit: tuple[int, ...] = (0,)
+    """Exit statuses that are a success; any other makes an error result that keeps the output."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +197,7 @@ def _process_options(data: Mapping[str, Any]) -> ProcessOptions:
         env_allow=tuple(allow) if allow is not None else None,
         env_set=MappingProxyType(dict(env.get("set", {}))),
         stdin=data.get("stdin"),
+        ok_exit=tuple(data.get("ok_exit", (0,))),
     )
 
 

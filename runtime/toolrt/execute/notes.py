@@ -2,9 +2,10 @@
 an abort, or that nothing was printed, each with the next step it can take.
 
 The model never sees a result's metadata, so these facts go into the output text, in a tagged block
-after the output (`<bash_metadata>` for bash, as OpenCode tags its notes). A non-zero exit status is
-stated, never turned into an error result: `grep` finding nothing, `test -f` and `git diff
---exit-code` exit non-zero as a matter of course.
+after the output (`<bash_metadata>` for bash, as OpenCode tags its notes). For bash a non-zero exit
+status is stated, never turned into an error result: `grep` finding nothing, `test -f` and `git diff
+--exit-code` exit non-zero as a matter of course. An `argv:`/`shell:` tool declares which statuses are a
+success (`ok_exit`, default `[0]`); the note then says which way its status counts.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ from .process import ProcessOutcome
 __all__ = ["outcome_notes", "with_notes"]
 
 
-def outcome_notes(tool: str, outcome: ProcessOutcome, timeout_ms: float) -> list[str]:
-    """The sentences the model needs about how the process ended (empty for output ending with exit 0)."""
+def outcome_notes(
+    tool: str, outcome: ProcessOutcome, timeout_ms: float, ok_exit: tuple[int, ...] | None = None
+) -> list[str]:
+    """The sentences the model needs about how the process ended (empty for output ending with exit 0).
+
+    `ok_exit`: the statuses the tool declares a success (None: bash, where the model judges the status).
+    """
     notes: list[str] = []
     if outcome.timed_out:
         notes.append(
@@ -25,6 +31,17 @@ def outcome_notes(tool: str, outcome: ProcessOutcome, timeout_ms: float) -> list
         )
     elif outcome.aborted:
         notes.append("User aborted the command. Do not run it again unless the user asks you to.")
+    elif outcome.exit_code and ok_exit is not None:
+        status = outcome.exit_code
+        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        success = ", ".join(map(str, ok_exit))
+        if status in ok_exit:
+            notes.append(f"The command {how}, which the {tool} tool counts as success (success: {success}).")
+        else:
+            notes.append(
+                f"The command {how}, which the {tool} tool counts as a failure (success: {success}). "
+                "Read the output for the cause before calling it again."
+            )
     elif outcome.exit_code:
         status = outcome.exit_code
         how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"

@@ -4,6 +4,10 @@ Each user line starts a turn: the model streams its answer, every tool call it m
 the pipeline (asks put to the person at the terminal) and is shown as it runs, and the results go
 back until the model answers without tools. The project's config is reloaded before every request,
 so an edited tool file is what the model sees next; a broken save keeps the last good tools.
+
+When the input is not a terminal (piped lines), nobody can answer an ask: chat says so when it starts,
+each call that asks is refused with that reason, and a line that is an answer to an ask (`once`, `o`,
+`always`, `reject`, ..., or `yes`/`no` right after an ask was refused) is never sent to the model.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ __all__ = ["MAX_ROUNDS", "run_chat"]
 MAX_ROUNDS = 50
 """Model requests per user line; past it the turn stops and says so (a model stuck calling tools)."""
 EXIT_WORDS = ("/exit", "/quit")
+ASK_WORDS = frozenset({"o", "once", "a", "always", "r", "reject"})
+"""What the terminal prompt takes as an answer to an ask, and nobody would say to a model on a line alone."""
+ANSWER_WORDS = ASK_WORDS | {"y", "yes", "n", "no"}
+"""Also answers to an ask, when one was just refused."""
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -41,6 +49,8 @@ class _Screen:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.last_error: str | None = None
+        self.refused = False
+        """An ask was refused since the last line read (input not a terminal)."""
 
     def line(self, text: str) -> None:
         self.out.write(text + "\n")
@@ -63,6 +73,19 @@ class _Screen:
             parts.append("permissions")
         self.line(f"[reloaded: {' '.join(parts) if parts else 'config'}]")
 
+    def refusing_asker(self) -> Any:
+        """The asker when input is not a terminal: every ask refused, saying why, and remembered."""
+        from ..errors import DeniedError
+        from ..permissions.evaluate import approval_required_message
+        from ..permissions.model import Decision
+
+        async def ask(request: Any) -> Any:
+            self.refused = True
+            self.line(f"  ! {request.tool}: asks for approval, refused: input is not a terminal")
+            raise DeniedError(approval_required_message(Decision("ask", request.pending)))
+
+        return ask
+
     def reload_failed(self, error: ConfigError) -> None:
         first = error.problems[0] if error.problems else None
         text = f"{first.file}:{first.line}: {first.message}" if first else str(error)
@@ -82,8 +105,12 @@ async def run_chat(
     read_line: Callable[[str], str | None],
     out: TextIO,
     system: str | None = None,
+    interactive: bool = True,
 ) -> int:
-    """Talk until end of input or `/exit`; returns the exit code (0)."""
+    """Talk until end of input or `/exit`; returns the exit code (0).
+
+    `interactive=False` (input not a terminal): asks are refused and ask answers are not sent (module docstring).
+    """
     import openai
 
     from ..providers.openai import StreamAccumulator
@@ -93,6 +120,11 @@ async def run_chat(
     stop_swaps = rt.on_swap(screen.swapped)
     messages: list[Any] = [{"role": "system", "content": system}] if system else []
     screen.line(f"toolrt chat with {model}: {len(rt.tools(scope).offered)} tools. /exit or Ctrl-D to leave.")
+    if not interactive:
+        ask = screen.refusing_asker()
+        screen.line(
+            "[input is not a terminal: calls that ask for approval are refused, and answers to asks are not sent]"
+        )
     try:
         while True:
             line = await anyio.to_thread.run_sync(read_line, "you> ")
@@ -100,6 +132,11 @@ async def run_chat(
                 return 0
             if not line.strip():
                 continue
+            word = line.strip().lower()
+            if not interactive and (word in ASK_WORDS or (screen.refused and word in ANSWER_WORDS)):
+                screen.line(f"[{line.strip()!r} answers an ask, and asks are refused here: not sent to the model]")
+                continue
+            screen.refused = False
             start = len(messages)
             messages.append({"role": "user", "content": line})
             for _ in range(MAX_ROUNDS):

@@ -109,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--root", default=".", metavar="DIR", help="project directory (default: the current directory)"
         )
+        sub.add_argument(
+            "--color",
+            choices=("auto", "always", "never"),
+            default="auto",
+            help="colour decisions and errors: auto (at a terminal, unless NO_COLOR is set), always, never",
+        )
         return sub
 
     validate = command(
@@ -145,6 +151,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     _selection_options(listing)
     listing.add_argument("--json", action="store_true", help="print {tools: [...], hidden: [...]} as JSON")
+    listing.add_argument(
+        "--client-capabilities",
+        metavar="JSON",
+        help="list what `toolrt serve` offers an MCP client declaring these capabilities, e.g. '{}' (no "
+        "elicitation: tools whose every call asks are left out) or '{\"elicitation\": {}}'",
+    )
+    listing.add_argument(
+        "--offer-unaskable", action="store_true", help="with --client-capabilities: as `toolrt serve --offer-unaskable`"
+    )
     specs = command(
         "specs",
         "provider function specs as a JSON array on stdout",
@@ -212,6 +227,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-sessions", type=int, help="sessions held at once, the most idle released first (default: 4096)"
+    )
+    serve.add_argument(
+        "--offer-unaskable",
+        action="store_true",
+        help="offer clients that declared no elicitation the tools whose every call asks (each call is denied)",
+    )
+    serve.add_argument(
+        "--dev",
+        action="store_true",
+        help="development mode: the third identical call in a row runs with a warning instead of being stopped",
     )
     schema = command(
         "schema",
@@ -365,12 +390,16 @@ def _load(options: argparse.Namespace, *, blocked_ok: bool = True) -> Runtime:
 
 
 def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
+    from .terminal import PaintedLines, painter
     from .validate_report import render, validate_paths
 
     if options.files and options.root != ".":
         raise UsageError("give FILE arguments or --root, not both (each file's project is found from the file)")
     outcome = validate_paths(Path(options.root), options.files, all_files=options.all)
-    render(outcome, options.format, out, strict=options.strict, all_files=options.all)
+    paint = painter(options.color, out)
+    shown: Any = PaintedLines(out, paint) if paint.on and options.format == "text" else out
+    render(outcome, options.format, shown, strict=options.strict, all_files=options.all)
+    shown.flush()
     return 0 if outcome.passes(strict=options.strict) else 1
 
 
@@ -390,7 +419,13 @@ def _scope(options: argparse.Namespace) -> CallScope:
 
 def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
     rt = _load(options)
-    toolset = rt.tools(_scope(options))
+    scope = _scope(options)
+    toolset = rt.tools(scope)
+    if options.client_capabilities is not None and not options.offer_unaskable:
+        if not _declares_elicitation(options.client_capabilities):
+            from ..build.unaskable import without_unaskable
+
+            toolset = without_unaskable(toolset, rt.snapshot, scope.agent)
     if options.json:
         json.dump(
             {
@@ -414,6 +449,19 @@ def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
         for hidden in toolset.hidden:
             out.write(f"  {hidden.id}: {hidden.reason}\n")
     return 0
+
+
+def _declares_elicitation(text: str) -> bool:
+    """Whether `--client-capabilities` (an MCP `ClientCapabilities` object as JSON) declares elicitation."""
+    try:
+        capabilities = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"--client-capabilities: not JSON ({error.msg}); e.g. '{{}}' or '{{\"elicitation\": {{}}}}'"
+        ) from None
+    if not isinstance(capabilities, dict):
+        raise UsageError("--client-capabilities: expected a JSON object, e.g. '{}' or '{\"elicitation\": {}}'")
+    return capabilities.get("elicitation") is not None
 
 
 def _cmd_specs(options: argparse.Namespace, out: TextIO) -> int:
@@ -448,7 +496,9 @@ def _decision_json(decision: Decision) -> dict[str, Any]:
 
 def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
     from ..permissions.model import unmatched_basis
+    from .terminal import painter
 
+    paint = painter(options.color, out)
     rt = _load(options, blocked_ok=False)
     if options.tool:
         if options.permission or options.pattern:
@@ -477,10 +527,10 @@ def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
             else unmatched_basis(d.permission)
         )
         extra = f" [{d.reason}]" if d.reason else ""
-        out.write(f"{d.action:<5}  {d.permission} {d.pattern!r}  ← {why}{extra}\n")
+        out.write(f"{paint(f'{d.action:<5}', d.action)}  {d.permission} {d.pattern!r}  ← {why}{extra}\n")
     if not decision.decisions:
-        out.write("allow  (the call makes no permission request)\n")
-    out.write(f"decision: {decision.action}\n")
+        out.write(f"{paint('allow', 'allow')}  (the call makes no permission request)\n")
+    out.write(f"decision: {paint(decision.action, decision.action)}\n")
     if hidden:
         out.write(f"note: {options.tool} is not offered for this selection: {hidden}\n")
     if unasked:
@@ -673,7 +723,19 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
             (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
         ]
         rt.restore_approvals(options.session, pairs)
-    result = anyio.run(lambda: rt.call(options.tool, options.args, _scope(options), ask=asker, questioner=questioner))
+    live = None
+    call_id = ""
+    if not options.json and _is_terminal(out):  # the output as it is produced, as MCP progress carries it
+        import os
+
+        from .terminal import LiveOutput
+
+        call_id = f"cli_{os.getpid()}"
+        live = LiveOutput(out, call_id)
+        rt.subscribe(live.listen)
+    result = anyio.run(
+        lambda: rt.call(options.tool, options.args, _scope(options), ask=asker, questioner=questioner, call_id=call_id)
+    )
     _write_json(state_file, rt.session_state(options.session))
     now = [list(pair) for pair in rt.approvals(options.session, agent)]
     if now != kept and (now or kept):
@@ -682,12 +744,25 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
         out.write("\n")
     elif result.error is not None:
-        print(result.error, file=options.err)
+        from .terminal import painter
+
+        error = result.error
+        if live is not None:
+            if live.shown and not live.shown.endswith("\n"):
+                out.write("\n")
+            error = live.rest(error).strip("\n")
+        print(painter(options.color, options.err)(error, "error"), file=options.err)
     else:
-        out.write(result.output)
-        if not result.output.endswith("\n"):
+        text = live.rest(result.output) if live is not None else result.output
+        out.write(text)
+        if not (live.shown + text if live is not None else text).endswith("\n"):
             out.write("\n")
     return 0 if result.error is None else 1
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _tell_unasked_once(rt: Runtime, options: argparse.Namespace, seen: Path) -> None:
@@ -778,6 +853,7 @@ def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
             read_line=read_line,
             out=out,
             system=options.system,
+            interactive=interactive,
         )
     )
 
@@ -785,7 +861,9 @@ def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
 def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
     from .watch import run_watch
 
-    return run_watch(_load(options), json_output=options.json, out=out)
+    rt = _load(options)
+    rt.development = True
+    return run_watch(rt, json_output=options.json, out=out, color=options.color)
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
@@ -797,6 +875,9 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
     for problem in sandbox_problems(rt.snapshot.sandbox):
         print(problem_text(problem), file=options.err)
     print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)
+    if options.dev:
+        rt.development = True
+        print("toolrt serve: development mode: repeated identical calls warn instead of stopping", file=options.err)
     serve = rt.settings.values.serve
     return run_serve(
         rt,
@@ -815,6 +896,7 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
                 if value is not None
             }
         ),
+        offer_unaskable=options.offer_unaskable,
     )
 
 

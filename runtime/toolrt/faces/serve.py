@@ -29,7 +29,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import quote
 
 import anyio
@@ -133,16 +133,30 @@ class _LoopBridge:
 class McpFace:
     """The handlers of the MCP server over one Runtime; one instance serves every connection."""
 
-    def __init__(self, rt: Runtime, scope: CallScope, limits: ServeLimits | None = None) -> None:
+    def __init__(
+        self, rt: Runtime, scope: CallScope, limits: ServeLimits | None = None, *, offer_unaskable: bool = False
+    ) -> None:
         self._rt = rt
+        self._offer_unaskable = offer_unaskable
+        """Offer clients that cannot be asked the tools whose every call asks (`--offer-unaskable`)."""
         self._scope = scope
         """Who the served tools are for (the `toolrt serve` selection options); each call adds its session."""
         self._limits = limits = limits or ServeLimits()
         rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
-        self._listed: tuple[ToolSet, tuple[types.Tool, ...]] | None = None
-        self._connections: set[Connection] = set()
+        self._listed: dict[bool, tuple[ToolSet, tuple[types.Tool, ...]]] = {}
+        """The listing by whether tools that only ask are left out, with the selection it was built from."""
+        self._connections: dict[Connection, _Listener] = {}
+        """Handshake-era connections (after `notifications/initialized`) and what they were told."""
+        self._subscribers: set[_Subscriber] = set()
+        """2026-07-28 subscriptions whose `_meta` named a log level."""
+        self._start_problems: list[str] = []
+        """Handler code that did not import when the reloader started, until a save fixes it."""
+        self._told_sessions: dict[str, tuple[str | None, str | None]] = {}
+        """2026-07-28 sessions: the problems and notice their calls were last told."""
+
         self._mcp_sessions = McpSessions(rt.sessions)
         self._bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
 
@@ -161,16 +175,26 @@ class McpFace:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
         return self._rt.tools(self._scope)
 
-    def _listing(self) -> tuple[types.Tool, ...]:
-        """The served tools as MCP `Tool`s, built once per snapshot and selection."""
+    def _listing(self, ctx: Ctx) -> tuple[types.Tool, ...]:
+        """The served tools as MCP `Tool`s, built once per snapshot, selection and kind of client: a client
+        that cannot be asked is not offered the tools whose every call asks (`build.unaskable`)."""
         toolset = self._toolset()
-        cached = self._listed
+        hide = not self._offer_unaskable and self._asker(ctx) is None
+        cached = self._listed.get(hide)
         if cached is None or cached[0] is not toolset:
-            cached = self._listed = (toolset, tuple(types.Tool.model_validate(spec) for spec in toolset.specs("mcp")))
+            shown = toolset
+            if hide:
+                from ..build.unaskable import without_unaskable
+
+                shown = without_unaskable(toolset, self._rt.snapshot, self._scope.agent)
+            cached = self._listed[hide] = (
+                toolset,
+                tuple(types.Tool.model_validate(spec) for spec in shown.specs("mcp")),
+            )
         return cached[1]
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        tools = self._listing()
+        tools = self._listing(ctx)
         size = self._limits.page_size
         if len(tools) <= size and (params is None or params.cursor is None):
             return types.ListToolsResult(tools=list(tools))
@@ -194,6 +218,7 @@ class McpFace:
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token = self._mcp_sessions.identify(ctx)
+        await self._log_on_call(ctx, session)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         # A client's cancel (notifications/cancelled, or a closed response stream on 2026-07-28) cancels
         # this handler: the cancellation runs into the call, whose run step kills a process tree (or sets
@@ -235,6 +260,9 @@ class McpFace:
         return box[0]
 
     def _asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
+        """How to ask this client's person (`elicitation/create`); None when toolrt cannot ask it: it declared no
+        elicitation, or the request has no channel for a server request (2026-07-28 until toolrt answers with
+        input-required results). `tools/list` leaves out the tools that only ask for such a client."""
         capabilities = ctx.session.client_capabilities
         if capabilities is None or capabilities.elicitation is None or not ctx.session.can_send_request:
             return None
@@ -274,31 +302,34 @@ class McpFace:
     # --- list_changed -----------------------------------------------------------------------------
 
     async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
-        """`notifications/initialized`: a handshake-era connection that wants list_changed (until it closes),
-        and the notice.
+        """`notifications/initialized`: a handshake-era connection that wants list_changed and toolrt's log
+        messages (until it closes), and the notice.
 
         Desktop clients do not show the server's stderr: which tools run without asking goes to the
-        client's log as a warning.
+        client's log as a warning, once per connection (and again only when it changes).
         """
-        connection = connection_of(ctx)
-        if connection not in self._connections:
-            self._connections.add(connection)
-            connection.exit_stack.callback(self._connections.discard, connection)
-        notice = self.unasked_notice()
-        problems = degraded_lines(self._rt.snapshot)
-        if notice is not None or problems:
-            import warnings
+        listener = self._listener(ctx)
+        problems = self._standing_problems()
+        if problems:
+            await self._log_to(listener, _LogEntry("error", _problems_text(problems)))
+        await self._tell_notice(listener)
 
-            with warnings.catch_warnings():
-                # Deprecated for 2026-07-28 clients (they read the instructions); handshake-era ones show it.
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                if problems:
-                    await ctx.session.send_log_message("error", _problems_text(problems), logger="toolrt")
-                if notice is not None:
-                    await ctx.session.send_log_message("warning", notice, logger="toolrt")
+    def _standing_problems(self) -> list[str]:
+        """What is wrong now: the snapshot's withheld and blocking problems, and handler code that did not import."""
+        return degraded_lines(self._rt.snapshot) + self._start_problems
+
+    def _listener(self, ctx: Ctx) -> _Listener:
+        connection = connection_of(ctx)
+        listener = self._connections.get(connection)
+        if listener is None:
+            listener = self._connections[connection] = _Listener(connection)
+            connection.exit_stack.callback(self._connections.pop, connection, None)
+        return listener
 
     async def set_log_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        """`logging/setLevel`: accepted (toolrt logs only the start-up notice, at warning)."""
+        """`logging/setLevel`: toolrt's own log messages to this connection at `params.level` and above
+        (`warning` until the client sets a level)."""
+        self._listener(ctx).level = params.level
         return types.EmptyResult()
 
     def unasked_notice(self) -> str | None:
@@ -324,45 +355,176 @@ class McpFace:
             if event.error is not None and not event.repeated:
                 lines = [str(problem) for problem in event.error.problems] or [str(event.error)]
                 kept = "still serving the last good configuration" if event.change is None else "serving what is valid"
+                if event.initial:
+                    kept = "its tools fail until a save fixes it"
+                    self._start_problems = lines
                 text = f"toolrt: the configuration is invalid, {kept}:\n" + "\n".join(f"  {line}" for line in lines)
                 _offer(self._changes_send, _LogEntry("error", text))
-            elif event.error is None and event.change is not None and event.change.old.problems:
+            elif event.error is None and (event.fixed or (event.change is not None and event.change.old.problems)):
+                self._start_problems = []
                 _offer(self._changes_send, _LogEntry("info", "toolrt: the configuration is valid again"))
 
         return on_reload
 
     async def notify_changes(self) -> None:
         """Send `notifications/tools/list_changed` to every connection after every swap, and reload
-        problems as `notifications/message` log entries."""
+        problems (and a changed notice) as `notifications/message` log entries."""
         async with self._changes_receive:
             async for item in self._changes_receive:
                 if isinstance(item, _LogEntry):
                     await self._log_everywhere(item)
                     continue
                 await self._bus.publish(ToolsListChanged())
-                for connection in tuple(self._connections):
+                for listener in tuple(self._connections.values()):
                     try:
-                        await connection.send_tool_list_changed()
+                        await listener.connection.send_tool_list_changed()
                     except Exception:  # the client went away; stop telling it
-                        self._connections.discard(connection)
+                        self._connections.pop(listener.connection, None)
+                        continue
+                    await self._tell_notice(listener)
+                await self._tell_subscribers_notice()
+
+    async def _tell_notice(self, listener: _Listener) -> None:
+        """The unasked-tools notice, when this listener has not been told this text yet."""
+        notice = self.unasked_notice()
+        if notice is None or notice == listener.notice:
+            return
+        listener.notice = notice
+        await self._log_to(listener, _LogEntry("warning", notice))
+
+    async def _tell_subscribers_notice(self) -> None:
+        notice = self.unasked_notice()
+        for subscriber in tuple(self._subscribers):
+            if notice is not None and notice != subscriber.notice:
+                subscriber.notice = notice
+                subscriber.offer(_LogEntry("warning", notice))
 
     async def _log_everywhere(self, entry: _LogEntry) -> None:
+        for listener in tuple(self._connections.values()):
+            await self._log_to(listener, entry)
+        for subscriber in tuple(self._subscribers):
+            subscriber.offer(entry)
+
+    async def _log_to(self, listener: _Listener, entry: _LogEntry) -> None:
+        """One log message to a handshake-era connection, at or above the level it set."""
+        if not _at_least(entry.level, listener.level):
+            return
         import warnings
 
-        for connection in tuple(self._connections):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await connection.log(entry.level, entry.text, logger="toolrt")
-            except Exception:  # the client went away; stop telling it
-                self._connections.discard(connection)
+        try:
+            with warnings.catch_warnings():
+                # Deprecated for 2026-07-28 clients (they opt in per request); handshake-era ones show it.
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await listener.connection.log(entry.level, entry.text, logger="toolrt")
+        except Exception:  # the client went away; stop telling it
+            self._connections.pop(listener.connection, None)
+
+    # --- 2026-07-28: log messages only where a request's `_meta` names a level -------------------
+
+    async def listen(self, ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        """`subscriptions/listen`; a subscription whose `_meta` names a log level also carries toolrt's log
+        messages at that level and above (the standing problems and the notice first, then each reload's)."""
+        level = _requested_level(ctx)
+        if level is None:
+            return await self._listen(ctx, params)
+        subscriber = _Subscriber(level)
+        problems = self._standing_problems()
+        if problems:
+            subscriber.offer(_LogEntry("error", _problems_text(problems)))
+        notice = self.unasked_notice()
+        if notice is not None:
+            subscriber.notice = notice
+            subscriber.offer(_LogEntry("warning", notice))
+        self._subscribers.add(subscriber)
+        result: list[types.SubscriptionsListenResult] = []
+
+        async def serve_stream() -> None:
+            result.append(await self._listen(ctx, params))
+            group.cancel_scope.cancel()
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(serve_stream)
+                async with subscriber.receive:
+                    async for entry in subscriber.receive:
+                        await _log_on_request(ctx, entry)
+        finally:
+            self._subscribers.discard(subscriber)
+            subscriber.close()
+        return result[0]
+
+    async def _log_on_call(self, ctx: Ctx, session: str) -> None:
+        """On a 2026-07-28 call whose `_meta` names a log level: the standing problems and the notice, once
+        per toolrt session (and again when they change)."""
+        if _requested_level(ctx) is None:
+            return
+        problems = self._standing_problems()
+        told = (_problems_text(problems) if problems else None, self.unasked_notice())
+        before = self._told_sessions.pop(session, (None, None))
+        self._told_sessions[session] = told
+        while len(self._told_sessions) > 4096:
+            del self._told_sessions[next(iter(self._told_sessions))]
+        if told[0] is not None and told[0] != before[0]:
+            await _log_on_request(ctx, _LogEntry("error", told[0]))
+        if told[1] is not None and told[1] != before[1]:
+            await _log_on_request(ctx, _LogEntry("warning", told[1]))
+
+
+_LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)
+
+
+def _at_least(level: str, threshold: str) -> bool:
+    return _LEVELS.index(level) >= _LEVELS.index(threshold)
+
+
+def _requested_level(ctx: Ctx) -> str | None:
+    """The log level a 2026-07-28 request's `_meta` names (None: it asked for no log messages)."""
+    meta: Mapping[str, Any] = ctx.meta or {}
+    level = meta.get(types.LOG_LEVEL_META_KEY)
+    return level if isinstance(level, str) and level in _LEVELS else None
+
+
+async def _log_on_request(ctx: Ctx, entry: _LogEntry) -> None:
+    """A log message on the request's own stream (the SDK drops levels below the one its `_meta` names)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await ctx.session.send_log_message(entry.level, entry.text, logger="toolrt", related_request_id=ctx.request_id)
+
+
+@dataclass(eq=False)
+class _Listener:
+    """A handshake-era connection that hears list_changed and toolrt's log messages."""
+
+    connection: Connection
+    level: str = "warning"
+    """The lowest level it is sent (`logging/setLevel`)."""
+    notice: str | None = None
+    """The unasked-tools notice it was last told."""
+
+
+class _Subscriber:
+    """A 2026-07-28 `subscriptions/listen` stream that asked for log messages: a queue its handler drains."""
+
+    def __init__(self, level: str) -> None:
+        self.level = level
+        self.notice: str | None = None
+        self._send, self.receive = anyio.create_memory_object_stream[_LogEntry](64)
+
+    def offer(self, entry: _LogEntry) -> None:
+        if _at_least(entry.level, self.level):
+            _offer(self._send, entry)
+
+    def close(self) -> None:
+        self._send.close()
 
 
 @dataclass(frozen=True, slots=True)
 class _LogEntry:
     """A log message for every connection (`notifications/message`)."""
 
-    level: Literal["info", "error"]
+    level: Literal["info", "warning", "error"]
     text: str
 
 
@@ -467,9 +629,11 @@ class _ToolrtServer(Server[Any]):
         )
 
 
-def build_server(rt: Runtime, scope: CallScope, limits: ServeLimits | None = None) -> tuple[Server[Any], McpFace]:
+def build_server(
+    rt: Runtime, scope: CallScope, limits: ServeLimits | None = None, *, offer_unaskable: bool = False
+) -> tuple[Server[Any], McpFace]:
     """The low-level MCP server over `rt` and its handlers (for in-process use and tests)."""
-    face = McpFace(rt, scope, limits)
+    face = McpFace(rt, scope, limits, offer_unaskable=offer_unaskable)
     notice = face.unasked_notice()
     server = _ToolrtServer(
         "toolrt",
@@ -478,7 +642,7 @@ def build_server(rt: Runtime, scope: CallScope, limits: ServeLimits | None = Non
         get_tool_input_schema=face.input_schema,
         on_list_tools=face.list_tools,
         on_call_tool=face.call_tool,
-        on_subscriptions_listen=ListenHandler(face.bus),
+        on_subscriptions_listen=face.listen,
     )
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)
@@ -502,6 +666,7 @@ def run_serve(
     port: int,
     scope: CallScope,
     limits: ServeLimits | None = None,
+    offer_unaskable: bool = False,
 ) -> int:
     """Serve `rt` over stdio or streamable HTTP until the client disconnects (stdio) or Ctrl-C.
 
@@ -517,7 +682,7 @@ def run_serve(
     listener = _listen(host, port) if transport == "http" else None
 
     async def main() -> None:
-        server, face = build_server(rt, scope, limits)
+        server, face = build_server(rt, scope, limits, offer_unaskable=offer_unaskable)
         notice = face.unasked_notice()
         if notice is not None:
             print(notice, file=sys.stderr, flush=True)
@@ -552,16 +717,27 @@ def run_serve(
 
 
 def _log_language_servers() -> Callable[[], None]:
-    """Language servers starting, crashing and restarting (the `toolrt.lsp` logger), on stderr."""
+    """Language servers starting, crashing and restarting (the `toolrt.lsp` logger), and each reload's
+    failure and fix (`toolrt.reload`, once per distinct failure), on stderr."""
     import logging
 
-    lsp_logger = logging.getLogger("toolrt.lsp")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("toolrt serve: %(message)s"))
-    lsp_logger.addHandler(handler)
-    if lsp_logger.level == logging.NOTSET or lsp_logger.level > logging.INFO:
-        lsp_logger.setLevel(logging.INFO)
-    return lambda: lsp_logger.removeHandler(handler)
+    detached = []
+    for name in ("toolrt.lsp", "toolrt.reload"):
+        named = logging.getLogger(name)
+        named.addHandler(handler)
+        propagate, named.propagate = named.propagate, False
+        if named.level == logging.NOTSET or named.level > logging.INFO:
+            named.setLevel(logging.INFO)
+        detached.append((named, propagate))
+
+    def detach() -> None:
+        for named, propagate in detached:
+            named.removeHandler(handler)
+            named.propagate = propagate
+
+    return detach
 
 
 async def _serve_stdio(server: Server[Any]) -> None:

@@ -66,6 +66,8 @@ def validate(root: Path) -> Report:
 def _validate(root: Path) -> Report:
     """One pass over every file: a broken file withholds its own tools (or, for the rules and settings,
     blocks calls), and everything else is still checked, so one run shows every problem."""
+    from .exit_hints import exit_status_problems
+
     try:
         # most tools get a located warning (lossy formats); `partial` keeps what is valid to check it too
         snapshot = build_snapshot(root, located=True, partial=True)
@@ -83,6 +85,7 @@ def _validate(root: Path) -> Report:
     problems.extend(_keyword_problems(snapshot))
     problems.extend(sandbox_problems(snapshot.sandbox))
     problems.extend(_lsp_problems(snapshot))
+    problems.extend(exit_status_problems(snapshot))
     return _report(problems, sandbox_status(snapshot.sandbox))
 
 

@@ -41,7 +41,7 @@ class _Entry:
 class _PatternIndex:
     """The rules that apply to one permission name, bucketed by literal pattern prefix."""
 
-    __slots__ = ("_buckets", "_lengths", "denies", "fallback", "last", "paths")
+    __slots__ = ("_buckets", "_lengths", "allows", "denies", "fallback", "last", "paths")
 
     def __init__(self, entries: Sequence[_Entry], *, paths: bool = False) -> None:
         self.paths = paths
@@ -56,10 +56,14 @@ class _PatternIndex:
         self.denies = any(entry.rule.action == "deny" for entry in entries)
         """Whether some rule for this permission denies (so some text could be denied)."""
         self.fallback: Rule | None = None
-        for entry in reversed(entries):
-            if entry.rule.pattern and not entry.rule.pattern.strip("*"):
-                self.fallback = entry.rule
+        since = 0
+        for position in range(len(entries) - 1, -1, -1):
+            rule = entries[position].rule
+            if rule.pattern and not rule.pattern.strip("*"):
+                self.fallback, since = rule, position
                 break
+        self.allows = any(entry.rule.action == "allow" for entry in entries[since:])
+        """Whether some rule for this permission can decide allow (one no later catch-all covers)."""
 
     def find(self, text: str) -> Rule | None:
         return self.find_after(text, -1)[1]
@@ -181,6 +185,10 @@ class Ruleset:
         """Whether any rule for `permission` denies: text that could not be checked against every rule
         could be denied only then."""
         return self._view(permission).denies
+
+    def can_allow(self, permission: str) -> bool:
+        """Whether some text of `permission` could be allowed by a rule (an allow no later `*` rule covers)."""
+        return self._view(permission).allows
 
     def last_rule_for_permission(self, permission: str) -> Rule | None:
         """The last rule whose permission matches, whatever its pattern (OpenCode's `disabled`)."""

@@ -1,0 +1,134 @@
+"""Offer what the client can use: a client that cannot be asked (no elicitation) is not offered the tools whose
+every call asks or is denied, unless the host says `--offer-unaskable`; `toolrt list --client-capabilities` shows
+the same; hiding changes `tools/list` only (the official MCP client, in process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from cli_helpers import run as cli
+from conftest import ProjectFactory
+from test_serve_inprocess import run, serving
+
+from toolrt import CallScope, Runtime
+
+TOOL = """\
+id: {id}
+description: Echoes the word it is given, for the tests of which tools a client is offered.
+parameters: {{type: object, properties: {{word: {{type: string}}}}, required: [word]}}
+handler: {{argv: [echo, "{{{{ word }}}}"]}}
+permission: {{patterns: ["{{{{ word }}}}"]}}
+"""
+RULES = """\
+permission:
+  free: allow
+  asks: ask
+  partly: {"*": ask, "safe": allow}
+  covered: {"safe": allow, "*": ask}
+"""
+
+
+def _project(make_project: ProjectFactory) -> Path:
+    tools = {name: TOOL.format(id=name) for name in ("free", "asks", "partly", "covered")}
+    return make_project(tools, permissions=RULES)
+
+
+async def _elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"decision": "once"})
+
+
+def _names(result: types.ListToolsResult) -> list[str]:
+    return sorted(tool.name for tool in result.tools)
+
+
+def test_a_client_that_cannot_be_asked_is_offered_what_it_can_use(make_project: ProjectFactory) -> None:
+    rt = Runtime.load(_project(make_project))
+
+    async def main() -> None:
+        async with serving(rt) as served:
+            assert _names(await served.client.list_tools()) == ["free", "partly"]
+            # Hidden from the listing only: the call is dispatched and decided by the rules.
+            denied = await served.client.call_tool("asks", {"word": "hi"})
+            assert denied.is_error and "no one is available to approve" in denied.content[0].text  # type: ignore[union-attr]
+            covered = await served.client.call_tool("covered", {"word": "safe"})
+            assert covered.is_error, "the catch-all ask after the allow covers it: this call asks too"
+            partly = await served.client.call_tool("partly", {"word": "safe"})
+            assert (partly.is_error, partly.content[0].text) == (False, "safe\n")  # type: ignore[union-attr]
+        async with serving(rt, elicitation_callback=_elicit) as asking:
+            assert _names(await asking.client.list_tools()) == ["asks", "covered", "free", "partly"]
+            result = await asking.client.call_tool("asks", {"word": "hi"})
+            assert (result.is_error, result.content[0].text) == (False, "hi\n")  # type: ignore[union-attr]
+
+    run(main)
+
+
+def test_a_2026_client_is_offered_only_what_toolrt_can_ask_it(make_project: ProjectFactory) -> None:
+    rt = Runtime.load(_project(make_project))
+
+    async def main() -> None:
+        # It declares elicitation, but a 2026-07-28 request has no channel for elicitation/create (and toolrt
+        # answers with no input-required result yet): every call of `asks` would be denied, so it is not offered.
+        async with serving(rt, mode="auto", elicitation_callback=_elicit) as served:
+            assert served.client.protocol_version >= "2026"
+            assert _names(await served.client.list_tools()) == ["free", "partly"]
+
+    run(main)
+
+
+def test_the_host_may_offer_unaskable_tools_and_approvals_count_for_calls(make_project: ProjectFactory) -> None:
+    rt = Runtime.load(_project(make_project))
+    rt.restore_approvals("mcp", [("asks", "*")])  # the server's default session holds an "always"
+
+    async def main() -> None:
+        async with serving(rt, offer_unaskable=True) as served:
+            assert _names(await served.client.list_tools()) == ["asks", "covered", "free", "partly"]
+            result = await served.client.call_tool("asks", {"word": "approved"})
+            assert (result.is_error, result.content[0].text) == (False, "approved\n")  # type: ignore[union-attr]
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "extra", "offered"),
+    [
+        (None, [], ["asks", "covered", "free", "partly"]),
+        ("{}", [], ["free", "partly"]),
+        ('{"elicitation": {}}', [], ["asks", "covered", "free", "partly"]),
+        ("{}", ["--offer-unaskable"], ["asks", "covered", "free", "partly"]),
+    ],
+)
+def test_list_shows_the_choice_for_given_client_capabilities(
+    make_project: ProjectFactory, capabilities: str | None, extra: list[str], offered: list[str]
+) -> None:
+    root = _project(make_project)
+    options = [] if capabilities is None else ["--client-capabilities", capabilities]
+    code, out, _ = cli("list", "--root", str(root), "--json", *options, *extra)
+    listing = json.loads(out)
+    assert code == 0 and sorted(tool["name"] for tool in listing["tools"]) == offered
+    reasons = {hidden["id"]: hidden["reason"] for hidden in listing["hidden"]}
+    if "asks" not in offered:
+        assert "every call asks or is denied under the rules of agent build" in reasons["asks"]
+        assert "--offer-unaskable" in reasons["asks"]
+
+
+def test_list_refuses_capabilities_that_are_not_a_json_object(make_project: ProjectFactory) -> None:
+    root = _project(make_project)
+    assert cli("list", "--root", str(root), "--client-capabilities", "elicitation")[0] == 2
+    code, _, err = cli("list", "--root", str(root), "--client-capabilities", "[]")
+    assert code == 2 and "expected a JSON object" in err
+
+
+def test_the_scope_agent_decides(make_project: ProjectFactory) -> None:
+    rules = RULES + "agents:\n  strict:\n    permission:\n      free: ask\n"
+    root = make_project({name: TOOL.format(id=name) for name in ("free", "asks")}, permissions=rules)
+    rt = Runtime.load(root)
+
+    async def main() -> None:
+        async with serving(rt, scope=CallScope(agent="strict")) as served:
+            assert _names(await served.client.list_tools()) == []
+
+    run(main)
