@@ -18,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..attribution import journal_for
 from ..config.collect import collector_paused
 from ..config.document import Document
 from ..config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
@@ -39,6 +40,8 @@ from ..sandbox.config import build_policy, concrete_protected, host_layer, tool_
 from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
+from .project_import import guard_imports
+from .trusted import hold_untrusted
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
 
@@ -266,6 +269,9 @@ def _build_snapshot(
     problems.extend(resolved.warnings)
     data_dir = resolved.values.data_dir
     output_dir = tool_output_dir(data_dir, root_path)
+    journal = journal_for(data_dir)
+    guard_imports(root_path, journal)
+    config = hold_untrusted(config, journal, problems).config  # before anything of it is compiled or imported
     locked_doc = None
     locked_path = resolved.values.locked_permissions
     if locked_path is not None:
@@ -338,7 +344,11 @@ def _build_snapshot(
     if permissions is None:
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
-    protected_files = ((locked_path.resolve(),) if locked_path else ()) + imported_modules(root_path, modules)
+    protected_files = (
+        ((locked_path.resolve(),) if locked_path else ())
+        + imported_modules(root_path, modules)
+        + (journal.directory.absolute(),)
+    )
     protected = concrete_protected(root_path, permissions.protected, protected_files)
     sandbox = replace(sandbox, protected=protected)
     tool_sandboxes = {tool_id: replace(policy, protected=protected) for tool_id, policy in tool_sandboxes.items()}
