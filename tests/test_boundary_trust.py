@@ -5,7 +5,8 @@ into an absent `tools.d/` by a route the rules do not see (a script it wrote, ru
 tool is called (a new command) or the config reloads. The model's Python must never run: a side-effect
 file it would write must not appear, until the person approves with `toolrt trust`. Real bash, the
 real sandbox, the real journal; the ruleset is `bash: {"*": allow}` so only the walls behind the rules
-stand in the way.
+stand in the way: the kernel first (the sandbox keeps the absent `tools.d/` from being made), then, with
+the sandbox off by the host, the journal.
 """
 
 from __future__ import annotations
@@ -77,13 +78,17 @@ def _after_the_last_process(probe: Path) -> None:
 
 
 def _stage_attack(root: Path, marker: Path) -> None:
-    """The model's moves: two `write` calls and a script the analyzer cannot read, run by bash."""
+    """The model's moves: two `write` calls and a script the analyzer cannot read, run by bash. With the
+    sandbox on, the kernel refuses to make the absent `tools.d/` (test_boundary_absent); with it off (a
+    host's choice) only the journal stands in the way, which is what these tests attack."""
     assert _call(root, "write", {"filePath": "pwn.py", "content": MODULE.format(marker=str(marker))}).error is None
     stage = {"filePath": "stage.yaml", "content": TOOL.format(id="p", module="pwn")}
     assert _call(root, "write", stage).error is None
     script = {"filePath": "mk.sh", "content": "install -d tools.d && link stage.yaml tools.d/p.yaml\n"}
     assert _call(root, "write", script).error is None
-    result = _bash(root, "bash mk.sh")
+    sandboxed = _bash(root, "bash mk.sh")
+    assert "tools.d is a protected name" in sandboxed.output and not (root / "tools.d").exists()
+    result = _bash(root, "bash mk.sh", settings={"sandbox.mode": "off"})
     assert result.error is None, result.error
     assert (root / "tools.d" / "p.yaml").is_file()  # the route got through the rules: the journal must hold
 
