@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..attribution import journal_for
+from ..attribution import Hold, journal_for
 from ..config.collect import collector_paused
 from ..config.document import Document
 from ..config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
@@ -112,6 +112,9 @@ class Snapshot:
     """Tool ids left out because the file that defines them (or would, or would replace or disable
     them) is invalid, with the problems of that file. Only a partial build withholds."""
     blocked: ConfigError | None = None
+    held: tuple[Hold, ...] = ()
+    """Project files this build left out because the model changed them and the person has not approved
+    (`toolrt.attribution`; `toolrt trust` shows them)."""
     """Set when `permissions.yaml`, `toolrt.yaml` or the locked file is invalid (partial builds only):
     the tools are listed, but no call runs; every call answers with these problems."""
     reuse: BuildReuse = field(default_factory=BuildReuse, compare=False, repr=False)
@@ -271,7 +274,8 @@ def _build_snapshot(
     output_dir = tool_output_dir(data_dir, root_path)
     journal = journal_for(data_dir)
     guard_imports(root_path, journal)
-    config = hold_untrusted(config, journal, problems).config  # before anything of it is compiled or imported
+    held = hold_untrusted(config, journal, problems)  # before anything of it is compiled or imported
+    config = held.config
     locked_doc = None
     locked_path = resolved.values.locked_permissions
     if locked_path is not None:
@@ -379,6 +383,7 @@ def _build_snapshot(
         tool_sandboxes=MappingProxyType(tool_sandboxes),
         withheld=MappingProxyType(withheld),
         blocked=blocked,
+        held=held.holds,
         reuse=reusing.done(),
     )
 

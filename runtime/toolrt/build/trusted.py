@@ -75,8 +75,8 @@ def hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem])
 
 def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
     """Every held file of the project layer, each once: tool files (broken ones included), the rules and
-    settings files, and the modules of every tool document, a held tool file's included (what
-    `toolrt trust` shows, so one review covers a tool file and the module it names)."""
+    settings files, the modules of every tool document, a held tool file's included, and the project's
+    skills (what `toolrt trust` shows, so one review covers a tool file and the module it names)."""
     root = config.root
     paths: dict[Path, None] = {}
     for layer in config.layers:
@@ -90,6 +90,7 @@ def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
         for source in layer.tools:
             paths[source.document.path] = None
             paths.update(dict.fromkeys(module_files(root, source.document.data)))
+    paths.update(dict.fromkeys(sorted((root / ".toolrt" / "skills").glob("*/SKILL.md"))))
     return tuple(hold for path in paths if (hold := journal.hold(path, root)) is not None)
 
 

@@ -3,7 +3,9 @@
 Skills live in `<root>/.toolrt/skills/<dir>/SKILL.md` and `~/.config/toolrt/skills/<dir>/SKILL.md`;
 each starts with YAML frontmatter holding `name` and `description`. A project skill replaces a
 user skill of the same name. A project SKILL.md that resolves outside the project (a symlink planted
-in a repository) is ignored, so loading a skill never reads a file the person did not put there.
+in a repository) is ignored, so loading a skill never reads a file the person did not put there; a
+project skill the model wrote or changed and the person has not approved (`toolrt.attribution`) is
+refused until `toolrt trust` approves it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import anyio
 import yaml
 
+from ..attribution import journal_for
 from ..build.compiled import DescribeInfo
 from ..call.context import ToolContext
 from ..errors import ToolFailure
@@ -75,6 +78,13 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     name = str(args["name"])
     skills = await anyio.to_thread.run_sync(discover_skills, ctx.root, Path.home())
     chosen = skills.get(name)
+    if chosen is not None and chosen.directory.is_relative_to(ctx.root):
+        hold = journal_for(ctx.data_dir).hold(chosen.directory / "SKILL.md", ctx.root)
+        if hold is not None:
+            raise ToolFailure(
+                f"Skill {name!r} was {hold.reason()} (the person reviews it). Continue without it, or ask the "
+                "person to approve it."
+            )
     if chosen is None:
         if not skills:
             raise ToolFailure(

@@ -631,6 +631,8 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         asker = _fixed_asker("reject")
     elif sys.stdin.isatty() and sys.stderr.isatty():
         asker = _terminal_asker(out)
+        if rt.snapshot.held:
+            _review_held(rt, options.err)
     else:
         asker = None
     questioner = _terminal_questioner() if sys.stdin.isatty() and sys.stderr.isatty() else None
@@ -800,6 +802,15 @@ def _cmd_lsp(options: argparse.Namespace, out: TextIO) -> int:
         return run_lsp_check(rt, servers=options.server, timeout=options.timeout, json_output=options.json, out=out)
     finally:
         rt.close()
+
+
+def _review_held(rt: Runtime, err: TextIO) -> None:
+    """On a terminal, before a call: show each config file or module the model changed (the build left
+    them out) and load those the person approves (what `toolrt trust` does)."""
+    from .trust import run_trust, terminal_confirm
+
+    err.write("toolrt: the model changed config the person has not approved; it is not loaded until approved.\n")
+    run_trust(rt, (), approve_all=False, json_output=False, out=err, confirm=terminal_confirm(err))
 
 
 def _cmd_trust(options: argparse.Namespace, out: TextIO) -> int:
