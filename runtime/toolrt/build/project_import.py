@@ -10,7 +10,8 @@ import of another top-level module of the project (`import helpers` from `handle
 because the root is not on `sys.path`: put such modules in a package and import them relatively.
 Handlers of installed packages (plugins, `toolrt.builtin`) import normally.
 
-Every project module is imported through `_CheckedFinder` (`guard_imports`): its source is read once,
+Every project module is imported through `_CheckedFinder` (`guard_imports`), under the project's package
+name or any other (a handler that put the root on `sys.path`): its source is read once,
 asked about in the attribution journal (`toolrt.attribution`), and compiled from exactly the bytes that
 were checked; a held module (the model changed it, the person has not approved) raises ImportError and
 none of it runs. Bytecode caches are neither read nor written for project modules: a `.pyc` the model
@@ -61,13 +62,17 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         package, dot, _ = fullname.partition(".")
         guard = _guards.get(package) if dot else None
-        if guard is None:
+        if guard is None and not _guards:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) or spec.origin is None:
-            return spec
-        root, journal = guard
+            return spec if guard is not None else None
         origin = Path(spec.origin)
+        if guard is None:  # a project file reached by another name (a handler put the root on sys.path)
+            guard = next((g for g in list(_guards.values()) if origin.is_relative_to(g[0])), None)
+            if guard is None or _installed(origin):
+                return None  # not a project's (an environment inside the root is not): imported as always
+        root, journal = guard
         try:
             source = origin.read_bytes()
         except OSError as error:
@@ -88,6 +93,14 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
 
 
 _finder = _CheckedFinder()
+
+
+def _installed(origin: Path) -> bool:
+    """Whether `origin` belongs to a Python environment (a virtualenv kept inside the project root)."""
+    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix}
+    return any(part in ("site-packages", "dist-packages") for part in origin.parts) or any(
+        origin.is_relative_to(prefix) for prefix in prefixes
+    )
 
 
 def guard_imports(root: Path, journal: Journal) -> None:
