@@ -153,7 +153,7 @@ class _Kept:
     def covered(self, read_only: list[str], masks: dict[str, object] | None, dev: bool, cover: object) -> int:
         """A single-use mount namespace with the absent protected names covered (a spare when there is one)."""
         key = kernel.mount_key(read_only, masks, dev)
-        full = (key, repr(cover))
+        full = (key, repr(cover), kernel.identity_key([str(cover["root"])]))  # type: ignore[index]
         spec = {"cover": cover, "masks": masks}
         fd = self.spares.pop(full, None)
         if fd is None:

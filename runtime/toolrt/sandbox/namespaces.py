@@ -156,7 +156,7 @@ def covered_namespace(read_only: Sequence[str], masks: Mapping[str, Any] | None,
     under it, so no two processes share one. The next one is made ahead, in a thread, before it is
     needed (its overlay has looked nothing up until it is used), and the end of each (unmounting it, a
     few milliseconds) is left to `release_after`: neither is on the path of a call."""
-    key = (kernel.mount_key(read_only, masks, dev), repr(cover))
+    key = (kernel.mount_key(read_only, masks, dev), repr(cover), kernel.identity_key([str(cover["root"])]))
     with _lock:
         fd = _spares.pop(key, None)
         _wanted[fd if fd is not None else -1] = (key, read_only, masks, dev, cover)
