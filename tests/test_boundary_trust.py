@@ -256,3 +256,38 @@ def test_a_held_module_is_refused_by_any_name(project: Path, tmp_path: Path) -> 
         finally:
             sys.path.remove(str(project))
     assert not marker.exists()
+
+
+def test_an_mcp_client_with_elicitation_shows_the_change_and_loads_it_once_approved(
+    project: Path, tmp_path: Path
+) -> None:
+    import mcp_types as types
+    from test_serve_inprocess import serving
+
+    marker = tmp_path / "served.txt"
+    assert _call(project, "write", {"filePath": "pwn.py", "content": MODULE.format(marker=str(marker))}).error is None
+    (project / "tools.d").mkdir()
+    (project / "tools.d" / "p.yaml").write_text(TOOL.format(id="p", module="pwn"), encoding="utf-8")
+    shown: list[str] = []
+    replies = iter(
+        [types.ElicitResult(action="decline"), types.ElicitResult(action="accept", content={"approve": True})]
+    )
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        shown.append(params.message)
+        return next(replies)
+
+    async def main() -> tuple[bool, bool]:
+        with Runtime.load(project, partial=True) as rt:
+            async with serving(rt, elicitation_callback=elicit) as served:
+                declined = await served.client.call_tool("p", {})
+                ran_before = marker.exists()
+                again = await served.client.call_tool("p", {})  # declined once: not asked again
+                assert declined.is_error and again.is_error and len(shown) == 1
+            async with serving(rt, elicitation_callback=elicit) as served:
+                approved = await served.client.call_tool("p", {})
+                return ran_before, approved.is_error is False
+
+    ran_before, approved = anyio.run(main)
+    assert not ran_before and approved and marker.exists()
+    assert "+pathlib.Path(" in shown[0] and "changed by the `write` tool" in shown[0]
