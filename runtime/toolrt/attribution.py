@@ -192,6 +192,9 @@ class Journal:
                 data = handle.read()
         except FileNotFoundError:
             return state
+        except OSError as error:  # a data directory that is not one: nothing was journalled there
+            logger.warning("cannot read the attribution journal %s: %s", self.path, error)
+            return state
         complete = data.rfind(b"\n") + 1
         for line in data[:complete].splitlines():
             try:

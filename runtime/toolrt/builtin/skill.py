@@ -10,6 +10,8 @@ refused until `toolrt trust` approves it.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
@@ -22,7 +24,8 @@ import yaml
 from ..attribution import journal_for
 from ..build.compiled import DescribeInfo
 from ..call.context import ToolContext
-from ..errors import ToolFailure
+from ..errors import PathChanged, ToolFailure
+from .beneath import open_checked
 
 __all__ = ["Skill", "describe", "discover_skills", "skill"]
 
@@ -103,14 +106,20 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def _load(path: Path, confine: Path | None) -> Skill | None:
+    """The skill at `path`; None when it does not parse, is too large, resolves outside `confine`, or
+    changes while it is read (opened beneath `/` without following a symlink: exactly the real path
+    that was checked, see `beneath`)."""
     try:
         real = path.resolve(strict=True)
         if confine is not None and not real.is_relative_to(confine.resolve()):
             return None
-        if real.stat().st_size > _MAX_SKILL_BYTES:
-            return None
-        text = real.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, RuntimeError):
+        fd = open_checked(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode) or status.st_size > _MAX_SKILL_BYTES:
+                return None
+            text = handle.read(_MAX_SKILL_BYTES + 1).decode("utf-8")
+    except (OSError, UnicodeDecodeError, RuntimeError, PathChanged):
         return None
     frontmatter, body = _split_frontmatter(text)
     if frontmatter is None:
