@@ -48,6 +48,8 @@ def _directories(root: str, data_parent: str, key: str) -> tuple[str, str] | Non
     except OSError:
         return None
     for base in (Path(data_parent) / "sandbox" / key, Path(tempfile.gettempdir()) / f"toolrt-{os.getuid()}" / key):
+        if base.is_relative_to(root) or Path(root).is_relative_to(base):
+            continue  # overlayfs refuses a work directory inside its upper layer
         try:
             (base / "lower").mkdir(parents=True, exist_ok=True)
             (base / "work").mkdir(exist_ok=True)
