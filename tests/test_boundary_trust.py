@@ -291,3 +291,14 @@ def test_an_mcp_client_with_elicitation_shows_the_change_and_loads_it_once_appro
     ran_before, approved = anyio.run(main)
     assert not ran_before and approved and marker.exists()
     assert "+pathlib.Path(" in shown[0] and "changed by the `write` tool" in shown[0]
+
+
+def test_a_process_that_could_not_be_journalled_does_not_run(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("", encoding="utf-8")
+    monkeypatch.setenv("TOOLRT_DATA_DIR", str(blocker))
+    result = _bash(project, "touch ran.txt")
+    assert result.error is not None and "cannot write its attribution journal" in result.error
+    assert not (project / "ran.txt").exists()

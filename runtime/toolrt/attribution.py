@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import ToolFailure
+
 __all__ = ["Confinement", "Hold", "Journal", "approved_files", "digest_of", "journal_for"]
 
 logger = logging.getLogger("toolrt.attribution")
@@ -111,7 +113,8 @@ class Journal:
 
     # --- writing ------------------------------------------------------------------------------
 
-    def _append(self, *records: dict[str, Any]) -> None:
+    def _append(self, *records: dict[str, Any]) -> bool:
+        """Append `records` (one `write(2)`); whether they were written (a failure is logged)."""
         data = b"".join((json.dumps(r, separators=(",", ":")) + "\n").encode() for r in records)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -120,8 +123,10 @@ class Journal:
                 os.write(fd, data)
             finally:
                 os.close(fd)
-        except OSError as error:  # fail closed where it matters: a lost span leaves its files unattributed
+        except OSError as error:
             logger.warning("cannot write the attribution journal %s: %s", self.path, error)
+            return False
+        return True
 
     def _keep(self, digest: str, data: bytes) -> None:
         if len(data) > _MAX_KEPT_CONTENT:
@@ -161,7 +166,10 @@ class Journal:
         at its deadline. `approved`: files the person let this call write through a `protected` ask;
         what they hold when it ends is the person's. `confined`: what the OS sandbox let the process
         write (None: no sandbox, anything): a file it could not have written is never attributed to it,
-        so the person's edits of read-only config during a long call stay theirs."""
+        so the person's edits of read-only config during a long call stay theirs.
+
+        Raises:
+            ToolFailure: the span cannot be journalled (the process must not run unrecorded)."""
         with self._lock:
             self._counter += 1
             span = f"{os.getpid()}.{self._counter}.{time.time_ns()}"
@@ -170,7 +178,11 @@ class Journal:
         record: dict[str, Any] = {"kind": "span", "id": span, "call": call_id, "start": start, "deadline": deadline}
         if confined is not None:
             record["writable"], record["read_only"] = list(confined.writable), list(confined.read_only)
-        self._append(record)
+        if not self._append(record):  # fail closed: what the process changed could not be attributed
+            raise ToolFailure(
+                f"toolrt cannot write its attribution journal ({self.path}), which records what processes "
+                "change, so nothing was run. Ask the person to check the data directory."
+            )
         try:
             yield
         finally:
