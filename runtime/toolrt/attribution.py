@@ -47,6 +47,8 @@ this much earlier (fail closed)."""
 _DEFAULT_DEADLINE_NS = 3600 * 1_000_000_000
 """A span whose end was never recorded (toolrt died) lasts this long after its start, or its timeout."""
 _MAX_KEPT_CONTENT = 1 << 20
+_SETTLED_NS = 1_000_000_000
+"""A file whose times are this far in the past cannot fall inside a span recorded from now on."""
 
 
 def digest_of(data: bytes) -> str:
@@ -110,6 +112,10 @@ class Journal:
         self._lock = threading.Lock()
         self._state = _State()
         self._counter = 0
+        self._settled: dict[str, tuple[tuple[int, ...], str]] = {}
+        """path → (stat signature, digest) of a file found to be the person's: not read again while its
+        signature (inode, size, times) stays the same, so a build over a thousand unchanged files stats
+        them instead of reading and hashing each."""
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -199,6 +205,8 @@ class Journal:
         """The journal's records so far (read on from where the last read stopped)."""
         state = self._state
         try:
+            if os.stat(self.path).st_size == state.offset:
+                return state  # nothing new (the common case: one stat instead of an open)
             with open(self.path, "rb") as handle:
                 handle.seek(state.offset)
                 data = handle.read()
@@ -222,24 +230,36 @@ class Journal:
         or the file is unreadable, which the loader reports). `root`: the project root, above which
         directories are not looked at. Content found to be the person's is recorded as such. `data`:
         the content, when the caller read it already (and will use exactly that)."""
+        key = str(path)
+        signature = _signature(path)
+        settled = self._settled.get(key)
+        if settled is not None and settled[0] == signature and data is None:
+            return None  # the person's when last looked at, and not changed since (nothing can make it the model's)
         if data is None:
             try:
                 data = path.read_bytes()
             except OSError:
                 return None
         digest = digest_of(data)
-        key = str(path)
+        if settled is not None and settled == (signature, digest):
+            return None
         fresh = False
         with self._lock:
             state = self._read()
             if (key, digest) in state.person:
+                if signature is not None:
+                    self._settled[key] = (signature, digest)
                 return None
             written = state.model.get((key, digest)) or state.model.get((os.path.realpath(path), digest))
             if written is not None:
                 return Hold(path, digest, written[0], written[1])
-            call = _inside_span(state, _change_times(path, root))
+            times = _change_times(path, root)
+            call = _inside_span(state, times)
             if call is None:
                 fresh = state.last_person.get(key) != digest
+                # Settled once every time is well before now: a span recorded later starts after them.
+                if signature is not None and all(moment < time.time_ns() - _SETTLED_NS for _, moment in times):
+                    self._settled[key] = (signature, digest)
         if call is None:
             if fresh:  # the person's content, seen for the first time: kept for `toolrt trust`'s diffs
                 self._keep(digest, data)
@@ -283,6 +303,23 @@ def _apply(state: _State, record: dict[str, Any]) -> None:
         ]
     elif kind == "end" and record["id"] in state.spans:
         state.spans[record["id"]][2] = int(record["end"])
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
+    """The link's and the file's identity, size and times: any change to either changes it."""
+    try:
+        link, target = os.lstat(path), os.stat(path)
+    except OSError:
+        return None
+    return (
+        link.st_ino,
+        link.st_ctime_ns,
+        target.st_dev,
+        target.st_ino,
+        target.st_size,
+        target.st_mtime_ns,
+        target.st_ctime_ns,
+    )
 
 
 def _change_times(path: Path, root: Path) -> list[tuple[str, int]]:

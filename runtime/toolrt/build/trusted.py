@@ -39,17 +39,15 @@ class HeldConfig:
 def hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]) -> HeldConfig:
     """Check the project layer's files against `journal` (see the module); problems are appended."""
     root = config.root
-    holds: dict[Path, Hold] = {}
+    verdicts: dict[Path, Hold | None] = {}
 
     def held(path: Path) -> Hold | None:
-        if path not in holds:
-            found = journal.hold(path, root)
-            if found is None:
-                return None
-            holds[path] = found
-        return holds[path]
+        if path not in verdicts:
+            verdicts[path] = journal.hold(path, root)
+        return verdicts[path]
 
     layers: list[Layer] = []
+    known: dict[tuple[str, ...], tuple[Path, ...]] = {}
     for layer in config.layers:
         if layer.name != "project":
             layers.append(layer)
@@ -62,15 +60,18 @@ def hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem])
             document = source.document
             hold = held(document.path)
             if hold is None:
-                hold = next(filter(None, map(held, module_files(root, document.data))), None)
+                hold = next(filter(None, map(held, module_files(root, document.data, known))), None)
             if hold is None:
                 kept.append(source)
                 continue
             line = document.locate("")[0] if hold.path == document.path else document.locate("/handler")[0]
             where = "" if hold.path == document.path else f"{_shown(hold.path, root)}, which this tool runs, was "
             problems.append(Problem(document.display, line, 1 if line else 0, "", where + hold.reason()))
-        layers.append(replace(layer, tools=tuple(kept)))
-    return HeldConfig(replace(config, layers=tuple(layers)), tuple(holds.values()))
+        layers.append(layer if len(kept) == len(layer.tools) else replace(layer, tools=tuple(kept)))
+    holds = tuple(hold for hold in verdicts.values() if hold is not None)
+    if not holds:
+        return HeldConfig(config, ())
+    return HeldConfig(replace(config, layers=tuple(layers)), holds)
 
 
 def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
@@ -79,6 +80,7 @@ def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
     skills (what `toolrt trust` shows, so one review covers a tool file and the module it names)."""
     root = config.root
     paths: dict[Path, None] = {}
+    known: dict[tuple[str, ...], tuple[Path, ...]] = {}
     for layer in config.layers:
         if layer.name != "project":
             continue
@@ -89,23 +91,36 @@ def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
                 paths[document.path] = None
         for source in layer.tools:
             paths[source.document.path] = None
-            paths.update(dict.fromkeys(module_files(root, source.document.data)))
+            paths.update(dict.fromkeys(module_files(root, source.document.data, known)))
     paths.update(dict.fromkeys(sorted((root / ".toolrt" / "skills").glob("*/SKILL.md"))))
     return tuple(hold for path in paths if (hold := journal.hold(path, root)) is not None)
 
 
-def module_files(root: Path, data: Mapping[str, Any]) -> Iterator[Path]:
+def module_files(
+    root: Path, data: Mapping[str, Any], known: dict[tuple[str, ...], tuple[Path, ...]] | None = None
+) -> tuple[Path, ...]:
     """The project files a tool document's Python runs: its handler's and its `describe` hook's module,
-    and the project modules they import (transitively, read from the source)."""
-    refs = [data.get("describe")]
+    and the project modules they import (transitively, read from the source). `known`: the answers of
+    this build so far, by module references (a thousand tools of one handler module parse it once)."""
     handler = data.get("handler")
-    if isinstance(handler, Mapping):
-        refs.append(handler.get("python"))
-    modules = list(_module_paths(root, (ref for ref in refs if isinstance(ref, str))))
+    refs = tuple(
+        ref
+        for ref in (data.get("describe"), handler.get("python") if isinstance(handler, Mapping) else None)
+        if isinstance(ref, str)
+    )
+    if not refs:
+        return ()
+    if known is not None and refs in known:
+        return known[refs]
+    modules = list(_module_paths(root, refs))
+    found: tuple[Path, ...] = ()
     if modules:
         from .snapshot import imported_modules
 
-        yield from imported_modules(root, modules)
+        found = imported_modules(root, modules)
+    if known is not None:
+        known[refs] = found
+    return found
 
 
 def _module_paths(root: Path, refs: Iterable[str]) -> Iterator[Path]:
