@@ -112,6 +112,8 @@ class Journal:
         self._lock = threading.Lock()
         self._state = _State()
         self._counter = 0
+        self._batching: dict[int, list[dict[str, Any]]] = {}
+        """Thread → the records `batch` writes at its end."""
         self._settled: dict[str, tuple[tuple[int, ...], str]] = {}
         """path → (stat signature, digest) of a file found to be the person's: not read again while its
         signature (inode, size, times) stays the same, so a build over a thousand unchanged files stats
@@ -141,12 +143,26 @@ class Journal:
         if target.exists():
             return
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.parent.is_dir():
+                target.parent.mkdir(parents=True, exist_ok=True)
             temporary = target.with_name(f".{digest}.{os.getpid()}.{threading.get_ident()}")
             temporary.write_bytes(data)
             os.replace(temporary, target)
         except OSError as error:
             logger.warning("cannot keep content for diffs in %s: %s", target.parent, error)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Within it, the records of content first seen as the person's (`hold`) are written at the end,
+        in one write: a build over a thousand new files appends once."""
+        records: list[dict[str, Any]] = []
+        self._batching[threading.get_ident()] = records
+        try:
+            yield
+        finally:
+            del self._batching[threading.get_ident()]
+            if records:
+                self._append(*records)
 
     def wrote(self, path: Path, data: bytes, *, call_id: str, via: str) -> None:
         """A built-in file tool wrote `data` to `path` for the model."""
@@ -263,7 +279,11 @@ class Journal:
         if call is None:
             if fresh:  # the person's content, seen for the first time: kept for `toolrt trust`'s diffs
                 self._keep(digest, data)
-                self._append({"kind": "person", "path": key, "digest": digest, "via": "loaded"})
+                record = {"kind": "person", "path": key, "digest": digest, "via": "loaded"}
+                if self._batching.get(threading.get_ident()) is not None:
+                    self._batching[threading.get_ident()].append(record)
+                else:
+                    self._append(record)
             return None
         self._append({"kind": "model", "path": key, "digest": digest, "call": call, "via": "process"})
         return Hold(path, digest, call, "process")

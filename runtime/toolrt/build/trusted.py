@@ -38,6 +38,11 @@ class HeldConfig:
 
 def hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]) -> HeldConfig:
     """Check the project layer's files against `journal` (see the module); problems are appended."""
+    with journal.batch():
+        return _hold_untrusted(config, journal, problems)
+
+
+def _hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]) -> HeldConfig:
     root = config.root
     verdicts: dict[Path, Hold | None] = {}
 
@@ -93,7 +98,8 @@ def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
             paths[source.document.path] = None
             paths.update(dict.fromkeys(module_files(root, source.document.data, known)))
     paths.update(dict.fromkeys(sorted((root / ".toolrt" / "skills").glob("*/SKILL.md"))))
-    return tuple(hold for path in paths if (hold := journal.hold(path, root)) is not None)
+    with journal.batch():
+        return tuple(hold for path in paths if (hold := journal.hold(path, root)) is not None)
 
 
 def module_files(
