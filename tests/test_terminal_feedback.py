@@ -41,9 +41,12 @@ def _project(make_project: Factory, **scripts: str) -> Path:
     return make_project(tools, permissions="permission:\n  '*': allow\n  deny_me: deny\n")
 
 
-def test_a_process_tools_output_is_shown_while_it_runs(make_project: Factory) -> None:
-    root = _project(make_project, waits="echo first; read line < gate; echo second $line")
-    os.mkfifo(root / "gate")
+def test_a_process_tools_output_is_shown_while_it_runs(make_project: Factory, tmp_path: Path) -> None:
+    # The gate is a FIFO beside the project, not in it: in the sandbox the project is an overlay, where a
+    # FIFO is another pipe than the one the host opens.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    root = _project(make_project, waits=f"echo first; read line < {gate}; echo second $line")
     rt = Runtime.load(root)
     screen = io.StringIO()
     live = LiveOutput(screen, "live_1")
@@ -60,7 +63,7 @@ def test_a_process_tools_output_is_shown_while_it_runs(make_project: Factory) ->
             with anyio.fail_after(20):
                 while "first" not in screen.getvalue():  # shown while the process still waits on the gate
                     await anyio.sleep(0.01)
-            await anyio.to_thread.run_sync(lambda: (root / "gate").write_text("open\n"))
+            await anyio.to_thread.run_sync(lambda: gate.write_text("open\n"))
         (result,) = results
         assert result.output == "first\nsecond open\n" and live.rest(result.output) == ""
 
