@@ -65,14 +65,23 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
         if guard is None and not _guards:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) or spec.origin is None:
-            return spec if guard is not None else None
+        if spec is None or spec.origin is None or not spec.has_location:
+            return spec if guard is not None else None  # not found, or a namespace package (no code)
         origin = Path(spec.origin)
         if guard is None:  # a project file reached by another name (a handler put the root on sys.path)
             guard = next((g for g in list(_guards.values()) if origin.is_relative_to(g[0])), None)
             if guard is None or _installed(origin):
                 return None  # not a project's (an environment inside the root is not): imported as always
         root, journal = guard
+        if type(spec.loader) is not importlib.machinery.SourceFileLoader:
+            # Bytecode (a package whose `__init__.pyc` shadows the person's `handlers.py`) or an extension
+            # module (`handlers.so`, found before the source): nothing the journal could check before it ran.
+            shown = origin.relative_to(root) if origin.is_relative_to(root) else origin
+            raise ImportError(
+                f"{shown} is compiled code (bytecode or an extension module) in the project: toolrt imports a "
+                "project's modules from their source only. Remove it, or install it as a package",
+                name=fullname,
+            )
         try:
             source = origin.read_bytes()
         except OSError as error:
