@@ -94,6 +94,9 @@ class _State:
     offset: int = 0
     model: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     """(path, digest) → (call, via) of content the model wrote there."""
+    model_inodes: dict[tuple[int, int, str], tuple[str, str]] = field(default_factory=dict)
+    """(device, inode, digest) → (call, via) of content a file tool wrote into that file: the same
+    content under another name of it (a hard link made beforehand) is the model's too."""
     person: set[tuple[str, str]] = field(default_factory=set)
     """(path, digest) accepted as the person's."""
     last_person: dict[str, str] = field(default_factory=dict)
@@ -165,8 +168,16 @@ class Journal:
                 self._append(*records)
 
     def wrote(self, path: Path, data: bytes, *, call_id: str, via: str) -> None:
-        """A built-in file tool wrote `data` to `path` for the model."""
-        self._append({"kind": "model", "path": str(path), "digest": digest_of(data), "call": call_id, "via": via})
+        """A built-in file tool wrote `data` to `path` for the model. The file's identity (device, inode) is
+        recorded too: a file tool writes in place, so every other name of that file holds the content."""
+        record: dict[str, Any] = {"kind": "model", "path": str(path), "digest": digest_of(data), "call": call_id}
+        record["via"] = via
+        try:
+            status = os.stat(path)
+            record["inode"] = [status.st_dev, status.st_ino]
+        except OSError:
+            pass
+        self._append(record)
 
     def approve(self, path: Path, data: bytes, *, via: str) -> None:
         """The person approved `data` at `path` (`toolrt trust`, a `protected` ask): it is theirs."""
@@ -266,7 +277,11 @@ class Journal:
                 if signature is not None:
                     self._settled[key] = (signature, digest)
                 return None
-            written = state.model.get((key, digest)) or state.model.get((os.path.realpath(path), digest))
+            written = (
+                state.model.get((key, digest))
+                or state.model.get((os.path.realpath(path), digest))
+                or _by_inode(state, path, digest)
+            )
             if written is not None:
                 return Hold(path, digest, written[0], written[1])
             times = _change_times(path, root)
@@ -303,7 +318,11 @@ class Journal:
 def _apply(state: _State, record: dict[str, Any]) -> None:
     kind = record["kind"]
     if kind == "model":
-        state.model[(record["path"], record["digest"])] = (str(record.get("call", "")), str(record.get("via", "")))
+        who = (str(record.get("call", "")), str(record.get("via", "")))
+        state.model[(record["path"], record["digest"])] = who
+        inode = record.get("inode")
+        if isinstance(inode, list) and len(inode) == 2:
+            state.model_inodes[(int(inode[0]), int(inode[1]), str(record["digest"]))] = who
     elif kind == "person":
         state.person.add((record["path"], record["digest"]))
         state.last_person[record["path"]] = record["digest"]
@@ -323,6 +342,17 @@ def _apply(state: _State, record: dict[str, Any]) -> None:
         ]
     elif kind == "end" and record["id"] in state.spans:
         state.spans[record["id"]][2] = int(record["end"])
+
+
+def _by_inode(state: _State, path: Path, digest: str) -> tuple[str, str] | None:
+    """Who wrote `digest` into the file `path` names, by its identity, whatever name it was written by."""
+    if not state.model_inodes:
+        return None
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return state.model_inodes.get((status.st_dev, status.st_ino, digest))
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:

@@ -1,0 +1,117 @@
+"""Attacks on issue 25 item 1 through the attribution journal's keys: content the model wrote reaching a
+module toolrt imports under a name the journal did not record.
+
+A file tool writes in place; a hard link made earlier by `bash` (inside a process's lifetime, so every
+time it touched is journalled) makes the written file a second name of a project module. The write
+itself happens outside every process's lifetime and is recorded under the name it was made by. Real
+bash through toolrt's `bash` tool, the real kernel sandbox, the ruleset `bash: {"*": allow}`; a marker
+file outside the project proves the model's code ran.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolrt import Runtime
+from toolrt.permissions.ask import AskRequest, Reply
+
+PERMISSIONS = 'permission:\n  "*": allow\n  bash: {"*": allow}\n  edit: allow\n  write: allow\n  webfetch: deny\n'
+TOOL = """\
+id: plug
+description: Runs one of the project's plugins, by name.
+parameters: {type: object, properties: {name: {type: string}}, required: [name]}
+handler: {python: "pkg.handler:run"}
+"""
+HANDLER = """\
+import importlib
+
+def run(args, ctx):
+    name = args["name"]
+    return importlib.import_module(f"{__package__}.plugins.{name}").NAME
+"""
+EVIL = 'import pathlib\npathlib.Path({marker!r}).write_text("the model\'s code ran")\nNAME = "model"\n'
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "pkg" / "plugins").mkdir(parents=True)
+    (root / "permissions.yaml").write_text(PERMISSIONS, encoding="utf-8")
+    (root / "tools.d" / "plug.yaml").write_text(TOOL, encoding="utf-8")
+    (root / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (root / "pkg" / "handler.py").write_text(HANDLER, encoding="utf-8")
+    (root / "pkg" / "plugins" / "__init__.py").write_text("", encoding="utf-8")
+    (root / "pkg" / "plugins" / "a.py").write_text('NAME = "person"\n', encoding="utf-8")
+    return root
+
+
+async def _reject(request: AskRequest) -> Reply:
+    return Reply("reject")
+
+
+def _after_the_last_process(probe: Path) -> None:
+    """Wait (5 s at most) until the kernel's file clock has passed the end of every process run so far,
+    so that the next write falls outside every journalled lifetime."""
+    ended, give_up = time.time_ns(), time.monotonic() + 5
+    while time.monotonic() < give_up:
+        probe.write_text("tick")
+        if probe.stat().st_ctime_ns > ended:
+            return
+    raise AssertionError("the file clock did not move in 5 s")
+
+
+@pytest.mark.parametrize(
+    ("link", "plugin"),
+    [
+        # a new name for a plugin, linked to a stage file; the plugin directory's time refreshed by a write
+        ("touch stage.py && ln stage.py pkg/plugins/b.py", "b"),
+        # the person's own plugin linked to a stage file at the root (the plugin directory never changes)
+        ("ln pkg/plugins/a.py stage.py", "a"),
+    ],
+)
+def test_a_file_tool_write_through_a_hard_link_is_the_models_under_every_name(
+    project: Path, tmp_path: Path, link: str, plugin: str
+) -> None:
+    marker = tmp_path / "outside" / "plugin-ran.txt"
+    marker.parent.mkdir()
+
+    async def attack() -> None:
+        with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
+            linked = await rt.call("bash", {"command": link, "description": "link"}, ask=_reject)
+            assert linked.error is None, linked.error
+            assert "landlock" in str(linked.metadata.get("sandbox", ""))  # the real kernel sandbox ran it
+            _after_the_last_process(tmp_path / "probe")
+            assert (await rt.call("read", {"filePath": "stage.py"}, ask=_reject)).error is None
+            content = EVIL.format(marker=str(marker))
+            wrote = await rt.call("write", {"filePath": "stage.py", "content": content}, ask=_reject)
+            assert wrote.error is None, wrote.error
+            refresh = await rt.call("write", {"filePath": "pkg/plugins/notes.txt", "content": "-"}, ask=_reject)
+            assert refresh.error is None, refresh.error
+
+    anyio.run(attack)
+    assert (project / "pkg" / "plugins" / f"{plugin}.py").read_text().endswith('NAME = "model"\n')
+
+    async def person_calls() -> Any:
+        with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
+            return await rt.call("plug", {"name": plugin}, ask=_reject)
+
+    result = anyio.run(person_calls)
+    assert not marker.exists(), "the model's plugin ran inside toolrt"
+    assert result.error is not None
+    assert f"pkg/plugins/{plugin}.py was changed by the `write` tool" in result.error
+    assert "toolrt trust" in result.error
+
+
+def test_the_persons_plugin_still_loads(project: Path) -> None:
+    async def person_calls() -> Any:
+        with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
+            return await rt.call("plug", {"name": "a"}, ask=_reject)
+
+    result = anyio.run(person_calls)
+    assert result.error is None and result.output == "person"
