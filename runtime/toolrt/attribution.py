@@ -277,15 +277,14 @@ class Journal:
                 if signature is not None:
                     self._settled[key] = (signature, digest)
                 return None
-            written = (
-                state.model.get((key, digest))
-                or state.model.get((os.path.realpath(path), digest))
-                or _by_inode(state, path, digest)
-            )
+            written = state.model.get((key, digest)) or state.model.get((os.path.realpath(path), digest))
             if written is not None:
                 return Hold(path, digest, written[0], written[1])
             times = _change_times(path, root)
             call = _inside_span(state, times)
+            if call is None and (written := _by_inode(state, path, digest)) is not None:
+                # written in place by a file tool through another name of this file (a hard link)
+                return Hold(path, digest, written[0], written[1])
             if call is None:
                 fresh = state.last_person.get(key) != digest
                 # Settled once every time is well before now: a span recorded later starts after them.
