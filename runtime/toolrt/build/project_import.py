@@ -33,7 +33,7 @@ from types import CodeType, ModuleType
 
 from ..attribution import Journal
 
-__all__ = ["guard_imports", "in_project", "project_module_name"]
+__all__ = ["environments_inside", "guard_imports", "in_project", "project_module_name"]
 
 _guards: dict[str, tuple[Path, Journal]] = {}
 """Project package name → (root, journal) its modules are checked against."""
@@ -110,6 +110,21 @@ def _installed(origin: Path) -> bool:
     return any(part in ("site-packages", "dist-packages") for part in origin.parts) or any(
         origin.is_relative_to(prefix) for prefix in prefixes
     )
+
+
+def environments_inside(root: Path) -> tuple[Path, ...]:
+    """The Python environment toolrt runs from (`sys.prefix`, `sys.exec_prefix`) when it is inside the
+    project at `root` (a `.venv`): kept read-only in the sandbox, since what a process put there (a `.pth`
+    file, a changed package) would run inside toolrt at its next start, before any check could."""
+    found: dict[Path, None] = {}
+    for prefix in (sys.prefix, sys.exec_prefix):
+        try:
+            path = Path(prefix).resolve()
+        except OSError:
+            continue
+        if path != root and path.is_relative_to(root):
+            found[path] = None
+    return tuple(found)
 
 
 def guard_imports(root: Path, journal: Journal) -> None:

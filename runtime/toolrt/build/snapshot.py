@@ -40,7 +40,7 @@ from ..sandbox.config import build_policy, concrete_protected, host_layer, tool_
 from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
-from .project_import import guard_imports
+from .project_import import environments_inside, guard_imports
 from .trusted import hold_untrusted
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
@@ -349,7 +349,8 @@ def _build_snapshot(
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
     protected_files = (
-        ((locked_path.resolve(),) if locked_path else ())
+        environments_inside(root_path)
+        + ((locked_path.resolve(),) if locked_path else ())
         + imported_modules(root_path, modules)
         + (journal.directory.absolute(),)
     )
