@@ -10,6 +10,7 @@ file outside the project proves the model's code ran.
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,31 @@ def test_the_persons_plugin_still_loads(project: Path) -> None:
 
     result = anyio.run(person_calls)
     assert result.error is None and result.output == "person"
+
+
+def test_a_long_protected_list_does_not_leave_the_journal_writable(project: Path, tmp_path: Path) -> None:
+    """The data directory inside the sandbox's writable set (here under the temp directory, as in CI):
+    the journal is mounted read-only, and no length of the person's `protected:` list (the kernel mounts
+    at most 64 paths) may push it out, or the model wipes it and its own changes become the person's."""
+    marker = tmp_path / "outside" / "plugin-ran.txt"
+    marker.parent.mkdir()
+    many = "".join(f"  - ./generated-{index}\n" for index in range(80))
+    (project / "permissions.yaml").write_text(PERMISSIONS + "protected:\n" + many, encoding="utf-8")
+
+    async def attack() -> Any:
+        with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
+            journal = rt.snapshot.data_dir / "attribution" / "journal.jsonl"
+            assert journal.is_file()
+            script = f"printf %s {shlex.quote(EVIL.format(marker=str(marker)))} > pkg/plugins/b.py\n: > {journal}\n"
+            staged = await rt.call("write", {"filePath": "stage.sh", "content": script}, ask=_reject)
+            assert staged.error is None, staged.error
+            ran = await rt.call("bash", {"command": "bash stage.sh", "description": "stage"}, ask=_reject)
+            assert "landlock" in str(ran.metadata.get("sandbox", ""))
+            assert "journal.jsonl: Read-only file system" in ran.output
+            assert journal.stat().st_size > 0
+            return await rt.call("plug", {"name": "b"}, ask=_reject)
+
+    result = anyio.run(attack)
+    assert (project / "pkg" / "plugins" / "b.py").is_file()
+    assert not marker.exists(), "the model's plugin ran inside toolrt"
+    assert result.error is not None and "changed by a process a tool started" in result.error

@@ -348,13 +348,14 @@ def _build_snapshot(
     if permissions is None:
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
-    protected_files = (
-        environments_inside(root_path)
+    # The journal, the environment toolrt runs from and the locked file first: the other walls rest on them.
+    essential = (
+        (journal.directory.absolute(),)
+        + environments_inside(root_path)
         + ((locked_path.resolve(),) if locked_path else ())
-        + imported_modules(root_path, modules)
-        + (journal.directory.absolute(),)
     )
-    protected = concrete_protected(root_path, permissions.protected, protected_files)
+    protected_files = essential + imported_modules(root_path, modules)
+    protected = concrete_protected(root_path, permissions.protected, protected_files, first=essential)
     sandbox = replace(sandbox, protected=protected)
     tool_sandboxes = {tool_id: replace(policy, protected=protected) for tool_id, policy in tool_sandboxes.items()}
     digest = _digest(
