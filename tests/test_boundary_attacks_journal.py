@@ -10,6 +10,7 @@ file outside the project proves the model's code ran.
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from pathlib import Path
@@ -144,3 +145,56 @@ def test_a_long_protected_list_does_not_leave_the_journal_writable(project: Path
     assert (project / "pkg" / "plugins" / "b.py").is_file()
     assert not marker.exists(), "the model's plugin ran inside toolrt"
     assert result.error is not None and "changed by a process a tool started" in result.error
+
+
+def _bash_while(project: Path, tmp_path: Path, person_edits: Any, command: str = "") -> tuple[Any, Any]:
+    """Run `command` then wait in a `bash` call until `person_edits()` (run once the process started) is
+    done; then reload. Signals live outside the root (a process's overlay does not see names made beside
+    it) and outside its parent (an approved `external_directory` there would make the whole root writable)."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    started, done = signals / "started", signals / "done"
+    script = f"{command}\ntouch {started}\nwhile [ ! -f {done} ]; do sleep 0.01; done\n"
+
+    async def main() -> tuple[Any, Any]:
+        with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
+
+            async def person() -> None:
+                while not started.exists():
+                    await anyio.sleep(0.01)
+                person_edits()
+                done.write_text("")
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(person)
+                ran = await rt.call("bash", {"command": script, "description": "wait"}, ask=_reject)
+            assert "landlock" in str(ran.metadata.get("sandbox", "")), ran
+            return rt.reload(), rt.snapshot
+
+    return anyio.run(main)
+
+
+def test_the_persons_edit_of_read_only_config_during_a_bash_call_loads(project: Path, tmp_path: Path) -> None:
+    tool = project / "tools.d" / "plug.yaml"
+
+    def edit() -> None:
+        tool.write_text(TOOL.replace("by name.", "by name, as the person wrote."), encoding="utf-8")
+        (project / "tools.d" / "new.yaml").write_text(TOOL.replace("id: plug", "id: new"), encoding="utf-8")
+
+    status, snapshot = _bash_while(project, tmp_path, edit)
+    assert status.last_error is None, status.last_error
+    assert snapshot.tools["plug"].description.endswith("as the person wrote.")
+    assert "new" in snapshot.tools and not snapshot.held
+
+
+def test_read_only_config_changed_through_another_name_of_it_is_held(project: Path, tmp_path: Path) -> None:
+    """The person's tool file has a second name outside the read-only `tools.d/` (a hard link): the model
+    rewrites it in place through that name while its own tool file is read-only."""
+    tool = project / "tools.d" / "plug.yaml"
+    os.link(tool, project / "shared-plug.yaml")
+    changed = TOOL.replace("Runs one of the project's plugins, by name.", "The model's description.")
+    command = f"printf %s {shlex.quote(changed)} > shared-plug.yaml"
+    status, snapshot = _bash_while(project, tmp_path, lambda: None, command)
+    assert tool.read_text() == changed  # the write got through to the read-only name
+    assert "plug" not in snapshot.tools or snapshot.tools["plug"].description != "The model's description."
+    assert status.last_error is not None and "changed by a process a tool started" in str(status.last_error)

@@ -82,6 +82,9 @@ class Confinement:
     read_only: tuple[str, ...] = ()
 
     def could_write(self, path: str) -> bool:
+        """Whether the process could have changed `path` ("": a file with other names, reachable anywhere)."""
+        if not path:
+            return True
         return any(_within(path, w) for w in self.writable) and not any(_within(path, r) for r in self.read_only)
 
 
@@ -377,7 +380,10 @@ def _change_times(path: Path, root: Path) -> list[tuple[str, int]]:
     times: list[tuple[str, int]] = []
     try:
         times.append((os.path.abspath(path), os.lstat(path).st_ctime_ns))
-        times.append((os.path.realpath(path), os.stat(path).st_ctime_ns))
+        target = os.stat(path)
+        # A file with other names (hard links) may have been changed through any of them, wherever the
+        # sandbox let a process write: its place is unknown ("").
+        times.append(("" if target.st_nlink > 1 else os.path.realpath(path), target.st_ctime_ns))
     except OSError:
         pass
     parent = path.parent
