@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import site
 import subprocess
 import sys
@@ -86,3 +87,34 @@ def test_the_environment_toolrt_runs_from_inside_the_project_is_read_only(projec
     listed = _toolrt(python, project, "list")
     assert not marker.exists(), "a .pth file the model wrote ran at toolrt's next start"
     assert listed.returncode == 0, listed.stderr
+
+
+def test_a_plugin_installed_from_inside_the_project_is_checked_before_its_entry_point_loads(
+    project: Path, tmp_path: Path
+) -> None:
+    """`pip install -e plugins/myplugin` from inside the project: the distribution's metadata is in the
+    environment, its source in the project. toolrt loads plugin entry points while it reads the config,
+    at every start: the module must be checked against the journal by then."""
+    marker = tmp_path / "outside" / "plugin-ran.txt"
+    marker.parent.mkdir()
+    source = project / "plugins" / "src"
+    (source / "myplugin" / "tools.d").mkdir(parents=True)
+    tools_dir = 'from pathlib import Path\nTOOLS_DIR = Path(__file__).resolve().parent / "tools.d"\n'
+    (source / "myplugin" / "__init__.py").write_text(tools_dir, encoding="utf-8")
+    metadata = tmp_path / "site" / "myplugin-0.1.dist-info"  # the person's editable install
+    metadata.mkdir(parents=True)
+    (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: myplugin\nVersion: 0.1\n", encoding="utf-8")
+    (metadata / "entry_points.txt").write_text("[toolrt.tools]\nmyplugin = myplugin:TOOLS_DIR\n", encoding="utf-8")
+    search = f"{metadata.parent}{os.pathsep}{source}"
+    wrapper = tmp_path / "python"  # the person's interpreter, with the install on its path
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={search} exec {sys.executable} "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+
+    listed = _toolrt(str(wrapper), project, "list")
+    assert listed.returncode == 0 and "myplugin" not in listed.stderr, listed.stderr  # the person's plugin loads
+    payload = PAYLOAD.format(marker=str(marker)) + "\n" + tools_dir
+    result = _bash(str(wrapper), project, f"printf %s {shlex.quote(payload)} > plugins/src/myplugin/__init__.py\n")
+    assert result["error"] is None, result
+
+    _toolrt(str(wrapper), project, "list")
+    assert not marker.exists(), "the model's plugin module ran at toolrt's next start"
