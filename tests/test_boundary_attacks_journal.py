@@ -10,6 +10,7 @@ file outside the project proves the model's code ran.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
@@ -18,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from cli_helpers import run
 
 from toolrt import Runtime
 from toolrt.permissions.ask import AskRequest, Reply
@@ -108,6 +110,15 @@ def test_a_file_tool_write_through_a_hard_link_is_the_models_under_every_name(
     assert result.error is not None
     assert f"pkg/plugins/{plugin}.py was changed by the `write` tool" in result.error
     assert "toolrt trust" in result.error
+
+    # `toolrt trust` shows the refused module (no tool file names it) and approving it lets it load.
+    code, out, _ = run("trust", "--json", "--root", str(project))
+    assert code == 1 and [Path(entry["file"]).name for entry in json.loads(out)["held"]] == [f"{plugin}.py"]
+    assert not marker.exists()
+    code, out, _ = run("trust", "--yes", "--json", "--root", str(project))
+    assert code == 0 and [Path(entry["file"]).name for entry in json.loads(out)["approved"]] == [f"{plugin}.py"]
+    assert anyio.run(person_calls).output == "model"
+    assert marker.read_text() == "the model's code ran"  # the person approved it
 
 
 def test_the_persons_plugin_still_loads(project: Path) -> None:

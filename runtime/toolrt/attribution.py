@@ -105,6 +105,9 @@ class _State:
     last_person: dict[str, str] = field(default_factory=dict)
     """path → the latest digest accepted as the person's there (what `toolrt trust` diffs against)."""
     spans: dict[str, list[Any]] = field(default_factory=dict)
+    refused: dict[str, None] = field(default_factory=dict)
+    """Paths a load refused that no build lists (a module imported at run time, a plugin's): `toolrt
+    trust` shows them."""
     """span id → [call, start, end or None, deadline, Confinement or None]."""
 
 
@@ -181,6 +184,20 @@ class Journal:
         except OSError:
             pass
         self._append(record)
+
+    def refused(self, hold: Hold) -> None:
+        """A module import refused `hold` (found at run time, not from a tool file): recorded once per
+        path, so `toolrt trust` shows it (`refused_paths`)."""
+        key = str(hold.path)
+        with self._lock:
+            if key in self._read().refused:
+                return
+        self._append({"kind": "refused", "path": key, "digest": hold.digest})
+
+    def refused_paths(self) -> tuple[Path, ...]:
+        """Every path an import refused so far (whether it is still held is `hold`'s to say)."""
+        with self._lock:
+            return tuple(map(Path, self._read().refused))
 
     def approve(self, path: Path, data: bytes, *, via: str) -> None:
         """The person approved `data` at `path` (`toolrt trust`, a `protected` ask): it is theirs."""
@@ -342,6 +359,8 @@ def _apply(state: _State, record: dict[str, Any]) -> None:
             int(record["deadline"]),
             confined,
         ]
+    elif kind == "refused":
+        state.refused[str(record["path"])] = None
     elif kind == "end" and record["id"] in state.spans:
         state.spans[record["id"]][2] = int(record["end"])
 

@@ -88,6 +88,7 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
             raise ImportError(f"cannot read {origin}: {error.strerror}", name=fullname) from error
         hold = journal.hold(origin, root, data=source)
         if hold is not None:
+            journal.refused(hold)  # so that `toolrt trust` lists it, though no tool file names it
             shown = origin.relative_to(root) if origin.is_relative_to(root) else origin
             raise ImportError(f"{shown} was {hold.reason()}", name=fullname)
         checked = importlib.util.spec_from_file_location(
