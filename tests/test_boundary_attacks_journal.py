@@ -209,3 +209,46 @@ def test_read_only_config_changed_through_another_name_of_it_is_held(project: Pa
     assert tool.read_text() == changed  # the write got through to the read-only name
     assert "plug" not in snapshot.tools or snapshot.tools["plug"].description != "The model's description."
     assert status.last_error is not None and "changed by a process a tool started" in str(status.last_error)
+
+
+def test_a_tool_file_swapped_between_its_parse_and_its_check_is_never_loaded(project: Path, tmp_path: Path) -> None:
+    """With the sandbox off (a host's choice; or an approved external directory above the root), only the
+    journal stands: a process flips the tool file between the model's content and the person's while the
+    config reloads. The check must hold what was parsed, not whatever the file holds a moment later."""
+    tool = project / "tools.d" / "plug.yaml"
+    person = tool.read_text()
+    (project / "model.yaml").write_text(person.replace("by name.", "THE MODEL'S."), encoding="utf-8")
+    (project / "person.yaml").write_text(person, encoding="utf-8")
+    stop = tmp_path / "signals" / "stop"
+    stop.parent.mkdir()
+    flip = (
+        f"while [ ! -f {stop} ]; do cp model.yaml a && mv a tools.d/plug.yaml; "
+        "cp person.yaml b && mv b tools.d/plug.yaml; done\n"
+    )
+    (project / "flip.sh").write_text(flip, encoding="utf-8")
+    seen = {"model": 0, "person": 0, "held": 0}
+
+    async def main() -> None:
+        with Runtime.load(project, partial=True, settings={"sandbox.mode": "off"}) as rt, anyio.fail_after(30):
+
+            async def reload_while_it_flips() -> None:
+                while not (project / "a").exists() and not (project / "b").exists():
+                    await anyio.sleep(0.005)  # the flipping has begun
+                try:
+                    for _ in range(40):
+                        status = await anyio.to_thread.run_sync(rt.reload)
+                        described = rt.snapshot.tools.get("plug")
+                        if described is not None and "MODEL" in described.description:
+                            seen["model"] += 1
+                        seen["held" if status.last_error is not None else "person"] += 1
+                finally:
+                    stop.write_text("")
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(reload_while_it_flips)
+                ran = await rt.call("bash", {"command": "bash flip.sh", "description": "flip"}, ask=_reject)
+                assert ran.error is None, ran.error
+
+    anyio.run(main)
+    assert seen["model"] == 0, f"the model's tool file loaded unapproved: {seen}"
+    assert seen["held"] > 0  # the flips were seen, and held

@@ -66,6 +66,8 @@ class Hold:
     """`write`, `edit`, `apply_patch` (a built-in file tool) or `process` (a process tool's lifetime)."""
 
     def reason(self) -> str:
+        if self.via == "changed":
+            return "changed while toolrt read it (what was checked is not what was parsed): not loaded. Reload again"
         how = "a process a tool started" if self.via == "process" else f"the `{self.via}` tool"
         call = f" in call {self.call_id}" if self.call_id else ""
         return (
@@ -272,11 +274,13 @@ class Journal:
         state.offset += complete
         return state
 
-    def hold(self, path: Path, root: Path, *, data: bytes | None = None) -> Hold | None:
+    def hold(self, path: Path, root: Path, *, data: bytes | None = None, text: str | None = None) -> Hold | None:
         """Whether `path`'s current content is the model's and not approved (None: it is the person's,
         or the file is unreadable, which the loader reports). `root`: the project root, above which
         directories are not looked at. Content found to be the person's is recorded as such. `data`:
-        the content, when the caller read it already (and will use exactly that)."""
+        the content, when the caller read it already (and will use exactly that). `text`: what the caller
+        parsed from the file earlier (read as text): held (`changed`) unless it is the content checked, so
+        a file swapped between the parse and this check never passes for the content it was swapped to."""
         key = str(path)
         signature = _signature(path)
         settled = self._settled.get(key)
@@ -288,6 +292,8 @@ class Journal:
             except OSError:
                 return None
         digest = digest_of(data)
+        if text is not None and _as_text(data) != text:
+            return Hold(path, digest, "", "changed")
         if settled is not None and settled == (signature, digest):
             return None
         fresh = False
@@ -363,6 +369,14 @@ def _apply(state: _State, record: dict[str, Any]) -> None:
         state.refused[str(record["path"])] = None
     elif kind == "end" and record["id"] in state.spans:
         state.spans[record["id"]][2] = int(record["end"])
+
+
+def _as_text(data: bytes) -> str | None:
+    """`data` as `Path.read_text` gives it (UTF-8, universal newlines); None when it is not UTF-8."""
+    try:
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError:
+        return None
 
 
 def _by_inode(state: _State, path: Path, digest: str) -> tuple[str, str] | None:

@@ -46,9 +46,9 @@ def _hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]
     root = config.root
     verdicts: dict[Path, Hold | None] = {}
 
-    def held(path: Path) -> Hold | None:
+    def held(path: Path, text: str | None = None) -> Hold | None:
         if path not in verdicts:
-            verdicts[path] = journal.hold(path, root)
+            verdicts[path] = journal.hold(path, root, text=text)
         return verdicts[path]
 
     layers: list[Layer] = []
@@ -58,12 +58,12 @@ def _hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]
             layers.append(layer)
             continue
         for document in (layer.permissions, layer.settings):
-            if document is not None and (hold := held(document.path)) is not None:
+            if document is not None and (hold := held(document.path, document.text)) is not None:
                 problems.append(Problem(document.display, 0, 0, "", hold.reason()))
         kept: list[ToolSource] = []
         for source in layer.tools:
             document = source.document
-            hold = held(document.path)
+            hold = held(document.path, document.text)
             if hold is None:
                 hold = next(filter(None, map(held, module_files(root, document.data, known))), None)
             if hold is None:
