@@ -52,7 +52,20 @@ def project(tmp_path: Path) -> Path:
     (root / "pkg" / "handler.py").write_text(HANDLER, encoding="utf-8")
     (root / "pkg" / "plugins" / "__init__.py").write_text("", encoding="utf-8")
     (root / "pkg" / "plugins" / "a.py").write_text('NAME = "person"\n', encoding="utf-8")
+    _past_the_slack(root, tmp_path / "probe")
     return root
+
+
+def _past_the_slack(root: Path, probe: Path) -> None:
+    """Wait (5 s at most) until the file clock is past the person's files by more than the slack a
+    process's lifetime starts with (20 ms): made just before the model's call, they would count as its."""
+    newest = max(path.stat().st_ctime_ns for path in root.rglob("*"))
+    give_up = time.monotonic() + 5
+    while time.monotonic() < give_up:
+        probe.write_text("tick")
+        if probe.stat().st_ctime_ns > newest + 30_000_000:
+            return
+    raise AssertionError("the file clock did not move in 5 s")
 
 
 async def _reject(request: AskRequest) -> Reply:

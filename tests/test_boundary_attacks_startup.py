@@ -16,12 +16,16 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import site
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import toolrt
+from toolrt.config.resources import builtin_root
 
 PERMISSIONS = 'permission:\n  "*": allow\n  bash: {"*": allow}\n  edit: allow\n  write: allow\n  webfetch: deny\n'
 PAYLOAD = "import pathlib; pathlib.Path({marker!r}).write_text('the model ran')"
@@ -118,3 +122,28 @@ def test_a_plugin_installed_from_inside_the_project_is_checked_before_its_entry_
 
     _toolrt(str(wrapper), project, "list")
     assert not marker.exists(), "the model's plugin module ran at toolrt's next start"
+
+
+def test_toolrt_run_from_a_checkout_inside_the_project_is_read_only(project: Path, tmp_path: Path) -> None:
+    """toolrt's own source inside the project (its repository used as a project, installed in editable
+    mode): a module of it the model changed would run at the next start, before any check."""
+    marker = tmp_path / "outside" / "toolrt-ran.txt"
+    marker.parent.mkdir()
+    checkout = project / "src" / "toolrt"
+    shutil.copytree(Path(toolrt.__file__).parent, checkout, ignore=shutil.ignore_patterns("__pycache__"))
+    builtin = builtin_root()
+    for name in ("tools.d", "schemas"):
+        shutil.copytree(builtin / name, checkout / "_builtin" / name)
+    for name in ("permissions.yaml", "toolrt.yaml"):
+        shutil.copy(builtin / name, checkout / "_builtin" / name)
+    wrapper = tmp_path / "python"  # the person's interpreter, with the checkout on its path
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={project / "src"} exec {sys.executable} "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    line = PAYLOAD.format(marker=str(marker))
+    result = _bash(str(wrapper), project, f"echo {shlex.quote(line)} >> src/toolrt/errors.py\n")
+    assert "Read-only file system" in str(result["output"]), result
+    assert line not in (project / "src" / "toolrt" / "errors.py").read_text()
+
+    listed = _toolrt(str(wrapper), project, "list")
+    assert not marker.exists(), "a toolrt module the model changed ran at toolrt's next start"
+    assert listed.returncode == 0, listed.stderr

@@ -114,11 +114,13 @@ def _installed(origin: Path) -> bool:
 
 
 def environments_inside(root: Path) -> tuple[Path, ...]:
-    """The Python environment toolrt runs from (`sys.prefix`, `sys.exec_prefix`) when it is inside the
-    project at `root` (a `.venv`): kept read-only in the sandbox, since what a process put there (a `.pth`
-    file, a changed package) would run inside toolrt at its next start, before any check could."""
+    """The Python environment toolrt runs from (`sys.prefix`, `sys.exec_prefix`) and toolrt's own package
+    when they are inside the project at `root` (a `.venv`, a source checkout installed in editable mode):
+    kept read-only in the sandbox, since what a process put there (a `.pth` file, a changed module) would
+    run inside toolrt at its next start, before any check could."""
     found: dict[Path, None] = {}
-    for prefix in (sys.prefix, sys.exec_prefix):
+    package = str(Path(__file__).parent.parent)  # toolrt/build/project_import.py → toolrt/
+    for prefix in (sys.prefix, sys.exec_prefix, package):
         try:
             path = Path(prefix).resolve()
         except OSError:
