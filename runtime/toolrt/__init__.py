@@ -11,6 +11,17 @@ result = await rt.call("read", {"filePath": "README.md"})
 
 from __future__ import annotations
 
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"] and _sys.path and not getattr(_sys.flags, "safe_path", False):
+    # `python -m toolrt` in a project put its directory first on sys.path, so a `yaml.py` the model wrote
+    # there would be imported instead of the library, outside every sandbox: `python -m toolrt` is the
+    # `toolrt` command, which imports nothing from the current directory (as `python -P` would).
+    import os as _os
+
+    if _sys.path[0] in ("", _os.getcwd()):
+        del _sys.path[0]
+
 from typing import TYPE_CHECKING, Any
 
 from .errors import (

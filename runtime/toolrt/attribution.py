@@ -66,6 +66,8 @@ class Hold:
     """`write`, `edit`, `apply_patch` (a built-in file tool) or `process` (a process tool's lifetime)."""
 
     def reason(self) -> str:
+        if self.via == "changed":
+            return "changed while toolrt read it (what was checked is not what was parsed): not loaded. Reload again"
         how = "a process a tool started" if self.via == "process" else f"the `{self.via}` tool"
         call = f" in call {self.call_id}" if self.call_id else ""
         return (
@@ -82,6 +84,9 @@ class Confinement:
     read_only: tuple[str, ...] = ()
 
     def could_write(self, path: str) -> bool:
+        """Whether the process could have changed `path` ("": a file with other names, reachable anywhere)."""
+        if not path:
+            return True
         return any(_within(path, w) for w in self.writable) and not any(_within(path, r) for r in self.read_only)
 
 
@@ -94,11 +99,17 @@ class _State:
     offset: int = 0
     model: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     """(path, digest) → (call, via) of content the model wrote there."""
+    model_inodes: dict[tuple[int, int, str], tuple[str, str]] = field(default_factory=dict)
+    """(device, inode, digest) → (call, via) of content a file tool wrote into that file: the same
+    content under another name of it (a hard link made beforehand) is the model's too."""
     person: set[tuple[str, str]] = field(default_factory=set)
     """(path, digest) accepted as the person's."""
     last_person: dict[str, str] = field(default_factory=dict)
     """path → the latest digest accepted as the person's there (what `toolrt trust` diffs against)."""
     spans: dict[str, list[Any]] = field(default_factory=dict)
+    refused: dict[str, None] = field(default_factory=dict)
+    """Paths a load refused that no build lists (a module imported at run time, a plugin's): `toolrt
+    trust` shows them."""
     """span id → [call, start, end or None, deadline, Confinement or None]."""
 
 
@@ -165,8 +176,30 @@ class Journal:
                 self._append(*records)
 
     def wrote(self, path: Path, data: bytes, *, call_id: str, via: str) -> None:
-        """A built-in file tool wrote `data` to `path` for the model."""
-        self._append({"kind": "model", "path": str(path), "digest": digest_of(data), "call": call_id, "via": via})
+        """A built-in file tool wrote `data` to `path` for the model. The file's identity (device, inode) is
+        recorded too: a file tool writes in place, so every other name of that file holds the content."""
+        record: dict[str, Any] = {"kind": "model", "path": str(path), "digest": digest_of(data), "call": call_id}
+        record["via"] = via
+        try:
+            status = os.stat(path)
+            record["inode"] = [status.st_dev, status.st_ino]
+        except OSError:
+            pass
+        self._append(record)
+
+    def refused(self, hold: Hold) -> None:
+        """A module import refused `hold` (found at run time, not from a tool file): recorded once per
+        path, so `toolrt trust` shows it (`refused_paths`)."""
+        key = str(hold.path)
+        with self._lock:
+            if key in self._read().refused:
+                return
+        self._append({"kind": "refused", "path": key, "digest": hold.digest})
+
+    def refused_paths(self) -> tuple[Path, ...]:
+        """Every path an import refused so far (whether it is still held is `hold`'s to say)."""
+        with self._lock:
+            return tuple(map(Path, self._read().refused))
 
     def approve(self, path: Path, data: bytes, *, via: str) -> None:
         """The person approved `data` at `path` (`toolrt trust`, a `protected` ask): it is theirs."""
@@ -241,11 +274,13 @@ class Journal:
         state.offset += complete
         return state
 
-    def hold(self, path: Path, root: Path, *, data: bytes | None = None) -> Hold | None:
+    def hold(self, path: Path, root: Path, *, data: bytes | None = None, text: str | None = None) -> Hold | None:
         """Whether `path`'s current content is the model's and not approved (None: it is the person's,
         or the file is unreadable, which the loader reports). `root`: the project root, above which
         directories are not looked at. Content found to be the person's is recorded as such. `data`:
-        the content, when the caller read it already (and will use exactly that)."""
+        the content, when the caller read it already (and will use exactly that). `text`: what the caller
+        parsed from the file earlier (read as text): held (`changed`) unless it is the content checked, so
+        a file swapped between the parse and this check never passes for the content it was swapped to."""
         key = str(path)
         signature = _signature(path)
         settled = self._settled.get(key)
@@ -257,6 +292,8 @@ class Journal:
             except OSError:
                 return None
         digest = digest_of(data)
+        if text is not None and _as_text(data) != text:
+            return Hold(path, digest, "", "changed")
         if settled is not None and settled == (signature, digest):
             return None
         fresh = False
@@ -271,6 +308,9 @@ class Journal:
                 return Hold(path, digest, written[0], written[1])
             times = _change_times(path, root)
             call = _inside_span(state, times)
+            if call is None and (written := _by_inode(state, path, digest)) is not None:
+                # written in place by a file tool through another name of this file (a hard link)
+                return Hold(path, digest, written[0], written[1])
             if call is None:
                 fresh = state.last_person.get(key) != digest
                 # Settled once every time is well before now: a span recorded later starts after them.
@@ -303,7 +343,11 @@ class Journal:
 def _apply(state: _State, record: dict[str, Any]) -> None:
     kind = record["kind"]
     if kind == "model":
-        state.model[(record["path"], record["digest"])] = (str(record.get("call", "")), str(record.get("via", "")))
+        who = (str(record.get("call", "")), str(record.get("via", "")))
+        state.model[(record["path"], record["digest"])] = who
+        inode = record.get("inode")
+        if isinstance(inode, list) and len(inode) == 2:
+            state.model_inodes[(int(inode[0]), int(inode[1]), str(record["digest"]))] = who
     elif kind == "person":
         state.person.add((record["path"], record["digest"]))
         state.last_person[record["path"]] = record["digest"]
@@ -321,8 +365,29 @@ def _apply(state: _State, record: dict[str, Any]) -> None:
             int(record["deadline"]),
             confined,
         ]
+    elif kind == "refused":
+        state.refused[str(record["path"])] = None
     elif kind == "end" and record["id"] in state.spans:
         state.spans[record["id"]][2] = int(record["end"])
+
+
+def _as_text(data: bytes) -> str | None:
+    """`data` as `Path.read_text` gives it (UTF-8, universal newlines); None when it is not UTF-8."""
+    try:
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError:
+        return None
+
+
+def _by_inode(state: _State, path: Path, digest: str) -> tuple[str, str] | None:
+    """Who wrote `digest` into the file `path` names, by its identity, whatever name it was written by."""
+    if not state.model_inodes:
+        return None
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return state.model_inodes.get((status.st_dev, status.st_ino, digest))
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:
@@ -348,7 +413,10 @@ def _change_times(path: Path, root: Path) -> list[tuple[str, int]]:
     times: list[tuple[str, int]] = []
     try:
         times.append((os.path.abspath(path), os.lstat(path).st_ctime_ns))
-        times.append((os.path.realpath(path), os.stat(path).st_ctime_ns))
+        target = os.stat(path)
+        # A file with other names (hard links) may have been changed through any of them, wherever the
+        # sandbox let a process write: its place is unknown ("").
+        times.append(("" if target.st_nlink > 1 else os.path.realpath(path), target.st_ctime_ns))
     except OSError:
         pass
     parent = path.parent

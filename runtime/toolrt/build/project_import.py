@@ -33,7 +33,7 @@ from types import CodeType, ModuleType
 
 from ..attribution import Journal
 
-__all__ = ["guard_imports", "in_project", "project_module_name"]
+__all__ = ["environments_inside", "guard_imports", "in_project", "project_module_name"]
 
 _guards: dict[str, tuple[Path, Journal]] = {}
 """Project package name → (root, journal) its modules are checked against."""
@@ -65,20 +65,30 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
         if guard is None and not _guards:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) or spec.origin is None:
-            return spec if guard is not None else None
+        if spec is None or spec.origin is None or not spec.has_location:
+            return spec if guard is not None else None  # not found, or a namespace package (no code)
         origin = Path(spec.origin)
         if guard is None:  # a project file reached by another name (a handler put the root on sys.path)
             guard = next((g for g in list(_guards.values()) if origin.is_relative_to(g[0])), None)
             if guard is None or _installed(origin):
                 return None  # not a project's (an environment inside the root is not): imported as always
         root, journal = guard
+        if type(spec.loader) is not importlib.machinery.SourceFileLoader:
+            # Bytecode (a package whose `__init__.pyc` shadows the person's `handlers.py`) or an extension
+            # module (`handlers.so`, found before the source): nothing the journal could check before it ran.
+            shown = origin.relative_to(root) if origin.is_relative_to(root) else origin
+            raise ImportError(
+                f"{shown} is compiled code (bytecode or an extension module) in the project: toolrt imports a "
+                "project's modules from their source only. Remove it, or install it as a package",
+                name=fullname,
+            )
         try:
             source = origin.read_bytes()
         except OSError as error:
             raise ImportError(f"cannot read {origin}: {error.strerror}", name=fullname) from error
         hold = journal.hold(origin, root, data=source)
         if hold is not None:
+            journal.refused(hold)  # so that `toolrt trust` lists it, though no tool file names it
             shown = origin.relative_to(root) if origin.is_relative_to(root) else origin
             raise ImportError(f"{shown} was {hold.reason()}", name=fullname)
         checked = importlib.util.spec_from_file_location(
@@ -101,6 +111,23 @@ def _installed(origin: Path) -> bool:
     return any(part in ("site-packages", "dist-packages") for part in origin.parts) or any(
         origin.is_relative_to(prefix) for prefix in prefixes
     )
+
+
+def environments_inside(root: Path) -> tuple[Path, ...]:
+    """The Python environment toolrt runs from (`sys.prefix`, `sys.exec_prefix`) and toolrt's own package
+    when they are inside the project at `root` (a `.venv`, a source checkout installed in editable mode):
+    kept read-only in the sandbox, since what a process put there (a `.pth` file, a changed module) would
+    run inside toolrt at its next start, before any check could."""
+    found: dict[Path, None] = {}
+    package = str(Path(__file__).parent.parent)  # toolrt/build/project_import.py → toolrt/
+    for prefix in (sys.prefix, sys.exec_prefix, package):
+        try:
+            path = Path(prefix).resolve()
+        except OSError:
+            continue
+        if path != root and path.is_relative_to(root):
+            found[path] = None
+    return tuple(found)
 
 
 def guard_imports(root: Path, journal: Journal) -> None:

@@ -32,7 +32,7 @@ from ..config.model import (
 )
 from ..config.reuse import Reused
 from ..config.settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
-from ..errors import ConfigError, Problem
+from ..errors import ConfigError, Problem, ToolrtError
 from ..permissions.config import PermissionConfig, build_permission_config
 from ..permissions.model import CallSite
 from ..permissions.protected import ProtectedPaths
@@ -41,7 +41,7 @@ from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
 from .handler_code import project_code
-from .project_import import guard_imports
+from .project_import import environments_inside, guard_imports
 from .trusted import hold_untrusted
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
@@ -252,8 +252,22 @@ def build_snapshot(
     with collector_paused():
         root_path = Path(root).resolve()
         if config is None:
+            _guard_before_plugins(root_path, cli, reusing)
             config = read_config(root_path, reused=reusing.files, located=located)
         return _build_snapshot(root_path, config, cli, partial, reusing)
+
+
+def _guard_before_plugins(root_path: Path, cli: CommandLineSettings | None, reusing: _Reusing) -> None:
+    """Check the project's modules against the journal before `read_config` loads the plugins' entry
+    points: a plugin installed in editable mode from inside the project (`pip install -e plugins/x`) is a
+    project module the model may have changed. The data directory is the host's (no project file sets
+    it), so it is known before the project's files are read; the build registers it again after."""
+    host = CommandLineSettings(values=cli.values) if cli is not None else None
+    try:
+        data_dir = resolve_settings(root_path, cli=host, reused=reusing.files).values.data_dir
+    except ToolrtError:
+        return  # reported by the build itself, which registers the guard before anything is compiled
+    guard_imports(root_path, journal_for(data_dir))
 
 
 def _build_snapshot(
@@ -355,12 +369,14 @@ def _build_snapshot(
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
     code = project_code(root_path, tools)
-    protected_files = (
-        ((locked_path.resolve(),) if locked_path else ())
-        + imported_modules(root_path, modules)
-        + (journal.directory.absolute(),)
+    # The journal, the environment toolrt runs from and the locked file first: the other walls rest on them.
+    essential = (
+        (journal.directory.absolute(),)
+        + environments_inside(root_path)
+        + ((locked_path.resolve(),) if locked_path else ())
     )
-    protected = concrete_protected(root_path, permissions.protected, protected_files)
+    protected_files = essential + imported_modules(root_path, modules)
+    protected = concrete_protected(root_path, permissions.protected, protected_files, first=essential)
     sandbox = replace(sandbox, protected=protected)
     tool_sandboxes = {tool_id: replace(policy, protected=protected) for tool_id, policy in tool_sandboxes.items()}
     digest = _digest(

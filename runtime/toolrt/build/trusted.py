@@ -46,9 +46,9 @@ def _hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]
     root = config.root
     verdicts: dict[Path, Hold | None] = {}
 
-    def held(path: Path) -> Hold | None:
+    def held(path: Path, text: str | None = None) -> Hold | None:
         if path not in verdicts:
-            verdicts[path] = journal.hold(path, root)
+            verdicts[path] = journal.hold(path, root, text=text)
         return verdicts[path]
 
     layers: list[Layer] = []
@@ -58,12 +58,12 @@ def _hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]
             layers.append(layer)
             continue
         for document in (layer.permissions, layer.settings):
-            if document is not None and (hold := held(document.path)) is not None:
+            if document is not None and (hold := held(document.path, document.text)) is not None:
                 problems.append(Problem(document.display, 0, 0, "", hold.reason()))
         kept: list[ToolSource] = []
         for source in layer.tools:
             document = source.document
-            hold = held(document.path)
+            hold = held(document.path, document.text)
             if hold is None:
                 hold = next(filter(None, map(held, module_files(root, document.data, known))), None)
             if hold is None:
@@ -82,7 +82,8 @@ def _hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]
 def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
     """Every held file of the project layer, each once: tool files (broken ones included), the rules and
     settings files, the modules of every tool document, a held tool file's included, and the project's
-    skills (what `toolrt trust` shows, so one review covers a tool file and the module it names)."""
+    skills, and the modules an import refused at run time (what `toolrt trust` shows, so one review
+    covers a tool file and the module it names)."""
     root = config.root
     paths: dict[Path, None] = {}
     known: dict[tuple[str, ...], tuple[Path, ...]] = {}
@@ -98,6 +99,8 @@ def held_files(config: ConfigSet, journal: Journal) -> tuple[Hold, ...]:
             paths[source.document.path] = None
             paths.update(dict.fromkeys(module_files(root, source.document.data, known)))
     paths.update(dict.fromkeys(sorted((root / ".toolrt" / "skills").glob("*/SKILL.md"))))
+    # Modules an import refused at run time (a handler's dynamic import, a plugin installed from the project).
+    paths.update(dict.fromkeys(path for path in journal.refused_paths() if path.is_relative_to(root)))
     with journal.batch():
         return tuple(hold for path in paths if (hold := journal.hold(path, root)) is not None)
 

@@ -18,6 +18,7 @@ from ..attribution import approved_files, journal_for
 from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..execute import build_env, run_process
+from ..execute.confinement import confinement
 from ..execute.notes import outcome_notes, with_notes
 from ..truncate import tool_output_dir
 
@@ -94,7 +95,7 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     plan = ctx.sandbox_plan()
     seconds = (timeout + _TIMER_SLACK_MS) / 1000
     with journal_for(ctx.data_dir).process(
-        ctx.call_id, timeout=seconds, approved=approved_files(ctx.granted, ctx.root)
+        ctx.call_id, timeout=seconds, approved=approved_files(ctx.granted, ctx.root), confined=confinement(plan)
     ):
         outcome = await run_process(
             [shell_program(), "-c", command],

@@ -94,12 +94,17 @@ def build_policy(
     return policy
 
 
-def concrete_protected(root: Path, patterns: Iterable[str], files: Iterable[Path]) -> tuple[Path, ...]:
+def concrete_protected(
+    root: Path, patterns: Iterable[str], files: Iterable[Path], *, first: Iterable[Path] = ()
+) -> tuple[Path, ...]:
     """The protected list (`toolrt.permissions.protected` patterns, and files protected by identity) as
     paths a read-only mount can cover: `./x` and `/x` as given, a bare name (`.git`) at the project
     root. Wildcard patterns and names deeper in the tree are left to the `protected` permission, which
-    asks for every write route the analyzer sees; the kernel covers what can be named up front."""
-    found: list[Path] = []
+    asks for every write route the analyzer sees; the kernel covers what can be named up front.
+
+    At most `MAX_PROTECTED_MOUNTS` paths: `first` (what the other walls rest on, such as the attribution
+    journal) comes before the patterns, so no length of a project's `protected:` list can push it out."""
+    found: list[Path] = [Path(os.path.normpath(f)) for f in first]
     for pattern in patterns:
         if any(c in pattern for c in "*?["):
             continue
