@@ -32,6 +32,7 @@ from .result import ToolResult
 
 if TYPE_CHECKING:
     from .api import ReloadStatus, Runtime, SnapshotChange
+    from .attribution import Hold
     from .audit import AuditLog
     from .build.selection import Hidden, Offered, ToolSet
     from .build.snapshot import Snapshot
@@ -57,6 +58,7 @@ _LAZY = {
     "Asker": "permissions.ask",
     "Reply": "permissions.ask",
     "AuditLog": "audit",
+    "Hold": "attribution",
     "Hidden": "build.selection",
     "Offered": "build.selection",
     "ToolSet": "build.selection",
@@ -93,6 +95,7 @@ __all__ = [
     "Decision",
     "DeniedError",
     "Hidden",
+    "Hold",
     "InvalidArgumentsError",
     "Offered",
     "PatternDecision",

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from .attribution import Hold, digest_of, journal_for
 from .audit import AuditLog
 from .build.handler_code import changed_files, compile_code, import_code
 from .build.selection import ToolSet, select
@@ -396,6 +397,32 @@ class Runtime:
         """Add or replace one tool from a mapping validated exactly like a tool file."""
         with self._lock:
             self._swap(with_tool(self._snapshot, definition))
+
+    # --- trust ------------------------------------------------------------------------------------
+
+    def held(self) -> tuple[Hold, ...]:
+        """The project's config files and modules the model changed and the person has not approved
+        (see `toolrt.attribution`): no build loads them until `approve`."""
+        from .build.trusted import held_files
+        from .config.layers import read_config
+
+        return held_files(read_config(self.root), journal_for(self._snapshot.data_dir))
+
+    def approve(self, hold: Hold) -> ReloadStatus:
+        """The person approves the content `hold` showed: it is theirs from now on, and the config is
+        reloaded with it.
+
+        Raises:
+            UsageError: the file changed since (or is gone): what was shown is not what would load.
+        """
+        try:
+            data = hold.path.read_bytes()
+        except OSError as error:
+            raise UsageError(f"{hold.path}: cannot read it: {error.strerror}") from error
+        if digest_of(data) != hold.digest:
+            raise UsageError(f"{hold.path} changed since it was shown: review it again")
+        journal_for(self._snapshot.data_dir).approve(hold.path, data, via="toolrt trust")
+        return self.reload()
 
     def register_handler(self, name: str, handler: Callable[..., Any]) -> None:
         """Supply the handler of `handler: {host: NAME}` tools (e.g. `task`); they become visible."""

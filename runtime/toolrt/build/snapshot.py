@@ -18,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..attribution import Hold, journal_for
 from ..config.collect import collector_paused
 from ..config.document import Document
 from ..config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
@@ -40,6 +41,8 @@ from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
 from .handler_code import project_code
+from .project_import import guard_imports
+from .trusted import hold_untrusted
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
 
@@ -112,6 +115,9 @@ class Snapshot:
     """Tool ids left out because the file that defines them (or would, or would replace or disable
     them) is invalid, with the problems of that file. Only a partial build withholds."""
     blocked: ConfigError | None = None
+    held: tuple[Hold, ...] = ()
+    """Project files this build left out because the model changed them and the person has not approved
+    (`toolrt.attribution`; `toolrt trust` shows them)."""
     """Set when `permissions.yaml`, `toolrt.yaml` or the locked file is invalid (partial builds only):
     the tools are listed, but no call runs; every call answers with these problems."""
     reuse: BuildReuse = field(default_factory=BuildReuse, compare=False, repr=False)
@@ -270,6 +276,10 @@ def _build_snapshot(
     problems.extend(resolved.warnings)
     data_dir = resolved.values.data_dir
     output_dir = tool_output_dir(data_dir, root_path)
+    journal = journal_for(data_dir)
+    guard_imports(root_path, journal)
+    held = hold_untrusted(config, journal, problems)  # before anything of it is compiled or imported
+    config = held.config
     locked_doc = None
     locked_path = resolved.values.locked_permissions
     if locked_path is not None:
@@ -345,7 +355,11 @@ def _build_snapshot(
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
     code = project_code(root_path, tools)
-    protected_files = ((locked_path.resolve(),) if locked_path else ()) + imported_modules(root_path, modules)
+    protected_files = (
+        ((locked_path.resolve(),) if locked_path else ())
+        + imported_modules(root_path, modules)
+        + (journal.directory.absolute(),)
+    )
     protected = concrete_protected(root_path, permissions.protected, protected_files)
     sandbox = replace(sandbox, protected=protected)
     tool_sandboxes = {tool_id: replace(policy, protected=protected) for tool_id, policy in tool_sandboxes.items()}
@@ -377,6 +391,7 @@ def _build_snapshot(
         tool_sandboxes=MappingProxyType(tool_sandboxes),
         withheld=MappingProxyType(withheld),
         blocked=blocked,
+        held=held.holds,
         reuse=reusing.done(),
     )
 

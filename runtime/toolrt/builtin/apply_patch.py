@@ -30,6 +30,7 @@ from . import filetime
 from .beneath import open_checked, replace_checked, unlink_checked
 from .diff import count_changes, trim_diff, unified_diff
 from .filepaths import (
+    attribute_writes,
     checked_real,
     describe_mode,
     encode_text,
@@ -360,6 +361,7 @@ async def apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, An
     paths = {raw: (path, checked_real(ctx, path, "file", outside, writes=True)) for raw, (path, _) in paths.items()}
     plan = await anyio.to_thread.run_sync(partial(_verify, hunks, paths))
     await anyio.to_thread.run_sync(partial(_commit, plan))
+    attribute_writes(ctx, [real for real, final in plan.files.items() if final is not None], "apply_patch")
     for real, final in plan.files.items():
         if final is not None:
             filetime.refresh(ctx.session_state, real)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..attribution import approved_files, journal_for
 from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..execute import build_env, run_process
@@ -91,16 +92,20 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
     ctx.metadata(metadata={"output": "", "description": description})
     plan = ctx.sandbox_plan()
-    outcome = await run_process(
-        [shell_program(), "-c", command],
-        cwd=cwd,
-        env=build_env(),
-        timeout=(timeout + _TIMER_SLACK_MS) / 1000,
-        abort=ctx.abort,
-        on_output=on_output,
-        spill_dir=tool_output_dir(ctx.data_dir, ctx.root),
-        sandbox=plan,
-    )
+    seconds = (timeout + _TIMER_SLACK_MS) / 1000
+    with journal_for(ctx.data_dir).process(
+        ctx.call_id, timeout=seconds, approved=approved_files(ctx.granted, ctx.root)
+    ):
+        outcome = await run_process(
+            [shell_program(), "-c", command],
+            cwd=cwd,
+            env=build_env(),
+            timeout=seconds,
+            abort=ctx.abort,
+            on_output=on_output,
+            spill_dir=tool_output_dir(ctx.data_dir, ctx.root),
+            sandbox=plan,
+        )
     output = with_notes(outcome.output, outcome_notes("bash", outcome, timeout), "bash_metadata")
     return {
         "title": description,

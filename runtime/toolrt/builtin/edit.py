@@ -25,7 +25,16 @@ from ..errors import ToolFailure
 from ..lsp.report import edit_report
 from . import filetime
 from .diff import MAX_DIFF_CHARS, omitted_diff, trim_diff, unified_diff
-from .filepaths import describe_mode, encode_text, guard, read_regular, relative, stat_or_none, write_regular
+from .filepaths import (
+    attribute_writes,
+    describe_mode,
+    encode_text,
+    guard,
+    read_regular,
+    relative,
+    stat_or_none,
+    write_regular,
+)
 from .replacers import SAME_STRINGS, replace
 
 __all__ = ["MAX_EDIT_BYTES", "edit"]
@@ -111,6 +120,7 @@ async def edit(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     real = await guard(ctx, path, writes=True)
     request = _Request(path, real, old, new, bool(args.get("replaceAll", False)))
     diff = await anyio.to_thread.run_sync(partial(_edit_sync, request, ctx.session_state))
+    attribute_writes(ctx, (real,), "edit")
     output = "Edit applied successfully."
     lsp = ctx.lsp
     if lsp is not None:

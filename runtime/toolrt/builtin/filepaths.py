@@ -20,6 +20,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from ..attribution import journal_for
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from ..permissions.model import usable_exempt
@@ -27,6 +28,7 @@ from ..truncate import tool_output_dir
 from .beneath import changed, open_checked, open_parent, stat_checked
 
 __all__ = [
+    "attribute_writes",
     "Kind",
     "describe_mode",
     "exempt_directories",
@@ -155,6 +157,23 @@ def checked_real(ctx: ToolContext, path: Path, kind: Kind, asked: Collection[str
     elif not set(external_patterns(real, ctx.root, kind, exempt_directories(ctx))) <= set(asked):
         raise changed(path)  # the target moved out of the root after the external check
     return real
+
+
+def attribute_writes(ctx: ToolContext, paths: Collection[Path], via: str) -> None:
+    """Journal what a built-in file tool just wrote (see `toolrt.attribution`): the model's content, or
+    the person's where this call's `protected` ask for that file was approved. A file gone already
+    (a later step of the same patch moved it) has nothing to record."""
+    journal = journal_for(ctx.data_dir)
+    approved = {pattern for permission, pattern in ctx.granted if permission == "protected"}
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if relative(path, ctx.root) in approved or str(path) in approved:
+            journal.approve(path, data, via="protected ask")
+        else:
+            journal.wrote(path, data, call_id=ctx.call_id, via=via)
 
 
 def readable(ctx: ToolContext, path: str) -> bool:

@@ -3,11 +3,15 @@
 Skills live in `<root>/.toolrt/skills/<dir>/SKILL.md` and `~/.config/toolrt/skills/<dir>/SKILL.md`;
 each starts with YAML frontmatter holding `name` and `description`. A project skill replaces a
 user skill of the same name. A project SKILL.md that resolves outside the project (a symlink planted
-in a repository) is ignored, so loading a skill never reads a file the person did not put there.
+in a repository) is ignored, so loading a skill never reads a file the person did not put there; a
+project skill the model wrote or changed and the person has not approved (`toolrt.attribution`) is
+refused until `toolrt trust` approves it.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
@@ -17,9 +21,11 @@ from typing import Any
 import anyio
 import yaml
 
+from ..attribution import journal_for
 from ..build.compiled import DescribeInfo
 from ..call.context import ToolContext
-from ..errors import ToolFailure
+from ..errors import PathChanged, ToolFailure
+from .beneath import open_checked
 
 __all__ = ["Skill", "describe", "discover_skills", "skill"]
 
@@ -75,6 +81,13 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     name = str(args["name"])
     skills = await anyio.to_thread.run_sync(discover_skills, ctx.root, Path.home())
     chosen = skills.get(name)
+    if chosen is not None and chosen.directory.is_relative_to(ctx.root):
+        hold = journal_for(ctx.data_dir).hold(chosen.directory / "SKILL.md", ctx.root)
+        if hold is not None:
+            raise ToolFailure(
+                f"Skill {name!r} was {hold.reason()} (the person reviews it). Continue without it, or ask the "
+                "person to approve it."
+            )
     if chosen is None:
         if not skills:
             raise ToolFailure(
@@ -93,14 +106,20 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def _load(path: Path, confine: Path | None) -> Skill | None:
+    """The skill at `path`; None when it does not parse, is too large, resolves outside `confine`, or
+    changes while it is read (opened beneath `/` without following a symlink: exactly the real path
+    that was checked, see `beneath`)."""
     try:
         real = path.resolve(strict=True)
         if confine is not None and not real.is_relative_to(confine.resolve()):
             return None
-        if real.stat().st_size > _MAX_SKILL_BYTES:
-            return None
-        text = real.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, RuntimeError):
+        fd = open_checked(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode) or status.st_size > _MAX_SKILL_BYTES:
+                return None
+            text = handle.read(_MAX_SKILL_BYTES + 1).decode("utf-8")
+    except (OSError, UnicodeDecodeError, RuntimeError, PathChanged):
         return None
     frontmatter, body = _split_frontmatter(text)
     if frontmatter is None:

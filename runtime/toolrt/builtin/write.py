@@ -21,7 +21,16 @@ from ..errors import ToolFailure
 from ..lsp.report import write_report
 from . import filetime
 from .diff import MAX_DIFF_CHARS, omitted_diff, trim_diff, unified_diff
-from .filepaths import describe_mode, encode_text, guard, read_regular, relative, stat_or_none, write_regular
+from .filepaths import (
+    attribute_writes,
+    describe_mode,
+    encode_text,
+    guard,
+    read_regular,
+    relative,
+    stat_or_none,
+    write_regular,
+)
 
 __all__ = ["write"]
 
@@ -72,6 +81,7 @@ async def write(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     path = ctx.resolve(file_path)
     real = await guard(ctx, path, writes=True)
     written = await anyio.to_thread.run_sync(partial(_write_sync, path, real, content, ctx.session_state))
+    attribute_writes(ctx, (real,), "write")
     output = "Wrote file successfully."
     lsp = ctx.lsp
     if lsp is not None:

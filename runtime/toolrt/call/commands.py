@@ -5,9 +5,11 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
+from ..attribution import approved_files, journal_for
 from ..build.templates import ARG_PREFIX, TemplateProblem, render, render_argv, render_shell
 from ..config.model import ArgvHandler, ShellHandler
 from ..errors import ToolFailure
+from ..execute.confinement import confinement
 from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
 from ..execute.notes import outcome_notes, with_notes
 from ..execute.process import run_process
@@ -68,17 +70,21 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         granted=call.granted,
         reads=call.read_denies(),
     )
-    outcome = await run_process(
-        argv,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-        stdin=stdin,
-        abort=call.request.abort,
-        on_output=on_output,
-        spill_dir=snapshot.truncation_dir,
-        sandbox=plan,
-    )
+    journal = journal_for(snapshot.data_dir)
+    with journal.process(
+        call.request.call_id, timeout=timeout, approved=approved_files(call.granted, root), confined=confinement(plan)
+    ):
+        outcome = await run_process(
+            argv,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            stdin=stdin,
+            abort=call.request.abort,
+            on_output=on_output,
+            spill_dir=snapshot.truncation_dir,
+            sandbox=plan,
+        )
     ok_exit = options.ok_exit
     output = with_notes(outcome.output, outcome_notes(tool.id, outcome, timeout * 1000, ok_exit), "toolrt_metadata")
     metadata: dict[str, Any] = {

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 from ..sandbox import kernel
-from ..sandbox.namespaces import enter_from_thread
+from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
 
 __all__ = ["PidfdProcess", "ServedProcess", "open_process"]
@@ -258,12 +258,16 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     done = _thread.allocate_lock()
     done.acquire()
 
+    single_use: list[int] = []
+
     def body() -> None:
         try:
             try:
-                enter_from_thread(plan.request())
+                namespace = enter_from_thread(plan.request())
             except OSError as error:
                 raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
+            if namespace is not None:
+                single_use.append(namespace)
             result.append(subprocess.Popen(list(argv), **options))
         except BaseException as error:  # handed to the caller's thread, raised there
             result.append(error)
@@ -274,7 +278,11 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     done.acquire()
     outcome = result[0]
     if isinstance(outcome, BaseException):
+        for namespace in single_use:
+            os.close(namespace)
         raise outcome
+    for namespace in single_use:  # here: that thread may start no thread (its next PID namespace differs)
+        release_after(outcome.pid, namespace)
     return outcome
 
 

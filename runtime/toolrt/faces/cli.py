@@ -297,7 +297,18 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long a server may take to start"
     )
     lsp.add_argument("--json", action="store_true", help="print {servers: [...]} as JSON")
-    for sub in (listing, specs, check, call, watch, serve, chat, settings, lsp):
+    trust = command(
+        "trust",
+        "review the config files and modules the model changed, and approve them so they load",
+        "toolrt trust                      # show each change; on a terminal, ask about each",
+        "toolrt trust --yes                # approve every change shown",
+        "toolrt trust tools.d/p.yaml --yes",
+        "toolrt trust --json               # {held: [...], approved: [...]}",
+    )
+    trust.add_argument("files", nargs="*", metavar="FILE", help="only these files (relative to --root)")
+    trust.add_argument("--yes", action="store_true", help="approve every change shown, without asking")
+    trust.add_argument("--json", action="store_true", help="print {held, approved} as JSON")
+    for sub in (listing, specs, check, call, watch, serve, chat, settings, lsp, trust):
         _host_options(sub)
     init = command(
         "init",
@@ -707,6 +718,8 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         asker = _fixed_asker("reject")
     elif sys.stdin.isatty() and sys.stderr.isatty():
         asker = _terminal_asker(out)
+        if rt.snapshot.held:
+            _review_held(rt, options.err)
     else:
         asker = None
     questioner = _terminal_questioner() if sys.stdin.isatty() and sys.stderr.isatty() else None
@@ -906,6 +919,27 @@ def _cmd_lsp(options: argparse.Namespace, out: TextIO) -> int:
     rt = _load(options)
     try:
         return run_lsp_check(rt, servers=options.server, timeout=options.timeout, json_output=options.json, out=out)
+    finally:
+        rt.close()
+
+
+def _review_held(rt: Runtime, err: TextIO) -> None:
+    """On a terminal, before a call: show each config file or module the model changed (the build left
+    them out) and load those the person approves (what `toolrt trust` does)."""
+    from .trust import run_trust, terminal_confirm
+
+    err.write("toolrt: the model changed config the person has not approved; it is not loaded until approved.\n")
+    run_trust(rt, (), approve_all=False, json_output=False, out=err, confirm=terminal_confirm(err))
+
+
+def _cmd_trust(options: argparse.Namespace, out: TextIO) -> int:
+    from .trust import run_trust, terminal_confirm
+
+    rt = _load(options)
+    try:
+        interactive = not options.yes and not options.json and sys.stdin.isatty() and sys.stderr.isatty()
+        confirm = terminal_confirm(options.err) if interactive else None
+        return run_trust(rt, options.files, approve_all=options.yes, json_output=options.json, out=out, confirm=confirm)
     finally:
         rt.close()
 

@@ -67,6 +67,12 @@ WATCH_STEP_MS = 50
 requests being served; a saved file reaches clients within debounce + this."""
 
 _DECISIONS = ("once", "always", "reject")
+_TRUST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Approve this change and load it"}},
+    "required": ["approve"],
+}
+
 _ASK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -159,6 +165,8 @@ class McpFace:
         self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
+        self._not_approved: set[tuple[str, str]] = set()
+        """(file, digest) of held changes the person was shown and did not approve: not asked again."""
 
     def close(self) -> None:
         """Close the queue of reload notices (`notify_changes` ends; later swaps are dropped)."""
@@ -210,6 +218,7 @@ class McpFace:
     # --- tools/call -------------------------------------------------------------------------------
 
     async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        await self._review_held(ctx)
         if params.name not in self._toolset():
             withheld = self._rt.snapshot.withheld.get(params.name)
             if withheld:  # a tool whose file is broken: say why, as a result the model can read
@@ -279,6 +288,30 @@ class McpFace:
             return Reply("once" if decision == "once" else "always")
 
         return ask
+
+    async def _review_held(self, ctx: Ctx) -> None:
+        """Before a call, when the config holds changes the model made (`toolrt.attribution`) and the client
+        can put a form to the person: each change, with its diff, once; an approved one loads now."""
+        if not self._rt.snapshot.held or self._asker(ctx) is None:
+            return
+        from .trust import change_text
+
+        for hold in await anyio.to_thread.run_sync(self._rt.held):
+            if (str(hold.path), hold.digest) in self._not_approved:
+                continue
+            text = escape_controls(
+                "The model changed this config, which is not loaded until you approve it:\n"
+                + change_text(self._rt, hold),
+                keep_newlines=True,
+            )
+            result = await ctx.session.elicit_form(text, _TRUST_SCHEMA, related_request_id=ctx.request_id)
+            if result.action == "accept" and (result.content or {}).get("approve") is True:
+                try:
+                    await anyio.to_thread.run_sync(self._rt.approve, hold)
+                    continue
+                except UsageError:
+                    pass  # changed since it was shown: asked again with the new content next time
+            self._not_approved.add((str(hold.path), hold.digest))
 
     def _questioner(self, ctx: Ctx) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
         """The `question` tool's questions as elicitation forms, one per question; None without elicitation."""

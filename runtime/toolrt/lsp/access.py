@@ -41,6 +41,12 @@ def lsp_config(snapshot: Snapshot) -> LspConfig:
     except ToolFailure:
         servers = ()  # the locked file requires a sandbox this machine lacks: no server may start
         plan = None
+    if plan is not None and plan.covered:
+        # A server lives as long as the Runtime and watches the root: it sees the real root, without the
+        # overlay that covers absent protected names for the model's processes (the Runtime starts it).
+        plan = dataclasses.replace(
+            plan, covered=(), description=plan.description.replace(" + absent protected covered", "")
+        )
     # Servers keep caches (jedi's parse cache, Go's build cache) under XDG_CACHE_HOME: one writable
     # directory of toolrt's instead of the home directory, which the sandbox keeps read-only.
     env = {**build_env(settings.env_allow or DEFAULT_ENV_ALLOW), "XDG_CACHE_HOME": str(cache)}

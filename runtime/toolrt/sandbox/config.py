@@ -8,6 +8,7 @@ that tries to loosen is a located config problem; the locked file fixes what it 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -133,7 +134,10 @@ def call_plan(
     reads: DenyTest | None = None,
 ) -> SandboxPlan | None:
     """The plan for one call: the policy widened by the call's allowed `external_directory` requests,
-    with the files inside the root that `reads` (the call's `read` rules) deny masked.
+    with the files inside the root that `reads` (the call's `read` rules) deny masked. A protected path
+    the person let this call write (an approved `protected` request naming it, or `*`/`dir/*` for files
+    whose names come from what the command reads) is left writable for this call: the kernel keeps
+    what the person did not approve, not what they did.
 
     Raises:
         ToolFailure: the locked file requires a sandbox and this machine has none; or the denied
@@ -144,6 +148,10 @@ def call_plan(
         for permission, pattern in granted
         if permission == "external_directory" and pattern.endswith("/*")
     )
+    approved = [pattern for permission, pattern in granted if permission == "protected"]
+    if approved and policy.protected:
+        kept = tuple(path for path in policy.protected if not _approved(path, root, approved))
+        policy = dataclasses.replace(policy, protected=kept)
     support = support or detect_support()
     sandboxed = policy.mode != "off" and support.available
     masks = denied_paths(root, reads) if sandboxed else NO_MASKS
@@ -154,6 +162,21 @@ def call_plan(
             f"{support.describe()}. Nothing was run."
         )
     return plan
+
+
+def _approved(path: Path, root: Path, patterns: Iterable[str]) -> bool:
+    """Whether an approved `protected` pattern (root-relative or absolute; `*` and `dir/*` for unnamed
+    files) covers the protected `path`, or a path beneath it."""
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            base = Path(os.path.normpath(root / pattern[:-1].rstrip("/")))
+            if path == base or path.is_relative_to(base) or base.is_relative_to(path):
+                return True
+            continue
+        named = Path(os.path.normpath(root / pattern))
+        if named == path or named.is_relative_to(path):
+            return True
+    return False
 
 
 def sandbox_status(policy: SandboxPolicy, support: Support | None = None) -> str:

@@ -10,7 +10,11 @@ a process that has only ever had one thread, then:
 1. starts a new session (its own process group, which toolrt kills whole on timeout);
 2. joins the mount namespace where the protected paths are read-only bind mounts, and the network
    namespace with only a downed loopback, when asked (both made once by a short-lived holder child and
-   kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds);
+   kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds); with a
+   `cover` (absent protected names of the project root made unwritable, `kernel.cover_absent`), a mount
+   namespace for this process alone instead: an overlay caches what it looked up, so none is shared;
+   the next one is made after this request is answered, and each is closed (unmounted) once its
+   process has ended and the server is idle;
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
 4. installs the seccomp filter that refuses `socket(AF_UNIX)` (see `seccomp`);
@@ -97,12 +101,18 @@ class _Kept:
     thread launcher's twin): a namespace is made once by a short-lived holder child and held by an fd."""
 
     def __init__(self) -> None:
+        self.spares: dict[tuple[object, ...], int] = {}
+        """Covered mount namespaces made ahead, one per key, each for one process."""
+        self.wanted: tuple[tuple[object, ...], tuple[object, ...], dict[str, object]] | None = None
+        """The spare to make once the current request is answered."""
         self.mounts: dict[tuple[object, ...], int] = {}
         self.net: int | None = None
         self.rulesets: dict[tuple[object, ...], int] = {}
         """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
 
-    def _made_by_holder(self, flags: int, mounts: tuple[object, ...] | None, kind: str) -> int:
+    def _made_by_holder(
+        self, flags: int, mounts: tuple[object, ...] | None, kind: str, cover: dict[str, object] | None = None
+    ) -> int:
         ready_read, ready_write = os.pipe()
         done_read, done_write = os.pipe()
         pid = os.fork()
@@ -114,6 +124,9 @@ class _Kept:
                 if mounts is not None:
                     kernel.make_mounts_private()
                     kernel.make_mounts(mounts)
+                if cover is not None and mounts is not None:
+                    read_only = [path for path, _, _ in mounts[1]]  # type: ignore[attr-defined]
+                    kernel.cover_absent(cover["cover"], read_only, cover["masks"])  # type: ignore[arg-type]
                 os.write(ready_write, b"1")
                 os.read(done_read, 1)  # stay alive until the server holds the namespace
             finally:
@@ -137,6 +150,33 @@ class _Kept:
             self.mounts[key] = self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt")
         return self.mounts[key]
 
+    def covered(self, read_only: list[str], masks: dict[str, object] | None, dev: bool, cover: object) -> int:
+        """A single-use mount namespace with the absent protected names covered (a spare when there is one)."""
+        key = kernel.mount_key(read_only, masks, dev)
+        full = (key, repr(cover), kernel.identity_key([str(cover["root"])]))  # type: ignore[index]
+        spec = {"cover": cover, "masks": masks}
+        fd = self.spares.pop(full, None)
+        if fd is None:
+            fd = self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec)
+        self.wanted = (full, key, spec)
+        return fd
+
+    def make_spare(self) -> None:
+        """Make the spare the last covered request asked for (after that request was answered)."""
+        if self.wanted is None:
+            return
+        full, key, spec = self.wanted
+        self.wanted = None
+        if full in self.spares:
+            return
+        try:
+            fd = self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec)
+        except OSError:
+            return  # the next request makes its own, and reports what fails
+        if len(self.spares) >= 4:
+            os.close(self.spares.pop(next(iter(self.spares))))
+        self.spares[full] = fd
+
     def network(self) -> int:
         if self.net is None:
             self.net = self._made_by_holder(kernel.CLONE_NEWNET, None, "net")
@@ -158,8 +198,13 @@ class _Kept:
         read_only = [str(p) for p in request.get("read_only", ())]  # type: ignore[attr-defined]
         masks = kernel.request_masks(request)
         rules = kernel.landlock_rules(request)
+        mounts: int | None = None
+        if request.get("cover"):
+            mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"])
+        elif kernel.wants_mounts(request):
+            mounts = self.mount(read_only, masks, bool(request.get("dev")))
         return (
-            self.mount(read_only, masks, bool(request.get("dev"))) if kernel.wants_mounts(request) else None,
+            mounts,
             self.network() if request.get("unshare_net") else None,
             self.ruleset(rules) if rules is not None else None,
         )
@@ -245,17 +290,25 @@ class _Server:
         self.control = control
         self.selector = selectors.DefaultSelector()
         self.selector.register(control, selectors.EVENT_READ, None)
-        self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd → (pid, status channel)
+        self.children: dict[int, tuple[int, socket.socket, int | None]] = {}
+        """pidfd → (pid, status channel, its single-use mount namespace or None)."""
+        self.closing: list[int] = []
+        """Single-use namespaces whose process ended: closed (unmounted) when the server is idle."""
         self.open = True
         self.kept = _Kept()
 
     def run(self) -> None:
         while self.open or self.children:
-            for key, _ in self.selector.select():
+            ready = self.selector.select(0.02 if self.closing else None)
+            if not ready and self.closing:
+                os.close(self.closing.pop())
+            for key, _ in ready:
                 if key.data is None:
                     self._accept()
                 else:
                     self._reap(key.fd)
+        for fd in self.closing:
+            os.close(fd)
 
     def _accept(self) -> None:
         try:
@@ -308,16 +361,21 @@ class _Server:
         os.close(report_read)
         if failure:
             os.waitpid(pid, 0)
+            if request.get("cover") and kept[0] is not None:
+                self.closing.append(kept[0])
             channel.sendall(b"E" + failure + b"\n")
             channel.close()
             return
         channel.sendall(f"P{pid}\n".encode())
         pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = (pid, channel)
+        self.children[pidfd] = (pid, channel, kept[0] if request.get("cover") else None)
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
+        self.kept.make_spare()
 
     def _reap(self, pidfd: int) -> None:
-        pid, channel = self.children.pop(pidfd)
+        pid, channel, single_use = self.children.pop(pidfd)
+        if single_use is not None:
+            self.closing.append(single_use)
         self.selector.unregister(pidfd)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)

@@ -2,7 +2,8 @@
 
 The program's own message stays as it printed it; the hint is added when the output shows a refusal
 the sandbox explains: a write to a path outside the writable set (EACCES / EPERM / EROFS), a write to
-a protected or masked path, a device node (`mknod`), a UNIX socket (the seccomp filter's
+a protected or masked path, an absent protected name the sandbox covers (EEXIST, EISDIR, EROFS,
+EBUSY), a device node (`mknod`), a UNIX socket (the seccomp filter's
 EAFNOSUPPORT), or a connection while the network is off. A program that failed and printed nothing
 (any status but 1, the usual silent "no") gets the exit status and what the sandbox refuses, since its
 silence may be one of those refusals.
@@ -18,13 +19,19 @@ from .plan import SandboxPlan, within
 
 __all__ = ["refusal_hint"]
 
-_WHY = r"(?P<why>Permission denied|Operation not permitted|Read-only file system)"
+_WHY = (
+    r"(?P<why>Permission denied|Operation not permitted|Read-only file system|File exists|Is a directory|"
+    r"Not a directory|Device or resource busy)"
+)
+_PLAIN_FAILURES = ("File exists", "Is a directory", "Not a directory", "Device or resource busy")
+"""Errors of every filesystem: hinted only where the sandbox's cover explains them."""
 _REFUSED_PATH = re.compile(
     # `sh: 1: cannot create /x/y: Permission denied`, `touch: cannot touch '/x/y': Permission denied`
     r"""(?P<path>(?:/|\.{1,2}/|~/)?[^\s:'"`‘’]+)['"`‘’]?(?::\s*\w+)?:\s*"""
     + _WHY
     # Python: `PermissionError: [Errno 13] Permission denied: '/x/y'`
-    + r"""|(?P<why2>Permission denied|Operation not permitted|Read-only file system): ['"](?P<path2>[^'"\n]+)['"]"""
+    + r"""|(?P<why2>Permission denied|Operation not permitted|Read-only file system|File exists|"""
+    + r"""Is a directory|Device or resource busy): ['"](?P<path2>[^'"\n]+)['"]"""
 )
 _UNIX_SOCKET = re.compile(r"Address family not supported by protocol|EAFNOSUPPORT", re.IGNORECASE)
 _MKNOD = re.compile(r"\bmknod\b|\bmkfifo\b.*\bc\b|\bOperation not permitted\b.*\bdevice\b", re.IGNORECASE)
@@ -61,6 +68,16 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | Non
             path = cwd / path
         path = Path(os.path.normpath(path))
         line = _line_at(output, match.start())
+        covered = next((n for n in plan.covered if within(str(path), os.path.join(plan.root, n))), None)
+        if covered is not None:
+            return (
+                f"toolrt: {covered} is a protected name (toolrt's config, editor tasks, shell start-up files and the "
+                "like): the sandbox keeps it from being created at the project root, where it appears as an empty "
+                "read-only directory. Creating it needs the person: they can make it themselves, or approve it "
+                "through a file tool's `protected` question."
+            )
+        if why in _PLAIN_FAILURES:
+            continue
         if any(within(str(path), p) for p in plan.read_only):
             return (
                 f"toolrt: {path} is protected: it is read-only inside the sandbox (toolrt's config, handler code, "
@@ -112,6 +129,8 @@ def _silent(plan: SandboxPlan, exit_code: int | None) -> str | None:
     ]
     if plan.read_only:
         refused.append("writes to protected paths (toolrt's config, .git, ...)")
+    if plan.covered:
+        refused.append(f"creating protected names at the project root ({', '.join(plan.covered[:4])}, ...)")
     if plan.masks:
         refused.append("reading the files the read rules deny (they read as empty)")
     refused.append("device nodes")

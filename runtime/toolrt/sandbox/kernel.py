@@ -14,6 +14,7 @@ import errno
 import os
 import platform
 import stat
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ else:  # run by path under `python -I -S`, outside the package (the fork server)
 __all__ = [
     "CLONE_FS",
     "SandboxSetupError",
+    "cover_absent",
     "build_ruleset",
     "identity_key",
     "landlock_rules",
@@ -360,7 +362,7 @@ def mount_key(read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bo
     protected path and of each masked path, so a file replaced on disk (or a new denied file) gets a
     fresh namespace."""
     if masks is None:
-        return (dev, identity_key(read_only))
+        return (dev, identity_key(read_only), (), (), "")
     return (
         dev,
         identity_key(read_only),
@@ -375,13 +377,65 @@ def make_mounts(key: tuple[Any, ...]) -> None:
     if key[0]:
         minimal_dev()
     bind_read_only([path for path, _, _ in key[1]])
-    if len(key) > 2:
+    if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
+
+
+def cover_absent(cover: Mapping[str, Any], read_only: Sequence[str], masks: Mapping[str, Any] | None) -> None:
+    """In a fresh private mount namespace made for ONE process: make the absent protected names directly
+    in the project root unwritable, without creating anything in the real tree.
+
+    `cover` is `{"root", "names", "lower", "work"}`: `lower` and `work` are directories on the root's
+    filesystem outside the project (toolrt's data directory; the overlay's work directory is made in
+    `work` and removed once it is mounted). A read-only tmpfs on `lower` holds an
+    empty directory per absent name; an overlay whose upper layer is the root itself is mounted on the
+    root, so those names exist in this namespace and nowhere else, and each is covered by a read-only
+    bind of its empty directory: `mkdir`, `mv`, `ln`, a rename into place or a write beneath it fails
+    (EEXIST, EBUSY, EROFS), and nothing is ever copied up. Every other name is the real one: new files,
+    writes, renames and removals go straight to the real tree (one filesystem: `mv` and `ln` between
+    directories work as outside). The overlay hides the mounts below the root, so the read-only
+    protected paths and the masks beneath it are mounted again on top of it.
+
+    An overlay caches what it looked up and does not see changes made beside it, so a namespace with a
+    cover serves one process and is never kept (see `namespaces.covered_namespace`)."""
+    root = str(cover["root"])
+    lower = os.fsencode(str(cover["lower"]))
+    hidden = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    _mount(b"toolrt-protected", lower, hidden, b"tmpfs")
+    for name in cover["names"]:
+        os.mkdir(os.path.join(str(cover["lower"]), str(name)), 0o555)
+    _mount(None, lower, MS_REMOUNT | MS_RDONLY | hidden)
+    # A work directory of its own, removed once mounted: this overlay never copies up or whites out
+    # (every name it adds is covered read-only), so it never needs one after mounting, and two overlays
+    # mounted at once never clear each other's.
+    work = tempfile.mkdtemp(prefix="w", dir=str(cover["work"]))
+    try:
+        options = f"lowerdir={cover['lower']},upperdir={root},workdir={work},index=off,redirect_dir=off,uuid=null"
+        if _libc.mount(b"toolrt-root", os.fsencode(root), b"overlay", ctypes.c_ulong(0), os.fsencode(options)) != 0:
+            raise _fail(f"mount overlay on {root}")
+    finally:
+        for leftover in (os.path.join(work, "work"), work):
+            try:
+                os.rmdir(leftover)
+            except OSError:
+                pass
+    for name in cover["names"]:
+        placeholder = os.fsencode(os.path.join(root, str(name)))
+        _mount(os.path.join(lower, os.fsencode(str(name))), placeholder, MS_BIND)
+        _mount(None, placeholder, MS_REMOUNT | MS_BIND | MS_RDONLY | hidden)
+    inside = root.rstrip("/") + "/"
+    bind_read_only([path for path in read_only if path.startswith(inside)])
+    if masks is not None:
+        mask(
+            [path for path in masks["files"] if path.startswith(inside)],
+            [path for path in masks["directories"] if path.startswith(inside)],
+            masks["empty"],
+        )
 
 
 def wants_mounts(request: Mapping[str, Any]) -> bool:
     """Whether a request needs a mount namespace of its own (a minimal /dev, read-only paths, masks)."""
-    return bool(request.get("dev") or request.get("read_only") or request_masks(request))
+    return bool(request.get("dev") or request.get("read_only") or request_masks(request) or request.get("cover"))
 
 
 _last_cap: list[int] = []

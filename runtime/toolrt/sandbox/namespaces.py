@@ -15,7 +15,9 @@ fork server creates them per process (and keeps its own, the same way).
 
 from __future__ import annotations
 
+import _thread
 import os
+import select
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +25,14 @@ from typing import Any
 
 from . import kernel, seccomp
 
-__all__ = ["enter_from_thread", "mount_namespace", "network_namespace", "ruleset"]
+__all__ = [
+    "covered_namespace",
+    "enter_from_thread",
+    "mount_namespace",
+    "network_namespace",
+    "release_after",
+    "ruleset",
+]
 
 _MAX_MOUNT_NAMESPACES = 16
 _MAX_RULESETS = 64
@@ -98,24 +107,121 @@ def ruleset(rules: kernel.LandlockRules) -> int:
         return fd
 
 
-def enter_from_thread(request: Mapping[str, Any]) -> None:
+def enter_from_thread(request: Mapping[str, Any]) -> int | None:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
     kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock, then drop
-    every capability (root's programs included)."""
+    every capability (root's programs included).
+
+    Returns the fd of a single-use mount namespace (a request with a `cover`), which the caller hands
+    to `release_after` once the process is started (this thread may start no thread by then), or None."""
     read_only = [str(p) for p in request.get("read_only", ())]
     masks = kernel.request_masks(request)
+    rules = kernel.landlock_rules(request)
+    # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
+    # same in every namespace (a covered root's overlay sits on the real root, which Landlock walks through).
+    landlock = ruleset(rules) if rules is not None else None
+    single_use = None
     if kernel.wants_mounts(request):
-        mounts = mount_namespace(read_only, masks, bool(request.get("dev")))
+        cover = request.get("cover")
+        if cover:
+            mounts = single_use = covered_namespace(read_only, masks, bool(request.get("dev")), cover)
+        else:
+            mounts = mount_namespace(read_only, masks, bool(request.get("dev")))
         kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
         kernel.setns(mounts, kernel.CLONE_NEWNS)
     if request.get("unshare_net"):
         kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
     if request.get("pid"):
         kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
-    rules = kernel.landlock_rules(request)
-    if rules is not None:
-        kernel.restrict_with(ruleset(rules))
+    if landlock is not None:
+        kernel.restrict_with(landlock)
     if request.get("no_unix_sockets"):
         kernel.set_no_new_privs()
         seccomp.refuse_unix_sockets()
     kernel.drop_capabilities()
+    return single_use
+
+
+_spares: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+"""Covered mount namespaces made ahead of use, one per key, each for one process (see `covered_namespace`)."""
+_building: set[tuple[Any, ...]] = set()
+_wanted: dict[int, tuple[Any, ...]] = {}
+"""Single-use namespace fd → what its successor is made of (made once the process using it started)."""
+_MAX_SPARES = 4
+
+
+def covered_namespace(read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any) -> int:
+    """An fd of a fresh mount namespace for ONE process: the kept mounts, and the absent protected names
+    covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes
+    under it, so no two processes share one. The next one is made ahead, in a thread, before it is
+    needed (its overlay has looked nothing up until it is used), and the end of each (unmounting it, a
+    few milliseconds) is left to `release_after`: neither is on the path of a call."""
+    key = (kernel.mount_key(read_only, masks, dev), repr(cover), kernel.identity_key([str(cover["root"])]))
+    with _lock:
+        fd = _spares.pop(key, None)
+        _wanted[fd if fd is not None else -1] = (key, read_only, masks, dev, cover)
+    if fd is None:
+        fd = _in_new_thread(lambda: _make_covered(read_only, masks, dev, cover), "mnt")
+        with _lock:
+            _wanted[fd] = _wanted.pop(-1)
+    return fd
+
+
+def _make_covered(read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any) -> None:
+    kernel.unshare(kernel.CLONE_NEWNS)
+    kernel.make_mounts_private()
+    kernel.make_mounts(kernel.mount_key(read_only, masks, dev))
+    kernel.cover_absent(cover, read_only, masks)
+
+
+def _make_spare(
+    key: tuple[Any, ...], read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any
+) -> None:
+    with _lock:
+        if key in _building or key in _spares:
+            return
+        _building.add(key)
+
+    def body() -> None:  # a bare thread: no start handshake to wait for
+        fd = None
+        try:
+            _make_covered(read_only, masks, dev, cover)
+            fd = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            pass  # the next process makes its own, and reports what fails
+        finally:
+            evicted = []
+            with _lock:
+                _building.discard(key)
+                if fd is not None:
+                    _spares[key] = fd
+                    while len(_spares) > _MAX_SPARES:
+                        evicted.append(_spares.popitem(last=False)[1])
+            for old in evicted:
+                os.close(old)
+
+    _thread.start_new_thread(body, ())
+
+
+def release_after(pid: int, namespace: int) -> None:
+    """Close a single-use namespace fd once process `pid` has ended, in a thread of its own: the last
+    reference unmounts the overlay, which should not delay the call that used it. The next one is made
+    now, while the process runs, not while it was being started."""
+    with _lock:
+        wanted = _wanted.pop(namespace, None)
+    if wanted is not None:
+        _make_spare(*wanted)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        os.close(namespace)
+        return
+
+    def body() -> None:
+        try:
+            select.select([pidfd], [], [])
+        finally:
+            os.close(pidfd)
+            os.close(namespace)
+
+    _thread.start_new_thread(body, ())

@@ -18,6 +18,7 @@ from ..errors import ToolFailure
 from ..permissions.model import usable_exempt
 from . import kernel
 from .bwrap import bwrap_argv
+from .cover import absent_names, cover_request
 from .masks import NO_MASKS, Masks, empty_file
 from .policy import SandboxPolicy
 from .seatbelt import seatbelt_argv
@@ -65,6 +66,17 @@ class SandboxPlan:
     """The process is the init of a PID namespace of its own: when it ends, everything it started ends."""
     no_unix_sockets: bool = False
     """A seccomp filter refuses `socket(AF_UNIX)` to the process and all it starts (see `seccomp`)."""
+    covered: tuple[str, ...] = ()
+    """Absent protected names of the root, unwritable in the process's own mount namespace (see `cover`)."""
+    cover_dirs: tuple[str, str] = ("", "")
+    """(lower, work): the overlay's directories for `covered`."""
+    root: str = ""
+
+    def _cover(self) -> dict[str, object] | None:
+        if not self.covered:
+            return None
+        lower, work = self.cover_dirs
+        return {"root": self.root, "names": list(self.covered), "lower": lower, "work": work}
 
     def request(self) -> dict[str, object]:
         """The fork server's request fields (see `forkserver`)."""
@@ -80,6 +92,16 @@ class SandboxPlan:
             "dev": self.minimal_dev,
             "pid": self.pid_namespace,
             "no_unix_sockets": self.no_unix_sockets,
+            "cover": (
+                {
+                    "root": self.root,
+                    "names": list(self.covered),
+                    "lower": self.cover_dirs[0],
+                    "work": self.cover_dirs[1],
+                }
+                if self.covered
+                else None
+            ),
             "read_only": list(self.read_only),
             "masks": {
                 "files": list(self.masks.files),
@@ -148,6 +170,8 @@ def plan_sandbox(
     rules.extend((path, _WRITABLE) for path in writable)
     unshare_net = deny_network and support.net_namespace
     read_only = protected if support.mount_namespace else ()
+    absent = absent_names(root, policy.protected) if policy.mode == "workspace-write" else ()
+    cover = cover_request(root, absent, output_dir, support.launch) if absent and support.mount_namespace else None
     parts = [f"landlock ABI {support.landlock_abi} {policy.mode}"]
     if deny_network:
         if unshare_net:
@@ -160,6 +184,10 @@ def plan_sandbox(
         parts.append(_read_only_note(read_only, root))
     elif protected:
         parts.append("protected paths writable (no mount namespace)")
+    if cover is not None:
+        parts.append("absent protected covered")
+    elif absent:
+        parts.append("absent protected names: rules only")
     if masks:
         parts.append(f"masked {_count(masks)}")
     return SandboxPlan(
@@ -177,6 +205,9 @@ def plan_sandbox(
         minimal_dev=support.mount_namespace,
         pid_namespace=support.pid_namespace,
         no_unix_sockets=seccomp_supported(),
+        covered=tuple(cover["names"]) if cover is not None else (),
+        cover_dirs=(cover["lower"], cover["work"]) if cover is not None else ("", ""),
+        root=str(root),
     )
 
 
@@ -193,8 +224,9 @@ def _exec_plan(
     if support.bwrap:
         prefix = bwrap_argv(support.bwrap, writable, protected, network=policy.network, masks=masks, empty=source)
         parts = [f"bubblewrap {policy.mode}"] + ([] if policy.network else ["netns"])
-    else:
-        prefix = seatbelt_argv(writable, protected, network=policy.network, masked=(*masks.files, *masks.directories))
+    else:  # Seatbelt matches paths, not inodes: an absent protected name is denied as well as one that exists
+        named = tuple(dict.fromkeys((*protected, *(str(root / n) for n in absent_names(root, policy.protected)))))
+        prefix = seatbelt_argv(writable, named, network=policy.network, masked=(*masks.files, *masks.directories))
         parts = [f"seatbelt {policy.mode} (untested)"] + ([] if policy.network else ["network off"])
     if protected:
         parts.append(_read_only_note(protected, root))

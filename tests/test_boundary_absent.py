@@ -1,0 +1,138 @@
+"""Absent protected names are as unwritable as existing ones, by the kernel, through every route.
+
+The project has no `tools.d/`, `toolrt.yaml`, `permissions.yaml`, `.envrc`, `.vscode/`... Each route of
+issue 25 tries to create one of them from inside the real sandbox (real bash, the real kernel, both
+launchers), with the real snapshot's protected list and no rule in the way (the processes are started
+directly, and once through `bash` with `bash: {"*": allow}` running a script the analyzer cannot read).
+Afterwards none of them exists in the real tree, and nothing was created there for the cover either,
+while ordinary new names at the root still work.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolrt import Runtime
+from toolrt.build.snapshot import build_snapshot
+from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox.config import call_plan
+from toolrt.sandbox.support import Launch, detect_support
+
+SUPPORT = detect_support()
+pytestmark = pytest.mark.skipif(
+    not (SUPPORT.landlock_abi and SUPPORT.mount_namespace), reason=f"no mount namespace here: {SUPPORT.describe()}"
+)
+
+ROUTES = {
+    "install+link": "install -d tools.d && link stage.yaml tools.d/p.yaml",
+    "shuf": "shuf -o toolrt.yaml stage.yaml",
+    "iconv": "iconv -f utf-8 -t utf-8 -o permissions.yaml stage.yaml",
+    "split": "split -n 1 --additional-suffix=.yaml stage.yaml .vscode/",
+    "csplit": "csplit -s -f .idea/x stage.yaml 2",
+    "git clone": "git clone -q . tools.d",
+    "git init": "git init -q tools.d",
+    "git checkout-index": "git checkout-index --prefix=tools.d/ -a",
+    "git diff --output": "git diff --output=toolrt.yaml HEAD",
+    "cpio -p": "echo stage.yaml | cpio -pd --quiet tools.d",
+    "mkdir": "mkdir .vscode",
+    "mv": "cp stage.yaml staged && mv staged toolrt.yaml",
+    "ln": "ln stage.yaml .envrc",
+    "ln -s": "ln -s stage.yaml .env",
+    "rename": 'cp stage.yaml staged2 && python3 -c \'import os; os.rename("staged2", "permissions.yaml")\'',
+    "rename a directory": "mkdir -p dir/sub && mv dir tools.d",
+}
+ORDINARY = "echo fine > ok.txt && mkdir d && mv d d2 && rm -r d2 && sed -i s/one/two/ stage.yaml && echo ORDINARY-OK"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "stage.yaml").write_text("id: p\none\n", encoding="utf-8")
+    git = ["git", "-C", str(root), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "stage.yaml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    return root
+
+
+def _script() -> str:
+    lines = [
+        f"if ( {command} ) 2>/dev/null; then echo 'ROUTE {name}: got through'; fi" for name, command in ROUTES.items()
+    ]
+    return "\n".join([*lines, ORDINARY, ""])
+
+
+def _check_nothing_got_through(root: Path, output: str, before: set[str]) -> None:
+    assert "got through" not in output, output
+    assert "ORDINARY-OK" in output, output
+    protected = build_snapshot(root, partial=True).sandbox.protected
+    names = {p.name for p in protected if p.parent == root}
+    assert {"tools.d", "toolrt.yaml", "permissions.yaml", ".envrc", ".vscode", ".idea", ".env"} <= names
+    created = set(os.listdir(root)) - before
+    assert created == {"ok.txt", "staged", "staged2", "dir"}  # what the refused routes left, and the ordinary file
+    assert not created & names
+    assert (root / "stage.yaml").read_text() == "id: p\ntwo\n"
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_no_route_creates_an_absent_protected_name(project: Path, launch: Launch) -> None:
+    before = set(os.listdir(project))
+    snapshot = build_snapshot(project, partial=True)
+    plan = call_plan(
+        snapshot.sandbox, root=project, output_dir=snapshot.truncation_dir, support=replace(SUPPORT, launch=launch)
+    )
+    assert plan is not None and "absent protected covered" in plan.description
+
+    async def main() -> ProcessOutcome:
+        return await run_process(["bash", "-c", _script()], cwd=project, env=build_env(), timeout=30, sandbox=plan)
+
+    outcome = anyio.run(main)
+    _check_nothing_got_through(project, outcome.output, before)
+
+
+def test_a_script_the_rules_cannot_read_is_stopped_by_the_kernel(project: Path) -> None:
+    (project / "permissions.yaml").write_text('permission:\n  "*": allow\n  bash: {"*": allow}\n', encoding="utf-8")
+    (project / "routes.sh").write_text(_script().replace("permissions.yaml", ".gitmodules"), encoding="utf-8")
+    before = set(os.listdir(project))
+
+    async def main() -> str:
+        with Runtime.load(project, partial=True) as rt:
+            result = await rt.call("bash", {"command": "bash routes.sh", "description": "routes"})
+            assert result.error is None, result.error
+            return result.output
+
+    output = anyio.run(main)
+    assert "got through" not in output and "ORDINARY-OK" in output, output
+    assert not (project / "tools.d").exists() and not (project / "toolrt.yaml").exists()
+    assert not (project / ".gitmodules").exists() and not (project / ".envrc").exists()
+    assert set(os.listdir(project)) - before <= {"ok.txt", "staged", "staged2", "dir"}
+
+
+def test_the_model_is_told_why_and_ordinary_directories_stay_its_own(project: Path) -> None:
+    (project / "build" / "out").mkdir(parents=True)
+    snapshot = build_snapshot(project, partial=True)
+    plan = call_plan(snapshot.sandbox, root=project, output_dir=snapshot.truncation_dir)
+    assert plan is not None
+
+    def run(command: str) -> str:
+        async def main() -> ProcessOutcome:
+            return await run_process(["bash", "-c", command], cwd=project, env=build_env(), timeout=30, sandbox=plan)
+
+        return anyio.run(main).output
+
+    output = run("mkdir tools.d")
+    assert "toolrt: tools.d is a protected name" in output and "`protected` question" in output
+    output = run("rm -rf .vscode")
+    assert "toolrt: .vscode is a protected name" in output
+    output = run(
+        "mkdir lib && mv stage.yaml lib/ && ln lib/stage.yaml hard && mv lib lib2 && rm -rf build && echo DONE"
+    )
+    assert output.strip() == "DONE"  # moves between directories and removals at the root work as outside
+    assert (project / "lib2" / "stage.yaml").is_file() and not (project / "build").exists()
