@@ -78,6 +78,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Project]:
         made.write("s.sh", DELETES)
         made.write("ok.sh", HARMLESS)
         made.write("p.py", "import shutil\nshutil.rmtree('build')\n")
+        made.write("tool/__main__.py", "import shutil\nshutil.rmtree('build')\n")
         made.write("x.js", "require('fs').rmSync('build', {recursive: true})\n")
         made.write("py.sh", "#!/usr/bin/env python3\nimport shutil\nshutil.rmtree('build')\n")
         made.write("self.sh", "bash self.sh\n")
@@ -148,6 +149,7 @@ def test_a_script_that_runs_the_models_script_is_read_through(project: _Project)
         ("python3 p.py", "`python3 p.py` runs p.py, which call `"),
         ("python3 -W ignore p.py", "its python3 code is not read here"),
         ("node x.js", "its node code is not read here"),
+        ("python3 -m tool", "runs tool/__main__.py, which call `"),
         ("./py.sh", "its python3 code is not read here"),
         ("zsh ok.sh", "the shell that runs it does not speak bash's language"),
         ("bash big.sh", "big.sh is larger than 100000 bytes (160000), too large to analyse"),

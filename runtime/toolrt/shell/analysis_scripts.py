@@ -83,23 +83,31 @@ class ScriptChecks(VariableChecks):
 
     def _interpreted(self, program: str, args: list[str | None], text: str) -> None:
         """`python3 s.py`: the first operand that names an existing file is the script; the model's is
-        opaque (its language is not read here)."""
+        opaque (its language is not read here). `python3 -m NAME` runs `NAME.py` (or its package's
+        `__main__.py`) from the working directory, which Python searches first."""
         if not self._looks_up():
             return
+        module = False
         for arg in args:
-            if arg is None or not arg or arg.startswith("-"):
+            if arg == "-m" and program.rpartition("/")[2].startswith(("python", "pypy")):
+                module = True
                 continue
+            if arg is None or not arg or (arg.startswith("-") and not module):
+                continue
+            names = _module_files(arg) if module else (arg,)
             existing = [
                 absolute
-                for absolute in self._script_paths(arg, text)
+                for name in names
+                for absolute in self._script_paths(name, text)
                 if self.scope.inside(absolute) and os.path.isfile(absolute)
             ]
             for absolute in existing:
                 found = self._model_script(absolute)
                 if found is not None:
                     language = program.rpartition("/")[2]
-                    self._opaque(found, arg, text, f"its {language} code is not read here")
-            if existing:
+                    shown = posixpath.relpath(absolute, self.scope.root) if module else arg
+                    self._opaque(found, shown, text, f"its {language} code is not read here")
+            if existing or module:
                 return
 
     def _script_paths(self, value: str, text: str) -> list[str]:
@@ -161,6 +169,14 @@ def _written(found: ModelScript, value: str) -> str:
     return (
         f"{value}, which {by} wrote and the person has not approved (review and approve it with `toolrt trust {value}`)"
     )
+
+
+def _module_files(name: str) -> tuple[str, ...]:
+    """The files `python -m NAME` may run from the working directory (`a.b` → `a/b.py`, `a/b/__main__.py`)."""
+    if not name or name.startswith((".", "-")) or "/" in name:
+        return ()
+    path = name.replace(".", "/")
+    return (path + ".py", path + "/__main__.py")
 
 
 def _operand(words: list[Word], valued: frozenset[str]) -> Word | None:
