@@ -82,6 +82,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Project]:
         made.write("x.js", "require('fs').rmSync('build', {recursive: true})\n")
         made.write("py.sh", "#!/usr/bin/env python3\nimport shutil\nshutil.rmtree('build')\n")
         made.write("self.sh", "bash self.sh\n")
+        made.write("tools/sudo", "rm -rf build\n")  # a wrapper's name: still the model's program
         made.write("big.sh", "echo hi\n" * 20_000)  # 160 KB: over the 100 KB budget
         made.write("nested.sh", "bash ok.sh && source s.sh\n")
         program = made.call(
@@ -89,7 +90,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Project]:
         )
         assert program.error is None and (root / "bin.sh").read_bytes() == b"\x7fELF\x02\x01\x01"
         made.write("rel.sh", "cat ../outside.txt\n")
-        for name in ("s.sh", "ok.sh", "py.sh"):
+        for name in ("s.sh", "ok.sh", "py.sh", "tools/sudo"):
             os.chmod(root / name, 0o755)  # the person's chmod changes no content: still the model's
         yield made
 
@@ -102,7 +103,19 @@ def _bash_deletes(root: Path, line: str, tmp_path: Path) -> bool:
     return not (copy / "build").exists()
 
 
-@pytest.mark.parametrize("line", ["bash s.sh", "sh s.sh", "source s.sh", ". ./s.sh", "./s.sh", "bash -o pipefail s.sh"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "bash s.sh",
+        "sh s.sh",
+        "source s.sh",
+        ". ./s.sh",
+        "./s.sh",
+        "bash -o pipefail s.sh",
+        "timeout 5 ./s.sh",
+        "tools/sudo ls",
+    ],
+)
 def test_a_denied_command_in_a_script_the_model_wrote_is_denied(project: _Project, line: str, tmp_path: Path) -> None:
     assert _bash_deletes(project.root, line, tmp_path), "real bash: the line deletes build/"
     assert project.action(line) == "deny"

@@ -195,9 +195,9 @@ class CommandChecks(ScriptChecks):
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
             valued = wrapper.options_with_value
             self._script_file(words, first, last, text, own, valued=valued, bash=wrapper.dialect == "bash")
-        elif "/" in head and wrapper is None:
+        if "/" in head:  # the program is a file (`./x`, and a `./bash` or `./sudo` the model may have written)
             self._run_file(head, text, own)
-        elif interpreter(head):
+        if interpreter(head):
             self._interpreted(head, values[first + 1 : last], text)
         self._writes(values[first:last], text, fed=feeder == "xargs")
         if wrapper is None or inner is None:
