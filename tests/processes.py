@@ -1,4 +1,5 @@
-"""Finding the processes a test started by a marker in their command line, on the host's /proc.
+"""The processes a test started: finding them by a marker in their command line, on the host's /proc,
+and waiting until their lifetimes are over as the attribution journal sees them.
 
 Sandboxed programs run in PID namespaces of their own, so `$$` and `$!` are not host pids: tests
 give the programs they start a unique word and look for it here."""
@@ -6,8 +7,10 @@ give the programs they start a unique word and look for it here."""
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
-__all__ = ["holding"]
+__all__ = ["after_the_last_process", "holding"]
 
 
 def holding(marker: str) -> list[int]:
@@ -21,3 +24,15 @@ def holding(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def after_the_last_process(probe: Path) -> None:
+    """Wait (5 s at most) until the kernel's file clock has passed the end of every process run so far:
+    it runs up to a tick behind `time.time_ns()`, and only a change made after that is outside their
+    lifetimes (the attribution journal's; a person's edit right after a call is the model's otherwise)."""
+    ended, give_up = time.time_ns(), time.monotonic() + 5
+    while time.monotonic() < give_up:
+        probe.write_text("tick")
+        if probe.stat().st_ctime_ns > ended:
+            return
+    raise AssertionError("the file clock did not move in 5 s")

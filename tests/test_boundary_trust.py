@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from cli_helpers import run
+from processes import after_the_last_process
 
 from toolrt import Runtime
 from toolrt.attribution import journal_for
@@ -64,17 +64,6 @@ def _call(
 
 def _bash(root: Path, command: str, settings: dict[str, Any] | None = None) -> Any:
     return _call(root, "bash", {"command": command, "description": "stage"}, settings=settings)
-
-
-def _after_the_last_process(probe: Path) -> None:
-    """Wait (5 s at most) until the kernel's file clock has passed the end of every process run so far:
-    it runs up to a tick behind `time.time_ns()`, and a change made after that is outside their lifetimes."""
-    ended, give_up = time.time_ns(), time.monotonic() + 5
-    while time.monotonic() < give_up:
-        probe.write_text("tick")
-        if probe.stat().st_ctime_ns > ended:
-            return
-    raise AssertionError("the file clock did not move in 5 s")
 
 
 def _stage_attack(root: Path, marker: Path) -> None:
@@ -165,7 +154,7 @@ def test_a_describe_hook_in_a_held_module_is_never_imported(project: Path, tmp_p
 def test_the_persons_own_edits_load_and_a_protected_approval_is_theirs(project: Path) -> None:
     (project / "tools.d").mkdir()
     assert _bash(project, "true").error is None  # a finished process: its span is over
-    _after_the_last_process(project / "probe.txt")
+    after_the_last_process(project / "probe.txt")
     (project / "tools.d" / "mine.yaml").write_text(TOOL.format(id="mine", module="toolrt.builtin.todo"))
     approved = {"filePath": "tools.d/ok.yaml", "content": TOOL.format(id="ok", module="toolrt.builtin.todo")}
     assert _call(project, "write", approved, approve=True).error is None  # the person approved `protected`

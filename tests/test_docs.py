@@ -222,13 +222,18 @@ def test_documents_refer_only_to_files_in_the_repository(path: Path) -> None:
     assert not missing, "references to files that are not in the repository:\n" + "\n".join(missing)
 
 
+_VALUES = ("examples", "default", "const", "enum")
+"""Keywords whose content is data (an example `output:` schema), not a schema to describe."""
+
+
 def _undescribed(node: Any, path: str = "") -> Iterator[str]:
     if isinstance(node, Mapping):
         for name, value in node.get("properties", {}).items():
             if isinstance(value, Mapping) and not str(value.get("description", "")).strip():
                 yield f"{path}/properties/{name}"
         for key, value in node.items():
-            yield from _undescribed(value, f"{path}/{key}")
+            if key not in _VALUES:
+                yield from _undescribed(value, f"{path}/{key}")
     elif isinstance(node, list):
         for index, item in enumerate(node):
             yield from _undescribed(item, f"{path}/{index}")

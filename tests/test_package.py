@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -124,6 +125,15 @@ def test_no_two_units_import_each_other() -> None:
 def test_the_package_top_holds_at_most_twelve_modules() -> None:
     top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
     assert len(top) <= 12, top
+
+
+def test_the_version_is_one_in_pyproject_the_package_and_the_changelog() -> None:
+    """`toolrt.__version__`, pyproject's `version` and the CHANGELOG's newest release heading agree."""
+    root = Path(__file__).resolve().parent.parent
+    [declared] = re.findall(r'^version = "([^"]+)"$', (root / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    newest = re.search(r"^## (\S+) — ", (root / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert newest is not None
+    assert toolrt.__version__ == declared == newest.group(1)
 
 
 def test_all_is_sorted_and_complete() -> None:

@@ -81,7 +81,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AskRequest",

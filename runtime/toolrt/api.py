@@ -163,6 +163,7 @@ class Runtime:
         self._generation = 1
         self._last_error: ConfigError | None = ConfigError(snapshot.problems) if snapshot.problems else None
         self._code_problems: list[Problem] = []
+        self._code_imported = False
         """The serving snapshot's handler code that did not import (`import_code`), until changed code imports."""
         self._swap_listeners: list[Callable[[SnapshotChange], None]] = []
         self._lock = threading.Lock()
@@ -497,9 +498,16 @@ class Runtime:
 
     def import_code(self) -> list[Problem]:
         """Import the current snapshot's project handler code now (a long-lived host does it once at start, so
-        that a reload that finds the code broken keeps this code serving); the located failures, if any."""
+        that a reload that finds the code broken keeps this code serving); the located failures, if any.
+
+        Once per Runtime: a later host of the same Runtime is told the problems of the code in use (a reload
+        since may have fixed them) instead of importing again what a broken save left on disk."""
+        with self._lock:
+            if self._code_imported:
+                return list(self._code_problems)
         problems = import_code(self._snapshot.root, self._snapshot.tools)
         with self._lock:
+            self._code_imported = True
             self._code_problems = problems
             if problems:
                 self._last_error = ConfigError([*self._snapshot.problems, *problems])
