@@ -229,6 +229,11 @@ def test_lines_that_run_no_script_ask_the_journal_nothing(project: _Project, mon
     assert [path.name for path in looked] == ["ok.sh"]
 
 
+@pytest.mark.parametrize("line", ["./a\x00b", "bash 'x\x00'", "python3 $'\\x01'\ud800", "source \udcff/x"])
+def test_a_name_the_os_cannot_take_fails_closed_without_raising(project: _Project, line: str) -> None:
+    assert project.action(line) == "ask"
+
+
 def test_checked_patterns_do_not_depend_on_the_files_present(project: _Project) -> None:
     """`toolrt check bash 'bash s.sh'` and `tests:` judge the pattern as written."""
     assert project.rt.check("bash", "bash s.sh").action == "allow"

@@ -14,6 +14,7 @@ import posixpath
 from . import limits
 from .analysis_state import brief
 from .analysis_variables import VariableChecks
+from .paths import fs_safe
 from .scripts import BASH_SHEBANGS, ModelScript, model_script, shebang
 from .words import Word
 
@@ -99,7 +100,7 @@ class ScriptChecks(VariableChecks):
                 absolute
                 for name in names
                 for absolute in self._script_paths(name, text)
-                if self.scope.inside(absolute) and os.path.isfile(absolute)
+                if self.scope.inside(absolute) and fs_safe(absolute) and os.path.isfile(absolute)
             ]
             for absolute in existing:
                 found = self._model_script(absolute)
@@ -129,7 +130,9 @@ class ScriptChecks(VariableChecks):
 
     def _model_script(self, absolute: str) -> ModelScript | None:
         journal = self.scope.journal
-        return model_script(journal, self.scope.root_real, absolute) if journal is not None else None
+        if journal is None or not fs_safe(absolute):  # a NUL or lone surrogate: the line failed closed as binary
+            return None
+        return model_script(journal, self.scope.root_real, absolute)
 
     def _looks_up(self) -> bool:
         """Whether scripts are looked up in the journal: there is one, and this is a call, not a pattern
