@@ -225,8 +225,8 @@ def test_lines_that_run_no_script_ask_the_journal_nothing(project: _Project, mon
     for line in ("ls -la && git status", "cat a.txt | grep x > out.txt", "echo $HOME", "bash -c 'echo hi'", "make -j4"):
         project.requests(line)
     assert looked == []
-    project.requests("bash ok.sh")
-    assert [path.name for path in looked] == ["ok.sh"]
+    project.requests("bash ok.sh; ./ok.sh && source ok.sh")
+    assert [path.name for path in looked] == ["ok.sh"], "one look-up per file and line"
 
 
 @pytest.mark.parametrize("line", ["./a\x00b", "bash 'x\x00'", "python3 $'\\x01'\ud800", "source \udcff/x"])

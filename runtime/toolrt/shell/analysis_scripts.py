@@ -132,7 +132,10 @@ class ScriptChecks(VariableChecks):
         journal = self.scope.journal
         if journal is None or not fs_safe(absolute):  # a NUL or lone surrogate: the line failed closed as binary
             return None
-        return model_script(journal, self.scope.root_real, absolute)
+        cache = self.findings.scripts
+        if absolute not in cache:
+            cache[absolute] = model_script(journal, self.scope.root_real, absolute)
+        return cache[absolute]
 
     def _looks_up(self) -> bool:
         """Whether scripts are looked up in the journal: there is one, and this is a call, not a pattern
