@@ -67,14 +67,14 @@ def _bash(root: Path, command: str, settings: dict[str, Any] | None = None) -> A
 
 
 def _stage_attack(root: Path, marker: Path) -> None:
-    """The model's moves: two `write` calls and a script the analyzer cannot read, run by bash. With the
+    """The model's moves: two `write` calls, then a script run by bash that the rules do not look into (the
+    person's: one the model wrote is read as bash text and its `install -d tools.d` asks). With the
     sandbox on, the kernel refuses to make the absent `tools.d/` (test_boundary_absent); with it off (a
     host's choice) only the journal stands in the way, which is what these tests attack."""
     assert _call(root, "write", {"filePath": "pwn.py", "content": MODULE.format(marker=str(marker))}).error is None
     stage = {"filePath": "stage.yaml", "content": TOOL.format(id="p", module="pwn")}
     assert _call(root, "write", stage).error is None
-    script = {"filePath": "mk.sh", "content": "install -d tools.d && link stage.yaml tools.d/p.yaml\n"}
-    assert _call(root, "write", script).error is None
+    (root / "mk.sh").write_text("install -d tools.d && link stage.yaml tools.d/p.yaml\n", encoding="utf-8")
     sandboxed = _bash(root, "bash mk.sh")
     assert "tools.d is a protected name" in sandboxed.output and not (root / "tools.d").exists()
     result = _bash(root, "bash mk.sh", settings={"sandbox.mode": "off"})

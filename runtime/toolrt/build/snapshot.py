@@ -143,7 +143,12 @@ class Snapshot:
             str(self.root), self.permissions.protected, tuple(str(path) for path in self.protected_files)
         )
         return CallSite(
-            root=self.root, cwd=self.root, home=Path.home(), exempt=(self.truncation_dir,), protected=protected
+            root=self.root,
+            cwd=self.root,
+            home=Path.home(),
+            exempt=(self.truncation_dir,),
+            protected=protected,
+            journal=journal_for(self.data_dir),
         )
 
 

@@ -3,13 +3,16 @@
 Each held file (see `toolrt.attribution`) is shown as a unified diff against the content last loaded
 as the person's there (the whole file when there is none), with who changed it. On a terminal each is
 asked about; `--yes` approves every one shown (or the FILEs named); otherwise they are only listed,
-with exit status 1 while any is held. An approved file loads on the next build (this command reloads).
+with exit status 1 while any is held. An approved file loads on the next build (this command reloads). A FILE named
+that is no config file but a script the model wrote (bash analysis reads those until approved) is
+shown and approved the same way.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -61,6 +64,7 @@ def run_trust(
     if files:
         named = {Path(rt.root, name).absolute() for name in files}
         holds = [hold for hold in holds if hold.path in named]
+        holds.extend(_held_scripts(rt, named - {hold.path for hold in holds}))
     approved: list[Hold] = []
     for hold in holds:
         text = change_text(rt, hold)
@@ -88,6 +92,19 @@ def run_trust(
         if left:
             out.write(f"{len(left)} file(s) still held; approve with `toolrt trust --yes` after reviewing.\n")
     return 1 if left else 0
+
+
+def _held_scripts(rt: Runtime, paths: set[Path]) -> list[Hold]:
+    """Other named files the model wrote (a script a line runs, which bash analysis reads until the
+    person approves it), held under their real path as the analyzer looks them up."""
+    journal = journal_for(rt.snapshot.data_dir)
+    root = Path(os.path.realpath(rt.root))
+    found = []
+    for path in sorted(paths):
+        hold = journal.hold(Path(os.path.realpath(path)), root) if path.is_file() else None
+        if hold is not None:
+            found.append(hold)
+    return found
 
 
 def _entry(rt: Runtime, hold: Hold) -> dict[str, str]:

@@ -8,7 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from ..attribution import Journal
 
 __all__ = [
     "ACTIONS",
@@ -156,6 +159,8 @@ class CallSite:
     """Directories outside the root that never ask (the truncation output directory)."""
     protected: Protection | None = None
     """The snapshot's protected paths: what a call writes among them asks `protected`."""
+    journal: Journal | None = field(default=None, compare=False)
+    """The attribution journal: a script the model wrote is read when a line runs it (None: not looked up)."""
 
 
 def usable_exempt(directories: Iterable[Path | str]) -> tuple[str, ...]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, NamedTuple
 
+from .analysis_scripts import ScriptChecks, interpreter
 from .analysis_state import GLOB_CHARS, brief, env_reason
-from .analysis_variables import NAME_BUILTINS, VariableChecks, evaluated_names
+from .analysis_variables import NAME_BUILTINS, evaluated_names
 from .arity import prefix
 from .braces import expand_braces
 from .globs import GLOB_OPTIONS, glob_options, glob_paths
@@ -41,7 +42,7 @@ _RESERVED = frozenset(
 _NAMED_BUILTINS = frozenset(("shopt", "let", "source", ".", *NAME_BUILTINS, *ASSIGNING_BUILTINS))
 
 
-class CommandChecks(VariableChecks):
+class CommandChecks(ScriptChecks):
     """Simple commands: their words, wrappers, unseen effects and patterns."""
 
     __slots__ = ()
@@ -190,9 +191,14 @@ class CommandChecks(VariableChecks):
         if inner is not None:
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
         self._emit(words, first, last, text, redirects, own)
-        self._unseen(command.node, command.parent, words, first, last, text)
+        self._unseen(command.node, command.parent, words, first, last, text, own)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
-            self._script_file(words, first, last, text)
+            valued = wrapper.options_with_value
+            self._script_file(words, first, last, text, own, valued=valued, bash=wrapper.dialect == "bash")
+        if "/" in head:  # the program is a file (`./x`, and a `./bash` or `./sudo` the model may have written)
+            self._run_file(head, text, own)
+        if interpreter(head):
+            self._interpreted(head, values[first + 1 : last], text)
         self._writes(values[first:last], text, fed=feeder == "xargs")
         if wrapper is None or inner is None:
             return []
@@ -260,14 +266,16 @@ class CommandChecks(VariableChecks):
                 name = posixpath.basename(match)
                 self.findings.named[f"{name} {tail}" if tail else name] = None
 
-    def _unseen(self, node: Node, parent: Node | None, words: list[Word], first: int, last: int, text: str) -> None:
+    def _unseen(
+        self, node: Node, parent: Node | None, words: list[Word], first: int, last: int, text: str, reasons: list[str]
+    ) -> None:
         """What this command does that the analyzer cannot see: the command table, code in another
         language, a configured alias, a script fed or written by the line itself."""
         base = (words[first].value or "").rpartition("/")[2]
         if base not in _NAMED_BUILTINS and not self.table.describes(base):
             return  # no table describes it: nothing it does is hidden from the analysis
         args = [word.value for word in words[first + 1 : last]]
-        self._unseen_builtin(node, words, first, last, text)
+        self._unseen_builtin(node, words, first, last, text, reasons)
         self._unseen_code(node, parent, base, args, text)
         follow = self.table.follow_options.get(base)
         if follow is not None and any(has_option(arg, follow) for arg in args):
@@ -279,7 +287,9 @@ class CommandChecks(VariableChecks):
                 alias = f"`{base} {brief(subcommand)}` may be an alias from {base}'s configuration"
                 self.findings.fail_closed(text, alias + ", which can run any program")
 
-    def _unseen_builtin(self, node: Node, words: list[Word], first: int, last: int, text: str) -> None:
+    def _unseen_builtin(
+        self, node: Node, words: list[Word], first: int, last: int, text: str, reasons: list[str]
+    ) -> None:
         """The command table's reasons, and what builtins do through names: aliases, `let`'s
         arithmetic, sourced scripts, variables they assign or evaluate."""
         name = words[first].value or ""
@@ -292,8 +302,8 @@ class CommandChecks(VariableChecks):
             self.findings.fail_closed(text, "shopt -s expand_aliases lets an alias make a name run other commands")
         elif base == "let":
             self._arithmetic_names(node, " ".join(word.raw for word in words[first + 1 : last]))
-        elif base in ("source", "."):
-            self._script_file(words, first, last, text)
+        elif base in ("source", ".") and name == base:
+            self._script_file(words, first, last, text, reasons)
         if base in NAME_BUILTINS and name == base:  # the builtin, not some /usr/bin/test
             why = evaluated_names(base, words[first + 1 : last])
             if why is not None:
@@ -355,36 +365,6 @@ class CommandChecks(VariableChecks):
             return None  # an unquoted body is expanded first: not literal
         bodies = self._heredoc_bodies(redirects[0])
         return bodies[0] if len(bodies) == 1 else None
-
-    def _script_file(self, words: list[Word], first: int, last: int, text: str) -> None:
-        """`source FILE`, `bash FILE`: a file inside the project is a command under its own rules;
-        one this line writes, one outside the project, or one fed by the line is not seen."""
-        operand: Word | None = None
-        for word in words[first + 1 : last]:
-            if word.value is not None and word.value.startswith(("-", "+")) and word.value not in ("-",):
-                continue
-            operand = word
-            break
-        if operand is None:
-            return
-        if operand.kind == "process_substitution" or operand.value is None:
-            self.findings.fail_closed(text, f"`{brief(text)}` runs a script produced when it runs")
-            return
-        value = operand.value
-        if value == "-" or value.startswith(("/dev/", "/proc/")):
-            self.findings.fail_closed(text, f"`{brief(text)}` runs commands fed to it")
-            return
-        for cwd in self.cwds:
-            absolute = self.scope.expand(value, cwd)
-            if absolute is None:
-                continue
-            absolute = posixpath.normpath(absolute)
-            if absolute in self.written:
-                self.findings.fail_closed(text, f"`{brief(text)}` runs a script this command writes")
-                return
-            if not self.scope.inside(absolute) or self.scope.external(absolute, None):
-                self.findings.fail_closed(text, f"`{brief(text)}` runs a script outside the project")
-                return
 
     def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
         self.findings.emitted += 1

@@ -5,11 +5,15 @@ from __future__ import annotations
 import posixpath
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..permissions.model import PermissionRequest
 from . import limits
 from .listings import Listings
 from .named import named_commands
+
+if TYPE_CHECKING:
+    from .scripts import ModelScript
 
 __all__ = ["MAX_READ_PATHS", "Findings"]
 
@@ -48,6 +52,9 @@ class Findings:
     the line or the scripts it runs (`eval 'shopt -s nocaseglob'; cat [L]NK/x`)."""
     listings: Listings = field(default_factory=Listings)
     """Which names the directories the line names hold, each directory listed once."""
+    scripts: dict[str, ModelScript | None] = field(default_factory=dict)
+    """Absolute path → what `scripts.model_script` found there, so a line that runs one file many times
+    reads it once."""
     read: dict[str, None] = field(default_factory=dict)
     """Absolute paths the line names as operands or redirects (bounded by `MAX_READ_PATHS`): the bash
     tool asks `read` for them, so a rule that denies reading a file binds `cat` as it binds `read`."""

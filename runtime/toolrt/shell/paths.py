@@ -64,7 +64,7 @@ def _contains(parent: str, child: str) -> bool:
 class PathScope:
     """The project root of one call site, and the directories that never ask."""
 
-    __slots__ = ("cwd", "exempt", "home", "root", "root_real")
+    __slots__ = ("cwd", "exempt", "home", "journal", "root", "root_real")
 
     def __init__(self, site: CallSite) -> None:
         self.root = posixpath.normpath(os.path.abspath(site.root))
@@ -74,6 +74,8 @@ class PathScope:
         # Lexical only, never their real paths: a tool-output directory made a symlink to `/` must not
         # exempt everything. Whether one is (or passes through) a symlink is checked at each use.
         self.exempt = tuple(dict.fromkeys(posixpath.normpath(os.path.abspath(path)) for path in site.exempt))
+        self.journal = site.journal
+        """The attribution journal: which scripts the model wrote (None: scripts are not looked up)."""
 
     def expand(self, word: str, cwd: str | None) -> str | None:
         """The absolute, unresolved form of `word` (tilde expanded), or None if cwd is unknown."""
