@@ -18,9 +18,11 @@ from .errors import (
     ConfigError,
     CorrectedError,
     DeniedError,
+    InputRequired,
     InvalidArgumentsError,
     PermissionBlocked,
     Problem,
+    ProtocolError,
     RejectedError,
     ToolFailure,
     ToolrtError,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from .audit import AuditLog
     from .build.selection import Hidden, Offered, ToolSet
     from .build.snapshot import Snapshot
+    from .call.client import ClientChannel, ClientInfo, ClientRequest, Elicited
     from .call.context import ToolContext
     from .call.events import CallEvent
     from .call.sessions import SessionStore
@@ -49,6 +52,10 @@ _LAZY = {
     "Runtime": "api",
     "SnapshotChange": "api",
     "CallEvent": "call.events",
+    "ClientChannel": "call.client",
+    "ClientInfo": "call.client",
+    "ClientRequest": "call.client",
+    "Elicited": "call.client",
     "CallScope": "scope",
     "Questioner": "scope",
     "ScopeFields": "scope",
@@ -88,17 +95,23 @@ __all__ = [
     "CallError",
     "CallEvent",
     "CallScope",
+    "ClientChannel",
+    "ClientInfo",
+    "ClientRequest",
     "ConfigError",
     "CorrectedError",
     "Decision",
     "DeniedError",
+    "Elicited",
     "Hidden",
+    "InputRequired",
     "InvalidArgumentsError",
     "Offered",
     "PatternDecision",
     "PermissionBlocked",
     "PermissionRequest",
     "Problem",
+    "ProtocolError",
     "Questioner",
     "RejectedError",
     "ReloadStatus",

@@ -41,20 +41,26 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..api import Runtime, SnapshotChange
 from ..build.selection import ToolSet
 from ..build.snapshot import degraded_lines
+from ..call.client import ClientRequest
 from ..call.events import CallEvent
+from ..call.pipeline import PROTOCOL_ERROR
 from ..call.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
+from ..config.model import PythonHandler
 from ..errors import UsageError
 from ..permissions.ask import AskRequest, Reply
 from ..permissions.shown import ask_lines, escape_controls
 from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
+from .serve_client import ClientNote, McpChannel, NonceLedger, ReplayState, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
@@ -158,6 +164,8 @@ class McpFace:
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)
+        self._nonces = NonceLedger()
+        """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
 
     def close(self) -> None:
@@ -179,7 +187,7 @@ class McpFace:
         """The served tools as MCP `Tool`s, built once per snapshot, selection and kind of client: a client
         that cannot be asked is not offered the tools whose every call asks (`build.unaskable`)."""
         toolset = self._toolset()
-        hide = not self._offer_unaskable and self._asker(ctx) is None
+        hide = not self._offer_unaskable and not self._can_ask(ctx)
         cached = self._listed.get(hide)
         if cached is None or cached[0] is not toolset:
             shown = toolset
@@ -209,7 +217,9 @@ class McpFace:
 
     # --- tools/call -------------------------------------------------------------------------------
 
-    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name not in self._toolset():
             withheld = self._rt.snapshot.withheld.get(params.name)
             if withheld:  # a tool whose file is broken: say why, as a result the model can read
@@ -217,34 +227,85 @@ class McpFace:
                 text = f"The {params.name} tool is unavailable until its definition is fixed: {listed}"
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        session, token = self._mcp_sessions.identify(ctx)
+        raw: Mapping[str, Any] = ctx.params or {}
+        plaintext = raw.get("requestState")  # verified and opened by the RequestStateBoundary
+        session, token = self._mcp_sessions.identify(ctx, ReplayState.owner(plaintext) if plaintext else None)
         await self._log_on_call(ctx, session)
+        replay: ReplayState | None = None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            replay = ReplayState(session)
+            if plaintext is not None:
+                responses = raw.get("inputResponses")
+                replay = ReplayState.resume(
+                    plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
+                )
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
+        notes = self._wants_notes(ctx, params.name)
+        send, receive = anyio.create_memory_object_stream[ClientNote](256) if notes else (None, None)
+        post = _poster(send) if send is not None else None
+        channel = McpChannel(ctx, post, replay, self._log_allowed(ctx), params.name)
         # A client's cancel (notifications/cancelled, or a closed response stream on 2026-07-28) cancels
         # this handler: the cancellation runs into the call, whose run step kills a process tree (or sets
-        # a worker thread's abort event) and whose record says "cancelled". No task group per call.
+        # a worker thread's abort event) and whose record says "cancelled". A task group only where a
+        # handler can send notifications (project Python handlers) or the client wants progress.
         call = self._rt.call(
             params.name,
             dict(params.arguments or {}),
             self._scope,
             session=session,
-            ask=self._asker(ctx),
-            questioner=self._questioner(ctx),
+            ask=self._asker(ctx, channel),
+            questioner=self._questioner(ctx, channel),
             call_id=call_id,
+            channel=channel,
         )
-        result = await (call if not _wants_progress(ctx) else self._with_progress(ctx, call_id, call))
+        if send is None or receive is None:
+            result = await call
+        else:
+            result = await self._with_notes(ctx, call_id, call, send, receive)
+        if replay is not None and replay.needed:
+            return replay.input_required({SESSION_META_KEY: token} if token is not None else None)
+        protocol = result.metadata.get(PROTOCOL_ERROR)
+        if isinstance(protocol, Mapping):
+            raise MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
         return _to_mcp(result, token)
 
-    async def _with_progress(self, ctx: Ctx, call_id: str, call: Awaitable[ToolResult]) -> ToolResult:
-        """Run `call` while its live metadata goes to the client as `notifications/progress`."""
-        send, receive = anyio.create_memory_object_stream[CallEvent](256)
-        bridge = _LoopBridge()
+    def _wants_notes(self, ctx: Ctx, tool: str) -> bool:
+        """Whether the call needs a forwarder of notifications: the client sent a progress token, or the
+        tool's handler is project code (whose `ctx.log` and `ctx.progress` it forwards)."""
+        if _wants_progress(ctx):
+            return True
+        offered = self._toolset().get(tool)
+        handler = offered.tool.definition.handler if offered is not None else None
+        return isinstance(handler, PythonHandler) and not handler.ref.startswith("toolrt.")
+
+    def _log_allowed(self, ctx: Ctx) -> Callable[[str], bool]:
+        """Whether a handler's log message at a level reaches this client: at or above the level its
+        request's `_meta` names (2026-07-28; none named, none sent), or the connection's
+        `logging/setLevel` (`warning` until set)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            requested = _requested_level(ctx)
+            return lambda level: requested is not None and _at_least(level, requested)
+        listener = self._listener(ctx)
+        return lambda level: _at_least(level, listener.level)
+
+    async def _with_notes(
+        self,
+        ctx: Ctx,
+        call_id: str,
+        call: Awaitable[ToolResult],
+        send: MemoryObjectSendStream[ClientNote],
+        receive: anyio.abc.ObjectReceiveStream[ClientNote],
+    ) -> ToolResult:
+        """Run `call` while its handler's log and progress notes, and its live metadata (as progress when
+        the client sent a token), go to the client."""
+        post = _poster(send)
+        wants_progress = _wants_progress(ctx)
 
         def listen(event: CallEvent) -> None:
-            if event.call_id == call_id and event.kind == "metadata":
-                bridge.call(lambda: _offer(send, event))
+            if wants_progress and event.call_id == call_id and event.kind == "metadata":
+                post(("metadata", _progress_text(event)))
 
-        unsubscribe = self._rt.subscribe(listen)
+        unsubscribe = self._rt.subscribe(listen) if wants_progress else None
         box: list[ToolResult] = []
 
         async def run_call() -> None:
@@ -254,24 +315,39 @@ class McpFace:
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(run_call)
-                await _forward_progress(ctx, receive)
+                await _forward_notes(ctx, receive, wants_progress)
         finally:
-            unsubscribe()
+            if unsubscribe is not None:
+                unsubscribe()
         return box[0]
 
-    def _asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
-        """How to ask this client's person (`elicitation/create`); None when toolrt cannot ask it: it declared no
-        elicitation, or the request has no channel for a server request (2026-07-28 until toolrt answers with
-        input-required results). `tools/list` leaves out the tools that only ask for such a client."""
+    def _can_ask(self, ctx: Ctx) -> bool:
+        """Whether toolrt can ask this client's person: it declared elicitation, and the request can carry
+        a request to it (a server request on handshake-era versions, an input-required result on 2026-07-28)."""
         capabilities = ctx.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None or not ctx.session.can_send_request:
+        if capabilities is None or capabilities.elicitation is None:
+            return False
+        return ctx.session.can_send_request or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def _asker(self, ctx: Ctx, channel: McpChannel | None = None) -> Callable[[AskRequest], Any] | None:
+        """How to ask this client's person: an elicitation form (`elicitation/create` on handshake-era
+        versions, an input-required result on 2026-07-28) showing what "always" would keep; None when
+        toolrt cannot ask it (no elicitation declared). `tools/list` leaves out the tools that only ask
+        for such a client."""
+        if not self._can_ask(ctx):
             return None
+        via = channel or McpChannel(ctx, None, ReplayState("") if _modern(ctx) else None, lambda _: False, "")
+        asked = itertools.count(1)
 
         async def ask(request: AskRequest) -> Reply:
-            result = await ctx.session.elicit_form(_ask_text(request), _ASK_SCHEMA, related_request_id=ctx.request_id)
-            content = result.content or {}
+            key = f"toolrt_approval_{next(asked)}"
+            form = ClientRequest(
+                "elicitation/create", {"mode": "form", "message": _ask_text(request), "requestedSchema": _ASK_SCHEMA}
+            )
+            answer = (await via.request({key: form})).get(key) or {}
+            content = answer.get("content") or {}
             decision = content.get("decision")
-            if result.action != "accept" or decision not in _DECISIONS:
+            if answer.get("action") != "accept" or decision not in _DECISIONS:
                 return Reply("reject")
             feedback = content.get("feedback")
             if decision == "reject":
@@ -280,22 +356,33 @@ class McpFace:
 
         return ask
 
-    def _questioner(self, ctx: Ctx) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
-        """The `question` tool's questions as elicitation forms, one per question; None without elicitation."""
-        if self._asker(ctx) is None:
+    def _questioner(self, ctx: Ctx, channel: McpChannel) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
+        """The `question` tool's questions as elicitation forms, one per question, in one round; None
+        without elicitation."""
+        if not self._can_ask(ctx):
             return None
+        rounds = itertools.count(1)
 
         async def questioner(questions: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-            answers: list[list[str]] = []
-            for item in questions:
-                result = await ctx.session.elicit_form(
-                    escape_controls(str(item["question"]), keep_newlines=True),
-                    _question_schema(item),
-                    related_request_id=ctx.request_id,
+            n = next(rounds)
+            forms = {
+                f"toolrt_question_{n}_{i}": ClientRequest(
+                    "elicitation/create",
+                    {
+                        "mode": "form",
+                        "message": escape_controls(str(item["question"]), keep_newlines=True),
+                        "requestedSchema": _question_schema(item),
+                    },
                 )
-                answer = (result.content or {}).get("answer") if result.action == "accept" else None
-                answers.append(_answer_list(answer, multiple=bool(item.get("multiple"))))
-            return answers
+                for i, item in enumerate(questions, 1)
+            }
+            answers = await channel.request(forms)
+            found: list[list[str]] = []
+            for key, item in zip(forms, questions, strict=True):
+                answer = answers.get(key) or {}
+                value = (answer.get("content") or {}).get("answer") if answer.get("action") == "accept" else None
+                found.append(_answer_list(value, multiple=bool(item.get("multiple"))))
+            return found
 
         return questioner
 
@@ -566,12 +653,38 @@ def _wants_progress(ctx: Ctx) -> bool:
     return meta.get("progressToken", meta.get("progress_token")) is not None
 
 
-async def _forward_progress(ctx: Ctx, receive: anyio.abc.ObjectReceiveStream[CallEvent]) -> None:
-    count = 0
+async def _forward_notes(ctx: Ctx, receive: anyio.abc.ObjectReceiveStream[ClientNote], wants_progress: bool) -> None:
+    """Send a call's notes as they come: log messages, the handler's progress, and its live metadata as
+    progress (counted, after the highest progress the handler reported)."""
+    import warnings
+
+    count = 0.0
     async with receive:
-        async for event in receive:
-            count += 1
-            await ctx.session.report_progress(count, None, _progress_text(event))
+        async for kind, note in receive:
+            if kind == "log":
+                level, data, logger = note
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await ctx.session.send_log_message(level, data, logger=logger, related_request_id=ctx.request_id)
+            elif not wants_progress:
+                continue
+            elif kind == "progress":
+                progress, total, message = note
+                count = max(count, float(progress))
+                await ctx.session.report_progress(progress, total, message)
+            else:
+                count += 1
+                await ctx.session.report_progress(count, None, note)
+
+
+def _poster(send: MemoryObjectSendStream[ClientNote]) -> Callable[[ClientNote], None]:
+    """Queue a note from the event loop or from a handler's worker thread."""
+    bridge = _LoopBridge()
+    return lambda note: bridge.call(lambda: _offer(send, note))
+
+
+def _modern(ctx: Ctx) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _progress_text(event: CallEvent) -> str | None:
@@ -641,6 +754,7 @@ def build_server(
         on_call_tool=face.call_tool,
         on_subscriptions_listen=face.listen,
     )
+    server.middleware.append(RequestStateBoundary(state_security(rt.snapshot.data_dir), default_audience="toolrt"))
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)
     return server, face
