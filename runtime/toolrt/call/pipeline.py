@@ -20,7 +20,7 @@ import anyio
 
 from ..build.selection import Offered, ToolSet
 from ..build.snapshot import Snapshot, blocked_message
-from ..errors import CallError, PermissionBlocked, ProtocolError
+from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError
 from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
@@ -92,6 +92,8 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
             status = "invalid"
     except CallError as error:
         status = status_of(error)
+        if isinstance(error, InputRequired) and requests is not None and state.recent:
+            state.recent.pop()  # a round that waits for the client is not a call of its own; its retry is
         if decision is None and requests is not None and isinstance(error, PermissionBlocked):
             # The record names the rules that blocked the call; authorize raised before returning them.
             permissions = snapshot.permissions
