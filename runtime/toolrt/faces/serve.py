@@ -149,8 +149,9 @@ class McpFace:
         """Who the served tools are for (the `toolrt serve` selection options); each call adds its session."""
         self._limits = limits = limits or ServeLimits()
         rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
-        self._listed: dict[bool, tuple[ToolSet, tuple[types.Tool, ...]]] = {}
-        """The listing by whether tools that only ask are left out, with the selection it was built from."""
+        self._listed: dict[tuple[bool, bool], tuple[ToolSet, tuple[types.Tool, ...]]] = {}
+        """The listing by (whether tools that only ask are left out, whether references are inlined), with
+        the selection it was built from."""
         self._connections: dict[Connection, _Listener] = {}
         """Handshake-era connections (after `notifications/initialized`) and what they were told."""
         self._subscribers: set[_Subscriber] = set()
@@ -185,21 +186,34 @@ class McpFace:
 
     def _listing(self, ctx: Ctx) -> tuple[types.Tool, ...]:
         """The served tools as MCP `Tool`s, built once per snapshot, selection and kind of client: a client
-        that cannot be asked is not offered the tools whose every call asks (`build.unaskable`)."""
+        that cannot be asked is not offered the tools whose every call asks (`build.unaskable`), and a
+        client that drops `$defs` gets schemas with references inlined (`serve.inline_refs`)."""
         toolset = self._toolset()
         hide = not self._offer_unaskable and not self._can_ask(ctx)
-        cached = self._listed.get(hide)
+        inline = self._inlines(ctx)
+        cached = self._listed.get((hide, inline))
         if cached is None or cached[0] is not toolset:
             shown = toolset
             if hide:
                 from ..build.unaskable import without_unaskable
 
                 shown = without_unaskable(toolset, self._rt.snapshot, self._scope.agent)
-            cached = self._listed[hide] = (
+            cached = self._listed[(hide, inline)] = (
                 toolset,
-                tuple(types.Tool.model_validate(spec) for spec in shown.specs("mcp")),
+                tuple(types.Tool.model_validate(spec) for spec in shown.specs("mcp-inline" if inline else "mcp")),
             )
         return cached[1]
+
+    def _inlines(self, ctx: Ctx) -> bool:
+        """Whether this client gets every `$ref` inlined: `serve.inline_refs` is `always`, or `auto` and the
+        client's `clientInfo.name` is one known to drop `$defs` (`specs.mcp.DROPS_DEFS`)."""
+        setting = self._rt.settings.values.serve.inline_refs
+        if setting != "auto":
+            return setting == "always"
+        from ..specs.mcp import drops_defs
+
+        params = ctx.session.client_params
+        return params is not None and drops_defs(params.client_info.name)
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         tools = self._listing(ctx)
