@@ -13,8 +13,13 @@
   closed response stream); the cancellation runs into the call, which stops the tool (process tree
   killed) and records it as cancelled;
 - sessions: `serve_sessions` (one toolrt session per MCP session, tokens on the sessionless protocol);
-- ask: `elicitation/create` when the client declared elicitation, else no asker (the runtime denies
-  with a message saying approval was required); the `question` tool's questions go the same way.
+- ask: an elicitation form when the client declared elicitation (`elicitation/create` on handshake-era
+  versions, an input-required result with a sealed `requestState` on 2026-07-28, `serve_client`), else
+  no asker (the runtime denies with a message saying approval was required); the `question` tool's
+  questions go the same way;
+- the handler's client (`ctx.client`, `ctx.log`, `ctx.progress`, `ctx.elicit`, `ctx.sample`, `ctx.roots`,
+  `ctx.ask_client`): `serve_client.McpChannel`; a `ProtocolError` is a JSON-RPC error;
+- input schemas as written, or inlined for clients that drop `$defs` (`serve.inline_refs`).
 
 The `mcp` SDK is imported by this module only, and this module only by `toolrt serve`. A Reloader
 runs alongside, so edits to the YAML reach connected clients as they are saved.
@@ -343,14 +348,13 @@ class McpFace:
             return False
         return ctx.session.can_send_request or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
-    def _asker(self, ctx: Ctx, channel: McpChannel | None = None) -> Callable[[AskRequest], Any] | None:
+    def _asker(self, ctx: Ctx, channel: McpChannel) -> Callable[[AskRequest], Any] | None:
         """How to ask this client's person: an elicitation form (`elicitation/create` on handshake-era
         versions, an input-required result on 2026-07-28) showing what "always" would keep; None when
         toolrt cannot ask it (no elicitation declared). `tools/list` leaves out the tools that only ask
         for such a client."""
         if not self._can_ask(ctx):
             return None
-        via = channel or McpChannel(ctx, None, ReplayState("") if _modern(ctx) else None, lambda _: False, "")
         asked = itertools.count(1)
 
         async def ask(request: AskRequest) -> Reply:
@@ -358,7 +362,7 @@ class McpFace:
             form = ClientRequest(
                 "elicitation/create", {"mode": "form", "message": _ask_text(request), "requestedSchema": _ASK_SCHEMA}
             )
-            answer = (await via.request({key: form})).get(key) or {}
+            answer = (await channel.request({key: form})).get(key) or {}
             content = answer.get("content") or {}
             decision = content.get("decision")
             if answer.get("action") != "accept" or decision not in _DECISIONS:
@@ -695,10 +699,6 @@ def _poster(send: MemoryObjectSendStream[ClientNote]) -> Callable[[ClientNote], 
     """Queue a note from the event loop or from a handler's worker thread."""
     bridge = _LoopBridge()
     return lambda note: bridge.call(lambda: _offer(send, note))
-
-
-def _modern(ctx: Ctx) -> bool:
-    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _progress_text(event: CallEvent) -> str | None:
