@@ -226,7 +226,7 @@ def test_an_expired_state_is_refused(make_project: ProjectFactory, monkeypatch: 
     anyio.run(main)
 
 
-def test_a_server_restarted_between_the_rounds_resumes_the_call(make_project: ProjectFactory) -> None:
+def test_a_server_restarted_between_the_rounds_resumes_the_call_once(make_project: ProjectFactory) -> None:
     root = _project(make_project)
 
     async def main() -> None:
@@ -244,5 +244,15 @@ def test_a_server_restarted_between_the_rounds_resumes_the_call(make_project: Pr
                 requestState=first["result"]["requestState"],
             )
             assert status == 200 and done["result"]["content"][0]["text"] == "hi\n", done
+        async with serving(Runtime.load(root)) as url:  # and again: the state was used, also after a restart
+            status, replayed = await rpc(
+                url,
+                "guarded",
+                {"word": "hi"},
+                meta={SESSION_META_KEY: token},
+                inputResponses=_approve(first, "always"),
+                requestState=first["result"]["requestState"],
+            )
+            assert status == 400 and "already used" in replayed["error"]["message"]
 
     anyio.run(main)

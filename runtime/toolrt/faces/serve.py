@@ -65,7 +65,7 @@ from ..permissions.shown import ask_lines, escape_controls
 from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
-from .serve_client import ClientNote, McpChannel, NonceLedger, ReplayState, state_security
+from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
@@ -170,7 +170,7 @@ class McpFace:
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)
-        self._nonces = NonceLedger()
+        self._nonces = NonceLedger(rt.snapshot.data_dir / NONCE_FILE)
         """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
 

@@ -39,6 +39,7 @@ from ..call.client import ClientInfo, ClientRequest, check_capabilities
 from ..errors import InputRequired
 
 __all__ = [
+    "NONCE_FILE",
     "STATE_KEY_ENV",
     "STATE_TTL_SECONDS",
     "ClientNote",
@@ -53,6 +54,7 @@ STATE_TTL_SECONDS = 600.0
 """How long an input-required result's `requestState` is accepted (a person may take a while to answer)."""
 STATE_KEY_ENV = "TOOLRT_SERVE_STATE_KEYS"
 _KEY_FILE = "mcp-request-state.key"
+NONCE_FILE = "mcp-request-state.nonces"
 _STATE_VERSION = 1
 
 Ctx = ServerRequestContext[Any, Any]
@@ -99,22 +101,59 @@ def _stored_key(data_dir: Path) -> str:
 
 
 class NonceLedger:
-    """The nonces of accepted retries, until their state would have expired anyway (one per server)."""
+    """The nonces of accepted retries, until their state would have expired anyway.
 
-    def __init__(self, ttl: float = STATE_TTL_SECONDS) -> None:
+    With a `path` (the data directory's `mcp-request-state.nonces`) each consumed nonce is also appended
+    there and the unexpired ones are read back when a server starts, so a state accepted before a restart
+    is not accepted again after it. The file is rewritten without the expired entries when it grows.
+    """
+
+    def __init__(self, path: Path | None = None, ttl: float = STATE_TTL_SECONDS) -> None:
         self._ttl = ttl
+        self._path = path
         self._used: dict[str, float] = {}
+        """Nonce → wall-clock time after which its state is expired anyway."""
+        if path is not None:
+            self._used = _read_nonces(path, time.time())
 
     def consume(self, nonce: str) -> bool:
         """Mark `nonce` used; False when it already was (a replayed state)."""
-        now = time.monotonic()
-        if len(self._used) > 1024:
-            for stale in [n for n, until in self._used.items() if until <= now]:
-                del self._used[stale]
-        if nonce in self._used:
+        now = time.time()
+        if nonce in self._used and self._used[nonce] > now:
             return False
-        self._used[nonce] = now + self._ttl
+        until = now + self._ttl + 60  # the boundary accepts a minute of clock skew
+        self._used[nonce] = until
+        if len(self._used) > 1024:
+            self._used = {n: t for n, t in self._used.items() if t > now}
+            self._rewrite()
+        elif self._path is not None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with self._path.open("a", encoding="ascii") as ledger:
+                ledger.write(f"{nonce} {until:.0f}\n")
         return True
+
+    def _rewrite(self) -> None:
+        if self._path is None:
+            return
+        temporary = self._path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text("".join(f"{n} {t:.0f}\n" for n, t in self._used.items()), encoding="ascii")
+        temporary.replace(self._path)
+
+
+def _read_nonces(path: Path, now: float) -> dict[str, float]:
+    try:
+        lines = path.read_text(encoding="ascii", errors="replace").splitlines()
+    except FileNotFoundError:
+        return {}
+    used: dict[str, float] = {}
+    for line in lines:
+        nonce, _, until = line.partition(" ")
+        try:
+            if float(until) > now:
+                used[nonce] = float(until)
+        except ValueError:
+            continue
+    return used
 
 
 class ReplayState:
