@@ -27,12 +27,14 @@ runs alongside, so edits to the YAML reach connected clients as they are saved.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import itertools
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 from urllib.parse import quote
@@ -58,7 +60,6 @@ from ..call.client import ClientRequest
 from ..call.events import CallEvent
 from ..call.pipeline import PROTOCOL_ERROR
 from ..call.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
-from ..config.model import PythonHandler
 from ..errors import UsageError
 from ..permissions.ask import AskRequest, Reply
 from ..permissions.shown import ask_lines, escape_controls
@@ -259,14 +260,12 @@ class McpFace:
                     plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
                 )
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
-        notes = self._wants_notes(ctx, params.name)
-        send, receive = anyio.create_memory_object_stream[ClientNote](256) if notes else (None, None)
-        post = _poster(send) if send is not None else None
-        channel = McpChannel(ctx, post, replay, self._log_allowed(ctx), params.name)
+        notes = _Notes(ctx, _wants_progress(ctx))
+        channel = McpChannel(ctx, notes.post, replay, self._log_allowed(ctx), params.name)
         # A client's cancel (notifications/cancelled, or a closed response stream on 2026-07-28) cancels
         # this handler: the cancellation runs into the call, whose run step kills a process tree (or sets
-        # a worker thread's abort event) and whose record says "cancelled". A task group only where a
-        # handler can send notifications (project Python handlers) or the client wants progress.
+        # a worker thread's abort event) and whose record says "cancelled". No task group per call: the
+        # notifications' sender starts with the first one.
         call = self._rt.call(
             params.name,
             dict(params.arguments or {}),
@@ -277,25 +276,20 @@ class McpFace:
             call_id=call_id,
             channel=channel,
         )
-        if send is None or receive is None:
+        unsubscribe = self._rt.subscribe(notes.metadata_listener(call_id)) if notes.wants_progress else None
+        try:
             result = await call
-        else:
-            result = await self._with_notes(ctx, call_id, call, send, receive)
+            await notes.finish()
+        finally:
+            notes.cancel()
+            if unsubscribe is not None:
+                unsubscribe()
         if replay is not None and replay.needed:
             return replay.input_required({SESSION_META_KEY: token} if token is not None else None)
         protocol = result.metadata.get(PROTOCOL_ERROR)
         if isinstance(protocol, Mapping):
             raise MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
         return _to_mcp(result, token)
-
-    def _wants_notes(self, ctx: Ctx, tool: str) -> bool:
-        """Whether the call needs a forwarder of notifications: the client sent a progress token, or the
-        tool's handler is project code (whose `ctx.log` and `ctx.progress` it forwards)."""
-        if _wants_progress(ctx):
-            return True
-        offered = self._toolset().get(tool)
-        handler = offered.tool.definition.handler if offered is not None else None
-        return isinstance(handler, PythonHandler) and not handler.ref.startswith("toolrt.")
 
     def _log_allowed(self, ctx: Ctx) -> Callable[[str], bool]:
         """Whether a handler's log message at a level reaches this client: at or above the level its
@@ -306,39 +300,6 @@ class McpFace:
             return lambda level: requested is not None and _at_least(level, requested)
         listener = self._listener(ctx)
         return lambda level: _at_least(level, listener.level)
-
-    async def _with_notes(
-        self,
-        ctx: Ctx,
-        call_id: str,
-        call: Awaitable[ToolResult],
-        send: MemoryObjectSendStream[ClientNote],
-        receive: anyio.abc.ObjectReceiveStream[ClientNote],
-    ) -> ToolResult:
-        """Run `call` while its handler's log and progress notes, and its live metadata (as progress when
-        the client sent a token), go to the client."""
-        post = _poster(send)
-        wants_progress = _wants_progress(ctx)
-
-        def listen(event: CallEvent) -> None:
-            if wants_progress and event.call_id == call_id and event.kind == "metadata":
-                post(("metadata", _progress_text(event)))
-
-        unsubscribe = self._rt.subscribe(listen) if wants_progress else None
-        box: list[ToolResult] = []
-
-        async def run_call() -> None:
-            with send:
-                box.append(await call)
-
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(run_call)
-                await _forward_notes(ctx, receive, wants_progress)
-        finally:
-            if unsubscribe is not None:
-                unsubscribe()
-        return box[0]
 
     def _can_ask(self, ctx: Ctx) -> bool:
         """Whether toolrt can ask this client's person: it declared elicitation, and the request can carry
@@ -671,34 +632,89 @@ def _wants_progress(ctx: Ctx) -> bool:
     return meta.get("progressToken", meta.get("progress_token")) is not None
 
 
-async def _forward_notes(ctx: Ctx, receive: anyio.abc.ObjectReceiveStream[ClientNote], wants_progress: bool) -> None:
-    """Send a call's notes as they come: log messages, the handler's progress, and its live metadata as
-    progress (counted, after the highest progress the handler reported)."""
-    import warnings
+class _Notes:
+    """A call's notifications to its client (the handler's log and progress, and its live metadata as
+    progress when the client sent a token), sent in order by a task started with the first one: a call
+    that sends none costs no task. `post` may be called from a handler's worker thread."""
 
-    count = 0.0
-    async with receive:
-        async for kind, note in receive:
-            if kind == "log":
-                level, data, logger = note
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await ctx.session.send_log_message(level, data, logger=logger, related_request_id=ctx.request_id)
-            elif not wants_progress:
-                continue
-            elif kind == "progress":
-                progress, total, message = note
-                count = max(count, float(progress))
-                await ctx.session.report_progress(progress, total, message)
-            else:
-                count += 1
-                await ctx.session.report_progress(count, None, note)
+    def __init__(self, ctx: Ctx, wants_progress: bool) -> None:
+        self._ctx = ctx
+        self.wants_progress = wants_progress
+        self._bridge = _LoopBridge()
+        self._queue: deque[ClientNote] = deque()
+        self._wake: anyio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
 
+    def post(self, note: ClientNote) -> None:
+        self._bridge.call(lambda: self._put(note))
 
-def _poster(send: MemoryObjectSendStream[ClientNote]) -> Callable[[ClientNote], None]:
-    """Queue a note from the event loop or from a handler's worker thread."""
-    bridge = _LoopBridge()
-    return lambda note: bridge.call(lambda: _offer(send, note))
+    def metadata_listener(self, call_id: str) -> Callable[[CallEvent], None]:
+        def listen(event: CallEvent) -> None:
+            if event.call_id == call_id and event.kind == "metadata":
+                self.post(("metadata", _progress_text(event)))
+
+        return listen
+
+    def _put(self, note: ClientNote) -> None:
+        if self._closed or len(self._queue) >= 256:  # dropped when a slow client lets them pile up
+            return
+        self._queue.append(note)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+        elif self._wake is not None:
+            self._wake.set()
+
+    async def _drain(self) -> None:
+        count = 0.0
+        while True:
+            while self._queue:
+                kind, note = self._queue.popleft()
+                try:
+                    count = await self._send(kind, note, count)
+                except Exception:  # the client went away: the call's result is what matters
+                    self._closed = True
+                    self._queue.clear()
+                    return
+            if self._closed:
+                return
+            self._wake = anyio.Event()
+            await self._wake.wait()
+
+    async def _send(self, kind: str, note: Any, count: float) -> float:
+        """Send one note; the progress count after it."""
+        import warnings
+
+        session, request_id = self._ctx.session, self._ctx.request_id
+        if kind == "log":
+            level, data, logger = note
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await session.send_log_message(level, data, logger=logger, related_request_id=request_id)
+        elif not self.wants_progress:
+            pass
+        elif kind == "progress":
+            progress, total, message = note
+            count = max(count, float(progress))
+            await session.report_progress(progress, total, message)
+        else:
+            count += 1
+            await session.report_progress(count, None, note)
+        return count
+
+    async def finish(self) -> None:
+        """Send what is queued; notes posted later are dropped."""
+        self._closed = True
+        if self._task is not None:
+            if self._wake is not None:
+                self._wake.set()
+            await self._task
+
+    def cancel(self) -> None:
+        """Stop sending (the call was cancelled or failed)."""
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
 
 def _progress_text(event: CallEvent) -> str | None:

@@ -272,14 +272,17 @@ class McpChannel:
         self.replay = replay
         self._log_allowed = log_allowed
         self._tool = tool
-        self._info = client_info(ctx)
+        self._info: ClientInfo | None = None
 
     @property
     def info(self) -> ClientInfo:
+        """What the client declared, read from the request when a handler first asks."""
+        if self._info is None:
+            self._info = client_info(self._ctx)
         return self._info
 
     async def request(self, requests: Mapping[str, ClientRequest]) -> dict[str, Mapping[str, Any]]:
-        check_capabilities(self._info, requests.values())
+        check_capabilities(self.info, requests.values())
         if self.replay is not None:
             answers = self.replay.answers
             missing = {key: request for key, request in requests.items() if key not in answers}
