@@ -189,6 +189,11 @@ def test_over_mcp_the_client_answers_on_both_protocol_versions(make_project: Pro
             with pytest.raises(MCPError, match="mode must be fast or slow") as raised:
                 await served.client.call_tool("strict", {"mode": "odd"})
             assert raised.value.error.code == -32602 and raised.value.error.data == {"mode": "odd"}
+            # A sync handler logs from its worker thread; the message still arrives, in order.
+            with anyio.fail_after(10):
+                while not any(p.logger == "strict" for p in served.logged):
+                    await served.client.list_tools()
+            assert [(p.level, p.data) for p in served.logged if p.logger == "strict"] == [("warning", "refusing")]
         if mode == "legacy":
             assert (3, 3) in progressed and (1, 3) in progressed
         async with serving(rt, mode=mode) as bare:  # declares nothing: the handler's form is -32021
