@@ -66,15 +66,21 @@ def test_a_client_that_cannot_be_asked_is_offered_what_it_can_use(make_project: 
     run(main)
 
 
-def test_a_2026_client_is_offered_only_what_toolrt_can_ask_it(make_project: ProjectFactory) -> None:
+def test_a_2026_client_that_declares_elicitation_is_asked_through_input_required_results(
+    make_project: ProjectFactory,
+) -> None:
     rt = Runtime.load(_project(make_project))
 
     async def main() -> None:
-        # It declares elicitation, but a 2026-07-28 request has no channel for elicitation/create (and toolrt
-        # answers with no input-required result yet): every call of `asks` would be denied, so it is not offered.
+        # A 2026-07-28 request cannot carry elicitation/create; toolrt answers with an input-required
+        # result instead, so the client is offered the tools that ask, and its person is asked.
         async with serving(rt, mode="auto", elicitation_callback=_elicit) as served:
             assert served.client.protocol_version >= "2026"
-            assert _names(await served.client.list_tools()) == ["free", "partly"]
+            assert _names(await served.client.list_tools()) == ["asks", "covered", "free", "partly"]
+            result = await served.client.call_tool("asks", {"word": "hi"})
+            assert (result.is_error, result.content[0].text) == (False, "hi\n")  # type: ignore[union-attr]
+        async with serving(rt, mode="auto") as unasked:
+            assert _names(await unasked.client.list_tools()) == ["free", "partly"]
 
     run(main)
 

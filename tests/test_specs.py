@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from toolrt.errors import UsageError
-from toolrt.specs import FORMATS, CompiledSpec, SpecWarning, compile_spec, strip_strict_nulls
+from toolrt.specs import FORMATS, SERVED_FORMATS, CompiledSpec, SpecWarning, compile_spec, strip_strict_nulls
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schemas"
 FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
@@ -170,6 +170,20 @@ def anthropic_problems(schema: dict[str, Any]) -> list[str]:
     return problems + ([] if schema.get("type") == "object" else ["root: not an object"])
 
 
+def mcp_as_written_problems(schema: dict[str, Any]) -> list[str]:
+    """MCP as written: an object at the root, every `$ref` one that resolves inside the schema."""
+    problems = [] if schema.get("type") == "object" else ["root: not an object"]
+    for node, at in subschemas(schema):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            target: Any = schema
+            for part in ref[2:].split("/"):
+                target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, dict) else None
+            if target is None:
+                problems.append(f"{at}: $ref {ref} does not resolve")
+    return problems
+
+
 def mcp_problems(schema: dict[str, Any]) -> list[str]:
     banned = {"$ref", "$defs", "definitions", "$dynamicRef"}
     return [f"{at}: {sorted(set(node) & banned)}" for node, at in subschemas(schema) if set(node) & banned]
@@ -192,7 +206,7 @@ def structural_problems(fmt: str, result: CompiledSpec) -> list[str]:
     if fmt == "gemini":
         return gemini_problems(schema)
     assert schema is not None
-    return mcp_problems(schema)
+    return mcp_problems(schema) if fmt == "mcp-inline" else mcp_as_written_problems(schema)
 
 
 def names_a_place(schema: Any, pointer: str) -> bool:
@@ -296,7 +310,7 @@ def test_title_and_annotations_only_reach_mcp(fmt: str) -> None:
 # --- every fixture, every format: the provider's rules hold and nothing is mutated ---------------
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", SERVED_FORMATS)
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_fixture_satisfies_provider_rules(name: str, fmt: str) -> None:
     declared = load(name)
@@ -362,7 +376,8 @@ WARNINGS = [
     ("recursive", "openai", set()),
     ("recursive", "gemini", {("$ref", "/$defs/Node/properties/children/items"),
                              ("properties", "/$defs/Node/properties/children/items")}),
-    ("recursive", "mcp", {("$ref", "/$defs/Node/properties/children/items")}),
+    ("recursive", "mcp-inline", {("$ref", "/$defs/Node/properties/children/items")}),
+    ("recursive", "mcp", set()),
     ("open_dict", "openai", {("strict", "/properties/env")}),
     ("open_dict", "gemini", {("additionalProperties", "/properties/env"), ("properties", "/properties/env")}),
     ("open_dict", "anthropic", set()),
@@ -494,7 +509,7 @@ def test_openai_fallback_reasons(schema: dict[str, Any], reason: str) -> None:
     assert reason in result.warnings[0].message
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", SERVED_FORMATS)
 def test_root_reference_is_resolved_into_a_plain_object(fmt: str) -> None:
     schema = {"$ref": "#/$defs/Args", "$defs": {"Args": {"type": "object", "properties": {"a": {"type": "string"}}}}}
     result = compile_(fmt, schema)
@@ -597,14 +612,22 @@ def test_anthropic_single_root_all_of_merges_without_warning() -> None:
     assert result.warnings == ()
 
 
-def test_mcp_inlines_refs_and_keeps_the_rest() -> None:
-    schema = compile_("mcp", load("refs")).spec["inputSchema"]
+def test_mcp_keeps_defs_refs_and_anchors_as_written() -> None:
+    declared = load("refs")
+    declared["$defs"]["Person"]["$anchor"] = "person"
+    result = compile_("mcp", declared)
+    assert result.spec["inputSchema"] == declared and result.warnings == ()
+    assert "$defs" in result.spec["inputSchema"] and "$ref" in json.dumps(result.spec["inputSchema"])
+
+
+def test_mcp_inline_inlines_refs_and_keeps_the_rest() -> None:
+    schema = compile_("mcp-inline", load("refs")).spec["inputSchema"]
     assert schema["properties"]["owner"]["properties"]["email"] == {"type": "string", "format": "email"}
     assert schema["properties"]["reviewer"]["description"] == "Who reviews the change."
     assert schema["properties"]["owner"]["title"] == "Person"
 
 
-@pytest.mark.parametrize("fmt", ["mcp", "gemini"])
+@pytest.mark.parametrize("fmt", ["mcp-inline", "gemini"])
 def test_unresolvable_ref_is_replaced_and_warned(fmt: str) -> None:
     schema = {"type": "object", "properties": {"x": {"$ref": "https://evil.example/schema.json", "type": "string"}}}
     result = compile_(fmt, schema)
@@ -692,7 +715,7 @@ def _laughs(levels: int) -> dict[str, Any]:
     return {"type": "object", "properties": {"root": {"$ref": "#/$defs/D0"}}, "$defs": defs}
 
 
-@pytest.mark.parametrize("fmt", ["gemini", "mcp"])
+@pytest.mark.parametrize("fmt", ["gemini", "mcp-inline"])
 def test_reference_bomb_is_bounded(fmt: str) -> None:
     result = compile_(fmt, _laughs(30))  # benchmarks/bench_guards.py times it (goal: 5 s)
     assert len(json.dumps(result.spec)) < 2_000_000
@@ -857,7 +880,7 @@ def roots(draw: st.DrawFn) -> dict[str, Any]:
 )
 def test_random_schemas_always_satisfy_every_provider(schema: dict[str, Any]) -> None:
     pristine = copy.deepcopy(schema)
-    for fmt in FORMATS:
+    for fmt in SERVED_FORMATS:
         result = compile_(fmt, schema)
         assert structural_problems(fmt, result) == [], (fmt, result.spec)
         assert schema == pristine

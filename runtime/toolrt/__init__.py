@@ -29,9 +29,11 @@ from .errors import (
     ConfigError,
     CorrectedError,
     DeniedError,
+    InputRequired,
     InvalidArgumentsError,
     PermissionBlocked,
     Problem,
+    ProtocolError,
     RejectedError,
     ToolFailure,
     ToolrtError,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from .audit import AuditLog
     from .build.selection import Hidden, Offered, ToolSet
     from .build.snapshot import Snapshot
+    from .call.client import ClientChannel, ClientInfo, ClientRequest, Elicited
     from .call.context import ToolContext
     from .call.events import CallEvent
     from .call.sessions import SessionStore
@@ -61,6 +64,10 @@ _LAZY = {
     "Runtime": "api",
     "SnapshotChange": "api",
     "CallEvent": "call.events",
+    "ClientChannel": "call.client",
+    "ClientInfo": "call.client",
+    "ClientRequest": "call.client",
+    "Elicited": "call.client",
     "CallScope": "scope",
     "Questioner": "scope",
     "ScopeFields": "scope",
@@ -101,18 +108,24 @@ __all__ = [
     "CallError",
     "CallEvent",
     "CallScope",
+    "ClientChannel",
+    "ClientInfo",
+    "ClientRequest",
     "ConfigError",
     "CorrectedError",
     "Decision",
     "DeniedError",
+    "Elicited",
     "Hidden",
     "Hold",
+    "InputRequired",
     "InvalidArgumentsError",
     "Offered",
     "PatternDecision",
     "PermissionBlocked",
     "PermissionRequest",
     "Problem",
+    "ProtocolError",
     "Questioner",
     "RejectedError",
     "ReloadStatus",

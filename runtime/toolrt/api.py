@@ -30,6 +30,7 @@ from .audit import AuditLog
 from .build.handler_code import changed_files, compile_code, import_code
 from .build.selection import ToolSet, select
 from .build.snapshot import Snapshot, build_snapshot, with_tool
+from .call.client import ClientChannel
 from .call.request import CallRequest
 from .call.sessions import SessionStore
 from .config.settings import CommandLineSettings, ResolvedSettings
@@ -556,12 +557,15 @@ class Runtime:
         call_id: str = "",
         message_id: str = "",
         extra: Mapping[str, Any] | None = None,
+        channel: ClientChannel | None = None,
         **fields: Unpack[ScopeFields],
     ) -> ToolResult:
         """Run one call through repair, arguments, permission, execution, truncation and the audit log.
 
         `scope` says who is calling; keyword fields (`agent=`, `session=`, `flags=`, ...) override
-        single fields of it. `ask` and `questioner` reach the person, `abort` stops the call.
+        single fields of it. `ask` and `questioner` reach the person, `abort` stops the call, `channel`
+        is what the handler's `ctx.client`, `ctx.log`, `ctx.elicit`, `ctx.sample`, ... reach (none: the
+        client declares nothing, and those requests are `ProtocolError(-32021)` error results).
         Failures come back as results with `error` set (a message written for the model).
 
         Raises:
@@ -577,6 +581,7 @@ class Runtime:
             abort,
             questioner,
             _EMPTY if extra is None else extra,
+            client=channel,
         )
         return await self._dispatch(request)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "CallError",
@@ -33,7 +33,9 @@ __all__ = [
     "DeniedError",
     "InvalidArgumentsError",
     "LspError",
+    "InputRequired",
     "PathChanged",
+    "ProtocolError",
     "PermissionBlocked",
     "Problem",
     "RejectedError",
@@ -140,6 +142,25 @@ class CorrectedError(PermissionBlocked):
 
 class ToolFailure(CallError):
     """The handler could not do what was asked; the message says why and what to do next."""
+
+
+class ProtocolError(CallError):
+    """A handler's answer in the protocol's own terms: a JSON-RPC error over MCP (`code`, `message`,
+    `data`; HTTP 400 on 2026-07-28 where the code maps to it), an error result in `rt.call`.
+
+    `-32021` (missing client capability) is what `ctx.elicit`, `ctx.sample` and `ctx.roots` raise on a
+    client that did not declare the capability, with `{"requiredCapabilities": {...}}` as data."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        super().__init__(message)
+
+
+class InputRequired(CallError):
+    """The call waits for the client's answers (MCP 2026-07-28: an input-required result): it stopped
+    at its first unanswered request and runs again from the start when the client answers."""
 
 
 class PathChanged(ToolFailure):

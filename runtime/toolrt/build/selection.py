@@ -98,9 +98,9 @@ class ToolSet:
         """
         found = self._specs.get(format)
         if found is None:
-            from ..specs import FORMATS
+            from ..specs import FORMATS, SERVED_FORMATS
 
-            if format not in FORMATS:
+            if format not in SERVED_FORMATS:
                 raise UsageError(f"unknown spec format {format!r}; expected one of: {', '.join(FORMATS)}")
             found = self._specs[format] = tuple(spec_of(offered, format, self._names) for offered in self.offered)
         return found

@@ -19,6 +19,7 @@ from ..sandbox.plan import SandboxPlan
 from ..sandbox.policy import SandboxPolicy
 from ..scope import DEFAULT_SCOPE, CallScope, Questioner
 from ..truncate import tool_output_dir
+from .client import NO_CLIENT, ClientChannel, ClientInfo, ClientRequest, Elicited, check_capabilities
 
 __all__ = ["LanguageServers", "ToolContext"]
 
@@ -55,6 +56,22 @@ async def _deny_without_asker(requests: Sequence[PermissionRequest]) -> None:
 
 def _permit_nothing(permission: str, pattern: str) -> bool:
     return False
+
+
+def _answer(request: ClientRequest, raw: Mapping[str, Any] | None) -> Any:
+    """A client's result in the shape the context's methods return."""
+    result: Mapping[str, Any] = raw or {}
+    if request.method == "elicitation/create":
+        action = result.get("action")
+        content = result.get("content")
+        return Elicited(
+            action if action in ("accept", "decline", "cancel") else "cancel",
+            dict(content) if action == "accept" and isinstance(content, Mapping) else None,
+        )
+    if request.method == "roots/list":
+        roots = result.get("roots")
+        return [dict(root) for root in roots if isinstance(root, Mapping)] if isinstance(roots, list) else []
+    return dict(result)
 
 
 @dataclass(slots=True)
@@ -104,6 +121,77 @@ class ToolContext:
     """How `lsp` finds the Runtime's language servers (None: this context has none)."""
     on_agent: AgentSwitch | None = None
     """Makes an agent the session-held one (see `switch_agent`); None when nothing can hold it."""
+    channel: ClientChannel = NO_CLIENT
+    """The client the call came from (MCP), or the host's callbacks (`rt.call(..., client=...)`)."""
+    requests_made: int = 0
+    """Requests `elicit`, `sample` and `roots` sent so far: their keys (`toolrt_1`, ...) follow the
+    order, so a handler run again from the start (MCP 2026-07-28) finds its earlier answers."""
+
+    # --- the client (MCP: the whole protocol; rt.call: the host's channel) -------------------------
+
+    @property
+    def client(self) -> ClientInfo:
+        """`.capabilities`, `.name`, `.version`, `.protocol_version` of the client this call came from."""
+        return self.channel.info
+
+    def log(self, level: str, message: str, data: Any = None) -> None:
+        """A log message to the client (`notifications/message`, under the client's log level)."""
+        self.channel.log(level, message, data)
+
+    def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Progress of this call (`notifications/progress` when the client sent a progress token)."""
+        self.channel.progress(progress, total, message)
+
+    @staticmethod
+    def elicit_request(message: str, schema: Mapping[str, Any]) -> ClientRequest:
+        """A form for the person: `schema` is a flat JSON Schema object (defaults, enums, multi-select)."""
+        return ClientRequest(
+            "elicitation/create", {"mode": "form", "message": message, "requestedSchema": dict(schema)}
+        )
+
+    @staticmethod
+    def sample_request(messages: Sequence[Any], max_tokens: int, **params: Any) -> ClientRequest:
+        """A completion by the client's model; a message may be plain text (a user message)."""
+        shaped = [
+            {"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str) else dict(m)
+            for m in messages
+        ]
+        return ClientRequest("sampling/createMessage", {"messages": shaped, "maxTokens": max_tokens, **params})
+
+    @staticmethod
+    def roots_request() -> ClientRequest:
+        return ClientRequest("roots/list")
+
+    async def ask_client(self, requests: Mapping[str, ClientRequest]) -> dict[str, Any]:
+        """Several requests in one round: `{key: answer}`, an elicitation's answer an `Elicited`, a
+        sampling's the client's `CreateMessageResult`, roots' the list of roots.
+
+        Raises:
+            ProtocolError: -32021 when the client did not declare a capability a request needs.
+        """
+        check_capabilities(self.channel.info, requests.values())
+        answers = await self.channel.request(requests)
+        return {key: _answer(request, answers.get(key)) for key, request in requests.items()}
+
+    async def _one(self, request: ClientRequest) -> Any:
+        self.requests_made += 1
+        key = f"toolrt_{self.requests_made}"
+        return (await self.ask_client({key: request}))[key]
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> Elicited:
+        """Ask the person to fill in a form; `Elicited(action, content)`."""
+        answer: Elicited = await self._one(self.elicit_request(message, schema))
+        return answer
+
+    async def sample(self, messages: Sequence[Any], max_tokens: int, **params: Any) -> dict[str, Any]:
+        """Ask the client's model (`sampling/createMessage`); its `CreateMessageResult` as a dict."""
+        answer: dict[str, Any] = await self._one(self.sample_request(messages, max_tokens, **params))
+        return answer
+
+    async def roots(self) -> list[dict[str, Any]]:
+        """The client's roots (`roots/list`): `[{"uri": ..., "name": ...}]`."""
+        answer: list[dict[str, Any]] = await self._one(self.roots_request())
+        return answer
 
     @property
     def lsp(self) -> LanguageServers | None:

@@ -22,6 +22,7 @@ from ..config.model import HostHandler, PythonHandler
 from ..errors import CallError, ToolFailure
 from ..result import ToolResult
 from .active import ActiveCall
+from .client import NO_CLIENT
 from .context import ToolContext
 from .state import Services
 from .suspension import Runnable, runnable
@@ -155,6 +156,7 @@ def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
         reads=call.read_denies(),
         language_servers=lambda: call.services.lsp_for(snapshot),
         on_agent=call.switch_agent,
+        channel=request.client or NO_CLIENT,
     )
 
 

@@ -13,13 +13,14 @@ import difflib
 import logging
 import time
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import anyio
 
 from ..build.selection import Offered, ToolSet
 from ..build.snapshot import Snapshot, blocked_message
-from ..errors import CallError, PermissionBlocked
+from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError
 from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
@@ -33,9 +34,11 @@ from .state import DOOM_LOOP_THRESHOLD, Services
 from .titles import call_title
 from .truncation import truncate_result
 
-__all__ = ["CANCELLED", "INVALID_TOOL", "dispatch"]
+__all__ = ["CANCELLED", "INVALID_TOOL", "PROTOCOL_ERROR", "dispatch"]
 
 INVALID_TOOL = "invalid"
+PROTOCOL_ERROR = "protocol_error"
+"""The metadata key of a result whose handler raised `ProtocolError`: `{"code", "message", "data"}`."""
 
 logger = logging.getLogger("toolrt.call")
 CANCELLED = "The call was cancelled before it finished."
@@ -89,6 +92,8 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
             status = "invalid"
     except CallError as error:
         status = status_of(error)
+        if isinstance(error, InputRequired) and requests is not None and state.recent:
+            state.recent.pop()  # a round that waits for the client is not a call of its own; its retry is
         if decision is None and requests is not None and isinstance(error, PermissionBlocked):
             # The record names the rules that blocked the call; authorize raised before returning them.
             permissions = snapshot.permissions
@@ -100,6 +105,9 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
             )
         title = call_title(call.tool, args, snapshot.root) or call.name
         result = ToolResult(title=title, output="", error=str(error))
+        if isinstance(error, ProtocolError):  # the MCP server answers it as a JSON-RPC error
+            protocol = {"code": error.code, "message": error.message, "data": error.data}
+            result = replace(result, metadata=MappingProxyType({PROTOCOL_ERROR: protocol}))
     except Exception as error:  # a failure nobody turned into a CallError: still a result, recorded, logged
         logger.exception("the %s call failed unexpectedly", call.name)
         status = "error"

@@ -12,6 +12,7 @@ from ..errors import (
     CallError,
     CorrectedError,
     DeniedError,
+    InputRequired,
     InvalidArgumentsError,
     PermissionBlocked,
     RejectedError,
@@ -25,6 +26,8 @@ __all__ = ["CallRecord", "Recorder", "status_of"]
 
 
 def status_of(error: CallError) -> str:
+    if isinstance(error, InputRequired):
+        return "input_required"
     if isinstance(error, (RejectedError, CorrectedError)):
         return "rejected"
     if isinstance(error, (DeniedError, PermissionBlocked)):

@@ -11,6 +11,7 @@ import anyio
 
 from ..permissions.ask import Asker
 from ..scope import DEFAULT_SCOPE, CallScope, Questioner
+from .client import ClientChannel
 
 __all__ = ["CallRequest"]
 
@@ -37,3 +38,5 @@ class CallRequest(NamedTuple):
     refused: str | None = None
     """Why the call must not run although the model made it (a provider call without the id its result
     needs): the pipeline records it as `invalid` under a generated id and returns this as the error."""
+    client: ClientChannel | None = None
+    """The client the call came from (MCP) or the host's callbacks: `ctx.client`, `ctx.elicit`, ..."""

@@ -88,6 +88,9 @@ class ServeSettings:
     host: str = "127.0.0.1"
     """Where `toolrt serve --transport http` listens; anything but loopback is host-only."""
     port: int = 8765
+    inline_refs: Literal["auto", "always", "never"] = "auto"
+    """MCP input schemas keep `$defs`, `$ref` and `$anchor` as written (`never`: for every client); `always` inlines
+    every reference; `auto` inlines for clients known by `clientInfo.name` to drop `$defs`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,13 @@
   closed response stream); the cancellation runs into the call, which stops the tool (process tree
   killed) and records it as cancelled;
 - sessions: `serve_sessions` (one toolrt session per MCP session, tokens on the sessionless protocol);
-- ask: `elicitation/create` when the client declared elicitation, else no asker (the runtime denies
-  with a message saying approval was required); the `question` tool's questions go the same way.
+- ask: an elicitation form when the client declared elicitation (`elicitation/create` on handshake-era
+  versions, an input-required result with a sealed `requestState` on 2026-07-28, `serve_client`), else
+  no asker (the runtime denies with a message saying approval was required); the `question` tool's
+  questions go the same way;
+- the handler's client (`ctx.client`, `ctx.log`, `ctx.progress`, `ctx.elicit`, `ctx.sample`, `ctx.roots`,
+  `ctx.ask_client`): `serve_client.McpChannel`; a `ProtocolError` is a JSON-RPC error;
+- input schemas as written, or inlined for clients that drop `$defs` (`serve.inline_refs`).
 
 The `mcp` SDK is imported by this module only, and this module only by `toolrt serve`. A Reloader
 runs alongside, so edits to the YAML reach connected clients as they are saved.
@@ -22,12 +27,14 @@ runs alongside, so edits to the YAML reach connected clients as they are saved.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import itertools
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 from urllib.parse import quote
@@ -41,13 +48,17 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..api import Runtime, SnapshotChange
 from ..build.selection import ToolSet
 from ..build.snapshot import degraded_lines
+from ..call.client import ClientRequest
 from ..call.events import CallEvent
+from ..call.pipeline import PROTOCOL_ERROR
 from ..call.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
 from ..errors import UsageError
 from ..permissions.ask import AskRequest, Reply
@@ -55,6 +66,7 @@ from ..permissions.shown import ask_lines, escape_controls
 from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
+from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
@@ -149,8 +161,9 @@ class McpFace:
         """Who the served tools are for (the `toolrt serve` selection options); each call adds its session."""
         self._limits = limits = limits or ServeLimits()
         rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
-        self._listed: dict[bool, tuple[ToolSet, tuple[types.Tool, ...]]] = {}
-        """The listing by whether tools that only ask are left out, with the selection it was built from."""
+        self._listed: dict[tuple[bool, bool], tuple[ToolSet, tuple[types.Tool, ...]]] = {}
+        """The listing by (whether tools that only ask are left out, whether references are inlined), with
+        the selection it was built from."""
         self._connections: dict[Connection, _Listener] = {}
         """Handshake-era connections (after `notifications/initialized`) and what they were told."""
         self._subscribers: set[_Subscriber] = set()
@@ -164,6 +177,8 @@ class McpFace:
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)
+        self._nonces = NonceLedger(rt.snapshot.data_dir / NONCE_FILE)
+        """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
         self._not_approved: set[tuple[str, str]] = set()
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
@@ -185,21 +200,34 @@ class McpFace:
 
     def _listing(self, ctx: Ctx) -> tuple[types.Tool, ...]:
         """The served tools as MCP `Tool`s, built once per snapshot, selection and kind of client: a client
-        that cannot be asked is not offered the tools whose every call asks (`build.unaskable`)."""
+        that cannot be asked is not offered the tools whose every call asks (`build.unaskable`), and a
+        client that drops `$defs` gets schemas with references inlined (`serve.inline_refs`)."""
         toolset = self._toolset()
-        hide = not self._offer_unaskable and self._asker(ctx) is None
-        cached = self._listed.get(hide)
+        hide = not self._offer_unaskable and not self._can_ask(ctx)
+        inline = self._inlines(ctx)
+        cached = self._listed.get((hide, inline))
         if cached is None or cached[0] is not toolset:
             shown = toolset
             if hide:
                 from ..build.unaskable import without_unaskable
 
                 shown = without_unaskable(toolset, self._rt.snapshot, self._scope.agent)
-            cached = self._listed[hide] = (
+            cached = self._listed[(hide, inline)] = (
                 toolset,
-                tuple(types.Tool.model_validate(spec) for spec in shown.specs("mcp")),
+                tuple(types.Tool.model_validate(spec) for spec in shown.specs("mcp-inline" if inline else "mcp")),
             )
         return cached[1]
+
+    def _inlines(self, ctx: Ctx) -> bool:
+        """Whether this client gets every `$ref` inlined: `serve.inline_refs` is `always`, or `auto` and the
+        client's `clientInfo.name` is one known to drop `$defs` (`specs.mcp.DROPS_DEFS`)."""
+        setting = self._rt.settings.values.serve.inline_refs
+        if setting != "auto":
+            return setting == "always"
+        from ..specs.mcp import drops_defs
+
+        params = ctx.session.client_params
+        return params is not None and drops_defs(params.client_info.name)
 
     async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         tools = self._listing(ctx)
@@ -217,7 +245,9 @@ class McpFace:
 
     # --- tools/call -------------------------------------------------------------------------------
 
-    async def call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         await self._review_held(ctx)
         if params.name not in self._toolset():
             withheld = self._rt.snapshot.withheld.get(params.name)
@@ -226,61 +256,86 @@ class McpFace:
                 text = f"The {params.name} tool is unavailable until its definition is fixed: {listed}"
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        session, token = self._mcp_sessions.identify(ctx)
+        raw: Mapping[str, Any] = ctx.params or {}
+        plaintext = raw.get("requestState")  # verified and opened by the RequestStateBoundary
+        session, token = self._mcp_sessions.identify(ctx, ReplayState.owner(plaintext) if plaintext else None)
         await self._log_on_call(ctx, session)
+        replay: ReplayState | None = None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            replay = ReplayState(session)
+            if plaintext is not None:
+                responses = raw.get("inputResponses")
+                replay = ReplayState.resume(
+                    plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
+                )
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
+        notes = _Notes(ctx, _wants_progress(ctx))
+        channel = McpChannel(ctx, notes.post, replay, self._log_allowed(ctx), params.name)
         # A client's cancel (notifications/cancelled, or a closed response stream on 2026-07-28) cancels
         # this handler: the cancellation runs into the call, whose run step kills a process tree (or sets
-        # a worker thread's abort event) and whose record says "cancelled". No task group per call.
+        # a worker thread's abort event) and whose record says "cancelled". No task group per call: the
+        # notifications' sender starts with the first one.
         call = self._rt.call(
             params.name,
             dict(params.arguments or {}),
             self._scope,
             session=session,
-            ask=self._asker(ctx),
-            questioner=self._questioner(ctx),
+            ask=self._asker(ctx, channel),
+            questioner=self._questioner(ctx, channel),
             call_id=call_id,
+            channel=channel,
         )
-        result = await (call if not _wants_progress(ctx) else self._with_progress(ctx, call_id, call))
+        unsubscribe = self._rt.subscribe(notes.metadata_listener(call_id)) if notes.wants_progress else None
+        try:
+            result = await call
+            await notes.finish()
+        finally:
+            notes.cancel()
+            if unsubscribe is not None:
+                unsubscribe()
+        if replay is not None and replay.needed:
+            return replay.input_required({SESSION_META_KEY: token} if token is not None else None)
+        protocol = result.metadata.get(PROTOCOL_ERROR)
+        if isinstance(protocol, Mapping):
+            raise MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
         return _to_mcp(result, token)
 
-    async def _with_progress(self, ctx: Ctx, call_id: str, call: Awaitable[ToolResult]) -> ToolResult:
-        """Run `call` while its live metadata goes to the client as `notifications/progress`."""
-        send, receive = anyio.create_memory_object_stream[CallEvent](256)
-        bridge = _LoopBridge()
+    def _log_allowed(self, ctx: Ctx) -> Callable[[str], bool]:
+        """Whether a handler's log message at a level reaches this client: at or above the level its
+        request's `_meta` names (2026-07-28; none named, none sent), or the connection's
+        `logging/setLevel` (`warning` until set)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            requested = _requested_level(ctx)
+            return lambda level: requested is not None and _at_least(level, requested)
+        listener = self._listener(ctx)
+        return lambda level: _at_least(level, listener.level)
 
-        def listen(event: CallEvent) -> None:
-            if event.call_id == call_id and event.kind == "metadata":
-                bridge.call(lambda: _offer(send, event))
-
-        unsubscribe = self._rt.subscribe(listen)
-        box: list[ToolResult] = []
-
-        async def run_call() -> None:
-            with send:
-                box.append(await call)
-
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(run_call)
-                await _forward_progress(ctx, receive)
-        finally:
-            unsubscribe()
-        return box[0]
-
-    def _asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
-        """How to ask this client's person (`elicitation/create`); None when toolrt cannot ask it: it declared no
-        elicitation, or the request has no channel for a server request (2026-07-28 until toolrt answers with
-        input-required results). `tools/list` leaves out the tools that only ask for such a client."""
+    def _can_ask(self, ctx: Ctx) -> bool:
+        """Whether toolrt can ask this client's person: it declared elicitation, and the request can carry
+        a request to it (a server request on handshake-era versions, an input-required result on 2026-07-28)."""
         capabilities = ctx.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None or not ctx.session.can_send_request:
+        if capabilities is None or capabilities.elicitation is None:
+            return False
+        return ctx.session.can_send_request or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def _asker(self, ctx: Ctx, channel: McpChannel) -> Callable[[AskRequest], Any] | None:
+        """How to ask this client's person: an elicitation form (`elicitation/create` on handshake-era
+        versions, an input-required result on 2026-07-28) showing what "always" would keep; None when
+        toolrt cannot ask it (no elicitation declared). `tools/list` leaves out the tools that only ask
+        for such a client."""
+        if not self._can_ask(ctx):
             return None
+        asked = itertools.count(1)
 
         async def ask(request: AskRequest) -> Reply:
-            result = await ctx.session.elicit_form(_ask_text(request), _ASK_SCHEMA, related_request_id=ctx.request_id)
-            content = result.content or {}
+            key = f"toolrt_approval_{next(asked)}"
+            form = ClientRequest(
+                "elicitation/create", {"mode": "form", "message": _ask_text(request), "requestedSchema": _ASK_SCHEMA}
+            )
+            answer = (await channel.request({key: form})).get(key) or {}
+            content = answer.get("content") or {}
             decision = content.get("decision")
-            if result.action != "accept" or decision not in _DECISIONS:
+            if answer.get("action") != "accept" or decision not in _DECISIONS:
                 return Reply("reject")
             feedback = content.get("feedback")
             if decision == "reject":
@@ -292,8 +347,8 @@ class McpFace:
     async def _review_held(self, ctx: Ctx) -> None:
         """Before a call, when the config holds changes the model made (`toolrt.attribution`) and the client
         can put a form to the person: each change, with its diff, once; an approved one loads now."""
-        if not self._rt.snapshot.held or self._asker(ctx) is None:
-            return
+        if not self._rt.snapshot.held or not self._can_ask(ctx) or not ctx.session.can_send_request:
+            return  # 2026-07-28 (no server requests): `toolrt trust` approves them
         from .trust import change_text
 
         for hold in await anyio.to_thread.run_sync(self._rt.held):
@@ -313,22 +368,33 @@ class McpFace:
                     pass  # changed since it was shown: asked again with the new content next time
             self._not_approved.add((str(hold.path), hold.digest))
 
-    def _questioner(self, ctx: Ctx) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
-        """The `question` tool's questions as elicitation forms, one per question; None without elicitation."""
-        if self._asker(ctx) is None:
+    def _questioner(self, ctx: Ctx, channel: McpChannel) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
+        """The `question` tool's questions as elicitation forms, one per question, in one round; None
+        without elicitation."""
+        if not self._can_ask(ctx):
             return None
+        rounds = itertools.count(1)
 
         async def questioner(questions: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-            answers: list[list[str]] = []
-            for item in questions:
-                result = await ctx.session.elicit_form(
-                    escape_controls(str(item["question"]), keep_newlines=True),
-                    _question_schema(item),
-                    related_request_id=ctx.request_id,
+            n = next(rounds)
+            forms = {
+                f"toolrt_question_{n}_{i}": ClientRequest(
+                    "elicitation/create",
+                    {
+                        "mode": "form",
+                        "message": escape_controls(str(item["question"]), keep_newlines=True),
+                        "requestedSchema": _question_schema(item),
+                    },
                 )
-                answer = (result.content or {}).get("answer") if result.action == "accept" else None
-                answers.append(_answer_list(answer, multiple=bool(item.get("multiple"))))
-            return answers
+                for i, item in enumerate(questions, 1)
+            }
+            answers = await channel.request(forms)
+            found: list[list[str]] = []
+            for key, item in zip(forms, questions, strict=True):
+                answer = answers.get(key) or {}
+                value = (answer.get("content") or {}).get("answer") if answer.get("action") == "accept" else None
+                found.append(_answer_list(value, multiple=bool(item.get("multiple"))))
+            return found
 
         return questioner
 
@@ -599,12 +665,89 @@ def _wants_progress(ctx: Ctx) -> bool:
     return meta.get("progressToken", meta.get("progress_token")) is not None
 
 
-async def _forward_progress(ctx: Ctx, receive: anyio.abc.ObjectReceiveStream[CallEvent]) -> None:
-    count = 0
-    async with receive:
-        async for event in receive:
+class _Notes:
+    """A call's notifications to its client (the handler's log and progress, and its live metadata as
+    progress when the client sent a token), sent in order by a task started with the first one: a call
+    that sends none costs no task. `post` may be called from a handler's worker thread."""
+
+    def __init__(self, ctx: Ctx, wants_progress: bool) -> None:
+        self._ctx = ctx
+        self.wants_progress = wants_progress
+        self._bridge = _LoopBridge()
+        self._queue: deque[ClientNote] = deque()
+        self._wake: anyio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def post(self, note: ClientNote) -> None:
+        self._bridge.call(lambda: self._put(note))
+
+    def metadata_listener(self, call_id: str) -> Callable[[CallEvent], None]:
+        def listen(event: CallEvent) -> None:
+            if event.call_id == call_id and event.kind == "metadata":
+                self.post(("metadata", _progress_text(event)))
+
+        return listen
+
+    def _put(self, note: ClientNote) -> None:
+        if self._closed or len(self._queue) >= 256:  # dropped when a slow client lets them pile up
+            return
+        self._queue.append(note)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+        elif self._wake is not None:
+            self._wake.set()
+
+    async def _drain(self) -> None:
+        count = 0.0
+        while True:
+            while self._queue:
+                kind, note = self._queue.popleft()
+                try:
+                    count = await self._send(kind, note, count)
+                except Exception:  # the client went away: the call's result is what matters
+                    self._closed = True
+                    self._queue.clear()
+                    return
+            if self._closed:
+                return
+            self._wake = anyio.Event()
+            await self._wake.wait()
+
+    async def _send(self, kind: str, note: Any, count: float) -> float:
+        """Send one note; the progress count after it."""
+        import warnings
+
+        session, request_id = self._ctx.session, self._ctx.request_id
+        if kind == "log":
+            level, data, logger = note
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await session.send_log_message(level, data, logger=logger, related_request_id=request_id)
+        elif not self.wants_progress:
+            pass
+        elif kind == "progress":
+            progress, total, message = note
+            count = max(count, float(progress))
+            await session.report_progress(progress, total, message)
+        else:
             count += 1
-            await ctx.session.report_progress(count, None, _progress_text(event))
+            await session.report_progress(count, None, note)
+        return count
+
+    async def finish(self) -> None:
+        """Send what is queued; notes posted later are dropped."""
+        self._closed = True
+        if self._task is not None:
+            if self._wake is not None:
+                self._wake.set()
+            await self._task
+
+    def cancel(self) -> None:
+        """Stop sending (the call was cancelled or failed)."""
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
 
 def _progress_text(event: CallEvent) -> str | None:
@@ -621,24 +764,14 @@ def _ask_text(request: AskRequest) -> str:
 
 
 def _to_mcp(result: ToolResult, token: str | None = None) -> types.CallToolResult:
+    """A result as MCP content: its text (left out when empty and something else is attached), then each
+    attachment (`_attachment_content`)."""
     content: list[types.ContentBlock] = []
     text = result.error if result.error is not None else result.output
-    content.append(types.TextContent(type="text", text=text))
-    for attachment in result.attachments:
-        url = str(attachment.get("url", ""))
-        mime = str(attachment.get("mime", ""))
-        if url.startswith("data:") and ";base64," in url:
-            data = url.split(";base64,", 1)[1]
-            if mime.startswith("image/"):
-                content.append(types.ImageContent(type="image", data=data, mime_type=mime))
-            else:  # a PDF or another binary file: an embedded resource, not megabytes of base64 text
-                name = quote(str(attachment.get("filename") or "attachment"))
-                blob = types.BlobResourceContents(
-                    uri=f"toolrt://attachment/{name}", mime_type=mime or "application/octet-stream", blob=data
-                )
-                content.append(types.EmbeddedResource(type="resource", resource=blob))
-        elif url:
-            content.append(types.TextContent(type="text", text=f"attachment: {url}"))
+    attached = [block for block in map(_attachment_content, result.attachments) if block is not None]
+    if text or not attached:
+        content.append(types.TextContent(type="text", text=text))
+    content.extend(attached)
     meta: dict[str, Any] = {"toolrt/title": result.title}
     if token is not None:
         meta[SESSION_META_KEY] = token
@@ -646,6 +779,49 @@ def _to_mcp(result: ToolResult, token: str | None = None) -> types.CallToolResul
     return types.CallToolResult(
         content=content, structured_content=structured, is_error=result.error is not None, _meta=meta
     )
+
+
+def _attachment_content(attachment: Mapping[str, Any]) -> types.ContentBlock | None:
+    """One attachment as MCP content:
+
+    - `{"link": uri, "name", "mime"}`: a resource link;
+    - `{"uri", "mime", "text" | "url"}`: an embedded resource with that URI (a `data:` URL's bytes as a blob);
+    - `{"mime", "url": "data:…;base64,…"}`: an image for `image/*`, audio for `audio/*`, else an embedded
+      blob resource named after its `filename`;
+    - another URL: a line of text naming it.
+    """
+    mime = str(attachment.get("mime") or "")
+    link = attachment.get("link")
+    if isinstance(link, str) and link:
+        name = str(attachment.get("name") or attachment.get("filename") or link)
+        return types.ResourceLink(type="resource_link", uri=link, name=name, mime_type=mime or None)
+    url = str(attachment.get("url", ""))
+    data = url.split(";base64,", 1)[1] if url.startswith("data:") and ";base64," in url else None
+    uri = attachment.get("uri")
+    if isinstance(uri, str) and uri:
+        text = attachment.get("text")
+        resource: types.TextResourceContents | types.BlobResourceContents
+        if isinstance(text, str):
+            resource = types.TextResourceContents(uri=uri, mime_type=mime or "text/plain", text=text)
+        elif data is not None:
+            resource = types.BlobResourceContents(uri=uri, mime_type=mime or "application/octet-stream", blob=data)
+        else:
+            return types.ResourceLink(type="resource_link", uri=uri, name=uri, mime_type=mime or None)
+        return types.EmbeddedResource(type="resource", resource=resource)
+    if data is not None:
+        if mime.startswith("image/"):
+            return types.ImageContent(type="image", data=data, mime_type=mime)
+        if mime.startswith("audio/"):
+            return types.AudioContent(type="audio", data=data, mime_type=mime)
+        # A PDF or another binary file: an embedded resource, not megabytes of base64 text.
+        name = quote(str(attachment.get("filename") or "attachment"))
+        blob = types.BlobResourceContents(
+            uri=f"toolrt://attachment/{name}", mime_type=mime or "application/octet-stream", blob=data
+        )
+        return types.EmbeddedResource(type="resource", resource=blob)
+    if url:
+        return types.TextContent(type="text", text=f"attachment: {url}")
+    return None
 
 
 class _ToolrtServer(Server[Any]):
@@ -677,6 +853,7 @@ def build_server(
         on_call_tool=face.call_tool,
         on_subscriptions_listen=face.listen,
     )
+    server.middleware.append(RequestStateBoundary(state_security(rt.snapshot.data_dir), default_audience="toolrt"))
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)
     return server, face

@@ -58,8 +58,11 @@ class McpSessions:
     def __init__(self, store: SessionStore[Any]) -> None:
         self._store = store
 
-    def identify(self, ctx: Ctx) -> tuple[str, str | None]:
-        """(the toolrt session of this request, the token its result must carry, or None)."""
+    def identify(self, ctx: Ctx, carried: str | None = None) -> tuple[str, str | None]:
+        """(the toolrt session of this request, the token its result must carry, or None).
+
+        `carried`: the session a verified `requestState` names; a token the server issued before a
+        restart (so no longer holds) is held again when the request's token is that session's."""
         connection = connection_of(ctx)
         if connection.session_id is not None:
             name = _MCP_SESSION_PREFIX + connection.session_id
@@ -73,7 +76,8 @@ class McpSessions:
         if SESSION_META_KEY not in meta:
             return DEFAULT_SESSION, None
         token = meta[SESSION_META_KEY]
-        if isinstance(token, str) and _TOKEN_PREFIX + token in self._store:
+        if isinstance(token, str) and (_TOKEN_PREFIX + token in self._store or carried == _TOKEN_PREFIX + token):
+            self._store.get(_TOKEN_PREFIX + token)
             return _TOKEN_PREFIX + token, token
         token = secrets.token_urlsafe(18)
         name = _TOKEN_PREFIX + token

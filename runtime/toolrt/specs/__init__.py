@@ -27,9 +27,12 @@ from .model import CompiledSpec, SpecWarning
 from .nulls import strip_strict_nulls
 from .openai import compile_openai
 
-__all__ = ["FORMATS", "CompiledSpec", "SpecWarning", "compile_spec", "strip_strict_nulls"]
+__all__ = ["FORMATS", "SERVED_FORMATS", "CompiledSpec", "SpecWarning", "compile_spec", "strip_strict_nulls"]
 
 FORMATS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
+SERVED_FORMATS: tuple[str, ...] = (*FORMATS, "mcp-inline")
+"""`FORMATS` and `mcp-inline` (MCP with every `$ref` inlined), which `toolrt serve` uses for clients
+that drop `$defs`."""
 
 
 def compile_spec(
@@ -51,7 +54,7 @@ def compile_spec(
     Raises:
         UsageError: `format` is not one of `FORMATS`, or `annotations` has an unknown key.
     """
-    if format not in FORMATS:
+    if format not in SERVED_FORMATS:
         raise UsageError(f"unknown spec format {format!r}; expected one of: {', '.join(FORMATS)}")
     unknown = sorted(set(annotations or ()) - set(HINTS))
     if unknown:
@@ -70,4 +73,5 @@ def compile_spec(
         title=title,
         annotations=annotations,
         output=thaw(output) if output is not None else None,
+        inline=format == "mcp-inline",
     )

@@ -1,8 +1,10 @@
-"""MCP `tools/list` entries: plain JSON Schema with every `$ref` inlined and no `$defs` left.
+"""MCP `tools/list` entries: the input schema as written (`$defs`, `$ref`, `$anchor` kept, as
+SEP-1613 and SEP-2106 require), or with every `$ref` inlined for the clients that need it.
 
-Several MCP clients drop `$defs` or refuse references (Claude Desktop, VS Code, Bedrock
-AgentCore), so references are inlined when serving; a recursive one is cut after a few levels.
-Everything else passes through unchanged.
+Several MCP clients drop `$defs` or refuse references (Claude Desktop, VS Code, Bedrock AgentCore):
+for them (`drops_defs`, by `clientInfo.name`, under `serve.inline_refs: auto`, or for every client
+under `always`) the `mcp-inline` format inlines references and leaves no `$defs`; a recursive one is
+cut after a few levels. Everything else passes through unchanged.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from typing import Any
 
 from .core import Schema, map_children
 from .model import CompiledSpec
+from .refs import RefIndex, walk
 from .rewriter import Rewriter
 
-__all__ = ["compile_mcp"]
+__all__ = ["DROPS_DEFS", "compile_mcp", "drops_defs"]
 
 HINTS = {
     "read_only": "readOnlyHint",
@@ -23,6 +26,8 @@ HINTS = {
     "open_world": "openWorldHint",
 }
 """toolrt's annotation names → MCP's `ToolAnnotations` fields."""
+DROPS_DEFS: tuple[str, ...] = ("claude-ai", "claude desktop", "visual studio code", "vscode", "bedrock")
+"""Lowercased parts of the `clientInfo.name` of clients known to drop `$defs` or refuse `$ref`."""
 _REFERENCE_KEYWORDS = frozenset({"$defs", "definitions", "$anchor", "$dynamicAnchor"})
 
 
@@ -43,6 +48,25 @@ class McpRewriter(Rewriter):
         return map_children(kept, pointer, self.node)
 
 
+def _servable_as_written(schema: Schema) -> bool:
+    """Whether a client can use the schema as written: an object at the root (MCP wants `type: object`
+    there, so a root `$ref` is inlined) and every reference local and resolvable (else the inlined form,
+    which replaces and warns about what it cannot follow)."""
+    if schema.get("type") != "object" or "$ref" in schema:
+        return False
+    index = RefIndex(schema)
+    for node, _ in walk(schema, ""):
+        if "$dynamicRef" in node or ("$ref" in node and index.resolve(node["$ref"]) is None):
+            return False
+    return True
+
+
+def drops_defs(client_name: str | None) -> bool:
+    """Whether a client, by its `clientInfo.name`, is one known to drop `$defs` (see `DROPS_DEFS`)."""
+    lowered = (client_name or "").lower()
+    return any(part in lowered for part in DROPS_DEFS)
+
+
 def compile_mcp(
     *,
     name: str,
@@ -51,20 +75,26 @@ def compile_mcp(
     title: str | None = None,
     annotations: Mapping[str, bool] | None = None,
     output: Schema | None = None,
+    inline: bool = False,
 ) -> CompiledSpec:
-    """The MCP tool entry of one tool (`outputSchema` from `output`, references inlined like the input's);
-    `annotations` keys outside `HINTS` are ignored."""
-    rewriter = McpRewriter(parameters, "mcp")
+    """The MCP tool entry of one tool, its schemas as written (`inline`: references inlined; the
+    `outputSchema` comes from `output`); `annotations` keys outside `HINTS` are ignored."""
+    target = "mcp-inline" if inline else "mcp"
+    rewriter = McpRewriter(parameters, target)
+    inline = inline or not _servable_as_written(parameters)
     spec: Schema = {"name": name}
     if title is not None:
         spec["title"] = title
     spec["description"] = description
-    spec["inputSchema"] = rewriter.run()
-    warnings = list(rewriter.warnings)
+    spec["inputSchema"] = rewriter.run() if inline else parameters
+    warnings = list(rewriter.warnings) if inline else []
     if output is not None:
-        output_rewriter = McpRewriter(output, "mcp")
-        spec["outputSchema"] = output_rewriter.run()
-        warnings.extend(output_rewriter.warnings)
+        if inline or not _servable_as_written(output):
+            output_rewriter = McpRewriter(output, target)
+            spec["outputSchema"] = output_rewriter.run()
+            warnings.extend(output_rewriter.warnings)
+        else:
+            spec["outputSchema"] = output
     hints: dict[str, Any] = {} if title is None else {"title": title}
     hints.update({field: bool(annotations[key]) for key, field in HINTS.items() if annotations and key in annotations})
     spec["annotations"] = hints

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 from .core import Schema, child_pointer
 
-__all__ = ["RefIndex"]
+__all__ = ["RefIndex", "walk"]
 
 
 class RefIndex:
@@ -60,18 +60,19 @@ class RefIndex:
     def _anchor_index(self) -> dict[str, tuple[Any, str]]:
         if self._anchors is None:
             self._anchors = {}
-            for node, pointer in _walk(self._root, ""):
+            for node, pointer in walk(self._root, ""):
                 anchor = node.get("$anchor")
                 if isinstance(anchor, str):
                     self._anchors.setdefault(anchor, (node, pointer))
         return self._anchors
 
 
-def _walk(node: Any, pointer: str) -> Iterator[tuple[Schema, str]]:
+def walk(node: Any, pointer: str) -> Iterator[tuple[Schema, str]]:
+    """Every object in `node` (schemas and the maps holding them) with its JSON pointer."""
     if isinstance(node, dict):
         yield node, pointer
         for key, value in node.items():
-            yield from _walk(value, child_pointer(pointer, key))
+            yield from walk(value, child_pointer(pointer, key))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _walk(value, child_pointer(pointer, i))
+            yield from walk(value, child_pointer(pointer, i))

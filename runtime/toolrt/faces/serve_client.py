@@ -1,0 +1,318 @@
+"""The MCP client as a call's `ClientChannel`, on both kinds of protocol version.
+
+- Handshake-era (2025-11-25 and earlier): requests are server-to-client requests on the call's
+  stream (`elicitation/create`, `sampling/createMessage`, `roots/list`), sent together and awaited.
+- 2026-07-28: a server cannot send requests; a call that needs answers stops at its first request
+  not yet answered (`InputRequired`) and its result becomes an input-required result (SEP-2322)
+  carrying every request of that round and a `requestState`. The client answers and sends the call
+  again with its `inputResponses` and the state; the call runs again from the start (replay), and each
+  request made before returns its answer from the state. The state is sealed by the SDK's
+  `RequestStateBoundary` (AES-256-GCM under a versioned key ring: bound to the tool, the digest of the
+  exact arguments, the authenticated principal where there is one, and short-lived); inside it toolrt
+  binds the toolrt session and a nonce, consumed when a retry carrying it is accepted (`NonceLedger`),
+  so a replayed, foreign, tampered or expired state is a JSON-RPC error, never a run.
+
+The key survives a restart: it is kept in the data directory (`mcp-request-state.key`, created 0600 on
+first use) unless the host gives keys in `TOOLRT_SERVE_STATE_KEYS` (comma-separated, the first seals,
+every one unseals: rotation). A server restarted between two round trips resumes the call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.request_state import RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import BaseModel, ValidationError
+
+from ..call.client import ClientInfo, ClientRequest, check_capabilities
+from ..errors import InputRequired
+
+__all__ = [
+    "NONCE_FILE",
+    "STATE_KEY_ENV",
+    "STATE_TTL_SECONDS",
+    "ClientNote",
+    "McpChannel",
+    "NonceLedger",
+    "ReplayState",
+    "client_info",
+    "state_security",
+]
+
+STATE_TTL_SECONDS = 600.0
+"""How long an input-required result's `requestState` is accepted (a person may take a while to answer)."""
+STATE_KEY_ENV = "TOOLRT_SERVE_STATE_KEYS"
+_KEY_FILE = "mcp-request-state.key"
+NONCE_FILE = "mcp-request-state.nonces"
+_STATE_VERSION = 1
+
+Ctx = ServerRequestContext[Any, Any]
+ClientNote = tuple[str, Any]
+"""A notification a channel queued for the call's forwarder: ("log", (level, data, logger)) or
+("progress", (progress, total, message))."""
+
+_MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
+    "elicitation/create": (types.ElicitRequest, types.ElicitResult),
+    "sampling/createMessage": (types.CreateMessageRequest, types.CreateMessageResult),
+    "roots/list": (types.ListRootsRequest, types.ListRootsResult),
+}
+"""Each request's wire model and the model its answer must satisfy."""
+
+
+def state_security(data_dir: Path) -> RequestStateSecurity:
+    """The sealing policy: the host's keys (`TOOLRT_SERVE_STATE_KEYS`), else the data directory's key."""
+    given = [key.strip() for key in os.environ.get(STATE_KEY_ENV, "").split(",") if key.strip()]
+    return RequestStateSecurity(keys=given or [_stored_key(data_dir)], ttl=STATE_TTL_SECONDS)
+
+
+def _stored_key(data_dir: Path) -> str:
+    """The data directory's key, made (32 random bytes, hex, owner-only) on first use."""
+    path = data_dir / _KEY_FILE
+    try:
+        key = path.read_text(encoding="ascii").strip()
+        if len(key) >= 64:
+            return key
+    except FileNotFoundError:
+        pass
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_hex(32)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="ascii") as stream:
+        stream.write(key)
+    try:
+        os.link(temporary, path)  # another process may have made one meanwhile: theirs wins
+    except FileExistsError:
+        key = path.read_text(encoding="ascii").strip()
+    finally:
+        temporary.unlink()
+    return key
+
+
+class NonceLedger:
+    """The nonces of accepted retries, until their state would have expired anyway.
+
+    With a `path` (the data directory's `mcp-request-state.nonces`) each consumed nonce is also appended
+    there and the unexpired ones are read back when a server starts, so a state accepted before a restart
+    is not accepted again after it. The file is rewritten without the expired entries when it grows.
+    """
+
+    def __init__(self, path: Path | None = None, ttl: float = STATE_TTL_SECONDS) -> None:
+        self._ttl = ttl
+        self._path = path
+        self._used: dict[str, float] = {}
+        """Nonce → wall-clock time after which its state is expired anyway."""
+        if path is not None:
+            self._used = _read_nonces(path, time.time())
+
+    def consume(self, nonce: str) -> bool:
+        """Mark `nonce` used; False when it already was (a replayed state)."""
+        now = time.time()
+        if nonce in self._used and self._used[nonce] > now:
+            return False
+        until = now + self._ttl + 60  # the boundary accepts a minute of clock skew
+        self._used[nonce] = until
+        if len(self._used) > 1024:
+            self._used = {n: t for n, t in self._used.items() if t > now}
+            self._rewrite()
+        elif self._path is not None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with self._path.open("a", encoding="ascii") as ledger:
+                ledger.write(f"{nonce} {until:.0f}\n")
+        return True
+
+    def _rewrite(self) -> None:
+        if self._path is None:
+            return
+        temporary = self._path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text("".join(f"{n} {t:.0f}\n" for n, t in self._used.items()), encoding="ascii")
+        temporary.replace(self._path)
+
+
+def _read_nonces(path: Path, now: float) -> dict[str, float]:
+    try:
+        lines = path.read_text(encoding="ascii", errors="replace").splitlines()
+    except FileNotFoundError:
+        return {}
+    used: dict[str, float] = {}
+    for line in lines:
+        nonce, _, until = line.partition(" ")
+        try:
+            if float(until) > now:
+                used[nonce] = float(until)
+        except ValueError:
+            continue
+    return used
+
+
+class ReplayState:
+    """What a 2026-07-28 call carries between rounds inside its sealed `requestState`."""
+
+    def __init__(self, session: str, answers: dict[str, Any] | None = None) -> None:
+        self.session = session
+        self.answers: dict[str, Any] = answers or {}
+        """Every answer gathered so far, by request key."""
+        self.needed: dict[str, ClientRequest] = {}
+        """The round the call stopped at: the requests still unanswered."""
+
+    @classmethod
+    def resume(cls, plaintext: str, session: str, responses: Mapping[str, Any], ledger: NonceLedger) -> ReplayState:
+        """The state of a retry: the earlier answers and the valid responses to the pending requests.
+
+        Raises:
+            MCPError: the state is not toolrt's, belongs to another session, or was used before.
+        """
+        try:
+            inner = json.loads(plaintext)
+            version, owner, nonce = inner["v"], inner["s"], inner["n"]
+            answers, pending = dict(inner["a"]), dict(inner["p"])
+        except (ValueError, KeyError, TypeError):
+            raise MCPError(types.INVALID_PARAMS, "Invalid or expired requestState") from None
+        if version != _STATE_VERSION or owner != session:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "This requestState belongs to another session; call the tool again without it.",
+                {"reason": "invalid_request_state"},
+            )
+        if not isinstance(nonce, str) or not ledger.consume(nonce):
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "This requestState was already used; call the tool again without it.",
+                {"reason": "invalid_request_state"},
+            )
+        for key, method in pending.items():
+            answer = _valid_answer(method, responses.get(key))
+            if answer is not None:
+                answers[key] = answer
+        return cls(session, answers)
+
+    @staticmethod
+    def owner(plaintext: Any) -> str | None:
+        """The session a (verified) state names, to hold it again after a restart; None when unreadable."""
+        try:
+            owner = json.loads(plaintext)["s"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return owner if isinstance(owner, str) else None
+
+    def seal_plaintext(self) -> str:
+        """The state of the next round (sealed by the SDK's boundary on the way out)."""
+        pending = {key: request.method for key, request in self.needed.items()}
+        inner = {
+            "v": _STATE_VERSION,
+            "s": self.session,
+            "n": secrets.token_urlsafe(12),
+            "a": self.answers,
+            "p": pending,
+        }
+        return json.dumps(inner, separators=(",", ":"))
+
+    def input_required(self, meta: Mapping[str, Any] | None = None) -> types.InputRequiredResult:
+        """The input-required result of the round the call stopped at (`meta`: the result's `_meta`)."""
+        requests: dict[str, Any] = {
+            key: _MODELS[request.method][0].model_validate({"method": request.method, "params": dict(request.params)})
+            for key, request in self.needed.items()
+        }
+        return types.InputRequiredResult(
+            input_requests=requests, request_state=self.seal_plaintext(), _meta=dict(meta) if meta else None
+        )
+
+
+def _valid_answer(method: Any, raw: Any) -> Any:
+    """A client's response as plain JSON when it satisfies the request's result model, else None."""
+    models = _MODELS.get(method) if isinstance(method, str) else None
+    if models is None or not isinstance(raw, Mapping):
+        return None
+    try:
+        return models[1].model_validate(raw).model_dump(by_alias=True, mode="json", exclude_none=True)
+    except ValidationError:
+        return None
+
+
+def client_info(ctx: Ctx) -> ClientInfo:
+    """`ctx.client` for an MCP request: the capabilities, name and version the client declared."""
+    session = ctx.session
+    capabilities = session.client_capabilities
+    declared = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities else {}
+    params = session.client_params
+    implementation = params.client_info if params is not None else None
+    return ClientInfo(
+        declared,
+        implementation.name if implementation is not None else None,
+        implementation.version if implementation is not None else None,
+        ctx.protocol_version,
+    )
+
+
+class McpChannel:
+    """A call's client: server requests on handshake-era versions, replay on 2026-07-28 (`replay`)."""
+
+    def __init__(
+        self,
+        ctx: Ctx,
+        post: Callable[[ClientNote], None] | None,
+        replay: ReplayState | None,
+        log_allowed: Callable[[str], bool],
+        tool: str,
+    ) -> None:
+        self._ctx = ctx
+        self._post = post
+        """Queues a notification for the call's forwarder (from any thread); None: the call has none."""
+        self.replay = replay
+        self._log_allowed = log_allowed
+        self._tool = tool
+        self._info: ClientInfo | None = None
+
+    @property
+    def info(self) -> ClientInfo:
+        """What the client declared, read from the request when a handler first asks."""
+        if self._info is None:
+            self._info = client_info(self._ctx)
+        return self._info
+
+    async def request(self, requests: Mapping[str, ClientRequest]) -> dict[str, Mapping[str, Any]]:
+        check_capabilities(self.info, requests.values())
+        if self.replay is not None:
+            answers = self.replay.answers
+            missing = {key: request for key, request in requests.items() if key not in answers}
+            if missing:
+                self.replay.needed = missing
+                raise InputRequired("The call waits for the client's answers.")
+            return {key: answers[key] for key in requests}
+        results: dict[str, Mapping[str, Any]] = {}
+
+        async def send(key: str, request: ClientRequest) -> None:
+            request_model, result_model = _MODELS[request.method]
+            typed = request_model.model_validate({"method": request.method, "params": dict(request.params) or None})
+            metadata = ServerMessageMetadata(related_request_id=self._ctx.request_id)
+            result = await self._ctx.session.send_request(typed, result_model, metadata=metadata)  # type: ignore[arg-type]
+            results[key] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        async with anyio.create_task_group() as group:
+            for key, request in requests.items():
+                group.start_soon(send, key, request)
+        return results
+
+    def log(self, level: str, message: str, data: Any = None) -> None:
+        if level not in _LEVELS or not self._log_allowed(level) or self._post is None:
+            return
+        payload = message if data is None else {"message": message, "data": data}
+        self._post(("log", (level, payload, self._tool)))
+
+    def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._post is not None:
+            self._post(("progress", (progress, total, message)))
+
+
+_LEVELS = frozenset(("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))
