@@ -46,16 +46,20 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+async def _run_the_script(request: AskRequest) -> Reply:
+    """The person lets the model's `bash stage.sh` run (the analyzer reads a script the model wrote and asks
+    for what it cannot prove): what the script then does must still meet the kernel and the journal."""
+    bash_only = all(decision.permission == "bash" for decision in request.pending)
+    return Reply("once" if request.tool == "bash" and bash_only else "reject")
+
+
 def _calls(root: Path, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
     """Run `calls` in one Runtime (a fresh command), the model's moves or the person's call."""
-
-    async def ask(request: AskRequest) -> Reply:
-        return Reply("reject")
 
     async def main() -> list[Any]:
         with Runtime.load(root, partial=True) as rt:
             with anyio.fail_after(30):
-                return [await rt.call(tool, args, ask=ask) for tool, args in calls]
+                return [await rt.call(tool, args, ask=_run_the_script) for tool, args in calls]
 
     return anyio.run(main)
 

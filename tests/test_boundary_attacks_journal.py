@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,13 @@ def _past_the_slack(root: Path, probe: Path) -> None:
 
 async def _reject(request: AskRequest) -> Reply:
     return Reply("reject")
+
+
+async def _run_the_script(request: AskRequest) -> Reply:
+    """The person lets the model's `bash stage.sh` run (the analyzer reads a script the model wrote and asks
+    for what it cannot prove): what the script then does must still meet the kernel and the journal."""
+    bash_only = all(decision.permission == "bash" for decision in request.pending)
+    return Reply("once" if request.tool == "bash" and bash_only else "reject")
 
 
 def _after_the_last_process(probe: Path) -> None:
@@ -143,6 +151,14 @@ def test_the_persons_plugin_still_loads(project: Path) -> None:
     assert result.error is None and result.output == "person"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open: with the data directory in the writable set, a process the model's script starts through "
+        "Python (which the analyzer cannot read into, so the person approves running the script) truncates "
+        "the journal, and the plugin written in the same run then loads as the person's"
+    ),
+)
 def test_a_long_protected_list_does_not_leave_the_journal_writable(project: Path, tmp_path: Path) -> None:
     """The data directory inside the sandbox's writable set (here under the temp directory, as in CI):
     the journal is mounted read-only, and no length of the person's `protected:` list (the kernel mounts
@@ -156,12 +172,14 @@ def test_a_long_protected_list_does_not_leave_the_journal_writable(project: Path
         with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
             journal = rt.snapshot.data_dir / "attribution" / "journal.jsonl"
             assert journal.is_file()
-            script = f"printf %s {shlex.quote(EVIL.format(marker=str(marker)))} > pkg/plugins/b.py\n: > {journal}\n"
+            # The wipe goes through Python, which the analyzer cannot read into (a route the rules miss),
+            # so the person approves running the script and only the kernel stands in the way.
+            wipe = f"{sys.executable} -c 'import sys; open(sys.argv[1], \"w\")' {journal}"
+            script = f"printf %s {shlex.quote(EVIL.format(marker=str(marker)))} > pkg/plugins/b.py\n{wipe}\n"
             staged = await rt.call("write", {"filePath": "stage.sh", "content": script}, ask=_reject)
             assert staged.error is None, staged.error
-            ran = await rt.call("bash", {"command": "bash stage.sh", "description": "stage"}, ask=_reject)
+            ran = await rt.call("bash", {"command": "bash stage.sh", "description": "stage"}, ask=_run_the_script)
             assert "landlock" in str(ran.metadata.get("sandbox", ""))
-            assert "journal.jsonl: Read-only file system" in ran.output
             assert journal.stat().st_size > 0
             return await rt.call("plug", {"name": "b"}, ask=_reject)
 
