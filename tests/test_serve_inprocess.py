@@ -7,6 +7,7 @@ tool through elicitation, progress, a reload's problems as log messages, and bad
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -85,7 +86,9 @@ async def serving(
         with anyio.fail_after(LIMIT):
             async with saves, changes, anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
-                group.start_soon(reloader.run)
+                ready = anyio.Event()  # the handler code imported at start: a save cannot race that import
+                group.start_soon(functools.partial(reloader.run, ready=ready))
+                await ready.wait()
                 async with Client(
                     server, mode=mode, message_handler=on_message, logging_callback=on_log, **client
                 ) as c:

@@ -100,7 +100,7 @@ def test_a_2026_client_hears_only_where_its_meta_names_a_level(make_project: Pro
                     while not _toolrt(served):
                         await anyio.sleep(0.01)
             ((level, text),) = _toolrt(served)
-            assert level == "error" and "greet" in text  # the located failure (the module's line or the tool's)
+            assert level == "error" and "greet_code.py:2:" in text
         async with serving(rt, mode="auto", log_level="warning") as warned:
             for _ in range(2):
                 await warned.client.call_tool("echo", {})
