@@ -136,8 +136,13 @@ def test_toolrt_run_from_a_checkout_inside_the_project_is_read_only(project: Pat
         shutil.copytree(builtin / name, checkout / "_builtin" / name)
     for name in ("permissions.yaml", "toolrt.yaml"):
         shutil.copy(builtin / name, checkout / "_builtin" / name)
-    wrapper = tmp_path / "python"  # the person's interpreter, with the checkout on its path
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={project / "src"} exec {sys.executable} "$@"\n', encoding="utf-8")
+    # The person's interpreter, with the checkout on its path; not measured by the suite's coverage, which
+    # would count this copy of the package's files as the package's.
+    wrapper = tmp_path / "python"
+    unmeasured = "unset COVERAGE_PROCESS_CONFIG COVERAGE_PROCESS_START"
+    wrapper.write_text(
+        f'#!/bin/sh\n{unmeasured}\nPYTHONPATH={project / "src"} exec {sys.executable} "$@"\n', encoding="utf-8"
+    )
     wrapper.chmod(0o755)
     line = PAYLOAD.format(marker=str(marker))
     result = _bash(str(wrapper), project, f"echo {shlex.quote(line)} >> src/toolrt/errors.py\n")
