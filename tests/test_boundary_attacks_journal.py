@@ -73,6 +73,10 @@ async def _reject(request: AskRequest) -> Reply:
     return Reply("reject")
 
 
+async def _approve(request: AskRequest) -> Reply:
+    return Reply("once")
+
+
 async def _run_the_script(request: AskRequest) -> Reply:
     """The person lets the model's `bash stage.sh` run (the analyzer reads a script the model wrote and asks
     for what it cannot prove): what the script then does must still meet the kernel and the journal."""
@@ -151,15 +155,10 @@ def test_the_persons_plugin_still_loads(project: Path) -> None:
     assert result.error is None and result.output == "person"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open: with the data directory in the writable set, a process the model's script starts through "
-        "Python (which the analyzer cannot read into, so the person approves running the script) truncates "
-        "the journal, and the plugin written in the same run then loads as the person's"
-    ),
-)
-def test_a_long_protected_list_does_not_leave_the_journal_writable(project: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("approving", ["the script", "everything it asks"])
+def test_a_long_protected_list_does_not_leave_the_journal_writable(
+    project: Path, tmp_path: Path, approving: str
+) -> None:
     """The data directory inside the sandbox's writable set (here under the temp directory, as in CI):
     the journal is mounted read-only, and no length of the person's `protected:` list (the kernel mounts
     at most 64 paths) may push it out, or the model wipes it and its own changes become the person's."""
@@ -178,8 +177,12 @@ def test_a_long_protected_list_does_not_leave_the_journal_writable(project: Path
             script = f"printf %s {shlex.quote(EVIL.format(marker=str(marker)))} > pkg/plugins/b.py\n{wipe}\n"
             staged = await rt.call("write", {"filePath": "stage.sh", "content": script}, ask=_reject)
             assert staged.error is None, staged.error
-            ran = await rt.call("bash", {"command": "bash stage.sh", "description": "stage"}, ask=_run_the_script)
+            # The person lets the script run, or even approves the `protected` and `external_directory` asks
+            # naming the journal: an approval lifts the cover of what the person approved, never the journal's.
+            person = _run_the_script if approving == "the script" else _approve
+            ran = await rt.call("bash", {"command": "bash stage.sh", "description": "stage"}, ask=person)
             assert "landlock" in str(ran.metadata.get("sandbox", ""))
+            assert "Read-only file system" in ran.output and "journal.jsonl" in ran.output, ran.output
             assert journal.stat().st_size > 0
             return await rt.call("plug", {"name": "b"}, ask=_reject)
 

@@ -382,8 +382,11 @@ def _build_snapshot(
     )
     protected_files = essential + imported_modules(root_path, modules)
     protected = concrete_protected(root_path, permissions.protected, protected_files, first=essential)
-    sandbox = replace(sandbox, protected=protected)
-    tool_sandboxes = {tool_id: replace(policy, protected=protected) for tool_id, policy in tool_sandboxes.items()}
+    walls = tuple(Path(os.path.normpath(path)) for path in essential)
+    sandbox = replace(sandbox, protected=protected, essential=walls)
+    tool_sandboxes = {
+        tool_id: replace(policy, protected=protected, essential=walls) for tool_id, policy in tool_sandboxes.items()
+    }
     digest = _digest(
         [
             [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]

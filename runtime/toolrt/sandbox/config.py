@@ -155,7 +155,9 @@ def call_plan(
     )
     approved = [pattern for permission, pattern in granted if permission == "protected"]
     if approved and policy.protected:
-        kept = tuple(path for path in policy.protected if not _approved(path, root, approved))
+        kept = tuple(
+            path for path in policy.protected if path in policy.essential or not _approved(path, root, approved)
+        )
         policy = dataclasses.replace(policy, protected=kept)
     support = support or detect_support()
     sandboxed = policy.mode != "off" and support.available

@@ -155,7 +155,7 @@ def plan_sandbox(
         for p in policy.protected
         if policy.mode == "workspace-write"
         and any(within(str(p), w) for w in writable)  # elsewhere it is read-only anyway
-        and not any(within(str(p), d) for d in declared)
+        and (p in policy.essential or not any(within(str(p), d) for d in declared))
         and os.path.lexists(p)
     )
     if not support.landlock_abi:

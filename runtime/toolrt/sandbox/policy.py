@@ -46,6 +46,9 @@ class SandboxPolicy:
     or besides nothing (in `read-only`, where only these and the usual devices are writable)."""
     protected: tuple[Path, ...] = ()
     """Paths inside the root that stay read-only in the sandbox where a mount namespace allows it."""
+    essential: tuple[Path, ...] = ()
+    """The protected paths the other walls rest on (the attribution journal, the environment toolrt runs
+    from, the locked file): read-only even for a call whose `protected` ask the person approved."""
     required: bool = False
     ceiling: Mode = "off"
     """The loosest mode the locked file (or host) permits; per-call widening never goes past it."""
