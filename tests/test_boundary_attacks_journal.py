@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from cli_helpers import run
+from processes import after_the_last_process
 
 from toolrt import Runtime
 from toolrt.permissions.ask import AskRequest, Reply
@@ -84,17 +85,6 @@ async def _run_the_script(request: AskRequest) -> Reply:
     return Reply("once" if request.tool == "bash" and bash_only else "reject")
 
 
-def _after_the_last_process(probe: Path) -> None:
-    """Wait (5 s at most) until the kernel's file clock has passed the end of every process run so far,
-    so that the next write falls outside every journalled lifetime."""
-    ended, give_up = time.time_ns(), time.monotonic() + 5
-    while time.monotonic() < give_up:
-        probe.write_text("tick")
-        if probe.stat().st_ctime_ns > ended:
-            return
-    raise AssertionError("the file clock did not move in 5 s")
-
-
 @pytest.mark.parametrize(
     ("link", "plugin"),
     [
@@ -115,7 +105,7 @@ def test_a_file_tool_write_through_a_hard_link_is_the_models_under_every_name(
             linked = await rt.call("bash", {"command": link, "description": "link"}, ask=_reject)
             assert linked.error is None, linked.error
             assert "landlock" in str(linked.metadata.get("sandbox", ""))  # the real kernel sandbox ran it
-            _after_the_last_process(tmp_path / "probe")
+            after_the_last_process(tmp_path / "probe")
             assert (await rt.call("read", {"filePath": "stage.py"}, ask=_reject)).error is None
             content = EVIL.format(marker=str(marker))
             wrote = await rt.call("write", {"filePath": "stage.py", "content": content}, ask=_reject)

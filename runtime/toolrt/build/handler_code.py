@@ -22,7 +22,7 @@ import importlib.util
 import sys
 import threading
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, ModuleType
@@ -90,21 +90,26 @@ def _direct_imports(root: Path, path: Path, stamp: tuple[int, int]) -> tuple[Pat
         tree = ast.parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError):
         return ()
-    package = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
     found: dict[Path, None] = {}
+    for parts in imported_names(tree, path, root):
+        module = _module_file(root, parts)
+        if module is not None and module != path:
+            found[module] = None
+    return tuple(found)
+
+
+def imported_names(tree: ast.AST, path: Path, root: Path) -> Iterator[tuple[str, ...]]:
+    """The dotted names (as parts) the module `tree`, read from `path`, imports, relative imports
+    resolved against its package under `root`; `from a import b` gives both `a` and `a.b`."""
+    package = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
     for node in ast.walk(tree):
-        names: list[tuple[str, ...]] = []
         if isinstance(node, ast.Import):
-            names = [tuple(alias.name.split(".")) for alias in node.names]
+            yield from (tuple(alias.name.split(".")) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else ()
             stem = (*base, *(node.module.split(".") if node.module else ()))
-            names = [stem] + [(*stem, alias.name) for alias in node.names]
-        for parts in names:
-            module = _module_file(root, parts)
-            if module is not None and module != path:
-                found[module] = None
-    return tuple(found)
+            yield stem
+            yield from ((*stem, alias.name) for alias in node.names)
 
 
 def project_code(root: Path, tools: Mapping[str, CompiledTool]) -> ProjectCode:

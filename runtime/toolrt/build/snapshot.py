@@ -40,7 +40,7 @@ from ..sandbox.config import build_policy, concrete_protected, host_layer, tool_
 from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
-from .handler_code import project_code
+from .handler_code import imported_names, project_code
 from .project_import import environments_inside, guard_imports
 from .trusted import hold_untrusted
 
@@ -526,19 +526,10 @@ def imported_modules(root: Path, modules: Iterable[Path]) -> tuple[Path, ...]:
             tree = ast.parse(path.read_bytes())
         except (OSError, SyntaxError, ValueError):
             continue
-        package = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
-        for node in ast.walk(tree):
-            names: list[tuple[str, ...]] = []
-            if isinstance(node, ast.Import):
-                names = [tuple(alias.name.split(".")) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = package[: len(package) - node.level + 1] if node.level else ()
-                stem = (*base, *(node.module.split(".") if node.module else ()))
-                names = [stem] + [(*stem, alias.name) for alias in node.names]
-            for parts in names:
-                for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-                    if parts and candidate.is_file() and candidate not in found:
-                        pending.append(candidate)
+        for parts in imported_names(tree, path, root):
+            for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+                if parts and candidate.is_file() and candidate not in found:
+                    pending.append(candidate)
     return tuple(found)
 
 
