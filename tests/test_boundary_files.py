@@ -140,8 +140,14 @@ def test_write_never_puts_a_tool_file_into_tools_d_through_a_swapped_directory(p
 
 
 def test_apply_patch_never_adds_into_tools_d_through_a_swapped_directory(project: Path, swap_config: Any) -> None:
-    patches = [f"*** Begin Patch\n*** Add File: stage/q{i}.yaml\n+id: q\n*** End Patch" for i in range(150)]
-    results = _calls(project, [("apply_patch", {"patchText": text}) for text in patches], model="gpt-5")
+    # A patch adds only when `stage/` stays a directory through all of its checks, a narrow window: batches
+    # of 150 until one did (at most 6), so that the race is shown to run both ways.
+    results: list[Any] = []
+    for batch in range(6):
+        patches = [f"*** Begin Patch\n*** Add File: stage/q{batch}_{i}.yaml\n+id: q\n*** End Patch" for i in range(150)]
+        results += _calls(project, [("apply_patch", {"patchText": text}) for text in patches], model="gpt-5")
+        if any(r.error is None for r in results):
+            break
     assert list((project / "tools.d").iterdir()) == []
     assert any(r.error is None for r in results), [r.error for r in results][:3]
     _clean(results)
