@@ -140,6 +140,32 @@ def _offline_pip(env: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _version_at(repository: Path, ref: str) -> str:
+    pyproject = _git(repository, {}, "show", f"{ref}:pyproject.toml")
+    [version] = re.findall(r'^version = "([^"]+)"$', pyproject, re.M)
+    return version
+
+
+def _release_repository(path: Path, rev: str) -> Path:
+    """A bare copy of this repository in which `rev` is the release tag pre-commit clones.
+
+    The docs must name the release this checkout is (`rev` is `v` + pyproject's version). Where the
+    checkout has the tag, it must point at a commit of that version; a clone that carries no tags (CI
+    clones the branch alone) gets the tag on its HEAD, in the copy only."""
+    assert rev == f"v{_version_at(REPO, 'HEAD')}", f"docs/ci.md's pre-commit rev {rev} is not this release"
+    _git(REPO, {}, "clone", "-q", "--bare", "--no-hardlinks", str(REPO), str(path))
+    tagged = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "-q", "--verify", f"refs/tags/{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if tagged.returncode == 0:
+        assert _version_at(path, rev) == rev.removeprefix("v"), f"the tag {rev} is on a commit of another version"
+    else:
+        _git(path, {}, "tag", rev, "HEAD")
+    return path
+
+
 @pytest.mark.slow  # pre-commit clones this repository at the tag and pip-installs toolrt from it, offline
 def test_documented_hook_installs_toolrt_from_the_tag_and_prints_what_the_page_shows(
     tmp_path: Path, env: dict[str, str]
@@ -148,14 +174,7 @@ def test_documented_hook_installs_toolrt_from_the_tag_and_prints_what_the_page_s
     config = yaml.safe_load(block.text)
     [entry] = config["repos"]
     rev = entry["rev"]
-    tagged = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "-q", "--verify", f"refs/tags/{rev}^{{commit}}"],
-        capture_output=True,
-        text=True,
-    )
-    assert tagged.returncode == 0, (
-        f"docs/ci.md's pre-commit rev {rev} is not a tag of this repository: tag the release (git tag {rev} COMMIT)"
-    )
+    origin = _release_repository(tmp_path / "toolrt.git", rev)
     # the workflow installs the same release
     workflow = yaml.safe_load(_block("workflow").text)
     installs = [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
@@ -163,7 +182,7 @@ def test_documented_hook_installs_toolrt_from_the_tag_and_prints_what_the_page_s
     repo = sample_repository(tmp_path / "sample", env)
     (repo / "agent").mkdir()
     (repo / "agent" / "permissions.yaml").write_text(_block("file", "agent/permissions.yaml").text, encoding="utf-8")
-    (repo / ".pre-commit-config.yaml").write_text(block.text.replace(entry["repo"], str(REPO)), encoding="utf-8")
+    (repo / ".pre-commit-config.yaml").write_text(block.text.replace(entry["repo"], str(origin)), encoding="utf-8")
     _git(repo, env, "add", "-A")
     _git(repo, env, "commit", "-qm", "sample")
     run = [sys.executable, "-m", "pre_commit", "run", "--all-files"]
