@@ -142,8 +142,9 @@ def _offline_pip(env: dict[str, str]) -> dict[str, str]:
 
 def _version_at(repository: Path, ref: str) -> str:
     pyproject = _git(repository, {}, "show", f"{ref}:pyproject.toml")
-    [version] = re.findall(r'^version = "([^"]+)"$', pyproject, re.M)
-    return version
+    match = re.search(r'^version = "([^"]+)"$', pyproject, re.M)
+    assert match is not None, f"no version in pyproject.toml at {ref}"
+    return match.group(1)
 
 
 def _release_repository(path: Path, rev: str) -> Path:
