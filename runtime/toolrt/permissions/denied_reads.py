@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from .evaluate import decide
 from .model import PermissionRequest
 from .paths import path_forms
 from .rules import Ruleset
-from .wildcard import Matcher, compile_matcher, fold
+from .wildcard import Matcher, fold
 
 __all__ = ["ReadDenies", "read_denies"]
 
@@ -35,18 +34,7 @@ class ReadDenies:
 
 def read_denies(ruleset: Ruleset, locked: Ruleset, approved: Ruleset | None = None) -> ReadDenies | None:
     """The `read` rules as a `ReadDenies`, or None when no rule could deny a read (nothing to walk)."""
-    deny = _deny_matchers(ruleset) + _deny_matchers(locked)
+    deny = ruleset.deny_patterns("read") + locked.deny_patterns("read")
     if not deny:
         return None
     return ReadDenies(ruleset, locked, approved, deny)
-
-
-@functools.lru_cache(maxsize=64)
-def _deny_matchers(ruleset: Ruleset) -> tuple[Matcher, ...]:
-    """The patterns of the `deny` rules that apply to `read`."""
-    read = fold("read")
-    return tuple(
-        compile_matcher(rule.pattern)
-        for rule in ruleset
-        if rule.action == "deny" and compile_matcher(rule.permission)(read)
-    )

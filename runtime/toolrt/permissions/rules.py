@@ -41,7 +41,7 @@ class _Entry:
 class _PatternIndex:
     """The rules that apply to one permission name, bucketed by literal pattern prefix."""
 
-    __slots__ = ("_buckets", "_lengths", "allows", "denies", "fallback", "last", "paths")
+    __slots__ = ("_buckets", "_lengths", "allows", "denies", "deny_patterns", "fallback", "last", "paths")
 
     def __init__(self, entries: Sequence[_Entry], *, paths: bool = False) -> None:
         self.paths = paths
@@ -53,7 +53,9 @@ class _PatternIndex:
         self._buckets = {prefix: tuple(reversed(bucket)) for prefix, bucket in buckets.items()}
         self._lengths = tuple(sorted({len(prefix) for prefix in buckets}))
         self.last: Rule | None = entries[-1].rule if entries else None
-        self.denies = any(entry.rule.action == "deny" for entry in entries)
+        self.deny_patterns = tuple(entry.matches for entry in entries if entry.rule.action == "deny")
+        """The patterns of the rules for this permission that deny: only a text one matches can be denied."""
+        self.denies = bool(self.deny_patterns)
         """Whether some rule for this permission denies (so some text could be denied)."""
         self.fallback: Rule | None = None
         since = 0
@@ -164,6 +166,10 @@ class Ruleset:
                 self._views.clear()
             self._views[key] = view
         return view
+
+    def deny_patterns(self, permission: str) -> tuple[Matcher, ...]:
+        """The compiled patterns of the rules for `permission` that deny (built once per permission)."""
+        return self._view(permission).deny_patterns
 
     def evaluate(self, permission: str, pattern: str) -> Rule | None:
         """The last rule whose permission matches `permission` and whose pattern matches `pattern` (for a
