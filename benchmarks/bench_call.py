@@ -7,7 +7,8 @@
    - its bare `MCPServer.call_tool` (no client, no protocol). Goal: toolrt within 1.5x of it.
    The baseline is the `mcp` release named by MCP_VERSION; another one exits 2 unless --any-mcp.
    `echo` awaits nothing, so toolrt runs it without a timeout scope (none could stop it); a second
-   pair of rows runs a handler that awaits once, which pays for the scope, against the same on the SDK.
+   pair of rows runs a handler that awaits once, which pays for the scope, against the same on the SDK,
+   and the same call with an `abort=` event (goal: adds <= 20%).
    Every loop is timed by the wall clock and by this thread's CPU time (both sides of every path run
    in it): on a shared machine the wall clock also counts time spent waiting for a core, which
    falls unevenly on the paths; on an idle one the two agree.
@@ -75,6 +76,7 @@ MCP_VERSION = "2.3.0"
 """The `mcp` release the goals were set against (its in-memory client and server call paths)."""
 GOAL_CLIENT_SPEEDUP = 8.0
 GOAL_BARE_RATIO = 1.5
+GOAL_ABORT_RATIO = 1.2
 
 
 async def echo_function(text: str) -> str:
@@ -158,12 +160,12 @@ async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]
     server = _mcp_server()
     counter = iter(range(10**9))
 
-    def ours_of(tool: str) -> Callable[[], Awaitable[object]]:
+    def ours_of(tool: str, abort: anyio.Event | None = None) -> Callable[[], Awaitable[object]]:
         async def ours() -> object:
             # One session, as a conversation; the text varies because identical consecutive calls
             # would (rightly) trip doom-loop detection.
             text = f"hi{next(counter) % 7}"
-            result = await rt.call(tool, {"text": text}, session="bench")
+            result = await rt.call(tool, {"text": text}, session="bench", abort=abort)
             assert result.output == text, result.error
             return result
 
@@ -188,6 +190,7 @@ async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]
             "client": in_memory_client,
             "ours_await": ours_of("echo_await"),
             "bare_await": bare_of("echo_await"),
+            "ours_await_abort": ours_of("echo_await", anyio.Event()),
         }
         medians = await _interleaved(paths, calls, repeats)
     numbers: dict[str, float] = {}
@@ -202,6 +205,8 @@ async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]
             f"toolrt_call_awaiting_{clock}us": medians["ours_await"][index] * 1e6,
             f"mcp_call_tool_awaiting_{clock}us": medians["bare_await"][index] * 1e6,
             f"{clock}awaiting_ratio_vs_bare": medians["ours_await"][index] / medians["bare_await"][index],
+            f"toolrt_call_awaiting_abort_{clock}us": medians["ours_await_abort"][index] * 1e6,
+            f"{clock}abort_ratio": medians["ours_await_abort"][index] / medians["ours_await"][index],
         }
     return numbers
 
@@ -268,6 +273,8 @@ def main() -> None:
         ("toolrt rt.call, a handler that awaits once", pair("toolrt_call_awaiting_{}us")),
         (f"mcp {mcp_version} bare MCPServer.call_tool, same", pair("mcp_call_tool_awaiting_{}us")),
         ("  ratio to the bare call", pair("{}awaiting_ratio_vs_bare", "", 2)),
+        ("toolrt rt.call, same, with abort=", pair("toolrt_call_awaiting_abort_{}us")),
+        (f"  ratio to the call without (goal <= {GOAL_ABORT_RATIO:g})", pair("{}abort_ratio", "", 2)),
         ("argv `true`: toolrt rt.call", f"{argv['toolrt_argv_true_ms']:.3f} ms"),
         ("argv `true`: anyio.run_process", f"{argv['anyio_run_process_true_ms']:.3f} ms"),
         ("  ratio (goal <= 1.2)", f"{argv['ratio']:.2f}"),

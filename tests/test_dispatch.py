@@ -81,6 +81,14 @@ async def hang(args, ctx):
 async def progress(args, ctx):
     ctx.metadata(title="halfway", metadata={"percent": 50})
     return "done"
+
+async def pause(args, ctx):
+    await anyio.sleep(0)
+    return "done"
+
+async def fail_after_a_pause(args, ctx):
+    await anyio.sleep(0)
+    raise ValueError("failed after a pause")
 """
 
 
@@ -259,7 +267,8 @@ def test_hanging_handler_times_out_and_the_runtime_keeps_serving(make_project: F
     assert following.output == "next"
 
 
-def test_abort_event_aborts_an_async_handler(make_project: Factory) -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_abort_event_aborts_an_async_handler(make_project: Factory, backend: str) -> None:
     rt = project(make_project, py("hang", "hang"))
 
     async def main() -> ToolResult:
@@ -278,7 +287,47 @@ def test_abort_event_aborts_an_async_handler(make_project: Factory) -> None:
                 abort.set()
         return results[0]
 
-    assert anyio.run(main).error == "User aborted the command"
+    assert anyio.run(main, backend=backend).error == "User aborted the command"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_abort_event_that_is_never_set_changes_nothing(make_project: Factory, backend: str) -> None:
+    """The handler runs in the caller's task to its end, its failure is its own, and nothing is left waiting."""
+    rt = project(make_project, {**py("pause", "pause"), **py("fail", "fail_after_a_pause")})
+
+    async def main() -> tuple[list[ToolResult], int]:
+        abort = anyio.Event()
+        results = [await rt.call("pause", {}, abort=abort, session=str(n)) for n in range(3)]
+        results.append(await rt.call("fail", {}, abort=abort))
+        await anyio.lowlevel.checkpoint()  # a waiter cancelled at the end of a call is gone by now
+        return results, _pending_tasks(backend)
+
+    results, pending = anyio.run(main, backend=backend)
+    assert [r.error for r in results[:3]] == [None, None, None]
+    assert results[3].error == "The fail tool failed: ValueError: failed after a pause"
+    assert pending == 0
+
+
+def _pending_tasks(backend: str) -> int:
+    """Tasks of the running asyncio loop other than the current one (0 on other loops: none to leak)."""
+    if backend != "asyncio":
+        return 0
+    import asyncio
+
+    return len(asyncio.all_tasks() - {asyncio.current_task()})
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_abort_set_before_the_call_stops_the_handler_at_its_first_wait(make_project: Factory, backend: str) -> None:
+    rt = project(make_project, py("hang", "hang"))
+
+    async def main() -> ToolResult:
+        abort = anyio.Event()
+        abort.set()
+        with anyio.fail_after(10):
+            return await rt.call("hang", {}, abort=abort)
+
+    assert anyio.run(main, backend=backend).error == "User aborted the command"
 
 
 def test_events_reach_listeners_in_order(make_project: Factory) -> None:

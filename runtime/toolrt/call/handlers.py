@@ -6,6 +6,7 @@ timeout becomes a clean error result for the model, and the runtime keeps servin
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -108,28 +109,44 @@ async def _in_thread(function: Callable[..., Any], args: dict[str, Any], ctx: To
 
 
 async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:
-    result: list[Any] = []
-    failure: list[Exception] = []
+    """Await `coroutine` in this task, stopped when `abort` is set.
 
-    async def run() -> None:
+    On asyncio one bare task waits for the event and cancels the scope (a task group per call cost
+    three times the call itself); on other event loops a task group's watcher does the same."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio)
+        loop = None
+    with anyio.CancelScope() as scope:
+        if loop is None:
+            return await _abortable_in_group(coroutine, abort, scope)
+        waiter = loop.create_task(abort.wait())
+        waiter.add_done_callback(lambda task: None if task.cancelled() else scope.cancel())
         try:
-            result.append(await coroutine)
-        except Exception as exc:  # raised below as itself, not wrapped in the task group's ExceptionGroup
-            failure.append(exc)
-        group.cancel_scope.cancel()
+            return await coroutine
+        finally:
+            waiter.cancel()
+    raise ToolFailure("User aborted the command")
+
+
+async def _abortable_in_group(coroutine: Awaitable[Any], abort: anyio.Event, scope: anyio.CancelScope) -> Any:
+    outcome: list[Any] = []
+    failure: list[Exception] = []
 
     async def watch() -> None:
         await abort.wait()
-        group.cancel_scope.cancel()
+        scope.cancel()
 
     async with anyio.create_task_group() as group:
-        group.start_soon(run)
         group.start_soon(watch)
+        try:
+            outcome.append(await coroutine)
+        except Exception as exc:  # raised below as itself, not wrapped in the task group's ExceptionGroup
+            failure.append(exc)
+        group.cancel_scope.cancel()  # ends the watcher
     if failure:
         raise failure[0]
-    if not result:
-        raise ToolFailure("User aborted the command")
-    return result[0]
+    return outcome[0]
 
 
 def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
