@@ -656,6 +656,20 @@ def test_every_call_appends_one_audit_record(make_project: Factory) -> None:
     assert records[2]["error"].startswith("The boom tool failed")
 
 
+def test_generated_call_ids_never_repeat_across_runtimes_on_one_audit_log(make_project: Factory) -> None:
+    """Each `toolrt call` is a new Runtime: its ids must not restart at `call_1`, or the audit log and the
+    attribution journal (which outlive the process) would hold one id for different calls."""
+    root = make_project(ECHO, modules={"handlers": HANDLERS})
+    for _ in range(3):
+        rt = Runtime.load(root)
+        rt.call_sync("echo", {"text": "a"})
+        rt.call_sync("echo", {"text": "b"})
+    records, bad = read_records(rt.snapshot.data_dir / "audit.jsonl")
+    ids = [r["call_id"] for r in records]
+    assert bad == [] and len(ids) == 6 and len(set(ids)) == 6, ids
+    assert all(re.fullmatch(r"call_[0-9a-f]{8}_[12]", i) for i in ids), ids
+
+
 def test_audit_off_in_settings_writes_nothing(make_project: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLRT_AUDIT", "off")
     rt = project(make_project, ECHO)

@@ -49,7 +49,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     """Run one call through the whole pipeline and record it; never raises for a failed call."""
     started = time.perf_counter()
     services.call_counter += 1
-    call_id = request.call_id or f"call_{services.call_counter}"
+    call_id = request.call_id or f"{services.call_prefix}{services.call_counter}"
     agent = request.scope.agent or snapshot.permissions.default_agent
     offered, args, repair_note = _repair(request, toolset, snapshot)
     if snapshot.blocked is not None:  # broken permissions or settings: nothing runs, every call says why

@@ -5,6 +5,7 @@ One `Services` per Runtime; nothing here is shared between Runtimes. Every cache
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field
@@ -67,6 +68,9 @@ class Services:
     doom_loop_warns: bool = False
     """Development mode (`toolrt serve --dev`): the doom-loop guard adds a warning instead of asking."""
     call_counter: int = 0
+    call_prefix: str = field(default_factory=lambda: f"call_{secrets.token_hex(4)}_")
+    """What a generated call id starts with: random per Runtime, so ids never repeat across runs or
+    processes (the audit log and the attribution journal outlive a process), then the counter."""
     lsp: LspManager | None = None
     """The Runtime's language servers; made on the first call that needs them."""
     lsp_closed: bool = False

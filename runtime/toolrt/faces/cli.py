@@ -739,11 +739,11 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     live = None
     call_id = ""
     if not options.json and _is_terminal(out):  # the output as it is produced, as MCP progress carries it
-        import os
+        import secrets
 
         from .terminal import LiveOutput
 
-        call_id = f"cli_{os.getpid()}"
+        call_id = f"cli_{secrets.token_hex(4)}"
         live = LiveOutput(out, call_id)
         rt.subscribe(live.listen)
     result = anyio.run(
