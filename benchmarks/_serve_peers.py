@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 
 
-def echo(text: str) -> str:
-    """Echo the text back."""
+async def echo(text: str) -> str:
+    """Echo the text back: an async function, as toolrt's handler is (a sync one would run in a worker
+    thread on the SDK, a cost toolrt's side does not pay)."""
     return text
 
 
@@ -19,7 +20,8 @@ def main(kind: str, transport: str, port: int) -> None:
     if kind == "sdk":
         from mcp.server.mcpserver import MCPServer
 
-        sdk = MCPServer("bench")
+        # toolrt serve logs at warning (uvicorn's access log off): so does this peer, fairly.
+        sdk = MCPServer("bench", log_level="WARNING")
         sdk.tool(name="echo")(echo)
         if transport == "http":
             sdk.run("streamable-http", host="127.0.0.1", port=port)

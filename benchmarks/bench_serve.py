@@ -1,7 +1,7 @@
 """`toolrt serve` against the official SDK's `MCPServer` and FastMCP, side by side in one run.
 
-The same echo tool (`echo(text) -> text`) on each server; toolrt's with its permission step and the
-audit log on. Over streamable HTTP on 127.0.0.1 with both protocol versions (2025-11-25 with MCP
+The same async echo tool (`async echo(text) -> text`) on each server, each logging at warning;
+toolrt's with its permission step and the audit log on. Over streamable HTTP on 127.0.0.1 with both protocol versions (2025-11-25 with MCP
 sessions, one per client; 2026-07-28, sessionless) and over stdio (one connection, the callers
 multiplexed on it), at 1, 8 and 32 concurrent clients. Each measurement: the clients connect and warm
 up, then make `--calls` calls between them; reported are throughput (calls/s) and the server's CPU
