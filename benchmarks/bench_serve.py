@@ -1,13 +1,13 @@
 """`toolrt serve` against the official SDK's `MCPServer` and FastMCP, side by side in one run.
 
-The same async echo tool (`async echo(text) -> text`) on each server, each logging at warning;
-toolrt's with its permission step and the audit log on. Over streamable HTTP on 127.0.0.1 with both
-protocol versions (2025-11-25 with MCP sessions, one per client; 2026-07-28, sessionless) and over
-stdio (one connection, the callers multiplexed on it), at 1, 8 and 32 concurrent clients. Each measurement: the clients connect and warm
-up, then make `--calls` calls between them; reported are throughput (calls/s) and the server's CPU
-time per call (user + system of the server process, from /proc), and the client's (this process's) CPU
-time per call. Median of `--repeats` interleaved rounds (every server and setting once per round, the
-servers' order reversed every other round).
+The same async echo tool (`async echo(text) -> text`) on each server, each logging at warning; toolrt's
+with its permission step and the audit log on. Over streamable HTTP on 127.0.0.1 with both protocol
+versions (2025-11-25 with MCP sessions, one per client; 2026-07-28, sessionless) and over stdio (one
+connection, the callers multiplexed on it), at 1, 8 and 32 concurrent clients. Each measurement: the
+clients connect and warm up, then make `--calls` calls between them; reported are throughput (calls/s)
+and the server's CPU time per call (user + system of the server process, from /proc), and the client's
+(this process's) CPU time per call. Median of `--repeats` interleaved rounds (every server and setting
+once per round, the servers' order reversed every other round).
 
 Goals (issue 15): toolrt's server CPU per call at most 1.05x the SDK server's; toolrt's throughput
 with 1,000 offered tools at least 0.9x that with 1 tool (HTTP 2026-07-28, 8 clients).
