@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ..attribution import journal_for
+from ..beneath import changed, open_checked, open_parent, stat_checked, steady_realpath
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from ..permissions.model import usable_exempt
 from ..truncate import tool_output_dir
-from .beneath import changed, open_checked, open_parent, stat_checked
 
 __all__ = [
     "attribute_writes",
@@ -64,21 +64,6 @@ def is_within(path: str, root: str) -> bool:
 def relative(path: Path, root: Path) -> str:
     """`path` relative to `root` with `/` separators (`../x` when outside), as edit permissions match it."""
     return os.path.relpath(path, root).replace(os.sep, "/")
-
-
-def steady_realpath(path: Path | str) -> str:
-    """`os.path.realpath`, retried while a name on the way is being swapped (a link read as it is
-    replaced raises EINVAL).
-
-    Raises:
-        PathChanged: the path kept changing.
-    """
-    for _ in range(3):
-        try:
-            return os.path.realpath(path)
-        except OSError as error:
-            last = error
-    raise changed(path) from last
 
 
 def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple[Path, ...] = ()) -> tuple[str, ...]:
@@ -184,7 +169,7 @@ def readable(ctx: ToolContext, path: str) -> bool:
     """
     if not ctx.permits("read", path):
         return False
-    real = os.path.realpath(path)
+    real = steady_realpath(path)
     return real == path or ctx.permits("read", real)
 
 
@@ -220,7 +205,7 @@ def left_out_note(count: int) -> str:
 
 async def guard_read(ctx: ToolContext, path: Path) -> None:
     """Ask `read` for `path` as named and as its real target (a search tool's `path` argument)."""
-    patterns = list(dict.fromkeys((str(path), os.path.realpath(path))))
+    patterns = list(dict.fromkeys((str(path), steady_realpath(path))))
     await ctx.ask("read", patterns, always=["*"])
 
 
