@@ -151,14 +151,19 @@ def attribute_writes(ctx: ToolContext, paths: Collection[Path], via: str) -> Non
     journal = journal_for(ctx.data_dir)
     approved = {pattern for permission, pattern in ctx.granted if permission == "protected"}
     for path in paths:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
+        try:  # the checked real path's own descriptor: a name swapped for a link since records nothing of its target
+            fd = open_checked(path, os.O_RDONLY | _NONBLOCK)
+        except (OSError, PathChanged):
+            continue  # whoever moved it since is a process, whose span attributes what it did
+        with os.fdopen(fd, "rb") as stream:
+            status = os.fstat(stream.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                continue
+            data = stream.read()
         if relative(path, ctx.root) in approved or str(path) in approved:
             journal.approve(path, data, via="protected ask")
         else:
-            journal.wrote(path, data, call_id=ctx.call_id, via=via)
+            journal.wrote(path, data, call_id=ctx.call_id, via=via, identity=(status.st_dev, status.st_ino))
 
 
 def readable(ctx: ToolContext, path: str) -> bool:
