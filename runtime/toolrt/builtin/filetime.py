@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..beneath import steady_realpath
-from ..errors import ToolFailure
+from ..errors import PathChanged, ToolFailure
 
 __all__ = ["ReadStamp", "assert_fresh", "record", "refresh", "stamp_of"]
 
@@ -60,7 +60,7 @@ def _key(path: Path) -> str:
     # Keyed by the real path: reading through one symlink and writing through another is the same file.
     try:
         return steady_realpath(path)
-    except OSError:  # a name on the way is being swapped (EINVAL): as named, which is read first again
+    except PathChanged:  # a name on the way kept being swapped: as named, which is read first again
         return os.path.normpath(path)
 
 
