@@ -16,9 +16,8 @@ from typing import Any
 import anyio
 import pytest
 
-from toolrt import Runtime
+from toolrt import Runtime, beneath
 from toolrt.audit import read_records
-from toolrt.builtin import beneath
 from toolrt.errors import PathChanged
 from toolrt.permissions.ask import AskRequest, Reply
 

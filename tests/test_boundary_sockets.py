@@ -122,3 +122,43 @@ def test_the_filter_is_what_refuses_it(tmp_path: Path, daemon: tuple[Path, socke
 
     assert "CONNECTED" in anyio.run(main).output  # the wall this test relies on is the filter, nothing else
     assert not _nobody_connected(server)
+
+
+DATAGRAM = """
+import socket, sys
+for kind in ("SOCK_DGRAM", "SOCK_RAW"):  # AF_UNIX makes SOCK_RAW a datagram socket
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, getattr(socket, kind))
+    except OSError as error:
+        print(kind, "refused:", error.strerror)
+        continue
+    a.sendto(b"via sendto", sys.argv[1])
+    a.connect(sys.argv[1])
+    a.send(b"via connect")
+    print(kind, "sent")
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+a.sendall(b"pair")
+print("seqpacket pair:", b.recv(4).decode())
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize("network", [True, False], ids=["network-on", "network-off"])
+def test_a_datagram_socketpair_cannot_send_to_a_host_daemon(tmp_path: Path, launch: str, network: bool) -> None:
+    # journald, syslog's /dev/log and sd_notify listen on datagram sockets; a datagram pair could sendto
+    # (or re-connect to) any path: made through socketpair, which the filter otherwise lets through.
+    path = tmp_path / "log.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(path))
+    server.setblocking(False)
+    root = tmp_path / "project"
+    root.mkdir()
+    with server:
+        result = _run([sys.executable, "-c", DATAGRAM, str(path)], root, launch, network)
+        with pytest.raises(BlockingIOError):
+            server.recv(64)
+    assert result.output.splitlines() == [
+        "SOCK_DGRAM refused: Address family not supported by protocol",
+        "SOCK_RAW refused: Address family not supported by protocol",
+        "seqpacket pair: pair",
+    ], result.output

@@ -175,16 +175,22 @@ class Journal:
             if records:
                 self._append(*records)
 
-    def wrote(self, path: Path, data: bytes, *, call_id: str, via: str) -> None:
-        """A built-in file tool wrote `data` to `path` for the model. The file's identity (device, inode) is
-        recorded too: a file tool writes in place, so every other name of that file holds the content."""
+    def wrote(
+        self, path: Path, data: bytes, *, call_id: str, via: str, identity: tuple[int, int] | None = None
+    ) -> None:
+        """A built-in file tool wrote `data` to `path` for the model. The file's identity (device, inode:
+        `identity`, from the descriptor the data was read from, or else a `stat` of `path`) is recorded
+        too: a file tool writes in place, so every other name of that file holds the content."""
         record: dict[str, Any] = {"kind": "model", "path": str(path), "digest": digest_of(data), "call": call_id}
         record["via"] = via
-        try:
-            status = os.stat(path)
-            record["inode"] = [status.st_dev, status.st_ino]
-        except OSError:
-            pass
+        if identity is not None:
+            record["inode"] = list(identity)
+        else:
+            try:
+                status = os.stat(path)
+                record["inode"] = [status.st_dev, status.st_ino]
+            except OSError:
+                pass
         self._append(record)
 
     def refused(self, hold: Hold) -> None:

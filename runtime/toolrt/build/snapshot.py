@@ -343,7 +343,9 @@ def _build_snapshot(
         if compiled is not None:
             tools[tool_id] = compiled
     host = resolved.values.sandbox
-    host_sandbox = host_layer(host.mode, host.network, host.writable, source="host settings", problems=problems)
+    host_sandbox = host_layer(
+        host.mode, host.network, host.writable, source="host settings", problems=problems, sockets=host.sockets
+    )
     sandbox = build_policy(
         root=root_path, project=project_settings, locked=locked_doc, host=host_sandbox, problems=problems
     )

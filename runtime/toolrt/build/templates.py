@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..beneath import steady_realpath
+
 if TYPE_CHECKING:
     import jinja2
     import jinja2.nodes
@@ -92,12 +94,12 @@ def _realpath(root: str, value: Any) -> str:
     path = _abspath(root, value)
     if "\x00" in path:  # names no file (realpath raises): the rules see it as written
         return path
-    return os.path.realpath(path).replace("\\", "/")
+    return steady_realpath(path).replace("\\", "/")
 
 
 def _realrelpath(root: str, value: Any) -> str:
     """`_realpath` relative to the root's own real path (`../x` when the target lies outside it)."""
-    return os.path.relpath(_realpath(root, value), os.path.realpath(root)).replace("\\", "/")
+    return os.path.relpath(_realpath(root, value), steady_realpath(root)).replace("\\", "/")
 
 
 def _quote(root: str, value: Any) -> str:

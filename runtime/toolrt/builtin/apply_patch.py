@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 import anyio.to_thread
 
+from ..beneath import open_checked, replace_checked, unlink_checked
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from ..lsp.report import patch_report
 from ..permissions.model import CallSite, PermissionRequest
 from . import filetime
-from .beneath import open_checked, replace_checked, unlink_checked
 from .diff import count_changes, trim_diff, unified_diff
 from .filepaths import (
     attribute_writes,
@@ -139,9 +139,9 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> Sequence[Per
     if not paths:
         return ()
     requests = [PermissionRequest("external_directory", (pattern,), (pattern,)) for pattern in _unique(outside)]
-    real_root = Path(os.path.realpath(site.root))
+    real_root = Path(steady_realpath(site.root))
     named = [relative(path, site.root) for path in paths]
-    relative_paths = _unique(named + [relative(Path(os.path.realpath(path)), real_root) for path in paths])
+    relative_paths = _unique(named + [relative(Path(steady_realpath(path)), real_root) for path in paths])
     requests.append(PermissionRequest("edit", relative_paths, ("*",), {"filepath": ", ".join(_unique(named))}))
     # Moving or deleting a file hands its content on (or destroys it): the source must be readable too,
     # or a patch could move `.env` to `env.txt` past a `read` deny.
@@ -150,7 +150,7 @@ def permission_requests(args: Mapping[str, Any], site: CallSite) -> Sequence[Per
         for hunk in hunks
         if isinstance(hunk, DeleteFile) or (isinstance(hunk, UpdateFile) and hunk.move_to)
     ]
-    read_patterns = _unique([form for path in sources for form in (str(path), os.path.realpath(path))])
+    read_patterns = _unique([form for path in sources for form in (str(path), steady_realpath(path))])
     if read_patterns:
         requests.append(PermissionRequest("read", read_patterns, ("*",)))
     protected = site.protected.request(str(path) for path in paths) if site.protected is not None else None
@@ -164,7 +164,7 @@ def _with_diff(
 ) -> PermissionRequest:
     """`protected` carrying the diff of the changes to protected files (what the ask shows), when the
     patch applies; computed without writing anything."""
-    resolved = {raw: (path, Path(os.path.realpath(path))) for raw, path in zip(_named_paths(hunks), paths, strict=True)}
+    resolved = {raw: (path, Path(steady_realpath(path))) for raw, path in zip(_named_paths(hunks), paths, strict=True)}
     try:
         plan = _verify(hunks, resolved)
     except (ToolFailure, OSError, ValueError):

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ..attribution import journal_for
+from ..beneath import changed, open_checked, open_parent, stat_checked, steady_realpath
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from ..permissions.model import usable_exempt
 from ..truncate import tool_output_dir
-from .beneath import changed, open_checked, open_parent, stat_checked
 
 __all__ = [
     "attribute_writes",
@@ -64,21 +64,6 @@ def is_within(path: str, root: str) -> bool:
 def relative(path: Path, root: Path) -> str:
     """`path` relative to `root` with `/` separators (`../x` when outside), as edit permissions match it."""
     return os.path.relpath(path, root).replace(os.sep, "/")
-
-
-def steady_realpath(path: Path | str) -> str:
-    """`os.path.realpath`, retried while a name on the way is being swapped (a link read as it is
-    replaced raises EINVAL).
-
-    Raises:
-        PathChanged: the path kept changing.
-    """
-    for _ in range(3):
-        try:
-            return os.path.realpath(path)
-        except OSError as error:
-            last = error
-    raise changed(path) from last
 
 
 def external_patterns(path: Path, root: Path, kind: Kind = "file", exempt: tuple[Path, ...] = ()) -> tuple[str, ...]:
@@ -166,14 +151,19 @@ def attribute_writes(ctx: ToolContext, paths: Collection[Path], via: str) -> Non
     journal = journal_for(ctx.data_dir)
     approved = {pattern for permission, pattern in ctx.granted if permission == "protected"}
     for path in paths:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
+        try:  # the checked real path's own descriptor: a name swapped for a link since records nothing of its target
+            fd = open_checked(path, os.O_RDONLY | _NONBLOCK)
+        except (OSError, PathChanged):
+            continue  # whoever moved it since is a process, whose span attributes what it did
+        with os.fdopen(fd, "rb") as stream:
+            status = os.fstat(stream.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                continue
+            data = stream.read()
         if relative(path, ctx.root) in approved or str(path) in approved:
             journal.approve(path, data, via="protected ask")
         else:
-            journal.wrote(path, data, call_id=ctx.call_id, via=via)
+            journal.wrote(path, data, call_id=ctx.call_id, via=via, identity=(status.st_dev, status.st_ino))
 
 
 def readable(ctx: ToolContext, path: str) -> bool:
@@ -184,7 +174,7 @@ def readable(ctx: ToolContext, path: str) -> bool:
     """
     if not ctx.permits("read", path):
         return False
-    real = os.path.realpath(path)
+    real = steady_realpath(path)
     return real == path or ctx.permits("read", real)
 
 
@@ -220,7 +210,7 @@ def left_out_note(count: int) -> str:
 
 async def guard_read(ctx: ToolContext, path: Path) -> None:
     """Ask `read` for `path` as named and as its real target (a search tool's `path` argument)."""
-    patterns = list(dict.fromkeys((str(path), os.path.realpath(path))))
+    patterns = list(dict.fromkeys((str(path), steady_realpath(path))))
     await ctx.ask("read", patterns, always=["*"])
 
 

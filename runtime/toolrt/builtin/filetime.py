@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolFailure
+from ..beneath import steady_realpath
+from ..errors import PathChanged, ToolFailure
 
 __all__ = ["ReadStamp", "assert_fresh", "record", "refresh", "stamp_of"]
 
@@ -58,8 +59,8 @@ def _table(state: MutableMapping[str, Any]) -> dict[str, dict[str, int | float]]
 def _key(path: Path) -> str:
     # Keyed by the real path: reading through one symlink and writing through another is the same file.
     try:
-        return os.path.realpath(path)
-    except OSError:  # a name on the way is being swapped (EINVAL): as named, which is read first again
+        return steady_realpath(path)
+    except PathChanged:  # a name on the way kept being swapped: as named, which is read first again
         return os.path.normpath(path)
 
 

@@ -138,11 +138,12 @@ def render_matches(groups: Sequence[FileMatches], *, inaccessible: bool = False)
 
 
 def _newest_first(groups: Iterable[FileMatches]) -> list[FileMatches]:
-    """Files by modification time, newest first; a file that vanished since rg saw it is dropped (as OpenCode)."""
+    """Files by modification time, newest first; a file that vanished since rg saw it is dropped (as OpenCode).
+    The name itself is examined (`lstat`): one swapped for a link since rg read it says nothing of its target."""
     dated: list[tuple[float, FileMatches]] = []
     for group in groups:
         try:
-            dated.append((os.stat(group.path).st_mtime, group))
+            dated.append((os.lstat(group.path).st_mtime, group))
         except OSError:
             continue
     dated.sort(key=lambda item: item[0], reverse=True)

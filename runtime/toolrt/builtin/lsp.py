@@ -10,13 +10,14 @@ again (the manager's back-off permitting).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import anyio.to_thread
 
 from ..call.context import ToolContext
 from ..errors import ToolFailure
-from .filepaths import relative
+from .filepaths import guard, guard_read, read_regular, readable, relative, stat_or_none
 
 __all__ = ["REQUEST_TIMEOUT", "lsp"]
 
@@ -35,13 +36,18 @@ async def lsp(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     from ..lsp.operations import POSITIONAL, Request, format_results, operation, to_utf16
 
     op: str = args["operation"]
-    path = ctx.resolve(args["filePath"])
+    named = ctx.resolve(args["filePath"])
     line = args.get("line")
     character = args.get("character")
-    shown = relative(path, ctx.root)
+    shown = relative(named, ctx.root)
     title = f"{op} {shown}" + (f":{line}:{character}" if line is not None and character is not None else "")
-    if not await anyio.to_thread.run_sync(path.is_file):
-        raise ToolFailure(f"File not found: {path}")
+    # The server is sent the file's text and answers from it: the read rules hold as for `read`, on the
+    # path as named and on its target, and the text is what the checked real path's descriptor holds.
+    await guard_read(ctx, named)
+    path = await guard(ctx, named)
+    if await anyio.to_thread.run_sync(stat_or_none, path, shown) is None:
+        raise ToolFailure(f"File not found: {named}")
+    text, _ = await anyio.to_thread.run_sync(read_regular, path, shown)
     if op in POSITIONAL and (line is None or character is None):
         raise ToolFailure(
             f"{op} needs `line` and `character` (1-based, as the read tool shows them): the position of the "
@@ -56,12 +62,13 @@ async def lsp(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     column = 0
     if op in POSITIONAL:
         assert line is not None and character is not None
-        text = await anyio.to_thread.run_sync(_line_of, path, line - 1)
-        column = to_utf16(text, character - 1) if text is not None else character - 1
+        lines = text.splitlines()
+        at = lines[line - 1] if 0 < line <= len(lines) else None
+        column = to_utf16(at, character - 1) if at is not None else character - 1
     request = Request(op, path, (line or 1) - 1, column, str(args.get("query") or ""))
-    answers = await access.query(path, operation(request), REQUEST_TIMEOUT)
+    answers = await access.query(path, operation(request), REQUEST_TIMEOUT, text)
     results = [(name, result) for name, result in answers if result is not unsupported()]
-    output = await anyio.to_thread.run_sync(format_results, request, results, ctx.root)
+    output = await anyio.to_thread.run_sync(format_results, request, results, ctx.root, partial(readable, ctx))
     lacking = [name for name, result in answers if result is unsupported()]
     if lacking and not results:
         output += f" ({' and '.join(lacking)} {'does' if len(lacking) == 1 else 'do'} not support {op})"
@@ -70,11 +77,3 @@ async def lsp(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         "output": output,
         "metadata": {"servers": [name for name, _ in results], "result": [result for _, result in results]},
     }
-
-
-def _line_of(path: Any, index: int) -> str | None:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    return lines[index] if 0 <= index < len(lines) else None

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..beneath import steady_realpath
 from ..errors import ToolFailure
 from .diff import MAX_DIFF_CHARS, omitted_diff, trim_diff, unified_diff
 from .filepaths import read_regular, stat_or_none
@@ -63,7 +64,7 @@ def _diff(args: Mapping[str, Any], cwd: Path, after_of: Callable[[str], str | No
         return None
     path = Path(os.path.normpath(cwd / os.path.expanduser(raw)))
     try:
-        before = _current(Path(os.path.realpath(path)))
+        before = _current(Path(steady_realpath(path)))
         if before is None:
             return omitted_diff(str(path))
         after = after_of(before)

@@ -21,10 +21,10 @@ from typing import Any, BinaryIO
 
 import anyio.to_thread
 
+from ..beneath import open_checked
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from . import filetime
-from .beneath import open_checked
 from .filepaths import guard, open_regular, relative, stat_or_none
 
 __all__ = [
@@ -185,10 +185,16 @@ def _file_output(window: _Window, offset: int) -> str:
 def _suggestions(path: Path) -> list[str]:
     """Up to three entries beside a missing file whose names contain, or are contained in, its name."""
     wanted = path.name.lower()
+    try:  # the checked parent's own descriptor: a directory swapped for a link lists nothing
+        fd = open_checked(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except (OSError, PathChanged):
+        return []
     try:
-        names = sorted(os.listdir(path.parent))
+        names = sorted(os.listdir(fd))
     except OSError:
         return []
+    finally:
+        os.close(fd)
     close = [name for name in names if wanted in name.lower() or name.lower() in wanted]
     return [str(path.parent / name) for name in close[:_MAX_SUGGESTIONS]]
 

@@ -22,10 +22,10 @@ import anyio
 import yaml
 
 from ..attribution import journal_for
+from ..beneath import open_checked
 from ..build.compiled import DescribeInfo
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
-from .beneath import open_checked
 
 __all__ = ["Skill", "describe", "discover_skills", "skill"]
 

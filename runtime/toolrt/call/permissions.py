@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from ..beneath import steady_realpath
 from ..build.compiled import CompiledTool, import_ref, project_root_of
 from ..build.locked_tools import locked_denial
 from ..build.snapshot import Snapshot
@@ -163,13 +164,13 @@ def path_patterns(permission: str, path: str, site: CallSite) -> tuple[str, ...]
     expanded = os.path.expanduser(path)
     stem, tail = (expanded[:-2], "/*") if expanded.endswith("/*") and len(expanded) > 2 else (expanded, "")
     lexical = os.path.normpath(os.path.join(str(site.cwd), stem or "."))
-    real = os.path.realpath(lexical)
+    real = steady_realpath(lexical)
     if permission in ("read", "list", "external_directory"):
         forms = (lexical, real) if permission != "external_directory" else (lexical,)
         return tuple(dict.fromkeys(form + tail for form in forms))
     if permission == "protected":  # as `ProtectedPaths.display`: relative inside the root, else absolute
         return tuple(dict.fromkeys(_inside_or_absolute(form, root) + tail for form in (lexical, real)))
-    relative = (relative_form(lexical, root), relative_form(real, os.path.realpath(root)))
+    relative = (relative_form(lexical, root), relative_form(real, steady_realpath(root)))
     return tuple(dict.fromkeys(form + tail for form in relative))
 
 

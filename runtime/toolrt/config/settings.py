@@ -104,6 +104,9 @@ class SandboxSettings:
     """None: the default, on."""
     writable: tuple[Path, ...] | None = None
     """More writable directories (a package cache); relative paths are relative to the settings file."""
+    sockets: tuple[Path, ...] | None = None
+    """Pathname UNIX sockets a sandboxed tool may connect to (`$SSH_AUTH_SOCK`); variables and `~` are
+    expanded. None or empty: no process in the sandbox may make a UNIX socket."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +233,7 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "sandbox.mode": _always,
         "sandbox.network": _always,
         "sandbox.writable": _always,
+        "sandbox.sockets": _always,
     }
 )
 """Settings the project's files may not set: key → whether a given value needs the host (a project may
@@ -270,6 +274,7 @@ _HOW_TO_SET = {
     "sandbox.mode": "--sandbox, TOOLRT_SANDBOX__MODE",
     "sandbox.network": "TOOLRT_SANDBOX__NETWORK",
     "sandbox.writable": "TOOLRT_SANDBOX__WRITABLE='[\"DIR\", ...]'",
+    "sandbox.sockets": "TOOLRT_SANDBOX__SOCKETS='[\"$SSH_AUTH_SOCK\", ...]', the user settings file",
 }
 _PATH_KEYS = ("data_dir", "audit", "locked_permissions")
 
@@ -619,10 +624,12 @@ def _merge(
 def _relative_to(base: Path | None, key: str, value: Any) -> Any:
     if key == "sandbox.mode" and value is False:
         return "off"  # YAML 1.1 reads an unquoted `off` as false
-    if key == "sandbox.writable" and isinstance(value, str):  # the environment: a JSON list or PATH-style
+    if key in ("sandbox.writable", "sandbox.sockets") and isinstance(value, str):  # a JSON list or PATH-style
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
-    if key == "sandbox.writable" and isinstance(value, (list, tuple)):
+    if key == "sandbox.sockets" and isinstance(value, (list, tuple)):
+        value = [os.path.expandvars(str(item)) for item in value]
+    if key in ("sandbox.writable", "sandbox.sockets") and isinstance(value, (list, tuple)):
         paths = [Path(str(item)).expanduser() for item in value]
         return [path if path.is_absolute() or base is None else base / path for path in paths]
     if key not in _PATH_KEYS or not isinstance(value, str) or value.strip().lower() in _TRUE | _FALSE:

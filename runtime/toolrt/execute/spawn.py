@@ -31,6 +31,7 @@ import anyio
 from ..sandbox import kernel
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
+from ..sandbox.supervisor import supervise
 
 __all__ = ["PidfdProcess", "ServedProcess", "open_process"]
 
@@ -226,7 +227,9 @@ def _served(
             os.close(fd)
     first = b""
     while not first.endswith(b"\n"):
-        chunk = channel.recv(256)
+        chunk, fds, _, _ = socket.recv_fds(channel, 256, 1)
+        for fd in fds:  # the seccomp listener of a process with a socket allow-list, sent with its pid
+            supervise(fd, plan.sockets, network=not plan.deny_network)
         if not chunk:
             break
         first += chunk
@@ -259,15 +262,18 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     done.acquire()
 
     single_use: list[int] = []
+    listener: list[int] = []
 
     def body() -> None:
         try:
             try:
-                namespace = enter_from_thread(plan.request())
+                namespace, supervised = enter_from_thread(plan.request())
             except OSError as error:
                 raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
             if namespace is not None:
                 single_use.append(namespace)
+            if supervised is not None:
+                listener.append(supervised)
             result.append(subprocess.Popen(list(argv), **options))
         except BaseException as error:  # handed to the caller's thread, raised there
             result.append(error)
@@ -278,11 +284,13 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     done.acquire()
     outcome = result[0]
     if isinstance(outcome, BaseException):
-        for namespace in single_use:
-            os.close(namespace)
+        for fd in (*single_use, *listener):
+            os.close(fd)
         raise outcome
     for namespace in single_use:  # here: that thread may start no thread (its next PID namespace differs)
         release_after(outcome.pid, namespace)
+    for fd in listener:
+        supervise(fd, plan.sockets, network=not plan.deny_network)
     return outcome
 
 

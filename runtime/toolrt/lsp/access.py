@@ -82,6 +82,6 @@ class LspAccess:
         if any(server.serves(path) for server in self.config.servers):
             self.manager.warm(self.config, path)
 
-    async def query(self, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]:
+    async def query(self, path: Path, operation: Any, timeout: float, text: str | None = None) -> list[tuple[str, Any]]:
         """See `LspManager.query`."""
-        return await self.manager.query(self.config, path, operation, timeout)
+        return await self.manager.query(self.config, path, operation, timeout, text)

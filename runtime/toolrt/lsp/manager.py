@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import errno
 import logging
 import os
+import stat
 import threading
 import time
 import weakref
@@ -30,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import LspError
+from ..beneath import open_checked
+from ..errors import LspError, PathChanged
 from ..sandbox.plan import SandboxPlan
 from .client import ServerClient
 from .report import Diagnostic
@@ -161,14 +164,18 @@ class LspManager:
             return {}
         return await self._run(self._diagnostics(config, files, deleted))
 
-    async def query(self, config: LspConfig, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]:
-        """Open `path` in each server of it and run `operation(client)` (a coroutine function); returns
-        (server name, result) per server that answered (`unsupported()` from one that lacks the feature).
+    async def query(
+        self, config: LspConfig, path: Path, operation: Any, timeout: float, text: str | None = None
+    ) -> list[tuple[str, Any]]:
+        """Open `path` in each server of it (with `text`, what the caller read from the descriptor it
+        checked, or else read here as `_read_text` does) and run `operation(client)` (a coroutine
+        function); returns (server name, result) per server that answered (`unsupported()` from one
+        that lacks the feature).
 
         Raises:
             LspError: no server serves the file, or every server of it failed (the message names each).
         """
-        return await self._run(self._query(config, path, operation, timeout))
+        return await self._run(self._query(config, path, operation, timeout, text))
 
     def warm(self, config: LspConfig, path: Path) -> None:
         """Start the servers of `path` and open it in them, without waiting for anything (a read does
@@ -406,7 +413,9 @@ class LspManager:
                 entry.documents.add(path)
                 client.touch(path, text)
 
-    async def _query(self, config: LspConfig, path: Path, operation: Any, timeout: float) -> list[tuple[str, Any]]:
+    async def _query(
+        self, config: LspConfig, path: Path, operation: Any, timeout: float, text: str | None
+    ) -> list[tuple[str, Any]]:
         loop = asyncio.get_running_loop()
         entries = self._servers_for(config, path)
         if not entries:
@@ -417,7 +426,8 @@ class LspManager:
                 else " (no server is configured for it)"
             )
             raise LspError(f"No LSP server available for this file type{detail}.")
-        text = await loop.run_in_executor(None, _read_text, path)
+        if text is None:
+            text = await loop.run_in_executor(None, _read_text, path)
         deadline = loop.time() + START_TIMEOUT
         results: list[tuple[str, Any]] = []
         errors: list[str] = []
@@ -469,7 +479,17 @@ def _consume(task: asyncio.Task[Any]) -> None:
 
 
 def _read_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+    """The text of the regular file at the real `path`, opened as `beneath` opens (no symlink followed,
+    the descriptor's path compared): a name swapped for a link to another file since a tool checked it
+    sends nothing to a server (an OSError, which every caller skips)."""
+    try:
+        fd = open_checked(path, os.O_RDONLY | os.O_NONBLOCK)
+    except PathChanged as error:
+        raise OSError(errno.ELOOP, str(error), str(path)) from error
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return stream.read().decode("utf-8")
 
 
 def _uri_path(uri: str) -> Path | None:

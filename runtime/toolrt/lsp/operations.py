@@ -7,12 +7,16 @@ such as `src/app.py:12:5: def greet(name):` for locations and `Function greet (3
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from ..beneath import open_checked
+from ..errors import PathChanged
 from .client import ServerClient
 
 __all__ = ["OPERATIONS", "POSITIONAL", "Request", "format_results", "operation", "to_utf16"]
@@ -122,18 +126,26 @@ def operation(request: Request) -> Callable[[ServerClient, float], Awaitable[Any
 
 
 class _Files:
-    """Lines of the files answers point into (read once each), for snippets and UTF-16 columns."""
+    """Lines of the files answers point into (read once each), for snippets and UTF-16 columns: only
+    files `shows` allows (the call's read rules), each opened as `beneath` opens (no symlink followed),
+    so an answer pointing into a denied file, or at a name swapped for a link to one, shows no line."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, shows: Callable[[str], bool] | None = None) -> None:
         self.root = root
+        self.shows = shows
         self._lines: dict[Path, list[str] | None] = {}
 
     def line(self, path: Path, number: int) -> str | None:
         if path not in self._lines:
+            self._lines[path] = None
             try:
-                self._lines[path] = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                self._lines[path] = None
+                if self.shows is None or self.shows(str(path)):
+                    fd = open_checked(path, os.O_RDONLY | os.O_NONBLOCK)
+                    with os.fdopen(fd, "rb") as stream:
+                        if stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                            self._lines[path] = stream.read().decode("utf-8", errors="replace").splitlines()
+            except (OSError, ValueError, PathChanged):
+                pass  # no line shown: gone, not a regular file, or changed since the answer named it
         lines = self._lines[path]
         return lines[number] if lines is not None and 0 <= number < len(lines) else None
 
@@ -272,9 +284,12 @@ _HEADINGS = {
 }
 
 
-def format_results(request: Request, results: Sequence[tuple[str, Any]], root: Path) -> str:
-    """The answers of every server as text; `No results found for OPERATION` when all are empty."""
-    files = _Files(root)
+def format_results(
+    request: Request, results: Sequence[tuple[str, Any]], root: Path, shows: Callable[[str], bool] | None = None
+) -> str:
+    """The answers of every server as text; `No results found for OPERATION` when all are empty. Source
+    lines come only from files `shows` allows (see `_Files`)."""
+    files = _Files(root, shows)
     sections = [(name, _lines(request.operation, result, files, request.path)) for name, result in results]
     sections = [(name, lines) for name, lines in sections if lines]
     if not sections:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..beneath import steady_realpath
 from ..config.resources import read_yaml
 from ..config.settings import LspSettings
 from ..errors import Problem
@@ -128,8 +129,8 @@ def configured_servers(settings: LspSettings) -> tuple[ServerDef, ...]:
 
 
 def _inside(path: str, root: Path) -> bool:
-    real = os.path.realpath(path)
-    base = os.path.realpath(root)
+    real = steady_realpath(path)
+    base = steady_realpath(root)
     return real == base or real.startswith(base.rstrip("/") + "/")
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..beneath import steady_realpath
 from .model import UNNAMED, PermissionRequest
 from .wildcard import Matcher, compile_matcher, fold
 
@@ -97,7 +98,7 @@ class ProtectedPaths:
                 inside = self.display(directory) if directory != self.root.rstrip("/") else ""
                 unnamed[f"{inside}/*" if inside else "*"] = None
                 continue
-            for form in dict.fromkeys((os.path.normpath(path), os.path.realpath(path))):
+            for form in dict.fromkeys((os.path.normpath(path), steady_realpath(path))):
                 if self.matches(form):
                     found[self.display(form)] = None
         if not found and not unnamed:

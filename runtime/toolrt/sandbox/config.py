@@ -19,6 +19,7 @@ from ..errors import Problem, ToolFailure
 from .masks import NO_MASKS, DenyTest, denied_paths
 from .plan import SandboxPlan, plan_sandbox
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
+from .supervisor import pin
 from .support import Support, detect_support
 
 __all__ = [
@@ -38,18 +39,34 @@ MAX_PROTECTED_MOUNTS = 64
 
 
 def host_layer(
-    mode: str | None, network: bool | None, writable: tuple[Path, ...] | None, *, source: str, problems: list[Problem]
+    mode: str | None,
+    network: bool | None,
+    writable: tuple[Path, ...] | None,
+    *,
+    source: str,
+    problems: list[Problem],
+    sockets: tuple[Path, ...] | None = None,
 ) -> SandboxLayer:
     """The host's sandbox settings (`toolrt.config.settings.SandboxSettings`, resolved from the command line, the
-    environment and the user settings file) as a layer; a writable path that is no directory is an error."""
+    environment and the user settings file) as a layer; a writable path that is no directory is an error.
+
+    Each listed socket is pinned here (`supervisor.pin`), when toolrt reads its settings and before any
+    tool ran; one that is no socket now (or is reached through a symlink) is reported and pinned when
+    it first is one."""
     paths = tuple(Path(os.path.normpath(p)) for p in writable) if writable is not None else None
     for path in paths or ():
         if not path.is_absolute() or not path.is_dir():
             problems.append(
                 Problem(source, 0, 0, "", f"sandbox.writable names '{path}', which is not an existing directory")
             )
+    listed = tuple(dict.fromkeys(os.path.normpath(p) for p in sockets or ()))
+    pinned = {path for path, _, _ in pin(p for p in listed if os.path.isabs(p))}
+    for named in listed:
+        if named not in pinned:
+            why = "is not a UNIX socket now (or is a symlink)" if os.path.isabs(named) else "is not an absolute path"
+            problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
     known: Mode | None = next((m for m in MODES if m == mode), None)
-    return SandboxLayer(known, network, paths, None, source)
+    return SandboxLayer(known, network, paths, None, tuple(p for p in listed if os.path.isabs(p)), source)
 
 
 def block_layer(document: Document, pointer: str, *, base: Path) -> SandboxLayer | None:

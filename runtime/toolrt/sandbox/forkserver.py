@@ -17,7 +17,8 @@ a process that has only ever had one thread, then:
    process has ended and the server is idle;
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
-4. installs the seccomp filter that refuses `socket(AF_UNIX)` (see `seccomp`);
+4. installs the seccomp filter that refuses `socket(AF_UNIX)` (see `seccomp`), or with a socket
+   allow-list the supervised one, whose listener it sends back first (toolrt's `supervisor` answers it);
 5. makes a PID namespace and forks its init, which execs the program, while this process stays as the
    program's stand-in until the init exits (see `_wait_for_init`); the init is the program: when it
    ends, everything it started ends;
@@ -27,7 +28,8 @@ a process that has only ever had one thread, then:
 Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
 
-Status channel, server → client, one line each: `P<pid>` once the program is running, or
+Status channel, server → client, one line each: `P<pid>` once the program is running (carrying the
+seccomp listener of a request with `supervise_unix`), or
 `E<errno> <step>` when it could not start; then `X<code>` when it exits (negative: killed by that
 signal). A request is `<length:4 bytes big-endian><JSON>` on the same channel.
 """
@@ -236,7 +238,12 @@ def _child(
         if request.get("no_unix_sockets"):
             step = "seccomp"
             kernel.set_no_new_privs()
-            seccomp.refuse_unix_sockets()
+            if request.get("supervise_unix"):  # the listener goes to toolrt, whose supervisor answers it
+                listener = seccomp.supervise_unix_sockets()
+                socket.send_fds(socket.socket(fileno=os.dup(report)), [b"L"], [listener])
+                os.close(listener)
+            else:
+                seccomp.refuse_unix_sockets()
         step = "capabilities"
         kernel.drop_capabilities()
         step = "chdir"
@@ -349,24 +356,46 @@ class _Server:
             channel.sendall(f"E{error.errno or 0} sandbox\n".encode())
             channel.close()
             return
-        report_read, report_write = os.pipe2(os.O_CLOEXEC)
+        supervised = bool(request.get("supervise_unix"))
+        if supervised:  # a seqpacket pair: the child sends its seccomp listener first, then any failure
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            report_read, report_write = ours.detach(), theirs.detach()
+        else:
+            report_read, report_write = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
             os.close(report_read)
             _child(request, stdio, report_write, kept)
         os.close(report_write)
         failure = b""
-        while chunk := os.read(report_read, 512):
-            failure += chunk
-        os.close(report_read)
+        listeners: list[int] = []
+        report = socket.socket(fileno=report_read) if supervised else None
+        while True:
+            if report is not None:
+                chunk, fds, _, _ = socket.recv_fds(report, 512, 1)
+            else:
+                chunk, fds = os.read(report_read, 512), []
+            listeners.extend(fds)
+            if not chunk:
+                break
+            if not fds:
+                failure += chunk
+        if report is not None:
+            report.close()
+        else:
+            os.close(report_read)
         if failure:
+            for fd in listeners:
+                os.close(fd)
             os.waitpid(pid, 0)
             if request.get("cover") and kept[0] is not None:
                 self.closing.append(kept[0])
             channel.sendall(b"E" + failure + b"\n")
             channel.close()
             return
-        channel.sendall(f"P{pid}\n".encode())
+        socket.send_fds(channel, [f"P{pid}\n".encode()], listeners[:1])
+        for fd in listeners:
+            os.close(fd)
         pidfd = os.pidfd_open(pid)
         self.children[pidfd] = (pid, channel, kept[0] if request.get("cover") else None)
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
@@ -395,6 +424,7 @@ def main(argv: list[str]) -> int:
     kernel.empty_bounding_set(for_children=True)
     if seccomp.supported():
         seccomp.prepare()
+        seccomp.prepare(supervised=True)
     _Server(control).run()
     return 0
 

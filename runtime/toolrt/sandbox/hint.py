@@ -34,6 +34,9 @@ _REFUSED_PATH = re.compile(
     + r"""Is a directory|Device or resource busy): ['"](?P<path2>[^'"\n]+)['"]"""
 )
 _UNIX_SOCKET = re.compile(r"Address family not supported by protocol|EAFNOSUPPORT", re.IGNORECASE)
+_UNLISTED_SOCKET = re.compile(
+    r"connect[^\n]*Permission denied|\[Errno 13\] Permission denied\s*$|EACCES", re.IGNORECASE | re.MULTILINE
+)
 _MKNOD = re.compile(r"\bmknod\b|\bmkfifo\b.*\bc\b|\bOperation not permitted\b.*\bdevice\b", re.IGNORECASE)
 _NETWORK = re.compile(
     r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
@@ -47,6 +50,19 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | Non
     """The hint for a failed process's output, or None when nothing there points at the sandbox."""
     if not output.strip():
         return _silent(plan, exit_code)
+    if plan.sockets and _UNLISTED_SOCKET.search(output):
+        listed = ", ".join(path for path, _, _ in plan.sockets)
+        return (
+            f"toolrt: the sandbox connects UNIX sockets only to those the host lists (sandbox.sockets: {listed}), "
+            "named by that absolute path, with no symlink on the way, and only while each is the file toolrt first "
+            "found there; any other socket, abstract name or relative path is refused. Use the listed path, or ask "
+            "the person to list the socket in the host settings (TOOLRT_SANDBOX__SOCKETS)."
+        )
+    if plan.no_unix_sockets and plan.sockets and _UNIX_SOCKET.search(output):
+        return (
+            "toolrt: the sandbox refuses datagram UNIX sockets (a seccomp filter), since one could send to any "
+            "local daemon (syslog, journald). Stream sockets reach the listed sockets only (sandbox.sockets)."
+        )
     if plan.no_unix_sockets and _UNIX_SOCKET.search(output):
         return (
             "toolrt: the sandbox refuses UNIX sockets (a seccomp filter on socket(AF_UNIX)), so no local daemon "
@@ -135,7 +151,7 @@ def _silent(plan: SandboxPlan, exit_code: int | None) -> str | None:
         refused.append("reading the files the read rules deny (they read as empty)")
     refused.append("device nodes")
     if plan.no_unix_sockets:
-        refused.append("UNIX sockets (local daemons)")
+        refused.append("UNIX sockets other than sandbox.sockets" if plan.sockets else "UNIX sockets (local daemons)")
     if plan.deny_network:
         refused.append("every network connection")
     status = f"killed by signal {-exit_code}" if exit_code < 0 else f"exit status {exit_code}"

@@ -43,6 +43,7 @@ __all__ = [
     "wants_mounts",
     "landlock_abi",
     "make_mounts_private",
+    "open_in_root",
     "set_no_new_privs",
     "set_parent_death_signal",
     "unshare",
@@ -140,7 +141,9 @@ class _OpenHow(ctypes.Structure):
 
 _OPENAT2 = 437  # the same number on every architecture (the generic table)
 _AT_FDCWD = -100
+_RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_IN_ROOT = 0x10
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -263,6 +266,24 @@ def _open_rule_path(path: str, rights: int) -> int:
     if stat.S_ISLNK(os.fstat(fd).st_mode):
         os.close(fd)
         raise _LinkOnTheWay(errno.ELOOP, "a symlink on the way", path)
+    return fd
+
+
+def open_in_root(root: int, path: str) -> int:
+    """An O_PATH descriptor of `path` (absolute) resolved with `root` as `/` (another process's root,
+    `/proc/PID/root`: its mount namespace's view) and no symlink on the way, not even the last component.
+
+    Raises:
+        OSError: ELOOP (a symlink on the way), ENOENT, or ENOSYS/EPERM where openat2 is missing (no
+            weaker walk is tried: the caller refuses).
+    """
+    resolve = _RESOLVE_IN_ROOT | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+    how = _OpenHow(os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, 0, resolve)
+    encoded = os.fsencode(path.lstrip("/") or ".")
+    fd = int(_libc.syscall(_OPENAT2, root, encoded, ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
     return fd
 
 

@@ -107,13 +107,14 @@ def ruleset(rules: kernel.LandlockRules) -> int:
         return fd
 
 
-def enter_from_thread(request: Mapping[str, Any]) -> int | None:
+def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
     kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock, then drop
     every capability (root's programs included).
 
     Returns the fd of a single-use mount namespace (a request with a `cover`), which the caller hands
-    to `release_after` once the process is started (this thread may start no thread by then), or None."""
+    to `release_after` once the process is started (this thread may start no thread by then), or None;
+    and the seccomp listener of a request with a socket allow-list (`supervise_unix`), or None."""
     read_only = [str(p) for p in request.get("read_only", ())]
     masks = kernel.request_masks(request)
     rules = kernel.landlock_rules(request)
@@ -135,11 +136,20 @@ def enter_from_thread(request: Mapping[str, Any]) -> int | None:
         kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
     if landlock is not None:
         kernel.restrict_with(landlock)
+    listener = None
     if request.get("no_unix_sockets"):
         kernel.set_no_new_privs()
-        seccomp.refuse_unix_sockets()
-    kernel.drop_capabilities()
-    return single_use
+        if request.get("supervise_unix"):
+            listener = seccomp.supervise_unix_sockets()
+        else:
+            seccomp.refuse_unix_sockets()
+    try:
+        kernel.drop_capabilities()
+    except BaseException:
+        if listener is not None:
+            os.close(listener)
+        raise
+    return single_use, listener
 
 
 _spares: OrderedDict[tuple[Any, ...], int] = OrderedDict()

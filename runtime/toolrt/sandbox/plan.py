@@ -23,6 +23,7 @@ from .masks import NO_MASKS, Masks, empty_file
 from .policy import SandboxPolicy
 from .seatbelt import seatbelt_argv
 from .seccomp import supported as seccomp_supported
+from .supervisor import pin
 from .support import Support
 
 __all__ = ["DEVICE_FILES", "SandboxPlan", "plan_sandbox", "within", "writable_set"]
@@ -66,6 +67,9 @@ class SandboxPlan:
     """The process is the init of a PID namespace of its own: when it ends, everything it started ends."""
     no_unix_sockets: bool = False
     """A seccomp filter refuses `socket(AF_UNIX)` to the process and all it starts (see `seccomp`)."""
+    sockets: tuple[tuple[str, int, int], ...] = ()
+    """The host's socket allow-list, pinned (path, device, inode; see `supervisor.pin`): when not empty,
+    the filter lets UNIX sockets be made and toolrt's supervisor connects them, to these only."""
     covered: tuple[str, ...] = ()
     """Absent protected names of the root, unwritable in the process's own mount namespace (see `cover`)."""
     cover_dirs: tuple[str, str] = ("", "")
@@ -92,6 +96,7 @@ class SandboxPlan:
             "dev": self.minimal_dev,
             "pid": self.pid_namespace,
             "no_unix_sockets": self.no_unix_sockets,
+            "supervise_unix": bool(self.sockets) and self.no_unix_sockets,
             "cover": (
                 {
                     "root": self.root,
@@ -190,6 +195,9 @@ def plan_sandbox(
         parts.append("absent protected names: rules only")
     if masks:
         parts.append(f"masked {_count(masks)}")
+    sockets = pin(policy.sockets) if policy.sockets and seccomp_supported() else ()
+    if sockets:
+        parts.append(f"{len(sockets)} listed UNIX socket{'s' if len(sockets) > 1 else ''}")
     return SandboxPlan(
         launch=support.launch,
         landlock_abi=support.landlock_abi,
@@ -205,6 +213,7 @@ def plan_sandbox(
         minimal_dev=support.mount_namespace,
         pid_namespace=support.pid_namespace,
         no_unix_sockets=seccomp_supported(),
+        sockets=sockets,
         covered=tuple(cover["names"]) if cover is not None else (),
         cover_dirs=(cover["lower"], cover["work"]) if cover is not None else ("", ""),
         root=str(root),

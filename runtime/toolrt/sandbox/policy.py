@@ -31,6 +31,8 @@ class SandboxLayer:
     """Absolute, normalised paths."""
     required: bool | None = None
     """Locked file only: refuse to run process tools when no kernel sandbox is available."""
+    sockets: tuple[str, ...] | None = None
+    """Host only: pathname UNIX sockets a tool needs (`$SSH_AUTH_SOCK`), absolute and normalised."""
     source: str = ""
     """Where the block came from, for messages (`toolrt.yaml:12`, `TOOLRT_SANDBOX__MODE`)."""
 
@@ -54,6 +56,9 @@ class SandboxPolicy:
     """The loosest mode the locked file (or host) permits; per-call widening never goes past it."""
     external_writable: bool = True
     """False when the locked file fixed `writable`: an allowed external_directory does not widen it."""
+    sockets: tuple[str, ...] = ()
+    """The host's socket allow-list: the UNIX sockets a sandboxed process may connect to (see
+    `supervisor`); empty, no process may make a UNIX socket at all."""
 
     def widened_for_call(self, directories: tuple[Path, ...]) -> SandboxPolicy:
         """This policy with `directories` writable too (an allowed `external_directory` request),
@@ -150,6 +155,7 @@ def merge_tighter(host: SandboxLayer, locked: SandboxLayer | None) -> tuple[Sand
         required=bool(locked is not None and locked.required),
         ceiling=ceiling,
         external_writable=not fixed_writable,
+        sockets=host.sockets or (),
     )
     return policy, warnings
 

@@ -1,12 +1,19 @@
-"""A seccomp filter that refuses `socket(AF_UNIX, ...)`: no process toolrt starts can reach a host daemon.
+"""A seccomp filter that keeps every process toolrt starts away from host daemons' UNIX sockets.
 
 A network namespace cuts IP and abstract UNIX sockets, not pathname sockets: `docker.sock`, a D-Bus bus,
 an ssh agent are files, and whoever connects to them speaks to a daemon outside every wall. seccomp
-cannot read the path a `connect` names, so the filter refuses making a UNIX socket at all
-(`EAFNOSUPPORT`, "Address family not supported by protocol"); `socketpair` stays, so pipes between a
-program's own processes (asyncio, subprocess plumbing) keep working. Syscalls of another architecture
-(32-bit programs, x32) and `io_uring_setup` are refused with `ENOSYS`: their socket calls (`socketcall`,
-`IORING_OP_SOCKET`) would go around the filter.
+cannot read the path a `connect` names, so by default the filter refuses making a UNIX socket at all
+(`EAFNOSUPPORT`, "Address family not supported by protocol"). `socketpair` stays for the stream and
+seqpacket types, so pipes between a program's own processes (asyncio, subprocess plumbing) keep
+working; a datagram pair is refused like a socket, since a datagram socket can `sendto` (or
+re-`connect` to) any path. Syscalls of another architecture (32-bit programs, x32) and
+`io_uring_setup` are refused with `ENOSYS`: their socket calls (`socketcall`, `IORING_OP_SOCKET`)
+would go around the filter.
+
+With a host allow-list (`supervised`), stream and seqpacket UNIX sockets may be made, and every
+`connect` goes to a supervisor in toolrt (`SECCOMP_RET_USER_NOTIF`, see `supervisor`), which connects
+the socket itself, to a listed socket only. Neither type can reach a new peer any other way: `sendto`
+and `sendmsg` ignore or refuse an address on them, and datagram sockets stay refused.
 
 Standard library only, like `kernel`: the fork server imports it under `python -I -S`.
 """
@@ -18,27 +25,36 @@ import errno
 import os
 import platform
 
-__all__ = ["prepare", "refuse_unix_sockets", "supported"]
+__all__ = ["prepare", "refuse_unix_sockets", "supervise_unix_sockets", "supported"]
 
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
+_SECCOMP_SET_MODE_FILTER = 1
+_FLAG_NEW_LISTENER = 1 << 3
+_FLAG_WAIT_KILLABLE_RECV = 1 << 5
+"""Linux 5.19: once the supervisor has a notification, only a fatal signal interrupts the caller, so a
+program's timer signals (Go's preemption) do not restart its `connect` over and over."""
 _RET_ALLOW = 0x7FFF0000
+_RET_USER_NOTIF = 0x7FC00000
 _RET_ERRNO = 0x00050000
 _LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
-_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (args[0]'s low word, little-endian)
+_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (args' low words, little-endian)
 _AF_UNIX = 1
+_SOCK_TYPE_MASK = 0xF
+_SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
 _X32_BIT = 0x40000000
 _IO_URING_SETUP = 425  # the same number on every architecture (the generic table)
 
-# machine → (AUDIT_ARCH_*, socket's syscall number)
+# machine → (AUDIT_ARCH_*, seccomp, socket, socketpair, connect syscall numbers)
 _ARCHES = {
-    "x86_64": (0xC000003E, 41),
-    "aarch64": (0xC00000B7, 198),
-    "arm64": (0xC00000B7, 198),
-    "riscv64": (0xC00000F3, 198),
+    "x86_64": (0xC000003E, 317, 41, 53, 42),
+    "aarch64": (0xC00000B7, 277, 198, 199, 203),
+    "arm64": (0xC00000B7, 277, 198, 199, 203),
+    "riscv64": (0xC00000F3, 277, 198, 199, 203),
 }
 
 
@@ -58,36 +74,50 @@ def supported() -> bool:
     return platform.machine() in _ARCHES
 
 
-def _program() -> list[tuple[int, int, int, int]]:
+def _program(supervised: bool) -> list[tuple[int, int, int, int]]:
     """(code, jump if true, jump if false, k); a jump skips that many instructions after its own."""
-    arch, socket_nr = _ARCHES[platform.machine()]
-    x32 = (_JGE, 5, 0, _X32_BIT) if platform.machine() == "x86_64" else (_JGE, 0, 0, 0)
-    return [
-        (_LD_ABS, 0, 0, _ARCH),  # 0
-        (_JEQ, 0, 7, arch),  # 1: another architecture → 9
-        (_LD_ABS, 0, 0, _NR),  # 2
-        x32,  # 3: an x32 syscall → 9
-        (_JEQ, 4, 0, _IO_URING_SETUP),  # 4: io_uring (its IORING_OP_SOCKET goes around socket()) → 9
-        (_JEQ, 0, 2, socket_nr),  # 5: not socket() → 8
-        (_LD_ABS, 0, 0, _ARG0),  # 6: the domain
-        (_JEQ, 2, 0, _AF_UNIX),  # 7: AF_UNIX → 10
-        (_RET, 0, 0, _RET_ALLOW),  # 8
-        (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS),  # 9
-        (_RET, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT),  # 10
+    arch, _, socket_nr, socketpair_nr, connect_nr = _ARCHES[platform.machine()]
+    x32 = [(_JGE, "enosys", None, _X32_BIT)] if platform.machine() == "x86_64" else []
+    connect = [(_JEQ, "notify", None, connect_nr)] if supervised else []
+    unix_socket = "type" if supervised else "refuse"
+    labelled: list[tuple[str, list[tuple[int, str | None, str | None, int]]]] = [
+        ("", [(_LD_ABS, None, None, _ARCH), (_JEQ, None, "enosys", arch), (_LD_ABS, None, None, _NR), *x32]),
+        ("", [(_JEQ, "enosys", None, _IO_URING_SETUP), (_JEQ, "socket", None, socket_nr)]),
+        ("", [(_JEQ, "pair", None, socketpair_nr), *connect, (_RET, None, None, _RET_ALLOW)]),
+        ("socket", [(_LD_ABS, None, None, _ARG0), (_JEQ, unix_socket, "allow", _AF_UNIX)]),
+        ("pair", [(_LD_ABS, None, None, _ARG0), (_JEQ, "type", "allow", _AF_UNIX)]),
+        ("type", [(_LD_ABS, None, None, _ARG1), (_AND, None, None, _SOCK_TYPE_MASK)]),
+        ("", [(_JEQ, "allow", None, _SOCK_STREAM), (_JEQ, "allow", "refuse", _SOCK_SEQPACKET)]),
+        ("notify", [(_RET, None, None, _RET_USER_NOTIF)]),
+        ("allow", [(_RET, None, None, _RET_ALLOW)]),
+        ("enosys", [(_RET, None, None, _RET_ERRNO | errno.ENOSYS)]),
+        ("refuse", [(_RET, None, None, _RET_ERRNO | errno.EAFNOSUPPORT)]),
     ]
+    at: dict[str, int] = {}
+    flat: list[tuple[int, str | None, str | None, int]] = []
+    for label, instructions in labelled:
+        if label:
+            at[label] = len(flat)
+        flat.extend(instructions)
+
+    def offset(index: int, label: str | None) -> int:
+        return 0 if label is None else at[label] - index - 1
+
+    return [(code, offset(i, yes), offset(i, no), k) for i, (code, yes, no, k) in enumerate(flat)]
 
 
-_built: list[tuple[_Program, ctypes.Array[_Filter]]] = []
-"""The filter as the kernel takes it, built once: a fork server's children inherit it built, instead of
-each building it after its fork (where every object touched costs a copy-on-write page)."""
+_built: dict[bool, tuple[_Program, ctypes.Array[_Filter]]] = {}
+"""The filters as the kernel takes them, built once: a fork server's children inherit them built, instead
+of each building one after its fork (where every object touched costs a copy-on-write page)."""
 
 
-def prepare() -> None:
+def prepare(supervised: bool = False) -> _Program:
     """Build the filter now (before forking the processes that will install it)."""
-    if not _built:
-        instructions = _program()
+    if supervised not in _built:
+        instructions = _program(supervised)
         array = (_Filter * len(instructions))(*(_Filter(*i) for i in instructions))
-        _built.append((_Program(len(instructions), ctypes.cast(array, ctypes.POINTER(_Filter))), array))
+        _built[supervised] = (_Program(len(instructions), ctypes.cast(array, ctypes.POINTER(_Filter))), array)
+    return _built[supervised][0]
 
 
 def refuse_unix_sockets() -> None:
@@ -96,8 +126,27 @@ def refuse_unix_sockets() -> None:
     Raises:
         OSError: the kernel refused the filter (the process must then not be started).
     """
-    prepare()
-    program = _built[0][0]
+    program = prepare()
     if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"seccomp filter: {os.strerror(code)}")
+
+
+def supervise_unix_sockets() -> int:
+    """Install the supervised filter on the calling thread (needs no_new_privs) and return its listener:
+    the descriptor a supervisor reads each `connect` from (close-on-exec). While no supervisor holds it,
+    every `connect` fails with ENOSYS.
+
+    Raises:
+        OSError: the kernel refused the filter (the process must then not be started).
+    """
+    program = prepare(supervised=True)
+    seccomp_nr = _ARCHES[platform.machine()][1]
+    for flags in (_FLAG_NEW_LISTENER | _FLAG_WAIT_KILLABLE_RECV, _FLAG_NEW_LISTENER):
+        fd = int(_libc.syscall(seccomp_nr, _SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(program)))
+        if fd >= 0:
+            return fd
+        code = ctypes.get_errno()
+        if code != errno.EINVAL:
+            break
+    raise OSError(code, f"seccomp filter: {os.strerror(code)}")

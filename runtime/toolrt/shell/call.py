@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from ..beneath import steady_realpath
 from ..permissions.model import CallSite, PermissionRequest
 from .analyzer import analyze_text
 from .findings import Findings
@@ -61,7 +61,7 @@ def analyze_call(
         return requests
     # The bash tool also asks `read` for every path the line names (and its real path), so a rule that
     # denies or asks reading a file (`*.env`) binds `cat .env` as it binds the read tool.
-    paths = tuple(dict.fromkeys(form for path in findings.read for form in (path, os.path.realpath(path))))
+    paths = tuple(dict.fromkeys(form for path in findings.read for form in (path, steady_realpath(path))))
     return (*requests, PermissionRequest("read", paths, ()))
 
 

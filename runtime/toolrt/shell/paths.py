@@ -15,6 +15,7 @@ import re
 import stat
 from functools import lru_cache
 
+from ..beneath import steady_realpath
 from ..permissions.model import CallSite, usable_exempt
 from .listings import Listings
 
@@ -52,7 +53,7 @@ def path_candidate(word: str) -> str | None:
 def _realpath(path: str) -> str:
     # The project root and the exempt directories are resolved once per process: they are the
     # fixed frame every call is measured against, not arguments the model controls.
-    return os.path.realpath(path)
+    return steady_realpath(path)
 
 
 def _contains(parent: str, child: str) -> bool:
@@ -117,7 +118,7 @@ class PathScope:
                 # project; only a symlink of that name can lead out.
                 if (listings or Listings()).kind(base, word) != "link":
                     return []
-                real = os.path.realpath(base + "/" + word)
+                real = steady_realpath(base + "/" + word)
                 if self._exempt(real) or _contains(self.root_real, real):
                     return []
                 return [_directory_of(real)]
@@ -170,10 +171,10 @@ class PathScope:
                 # The common case (`origin`, `main`): answered from the root's listing.
                 if (listings or Listings()).kind(current, relative) != "link":
                     return None
-                return os.path.realpath(current + "/" + relative)
+                return steady_realpath(current + "/" + relative)
             walked = self._walk(relative)
-            return os.path.realpath(lexical) if walked is not None and walked[1] else None
-        return os.path.realpath(absolute)
+            return steady_realpath(lexical) if walked is not None and walked[1] else None
+        return steady_realpath(absolute)
 
     def _walk(self, relative: str) -> tuple[str, bool] | None:
         """Follow `relative` under the root's real path one component at a time, without following

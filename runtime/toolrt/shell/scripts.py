@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..beneath import steady_realpath
 from . import limits
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def model_script(journal: Journal, root_real: str, absolute: str) -> ModelScript
     """The model's script at the absolute path `absolute`, or None when the person wrote it (or
     approved it), or when nothing runnable is there (no file, a directory). A file whose author cannot
     be told, or the model's that cannot be read as text, is a `ModelScript` with a problem."""
-    real = os.path.realpath(absolute)
+    real = steady_realpath(absolute)
     shown = posixpath.basename(absolute) or absolute
     if real != root_real and not real.startswith(root_real.rstrip("/") + "/"):
         # A link out of the project (a virtual environment's `bin/python`): not read (what a reason

@@ -1,6 +1,8 @@
 """Opening exactly the path the rules were checked on: no symlink followed, the descriptor's path compared.
 
-`filepaths.guard` resolves a path argument's symlinks once and the rules are checked on that real path.
+The one helper every floor uses to touch a file a rule was checked on (the built-in file tools, the
+language servers' reads, the permission step's `realpath`). `builtin.filepaths.guard` resolves a path
+argument's symlinks once (`steady_realpath`) and the rules are checked on that real path.
 Every open, stat, mkdir, rename and unlink of the file tools then walks that real path from a
 directory descriptor with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`
 (component by component with `O_NOFOLLOW` where `openat2` is missing or filtered), parents are made
@@ -19,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import PathChanged
+from .errors import PathChanged
 
 __all__ = [
     "changed",
@@ -28,6 +30,7 @@ __all__ = [
     "open_parent",
     "replace_checked",
     "stat_checked",
+    "steady_realpath",
     "unlink_checked",
     "use_openat2",
 ]
@@ -56,6 +59,21 @@ def changed(path: Path | str) -> PathChanged:
         f"{path} changed while the call ran (a name on the way became a symlink or was moved after the "
         "permission check), so nothing was read or written. Check what is at that path and call the tool again."
     )
+
+
+def steady_realpath(path: Path | str) -> str:
+    """`os.path.realpath`, retried while a name on the way is being swapped (a link read as it is
+    replaced raises EINVAL): the permission step's view of where a path leads, never a traceback.
+
+    Raises:
+        PathChanged: the path kept changing.
+    """
+    for _ in range(3):
+        try:
+            return os.path.realpath(path)
+        except OSError as error:
+            last = error
+    raise changed(path) from last
 
 
 def _parts(path: Path) -> list[str]:

@@ -1,0 +1,220 @@
+"""The host's socket allow-list (`sandbox.sockets`): a supervisor that connects UNIX sockets for the
+sandboxed process, to a listed socket only.
+
+With a list, each sandboxed process runs under the supervised seccomp filter (`seccomp`): every
+`connect` stops in the kernel and is handed to a thread of toolrt holding the filter's listener
+(`SECCOMP_RET_USER_NOTIF`). The thread takes the process's socket (`pidfd_getfd`: the same open socket,
+not a copy), reads the address from the process's memory once, and decides on that copy:
+
+- a UNIX address must be an absolute path equal to a listed one (no abstract name, no relative path).
+  The listed path is opened in the process's own view (`/proc/PID/root`, its mount namespace) with no
+  symlink anywhere on the way (openat2 `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS`), must be a socket, and
+  must be the same file (device, inode) toolrt found there first (`pin`): a name swapped for a link or
+  renamed over is refused. The supervisor then connects the socket itself, through that very
+  descriptor (`/proc/self/fd/N`), so what it checked is what is reached;
+- any other address family is connected the same way on the copy (the network namespace of the socket
+  decides where it goes, as for the process), or refused with EACCES when the network is off, as
+  Landlock's TCP rules refuse it.
+
+Everything else gets EACCES ("Permission denied"). The process never makes the connection itself, so
+no later rewrite of its memory or descriptor table changes what was checked. The notification id is
+checked after the process's descriptors were opened (`SECCOMP_IOCTL_NOTIF_ID_VALID`), so a pid reused
+by another process is never read from. With no list, none of this runs: the filter refuses UNIX sockets
+outright and no thread is started.
+"""
+
+from __future__ import annotations
+
+import _thread
+import ctypes
+import errno
+import os
+import select
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Iterable, Mapping
+
+from . import kernel
+
+__all__ = ["pin", "supervise"]
+
+_NOTIF_RECV = 0xC0502100  # _IOWR('!', 0, struct seccomp_notif)
+_NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
+_NOTIF_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
+_PIDFD_GETFD = 438  # the same number on every architecture (the generic table)
+_SOL_SOCKET, _SO_DOMAIN = 1, 39
+_MAX_ADDRESS = 128  # sizeof(struct sockaddr_storage): the kernel refuses longer with EINVAL
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Data(ctypes.Structure):
+    _fields_ = (
+        ("nr", ctypes.c_int32),
+        ("arch", ctypes.c_uint32),
+        ("ip", ctypes.c_uint64),
+        ("args", ctypes.c_uint64 * 6),
+    )
+
+
+class _Notification(ctypes.Structure):
+    _fields_ = (("id", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("data", _Data))
+
+
+class _Response(ctypes.Structure):
+    _fields_ = (("id", ctypes.c_uint64), ("val", ctypes.c_int64), ("error", ctypes.c_int32), ("flags", ctypes.c_uint32))
+
+
+_pins: dict[str, tuple[int, int]] = {}
+_pins_lock = threading.Lock()
+
+
+def pin(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
+    """(path, device, inode) of each listed path that is a socket now, reached with no symlink on the way.
+
+    The first file found at a path is kept for the life of this process (toolrt looks when it reads
+    the settings, before any tool ran): a socket the sandbox later renames over it, or a link put in
+    its place, is another file and is refused. A daemon that re-creates its socket needs toolrt
+    restarted. A path with no socket yet is pinned the first time one is found there."""
+    found = []
+    for path in paths:
+        with _pins_lock:
+            kept = _pins.get(path)
+        if kept is None:
+            root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+            try:
+                fd = kernel.open_in_root(root, path)
+            except OSError:
+                continue
+            finally:
+                os.close(root)
+            try:
+                info = os.fstat(fd)
+            finally:
+                os.close(fd)
+            if not stat.S_ISSOCK(info.st_mode):
+                continue
+            with _pins_lock:
+                kept = _pins.setdefault(path, (info.st_dev, info.st_ino))
+        found.append((path, *kept))
+    return tuple(found)
+
+
+def supervise(listener: int, sockets: Iterable[tuple[str, int, int]], *, network: bool) -> None:
+    """Answer every `connect` of the processes under `listener` in a thread of its own, which closes the
+    listener and ends when the last of them has exited."""
+    allowed = {path: (device, inode) for path, device, inode in sockets}
+    _thread.start_new_thread(_serve, (listener, allowed, network))
+
+
+def _serve(listener: int, allowed: Mapping[str, tuple[int, int]], network: bool) -> None:
+    poller = select.poll()
+    poller.register(listener, select.POLLIN)
+    try:
+        while True:
+            events = poller.poll()
+            if any(event & select.POLLIN for _, event in events):
+                notification = _Notification()
+                if _libc.ioctl(listener, ctypes.c_ulong(_NOTIF_RECV), ctypes.byref(notification)) < 0:
+                    continue  # the caller was interrupted or died meanwhile: nothing to answer
+                try:
+                    _answer(listener, notification, allowed, network)
+                except Exception:  # never leave the process stopped in its connect: refuse it
+                    _respond(listener, notification.id, errno.EACCES)
+            elif events:  # POLLHUP: no process is left under the filter
+                return
+    finally:
+        os.close(listener)
+
+
+def _answer(listener: int, notification: _Notification, allowed: Mapping[str, tuple[int, int]], network: bool) -> None:
+    fds: list[int] = []
+    try:
+        pid = notification.pid
+        fds.append(os.pidfd_open(pid))
+        fds.append(os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC))
+        fds.append(os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+        if not _valid(listener, notification.id):
+            return  # the process is gone: its pid, and what was just opened, may be another's
+        pidfd, memory, root = fds
+        args = notification.data.args
+        target = int(_libc.syscall(_PIDFD_GETFD, pidfd, ctypes.c_int32(args[0] & 0xFFFFFFFF).value, 0))
+        if target < 0:
+            _respond(listener, notification.id, ctypes.get_errno())
+            return
+        fds.append(target)
+        length = args[2] & 0xFFFFFFFF
+        if not 2 <= length <= _MAX_ADDRESS:
+            _respond(listener, notification.id, errno.EINVAL)
+            return
+        address = os.pread(memory, length, args[1])
+        domain = ctypes.c_int(0)
+        size = ctypes.c_uint32(ctypes.sizeof(domain))
+        if _libc.getsockopt(target, _SOL_SOCKET, _SO_DOMAIN, ctypes.byref(domain), ctypes.byref(size)) < 0:
+            _respond(listener, notification.id, ctypes.get_errno())
+            return
+        if domain.value != socket.AF_UNIX:
+            if not network:
+                _respond(listener, notification.id, errno.EACCES)
+                return
+            fds.remove(target)  # the thread owns it now: a TCP connect may take long
+            _thread.start_new_thread(_connect_and_answer, (listener, notification.id, target, address))
+            return
+        _respond(listener, notification.id, _connect_listed(target, address, root, allowed))
+    except OSError as error:  # the process died, or its memory cannot be read (EFAULT/EIO)
+        _respond(listener, notification.id, errno.EFAULT if error.errno == errno.EIO else error.errno or errno.EACCES)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _connect_listed(target: int, address: bytes, root: int, allowed: Mapping[str, tuple[int, int]]) -> int:
+    """Connect `target` to the listed socket `address` names, as the process's root sees it; the errno."""
+    if struct.unpack("=H", address[:2])[0] != socket.AF_UNIX:
+        return errno.EINVAL
+    name = address[2:].split(b"\0", 1)[0]
+    if not name.startswith(b"/"):  # abstract (a leading NUL), unnamed or relative
+        return errno.EACCES
+    path = os.path.normpath(os.fsdecode(name))
+    expected = allowed.get(path)
+    if expected is None:
+        return errno.EACCES
+    try:
+        found = kernel.open_in_root(root, path)
+    except OSError as error:
+        return errno.ENOENT if error.errno == errno.ENOENT else errno.EACCES
+    try:
+        info = os.fstat(found)
+        if not stat.S_ISSOCK(info.st_mode) or (info.st_dev, info.st_ino) != expected:
+            return errno.EACCES
+        return _connect(target, struct.pack("=H", socket.AF_UNIX) + f"/proc/self/fd/{found}\0".encode())
+    finally:
+        os.close(found)
+
+
+def _connect_and_answer(listener: int, notification_id: int, target: int, address: bytes) -> None:
+    try:
+        _respond(listener, notification_id, _connect(target, address))
+    finally:
+        os.close(target)
+
+
+def _connect(fd: int, address: bytes) -> int:
+    """connect(2) on `fd` with these raw address bytes; 0 or the errno."""
+    if _libc.connect(fd, address, len(address)) == 0:
+        return 0
+    return ctypes.get_errno()
+
+
+def _valid(listener: int, notification_id: int) -> bool:
+    found = int(_libc.ioctl(listener, ctypes.c_ulong(_NOTIF_ID_VALID), ctypes.byref(ctypes.c_uint64(notification_id))))
+    return found == 0
+
+
+def _respond(listener: int, notification_id: int, code: int) -> None:
+    """Answer the stopped `connect`: 0 is success, anything else its errno (ENOENT from the kernel here
+    only says the caller went away meanwhile)."""
+    response = _Response(notification_id, 0, -code if code else 0, 0)
+    _libc.ioctl(listener, ctypes.c_ulong(_NOTIF_SEND), ctypes.byref(response))

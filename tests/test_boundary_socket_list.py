@@ -1,0 +1,364 @@
+"""The host's socket allow-list (`sandbox.sockets`, issue 25 item 5): real listening UNIX sockets on the
+host, real python and bash in the sandbox under both launchers and both network modes. A listed socket
+is reached; an unlisted one, an abstract one, a relative name, and the listed name swapped for a symlink
+or renamed over (once, across calls, and raced by a background swapper) are refused; with no list
+nothing changes and no supervisor runs."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolrt import Runtime
+from toolrt.errors import ConfigError
+from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox import seccomp
+from toolrt.sandbox.hint import refusal_hint
+from toolrt.sandbox.plan import plan_sandbox
+from toolrt.sandbox.policy import SandboxPolicy
+from toolrt.sandbox.support import detect_support
+
+SUPPORT = detect_support()
+pytestmark = pytest.mark.skipif(
+    not (SUPPORT.landlock_abi and seccomp.supported()), reason=f"no Landlock or no filter here: {SUPPORT.describe()}"
+)
+LAUNCHES = ["thread", "forkserver"]
+NETWORK = pytest.mark.parametrize("network", [True, False], ids=["network-on", "network-off"])
+CLIENT = """
+import socket, sys
+def ask(path):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        return s.recv(64).decode()
+    except OSError as error:
+        return "refused: " + error.strerror
+for path in sys.argv[1:]:
+    print(path, "->", ask(path))
+"""
+
+
+class Daemon:
+    """A listening pathname socket on the host that answers each connection with its own name."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(64)
+        self.accepted = 0
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with connection:
+                connection.sendall(self.path.name.encode())
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[tuple[Daemon, Daemon]]:
+    """`agent.sock` (the one the host lists) and `docker.sock` (not listed), in a directory the sandbox
+    may write (under /tmp, as `$SSH_AUTH_SOCK` is)."""
+    directory = tmp_path / "run"
+    directory.mkdir()
+    listed, other = Daemon(directory / "agent.sock"), Daemon(directory / "docker.sock")
+    yield listed, other
+    listed.server.close()
+    other.server.close()
+
+
+def _run(argv: list[str], root: Path, launch: str, network: bool, sockets: tuple[Path, ...]) -> ProcessOutcome:
+    async def main() -> ProcessOutcome:
+        support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+        policy = SandboxPolicy(network=network, sockets=tuple(str(p) for p in sockets))
+        plan = plan_sandbox(policy, support, root=root, output_dir=root / "out")
+        assert plan is not None and len(plan.sockets) == len(sockets)
+        return await run_process(argv, cwd=root, env=build_env(), timeout=60, sandbox=plan)
+
+    return anyio.run(main)
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@NETWORK
+def test_a_listed_socket_is_reached_and_nothing_else(
+    tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str, network: bool
+) -> None:
+    listed, other = daemons
+    root = _project(tmp_path)
+    (root / "link.sock").symlink_to(listed.path)  # a link to the listed socket is not the listed path
+    paths = [listed.path, other.path, root / "link.sock", f"{listed.path.parent}/x/../agent.sock"]
+    result = _run([sys.executable, "-c", CLIENT, *map(str, paths)], root, launch, network, (listed.path,))
+    lines = result.output.splitlines()
+    assert lines == [
+        f"{listed.path} -> agent.sock",
+        f"{other.path} -> refused: Permission denied",
+        f"{root / 'link.sock'} -> refused: Permission denied",
+        f"{listed.path.parent}/x/../agent.sock -> agent.sock",  # names the listed path: that socket is reached
+    ], result.output
+    assert other.accepted == 0
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@NETWORK
+def test_bash_reaches_the_listed_socket_and_not_another(
+    tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str, network: bool
+) -> None:
+    listed, other = daemons
+    root = _project(tmp_path)
+    connect = "import socket as k, sys; s = k.socket(k.AF_UNIX); s.connect(sys.argv[1]); print(s.recv(64).decode())"
+    command = (
+        f"python3 -c '{connect}' {listed.path}; echo status=$?; "
+        f"python3 -c '{connect}' {other.path} 2>&1 | tail -1; "
+        f"cd {listed.path.parent} && python3 -c '{connect}' agent.sock 2>&1 | tail -1"  # relative: refused
+    )
+    result = _run(["bash", "-c", command], root, launch, network, (listed.path,))
+    assert result.output.splitlines() == [
+        "agent.sock",
+        "status=0",
+        "PermissionError: [Errno 13] Permission denied",
+        "PermissionError: [Errno 13] Permission denied",
+    ], result.output
+    assert other.accepted == 0
+
+
+SWAP_ONCE = """
+import os, socket, sys
+listed, other, moved = sys.argv[1:4]
+def ask(path):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        return s.recv(64).decode()
+    except OSError as error:
+        return "refused: " + error.strerror
+folder = os.path.dirname(listed)
+os.rename(folder, folder + ".real")
+os.symlink(folder + ".real", folder)  # the listed socket itself, through a linked directory
+print("parent link:", ask(listed))
+os.unlink(folder)
+os.rename(folder + ".real", folder)
+print("restored:", ask(listed))
+os.rename(listed, moved)
+os.symlink(other, listed)
+print("symlink:", ask(listed))
+os.unlink(listed)
+os.link(other, listed)  # a hard link: another name of the other socket, the same file
+print("hard link:", ask(listed))
+os.unlink(listed)
+os.rename(other, listed)
+print("renamed over:", ask(listed))
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@NETWORK
+def test_the_listed_name_swapped_for_a_link_or_renamed_over_is_refused(
+    tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str, network: bool
+) -> None:
+    listed, other = daemons
+    root = _project(tmp_path)
+    moved = listed.path.with_name("agent.saved")
+    argv = [sys.executable, "-c", SWAP_ONCE, str(listed.path), str(other.path), str(moved)]
+    result = _run(argv, root, launch, network, (listed.path,))
+    assert result.output.splitlines() == [
+        "parent link: refused: Permission denied",
+        "restored: agent.sock",
+        "symlink: refused: Permission denied",
+        "hard link: refused: Permission denied",
+        "renamed over: refused: Permission denied",
+    ], result.output
+    assert other.accepted == 0
+    # The next call still finds the other socket under the listed name: the pin is the first file seen.
+    result = _run([sys.executable, "-c", CLIENT, str(listed.path)], root, launch, network, (listed.path,))
+    assert result.output.strip() == f"{listed.path} -> refused: Permission denied"
+    # The real one put back under its name (the same file) is reached again.
+    listed.path.unlink()
+    moved.rename(listed.path)
+    result = _run([sys.executable, "-c", CLIENT, str(listed.path)], root, launch, network, (listed.path,))
+    assert result.output.strip() == f"{listed.path} -> agent.sock"
+    assert other.accepted == 0
+
+
+RACE = """
+import json, os, socket, subprocess, sys, time
+listed, other = sys.argv[1:3]
+# A background process that swaps the listed name between the real socket and a link to the other one.
+swapper = subprocess.Popen([sys.executable, "-c", '''
+import os, sys
+listed, other = sys.argv[1:3]
+real, link, back = listed + ".real", listed + ".link", listed + ".back"
+os.link(listed, real)  # a second name of the real socket (the same file)
+print("swapping", flush=True)
+while True:
+    os.symlink(other, link)
+    os.rename(link, listed)  # now a link to the other socket
+    os.link(real, back)
+    os.rename(back, listed)  # now the real socket again
+''', listed, other], stdout=subprocess.PIPE)
+swapper.stdout.readline()
+answers = {}
+deadline = time.monotonic() + 20
+attempts = 0
+while time.monotonic() < deadline and (attempts < 300 or len(answers) < 2):
+    attempts += 1
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(listed)
+        answer = s.recv(64).decode()
+    except OSError as error:
+        answer = "refused: " + error.strerror
+    answers[answer] = answers.get(answer, 0) + 1
+swapper.kill()
+print(json.dumps(answers))
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_background_swapper_racing_the_connects_never_gets_the_other_socket(
+    tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str
+) -> None:
+    listed, other = daemons
+    root = _project(tmp_path)
+    argv = [sys.executable, "-c", RACE, str(listed.path), str(other.path)]
+    result = _run(argv, root, launch, True, (listed.path,))
+    answers = json.loads(result.output)
+    assert set(answers) <= {"agent.sock", "refused: Permission denied"}, result.output
+    assert answers.get("agent.sock") and answers.get("refused: Permission denied"), "the race never ran both ways"
+    assert other.accepted == 0
+
+
+ABSTRACT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1].replace("@", "\\0"))
+    print(s.recv(64).decode())
+except OSError as error:
+    print("refused:", error.strerror)
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+except OSError as error:
+    print("datagram:", error.strerror)
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@NETWORK
+def test_an_abstract_socket_and_datagram_sockets_stay_refused(
+    tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str, network: bool
+) -> None:
+    listed, _ = daemons
+    root = _project(tmp_path)
+    name = f"@toolrt-test-{tmp_path.name}"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(name.replace("@", "\0"))
+    server.listen(1)
+    server.setblocking(False)
+    with server:
+        result = _run([sys.executable, "-c", ABSTRACT, name], root, launch, network, (listed.path,))
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    assert result.output.splitlines() == [
+        "refused: Permission denied",
+        "datagram: Address family not supported by protocol",
+    ], result.output
+
+
+TCP = """
+import socket, sys
+s = socket.socket()
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+    print(s.recv(64).decode())
+except OSError as error:
+    print("refused:", error.strerror)
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_tcp_still_follows_the_network_setting(tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str) -> None:
+    listed, _ = daemons
+    root = _project(tmp_path)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer() -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.sendall(b"tcp answered")
+
+    threading.Thread(target=answer, daemon=True).start()
+    with server:
+        on = _run([sys.executable, "-c", TCP, str(port)], root, launch, True, (listed.path,))
+        off = _run([sys.executable, "-c", TCP, str(port)], root, launch, False, (listed.path,))
+    assert on.output.strip() == "tcp answered"
+    assert off.output.strip() == "refused: Permission denied"
+
+
+def test_with_no_list_the_plan_and_the_request_are_as_before(tmp_path: Path) -> None:
+    plan = plan_sandbox(SandboxPolicy(), SUPPORT, root=tmp_path, output_dir=tmp_path / "out")
+    assert plan is not None and plan.sockets == () and plan.request()["supervise_unix"] is False
+    assert "listed UNIX socket" not in plan.description
+
+
+def test_the_list_is_host_only(
+    tmp_path: Path, daemons: tuple[Daemon, Daemon], project_writer: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed, other = daemons
+    tool = "id: runner\ndescription: Runs a fixed command for the socket list tests, with enough words.\n"
+    tool += "handler: {argv: [echo, hi]}\n"
+    writer = project_writer
+    assert callable(writer)
+    root = tmp_path / "p"
+    writer(root, {"runner": tool}, settings=f"sandbox:\n  sockets: [{other.path}]\n")
+    with pytest.raises(ConfigError, match="sockets"):
+        Runtime.load(root)
+    root = tmp_path / "q"
+    writer(root, {"runner": tool})
+    (root / ".env").write_text(f"TOOLRT_SANDBOX__SOCKETS={json.dumps([str(other.path)])}\n")
+    rt = Runtime.load(root)
+    assert rt.snapshot.sandbox.sockets == ()
+    assert any("sandbox.sockets is a host-only setting" in i.reason for i in rt.settings.ignored)
+    monkeypatch.setenv("SOCKET_UNDER_TEST", str(listed.path))
+    monkeypatch.setenv("TOOLRT_SANDBOX__SOCKETS", '["$SOCKET_UNDER_TEST", "/nonexistent/agent.sock"]')
+    rt = Runtime.load(root)
+    assert rt.snapshot.sandbox.sockets == (str(listed.path), "/nonexistent/agent.sock")
+    assert "sandbox.sockets names '/nonexistent/agent.sock', which is not a UNIX socket now (or is a symlink)" in [
+        w.message for w in rt.snapshot.warnings
+    ]
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_the_model_is_told_which_sockets_it_may_reach(
+    tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str
+) -> None:
+    listed, other = daemons
+    root = _project(tmp_path)
+    client = f"import socket; socket.socket(socket.AF_UNIX).connect({str(other.path)!r})"
+    result = _run([sys.executable, "-c", client], root, launch, True, (listed.path,))
+    assert result.exit_code == 1 and "PermissionError: [Errno 13] Permission denied" in result.output
+    plan = plan_sandbox(SandboxPolicy(sockets=(str(listed.path),)), SUPPORT, root=root, output_dir=root / "out")
+    assert plan is not None
+    hint = refusal_hint(result.output, plan, root, result.exit_code)
+    assert hint is not None and hint.startswith(
+        f"toolrt: the sandbox connects UNIX sockets only to those the host lists (sandbox.sockets: {listed.path})"
+    ), hint
