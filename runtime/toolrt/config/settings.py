@@ -91,6 +91,8 @@ class ServeSettings:
     inline_refs: Literal["auto", "always", "never"] = "auto"
     """MCP input schemas keep `$defs`, `$ref` and `$anchor` as written (`never`: for every client); `always` inlines
     every reference; `auto` inlines for clients known by `clientInfo.name` to drop `$defs`."""
+    task_tools: tuple[str, ...] = ()
+    """Tools served as MCP tasks to clients that support them, besides those whose YAML says `task:`."""
 
 
 @dataclass(frozen=True, slots=True)
