@@ -70,6 +70,7 @@ from toolrt import ToolContext
 
 async def namer(args, ctx: ToolContext) -> str:
     schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    ctx.progress(1, 2, "Asking for a name")
     answer = await ctx.elicit("Your name?", schema)
     return f"Hello, {(answer.content or {}).get('name')}!"
 """
@@ -300,6 +301,7 @@ def test_an_ask_and_an_elicitation_inside_a_task_go_through_tasks_update(tmp_pat
         assert [request["method"] for request in asked] == ["elicitation/create", "elicitation/create"]
         assert "guarded: hi" in asked[1]["params"]["message"]
         assert [task.status for task in tasks.seen].count("input_required") == 2
+        assert tasks.seen[0].status_message == "Asking for a name"  # the handler's progress, while it waits
 
     run(project(tmp_path, "serve: {task_tools: [guarded]}\n"), body)
 
@@ -432,3 +434,24 @@ def test_bash_in_the_background_is_a_task_and_runs_in_the_foreground_elsewhere(t
 
 def test_continue_as_task_is_false_where_no_client_can_hold_a_task(tmp_path: Path) -> None:
     assert anyio.run(ToolContext(tool="t", root=tmp_path, data_dir=tmp_path).continue_as_task) is False
+
+
+def test_task_takes_true_false_or_required_and_nothing_else(tmp_path: Path) -> None:
+    from toolrt.errors import ConfigError
+
+    root = project(tmp_path)
+    assert Runtime.load(root).snapshot.tools["namer"].definition.task == "required"
+    assert Runtime.load(root).snapshot.tools["guarded"].definition.task == "never"
+    (root / "tools.d" / "namer.yaml").write_text(NAMER.replace("task: required", "task: later"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"namer\.yaml:5:1: a string \('later'\) is not one of"):
+        Runtime.load(root)
+
+
+def test_serve_task_tools_comes_from_toolrt_yaml_or_the_environment(tmp_path: Path, monkeypatch: Any) -> None:
+    assert Runtime.load(
+        project(tmp_path / "a", "serve: {task_tools: [guarded]}\n")
+    ).settings.values.serve.task_tools == ("guarded",)
+    monkeypatch.setenv("TOOLRT_SERVE__TASK_TOOLS", '["bash", "guarded"]')
+    assert Runtime.load(project(tmp_path / "b")).settings.values.serve.task_tools == ("bash", "guarded")
+    monkeypatch.setenv("TOOLRT_SERVE__TASK_TOOLS", "bash, guarded")
+    assert Runtime.load(project(tmp_path / "c")).settings.values.serve.task_tools == ("bash", "guarded")

@@ -624,6 +624,9 @@ def _relative_to(base: Path | None, key: str, value: Any) -> Any:
     if key == "sandbox.writable" and isinstance(value, str):  # the environment: a JSON list or PATH-style
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
+    if key == "serve.task_tools" and isinstance(value, str):  # the environment: a JSON list or comma-separated
+        text = value.strip()
+        return json.loads(text) if text.startswith("[") else [name.strip() for name in text.split(",") if name.strip()]
     if key == "sandbox.writable" and isinstance(value, (list, tuple)):
         paths = [Path(str(item)).expanduser() for item in value]
         return [path if path.is_absolute() or base is None else base / path for path in paths]
