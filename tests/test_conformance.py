@@ -41,15 +41,6 @@ OUT_OF_SCOPE: dict[str, str] = {
     "prompts-get-with-image": "toolrt serves no prompts",
     "input-required-result-non-tool-request": "its request is prompts/get; toolrt serves no prompts",
     "caching": "its failing checks are prompts/list, resources/list and resources/templates/list",
-    "tasks-lifecycle": "the tasks extension is issue 28 item 5",
-    "tasks-capability-negotiation": "the tasks extension is issue 28 item 5",
-    "tasks-wire-fields": "the tasks extension is issue 28 item 5",
-    "tasks-request-state-removal": "the tasks extension is issue 28 item 5",
-    "tasks-mrtr-input": "the tasks extension is issue 28 item 5",
-    "tasks-request-headers": "the tasks extension is issue 28 item 5",
-    "tasks-dispatch-and-envelope": "the tasks extension is issue 28 item 5",
-    "tasks-required-task-error": "the tasks extension is issue 28 item 5",
-    "tasks-mrtr-composition": "the tasks extension is issue 28 item 5",
 }
 """Scenarios allowed to fail, and why; any other failing check fails the test."""
 
@@ -75,6 +66,15 @@ MUST_PASS = {
         "input-required-result-multi-round",
         "input-required-result-tampered-state",
         "input-required-result-capability-check",
+        "tasks-lifecycle",
+        "tasks-capability-negotiation",
+        "tasks-wire-fields",
+        "tasks-request-state-removal",
+        "tasks-mrtr-input",
+        "tasks-request-headers",
+        "tasks-dispatch-and-envelope",
+        "tasks-required-task-error",
+        "tasks-mrtr-composition",
     ],
     "2025-11-25": [
         "tools-list",

@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from toolrt import ToolContext
+from toolrt import ProtocolError, ToolContext
 from toolrt.errors import ToolFailure
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -193,3 +193,47 @@ async def ir_capabilities(args: dict[str, Any], ctx: ToolContext) -> str:
 
 def custom_headers(args: dict[str, Any], ctx: ToolContext) -> str:
     return f"Received: {json.dumps(args, sort_keys=True)}"
+
+
+# --- the tasks extension (SEP-2663) --------------------------------------------------------------
+
+
+def greet(args: dict[str, Any], ctx: ToolContext) -> str:
+    return f"Hello, {args['name']}!"
+
+
+async def slow_compute(args: dict[str, Any], ctx: ToolContext) -> str:
+    await anyio.sleep(float(args["seconds"]))
+    return f"Computed {args.get('label', '')} after {args['seconds']} seconds"
+
+
+async def failing_job(args: dict[str, Any], ctx: ToolContext) -> str:
+    await anyio.sleep(1)
+    raise ToolFailure("The job failed, as this fixture always does")
+
+
+def protocol_error_job(args: dict[str, Any], ctx: ToolContext) -> str:
+    raise ProtocolError(-32603, "The job broke down below the tool (a protocol error, as this fixture always does)")
+
+
+async def confirm_delete(args: dict[str, Any], ctx: ToolContext) -> str:
+    schema = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+    answer = await ctx.elicit(f"Delete {args['filename']}?", schema)
+    confirmed = answer.action == "accept" and (answer.content or {}).get("confirm") is True
+    return f"{args['filename']}: {'deleted' if confirmed else 'kept'}"
+
+
+async def multi_input(args: dict[str, Any], ctx: ToolContext) -> str:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}}
+    answers = await ctx.ask_client(
+        {"first": ctx.elicit_request("First input", schema), "second": ctx.elicit_request("Second input", schema)}
+    )
+    names = [(answer.content or {}).get("name") for answer in answers.values()]
+    return "Inputs: " + ", ".join(str(name) for name in names)
+
+
+async def tool_with_task(args: dict[str, Any], ctx: ToolContext) -> str:
+    name = (await ctx.ask_client({"user_name": _name_form("What is your name?")}))["user_name"]
+    await ctx.continue_as_task()
+    await anyio.sleep(0.2)
+    return f"Hello, {(name.content or {}).get('name')}! (from a task)"

@@ -82,6 +82,8 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     description = str(args.get("description") or "")
     timeout = _timeout_ms(args.get("timeout"))
     cwd = _workdir(args, ctx)
+    if args.get("background") is True:
+        await ctx.continue_as_task()  # over MCP, to a client with the tasks extension: the call goes on as a task
     shown = ""
 
     def on_output(text: str) -> None:

@@ -195,6 +195,17 @@ class ToolContext:
         answer: list[dict[str, Any]] = await self._one(self.roots_request())
         return answer
 
+    async def continue_as_task(self) -> bool:
+        """Let the rest of this call run as a task (MCP's tasks extension): the client gets a task handle
+        now and the result when the call ends, and requests made from here on reach it through the task.
+        True when the call now runs as a task (or already did); False where the client cannot hold one
+        (no tasks extension, an older protocol, `rt.call` without such a host), and the call goes on
+        as before. On MCP 2026-07-28, code before it runs again on each round of answers gathered first."""
+        escalate = getattr(self.channel, "continue_as_task", None)
+        if escalate is None:
+            return False
+        return bool(await escalate())
+
     @property
     def lsp(self) -> LanguageServers | None:
         """The language servers configured for this project (`toolrt.lsp`), or None."""

@@ -138,6 +138,8 @@ class ToolDefinition:
     """None: the handler truncates its own output."""
     annotations: Mapping[str, bool] = field(default_factory=lambda: _EMPTY)
     parallel: bool = False
+    task: Literal["never", "optional", "required"] = "never"
+    """Over MCP, whether calls run as tasks (YAML `task:` false, true, `required`; see `faces.serve_tasks`)."""
     cache_ttl: float | None = None
     examples_valid: tuple[Mapping[str, Any], ...] = ()
     examples_invalid: tuple[Mapping[str, Any], ...] = ()
@@ -225,6 +227,14 @@ def _permission(tool_id: str, data: Mapping[str, Any]) -> PermissionSpec:
     )
 
 
+_TASK_MODES: Mapping[bool | str, Literal["never", "optional", "required"]] = {
+    False: "never",
+    True: "optional",
+    "required": "required",
+}
+"""The YAML `task:` values (the schema allows only these) and what each means."""
+
+
 def _truncate(data: Any) -> TruncateSpec | None:
     if data is False:
         return None
@@ -257,6 +267,7 @@ def tool_from_document(document: Document, *, description: str, layer: str) -> T
         truncate=_truncate(data.get("truncate")),
         annotations=MappingProxyType(dict(data.get("annotations", {}))),
         parallel=data.get("parallel", False),
+        task=_TASK_MODES[data.get("task", False)],
         cache_ttl=cache["ttl"] if cache else None,
         examples_valid=tuple(examples.get("valid", ())),
         examples_invalid=tuple(examples.get("invalid", ())),

@@ -91,6 +91,8 @@ class ServeSettings:
     inline_refs: Literal["auto", "always", "never"] = "auto"
     """MCP input schemas keep `$defs`, `$ref` and `$anchor` as written (`never`: for every client); `always` inlines
     every reference; `auto` inlines for clients known by `clientInfo.name` to drop `$defs`."""
+    task_tools: tuple[str, ...] = ()
+    """Tools served as MCP tasks to clients that support them, besides those whose YAML says `task:`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -627,6 +629,9 @@ def _relative_to(base: Path | None, key: str, value: Any) -> Any:
     if key in ("sandbox.writable", "sandbox.sockets") and isinstance(value, str):  # a JSON list or PATH-style
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
+    if key == "serve.task_tools" and isinstance(value, str):  # the environment: a JSON list or comma-separated
+        text = value.strip()
+        return json.loads(text) if text.startswith("[") else [name.strip() for name in text.split(",") if name.strip()]
     if key == "sandbox.sockets" and isinstance(value, (list, tuple)):
         value = [os.path.expandvars(str(item)) for item in value]
     if key in ("sandbox.writable", "sandbox.sockets") and isinstance(value, (list, tuple)):

@@ -34,9 +34,9 @@ import socket
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 from urllib.parse import quote
 
 import anyio
@@ -68,6 +68,8 @@ from ..result import ToolResult
 from ..scope import CallScope
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
+from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
+from .serve_tasks import register as serve_tasks
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
 
@@ -100,6 +102,7 @@ _ASK_SCHEMA: dict[str, Any] = {
 }
 
 Ctx = ServerRequestContext[Any, Any]
+_CallResult = types.CallToolResult | types.InputRequiredResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,15 +185,23 @@ class McpFace:
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
         self._not_approved: set[tuple[str, str]] = set()
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
+        self._tasks = McpTasks(MemoryTaskStore(), rt.sessions, lambda ctx: self._mcp_sessions.identify(ctx)[0])
+        """The calls running as MCP tasks, and their records (`serve_tasks`)."""
 
     def close(self) -> None:
-        """Close the queue of reload notices (`notify_changes` ends; later swaps are dropped)."""
+        """Close the queue of reload notices (`notify_changes` ends; later swaps are dropped) and cancel
+        the tasks still running."""
+        self._tasks.close()
         self._changes_send.close()
         self._changes_receive.close()
 
     @property
     def bus(self) -> InMemorySubscriptionBus:
         return self._bus
+
+    @property
+    def tasks(self) -> McpTasks:
+        return self._tasks
 
     # --- tools/list -------------------------------------------------------------------------------
 
@@ -247,7 +258,7 @@ class McpFace:
 
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         await self._review_held(ctx)
         if params.name not in self._toolset():
             withheld = self._rt.snapshot.withheld.get(params.name)
@@ -271,6 +282,7 @@ class McpFace:
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         notes = _Notes(ctx, _wants_progress(ctx))
         channel = McpChannel(ctx, notes.post, replay, self._log_allowed(ctx), params.name)
+        task = channel.task = self._task_start(ctx, session, params.name)
         # A client's cancel (notifications/cancelled, or a closed response stream on 2026-07-28) cancels
         # this handler: the cancellation runs into the call, whose run step kills a process tree (or sets
         # a worker thread's abort event) and whose record says "cancelled". No task group per call: the
@@ -287,7 +299,13 @@ class McpFace:
         )
         unsubscribe = self._rt.subscribe(notes.metadata_listener(call_id)) if notes.wants_progress else None
         try:
-            result = await call
+            if task is None:
+                result = await call
+            else:
+                outcome = await task.run(call, lambda done: _task_result(done, token))
+                if isinstance(outcome, TaskRecord):  # the call goes on as a task
+                    return {"resultType": "task", **outcome.wire(detailed=False), **_token_meta(token)}
+                result = outcome
             await notes.finish()
         finally:
             notes.cancel()
@@ -299,6 +317,19 @@ class McpFace:
         if isinstance(protocol, Mapping):
             raise MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
         return _to_mcp(result, token)
+
+    def _task_start(self, ctx: Ctx, session: str, name: str) -> TaskStart | None:
+        """How this call may become an MCP task (`serve_tasks`): at once for a tool whose YAML says `task:`
+        or that `serve.task_tools` names, else when its handler asks; None when the client cannot hold one."""
+        tool = self._rt.snapshot.tools.get(name)
+        if tool is None:
+            return None
+        definition = tool.definition
+        mode = definition.task
+        if mode == "never" and name in self._rt.settings.values.serve.task_tools:
+            mode = "optional"
+        timeout = definition.timeout or self._rt.snapshot.resolved.values.timeout
+        return self._tasks.start(ctx, session, name, timeout, mode)
 
     def _log_allowed(self, ctx: Ctx) -> Callable[[str], bool]:
         """Whether a handler's log message at a level reaches this client: at or above the level its
@@ -763,6 +794,19 @@ def _ask_text(request: AskRequest) -> str:
     return "\n".join(ask_lines(request))
 
 
+def _task_result(result: ToolResult, token: str | None) -> dict[str, Any] | MCPError:
+    """A task's call result as its `tools/call` result (wire form), or the protocol error it raised."""
+    protocol = result.metadata.get(PROTOCOL_ERROR)
+    if isinstance(protocol, Mapping):
+        return MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
+    wire: dict[str, Any] = _to_mcp(result, token).model_dump(by_alias=True, mode="json", exclude_none=True)
+    return wire
+
+
+def _token_meta(token: str | None) -> dict[str, Any]:
+    return {"_meta": {SESSION_META_KEY: token}} if token is not None else {}
+
+
 def _to_mcp(result: ToolResult, token: str | None = None) -> types.CallToolResult:
     """A result as MCP content: its text (left out when empty and something else is attached), then each
     attachment (`_attachment_content`)."""
@@ -850,10 +894,12 @@ def build_server(
         instructions=f"Tools of the toolrt project at {rt.root}." + (f"\n\n{notice}" if notice else ""),
         get_tool_input_schema=face.input_schema,
         on_list_tools=face.list_tools,
-        on_call_tool=face.call_tool,
+        # A task handle (`serve_tasks`) is a mapping: the SDK passes a result of an extension's resultType as is.
+        on_call_tool=cast("Callable[[Ctx, types.CallToolRequestParams], Awaitable[_CallResult]]", face.call_tool),
         on_subscriptions_listen=face.listen,
     )
     server.middleware.append(RequestStateBoundary(state_security(rt.snapshot.data_dir), default_audience="toolrt"))
+    serve_tasks(server, face.tasks)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)
     return server, face

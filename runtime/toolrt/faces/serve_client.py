@@ -25,7 +25,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
@@ -48,6 +48,8 @@ __all__ = [
     "ReplayState",
     "client_info",
     "state_security",
+    "valid_answer",
+    "wire_request",
 ]
 
 STATE_TTL_SECONDS = 600.0
@@ -192,7 +194,7 @@ class ReplayState:
                 {"reason": "invalid_request_state"},
             )
         for key, method in pending.items():
-            answer = _valid_answer(method, responses.get(key))
+            answer = valid_answer(method, responses.get(key))
             if answer is not None:
                 answers[key] = answer
         return cls(session, answers)
@@ -229,7 +231,14 @@ class ReplayState:
         )
 
 
-def _valid_answer(method: Any, raw: Any) -> Any:
+def wire_request(request: ClientRequest) -> dict[str, Any]:
+    """A request to the client in its wire form (`{"method", "params"}`), as an input request carries it."""
+    model = _MODELS[request.method][0].model_validate({"method": request.method, "params": dict(request.params)})
+    wire: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return wire
+
+
+def valid_answer(method: Any, raw: Any) -> Any:
     """A client's response as plain JSON when it satisfies the request's result model, else None."""
     models = _MODELS.get(method) if isinstance(method, str) else None
     if models is None or not isinstance(raw, Mapping):
@@ -255,8 +264,23 @@ def client_info(ctx: Ctx) -> ClientInfo:
     )
 
 
+class TaskHook(Protocol):
+    """A call that may become an MCP task (`serve_tasks.TaskStart`): once `running`, its requests and
+    progress go through the task."""
+
+    @property
+    def running(self) -> bool: ...
+
+    async def continue_as_task(self) -> bool: ...
+
+    async def request(self, requests: Mapping[str, ClientRequest]) -> dict[str, Any]: ...
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
 class McpChannel:
-    """A call's client: server requests on handshake-era versions, replay on 2026-07-28 (`replay`)."""
+    """A call's client: server requests on handshake-era versions, replay on 2026-07-28 (`replay`), and
+    the task's input requests once the call runs as a task (`task`)."""
 
     def __init__(
         self,
@@ -273,6 +297,12 @@ class McpChannel:
         self._log_allowed = log_allowed
         self._tool = tool
         self._info: ClientInfo | None = None
+        self.task: TaskHook | None = None
+        """How the call becomes a task; None when this client cannot hold one."""
+
+    async def continue_as_task(self) -> bool:
+        """`ctx.continue_as_task()`: the rest of the call runs as a task when the client can hold one."""
+        return self.task is not None and await self.task.continue_as_task()
 
     @property
     def info(self) -> ClientInfo:
@@ -283,6 +313,9 @@ class McpChannel:
 
     async def request(self, requests: Mapping[str, ClientRequest]) -> dict[str, Mapping[str, Any]]:
         check_capabilities(self.info, requests.values())
+        if self.task is not None and self.task.running:
+            delivered: dict[str, Mapping[str, Any]] = await self.task.request(requests)
+            return delivered
         if self.replay is not None:
             answers = self.replay.answers
             missing = {key: request for key, request in requests.items() if key not in answers}
@@ -311,7 +344,9 @@ class McpChannel:
         self._post(("log", (level, payload, self._tool)))
 
     def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        if self._post is not None:
+        if self.task is not None and self.task.running:
+            self.task.progress(progress, total, message)
+        elif self._post is not None:
             self._post(("progress", (progress, total, message)))
 
 
