@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from ..sandbox import kernel
+from ..sandbox import kernel, warden
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
 
@@ -105,9 +106,9 @@ class _Input:
 class PidfdProcess:
     """A child process whose exit and output the event loop watches directly (Linux pidfd)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], pidfd: int | None = None) -> None:
         self._popen = popen
-        self._pidfd = os.pidfd_open(popen.pid)
+        self.pidfd = pidfd if pidfd is not None else os.pidfd_open(popen.pid)
         self.pid = popen.pid
         self.returncode: int | None = None
         self.stdout = _Output(popen.stdout.fileno()) if popen.stdout is not None else None
@@ -120,13 +121,13 @@ class PidfdProcess:
             if code is not None:
                 self.returncode = code
                 break
-            await anyio.wait_readable(self._pidfd)
+            await anyio.wait_readable(self.pidfd)
         return self.returncode
 
     async def aclose(self) -> None:
         """Wait for the exit, then release the pidfd and the pipes (the caller ended the process)."""
         await self.wait()
-        os.close(self._pidfd)
+        os.close(self.pidfd)
         if self.stdin is not None:
             await self.stdin.aclose()
         for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
@@ -248,13 +249,14 @@ def _served(
     return ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest)
 
 
-def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
-    """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`).
+def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> PidfdProcess:
+    """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`),
+    watched by the warden, which kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
 
     A bare `_thread` and a lock, not `threading.Thread`: its start handshake and join cost two more
     context switches per process, which on a busy machine weigh more than the whole sandbox.
     """
-    result: list[subprocess.Popen[bytes] | BaseException] = []
+    result: list[tuple[subprocess.Popen[bytes], int] | BaseException] = []
     done = _thread.allocate_lock()
     done.acquire()
 
@@ -268,12 +270,23 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
                 raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
             if namespace is not None:
                 single_use.append(namespace)
-            result.append(subprocess.Popen(list(argv), **options))
+            popen = subprocess.Popen(list(argv), **options)
+            try:
+                pidfd = warden.watch(popen.pid)  # at once, from here: the one gap is this long
+            except OSError as error:  # fail closed: a process the warden does not know could outlive toolrt
+                os.killpg(popen.pid, signal.SIGKILL)
+                with popen:  # closes the pipes, reaps it
+                    raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
+            result.append((popen, pidfd))
         except BaseException as error:  # handed to the caller's thread, raised there
             result.append(error)
         finally:
             done.release()
 
+    try:
+        warden.start()  # here, outside the sandbox the thread enters
+    except OSError as error:
+        raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
     _thread.start_new_thread(body, ())
     done.acquire()
     outcome = result[0]
@@ -281,9 +294,10 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
         for namespace in single_use:
             os.close(namespace)
         raise outcome
+    popen, pidfd = outcome
     for namespace in single_use:  # here: that thread may start no thread (its next PID namespace differs)
-        release_after(outcome.pid, namespace)
-    return outcome
+        release_after(popen.pid, namespace)
+    return PidfdProcess(popen, pidfd)
 
 
 async def open_process(
@@ -327,7 +341,6 @@ async def open_process(
         "start_new_session": True,
         "close_fds": True,
     }
-    popen = (
-        _popen_in_sandbox(sandbox, argv, **options) if sandbox is not None else subprocess.Popen(list(argv), **options)
-    )
-    return PidfdProcess(popen)
+    if sandbox is not None:
+        return _popen_in_sandbox(sandbox, argv, **options)
+    return PidfdProcess(subprocess.Popen(list(argv), **options))

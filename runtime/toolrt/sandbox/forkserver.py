@@ -7,7 +7,9 @@ sends it one request per process over a UNIX socket, with the child's stdin, std
 private status channel attached as descriptors. For each request the server forks; the child, in
 a process that has only ever had one thread, then:
 
-1. starts a new session (its own process group, which toolrt kills whole on timeout);
+1. starts a new session (its own process group, which toolrt kills whole on timeout) and asks for
+   SIGKILL when the server dies (the server is single-threaded: its one thread is the parent the
+   kernel watches), checking the server was still there once asked;
 2. joins the mount namespace where the protected paths are read-only bind mounts, and the network
    namespace with only a downed loopback, when asked (both made once by a short-lived holder child and
    kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds); with a
@@ -20,9 +22,13 @@ a process that has only ever had one thread, then:
 4. installs the seccomp filter that refuses `socket(AF_UNIX)` (see `seccomp`);
 5. makes a PID namespace and forks its init, which execs the program, while this process stays as the
    program's stand-in until the init exits (see `_wait_for_init`); the init is the program: when it
-   ends, everything it started ends;
+   ends, everything it started ends; it asks for SIGKILL when the stand-in dies, so a killed server
+   takes every namespace with it;
 6. drops every capability (bounding, ambient, effective, permitted, inheritable);
 7. closes every other descriptor and execs the program.
+
+When toolrt closes the control socket, or dies (the kernel closes it), the server SIGKILLs the
+process group of every child still running, and exits once they are reaped: nothing outlives toolrt.
 
 Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -211,12 +218,19 @@ class _Kept:
 
 
 def _child(
-    request: dict[str, object], stdio: list[int], report: int, kept: tuple[int | None, int | None, int | None]
+    request: dict[str, object],
+    stdio: list[int],
+    report: int,
+    kept: tuple[int | None, int | None, int | None],
+    server: int,
 ) -> None:
-    """In the forked child: sandbox, then exec. Never returns."""
+    """In the forked child of `server`: sandbox, then exec. Never returns."""
     step = "setsid"
     try:
         os.setsid()
+        kernel.set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != server:  # the server died before the kernel watched it
+            os._exit(127)
         step = "stdio"
         for target, fd in enumerate(stdio):
             os.dup2(fd, target)
@@ -243,8 +257,13 @@ def _child(
         os.chdir(str(request["cwd"]))
         if own_pids:
             step = "fork"
+            stand_in = os.pidfd_open(os.getpid())
             _wait_for_init(os.fork(), report)  # never returns in this process; the child goes on
             kernel.set_parent_death_signal(signal.SIGKILL)
+            # The init's parent is outside its namespace (getppid() is 0): its pidfd says whether it died first.
+            if select.select([stand_in], [], [], 0)[0]:
+                os._exit(127)
+            os.close(stand_in)
         step = "exec"
         kernel.closerange_except([report])
         argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
@@ -315,11 +334,16 @@ class _Server:
             message, fds, _, _ = socket.recv_fds(self.control, 16, 4)
         except OSError:
             message, fds = b"", []
-        if not message:
+        if not message:  # toolrt closed the socket, or died: nothing it started may outlive it
             self.open = False
             self.selector.unregister(self.control)
             for fd in fds:
                 os.close(fd)
+            for pid, _, _ in self.children.values():
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # not reaped yet, so the group is still the child's
+                except OSError:
+                    pass
             return
         if len(fds) != 4:
             for fd in fds:
@@ -350,10 +374,11 @@ class _Server:
             channel.close()
             return
         report_read, report_write = os.pipe2(os.O_CLOEXEC)
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(report_read)
-            _child(request, stdio, report_write, kept)
+            _child(request, stdio, report_write, kept, server)
         os.close(report_write)
         failure = b""
         while chunk := os.read(report_read, 512):
