@@ -165,6 +165,9 @@ class Settings:
     """Host-only: any value here may loosen the sandbox."""
     lsp: LspSettings = LspSettings()
     """A server's command, extensions, root markers and environment are host-only."""
+    background: tuple[str, ...] = ()
+    """Host-only. Tools whose `background: true` the host approves (tool ids): their processes keep
+    running after the call, until their session or the Runtime closes (see `toolrt.execute.background`)."""
 
     @property
     def audit_path(self) -> Path | None:
@@ -230,6 +233,7 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "sandbox.mode": _always,
         "sandbox.network": _always,
         "sandbox.writable": _always,
+        "background": _always,
     }
 )
 """Settings the project's files may not set: key → whether a given value needs the host (a project may
@@ -270,6 +274,7 @@ _HOW_TO_SET = {
     "sandbox.mode": "--sandbox, TOOLRT_SANDBOX__MODE",
     "sandbox.network": "TOOLRT_SANDBOX__NETWORK",
     "sandbox.writable": "TOOLRT_SANDBOX__WRITABLE='[\"DIR\", ...]'",
+    "background": "TOOLRT_BACKGROUND='[\"TOOL\", ...]'",
 }
 _PATH_KEYS = ("data_dir", "audit", "locked_permissions")
 
@@ -407,6 +412,7 @@ def _env_model(flags: tuple[str, ...]) -> Any:
     fields["sandbox"] = (SandboxSettings | None, None)
     fields["lsp"] = (LspSettings | None, None)
     fields["env_allow"] = (list[str] | None, None)
+    fields["background"] = (list[str] | None, None)
     fields.update({f"flag_{name}": (Any, None) for name in flags})
     config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False, extra="ignore", env_ignore_empty=True

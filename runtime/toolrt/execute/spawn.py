@@ -124,6 +124,12 @@ class PidfdProcess:
             await anyio.wait_readable(self.pidfd)
         return self.returncode
 
+    def wait_blocking(self) -> int:
+        """Wait for the exit in this thread, then release the pidfd (a process started with `output`)."""
+        self.returncode = self._popen.wait()
+        os.close(self.pidfd)
+        return self.returncode
+
     async def aclose(self) -> None:
         """Wait for the exit, then release the pidfd and the pipes (the caller ended the process)."""
         await self.wait()
@@ -160,6 +166,12 @@ class ServedProcess:
         self.stderr = _Output(stderr) if stderr is not None else None
         self.stdin = _Input(stdin) if stdin is not None else None
         self._fds = [fd for fd in (stdout, stderr) if fd is not None]
+        self._parse()
+
+    @property
+    def channel(self) -> socket.socket:
+        """The status channel: readable when the exit status arrives (or the server died)."""
+        return self._channel
 
     def _parse(self) -> None:
         for line in self._buffer.split(b"\n"):
@@ -179,6 +191,20 @@ class ServedProcess:
                 break
             self._buffer += data
             self._parse()
+        return self.returncode
+
+    def wait_blocking(self) -> int:
+        """Wait for the exit in this thread, then release the status channel (a process started with `output`)."""
+        self._channel.setblocking(True)
+        self._parse()
+        while self.returncode is None:
+            data = self._channel.recv(256)
+            if not data:  # the server died: the child's fate is unknown, report it as killed
+                self.returncode = -9
+                break
+            self._buffer += data
+            self._parse()
+        self._channel.close()
         return self.returncode
 
     async def aclose(self) -> None:
@@ -203,11 +229,17 @@ def _pipe_pair(wanted: bool) -> tuple[int | None, int | None]:
 
 
 def _served(
-    argv: Sequence[str], plan: SandboxPlan, stdin: int, cwd: Path, env: Mapping[str, str], split: bool
+    argv: Sequence[str],
+    plan: SandboxPlan,
+    stdin: int,
+    cwd: Path,
+    env: Mapping[str, str],
+    split: bool,
+    output: int | None = None,
 ) -> ServedProcess:
     from ..sandbox.launcher import fork_server
 
-    out_read, out_write = os.pipe2(os.O_CLOEXEC)
+    out_read, out_write = os.pipe2(os.O_CLOEXEC) if output is None else (None, os.dup(output))
     err_read, err_write = _pipe_pair(split)
     in_write, in_read = None, None
     if stdin == subprocess.PIPE:
@@ -308,21 +340,23 @@ async def open_process(
     env: Mapping[str, str],
     sandbox: SandboxPlan | None = None,
     split_stderr: bool = False,
+    output: int | None = None,
 ) -> PidfdProcess | ServedProcess | Any:
     """Start `argv` in a new session, stdout and stderr merged into one pipe (or two with
-    `split_stderr`), inside `sandbox` when given.
+    `split_stderr`; or both written to the file descriptor `output`, a process no one reads from,
+    which `wait_blocking` waits for), inside `sandbox` when given.
 
     Raises:
         OSError: the program cannot be started (also `SandboxSetupError` when the sandbox cannot be applied).
     """
     stderr = subprocess.PIPE if split_stderr else subprocess.STDOUT
     if sandbox is not None and sandbox.launch == "forkserver":
-        return _served(argv, sandbox, stdin, cwd, env, split_stderr)
+        return _served(argv, sandbox, stdin, cwd, env, split_stderr, output)
     if sandbox is not None and sandbox.launch == "exec":
         argv, sandbox = [*sandbox.prefix, *argv], None
-    if sandbox is not None and not HAVE_PIDFD:
+    if (sandbox is not None or output is not None) and not HAVE_PIDFD:
         raise kernel.SandboxSetupError("the sandbox needs pidfd support (Linux 5.3 or later)")
-    if sandbox is None and not OWN_PIDFD_FOR_PLAIN:
+    if sandbox is None and not OWN_PIDFD_FOR_PLAIN and output is None:
         return await anyio.open_process(
             list(argv),
             stdin=stdin,
@@ -334,8 +368,8 @@ async def open_process(
         )
     options: dict[str, Any] = {
         "stdin": stdin,
-        "stdout": subprocess.PIPE,
-        "stderr": stderr,
+        "stdout": subprocess.PIPE if output is None else output,
+        "stderr": stderr if output is None else subprocess.STDOUT,
         "cwd": cwd,
         "env": dict(env),
         "start_new_session": True,
