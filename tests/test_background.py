@@ -8,13 +8,19 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 from processes import holding
 
-from toolrt import Runtime
-from toolrt.execute import background
+from toolrt import Runtime, ToolFailure
+from toolrt.attribution import journal_for
+from toolrt.execute import background, build_env
+from toolrt.execute.confinement import confinement
+from toolrt.sandbox.plan import plan_sandbox
+from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
 
 SUPPORT = detect_support()
@@ -146,3 +152,41 @@ def test_its_journalled_lifetime_stays_open_while_it_runs(tmp_path: Path, monkey
         rt.end_processes(call_id="journalled")
         [end] = [r for r in _records(journal, "journalled") if r["kind"] == "end"]
         assert not any(_running(marker))
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_under_either_launcher_a_background_process_runs_until_ended(tmp_path: Path, launch: str) -> None:
+    marker = _marker()
+    plan = plan_sandbox(
+        SandboxPolicy(),
+        replace(SUPPORT, launch=launch),
+        root=tmp_path,
+        output_dir=tmp_path / "o",  # type: ignore[arg-type]
+    )
+    processes = background.BackgroundProcesses()
+    script = f"setsid sleep 3{marker} >/dev/null 2>&1 </dev/null &\necho ready\nexec sleep 2{marker}"
+
+    async def start() -> background.BackgroundProcess:
+        return await processes.start(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=build_env(),
+            sandbox=plan,
+            output=tmp_path / "o" / "log",
+            journal=journal_for(tmp_path / "data"),
+            approved=(),
+            confined=confinement(plan),
+            tool="t",
+            call_id="c",
+            session="s",
+            command="script",
+        )
+
+    started = anyio.run(start)
+    assert _wait(lambda: all(_running(marker))) and processes.running() == (started,)
+    assert _wait(lambda: started.output.read_text() == "ready\n")
+    assert processes.end(pid=started.pid) == (started,)
+    assert not any(_running(marker)) and processes.running() == ()
+    processes.close()
+    with pytest.raises(ToolFailure, match="This Runtime is closed: it starts no background process"):
+        anyio.run(start)
