@@ -21,7 +21,7 @@ from toolrt.execute import background, build_env
 from toolrt.execute.confinement import confinement
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
-from toolrt.sandbox.support import detect_support
+from toolrt.sandbox.support import Launch, detect_support
 
 SUPPORT = detect_support()
 pytestmark = pytest.mark.skipif(
@@ -155,14 +155,9 @@ def test_its_journalled_lifetime_stays_open_while_it_runs(tmp_path: Path, monkey
 
 
 @pytest.mark.parametrize("launch", ["thread", "forkserver"])
-def test_under_either_launcher_a_background_process_runs_until_ended(tmp_path: Path, launch: str) -> None:
+def test_under_either_launcher_a_background_process_runs_until_ended(tmp_path: Path, launch: Launch) -> None:
     marker = _marker()
-    plan = plan_sandbox(
-        SandboxPolicy(),
-        replace(SUPPORT, launch=launch),
-        root=tmp_path,
-        output_dir=tmp_path / "o",  # type: ignore[arg-type]
-    )
+    plan = plan_sandbox(SandboxPolicy(), replace(SUPPORT, launch=launch), root=tmp_path, output_dir=tmp_path / "o")
     processes = background.BackgroundProcesses()
     script = f"setsid sleep 3{marker} >/dev/null 2>&1 </dev/null &\necho ready\nexec sleep 2{marker}"
 
