@@ -27,8 +27,11 @@ a process that has only ever had one thread, then:
 6. drops every capability (bounding, ambient, effective, permitted, inheritable);
 7. closes every other descriptor and execs the program.
 
-When toolrt closes the control socket, or dies (the kernel closes it), the server SIGKILLs the
-process group of every child still running, and exits once they are reaped: nothing outlives toolrt.
+The stand-in reports its init's pid (`I<pid>` on the report pipe) and the server holds a pidfd of
+it: whenever a stand-in ends, the server SIGKILLs its init (a killed stand-in's init may have left
+the process group with `setsid` and cleared its parent-death signal). When toolrt closes the control
+socket, or dies (the kernel closes it), the server SIGKILLs the process group of every child still
+running, and each init, and exits once they are reaped: nothing outlives toolrt.
 
 Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
@@ -282,9 +285,11 @@ def _wait_for_init(pid: int, report: int) -> None:
     return; otherwise stay as the program's stand-in (its pid is the one toolrt knows and signals) until
     the init exits, then exit the same way. A signal that would end the stand-in goes on to the init
     (which, as every init, keeps only those it handles); SIGKILL reaches the init directly (same process
-    group) and ends everything in the namespace: `setsid`, `nohup`, double forks, `disown`."""
+    group) and ends everything in the namespace: `setsid`, `nohup`, double forks, `disown`. An init
+    that left the group is killed by the server once this process ends (see `_Server._reap`)."""
     if pid == 0:
         return
+    os.write(report, f"I{pid}\n".encode())  # the server kills the init whenever this process ends
     os.close(report)
     for fd in (0, 1, 2):
         os.close(fd)
@@ -304,13 +309,21 @@ def _wait_for_init(pid: int, report: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
+def _kill(pidfd: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass  # it has ended
+
+
 class _Server:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
         self.selector = selectors.DefaultSelector()
         self.selector.register(control, selectors.EVENT_READ, None)
-        self.children: dict[int, tuple[int, socket.socket, int | None]] = {}
-        """pidfd → (pid, status channel, its single-use mount namespace or None)."""
+        self.children: dict[int, tuple[int, socket.socket, int | None, int | None]] = {}
+        """pidfd → (pid, status channel, its single-use mount namespace or None, a pidfd of its PID
+        namespace's init or None)."""
         self.closing: list[int] = []
         """Single-use namespaces whose process ended: closed (unmounted) when the server is idle."""
         self.open = True
@@ -339,11 +352,13 @@ class _Server:
             self.selector.unregister(self.control)
             for fd in fds:
                 os.close(fd)
-            for pid, _, _ in self.children.values():
+            for pid, _, _, init in self.children.values():
                 try:
                     os.killpg(pid, signal.SIGKILL)  # not reaped yet, so the group is still the child's
                 except OSError:
                     pass
+                if init is not None:
+                    _kill(init)
             return
         if len(fds) != 4:
             for fd in fds:
@@ -384,7 +399,16 @@ class _Server:
         while chunk := os.read(report_read, 512):
             failure += chunk
         os.close(report_read)
+        init = None
+        if failure.startswith(b"I"):  # the stand-in's report of its init, then maybe the init's failure
+            line, _, failure = failure.partition(b"\n")
+            try:
+                init = os.pidfd_open(int(line[1:]))
+            except (OSError, ValueError):
+                init = None  # already gone (reaped by its stand-in, which then exits too)
         if failure:
+            if init is not None:
+                os.close(init)
             os.waitpid(pid, 0)
             if request.get("cover") and kept[0] is not None:
                 self.closing.append(kept[0])
@@ -393,12 +417,17 @@ class _Server:
             return
         channel.sendall(f"P{pid}\n".encode())
         pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = (pid, channel, kept[0] if request.get("cover") else None)
+        self.children[pidfd] = (pid, channel, kept[0] if request.get("cover") else None, init)
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
         self.kept.make_spare()
 
     def _reap(self, pidfd: int) -> None:
-        pid, channel, single_use = self.children.pop(pidfd)
+        pid, channel, single_use, init = self.children.pop(pidfd)
+        if init is not None:
+            # A stand-in ends after its init, unless it was killed: then the init, which may have left the
+            # stand-in's process group (setsid) and cleared its parent-death signal, is killed here.
+            _kill(init)
+            os.close(init)
         if single_use is not None:
             self.closing.append(single_use)
         self.selector.unregister(pidfd)
