@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -51,7 +52,7 @@ from toolrt.sandbox.support import detect_support
 
 root = Path(sys.argv[1])
 plan = plan_sandbox(SandboxPolicy(), replace(detect_support(), launch="forkserver"), root=root, output_dir=root / "o")
-anyio.run(lambda: run_process(["bash", "stage.sh", sys.argv[2]], cwd=root, env=build_env(), timeout=20, sandbox=plan))
+anyio.run(lambda: run_process(["bash", sys.argv[3], sys.argv[2]], cwd=root, env=build_env(), timeout=20, sandbox=plan))
 """
 
 
@@ -69,6 +70,16 @@ def _stage(tmp_path: Path) -> tuple[Path, Path, Path, str]:
         f"touch {started}\nwhile [ ! -f {go} ]; do sleep 0.01; done\necho alive > {survived}\n",
         encoding="utf-8",
     )
+    # The namespace's init itself leaves its stand-in's process group and clears its parent-death signal.
+    leave = (
+        "import ctypes, os, pathlib, time\n"
+        "ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+        "os.setsid()\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        f"pathlib.Path({str(survived)!r}).write_text('alive')\n"
+    )
+    (root / "leave.sh").write_text(f'exec python3 -c {shlex.quote(leave)} "$1"\n', encoding="utf-8")
     return root, started, go, uuid.uuid4().hex
 
 
@@ -109,10 +120,11 @@ def test_a_sandboxed_process_ends_when_toolrt_is_killed(tmp_path: Path) -> None:
     _assert_all_gone(marker, go)
 
 
-def test_a_process_of_the_fork_server_ends_when_toolrt_is_killed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("script", ["stage.sh", "leave.sh"])
+def test_a_process_of_the_fork_server_ends_when_toolrt_is_killed(tmp_path: Path, script: str) -> None:
     root, started, go, marker = _stage(tmp_path)
     toolrt = subprocess.Popen(
-        [sys.executable, "-c", FORK_SERVER_DRIVER, str(root), marker],
+        [sys.executable, "-c", FORK_SERVER_DRIVER, str(root), marker, script],
         cwd=root,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
