@@ -84,3 +84,33 @@ def test_the_program_is_its_namespaces_init_and_its_exit_status_is_kept(tmp_path
     assert _run("kill -TERM $$; echo still here", tmp_path, launch).output == "still here\n"
     handled = _run("trap 'echo got TERM; exit 3' TERM; kill -TERM $$; echo not reached", tmp_path, launch)
     assert handled.output == "got TERM\n" and handled.exit_code == 3
+
+
+# The init itself leaves its process group (which toolrt kills whole) and clears the parent-death
+# signal it was given: only a kill aimed at it, not at its group or through its parent, ends it.
+LEAVING_INIT = (
+    "import ctypes, os, sys, time\n"
+    "ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"  # PR_SET_PDEATHSIG: none
+    "os.setsid()\n"
+    "print('left', flush=True)\n"
+    "while True: time.sleep(0.01)\n"
+)
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_an_init_that_leaves_its_group_ends_with_its_call(tmp_path: Path, launch: str) -> None:
+    seconds = f"5{uuid.uuid4().int % 10**6:06d}"
+    command = f'exec python3 -c "$1" {seconds}'
+
+    async def main() -> ProcessOutcome:
+        support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+        plan = plan_sandbox(SandboxPolicy(), support, root=tmp_path, output_dir=tmp_path / "out")
+        argv = ["bash", "-c", command, "bash", LEAVING_INIT]
+        return await run_process(argv, cwd=tmp_path, env=build_env(), timeout=1, sandbox=plan)
+
+    result = anyio.run(main)
+    if launch == "thread":  # the init is a session leader there: setsid fails, and it exits at once
+        assert "PermissionError" in result.output and not result.timed_out, result.output
+    else:
+        assert result.output == "left\n" and result.timed_out, result.output
+    assert _gone(seconds), f"{holding(seconds)} outlived the call"

@@ -187,3 +187,70 @@ def _argv(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
     except OSError:
         return []
+
+
+def _namespace_init(pid: int) -> int:
+    """The host pid of the init of `pid`'s PID namespace, found from `pid` (itself, or its fork-server
+    stand-in's one child)."""
+    with open(f"/proc/{pid}/status", encoding="utf-8") as status:
+        nspid = next(line.split()[1:] for line in status if line.startswith("NSpid:"))
+    if nspid[-1] == "1":
+        return pid
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as children:
+        [child] = children.read().split()
+    return _namespace_init(int(child))
+
+
+def test_a_server_belongs_to_the_runtime_not_to_the_call_that_started_it(runtime: Runtime) -> None:
+    """Started from the Runtime's own thread, outside every call's PID namespace: the call that started it
+    is over (its namespace with it) and the server runs on, the init of a namespace of its own."""
+    call(runtime, "write", {"filePath": "owned.py", "content": "x = 1\n"})
+    [pid] = [s.pid for s in runtime.language_servers() if s.pid is not None]
+    init = _namespace_init(pid)
+    assert os.readlink(f"/proc/{init}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+        parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+    server = sys.modules["toolrt.sandbox.launcher"]._server
+    assert parent in {os.getpid(), server.process.pid if server is not None else os.getpid()}
+    assert "ERROR [1:5] undefined name 'y'" in call(
+        runtime, "write", {"filePath": "owned.py", "content": "x = y\n"}
+    )  # the same server answers the next call
+    assert [s.pid for s in runtime.language_servers() if s.pid is not None] == [pid]
+
+
+LSP_DRIVER = """
+import sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[2])
+from lsp_helpers import lsp_settings
+
+from toolrt import Runtime
+
+rt = Runtime.load(Path(sys.argv[1]), settings=lsp_settings(["/bin/sleep", sys.argv[3]], wait=0.5))
+rt.call_sync("write", {"filePath": "killed.py", "content": "x = 1\\n"}, session="lsp")
+print(rt.language_servers()[0].state, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_no_server_outlives_a_killed_toolrt(tmp_path: Path) -> None:
+    """A server that never answers (and so never reads the end of its input): killed with toolrt."""
+    import subprocess
+
+    marker = f"{600 + random.random():.6f}"
+    with subprocess.Popen(
+        [sys.executable, "-c", LSP_DRIVER, str(tmp_path), str(Path(__file__).parent), marker],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as toolrt:
+        try:
+            assert toolrt.stdout is not None
+            assert toolrt.stdout.readline() == "starting\n"
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _argv(int(p))[:2] == ["/bin/sleep", marker]]
+            assert pids
+        finally:
+            toolrt.send_signal(signal.SIGKILL)
+            toolrt.wait(10)
+    wait_until(lambda: all_gone(pids), timeout=10, message=f"a server outlived the toolrt that started it: {pids}")

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .call.events import CallEvent
     from .call.sessions import SessionStore
     from .config.settings import ResolvedSettings, Settings
+    from .execute.background import BackgroundProcess
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
     from .scope import CallScope, Questioner, ScopeFields
@@ -76,6 +77,7 @@ _LAZY = {
     "Asker": "permissions.ask",
     "Reply": "permissions.ask",
     "AuditLog": "audit",
+    "BackgroundProcess": "execute.background",
     "Hold": "attribution",
     "Hidden": "build.selection",
     "Offered": "build.selection",
@@ -105,6 +107,7 @@ __all__ = [
     "AskRequest",
     "Asker",
     "AuditLog",
+    "BackgroundProcess",
     "CallError",
     "CallEvent",
     "CallScope",

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from .call.events import CallEvent
     from .call.state import Services
+    from .execute.background import BackgroundProcess
     from .lsp.manager import ServerStatus
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
@@ -274,18 +275,41 @@ class Runtime:
             return []
         return services.lsp.status()
 
+    def background_processes(
+        self, *, session: str | None = None, call_id: str | None = None
+    ) -> tuple[BackgroundProcess, ...]:
+        """The processes `background: true` tools left running (pid, tool, call, session, command, output
+        file, start time), oldest first; of one session or call when given."""
+        services = self._services_
+        if services is None:
+            return ()
+        return services.background().running(session=session, call_id=call_id)
+
+    def end_processes(
+        self, *, session: str | None = None, call_id: str | None = None, pid: int | None = None
+    ) -> tuple[BackgroundProcess, ...]:
+        """End the background processes of a session, a call or a pid (every one when none is given):
+        SIGTERM to each, SIGKILL half a second later; returns those it ended, once they are reaped. A
+        call still running is ended by cancelling it (or its `abort` event): its processes end with it."""
+        services = self._services_
+        if services is None:
+            return ()
+        return services.background().end(session=session, call_id=call_id, pid=pid)
+
     # --- closing ----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Shut down what the Runtime started and keeps running (its language servers); idempotent.
+        """Shut down what the Runtime started and keeps running (its language servers and background
+        processes); idempotent.
 
         The sandbox's fork server ends when the last Runtime that ran calls closes. Calls after `close`
-        still run, without language servers. `with Runtime.load(...) as rt:` and
-        `async with` close on exit; an interpreter that exits closes every Runtime left open.
+        still run, without language servers, and start no background process. `with Runtime.load(...) as rt:`
+        and `async with` close on exit; an interpreter that exits closes every Runtime left open.
         """
         services = self._services_
         if services is None:
             return
+        services.background().close()
         self._release_fork_server()
         services.lsp_closed = True
         services._lsp_access.clear()

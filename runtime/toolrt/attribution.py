@@ -18,7 +18,8 @@ copy, so `toolrt trust` can show what changed since).
 The journal is JSON Lines in `<data_dir>/attribution/journal.jsonl`, appended with one `write(2)` per
 record on an `O_APPEND` descriptor (see `audit`); contents kept for diffs are in `attribution/content/`
 under their SHA-256. Records: `model` (path, digest, call, via), `person` (path, digest, via), `span`
-(id, call, start, deadline) and `end` (id, end), times in nanoseconds of `time.time_ns()`.
+(id, call, start, deadline), `extend` (id, deadline: a later one, for a process still running) and
+`end` (id, end), times in nanoseconds of `time.time_ns()`.
 """
 
 from __future__ import annotations
@@ -221,13 +222,14 @@ class Journal:
         timeout: float | None,
         approved: Iterable[Path] = (),
         confined: Confinement | None = None,
-    ) -> Iterator[None]:
+    ) -> Iterator[str]:
         """The lifetime of a process a tool started (and of all it starts): wrap its run, from before the
-        spawn to after its last descendant ended. A span whose end is never written (toolrt died) ends
-        at its deadline. `approved`: files the person let this call write through a `protected` ask;
-        what they hold when it ends is the person's. `confined`: what the OS sandbox let the process
-        write (None: no sandbox, anything): a file it could not have written is never attributed to it,
-        so the person's edits of read-only config during a long call stay theirs.
+        spawn to after its last descendant ended; yields the span's id (for `extend`). A span whose end
+        is never written (toolrt died) ends at its deadline. `approved`: files the person let this call
+        write through a `protected` ask; what they hold when it ends is the person's. `confined`: what
+        the OS sandbox let the process write (None: no sandbox, anything): a file it could not have
+        written is never attributed to it, so the person's edits of read-only config during a long call
+        stay theirs.
 
         Raises:
             ToolFailure: the span cannot be journalled (the process must not run unrecorded)."""
@@ -245,7 +247,7 @@ class Journal:
                 "change, so nothing was run. Ask the person to check the data directory."
             )
         try:
-            yield
+            yield span
         finally:
             self._append({"kind": "end", "id": span, "end": time.time_ns()})
             for path in approved:
@@ -253,6 +255,10 @@ class Journal:
                     self.approve(path, path.read_bytes(), via="protected ask")
                 except OSError:
                     continue  # not a file (a directory, gone): nothing to approve
+
+    def extend(self, span: str, seconds: float) -> None:
+        """Move the deadline of `span` (a process still running: a background one) to `seconds` from now."""
+        self._append({"kind": "extend", "id": span, "deadline": time.time_ns() + int(seconds * 1e9)})
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -375,6 +381,8 @@ def _apply(state: _State, record: dict[str, Any]) -> None:
         state.refused[str(record["path"])] = None
     elif kind == "end" and record["id"] in state.spans:
         state.spans[record["id"]][2] = int(record["end"])
+    elif kind == "extend" and record["id"] in state.spans:
+        state.spans[record["id"]][3] = max(state.spans[record["id"]][3], int(record["deadline"]))
 
 
 def _as_text(data: bytes) -> str | None:

@@ -23,8 +23,10 @@ from ..config.collect import collector_paused
 from ..config.document import Document
 from ..config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
 from ..config.model import (
+    ArgvHandler,
     ProjectSettings,
     PythonHandler,
+    ShellHandler,
     ToolDefinition,
     When,
     settings_from_documents,
@@ -363,6 +365,7 @@ def _build_snapshot(
     _check_references(
         tools, settings, [layer.settings for layer in config.layers if layer.settings], problems, withheld
     )
+    problems.extend(_unapproved_background(tools, resolved.values.background))
     errors = [p for p in problems if p.severity == "error"]
     warnings.extend(p for p in problems if p.severity == "warning")
     blocked = None
@@ -628,6 +631,22 @@ def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Pr
                     f"(declared flags: {_names(declared)})",
                 )
             )
+
+
+def _unapproved_background(tools: Mapping[str, CompiledTool], approved: Iterable[str]) -> list[Problem]:
+    """A located warning per tool declaring `background: true` that the host did not approve: its
+    processes end with each call, as every other tool's."""
+    found = []
+    for tool_id, tool in tools.items():
+        handler = tool.definition.handler
+        if isinstance(handler, (ArgvHandler, ShellHandler)) and handler.options.background and tool_id not in approved:
+            message = (
+                f"background: true needs the host's approval: the host setting `background` does not name "
+                f"'{tool_id}', so its processes end with each call (the host adds it with "
+                f"TOOLRT_BACKGROUND='[\"{tool_id}\"]' or `background: [{tool_id}]` in its settings file)"
+            )
+            found.append(locate(tool.definition, "/handler/background", message, "warning"))
+    return found
 
 
 def _check_references(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -15,11 +16,57 @@ from ..execute.notes import outcome_notes, with_notes
 from ..execute.process import run_process
 from ..result import ToolResult
 from ..sandbox.config import call_plan
+from ..sandbox.plan import SandboxPlan
+from ..truncate import new_output_path
 from .active import ActiveCall
 from .titles import call_title
 from .truncation import truncate_result
 
 __all__ = ["run_command"]
+
+
+async def _start_background(
+    call: ActiveCall,
+    args: dict[str, Any],
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    plan: SandboxPlan | None,
+    shown: str,
+) -> ToolResult:
+    """Start a host-approved `background: true` tool's process, kept by the Runtime, and return at once."""
+    snapshot, tool = call.snapshot, call.tool
+    output = new_output_path(snapshot.truncation_dir)
+    try:
+        started = await call.services.background().start(
+            argv,
+            cwd=cwd,
+            env=env,
+            sandbox=plan,
+            output=output,
+            journal=journal_for(snapshot.data_dir),
+            approved=approved_files(call.granted, snapshot.root),
+            confined=confinement(plan),
+            tool=tool.id,
+            call_id=call.request.call_id,
+            session=call.session,
+            command=shown,
+        )
+    except OSError as error:
+        raise ToolFailure(f"Could not start '{argv[0]}': {error.strerror or error}.") from error
+    text = (
+        f"Started in the background (pid {started.pid}); it keeps running after this call, until the session "
+        f"or the Runtime closes. Its output goes to {output}: read that file to see it."
+    )
+    metadata = {
+        "background": True,
+        "pid": started.pid,
+        "outputPath": str(output),
+        "sandbox": plan.description if plan else "none",
+    }
+    return ToolResult(
+        title=call_title(tool, args, snapshot.root) or shown[:80], output=text, metadata=MappingProxyType(metadata)
+    )
 
 
 async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
@@ -71,6 +118,8 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         reads=call.read_denies(),
     )
     journal = journal_for(snapshot.data_dir)
+    if options.background and tool.id in snapshot.resolved.values.background:
+        return await _start_background(call, args, argv, cwd, env, plan, shown)
     with journal.process(
         call.request.call_id, timeout=timeout, approved=approved_files(call.granted, root), confined=confinement(plan)
     ):

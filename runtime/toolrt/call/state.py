@@ -24,6 +24,7 @@ from .suspension import Runnable
 
 if TYPE_CHECKING:
     from ..build.snapshot import Snapshot
+    from ..execute.background import BackgroundProcesses
     from ..lsp.access import LspAccess
     from ..lsp.manager import LspManager
 
@@ -75,9 +76,24 @@ class Services:
     """The Runtime's language servers; made on the first call that needs them."""
     lsp_closed: bool = False
     _lsp_access: dict[str, LspAccess | None] = field(default_factory=dict)
+    _background: BackgroundProcesses | None = None
 
     def __post_init__(self) -> None:
         self.sessions.on_release(self.broker.forget)
+        self.sessions.on_release(self._end_background)
+
+    def background(self) -> BackgroundProcesses:
+        """The Runtime's background processes (made on first use: most Runtimes start none)."""
+        if self._background is None:
+            from ..execute.background import BackgroundProcesses
+
+            self._background = BackgroundProcesses()
+        return self._background
+
+    def _end_background(self, session: str) -> None:
+        """A released session's background processes end (in a thread: a release may happen mid-call)."""
+        if self._background is not None and self._background.running(session=session):
+            self._background.end(session=session, wait=False)
 
     def forget_loops(self, tools: Set[str]) -> None:
         """Drop `tools`' calls from every session's doom-loop history (a reload changed what they run)."""

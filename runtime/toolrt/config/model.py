@@ -47,6 +47,8 @@ class ProcessOptions:
     stdin: str | None = None
     ok_exit: tuple[int, ...] = (0,)
     """Exit statuses that are a success; any other makes an error result that keeps the output."""
+    background: bool = False
+    """The process is left running after the call (a server), when the host approves (`Settings.background`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,7 @@ def _process_options(data: Mapping[str, Any]) -> ProcessOptions:
         env_set=MappingProxyType(dict(env.get("set", {}))),
         stdin=data.get("stdin"),
         ok_exit=tuple(data.get("ok_exit", (0,))),
+        background=bool(data.get("background", False)),
     )
 
 

@@ -170,6 +170,9 @@ class Settings:
     """Host-only: any value here may loosen the sandbox."""
     lsp: LspSettings = LspSettings()
     """A server's command, extensions, root markers and environment are host-only."""
+    background: tuple[str, ...] = ()
+    """Host-only. Tools whose `background: true` the host approves (tool ids): their processes keep
+    running after the call, until their session or the Runtime closes (see `toolrt.execute.background`)."""
 
     @property
     def audit_path(self) -> Path | None:
@@ -236,6 +239,7 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "sandbox.network": _always,
         "sandbox.writable": _always,
         "sandbox.sockets": _always,
+        "background": _always,
     }
 )
 """Settings the project's files may not set: key → whether a given value needs the host (a project may
@@ -277,6 +281,7 @@ _HOW_TO_SET = {
     "sandbox.network": "TOOLRT_SANDBOX__NETWORK",
     "sandbox.writable": "TOOLRT_SANDBOX__WRITABLE='[\"DIR\", ...]'",
     "sandbox.sockets": "TOOLRT_SANDBOX__SOCKETS='[\"$SSH_AUTH_SOCK\", ...]', the user settings file",
+    "background": "TOOLRT_BACKGROUND='[\"TOOL\", ...]'",
 }
 _PATH_KEYS = ("data_dir", "audit", "locked_permissions")
 
@@ -414,6 +419,7 @@ def _env_model(flags: tuple[str, ...]) -> Any:
     fields["sandbox"] = (SandboxSettings | None, None)
     fields["lsp"] = (LspSettings | None, None)
     fields["env_allow"] = (list[str] | None, None)
+    fields["background"] = (list[str] | None, None)
     fields.update({f"flag_{name}": (Any, None) for name in flags})
     config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False, extra="ignore", env_ignore_empty=True

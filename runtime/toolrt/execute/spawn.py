@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from ..sandbox import kernel
+from ..sandbox import kernel, warden
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
 from ..sandbox.supervisor import supervise
@@ -106,9 +107,9 @@ class _Input:
 class PidfdProcess:
     """A child process whose exit and output the event loop watches directly (Linux pidfd)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], pidfd: int | None = None) -> None:
         self._popen = popen
-        self._pidfd = os.pidfd_open(popen.pid)
+        self.pidfd = pidfd if pidfd is not None else os.pidfd_open(popen.pid)
         self.pid = popen.pid
         self.returncode: int | None = None
         self.stdout = _Output(popen.stdout.fileno()) if popen.stdout is not None else None
@@ -121,13 +122,19 @@ class PidfdProcess:
             if code is not None:
                 self.returncode = code
                 break
-            await anyio.wait_readable(self._pidfd)
+            await anyio.wait_readable(self.pidfd)
+        return self.returncode
+
+    def wait_blocking(self) -> int:
+        """Wait for the exit in this thread, then release the pidfd (a process started with `output`)."""
+        self.returncode = self._popen.wait()
+        os.close(self.pidfd)
         return self.returncode
 
     async def aclose(self) -> None:
         """Wait for the exit, then release the pidfd and the pipes (the caller ended the process)."""
         await self.wait()
-        os.close(self._pidfd)
+        os.close(self.pidfd)
         if self.stdin is not None:
             await self.stdin.aclose()
         for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
@@ -160,6 +167,12 @@ class ServedProcess:
         self.stderr = _Output(stderr) if stderr is not None else None
         self.stdin = _Input(stdin) if stdin is not None else None
         self._fds = [fd for fd in (stdout, stderr) if fd is not None]
+        self._parse()
+
+    @property
+    def channel(self) -> socket.socket:
+        """The status channel: readable when the exit status arrives (or the server died)."""
+        return self._channel
 
     def _parse(self) -> None:
         for line in self._buffer.split(b"\n"):
@@ -179,6 +192,20 @@ class ServedProcess:
                 break
             self._buffer += data
             self._parse()
+        return self.returncode
+
+    def wait_blocking(self) -> int:
+        """Wait for the exit in this thread, then release the status channel (a process started with `output`)."""
+        self._channel.setblocking(True)
+        self._parse()
+        while self.returncode is None:
+            data = self._channel.recv(256)
+            if not data:  # the server died: the child's fate is unknown, report it as killed
+                self.returncode = -9
+                break
+            self._buffer += data
+            self._parse()
+        self._channel.close()
         return self.returncode
 
     async def aclose(self) -> None:
@@ -203,11 +230,17 @@ def _pipe_pair(wanted: bool) -> tuple[int | None, int | None]:
 
 
 def _served(
-    argv: Sequence[str], plan: SandboxPlan, stdin: int, cwd: Path, env: Mapping[str, str], split: bool
+    argv: Sequence[str],
+    plan: SandboxPlan,
+    stdin: int,
+    cwd: Path,
+    env: Mapping[str, str],
+    split: bool,
+    output: int | None = None,
 ) -> ServedProcess:
     from ..sandbox.launcher import fork_server
 
-    out_read, out_write = os.pipe2(os.O_CLOEXEC)
+    out_read, out_write = os.pipe2(os.O_CLOEXEC) if output is None else (None, os.dup(output))
     err_read, err_write = _pipe_pair(split)
     in_write, in_read = None, None
     if stdin == subprocess.PIPE:
@@ -251,13 +284,14 @@ def _served(
     return ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest)
 
 
-def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
-    """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`).
+def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> PidfdProcess:
+    """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`),
+    watched by the warden, which kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
 
     A bare `_thread` and a lock, not `threading.Thread`: its start handshake and join cost two more
     context switches per process, which on a busy machine weigh more than the whole sandbox.
     """
-    result: list[subprocess.Popen[bytes] | BaseException] = []
+    result: list[tuple[subprocess.Popen[bytes], int] | BaseException] = []
     done = _thread.allocate_lock()
     done.acquire()
 
@@ -274,12 +308,23 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
                 single_use.append(namespace)
             if supervised is not None:
                 listener.append(supervised)
-            result.append(subprocess.Popen(list(argv), **options))
+            popen = subprocess.Popen(list(argv), **options)
+            try:
+                pidfd = warden.watch(popen.pid)  # at once, from here: the one gap is this long
+            except OSError as error:  # fail closed: a process the warden does not know could outlive toolrt
+                os.killpg(popen.pid, signal.SIGKILL)
+                with popen:  # closes the pipes, reaps it
+                    raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
+            result.append((popen, pidfd))
         except BaseException as error:  # handed to the caller's thread, raised there
             result.append(error)
         finally:
             done.release()
 
+    try:
+        warden.start()  # here, outside the sandbox the thread enters
+    except OSError as error:
+        raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
     _thread.start_new_thread(body, ())
     done.acquire()
     outcome = result[0]
@@ -287,11 +332,12 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
         for fd in (*single_use, *listener):
             os.close(fd)
         raise outcome
+    popen, pidfd = outcome
     for namespace in single_use:  # here: that thread may start no thread (its next PID namespace differs)
-        release_after(outcome.pid, namespace)
+        release_after(popen.pid, namespace)
     for fd in listener:
         supervise(fd, plan.sockets, network=not plan.deny_network)
-    return outcome
+    return PidfdProcess(popen, pidfd)
 
 
 async def open_process(
@@ -302,21 +348,23 @@ async def open_process(
     env: Mapping[str, str],
     sandbox: SandboxPlan | None = None,
     split_stderr: bool = False,
+    output: int | None = None,
 ) -> PidfdProcess | ServedProcess | Any:
     """Start `argv` in a new session, stdout and stderr merged into one pipe (or two with
-    `split_stderr`), inside `sandbox` when given.
+    `split_stderr`; or both written to the file descriptor `output`, a process no one reads from,
+    which `wait_blocking` waits for), inside `sandbox` when given.
 
     Raises:
         OSError: the program cannot be started (also `SandboxSetupError` when the sandbox cannot be applied).
     """
     stderr = subprocess.PIPE if split_stderr else subprocess.STDOUT
     if sandbox is not None and sandbox.launch == "forkserver":
-        return _served(argv, sandbox, stdin, cwd, env, split_stderr)
+        return _served(argv, sandbox, stdin, cwd, env, split_stderr, output)
     if sandbox is not None and sandbox.launch == "exec":
         argv, sandbox = [*sandbox.prefix, *argv], None
-    if sandbox is not None and not HAVE_PIDFD:
+    if (sandbox is not None or output is not None) and not HAVE_PIDFD:
         raise kernel.SandboxSetupError("the sandbox needs pidfd support (Linux 5.3 or later)")
-    if sandbox is None and not OWN_PIDFD_FOR_PLAIN:
+    if sandbox is None and not OWN_PIDFD_FOR_PLAIN and output is None:
         return await anyio.open_process(
             list(argv),
             stdin=stdin,
@@ -328,14 +376,13 @@ async def open_process(
         )
     options: dict[str, Any] = {
         "stdin": stdin,
-        "stdout": subprocess.PIPE,
-        "stderr": stderr,
+        "stdout": subprocess.PIPE if output is None else output,
+        "stderr": stderr if output is None else subprocess.STDOUT,
         "cwd": cwd,
         "env": dict(env),
         "start_new_session": True,
         "close_fds": True,
     }
-    popen = (
-        _popen_in_sandbox(sandbox, argv, **options) if sandbox is not None else subprocess.Popen(list(argv), **options)
-    )
-    return PidfdProcess(popen)
+    if sandbox is not None:
+        return _popen_in_sandbox(sandbox, argv, **options)
+    return PidfdProcess(subprocess.Popen(list(argv), **options))

@@ -7,7 +7,9 @@ sends it one request per process over a UNIX socket, with the child's stdin, std
 private status channel attached as descriptors. For each request the server forks; the child, in
 a process that has only ever had one thread, then:
 
-1. starts a new session (its own process group, which toolrt kills whole on timeout);
+1. starts a new session (its own process group, which toolrt kills whole on timeout) and asks for
+   SIGKILL when the server dies (the server is single-threaded: its one thread is the parent the
+   kernel watches), checking the server was still there once asked;
 2. joins the mount namespace where the protected paths are read-only bind mounts, and the network
    namespace with only a downed loopback, when asked (both made once by a short-lived holder child and
    kept, as is each Landlock ruleset: a new namespace per process would cost milliseconds); with a
@@ -21,9 +23,16 @@ a process that has only ever had one thread, then:
    allow-list the supervised one, whose listener it sends back first (toolrt's `supervisor` answers it);
 5. makes a PID namespace and forks its init, which execs the program, while this process stays as the
    program's stand-in until the init exits (see `_wait_for_init`); the init is the program: when it
-   ends, everything it started ends;
+   ends, everything it started ends; it asks for SIGKILL when the stand-in dies, so a killed server
+   takes every namespace with it;
 6. drops every capability (bounding, ambient, effective, permitted, inheritable);
 7. closes every other descriptor and execs the program.
+
+The stand-in reports its init's pid (`I<pid>` on the report pipe) and the server holds a pidfd of
+it: whenever a stand-in ends, the server SIGKILLs its init (a killed stand-in's init may have left
+the process group with `setsid` and cleared its parent-death signal). When toolrt closes the control
+socket, or dies (the kernel closes it), the server SIGKILLs the process group of every child still
+running, and each init, and exits once they are reaped: nothing outlives toolrt.
 
 Unprivileged processes need a user namespace for steps 2 and 3; the server enters one at start (its
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -213,12 +223,19 @@ class _Kept:
 
 
 def _child(
-    request: dict[str, object], stdio: list[int], report: int, kept: tuple[int | None, int | None, int | None]
+    request: dict[str, object],
+    stdio: list[int],
+    report: int,
+    kept: tuple[int | None, int | None, int | None],
+    server: int,
 ) -> None:
-    """In the forked child: sandbox, then exec. Never returns."""
+    """In the forked child of `server`: sandbox, then exec. Never returns."""
     step = "setsid"
     try:
         os.setsid()
+        kernel.set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != server:  # the server died before the kernel watched it
+            os._exit(127)
         step = "stdio"
         for target, fd in enumerate(stdio):
             os.dup2(fd, target)
@@ -250,8 +267,13 @@ def _child(
         os.chdir(str(request["cwd"]))
         if own_pids:
             step = "fork"
+            stand_in = os.pidfd_open(os.getpid())
             _wait_for_init(os.fork(), report)  # never returns in this process; the child goes on
             kernel.set_parent_death_signal(signal.SIGKILL)
+            # The init's parent is outside its namespace (getppid() is 0): its pidfd says whether it died first.
+            if select.select([stand_in], [], [], 0)[0]:
+                os._exit(127)
+            os.close(stand_in)
         step = "exec"
         kernel.closerange_except([report])
         argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
@@ -270,9 +292,11 @@ def _wait_for_init(pid: int, report: int) -> None:
     return; otherwise stay as the program's stand-in (its pid is the one toolrt knows and signals) until
     the init exits, then exit the same way. A signal that would end the stand-in goes on to the init
     (which, as every init, keeps only those it handles); SIGKILL reaches the init directly (same process
-    group) and ends everything in the namespace: `setsid`, `nohup`, double forks, `disown`."""
+    group) and ends everything in the namespace: `setsid`, `nohup`, double forks, `disown`. An init
+    that left the group is killed by the server once this process ends (see `_Server._reap`)."""
     if pid == 0:
         return
+    os.write(report, f"I{pid}\n".encode())  # the server kills the init whenever this process ends
     os.close(report)
     for fd in (0, 1, 2):
         os.close(fd)
@@ -292,13 +316,21 @@ def _wait_for_init(pid: int, report: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
+def _kill(pidfd: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass  # it has ended
+
+
 class _Server:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
         self.selector = selectors.DefaultSelector()
         self.selector.register(control, selectors.EVENT_READ, None)
-        self.children: dict[int, tuple[int, socket.socket, int | None]] = {}
-        """pidfd → (pid, status channel, its single-use mount namespace or None)."""
+        self.children: dict[int, tuple[int, socket.socket, int | None, int | None]] = {}
+        """pidfd → (pid, status channel, its single-use mount namespace or None, a pidfd of its PID
+        namespace's init or None)."""
         self.closing: list[int] = []
         """Single-use namespaces whose process ended: closed (unmounted) when the server is idle."""
         self.open = True
@@ -322,11 +354,18 @@ class _Server:
             message, fds, _, _ = socket.recv_fds(self.control, 16, 4)
         except OSError:
             message, fds = b"", []
-        if not message:
+        if not message:  # toolrt closed the socket, or died: nothing it started may outlive it
             self.open = False
             self.selector.unregister(self.control)
             for fd in fds:
                 os.close(fd)
+            for pid, _, _, init in self.children.values():
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # not reaped yet, so the group is still the child's
+                except OSError:
+                    pass
+                if init is not None:
+                    _kill(init)
             return
         if len(fds) != 4:
             for fd in fds:
@@ -362,10 +401,11 @@ class _Server:
             report_read, report_write = ours.detach(), theirs.detach()
         else:
             report_read, report_write = os.pipe2(os.O_CLOEXEC)
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(report_read)
-            _child(request, stdio, report_write, kept)
+            _child(request, stdio, report_write, kept, server)
         os.close(report_write)
         failure = b""
         listeners: list[int] = []
@@ -384,9 +424,18 @@ class _Server:
             report.close()
         else:
             os.close(report_read)
+        init = None
+        if failure.startswith(b"I"):  # the stand-in's report of its init, then maybe the init's failure
+            line, _, failure = failure.partition(b"\n")
+            try:
+                init = os.pidfd_open(int(line[1:]))
+            except (OSError, ValueError):
+                init = None  # already gone (reaped by its stand-in, which then exits too)
         if failure:
             for fd in listeners:
                 os.close(fd)
+            if init is not None:
+                os.close(init)
             os.waitpid(pid, 0)
             if request.get("cover") and kept[0] is not None:
                 self.closing.append(kept[0])
@@ -397,12 +446,17 @@ class _Server:
         for fd in listeners:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = (pid, channel, kept[0] if request.get("cover") else None)
+        self.children[pidfd] = (pid, channel, kept[0] if request.get("cover") else None, init)
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
         self.kept.make_spare()
 
     def _reap(self, pidfd: int) -> None:
-        pid, channel, single_use = self.children.pop(pidfd)
+        pid, channel, single_use, init = self.children.pop(pidfd)
+        if init is not None:
+            # A stand-in ends after its init, unless it was killed: then the init, which may have left the
+            # stand-in's process group (setsid) and cleared its parent-death signal, is killed here.
+            _kill(init)
+            os.close(init)
         if single_use is not None:
             self.closing.append(single_use)
         self.selector.unregister(pidfd)

@@ -2,7 +2,8 @@
 
 The server is a child of toolrt started with `subprocess` (fork and exec done safely in C), so it is
 single-threaded from its first instruction; see `forkserver` for what it does with a request. It
-exits when toolrt closes its end of the control socket (or dies) and its last child has exited.
+kills every process it started that is still running when toolrt closes its end of the control
+socket, or dies (the kernel closes it then), and exits once they are reaped.
 
 Runtimes hold it (`hold_fork_server`, taken by a Runtime's first call): it is closed, its process
 ended and reaped, when the last holder lets go (`Runtime.close`, or the Runtime collected unclosed),
@@ -33,7 +34,8 @@ _HERE = str(Path(__file__).parent)
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); import forkserver; sys.exit(forkserver.main(sys.argv[1:]))"
 _HELLO_TIMEOUT = 20.0
 _EXIT_TIMEOUT = 5.0
-"""Seconds a closed server may take to see its running children exit before it is killed (they live on)."""
+"""Seconds a closed server may take to reap the children it killed before it is killed itself (its
+children, asked to die with it, follow)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +100,8 @@ class ForkServer:
         return self.process.poll() is None
 
     def close(self) -> None:
-        """Close the control socket and end the server: it exits once its running children have (they are
-        in sessions of their own and outlive a server killed after `_EXIT_TIMEOUT`). Idempotent."""
+        """Close the control socket and end the server: it kills the children still running, reaps them
+        and exits. Idempotent."""
         self.control.close()
         try:
             self.process.wait(_EXIT_TIMEOUT)
