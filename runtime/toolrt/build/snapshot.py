@@ -275,6 +275,15 @@ def _guard_before_plugins(root_path: Path, cli: CommandLineSettings | None, reus
     guard_imports(root_path, journal_for(data_dir))
 
 
+def _state_directory(data_dir: Path, root: Path) -> Path:
+    """What stays read-only of toolrt's data directory in the sandbox: all of it (the journal, the
+    person's kept approvals and sessions; its tool-output directory is bound writable again), or only
+    the journal where the project lies inside it."""
+    if root == data_dir or data_dir in root.parents:
+        return data_dir / "attribution"
+    return data_dir
+
+
 def _build_snapshot(
     root_path: Path, config: ConfigSet, cli: CommandLineSettings | None, partial: bool, reusing: _Reusing
 ) -> Snapshot:
@@ -374,9 +383,10 @@ def _build_snapshot(
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
     code = project_code(root_path, tools)
-    # The journal, the environment toolrt runs from and the locked file first: the other walls rest on them.
+    # toolrt's data directory (the journal, the person's kept approvals, sessions), the environment toolrt
+    # runs from and the locked file first: the other walls rest on them.
     essential = (
-        (journal.directory.absolute(),)
+        (_state_directory(journal.directory.parent.absolute(), root_path),)
         + environments_inside(root_path)
         + ((locked_path.resolve(),) if locked_path else ())
     )

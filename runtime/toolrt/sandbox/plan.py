@@ -25,7 +25,7 @@ from .seatbelt import seatbelt_argv
 from .seccomp import supported as seccomp_supported
 from .support import Support
 
-__all__ = ["DEVICE_FILES", "SandboxPlan", "plan_sandbox", "within", "writable_set"]
+__all__ = ["DEVICE_FILES", "SandboxPlan", "pinned_directories", "plan_sandbox", "within", "writable_set"]
 
 DEVICE_FILES: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts")
 """Writable in every mode: programs expect to write to these (`2>/dev/null`, a terminal)."""
@@ -71,6 +71,8 @@ class SandboxPlan:
     cover_dirs: tuple[str, str] = ("", "")
     """(lower, work): the overlay's directories for `covered`."""
     root: str = ""
+    pinned: tuple[str, ...] = ()
+    """Directories bound onto themselves, writable, in the mount namespace (see `pinned_directories`)."""
 
     def _cover(self) -> dict[str, object] | None:
         if not self.covered:
@@ -103,6 +105,7 @@ class SandboxPlan:
                 else None
             ),
             "read_only": list(self.read_only),
+            "pinned": list(self.pinned),
             "masks": {
                 "files": list(self.masks.files),
                 "directories": list(self.masks.directories),
@@ -190,6 +193,7 @@ def plan_sandbox(
         parts.append("absent protected names: rules only")
     if masks:
         parts.append(f"masked {_count(masks)}")
+    pinned = pinned_directories(read_only, policy.essential, writable, declared)
     return SandboxPlan(
         launch=support.launch,
         landlock_abi=support.landlock_abi,
@@ -208,7 +212,34 @@ def plan_sandbox(
         covered=tuple(cover["names"]) if cover is not None else (),
         cover_dirs=(cover["lower"], cover["work"]) if cover is not None else ("", ""),
         root=str(root),
+        pinned=pinned,
     )
+
+
+def pinned_directories(
+    read_only: tuple[str, ...], essential: tuple[Path, ...], writable: tuple[str, ...], declared: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The directories to bind onto themselves, writable, next to the read-only mounts `read_only`:
+
+    - every directory above an essential path (the data directory, toolrt's environment, the locked
+      file) whose parent is writable: a read-only mount holds its own tree, but a rename of a directory
+      above it (`mv ~/.local/share/toolrt x`) would move the journal and the person's approvals aside,
+      and toolrt would start an empty one where it looks. A mount point cannot be renamed or removed;
+    - every directory toolrt itself makes writable beneath a read-only path (the tool-output directory
+      in the data directory), which stays writable; a directory declared for the call (an approved
+      `external_directory`) is not: no approval lifts an essential path."""
+    walls = {str(path) for path in essential}
+    found: list[str] = []
+    for path in read_only:
+        if path not in walls:
+            continue
+        parent = os.path.dirname(path)
+        while parent != os.path.dirname(parent):
+            if any(within(os.path.dirname(parent), w) for w in writable):
+                found.append(parent)
+            parent = os.path.dirname(parent)
+    found.extend(w for w in writable if w not in declared and any(within(w, r) and w != r for r in read_only))
+    return tuple(dict.fromkeys(found))
 
 
 def _exec_plan(
@@ -222,7 +253,11 @@ def _exec_plan(
 ) -> SandboxPlan:
     """bubblewrap (Linux without Landlock) or Seatbelt (macOS): a command put in front of the program."""
     if support.bwrap:
-        prefix = bwrap_argv(support.bwrap, writable, protected, network=policy.network, masks=masks, empty=source)
+        declared = tuple(os.path.realpath(p) for p in policy.writable)
+        pinned = pinned_directories(protected, policy.essential, writable, declared)
+        prefix = bwrap_argv(
+            support.bwrap, writable, protected, network=policy.network, masks=masks, empty=source, pinned=pinned
+        )
         parts = [f"bubblewrap {policy.mode}"] + ([] if policy.network else ["netns"])
     else:  # Seatbelt matches paths, not inodes: an absent protected name is denied as well as one that exists
         named = tuple(dict.fromkeys((*protected, *(str(root / n) for n in absent_names(root, policy.protected)))))

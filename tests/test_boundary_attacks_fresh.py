@@ -1,0 +1,163 @@
+"""Fresh attacks on issue 25's walls, by the routes a model has: toolrt's own state in its data directory.
+
+The journal, the person's kept approvals and sessions live in toolrt's data directory. Where that
+directory lies inside the sandbox's writable set (under the temp directory, as in CI; or beneath an
+`external_directory` the person approved), a process the model started could move the journal aside
+(a rename of a directory above its read-only mount: toolrt then starts an empty one where it looks, and
+the model's changes become the person's), or write the person's "always" approvals for the next
+`toolrt call`. Real bash through toolrt's `bash` tool, the real kernel sandbox, a deny-list ruleset;
+the model's Python helper is a route the analyzer cannot read, so the person lets the script run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from cli_helpers import run
+from test_boundary_attacks_journal import EVIL, TOOL, _reject, _run_the_script
+
+from toolrt import Runtime
+from toolrt.build.snapshot import build_snapshot
+from toolrt.config.settings import CommandLineSettings
+from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox.config import call_plan
+from toolrt.sandbox.support import Launch, detect_support
+
+SUPPORT = detect_support()
+pytestmark = pytest.mark.skipif(
+    not (SUPPORT.landlock_abi and SUPPORT.mount_namespace), reason=f"no mount namespace here: {SUPPORT.describe()}"
+)
+
+DENY_LIST = (
+    'permission:\n  bash: {"*": allow, "rm *": deny, "git push*": deny, "curl *": deny}\n'
+    "  edit: allow\n  write: allow\n"
+)
+HANDLER = """\
+import importlib
+
+def run(args, ctx):
+    return importlib.import_module(f"{__package__}.plugins.{args['name']}").NAME
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "pkg" / "plugins").mkdir(parents=True)
+    (root / "permissions.yaml").write_text(DENY_LIST, encoding="utf-8")
+    (root / "tools.d" / "plug.yaml").write_text(TOOL, encoding="utf-8")
+    (root / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (root / "pkg" / "handler.py").write_text(HANDLER, encoding="utf-8")
+    (root / "pkg" / "plugins" / "__init__.py").write_text("", encoding="utf-8")
+    return root
+
+
+async def _run_helper(rt: Runtime, python: str) -> Any:
+    """The model writes `helper.py` and a script running it; the person lets the script run."""
+    for name, content in (("helper.py", python), ("stage.sh", "python3 helper.py\n")):
+        wrote = await rt.call("write", {"filePath": name, "content": content}, ask=_reject)
+        assert wrote.error is None, wrote.error
+    ran = await rt.call("bash", {"command": "bash stage.sh", "description": "stage"}, ask=_run_the_script)
+    assert "landlock" in str(ran.metadata.get("sandbox", "")), ran
+    return ran
+
+
+@pytest.mark.parametrize("moved", ["data", "state"])
+def test_moving_a_directory_above_the_journal_aside_does_not_wipe_it(project: Path, tmp_path: Path, moved: str) -> None:
+    """The data directory is `<tmp>/state/data` (in the writable temp directory): renaming it, or the
+    directory above it, would leave toolrt an empty journal where it looks."""
+    data = tmp_path / "state" / "data"
+    marker = tmp_path / "outside" / "plugin-ran.txt"
+    marker.parent.mkdir()
+    settings = {"data_dir": str(data)}
+    target = data if moved == "data" else data.parent
+    helper = (
+        "import os, pathlib\n"
+        f"pathlib.Path('pkg/plugins/b.py').write_text({EVIL.format(marker=str(marker))!r})\n"
+        f"os.rename({str(target)!r}, {str(target) + '.gone'!r})\n"
+    )
+
+    async def attack() -> Any:
+        with Runtime.load(project, partial=True, settings=settings) as rt, anyio.fail_after(30):
+            assert (data / "attribution" / "journal.jsonl").is_file()
+            ran = await _run_helper(rt, helper)
+            assert "Device or resource busy" in ran.output, ran.output
+            return await rt.call("plug", {"name": "b"}, ask=_reject)
+
+    result = anyio.run(attack)
+    assert not target.with_name(target.name + ".gone").exists()
+    assert (project / "pkg" / "plugins" / "b.py").is_file()  # the project itself stays writable
+    assert not marker.exists(), "the model's plugin ran inside toolrt"
+    assert result.error is not None and "changed by a process a tool started" in result.error
+
+
+def test_the_persons_kept_approvals_cannot_be_written_from_the_sandbox(project: Path, tmp_path: Path) -> None:
+    """`toolrt call` keeps "always" approvals in `<data>/sessions/`: written by the model, the next call's
+    `protected` ask for a tool file is answered by them, and the tool file is recorded as the person's."""
+    settings = {"data_dir": str(tmp_path / "data")}
+
+    async def attack() -> tuple[Path, Any]:
+        with Runtime.load(project, partial=True, settings=settings) as rt, anyio.fail_after(30):
+            digest = hashlib.sha256(f"{rt.root}\0cli".encode()).hexdigest()[:12]
+            kept = rt.snapshot.data_dir / "sessions" / f"cli-{digest}.approvals.json"
+            output = rt.snapshot.truncation_dir
+            output.mkdir(parents=True)  # made by toolrt for an earlier call's truncated output
+            forged = json.dumps({"build": [["protected", "*"]]})
+            helper = (
+                "import os, pathlib\n"
+                f"pathlib.Path({str(output / 'mine.txt')!r}).write_text('the tool-output directory stays writable')\n"
+                f"os.makedirs({str(kept.parent)!r}, exist_ok=True)\n"
+                f"pathlib.Path({str(kept)!r}).write_text({forged!r})\n"
+            )
+            return kept, await _run_helper(rt, helper)
+
+    kept, ran = anyio.run(attack)
+    assert "Read-only file system" in ran.output, ran.output
+    assert not kept.exists()
+    output = tmp_path / "data" / "tool-output"
+    assert [p.read_text() for p in output.rglob("mine.txt")] == ["the tool-output directory stays writable"]
+    tool = "id: p\ndescription: p\nparameters: {type: object}\nhandler: {python: 'pkg.handler:run'}\n"
+    code, out, _ = run(
+        "call",
+        "write",
+        json.dumps({"filePath": "tools.d/p.yaml", "content": tool}),
+        "--json",
+        "--root",
+        str(project),
+        "--data-dir",
+        str(tmp_path / "data"),
+    )
+    assert code != 0 and "needs approval (protected `tools.d/p.yaml`)" in json.loads(out)["error"]
+    assert not (project / "tools.d" / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_the_data_directory_stays_where_it_is_and_read_only_under_both_launchers(
+    project: Path, tmp_path: Path, launch: Launch
+) -> None:
+    data = tmp_path / "state" / "data"
+    snapshot = build_snapshot(project, partial=True, cli=CommandLineSettings(values={"data_dir": data}))
+    output = snapshot.truncation_dir
+    output.mkdir(parents=True)
+    (data / "sessions").mkdir()
+    plan = call_plan(snapshot.sandbox, root=project, output_dir=output, support=replace(SUPPORT, launch=launch))
+    assert plan is not None and f"read-only {data}" in plan.description
+    tries = [f"mv {data} {data}.gone", f"mv {data.parent} {data.parent}.gone", f"rmdir {data.parent}"]
+    tries += [f"echo forged > {data}/sessions/x.approvals.json", f"mv {data}/attribution {data}/old"]
+    script = "".join(f"if {attempt} 2>/dev/null; then echo 'got through: {attempt}'; fi\n" for attempt in tries)
+    script += f"echo kept > {output}/mine.txt && echo OUTPUT-OK\n"
+
+    async def main() -> ProcessOutcome:
+        return await run_process(["bash", "-c", script], cwd=project, env=build_env(), timeout=30, sandbox=plan)
+
+    outcome = anyio.run(main)
+    assert "got through" not in outcome.output and "OUTPUT-OK" in outcome.output, outcome.output
+    assert (data / "attribution" / "journal.jsonl").is_file() and not (data / "sessions" / "x.approvals.json").exists()
+    assert (output / "mine.txt").read_text() == "kept\n"
