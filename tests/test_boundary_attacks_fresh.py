@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import site
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ import anyio
 import pytest
 from cli_helpers import run
 from test_boundary_attacks_journal import EVIL, TOOL, _reject, _run_the_script
+from test_boundary_attacks_startup import PAYLOAD, PERMISSIONS, _bash, _toolrt
 
 from toolrt import Runtime
 from toolrt.build.snapshot import build_snapshot
@@ -161,3 +165,32 @@ def test_the_data_directory_stays_where_it_is_and_read_only_under_both_launchers
     assert "got through" not in outcome.output and "OUTPUT-OK" in outcome.output, outcome.output
     assert (data / "attribution" / "journal.jsonl").is_file() and not (data / "sessions" / "x.approvals.json").exists()
     assert (output / "mine.txt").read_text() == "kept\n"
+
+
+def test_the_environment_toolrt_runs_from_outside_the_project_is_read_only(project: Path, tmp_path: Path) -> None:
+    """toolrt installed in an environment beside the project, in the writable temp directory (a CI job's
+    `python -m venv /tmp/venv`): a `.pth` file a process put in its site-packages would run at toolrt's
+    next start, outside every sandbox, before any check."""
+    marker = tmp_path / "outside" / "pth-ran.txt"
+    marker.parent.mkdir()
+    (project / "permissions.yaml").write_text(PERMISSIONS, encoding="utf-8")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    python = str(venv / "bin" / "python")
+    packages = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    # The person's install: this environment sees toolrt (installed in the test's environment).
+    (Path(packages) / "person.pth").write_text(f"import site; site.addsitedir({site.getsitepackages()[0]!r})\n")
+    pth = Path(packages, "zz.pth")
+    result = _bash(python, project, f"echo {json.dumps(PAYLOAD.format(marker=str(marker)))} > {pth}\n")
+    assert "Read-only file system" in str(result["output"]), result
+    assert not pth.exists()
+
+    listed = _toolrt(python, project, "list")
+    assert not marker.exists(), "a .pth file the model wrote ran at toolrt's next start"
+    assert listed.returncode == 0, listed.stderr
