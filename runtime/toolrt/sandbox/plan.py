@@ -139,9 +139,16 @@ def _fixed_writable(policy: SandboxPolicy, root: Path) -> tuple[str, ...]:
 
 
 def plan_sandbox(
-    policy: SandboxPolicy, support: Support, *, root: Path, output_dir: Path, masks: Masks = NO_MASKS
+    policy: SandboxPolicy,
+    support: Support,
+    *,
+    root: Path,
+    output_dir: Path,
+    masks: Masks = NO_MASKS,
+    granted: tuple[Path, ...] = (),
 ) -> SandboxPlan | None:
     """The plan for `policy` on this machine; None when the mode is `off` or no mechanism exists.
+    `granted`: the directories of `policy.writable` an approval widened it by for this call.
 
     Raises:
         ToolFailure: `masks` is not empty and this machine has no way to hide them (Landlock without a
@@ -162,7 +169,7 @@ def plan_sandbox(
         and os.path.lexists(p)
     )
     if not support.landlock_abi:
-        return _exec_plan(policy, support, writable, protected, root, masks, source)
+        return _exec_plan(policy, support, writable, protected, root, masks, source, granted)
     if masks and not support.mount_namespace:
         raise ToolFailure(
             f"The read rules deny {_count(masks)} in the project, which this process could read: the sandbox "
@@ -193,7 +200,8 @@ def plan_sandbox(
         parts.append("absent protected names: rules only")
     if masks:
         parts.append(f"masked {_count(masks)}")
-    pinned = pinned_directories(read_only, policy.essential, writable, declared)
+    approved = tuple(os.path.realpath(p) for p in granted)
+    pinned = pinned_directories(read_only, policy.essential, writable, approved)
     return SandboxPlan(
         launch=support.launch,
         landlock_abi=support.landlock_abi,
@@ -217,7 +225,7 @@ def plan_sandbox(
 
 
 def pinned_directories(
-    read_only: tuple[str, ...], essential: tuple[Path, ...], writable: tuple[str, ...], declared: tuple[str, ...]
+    read_only: tuple[str, ...], essential: tuple[Path, ...], writable: tuple[str, ...], approved: tuple[str, ...]
 ) -> tuple[str, ...]:
     """The directories to bind onto themselves, writable, next to the read-only mounts `read_only`:
 
@@ -225,9 +233,10 @@ def pinned_directories(
       file) whose parent is writable: a read-only mount holds its own tree, but a rename of a directory
       above it (`mv ~/.local/share/toolrt x`) would move the journal and the person's approvals aside,
       and toolrt would start an empty one where it looks. A mount point cannot be renamed or removed;
-    - every directory toolrt itself makes writable beneath a read-only path (the tool-output directory
-      in the data directory), which stays writable; a directory declared for the call (an approved
-      `external_directory`) is not: no approval lifts an essential path."""
+    - every writable directory beneath a read-only path (the tool-output directory and the language
+      servers' cache in the data directory, a host's `writable:` entry), which stays writable; one an
+      approval widened this call by (`approved`: an `external_directory`) is not: no approval lifts
+      an essential path."""
     walls = {str(path) for path in essential}
     found: list[str] = []
     for path in read_only:
@@ -238,7 +247,7 @@ def pinned_directories(
             if any(within(os.path.dirname(parent), w) for w in writable):
                 found.append(parent)
             parent = os.path.dirname(parent)
-    found.extend(w for w in writable if w not in declared and any(within(w, r) and w != r for r in read_only))
+    found.extend(w for w in writable if w not in approved and any(within(w, r) and w != r for r in read_only))
     return tuple(dict.fromkeys(found))
 
 
@@ -250,11 +259,12 @@ def _exec_plan(
     root: Path,
     masks: Masks,
     source: str,
+    granted: tuple[Path, ...],
 ) -> SandboxPlan:
     """bubblewrap (Linux without Landlock) or Seatbelt (macOS): a command put in front of the program."""
     if support.bwrap:
-        declared = tuple(os.path.realpath(p) for p in policy.writable)
-        pinned = pinned_directories(protected, policy.essential, writable, declared)
+        approved = tuple(os.path.realpath(p) for p in granted)
+        pinned = pinned_directories(protected, policy.essential, writable, approved)
         prefix = bwrap_argv(
             support.bwrap, writable, protected, network=policy.network, masks=masks, empty=source, pinned=pinned
         )
