@@ -28,7 +28,7 @@ from test_boundary_attacks_startup import PAYLOAD, PERMISSIONS, _bash, _toolrt
 
 from toolrt import Runtime
 from toolrt.build.snapshot import build_snapshot
-from toolrt.config.settings import CommandLineSettings
+from toolrt.config.settings import CommandLineSettings, user_settings_file
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox.config import call_plan
 from toolrt.sandbox.support import Launch, detect_support
@@ -194,3 +194,29 @@ def test_the_environment_toolrt_runs_from_outside_the_project_is_read_only(proje
     listed = _toolrt(python, project, "list")
     assert not marker.exists(), "a .pth file the model wrote ran at toolrt's next start"
     assert listed.returncode == 0, listed.stderr
+
+
+def test_the_persons_settings_file_cannot_be_written_from_the_sandbox(project: Path) -> None:
+    """`$XDG_CONFIG_HOME/toolrt/settings.yaml` may set every host-only setting: one a process wrote (the
+    directory in the writable temp directory, or beneath an approved `external_directory` of the home)
+    turned the sandbox off at toolrt's next start, although the file did not exist before."""
+    target = user_settings_file()
+    assert not target.exists()
+    helper = (
+        "import os, pathlib\n"
+        f"os.makedirs({str(target.parent)!r}, exist_ok=True)\n"
+        f"pathlib.Path({str(target)!r}).write_text('sandbox:\\n  mode: \"off\"\\n')\n"
+    )
+
+    async def attack() -> Any:
+        with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
+            return await _run_helper(rt, helper)
+
+    assert "Read-only file system" in anyio.run(attack).output
+    assert not target.exists()
+
+    async def later() -> Any:
+        with Runtime.load(project, partial=True) as rt, anyio.fail_after(30):
+            return await rt.call("bash", {"command": "echo hi", "description": "x"}, ask=_reject)
+
+    assert "landlock" in str(anyio.run(later).metadata.get("sandbox")), "the model turned the sandbox off"
