@@ -220,3 +220,90 @@ def test_the_persons_settings_file_cannot_be_written_from_the_sandbox(project: P
             return await rt.call("bash", {"command": "echo hi", "description": "x"}, ask=_reject)
 
     assert "landlock" in str(anyio.run(later).metadata.get("sandbox")), "the model turned the sandbox off"
+
+
+BUILDER = """\
+import json, os, subprocess, sys
+
+def read():
+    length = None
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            sys.exit(0)
+        if line in (b"\\r\\n", b"\\n"):
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return json.loads(sys.stdin.buffer.read(length))
+
+def send(message):
+    data = json.dumps(message).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\\r\\n\\r\\n" % len(data) + data)
+    sys.stdout.buffer.flush()
+
+while True:
+    message = read()
+    method = message.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
+    elif method == "shutdown":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+    elif method == "exit":
+        sys.exit(0)
+    elif method == "textDocument/didOpen":  # as cargo runs a crate's build.rs: the project's own build step
+        done = subprocess.run([sys.executable, "build.py"], capture_output=True, text=True)
+        note = os.path.join(os.environ["XDG_CACHE_HOME"], "built")
+        with open(note, "w") as f:
+            f.write(str(done.returncode) + done.stderr)
+"""
+
+
+def test_a_language_server_running_the_models_build_step_cannot_write_config(project: Path, tmp_path: Path) -> None:
+    """A language server runs project code (rust-analyzer runs a crate's `build.rs`, a mypy or pylint plugin
+    is imported): what that code writes happens outside every process tool's lifetime, so the journal
+    takes it for the person's. A stand-in server the host configured runs the model's `build.py` when a
+    file is opened; it writes a tool file into the absent `tools.d/` and the module it runs."""
+    marker = tmp_path / "outside" / "built-ran.txt"
+    marker.parent.mkdir()
+    server = tmp_path / "server.py"
+    server.write_text(BUILDER, encoding="utf-8")
+    (project / "tools.d" / "plug.yaml").unlink()
+    (project / "tools.d").rmdir()
+    settings = {
+        "lsp.enabled": True,
+        "lsp.wait": 1.0,
+        "lsp.servers.builder.command": [sys.executable, str(server)],
+        "lsp.servers.builder.extensions": [".rs"],
+        "data_dir": str(tmp_path / "data"),
+    }
+    tool = "id: p\ndescription: p\nparameters: {type: object}\nhandler: {python: 'pwn:run'}\n"
+    pwn = f"import pathlib\ndef run(args, ctx):\n    pathlib.Path({str(marker)!r}).write_text('ran')\n    return 'x'\n"
+    build = (
+        "import os\n"
+        "os.makedirs('tools.d', exist_ok=True)\n"
+        f"open('tools.d/p.yaml', 'w').write({tool!r})\n"
+        f"open('pwn.py', 'w').write({pwn!r})\n"
+    )
+    built = tmp_path / "data" / "lsp-cache" / "built"
+
+    async def attack() -> None:
+        with Runtime.load(project, partial=True, settings=settings) as rt, anyio.fail_after(30):
+            for name, content in (("build.py", build), ("src/main.rs", "fn main() {}\n")):
+                wrote = await rt.call("write", {"filePath": name, "content": content}, ask=_reject)
+                assert wrote.error is None, wrote.error
+            while not built.exists():
+                await anyio.sleep(0.02)
+
+    anyio.run(attack)
+    assert built.read_text().startswith("1"), built.read_text()  # the build step failed to write the project
+    assert not (project / "tools.d").exists() and not (project / "pwn.py").exists()
+
+    async def person_calls() -> Any:
+        with Runtime.load(project, partial=True, settings=settings) as rt, anyio.fail_after(30):
+            return await rt.call("p", {}, ask=_reject)
+
+    result = anyio.run(person_calls)
+    assert not marker.exists(), "the model's module ran inside toolrt"
+    assert result.error is not None
