@@ -295,7 +295,7 @@ def _settings_directory(root: Path) -> tuple[Path, ...]:
     sandbox can keep it read-only: a settings file a process put there would turn the sandbox off at
     toolrt's next start (it may set every host-only setting). None inside the project, whose own
     settings files are the project's."""
-    directory = user_settings_file().parent.absolute()
+    directory = user_settings_file().parent.resolve()  # compared with the writable set, which is resolved
     if directory == root or directory.is_relative_to(root) or root.is_relative_to(directory):
         return ()
     try:
@@ -407,7 +407,7 @@ def _build_snapshot(
     # toolrt's data directory (the journal, the person's kept approvals, sessions), the person's settings
     # directory, the environment toolrt runs from and the locked file first: the other walls rest on them.
     essential = (
-        (_state_directory(journal.directory.parent.absolute(), root_path),)
+        (_state_directory(journal.directory.parent.resolve(), root_path),)
         + _settings_directory(root_path)
         + environments_inside(root_path)
         + ((locked_path.resolve(),) if locked_path else ())

@@ -163,7 +163,8 @@ def plan_sandbox(
     protected = tuple(
         str(p)
         for p in policy.protected
-        if policy.mode == "workspace-write"
+        # in read-only mode only what the host declared is writable: only essential paths there need a mount
+        if (policy.mode == "workspace-write" or p in policy.essential)
         and any(within(str(p), w) for w in writable)  # elsewhere it is read-only anyway
         and (p in policy.essential or not any(within(str(p), d) for d in declared))
         and os.path.lexists(p)
