@@ -31,7 +31,7 @@ import anyio
 from ..sandbox import kernel
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
-from ..sandbox.watchdog import start_watchdog
+from ..sandbox.watchdog import start_watchdog, watch
 
 __all__ = ["PidfdProcess", "ServedProcess", "open_process"]
 
@@ -256,7 +256,7 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     context switches per process, which on a busy machine weigh more than the whole sandbox.
     """
     try:
-        watchdog = start_watchdog()
+        start_watchdog()
     except OSError as error:
         raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
     started: list[subprocess.Popen[bytes]] = []
@@ -275,7 +275,7 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
             if namespace is not None:
                 single_use.append(namespace)
             started.append(subprocess.Popen(list(argv), **options))
-            watchdog.watch(started[0].pid)  # at once: ended with toolrt, even a toolrt killed without cleanup
+            watch(started[0].pid)  # at once: ended with toolrt, even a toolrt killed without cleanup
         except BaseException as error:  # handed to the caller's thread, raised there
             failed.append(error)
         finally:

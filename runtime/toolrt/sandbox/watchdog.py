@@ -7,9 +7,8 @@ signal can tie it to toolrt; killed without cleanup (SIGKILL, or SIGHUP when the
 terminal), toolrt would leave it running in the call's sandbox, writing after its lifetime in the
 attribution journal ended. The watchdog is a small process of its own, started once per toolrt process
 (`python -I -S`, standard library only, like the fork server): toolrt hands it a pidfd of each process
-it starts (`start_watchdog().watch(pid)`), and when toolrt's end of the control socket closes (toolrt
-exited or was killed: the kernel closes it either way) it sends SIGKILL through every pidfd still open,
-then exits. A pidfd
+it starts (`watch`), and when toolrt's end of the control socket closes (toolrt exited or was killed:
+the kernel closes it either way) it sends SIGKILL through every pidfd still open, then exits. A pidfd
 names exactly that process, never a later one with a recycled pid; one whose process ended is closed
 as soon as it is seen.
 
@@ -28,7 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["close_watchdog", "main", "start_watchdog"]
+__all__ = ["close_watchdog", "main", "start_watchdog", "watch"]
 
 _HERE = str(Path(__file__).parent)
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); import watchdog; sys.exit(watchdog.main(sys.argv[1:]))"
@@ -90,10 +89,6 @@ class _Watchdog:
         ours.settimeout(None)
 
     def watch(self, pid: int) -> None:
-        """Have the watchdog end process `pid` if toolrt ends before it does.
-
-        Raises:
-            OSError: the watchdog could not be told (it died: the caller must then end the process)."""
         pidfd = os.pidfd_open(pid)
         try:
             socket.send_fds(self.control, [b"w"], [pidfd])
@@ -113,10 +108,8 @@ _lock = threading.Lock()
 _watchdog: list[_Watchdog] = []
 
 
-def start_watchdog() -> _Watchdog:
-    """The running watchdog, started if it is not (before a process is started: telling it is then one
-    send, which a sandboxed thread can make; it must never start the watchdog, which would inherit its
-    sandbox).
+def start_watchdog() -> None:
+    """Start the watchdog if it is not running (before a process is started: `watch` is then one send).
 
     Raises:
         OSError: it could not be started (the process must then not be started)."""
@@ -125,7 +118,16 @@ def start_watchdog() -> _Watchdog:
             _watchdog.pop().close()
         if not _watchdog:
             _watchdog.append(_Watchdog())
-        return _watchdog[0]
+
+
+def watch(pid: int) -> None:
+    """Have the watchdog end process `pid` if toolrt ends before it does.
+
+    Raises:
+        OSError: the watchdog could not be started or told (the caller must then end the process)."""
+    start_watchdog()
+    with _lock:
+        _watchdog[0].watch(pid)
 
 
 def close_watchdog() -> None:
