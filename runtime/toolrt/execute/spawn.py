@@ -259,8 +259,7 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
         start_watchdog()
     except OSError as error:
         raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
-    started: list[subprocess.Popen[bytes]] = []
-    failed: list[BaseException] = []
+    result: list[subprocess.Popen[bytes] | BaseException] = []
     done = _thread.allocate_lock()
     done.acquire()
 
@@ -274,27 +273,28 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
                 raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
             if namespace is not None:
                 single_use.append(namespace)
-            started.append(subprocess.Popen(list(argv), **options))
-            watch(started[0].pid)  # at once: ended with toolrt, even a toolrt killed without cleanup
+            result.append(subprocess.Popen(list(argv), **options))
         except BaseException as error:  # handed to the caller's thread, raised there
-            failed.append(error)
+            result.append(error)
         finally:
             done.release()
 
     _thread.start_new_thread(body, ())
     done.acquire()
-    if failed:
+    outcome = result[0]
+    if isinstance(outcome, BaseException):
         for namespace in single_use:
             os.close(namespace)
-        for process in started:  # the watchdog could not be told: not left running unwatched
-            process.kill()
-            process.wait()
-        if started and isinstance(failed[0], OSError):
-            raise kernel.SandboxSetupError(f"the sandbox could not be set up: {failed[0]}") from failed[0]
-        raise failed[0]
+        raise outcome
     for namespace in single_use:  # here: that thread may start no thread (its next PID namespace differs)
-        release_after(started[0].pid, namespace)
-    return started[0]
+        release_after(outcome.pid, namespace)
+    try:
+        watch(outcome.pid)  # ended with toolrt, even a toolrt killed without cleanup
+    except OSError as error:
+        outcome.kill()
+        outcome.wait()
+        raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
+    return outcome
 
 
 async def open_process(
