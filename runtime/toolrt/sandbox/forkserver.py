@@ -317,16 +317,11 @@ class _Server:
             message, fds, _, _ = socket.recv_fds(self.control, 16, 4)
         except OSError:
             message, fds = b"", []
-        if not message:  # toolrt closed its end, or ended (even by SIGKILL): nothing outlives it
+        if not message:
             self.open = False
             self.selector.unregister(self.control)
             for fd in fds:
                 os.close(fd)
-            for pidfd in self.children:  # each init has SIGKILL as its parent-death signal
-                try:
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                except OSError:
-                    pass  # ended already; reaped below
             return
         if len(fds) != 4:
             for fd in fds:

@@ -2,7 +2,7 @@
 
 The server is a child of toolrt started with `subprocess` (fork and exec done safely in C), so it is
 single-threaded from its first instruction; see `forkserver` for what it does with a request. It
-ends its children and exits when toolrt closes its end of the control socket (or dies).
+exits when toolrt closes its end of the control socket (or dies) and its last child has exited.
 
 Runtimes hold it (`hold_fork_server`, taken by a Runtime's first call): it is closed, its process
 ended and reaped, when the last holder lets go (`Runtime.close`, or the Runtime collected unclosed),
@@ -98,8 +98,8 @@ class ForkServer:
         return self.process.poll() is None
 
     def close(self) -> None:
-        """Close the control socket and end the server: it kills its running children (their PID
-        namespaces end with them) and exits once they have. Idempotent."""
+        """Close the control socket and end the server: it exits once its running children have (they are
+        in sessions of their own and outlive a server killed after `_EXIT_TIMEOUT`). Idempotent."""
         self.control.close()
         try:
             self.process.wait(_EXIT_TIMEOUT)
