@@ -25,6 +25,7 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import site
 import sys
 import threading
 from collections.abc import Sequence
@@ -114,20 +115,37 @@ def _installed(origin: Path) -> bool:
 
 
 def environments_inside(root: Path) -> tuple[Path, ...]:
-    """The Python environment toolrt runs from (`sys.prefix`, `sys.exec_prefix`) and toolrt's own package
-    when they are inside the project at `root` (a `.venv`, a source checkout installed in editable mode):
-    kept read-only in the sandbox, since what a process put there (a `.pth` file, a changed module) would
-    run inside toolrt at its next start, before any check could."""
+    """What the interpreter running toolrt loads code from before any check can run: the environment
+    (`sys.prefix`, `sys.exec_prefix`), toolrt's own package, and, outside the project, every directory
+    on `sys.path` and the user site-packages. Kept read-only in the sandbox wherever a process could
+    write them (inside the project, as a `.venv` or a source checkout installed in editable mode; or in
+    the temp directory, or beneath an approved `external_directory`), since what a process put there (a
+    `.pth` file, a changed module) would run inside toolrt at its next start.
+
+    A `sys.path` directory inside the project (the person's `PYTHONPATH=src`) is the project's own
+    source, checked by the import finder; one holding the project is left out too (it would make the
+    whole project read-only)."""
     found: dict[Path, None] = {}
     package = str(Path(__file__).parent.parent)  # toolrt/build/project_import.py → toolrt/
     for prefix in (sys.prefix, sys.exec_prefix, package):
-        try:
-            path = Path(prefix).resolve()
-        except OSError:
-            continue
-        if path != root and path.is_relative_to(root):
+        path = _resolved(prefix)
+        if path is not None and path != root and path.is_relative_to(root):
             found[path] = None
-    return tuple(found)
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+    for entry in (sys.prefix, sys.exec_prefix, package, *sys.path, user_site):
+        path = _resolved(entry) if entry else None
+        if path is None or path.is_relative_to(root) or root.is_relative_to(path) or not path.is_dir():
+            continue
+        found[path] = None
+    kept = sorted(found, key=lambda p: len(p.parts))
+    return tuple(p for i, p in enumerate(kept) if not any(p.is_relative_to(q) for q in kept[:i]))
+
+
+def _resolved(entry: str) -> Path | None:
+    try:
+        return Path(entry).resolve()
+    except OSError:
+        return None
 
 
 def guard_imports(root: Path, journal: Journal) -> None:

@@ -33,7 +33,13 @@ from ..config.model import (
     tool_from_document,
 )
 from ..config.reuse import Reused
-from ..config.settings import CommandLineSettings, ResolvedSettings, Settings, resolve_settings
+from ..config.settings import (
+    CommandLineSettings,
+    ResolvedSettings,
+    Settings,
+    resolve_settings,
+    user_settings_file,
+)
 from ..errors import ConfigError, Problem, ToolrtError
 from ..permissions.config import PermissionConfig, build_permission_config
 from ..permissions.model import CallSite
@@ -277,6 +283,30 @@ def _guard_before_plugins(root_path: Path, cli: CommandLineSettings | None, reus
     guard_imports(root_path, journal_for(data_dir))
 
 
+def _state_directory(data_dir: Path, root: Path) -> Path:
+    """What stays read-only of toolrt's data directory in the sandbox: all of it (the journal, the
+    person's kept approvals and sessions; its tool-output directory is bound writable again), or only
+    the journal where the project lies inside it."""
+    if root == data_dir or data_dir in root.parents:
+        return data_dir / "attribution"
+    return data_dir
+
+
+def _settings_directory(root: Path) -> tuple[Path, ...]:
+    """The directory of the person's settings file (`$XDG_CONFIG_HOME/toolrt`), made when missing so the
+    sandbox can keep it read-only: a settings file a process put there would turn the sandbox off at
+    toolrt's next start (it may set every host-only setting). None inside the project, whose own
+    settings files are the project's."""
+    directory = user_settings_file().parent.resolve()  # compared with the writable set, which is resolved
+    if directory == root or directory.is_relative_to(root) or root.is_relative_to(directory):
+        return ()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        pass  # a read-only home: nothing can be put there either
+    return (directory,)
+
+
 def _build_snapshot(
     root_path: Path, config: ConfigSet, cli: CommandLineSettings | None, partial: bool, reusing: _Reusing
 ) -> Snapshot:
@@ -379,9 +409,11 @@ def _build_snapshot(
         raise ConfigError(errors or problems)
     modules = handler_modules(root_path, tools)
     code = project_code(root_path, tools)
-    # The journal, the environment toolrt runs from and the locked file first: the other walls rest on them.
+    # toolrt's data directory (the journal, the person's kept approvals, sessions), the person's settings
+    # directory, the environment toolrt runs from and the locked file first: the other walls rest on them.
     essential = (
-        (journal.directory.absolute(),)
+        (_state_directory(journal.directory.parent.resolve(), root_path),)
+        + _settings_directory(root_path)
         + environments_inside(root_path)
         + ((locked_path.resolve(),) if locked_path else ())
     )

@@ -20,6 +20,7 @@ from typing import TextIO
 
 from ..api import Runtime
 from ..attribution import Hold, journal_for
+from ..permissions.shown import escape_controls
 
 __all__ = ["change_text", "run_trust"]
 
@@ -35,19 +36,33 @@ def change_text(rt: Runtime, hold: Hold) -> str:
         after = hold.path.read_bytes()
     except OSError as error:
         return f"{shown}: cannot read it: {error.strerror}\n"
-    old = before.decode("utf-8", "replace").splitlines(keepends=True) if before is not None else []
+    old = _lines(before.decode("utf-8", "replace")) if before is not None else []
     lines = list(
         difflib.unified_diff(
             old,
-            after.decode("utf-8", "replace").splitlines(keepends=True),
+            _lines(after.decode("utf-8", "replace")),
             fromfile=f"{shown} (last approved)" if before is not None else "/dev/null",
             tofile=f"{shown} (now)",
         )
     )
     if len(lines) > _MAX_DIFF_LINES:
         lines = [*lines[:_MAX_DIFF_LINES], f"... {len(lines) - _MAX_DIFF_LINES} more diff lines not shown\n"]
-    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
-    return f"{shown}: {hold.reason().split(':', 1)[0]}\n{body}"
+    # The model wrote these lines: a carriage return or an escape sequence would repaint the terminal and
+    # hide what the person approves, so every control character is shown escaped (as an ask shows it).
+    body = "".join(
+        escape_controls(line[:-1]) + "\n"
+        if line.endswith("\n")
+        else escape_controls(line) + "\n\\ No newline at end of file\n"
+        for line in lines
+    )
+    return f"{escape_controls(shown)}: {hold.reason().split(':', 1)[0]}\n{body}"
+
+
+def _lines(text: str) -> list[str]:
+    """`text` split after each `\\n` only: a carriage return or a Unicode line separator inside a line is
+    shown escaped, not taken for a line break."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def run_trust(

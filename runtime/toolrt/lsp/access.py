@@ -32,6 +32,11 @@ def lsp_config(snapshot: Snapshot) -> LspConfig:
     if servers:
         cache.mkdir(parents=True, exist_ok=True)
     policy = snapshot.sandbox
+    # A server reads the project and writes only its cache: it runs project code (rust-analyzer runs a
+    # crate's build.rs, a mypy or pylint plugin is imported) outside every process tool's lifetime, so
+    # what it wrote in the project would be taken for the person's. With the sandbox off, nothing stops it.
+    if policy.mode != "off":
+        policy = dataclasses.replace(policy, mode="read-only", writable=(cache,), external_writable=False)
     try:
         plan = call_plan(
             dataclasses.replace(policy, network=False, writable=(*policy.writable, cache)),
@@ -49,7 +54,13 @@ def lsp_config(snapshot: Snapshot) -> LspConfig:
         )
     # Servers keep caches (jedi's parse cache, Go's build cache) under XDG_CACHE_HOME: one writable
     # directory of toolrt's instead of the home directory, which the sandbox keeps read-only.
-    env = {**build_env(settings.env_allow or DEFAULT_ENV_ALLOW), "XDG_CACHE_HOME": str(cache)}
+    # Temporary files and cargo's build directory go there too (the temp directories are not writable).
+    env = {
+        **build_env(settings.env_allow or DEFAULT_ENV_ALLOW),
+        "XDG_CACHE_HOME": str(cache),
+        "TMPDIR": str(cache),
+        "CARGO_TARGET_DIR": str(cache / "cargo-target"),
+    }
     return LspConfig(
         servers=servers,
         root=snapshot.root,

@@ -24,16 +24,21 @@ def bwrap_argv(
     network: bool,
     masks: Masks = NO_MASKS,
     empty: str = "/dev/null",
+    pinned: Sequence[str] = (),
 ) -> list[str]:
     """`bwrap ... --` to put in front of a command; paths that do not exist are left out. Masked
-    directories become empty read-only tmpfs mounts, masked files the empty file `empty`, read-only."""
+    directories become empty read-only tmpfs mounts, masked files the empty file `empty`, read-only;
+    `pinned` directories are bound writable among the read-only paths, the shallowest first (see
+    `kernel.bind_read_only`)."""
     argv = [bwrap, "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
     for path in writable:
         if os.path.isdir(path) and not path.startswith("/dev/"):
             argv += ["--bind", path, path]
-    for path in read_only:
-        if os.path.lexists(path):
+    for path in sorted({*read_only, *pinned}, key=lambda p: (p.rstrip("/").count("/"), p)):
+        if path in read_only and os.path.lexists(path):
             argv += ["--ro-bind", path, path]
+        elif path not in read_only and os.path.isdir(path):
+            argv += ["--bind", path, path]
     for path in masks.directories:
         if os.path.isdir(path) and not os.path.islink(path):
             argv += ["--tmpfs", path, "--remount-ro", path]

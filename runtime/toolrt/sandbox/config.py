@@ -179,7 +179,14 @@ def call_plan(
     support = support or detect_support()
     sandboxed = policy.mode != "off" and support.available
     masks = denied_paths(root, reads) if sandboxed else NO_MASKS
-    plan = plan_sandbox(policy.widened_for_call(directories), support, root=root, output_dir=output_dir, masks=masks)
+    plan = plan_sandbox(
+        policy.widened_for_call(directories),
+        support,
+        root=root,
+        output_dir=output_dir,
+        masks=masks,
+        granted=tuple(d for d in directories if d not in policy.writable),
+    )
     if plan is None and policy.required:
         raise ToolFailure(
             f"This tool runs a process, and the locked file requires an OS sandbox, which is not available here: "

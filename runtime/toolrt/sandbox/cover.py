@@ -96,7 +96,7 @@ def _probe_in_thread(cover: dict[str, Any]) -> bool:
         try:
             kernel.unshare(kernel.CLONE_NEWNS)
             kernel.make_mounts_private()
-            kernel.cover_absent(cover, (), None)
+            kernel.cover_absent(cover)
             result.append(True)
         except OSError:
             result.append(False)

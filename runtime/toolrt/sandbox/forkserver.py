@@ -135,10 +135,9 @@ class _Kept:
                 kernel.unshare(flags)
                 if mounts is not None:
                     kernel.make_mounts_private()
+                    if cover is not None:
+                        kernel.cover_absent(cover["cover"])  # type: ignore[arg-type]
                     kernel.make_mounts(mounts)
-                if cover is not None and mounts is not None:
-                    read_only = [path for path, _, _ in mounts[1]]  # type: ignore[attr-defined]
-                    kernel.cover_absent(cover["cover"], read_only, cover["masks"])  # type: ignore[arg-type]
                 os.write(ready_write, b"1")
                 os.read(done_read, 1)  # stay alive until the server holds the namespace
             finally:
@@ -154,17 +153,19 @@ class _Kept:
             os.close(done_write)
             os.waitpid(pid, 0)
 
-    def mount(self, read_only: list[str], masks: dict[str, object] | None, dev: bool) -> int:
-        key = kernel.mount_key(read_only, masks, dev)
+    def mount(self, read_only: list[str], masks: dict[str, object] | None, dev: bool, pinned: list[str]) -> int:
+        key = kernel.mount_key(read_only, masks, dev, pinned)
         if key not in self.mounts:
             if len(self.mounts) >= 16:
                 os.close(self.mounts.pop(next(iter(self.mounts))))
             self.mounts[key] = self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt")
         return self.mounts[key]
 
-    def covered(self, read_only: list[str], masks: dict[str, object] | None, dev: bool, cover: object) -> int:
+    def covered(
+        self, read_only: list[str], masks: dict[str, object] | None, dev: bool, cover: object, pinned: list[str]
+    ) -> int:
         """A single-use mount namespace with the absent protected names covered (a spare when there is one)."""
-        key = kernel.mount_key(read_only, masks, dev)
+        key = kernel.mount_key(read_only, masks, dev, pinned)
         full = (key, repr(cover), kernel.identity_key([str(cover["root"])]))  # type: ignore[index]
         spec = {"cover": cover, "masks": masks}
         fd = self.spares.pop(full, None)
@@ -208,13 +209,14 @@ class _Kept:
         """(mount namespace, network namespace, ruleset) fds for a request; built before the fork, so
         that what is kept outlives the child."""
         read_only = [str(p) for p in request.get("read_only", ())]  # type: ignore[attr-defined]
+        pinned = [str(p) for p in request.get("pinned", ())]  # type: ignore[attr-defined]
         masks = kernel.request_masks(request)
         rules = kernel.landlock_rules(request)
         mounts: int | None = None
         if request.get("cover"):
-            mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"])
+            mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
         elif kernel.wants_mounts(request):
-            mounts = self.mount(read_only, masks, bool(request.get("dev")))
+            mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
         return (
             mounts,
             self.network() if request.get("unshare_net") else None,

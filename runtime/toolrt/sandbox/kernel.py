@@ -330,16 +330,23 @@ def make_mounts_private() -> None:
     _mount(b"none", b"/", MS_REC | MS_PRIVATE)
 
 
-def bind_read_only(paths: Iterable[str]) -> None:
-    """Bind-mount each existing path onto itself, read-only (in a private mount namespace)."""
-    for path in paths:
+def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = ()) -> None:
+    """Bind-mount each existing path of `paths` onto itself, read-only, and each existing directory of
+    `pinned` onto itself, writable (in a private mount namespace), the shallowest first, so a deeper
+    mount lands on the one above it. A mount point can be neither renamed nor removed (EBUSY): pinning
+    the directories above a read-only path keeps it where toolrt looks for it, and a pinned directory
+    beneath a read-only one (the tool-output directory in toolrt's data directory) stays writable."""
+    read_only = set(paths)
+    for path in sorted(read_only | set(pinned), key=lambda p: (p.rstrip("/").count("/"), p)):
         try:
             kept = os.statvfs(path).f_flag & _KEPT_FLAGS
         except FileNotFoundError:
             continue
+        if path not in read_only and not os.path.isdir(path):
+            continue
         target = os.fsencode(path)
         _mount(target, target, MS_BIND | MS_REC)
-        _mount(None, target, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+        _mount(None, target, MS_REMOUNT | MS_BIND | (MS_RDONLY if path in read_only else 0) | kept)
 
 
 def mask(files: Iterable[str], directories: Iterable[str], empty: str) -> None:
@@ -378,18 +385,21 @@ def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def mount_key(read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool = False) -> tuple[Any, ...]:
+def mount_key(
+    read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool = False, pinned: Sequence[str] = ()
+) -> tuple[Any, ...]:
     """What a kept mount namespace is made of: whether `/dev` is the minimal one, the identity of each
-    protected path and of each masked path, so a file replaced on disk (or a new denied file) gets a
-    fresh namespace."""
+    protected path, of each masked path and of each pinned directory (see `bind_read_only`), so a file
+    replaced on disk (or a new denied file) gets a fresh namespace."""
     if masks is None:
-        return (dev, identity_key(read_only), (), (), "")
+        return (dev, identity_key(read_only), (), (), "", identity_key(pinned))
     return (
         dev,
         identity_key(read_only),
         identity_key(masks["files"]),
         identity_key(masks["directories"]),
         masks["empty"],
+        identity_key(pinned),
     )
 
 
@@ -397,12 +407,12 @@ def make_mounts(key: tuple[Any, ...]) -> None:
     """In a fresh private mount namespace: the mounts a `mount_key` describes."""
     if key[0]:
         minimal_dev()
-    bind_read_only([path for path, _, _ in key[1]])
+    bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]])
     if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
 
 
-def cover_absent(cover: Mapping[str, Any], read_only: Sequence[str], masks: Mapping[str, Any] | None) -> None:
+def cover_absent(cover: Mapping[str, Any]) -> None:
     """In a fresh private mount namespace made for ONE process: make the absent protected names directly
     in the project root unwritable, without creating anything in the real tree.
 
@@ -414,8 +424,9 @@ def cover_absent(cover: Mapping[str, Any], read_only: Sequence[str], masks: Mapp
     bind of its empty directory: `mkdir`, `mv`, `ln`, a rename into place or a write beneath it fails
     (EEXIST, EBUSY, EROFS), and nothing is ever copied up. Every other name is the real one: new files,
     writes, renames and removals go straight to the real tree (one filesystem: `mv` and `ln` between
-    directories work as outside). The overlay hides the mounts below the root, so the read-only
-    protected paths and the masks beneath it are mounted again on top of it.
+    directories work as outside). The overlay hides the mounts below the root, so it comes first and
+    `make_mounts` puts the read-only paths, the pinned directories and the masks on top of it (and the
+    data directory holding `lower` and `work` read-only after them).
 
     An overlay caches what it looked up and does not see changes made beside it, so a namespace with a
     cover serves one process and is never kept (see `namespaces.covered_namespace`)."""
@@ -444,14 +455,6 @@ def cover_absent(cover: Mapping[str, Any], read_only: Sequence[str], masks: Mapp
         placeholder = os.fsencode(os.path.join(root, str(name)))
         _mount(os.path.join(lower, os.fsencode(str(name))), placeholder, MS_BIND)
         _mount(None, placeholder, MS_REMOUNT | MS_BIND | MS_RDONLY | hidden)
-    inside = root.rstrip("/") + "/"
-    bind_read_only([path for path in read_only if path.startswith(inside)])
-    if masks is not None:
-        mask(
-            [path for path in masks["files"] if path.startswith(inside)],
-            [path for path in masks["directories"] if path.startswith(inside)],
-            masks["empty"],
-        )
 
 
 def wants_mounts(request: Mapping[str, Any]) -> bool:

@@ -64,10 +64,13 @@ def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
     return outcome
 
 
-def mount_namespace(read_only: Sequence[str], masks: Mapping[str, Any] | None = None, dev: bool = False) -> int:
-    """An fd of a private mount namespace where `read_only` are read-only bind mounts, the paths of
-    `masks` (`kernel.request_masks`) are hidden, and with `dev` `/dev` is the minimal one."""
-    key = kernel.mount_key(read_only, masks, dev)
+def mount_namespace(
+    read_only: Sequence[str], masks: Mapping[str, Any] | None = None, dev: bool = False, pinned: Sequence[str] = ()
+) -> int:
+    """An fd of a private mount namespace where `read_only` are read-only bind mounts, `pinned` are
+    writable ones (see `kernel.bind_read_only`), the paths of `masks` (`kernel.request_masks`) are
+    hidden, and with `dev` `/dev` is the minimal one."""
+    key = kernel.mount_key(read_only, masks, dev, pinned)
     with _lock:
         fd = _mounts.get(key)
         if fd is not None:
@@ -116,6 +119,7 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     to `release_after` once the process is started (this thread may start no thread by then), or None;
     and the seccomp listener of a request with a socket allow-list (`supervise_unix`), or None."""
     read_only = [str(p) for p in request.get("read_only", ())]
+    pinned = [str(p) for p in request.get("pinned", ())]
     masks = kernel.request_masks(request)
     rules = kernel.landlock_rules(request)
     # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
@@ -125,9 +129,9 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     if kernel.wants_mounts(request):
         cover = request.get("cover")
         if cover:
-            mounts = single_use = covered_namespace(read_only, masks, bool(request.get("dev")), cover)
+            mounts = single_use = covered_namespace(read_only, masks, bool(request.get("dev")), cover, pinned)
         else:
-            mounts = mount_namespace(read_only, masks, bool(request.get("dev")))
+            mounts = mount_namespace(read_only, masks, bool(request.get("dev")), pinned)
         kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
         kernel.setns(mounts, kernel.CLONE_NEWNS)
     if request.get("unshare_net"):
@@ -160,33 +164,34 @@ _wanted: dict[int, tuple[Any, ...]] = {}
 _MAX_SPARES = 4
 
 
-def covered_namespace(read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any) -> int:
+def covered_namespace(
+    read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any, pinned: Sequence[str] = ()
+) -> int:
     """An fd of a fresh mount namespace for ONE process: the kept mounts, and the absent protected names
     covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes
     under it, so no two processes share one. The next one is made ahead, in a thread, before it is
     needed (its overlay has looked nothing up until it is used), and the end of each (unmounting it, a
     few milliseconds) is left to `release_after`: neither is on the path of a call."""
-    key = (kernel.mount_key(read_only, masks, dev), repr(cover), kernel.identity_key([str(cover["root"])]))
+    mounts = kernel.mount_key(read_only, masks, dev, pinned)
+    key = (mounts, repr(cover), kernel.identity_key([str(cover["root"])]))
     with _lock:
         fd = _spares.pop(key, None)
-        _wanted[fd if fd is not None else -1] = (key, read_only, masks, dev, cover)
+        _wanted[fd if fd is not None else -1] = (key, mounts, cover)
     if fd is None:
-        fd = _in_new_thread(lambda: _make_covered(read_only, masks, dev, cover), "mnt")
+        fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
         with _lock:
             _wanted[fd] = _wanted.pop(-1)
     return fd
 
 
-def _make_covered(read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any) -> None:
+def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
     kernel.unshare(kernel.CLONE_NEWNS)
     kernel.make_mounts_private()
-    kernel.make_mounts(kernel.mount_key(read_only, masks, dev))
-    kernel.cover_absent(cover, read_only, masks)
+    kernel.cover_absent(cover)
+    kernel.make_mounts(mounts)
 
 
-def _make_spare(
-    key: tuple[Any, ...], read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any
-) -> None:
+def _make_spare(key: tuple[Any, ...], mounts: tuple[Any, ...], cover: Any) -> None:
     with _lock:
         if key in _building or key in _spares:
             return
@@ -195,7 +200,7 @@ def _make_spare(
     def body() -> None:  # a bare thread: no start handshake to wait for
         fd = None
         try:
-            _make_covered(read_only, masks, dev, cover)
+            _make_covered(mounts, cover)
             fd = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             pass  # the next process makes its own, and reports what fails

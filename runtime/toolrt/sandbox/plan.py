@@ -26,7 +26,7 @@ from .seccomp import supported as seccomp_supported
 from .supervisor import pin
 from .support import Support
 
-__all__ = ["DEVICE_FILES", "SandboxPlan", "plan_sandbox", "within", "writable_set"]
+__all__ = ["DEVICE_FILES", "SandboxPlan", "pinned_directories", "plan_sandbox", "within", "writable_set"]
 
 DEVICE_FILES: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts")
 """Writable in every mode: programs expect to write to these (`2>/dev/null`, a terminal)."""
@@ -75,6 +75,8 @@ class SandboxPlan:
     cover_dirs: tuple[str, str] = ("", "")
     """(lower, work): the overlay's directories for `covered`."""
     root: str = ""
+    pinned: tuple[str, ...] = ()
+    """Directories bound onto themselves, writable, in the mount namespace (see `pinned_directories`)."""
 
     def _cover(self) -> dict[str, object] | None:
         if not self.covered:
@@ -108,6 +110,7 @@ class SandboxPlan:
                 else None
             ),
             "read_only": list(self.read_only),
+            "pinned": list(self.pinned),
             "masks": {
                 "files": list(self.masks.files),
                 "directories": list(self.masks.directories),
@@ -141,9 +144,16 @@ def _fixed_writable(policy: SandboxPolicy, root: Path) -> tuple[str, ...]:
 
 
 def plan_sandbox(
-    policy: SandboxPolicy, support: Support, *, root: Path, output_dir: Path, masks: Masks = NO_MASKS
+    policy: SandboxPolicy,
+    support: Support,
+    *,
+    root: Path,
+    output_dir: Path,
+    masks: Masks = NO_MASKS,
+    granted: tuple[Path, ...] = (),
 ) -> SandboxPlan | None:
     """The plan for `policy` on this machine; None when the mode is `off` or no mechanism exists.
+    `granted`: the directories of `policy.writable` an approval widened it by for this call.
 
     Raises:
         ToolFailure: `masks` is not empty and this machine has no way to hide them (Landlock without a
@@ -158,13 +168,14 @@ def plan_sandbox(
     protected = tuple(
         str(p)
         for p in policy.protected
-        if policy.mode == "workspace-write"
+        # in read-only mode only what the host declared is writable: only essential paths there need a mount
+        if (policy.mode == "workspace-write" or p in policy.essential)
         and any(within(str(p), w) for w in writable)  # elsewhere it is read-only anyway
         and (p in policy.essential or not any(within(str(p), d) for d in declared))
         and os.path.lexists(p)
     )
     if not support.landlock_abi:
-        return _exec_plan(policy, support, writable, protected, root, masks, source)
+        return _exec_plan(policy, support, writable, protected, root, masks, source, granted)
     if masks and not support.mount_namespace:
         raise ToolFailure(
             f"The read rules deny {_count(masks)} in the project, which this process could read: the sandbox "
@@ -198,6 +209,8 @@ def plan_sandbox(
     sockets = pin(policy.sockets) if policy.sockets and seccomp_supported() else ()
     if sockets:
         parts.append(f"{len(sockets)} listed UNIX socket{'s' if len(sockets) > 1 else ''}")
+    approved = tuple(os.path.realpath(p) for p in granted)
+    pinned = pinned_directories(read_only, policy.essential, writable, approved)
     return SandboxPlan(
         launch=support.launch,
         landlock_abi=support.landlock_abi,
@@ -217,7 +230,35 @@ def plan_sandbox(
         covered=tuple(cover["names"]) if cover is not None else (),
         cover_dirs=(cover["lower"], cover["work"]) if cover is not None else ("", ""),
         root=str(root),
+        pinned=pinned,
     )
+
+
+def pinned_directories(
+    read_only: tuple[str, ...], essential: tuple[Path, ...], writable: tuple[str, ...], approved: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The directories to bind onto themselves, writable, next to the read-only mounts `read_only`:
+
+    - every directory above an essential path (the data directory, toolrt's environment, the locked
+      file) whose parent is writable: a read-only mount holds its own tree, but a rename of a directory
+      above it (`mv ~/.local/share/toolrt x`) would move the journal and the person's approvals aside,
+      and toolrt would start an empty one where it looks. A mount point cannot be renamed or removed;
+    - every writable directory beneath a read-only path (the tool-output directory and the language
+      servers' cache in the data directory, a host's `writable:` entry), which stays writable; one an
+      approval widened this call by (`approved`: an `external_directory`) is not: no approval lifts
+      an essential path."""
+    walls = {str(path) for path in essential}
+    found: list[str] = []
+    for path in read_only:
+        if path not in walls:
+            continue
+        parent = os.path.dirname(path)
+        while parent != os.path.dirname(parent):
+            if any(within(os.path.dirname(parent), w) for w in writable):
+                found.append(parent)
+            parent = os.path.dirname(parent)
+    found.extend(w for w in writable if w not in approved and any(within(w, r) and w != r for r in read_only))
+    return tuple(dict.fromkeys(found))
 
 
 def _exec_plan(
@@ -228,10 +269,15 @@ def _exec_plan(
     root: Path,
     masks: Masks,
     source: str,
+    granted: tuple[Path, ...],
 ) -> SandboxPlan:
     """bubblewrap (Linux without Landlock) or Seatbelt (macOS): a command put in front of the program."""
     if support.bwrap:
-        prefix = bwrap_argv(support.bwrap, writable, protected, network=policy.network, masks=masks, empty=source)
+        approved = tuple(os.path.realpath(p) for p in granted)
+        pinned = pinned_directories(protected, policy.essential, writable, approved)
+        prefix = bwrap_argv(
+            support.bwrap, writable, protected, network=policy.network, masks=masks, empty=source, pinned=pinned
+        )
         parts = [f"bubblewrap {policy.mode}"] + ([] if policy.network else ["netns"])
     else:  # Seatbelt matches paths, not inodes: an absent protected name is denied as well as one that exists
         named = tuple(dict.fromkeys((*protected, *(str(root / n) for n in absent_names(root, policy.protected)))))
