@@ -4,7 +4,7 @@ it the analyzer cannot see, and the `bash` patterns the rules are matched agains
 from __future__ import annotations
 
 import posixpath
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from .analysis_scripts import ScriptChecks, interpreter
 from .analysis_state import GLOB_CHARS, brief, env_reason
@@ -14,11 +14,12 @@ from .braces import expand_braces
 from .globs import GLOB_OPTIONS, glob_options, glob_paths
 from .operands import not_paths, operand_programs
 from .programs import unseen_code
-from .python_code import inert_python, inline_code, stdin_code
+from .python_code import inert_python, inline_code, is_python, stdin_code
 from .unwrap import Unwrapped, unwrap
 from .variables import ASSIGNING_BUILTINS, assigned_names, traces
 from .words import Word, evaluate
-from .wrappers import Wrapper
+from .wrappers import Wrapper, WrapperTable
+from .writes import write_rules
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -57,7 +58,7 @@ class CommandChecks(ScriptChecks):
             if start >= 0:
                 self.findings.patterns[self._slice(start, end)] = None
             return nested
-        if any(word.glob and word.value is not None and "{" in word.value for word in words):
+        if [word for word in words if word.glob] and _braced(words):
             expanded = self._expand_words(words)
             if expanded is None:
                 self.findings.fail_closed(self._slice(start, end), "a brace expansion makes too many words to check")
@@ -66,13 +67,14 @@ class CommandChecks(ScriptChecks):
         reasons = list(self.inherited)
         for assignment in assignments:
             reasons.extend(self._assignment_reasons(assignment))
-        if not reasons and not redirected and self._final_cd(node, parent, words):
+        if not reasons and not redirected and words[0].value == "cd" and self._final_cd(node, parent, words):
             return nested  # the line ends with it: where it goes changes nothing, and nothing runs there
         rest = self._slice(node.end_byte, end) if redirected else ""
-        program = posixpath.basename(words[0].value) if words[0].value else ""
-        text = not_paths(program, [word.value for word in words[1:]]) if program in operand_programs() else None
+        values = [word.value for word in words]
+        program = values[0].rpartition("/")[2] if values[0] else ""
+        text = not_paths(program, values[1:]) if program in operand_programs() else None
         self._check_paths(words, text=text)
-        self._segments(_Command(node, parent, words, [word.value for word in words], start, end, rest), reasons)
+        self._segments(_new_command(_Command, (node, parent, words, values, start, end, rest)), reasons)
         return nested
 
     def _command_parts(self, node: Node) -> tuple[bool, list[Word], list[Node], list[Node], int]:
@@ -83,16 +85,21 @@ class CommandChecks(ScriptChecks):
         assignments: list[Node] = []
         nested: list[Node] = []
         start = -1
+        known, source = self.known, self.source
         for child in node.named_children:
             kind = child.type
             if named:
                 if kind not in REDIRECTS:
-                    words.append(self._operand_word(child, kind))
+                    word = evaluate(child, known, kind, source=source)
+                    if kind == "word" and _hidden(word.raw):
+                        self._hidden_in_word(child, word.raw)
+                    words.append(word)
             elif kind == "command_name":
                 named = True
                 start = child.start_byte if start < 0 else start
-                words.append(self._name_word(child))
-                if words[-1].kind not in PLAIN_WORDS:
+                name = self._name_word(child)
+                words.append(name)
+                if name.kind not in PLAIN_WORDS:
                     nested.append(child)
                 continue
             elif kind == "variable_assignment":
@@ -106,14 +113,8 @@ class CommandChecks(ScriptChecks):
     def _name_word(self, name: Node) -> Word:
         name_word = name.named_children[0] if name.named_child_count == 1 else name
         word = evaluate(name_word, self.known, source=self.source)
-        if word.kind == "word":
+        if word.kind == "word" and _hidden(word.raw):
             self._hidden_in_word(name_word, word.raw)
-        return word
-
-    def _operand_word(self, child: Node, kind: str) -> Word:
-        word = evaluate(child, self.known, kind, source=self.source)
-        if kind == "word":
-            self._hidden_in_word(child, word.raw)
         return word
 
     def _final_cd(self, node: Node, parent: Node | None, words: list[Word]) -> bool:
@@ -128,7 +129,7 @@ class CommandChecks(ScriptChecks):
 
     def _hidden_in_word(self, node: Node, raw: str) -> None:
         """`\\`rm\\`` inside backticks: bash unescapes and runs it; tree-sitter sees a plain word."""
-        if "`" in raw or "$(" in raw or "$[" in raw:
+        if _hidden(raw):
             self._fail(node, f"`{brief(raw)}` holds a command substitution that could not be analysed")
 
     def _expand_words(self, words: list[Word]) -> list[Word] | None:
@@ -171,13 +172,13 @@ class CommandChecks(ScriptChecks):
             return []
         own = list(inherited)
         redirects = command.rest if whole else ""
+        if plain_program(self.table, head):
+            # No table has anything to say about it: its patterns, and what its `-o`-like options write.
+            self._emit(words, first, last, text, redirects, own)
+            self._writes(values[first:last], text, fed=feeder == "xargs")
+            return []
         if head in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
-            certain = first == 0 and _then(command.node, command.parent)
-            self._cd(words, first, last, text, name=head, certain=certain)
-            if own:
-                self.findings.unseen_command((text,), "; ".join(dict.fromkeys(own)))
-            elif redirects:
-                self.findings.patterns[text + redirects] = None
+            self._cd_segment(command, first, last, text, own, redirects)
             return []
         self._shell_state(head, values[first + 1 : last], text)
         if head in _INERT and not own and not redirects and _inert(head, values[first:last]):
@@ -203,6 +204,16 @@ class CommandChecks(ScriptChecks):
         if wrapper is None or inner is None:
             return []
         return self._wrapped(command, first, text, wrapper, inner, own)
+
+    def _cd_segment(self, command: _Command, first: int, last: int, text: str, own: list[str], redirects: str) -> None:
+        """`cd`, `pushd`, `popd`: where the line goes on in, and the command itself when it must ask."""
+        head = command.values[first] or ""
+        certain = first == 0 and _then(command.node, command.parent)
+        self._cd(command.words, first, last, text, name=head, certain=certain)
+        if own:
+            self.findings.unseen_command((text,), "; ".join(dict.fromkeys(own)))
+        elif redirects:
+            self.findings.patterns[text + redirects] = None
 
     def _unknown_name(self, head: Word, args: list[str | None], text: str) -> None:
         """A command name only known when it runs (named for the deny rules where it can be), or a
@@ -275,11 +286,14 @@ class CommandChecks(ScriptChecks):
         if base not in _NAMED_BUILTINS and not self.table.describes(base):
             return  # no table describes it: nothing it does is hidden from the analysis
         args = [word.value for word in words[first + 1 : last]]
-        self._unseen_builtin(node, words, first, last, text, reasons)
-        self._unseen_code(node, parent, base, args, text)
+        if base in _NAMED_BUILTINS or base in self.table.unseen:  # all `_unseen_builtin` reads
+            self._unseen_builtin(node, words, first, last, text, reasons)
+        if self.table.code_options_of(base) is not None or is_python(base):  # all `_unseen_code` reads
+            self._unseen_code(node, parent, base, args, text)
         follow = self.table.follow_options.get(base)
-        if follow is not None and any(has_option(arg, follow) for arg in args):
-            self._walked_links(base, args)
+        if follow is not None and [arg for arg in args if arg is not None and arg[:1] == "-"]:
+            if any(has_option(arg, follow) for arg in args):
+                self._walked_links(base, args)
         known = self.table.subcommands.get(base)
         if known is not None:
             subcommand = self._subcommand(base, args)
@@ -368,17 +382,12 @@ class CommandChecks(ScriptChecks):
 
     def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
         self.findings.emitted += 1
-        tokens: list[str] = []
-        dynamic_at = -1
-        for word in words[first:last]:
-            value = word.value
-            if value is None:
-                if dynamic_at < 0:
-                    dynamic_at = len(tokens)
-                tokens.append(word.raw)
-            else:
-                tokens.append(value)
-        literal = tokens if dynamic_at < 0 else tokens[:dynamic_at]
+        values = [word.value for word in words[first:last]]
+        if None in values:  # the literal words are those before the first dynamic one
+            tokens = [word.raw if word.value is None else word.value for word in words[first:last]]
+            literal = tokens[: values.index(None)]
+        else:
+            tokens = literal = cast("list[str]", values)
         patterns = [text, " ".join(tokens) + rest]
         base = tokens[0]
         if "/" in base:
@@ -390,9 +399,9 @@ class CommandChecks(ScriptChecks):
             if stripped is not None:
                 patterns.append(" ".join(stripped + tokens[len(literal) :]) + rest)
                 literal = stripped
-        named = prefix(literal)
+        named = " ".join(prefix(literal))
         # An "always" rule is a wildcard: a `*` or `?` the model wrote (`git '*'`) would become one.
-        always = " ".join(named) + " *" if not any("*" in t or "?" in t for t in named) else None
+        always = named + " *" if "*" not in named and "?" not in named else None
         unique = tuple(dict.fromkeys(patterns))
         if reasons:
             self.findings.unseen_command(unique, "; ".join(dict.fromkeys(reasons)))
@@ -496,6 +505,45 @@ class _Command(NamedTuple):
     start: int
     end: int
     rest: str
+
+
+# Names `_segment` reads specially whatever the wrapper table says.
+_SPECIAL = frozenset(("cd", "pushd", "popd", "trap", "bash", "sh", "git", *_INERT, *_NAMED_BUILTINS, *_RESERVED))
+_MAX_FACTS = 4_096
+
+
+def plain_program(table: WrapperTable, head: str) -> bool:
+    """Whether `head` (a command name) is a program no table describes: not a builtin the analyzer
+    reads, no wrapper, no unseen effect or code option, no interpreter, no path, and no row of the
+    writes table. Derived once per table and name (`WrapperTable.facts`)."""
+    plain = table.facts.get(head)
+    if plain is None:
+        plain = (
+            "/" not in head
+            and head not in _SPECIAL
+            and not table.may_wrap(head)
+            and not table.describes(head)
+            and head not in table.global_options
+            and not interpreter(head)
+            and head not in write_rules()
+        )
+        if len(table.facts) >= _MAX_FACTS:
+            table.facts.clear()
+        table.facts[head] = plain
+    return plain
+
+
+_new_command = tuple.__new__  # a `_Command` without the keyword-taking constructor, once per command
+
+
+def _hidden(raw: str) -> bool:
+    """Whether a plain word holds what bash runs as a command substitution (a backtick, `$(`, `$[`)."""
+    return "`" in raw or "$(" in raw or "$[" in raw
+
+
+def _braced(words: list[Word]) -> bool:
+    """Whether a word holds a brace expansion (`{a,b}`) to expand before anything else."""
+    return any(word.glob and word.value is not None and "{" in word.value for word in words)
 
 
 def _inert(head: str, values: list[str | None]) -> bool:

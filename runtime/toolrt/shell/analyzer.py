@@ -149,10 +149,11 @@ class _Analysis(CommandChecks):
             self.visited += 1
             if (not self.visited & 255 or self.visited > limits.MAX_NODES) and self._spent():
                 return
-            children = self._visit(entry, parent)
+            kind = entry.type
+            children = self._visit(entry, kind, parent)
             if children is None:
                 return
-            if (children or entry.type in _NESTING) and not self._descend(stack, entry, children, nesting):
+            if (children or kind in _NESTING) and not self._descend(stack, entry, kind, children, nesting):
                 return
 
     def _spent(self) -> bool:
@@ -165,9 +166,9 @@ class _Analysis(CommandChecks):
             return True
         return False
 
-    def _visit(self, node: Node, parent: Node | None) -> Sequence[Node] | None:
-        """Check one node; returns the children that may hold more (None: the node budget is spent)."""
-        kind = node.type
+    def _visit(self, node: Node, kind: str, parent: Node | None) -> Sequence[Node] | None:
+        """Check one node of type `kind`; returns the children that may hold more (None: the node
+        budget is spent)."""
         if kind == "command":
             # Plain words hold no commands; only the rest of a command's children are walked. Its
             # words count against the budget too (before they are read), so a huge flat command
@@ -183,11 +184,16 @@ class _Analysis(CommandChecks):
         return () if kind in _LEAVES else node.named_children
 
     def _descend(
-        self, stack: list[tuple[Node | _Restore, Node | None, int]], node: Node, children: Sequence[Node], nesting: int
+        self,
+        stack: list[tuple[Node | _Restore, Node | None, int]],
+        node: Node,
+        kind: str,
+        children: Sequence[Node],
+        nesting: int,
     ) -> bool:
-        """Push the children, with the entries that restore the working directories after them;
-        False when the nesting limit is reached (the whole text has failed closed)."""
-        kind = node.type
+        """Push the children of `node` (of type `kind`), with the entries that restore the working
+        directories after them; False when the nesting limit is reached (the whole text has failed
+        closed)."""
         if kind in _NESTING:
             nesting += 1
             if nesting > limits.MAX_NESTING:
@@ -201,9 +207,12 @@ class _Analysis(CommandChecks):
         elif kind in ("function_definition", "pipeline"):
             # A function body runs when called (maybe never); each part of a pipeline is a subshell.
             stack.append((_Restore(self.cwds, merge=kind == "function_definition"), None, nesting))
+        if kind != "pipeline":
+            stack.extend([(child, node, nesting) for child in reversed(children)])
+            return True
         for index in range(len(children) - 1, -1, -1):
             stack.append((children[index], node, nesting))
-            if kind == "pipeline" and index:
+            if index:
                 stack.append((_Restore(self.cwds, merge=False), None, nesting))
         return True
 
