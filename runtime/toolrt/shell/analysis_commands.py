@@ -111,7 +111,8 @@ class CommandChecks(ScriptChecks):
         return named, words, assignments, nested, start
 
     def _name_word(self, name: Node) -> Word:
-        name_word = name.named_children[0] if name.named_child_count == 1 else name
+        children = name.named_children
+        name_word = children[0] if len(children) == 1 else name
         word = evaluate(name_word, self.known, source=self.source)
         if word.kind == "word" and _hidden(word.raw):
             self._hidden_in_word(name_word, word.raw)
@@ -402,12 +403,11 @@ class CommandChecks(ScriptChecks):
         named = " ".join(prefix(literal))
         # An "always" rule is a wildcard: a `*` or `?` the model wrote (`git '*'`) would become one.
         always = named + " *" if "*" not in named and "?" not in named else None
-        unique = tuple(dict.fromkeys(patterns))
         if reasons:
-            self.findings.unseen_command(unique, "; ".join(dict.fromkeys(reasons)))
+            self.findings.unseen_command(tuple(dict.fromkeys(patterns)), "; ".join(dict.fromkeys(reasons)))
             return
         found = self.findings.patterns
-        for pattern in unique:
+        for pattern in patterns:  # in order, each once
             found[pattern] = None
         if always is not None:
             self.findings.always[always] = None

@@ -44,6 +44,8 @@ class PathChecks(AnalysisState):
     def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: frozenset[int] | None = None) -> None:
         """Check the words (after the command's name) that may be paths; `text` holds the positions,
         counted after the name, that the program reads as text, patterns or scripts."""
+        if skip_first and len(words) < 2:
+            return
         base = self._cwd_real()
         for position, word in enumerate(words[1:] if skip_first else words):
             if text and position in text and not word.glob and not word.defaults:
@@ -303,7 +305,7 @@ class PathChecks(AnalysisState):
         self._set_cwds(tuple(targets) if certain else (*self.cwds, *targets))
 
     def _set_cwds(self, cwds: tuple[str | None, ...]) -> None:
-        unique = tuple(dict.fromkeys(cwds))
+        unique = cwds if len(cwds) == 1 else tuple(dict.fromkeys(cwds))
         if len(unique) > _MAX_CWDS:
             self.findings.fail_closed(self.text, "the working directory could be too many places to follow")
             unique = (None,)

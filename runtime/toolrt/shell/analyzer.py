@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from . import limits
 from .analysis_commands import CommandChecks
 from .findings import Findings
-from .parser import parse
+from .parser import INLINE_BYTES, parse
 from .paths import PathScope
 from .wrappers import WrapperTable
 
@@ -122,8 +122,8 @@ class _Analysis(CommandChecks):
             self.findings.fail_closed(text, f"the command is longer than {limits.MAX_INPUT_BYTES} bytes")
             return
         tree = parse(self.source, self.findings.deadline)
-        if tree is None:
-            self._out_of_time()
+        if tree is None or (len(self.source) > INLINE_BYTES and self.findings.out_of_time()):
+            self._out_of_time()  # a long text whose parse spent the budget is not walked at all
             return
         root = tree.root_node
         self._set_pwd()

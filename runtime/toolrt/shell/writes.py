@@ -167,7 +167,10 @@ def may_write(values: Sequence[str | None]) -> bool:
     name = values[0].rpartition("/")[2]
     if name == "git" or name in write_rules():
         return True
-    return any(value is not None and may_name_output(value) for value in values[1:])
+    for value in values[1:]:
+        if value is not None and value.startswith(_NAMING_PREFIXES):  # may_name_output
+            return True
+    return False
 
 
 def may_name_output(word: str) -> bool:
