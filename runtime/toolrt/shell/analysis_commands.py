@@ -6,20 +6,20 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, NamedTuple, cast
 
-from .analysis_scripts import ScriptChecks, interpreter
+from .analysis_scripts import ScriptChecks
 from .analysis_state import GLOB_CHARS, brief, env_reason
 from .analysis_variables import NAME_BUILTINS, evaluated_names
 from .arity import prefix
 from .braces import expand_braces
+from .facts import INERT, RESERVED, ProgramFacts, program_facts
 from .globs import GLOB_OPTIONS, glob_options, glob_paths
 from .operands import not_paths, operand_programs
 from .programs import unseen_code
-from .python_code import inert_python, inline_code, is_python, stdin_code
+from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import Unwrapped, unwrap
-from .variables import ASSIGNING_BUILTINS, assigned_names, traces
+from .variables import assigned_names, traces
 from .words import Word, evaluate
-from .wrappers import Wrapper, WrapperTable
-from .writes import write_rules
+from .wrappers import Wrapper
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -29,18 +29,6 @@ __all__ = ["PLAIN_WORDS", "REDIRECTS", "CommandChecks"]
 PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
 _XARGS_REPLACE = frozenset(("-I", "-i", "--replace"))
-# Builtins that neither run anything nor write anything (with no redirection): no request at all.
-_INERT = frozenset(("true", "false", ":", "set", "shopt"))
-# Reserved words bash reads at a command's start. tree-sitter leaves some compound commands unparsed
-# (`time { ...; }`, `! { ...; }`, `coproc NAME { ...; }`) and offers the reserved word as a command name.
-_RESERVED = frozenset(
-    ("{", "}", "!", "if", "then", "elif", "else", "fi", "do", "done", "case", "esac", "while", "until", "for",
-     "select", "function", "in", "[[", "]]")
-)  # fmt: skip
-
-# Builtins `_unseen` reads whatever the tables say: they alias, evaluate arithmetic, source scripts,
-# evaluate or assign variable names.
-_NAMED_BUILTINS = frozenset(("shopt", "let", "source", ".", *NAME_BUILTINS, *ASSIGNING_BUILTINS))
 
 
 class CommandChecks(ScriptChecks):
@@ -168,12 +156,13 @@ class CommandChecks(ScriptChecks):
             command.end if whole else words[last - 1].node.end_byte,
         )
         head = words[first].value
-        if head is None or words[first].glob or head in _RESERVED:
+        if head is None or words[first].glob or head in RESERVED:
             self._unknown_name(words[first], values[first + 1 : last], text)
             return []
         own = list(inherited)
         redirects = command.rest if whole else ""
-        if plain_program(self.table, head):
+        facts = program_facts(self.table, head)
+        if facts.plain:
             # No table has anything to say about it: its patterns, and what its `-o`-like options write.
             self._emit(words, first, last, text, redirects, own)
             self._writes(values[first:last], text, fed=feeder == "xargs")
@@ -182,9 +171,9 @@ class CommandChecks(ScriptChecks):
             self._cd_segment(command, first, last, text, own, redirects)
             return []
         self._shell_state(head, values[first + 1 : last], text)
-        if head in _INERT and not own and not redirects and _inert(head, values[first:last]):
+        if head in INERT and not own and not redirects and _inert(head, values[first:last]):
             return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
-        wrapper = self.table.match(values, first)
+        wrapper = self.table.match(values, first) if facts.may_wrap else None
         if feeder and wrapper is not None:
             self.findings.fail_closed(
                 text, f"`{feeder}` adds words to `{head}` when it runs, which may make them a command"
@@ -193,13 +182,14 @@ class CommandChecks(ScriptChecks):
         if inner is not None:
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
         self._emit(words, first, last, text, redirects, own)
-        self._unseen(command.node, command.parent, words, first, last, text, own)
+        if facts.described:
+            self._unseen(command.node, command.parent, words, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
             valued = wrapper.options_with_value
             self._script_file(words, first, last, text, own, valued=valued, bash=wrapper.dialect == "bash")
         if "/" in head:  # the program is a file (`./x`, and a `./bash` or `./sudo` the model may have written)
             self._run_file(head, text, own)
-        if interpreter(head):
+        if facts.interpreter:
             self._interpreted(head, values[first + 1 : last], text)
         self._writes(values[first:last], text, fed=feeder == "xargs")
         if wrapper is None or inner is None:
@@ -279,17 +269,24 @@ class CommandChecks(ScriptChecks):
                 self.findings.named[f"{name} {tail}" if tail else name] = None
 
     def _unseen(
-        self, node: Node, parent: Node | None, words: list[Word], first: int, last: int, text: str, reasons: list[str]
+        self,
+        node: Node,
+        parent: Node | None,
+        words: list[Word],
+        first: int,
+        last: int,
+        text: str,
+        reasons: list[str],
+        facts: ProgramFacts,
     ) -> None:
-        """What this command does that the analyzer cannot see: the command table, code in another
-        language, a configured alias, a script fed or written by the line itself."""
+        """What this command (a `described` one, by its `facts`) does that the analyzer cannot see:
+        the command table, code in another language, a configured alias, a script fed or written by
+        the line itself."""
         base = (words[first].value or "").rpartition("/")[2]
-        if base not in _NAMED_BUILTINS and not self.table.describes(base):
-            return  # no table describes it: nothing it does is hidden from the analysis
         args = [word.value for word in words[first + 1 : last]]
-        if base in _NAMED_BUILTINS or base in self.table.unseen:  # all `_unseen_builtin` reads
+        if facts.builtin:  # all `_unseen_builtin` reads
             self._unseen_builtin(node, words, first, last, text, reasons)
-        if self.table.code_options_of(base) is not None or is_python(base):  # all `_unseen_code` reads
+        if facts.code:  # all `_unseen_code` reads
             self._unseen_code(node, parent, base, args, text)
         follow = self.table.follow_options.get(base)
         if follow is not None and [arg for arg in args if arg is not None and arg[:1] == "-"]:
@@ -507,32 +504,6 @@ class _Command(NamedTuple):
     rest: str
 
 
-# Names `_segment` reads specially whatever the wrapper table says.
-_SPECIAL = frozenset(("cd", "pushd", "popd", "trap", "bash", "sh", "git", *_INERT, *_NAMED_BUILTINS, *_RESERVED))
-_MAX_FACTS = 4_096
-
-
-def plain_program(table: WrapperTable, head: str) -> bool:
-    """Whether `head` (a command name) is a program no table describes: not a builtin the analyzer
-    reads, no wrapper, no unseen effect or code option, no interpreter, no path, and no row of the
-    writes table. Derived once per table and name (`WrapperTable.facts`)."""
-    plain = table.facts.get(head)
-    if plain is None:
-        plain = (
-            "/" not in head
-            and head not in _SPECIAL
-            and not table.may_wrap(head)
-            and not table.describes(head)
-            and head not in table.global_options
-            and not interpreter(head)
-            and head not in write_rules()
-        )
-        if len(table.facts) >= _MAX_FACTS:
-            table.facts.clear()
-        table.facts[head] = plain
-    return plain
-
-
 _new_command = tuple.__new__  # a `_Command` without the keyword-taking constructor, once per command
 
 
@@ -547,7 +518,7 @@ def _braced(words: list[Word]) -> bool:
 
 
 def _inert(head: str, values: list[str | None]) -> bool:
-    """Whether a builtin of `_INERT` does nothing here (`shopt -s expand_aliases` does something)."""
+    """Whether a builtin of `INERT` does nothing here (`shopt -s expand_aliases` does something)."""
     return head != "shopt" or all(value is not None and "expand_aliases" not in value for value in values)
 
 

@@ -79,10 +79,9 @@ class WrapperTable:
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
     _described: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-    facts: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
-    """Per-program facts the analyzer derives from this table (and the packaged ones) on first use:
-    command name → whether nothing in any table has anything to say about it. Built once per table
-    load, so each line reads one dictionary entry per command instead of a dozen tables."""
+    facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Command name → its `facts.ProgramFacts`, derived from this table (and the packaged ones) on
+    first use and kept with it: each line reads one record per command instead of a dozen tables."""
 
     def __post_init__(self) -> None:
         index: dict[str, list[Wrapper]] = {}
