@@ -331,7 +331,7 @@ def _bare_name(word: Word, value: str) -> bool:
         and "=" not in value
         and value != "."
         and value != ".."
-        and fs_safe(value)
+        and (value.isascii() and "\x00" not in value or fs_safe(value))  # fs_safe, its common case first
     )
 
 

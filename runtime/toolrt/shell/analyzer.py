@@ -199,7 +199,7 @@ class _Analysis(CommandChecks):
             if nesting > limits.MAX_NESTING:
                 self.findings.fail_closed(self.text, f"the command nests deeper than {limits.MAX_NESTING} levels")
                 return False
-        if kind == "list" and any(child.type == "&&" for child in node.children):
+        if kind == "list" and "&&" in [child.type for child in node.children]:
             stack.append((_Restore(self.cwds, merge=True, chain=True), None, nesting))
             self.chains.append({})
         if kind in _SUBSHELLS:
