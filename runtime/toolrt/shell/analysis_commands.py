@@ -139,8 +139,8 @@ class CommandChecks(ScriptChecks):
 
     def _segments(self, command: _Command, reasons: list[str]) -> None:
         """The command and each command it wraps, outermost first."""
-        work: list[tuple[int, int, list[str], str]] = [(0, len(command.words), reasons, "")]
-        while work:
+        work = self._segment(command, 0, len(command.words), reasons, "")
+        while work:  # most commands wrap none
             first, last, inherited, feeder = work.pop(0)
             work.extend(self._segment(command, first, last, inherited, feeder))
 
@@ -151,10 +151,9 @@ class CommandChecks(ScriptChecks):
         wrapper that adds words to it when it runs)."""
         words, values = command.words, command.values
         whole = last == len(words)
-        text = self._slice(
-            command.start if first == 0 else words[first].node.start_byte,
-            command.end if whole else words[last - 1].node.end_byte,
-        )
+        start = command.start if first == 0 else words[first].node.start_byte
+        end = command.end if whole else words[last - 1].node.end_byte
+        text = self.source[start:end].decode("utf-8", "surrogateescape")  # self._slice(start, end)
         head = words[first].value
         if head is None or words[first].glob or head in RESERVED:
             self._unknown_name(words[first], values[first + 1 : last], text)
