@@ -36,10 +36,13 @@ def prefix(tokens: Sequence[str]) -> tuple[str, ...]:
     """
     if not tokens:
         return ()
-    longest = (_longest or _load())[0].get(tokens[0])
+    tables = _longest or _load()
+    longest = tables[0].get(tokens[0])
     if longest is None:  # most programs: no listed prefix starts with them
         return (tokens[0],)
-    table = (_longest or _load())[1]
+    table = tables[1]
+    if longest == 1:  # only the program itself is listed (`ls`, `cargo`)
+        return tuple(tokens[: table[tokens[0]]])
     for length in range(min(len(tokens), longest), 0, -1):
         arity = table.get(" ".join(tokens[:length]))
         if arity is not None:
