@@ -79,7 +79,7 @@ class WrapperTable:
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
     _described: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-    facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    facts: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Command name → its `facts.ProgramFacts`, derived from this table (and the packaged ones) on
     first use and kept with it: each line reads one record per command instead of a dozen tables."""
 
