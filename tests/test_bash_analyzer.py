@@ -456,6 +456,21 @@ def test_wrapper_table_can_be_extended(site: CallSite) -> None:
     assert "rm x" not in bash_request(analyze_command("devrun -e prod rm x", site)).patterns
 
 
+def test_program_facts_are_kept_per_table(site: CallSite) -> None:
+    """The facts derived for a command name are kept with the table they came from: a name the
+    packaged table has already read as a plain program is a wrapper, or a command with an unseen
+    effect, under a table that says so, and still plain under the packaged one afterwards."""
+    line = "devtool -e prod rm -rf build"
+    assert "rm -rf build" not in bash_request(analyze_command(line, site)).patterns
+    wrapping = default_wrappers().extended({"wrappers": {"devtool": {"options_with_value": ["-e"]}}})
+    assert "rm -rf build" in bash_request(analyze_command(line, site, wrappers=wrapping)).patterns
+    unseen = default_wrappers().extended({"unseen": {"devtool": "devtool runs its plugins"}})
+    (request,) = floored(analyze_command(line, site, wrappers=unseen))
+    assert request.reason == "devtool runs its plugins"
+    assert not floored(analyze_command(line, site))
+    assert "rm -rf build" not in bash_request(analyze_command(line, site)).patterns
+
+
 def test_dangerous_env_can_be_extended(site: CallSite) -> None:
     table = default_wrappers().extended({"dangerous_env": ["MY_HOOK_*"]})
     (request,) = floored(analyze_command("MY_HOOK_PRE=x make", site, wrappers=table))

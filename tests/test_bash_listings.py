@@ -48,6 +48,22 @@ def test_a_listing_of_a_recently_changed_directory_is_never_reused(site: CallSit
     assert _asks_outside(LINE, site)
 
 
+def test_one_name_answered_from_an_earlier_listing_sees_a_symlink_made_since(site: CallSite) -> None:
+    """A directory an earlier call listed answers even the first name a line asks about, once one
+    `stat` shows it unchanged: a symlink made after that listing is seen by the next line that names
+    it alone, and a file made since is read as what it is."""
+    (site.root.parent / "outside").mkdir()
+    _settle(str(site.root))
+    assert not _asks_outside(LINE, site)  # the root is listed (settled), and the listing kept
+    assert listings._listed[os.path.realpath(site.root)].names == frozenset()
+    assert not _asks_outside("cat lnk", site)  # answered from that listing
+    (site.root / "lnk").symlink_to("../outside")
+    assert _asks_outside("cat lnk", site)
+    (site.root / "lnk").unlink()
+    (site.root / "lnk").write_text("x", encoding="utf-8")
+    assert not _asks_outside("cat lnk", site)
+
+
 @pytest.mark.parametrize("per_name", [0, 3], ids=["from_a_listing", "name_by_name"])
 @pytest.mark.parametrize("seconds_ago", [60.0, 0.0], ids=["settled", "changed_just_now"])
 def test_a_listing_tells_missing_names_links_and_other_entries(

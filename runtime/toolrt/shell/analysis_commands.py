@@ -4,19 +4,20 @@ it the analyzer cannot see, and the `bash` patterns the rules are matched agains
 from __future__ import annotations
 
 import posixpath
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
-from .analysis_scripts import ScriptChecks, interpreter
+from .analysis_scripts import ScriptChecks
 from .analysis_state import GLOB_CHARS, brief, env_reason
 from .analysis_variables import NAME_BUILTINS, evaluated_names
 from .arity import prefix
 from .braces import expand_braces
+from .facts import INERT, RESERVED, ProgramFacts, program_facts
 from .globs import GLOB_OPTIONS, glob_options, glob_paths
 from .operands import not_paths, operand_programs
 from .programs import unseen_code
 from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import Unwrapped, unwrap
-from .variables import ASSIGNING_BUILTINS, assigned_names, traces
+from .variables import assigned_names, traces
 from .words import Word, evaluate
 from .wrappers import Wrapper
 
@@ -28,18 +29,6 @@ __all__ = ["PLAIN_WORDS", "REDIRECTS", "CommandChecks"]
 PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
 _XARGS_REPLACE = frozenset(("-I", "-i", "--replace"))
-# Builtins that neither run anything nor write anything (with no redirection): no request at all.
-_INERT = frozenset(("true", "false", ":", "set", "shopt"))
-# Reserved words bash reads at a command's start. tree-sitter leaves some compound commands unparsed
-# (`time { ...; }`, `! { ...; }`, `coproc NAME { ...; }`) and offers the reserved word as a command name.
-_RESERVED = frozenset(
-    ("{", "}", "!", "if", "then", "elif", "else", "fi", "do", "done", "case", "esac", "while", "until", "for",
-     "select", "function", "in", "[[", "]]")
-)  # fmt: skip
-
-# Builtins `_unseen` reads whatever the tables say: they alias, evaluate arithmetic, source scripts,
-# evaluate or assign variable names.
-_NAMED_BUILTINS = frozenset(("shopt", "let", "source", ".", *NAME_BUILTINS, *ASSIGNING_BUILTINS))
 
 
 class CommandChecks(ScriptChecks):
@@ -57,7 +46,7 @@ class CommandChecks(ScriptChecks):
             if start >= 0:
                 self.findings.patterns[self._slice(start, end)] = None
             return nested
-        if any(word.glob and word.value is not None and "{" in word.value for word in words):
+        if [word for word in words if word.glob] and _braced(words):
             expanded = self._expand_words(words)
             if expanded is None:
                 self.findings.fail_closed(self._slice(start, end), "a brace expansion makes too many words to check")
@@ -66,13 +55,14 @@ class CommandChecks(ScriptChecks):
         reasons = list(self.inherited)
         for assignment in assignments:
             reasons.extend(self._assignment_reasons(assignment))
-        if not reasons and not redirected and self._final_cd(node, parent, words):
+        if not reasons and not redirected and words[0].value == "cd" and self._final_cd(node, parent, words):
             return nested  # the line ends with it: where it goes changes nothing, and nothing runs there
         rest = self._slice(node.end_byte, end) if redirected else ""
-        program = posixpath.basename(words[0].value) if words[0].value else ""
-        text = not_paths(program, [word.value for word in words[1:]]) if program in operand_programs() else None
+        values = [word.value for word in words]
+        program = values[0].rpartition("/")[2] if values[0] else ""
+        text = not_paths(program, values[1:]) if program in operand_programs() else None
         self._check_paths(words, text=text)
-        self._segments(_Command(node, parent, words, [word.value for word in words], start, end, rest), reasons)
+        self._segments(_new_command(_Command, (node, parent, words, values, start, end, rest)), reasons)
         return nested
 
     def _command_parts(self, node: Node) -> tuple[bool, list[Word], list[Node], list[Node], int]:
@@ -83,16 +73,21 @@ class CommandChecks(ScriptChecks):
         assignments: list[Node] = []
         nested: list[Node] = []
         start = -1
+        known, source = self.known, self.source
         for child in node.named_children:
             kind = child.type
             if named:
                 if kind not in REDIRECTS:
-                    words.append(self._operand_word(child, kind))
+                    word = evaluate(child, known, kind, source=source)
+                    if kind == "word" and _hidden(word.raw):
+                        self._hidden_in_word(child, word.raw)
+                    words.append(word)
             elif kind == "command_name":
                 named = True
                 start = child.start_byte if start < 0 else start
-                words.append(self._name_word(child))
-                if words[-1].kind not in PLAIN_WORDS:
+                name = self._name_word(child)
+                words.append(name)
+                if name.kind not in PLAIN_WORDS:
                     nested.append(child)
                 continue
             elif kind == "variable_assignment":
@@ -104,16 +99,11 @@ class CommandChecks(ScriptChecks):
         return named, words, assignments, nested, start
 
     def _name_word(self, name: Node) -> Word:
-        name_word = name.named_children[0] if name.named_child_count == 1 else name
+        children = name.named_children
+        name_word = children[0] if len(children) == 1 else name
         word = evaluate(name_word, self.known, source=self.source)
-        if word.kind == "word":
+        if word.kind == "word" and _hidden(word.raw):
             self._hidden_in_word(name_word, word.raw)
-        return word
-
-    def _operand_word(self, child: Node, kind: str) -> Word:
-        word = evaluate(child, self.known, kind, source=self.source)
-        if kind == "word":
-            self._hidden_in_word(child, word.raw)
         return word
 
     def _final_cd(self, node: Node, parent: Node | None, words: list[Word]) -> bool:
@@ -128,7 +118,7 @@ class CommandChecks(ScriptChecks):
 
     def _hidden_in_word(self, node: Node, raw: str) -> None:
         """`\\`rm\\`` inside backticks: bash unescapes and runs it; tree-sitter sees a plain word."""
-        if "`" in raw or "$(" in raw or "$[" in raw:
+        if _hidden(raw):
             self._fail(node, f"`{brief(raw)}` holds a command substitution that could not be analysed")
 
     def _expand_words(self, words: list[Word]) -> list[Word] | None:
@@ -149,8 +139,8 @@ class CommandChecks(ScriptChecks):
 
     def _segments(self, command: _Command, reasons: list[str]) -> None:
         """The command and each command it wraps, outermost first."""
-        work: list[tuple[int, int, list[str], str]] = [(0, len(command.words), reasons, "")]
-        while work:
+        work = self._segment(command, 0, len(command.words), reasons, "")
+        while work:  # most commands wrap none
             first, last, inherited, feeder = work.pop(0)
             work.extend(self._segment(command, first, last, inherited, feeder))
 
@@ -161,28 +151,28 @@ class CommandChecks(ScriptChecks):
         wrapper that adds words to it when it runs)."""
         words, values = command.words, command.values
         whole = last == len(words)
-        text = self._slice(
-            command.start if first == 0 else words[first].node.start_byte,
-            command.end if whole else words[last - 1].node.end_byte,
-        )
+        start = command.start if first == 0 else words[first].node.start_byte
+        end = command.end if whole else words[last - 1].node.end_byte
+        text = self.source[start:end].decode("utf-8", "surrogateescape")  # self._slice(start, end)
         head = words[first].value
-        if head is None or words[first].glob or head in _RESERVED:
+        if head is None or words[first].glob or head in RESERVED:
             self._unknown_name(words[first], values[first + 1 : last], text)
             return []
         own = list(inherited)
         redirects = command.rest if whole else ""
+        facts = program_facts(self.table, head)
+        if facts.plain:
+            # No table has anything to say about it: its patterns, and what its `-o`-like options write.
+            self._emit(words, first, last, text, redirects, own)
+            self._writes(values[first:last], text, fed=feeder == "xargs")
+            return []
         if head in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
-            certain = first == 0 and _then(command.node, command.parent)
-            self._cd(words, first, last, text, name=head, certain=certain)
-            if own:
-                self.findings.unseen_command((text,), "; ".join(dict.fromkeys(own)))
-            elif redirects:
-                self.findings.patterns[text + redirects] = None
+            self._cd_segment(command, first, last, text, own, redirects)
             return []
         self._shell_state(head, values[first + 1 : last], text)
-        if head in _INERT and not own and not redirects and _inert(head, values[first:last]):
+        if head in INERT and not own and not redirects and _inert(head, values[first:last]):
             return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
-        wrapper = self.table.match(values, first)
+        wrapper = self.table.match(values, first) if facts.may_wrap else None
         if feeder and wrapper is not None:
             self.findings.fail_closed(
                 text, f"`{feeder}` adds words to `{head}` when it runs, which may make them a command"
@@ -191,18 +181,29 @@ class CommandChecks(ScriptChecks):
         if inner is not None:
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
         self._emit(words, first, last, text, redirects, own)
-        self._unseen(command.node, command.parent, words, first, last, text, own)
+        if facts.described:
+            self._unseen(command.node, command.parent, words, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
             valued = wrapper.options_with_value
             self._script_file(words, first, last, text, own, valued=valued, bash=wrapper.dialect == "bash")
         if "/" in head:  # the program is a file (`./x`, and a `./bash` or `./sudo` the model may have written)
             self._run_file(head, text, own)
-        if interpreter(head):
+        if facts.interpreter:
             self._interpreted(head, values[first + 1 : last], text)
         self._writes(values[first:last], text, fed=feeder == "xargs")
         if wrapper is None or inner is None:
             return []
         return self._wrapped(command, first, text, wrapper, inner, own)
+
+    def _cd_segment(self, command: _Command, first: int, last: int, text: str, own: list[str], redirects: str) -> None:
+        """`cd`, `pushd`, `popd`: where the line goes on in, and the command itself when it must ask."""
+        head = command.values[first] or ""
+        certain = first == 0 and _then(command.node, command.parent)
+        self._cd(command.words, first, last, text, name=head, certain=certain)
+        if own:
+            self.findings.unseen_command((text,), "; ".join(dict.fromkeys(own)))
+        elif redirects:
+            self.findings.patterns[text + redirects] = None
 
     def _unknown_name(self, head: Word, args: list[str | None], text: str) -> None:
         """A command name only known when it runs (named for the deny rules where it can be), or a
@@ -267,19 +268,29 @@ class CommandChecks(ScriptChecks):
                 self.findings.named[f"{name} {tail}" if tail else name] = None
 
     def _unseen(
-        self, node: Node, parent: Node | None, words: list[Word], first: int, last: int, text: str, reasons: list[str]
+        self,
+        node: Node,
+        parent: Node | None,
+        words: list[Word],
+        first: int,
+        last: int,
+        text: str,
+        reasons: list[str],
+        facts: ProgramFacts,
     ) -> None:
-        """What this command does that the analyzer cannot see: the command table, code in another
-        language, a configured alias, a script fed or written by the line itself."""
+        """What this command (a `described` one, by its `facts`) does that the analyzer cannot see:
+        the command table, code in another language, a configured alias, a script fed or written by
+        the line itself."""
         base = (words[first].value or "").rpartition("/")[2]
-        if base not in _NAMED_BUILTINS and not self.table.describes(base):
-            return  # no table describes it: nothing it does is hidden from the analysis
         args = [word.value for word in words[first + 1 : last]]
-        self._unseen_builtin(node, words, first, last, text, reasons)
-        self._unseen_code(node, parent, base, args, text)
+        if facts.builtin:  # all `_unseen_builtin` reads
+            self._unseen_builtin(node, words, first, last, text, reasons)
+        if facts.code:  # all `_unseen_code` reads
+            self._unseen_code(node, parent, base, args, text)
         follow = self.table.follow_options.get(base)
-        if follow is not None and any(has_option(arg, follow) for arg in args):
-            self._walked_links(base, args)
+        if follow is not None and [arg for arg in args if arg is not None and arg[:1] == "-"]:
+            if any(has_option(arg, follow) for arg in args):
+                self._walked_links(base, args)
         known = self.table.subcommands.get(base)
         if known is not None:
             subcommand = self._subcommand(base, args)
@@ -368,17 +379,12 @@ class CommandChecks(ScriptChecks):
 
     def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
         self.findings.emitted += 1
-        tokens: list[str] = []
-        dynamic_at = -1
-        for word in words[first:last]:
-            value = word.value
-            if value is None:
-                if dynamic_at < 0:
-                    dynamic_at = len(tokens)
-                tokens.append(word.raw)
-            else:
-                tokens.append(value)
-        literal = tokens if dynamic_at < 0 else tokens[:dynamic_at]
+        values = [word.value for word in words[first:last]]
+        if None in values:  # the literal words are those before the first dynamic one
+            tokens = [word.raw if word.value is None else word.value for word in words[first:last]]
+            literal = tokens[: values.index(None)]
+        else:
+            tokens = literal = cast("list[str]", values)
         patterns = [text, " ".join(tokens) + rest]
         base = tokens[0]
         if "/" in base:
@@ -390,15 +396,14 @@ class CommandChecks(ScriptChecks):
             if stripped is not None:
                 patterns.append(" ".join(stripped + tokens[len(literal) :]) + rest)
                 literal = stripped
-        named = prefix(literal)
+        named = " ".join(prefix(literal))
         # An "always" rule is a wildcard: a `*` or `?` the model wrote (`git '*'`) would become one.
-        always = " ".join(named) + " *" if not any("*" in t or "?" in t for t in named) else None
-        unique = tuple(dict.fromkeys(patterns))
+        always = named + " *" if "*" not in named and "?" not in named else None
         if reasons:
-            self.findings.unseen_command(unique, "; ".join(dict.fromkeys(reasons)))
+            self.findings.unseen_command(tuple(dict.fromkeys(patterns)), "; ".join(dict.fromkeys(reasons)))
             return
         found = self.findings.patterns
-        for pattern in unique:
+        for pattern in patterns:  # in order, each once
             found[pattern] = None
         if always is not None:
             self.findings.always[always] = None
@@ -498,8 +503,21 @@ class _Command(NamedTuple):
     rest: str
 
 
+_new_command = tuple.__new__  # a `_Command` without the keyword-taking constructor, once per command
+
+
+def _hidden(raw: str) -> bool:
+    """Whether a plain word holds what bash runs as a command substitution (a backtick, `$(`, `$[`)."""
+    return "`" in raw or "$(" in raw or "$[" in raw
+
+
+def _braced(words: list[Word]) -> bool:
+    """Whether a word holds a brace expansion (`{a,b}`) to expand before anything else."""
+    return any(word.glob and word.value is not None and "{" in word.value for word in words)
+
+
 def _inert(head: str, values: list[str | None]) -> bool:
-    """Whether a builtin of `_INERT` does nothing here (`shopt -s expand_aliases` does something)."""
+    """Whether a builtin of `INERT` does nothing here (`shopt -s expand_aliases` does something)."""
     return head != "shopt" or all(value is not None and "expand_aliases" not in value for value in values)
 
 

@@ -15,7 +15,7 @@ from .findings import MAX_READ_PATHS
 from .globs import glob_paths
 from .paths import fs_safe, path_candidate
 from .words import Word, evaluate
-from .writes import copies, written
+from .writes import copies, may_write, written
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -44,6 +44,8 @@ class PathChecks(AnalysisState):
     def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: frozenset[int] | None = None) -> None:
         """Check the words (after the command's name) that may be paths; `text` holds the positions,
         counted after the name, that the program reads as text, patterns or scripts."""
+        if skip_first and len(words) < 2:
+            return
         base = self._cwd_real()
         for position, word in enumerate(words[1:] if skip_first else words):
             if text and position in text and not word.glob and not word.defaults:
@@ -94,7 +96,7 @@ class PathChecks(AnalysisState):
             self.findings.fail_closed(candidate, f"`{brief(candidate)}` expands to too many words to check")
             return
         for each in expanded:
-            path = path_candidate(each)
+            path = each if each and each[0] != "-" else path_candidate(each)
             if path is None:
                 continue
             if glob and GLOB_CHARS.search(path):
@@ -137,6 +139,8 @@ class PathChecks(AnalysisState):
         if path.startswith("~-"):
             self.findings.fail_closed(path, f"`{brief(path)}` is under the previous directory, only known when it runs")
             return
+        if cwds is None and len(self.cwds) == 1 and _plain_name(path) and self._plain_entry(path):
+            return
         for cwd in self.cwds if cwds is None else cwds:
             if cwd is None and path[0] not in "/~":
                 continue  # the unknown directory already failed closed where it became unknown
@@ -146,6 +150,18 @@ class PathChecks(AnalysisState):
                     self.findings.read[posixpath.normpath(absolute)] = None
             for directory in self.scope.external(path, cwd, self.findings.listings):
                 self.findings.directories[directory] = None
+
+    def _plain_entry(self, name: str) -> bool:
+        """`_external` of a plain name in the one working directory, answered when it is inside the
+        project and no symlink of that name is there (the common case): True when nothing is left to
+        check. Records the path for the `read` rules as `_external` does."""
+        base = self._cwd_real()
+        cwd = self.cwds[0]
+        if base is None or cwd is None:
+            return False
+        if len(self.findings.read) < MAX_READ_PATHS:
+            self.findings.read[posixpath.normpath(cwd + "/" + name)] = None
+        return self.findings.listings.kind(base, name) != "link"
 
     def _redirect(self, node: Node, parent: Node | None) -> None:
         operator = self._operator(node)
@@ -178,6 +194,8 @@ class PathChecks(AnalysisState):
         """Record the operands the command writes (writes.yaml); an unknown one fails closed, and so
         do `find -exec`'s `{}` and the words `xargs` adds. A glob in a written operand writes every
         path it matches."""
+        if not may_write(values):
+            return
         values = [None if value == "{}" else value for value in values]
         paths = written([*values, None] if fed else values)
         copied = copies(values)
@@ -287,7 +305,7 @@ class PathChecks(AnalysisState):
         self._set_cwds(tuple(targets) if certain else (*self.cwds, *targets))
 
     def _set_cwds(self, cwds: tuple[str | None, ...]) -> None:
-        unique = tuple(dict.fromkeys(cwds))
+        unique = cwds if len(cwds) == 1 else tuple(dict.fromkeys(cwds))
         if len(unique) > _MAX_CWDS:
             self.findings.fail_closed(self.text, "the working directory could be too many places to follow")
             unique = (None,)
@@ -313,8 +331,13 @@ def _bare_name(word: Word, value: str) -> bool:
         and "=" not in value
         and value != "."
         and value != ".."
-        and fs_safe(value)
+        and (value.isascii() and "\x00" not in value or fs_safe(value))  # fs_safe, its common case first
     )
+
+
+def _plain_name(path: str) -> bool:
+    """A name of an entry in the working directory (`PathScope.external`'s common case)."""
+    return "/" not in path and path[0] != "~" and path != "." and path != ".." and fs_safe(path)
 
 
 def _option_values(word: str) -> list[str]:

@@ -248,8 +248,10 @@ class VariableChecks(PathChecks):
     def _resolve_deferred(self) -> None:
         """Operands made of variables, with every value the text gives them; arithmetic names;
         command names made of variables, named for the deny rules (split as bash splits words)."""
-        self._name_deferred_commands()
-        self._check_deferred_operands()
+        if self.deferred_names:
+            self._name_deferred_commands()
+        if self.deferred:
+            self._check_deferred_operands()
         if self.traced and self.unseen_prompt:
             self.findings.fail_closed(self.text, "xtrace expands PS4, which the line sets to a value only known then")
         for node, name in self.arithmetic:

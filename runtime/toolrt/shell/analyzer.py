@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from . import limits
 from .analysis_commands import CommandChecks
 from .findings import Findings
-from .parser import parse
+from .parser import INLINE_BYTES, parse
 from .paths import PathScope
 from .wrappers import WrapperTable
 
@@ -122,8 +122,8 @@ class _Analysis(CommandChecks):
             self.findings.fail_closed(text, f"the command is longer than {limits.MAX_INPUT_BYTES} bytes")
             return
         tree = parse(self.source, self.findings.deadline)
-        if tree is None:
-            self._out_of_time()
+        if tree is None or (len(self.source) > INLINE_BYTES and self.findings.out_of_time()):
+            self._out_of_time()  # a long text whose parse spent the budget is not walked at all
             return
         root = tree.root_node
         self._set_pwd()
@@ -149,10 +149,11 @@ class _Analysis(CommandChecks):
             self.visited += 1
             if (not self.visited & 255 or self.visited > limits.MAX_NODES) and self._spent():
                 return
-            children = self._visit(entry, parent)
+            kind = entry.type
+            children = self._visit(entry, kind, parent)
             if children is None:
                 return
-            if (children or entry.type in _NESTING) and not self._descend(stack, entry, children, nesting):
+            if (children or kind in _NESTING) and not self._descend(stack, entry, kind, children, nesting):
                 return
 
     def _spent(self) -> bool:
@@ -165,9 +166,9 @@ class _Analysis(CommandChecks):
             return True
         return False
 
-    def _visit(self, node: Node, parent: Node | None) -> Sequence[Node] | None:
-        """Check one node; returns the children that may hold more (None: the node budget is spent)."""
-        kind = node.type
+    def _visit(self, node: Node, kind: str, parent: Node | None) -> Sequence[Node] | None:
+        """Check one node of type `kind`; returns the children that may hold more (None: the node
+        budget is spent)."""
         if kind == "command":
             # Plain words hold no commands; only the rest of a command's children are walked. Its
             # words count against the budget too (before they are read), so a huge flat command
@@ -183,17 +184,22 @@ class _Analysis(CommandChecks):
         return () if kind in _LEAVES else node.named_children
 
     def _descend(
-        self, stack: list[tuple[Node | _Restore, Node | None, int]], node: Node, children: Sequence[Node], nesting: int
+        self,
+        stack: list[tuple[Node | _Restore, Node | None, int]],
+        node: Node,
+        kind: str,
+        children: Sequence[Node],
+        nesting: int,
     ) -> bool:
-        """Push the children, with the entries that restore the working directories after them;
-        False when the nesting limit is reached (the whole text has failed closed)."""
-        kind = node.type
+        """Push the children of `node` (of type `kind`), with the entries that restore the working
+        directories after them; False when the nesting limit is reached (the whole text has failed
+        closed)."""
         if kind in _NESTING:
             nesting += 1
             if nesting > limits.MAX_NESTING:
                 self.findings.fail_closed(self.text, f"the command nests deeper than {limits.MAX_NESTING} levels")
                 return False
-        if kind == "list" and any(child.type == "&&" for child in node.children):
+        if kind == "list" and "&&" in [child.type for child in node.children]:
             stack.append((_Restore(self.cwds, merge=True, chain=True), None, nesting))
             self.chains.append({})
         if kind in _SUBSHELLS:
@@ -201,9 +207,12 @@ class _Analysis(CommandChecks):
         elif kind in ("function_definition", "pipeline"):
             # A function body runs when called (maybe never); each part of a pipeline is a subshell.
             stack.append((_Restore(self.cwds, merge=kind == "function_definition"), None, nesting))
+        if kind != "pipeline":
+            stack.extend([(child, node, nesting) for child in reversed(children)])
+            return True
         for index in range(len(children) - 1, -1, -1):
             stack.append((children[index], node, nesting))
-            if kind == "pipeline" and index:
+            if index:
                 stack.append((_Restore(self.cwds, merge=False), None, nesting))
         return True
 

@@ -36,9 +36,24 @@ def prefix(tokens: Sequence[str]) -> tuple[str, ...]:
     """
     if not tokens:
         return ()
-    table = arity_table()
-    for length in range(min(len(tokens), _longest_by_first().get(tokens[0], 1)), 0, -1):
+    tables = _longest or _load()
+    longest = tables[0].get(tokens[0])
+    if longest is None:  # most programs: no listed prefix starts with them
+        return (tokens[0],)
+    table = tables[1]
+    if longest == 1:  # only the program itself is listed (`ls`, `cargo`)
+        return tuple(tokens[: table[tokens[0]]])
+    for length in range(min(len(tokens), longest), 0, -1):
         arity = table.get(" ".join(tokens[:length]))
         if arity is not None:
             return tuple(tokens[:arity])
     return tuple(tokens[:1])
+
+
+_longest: list[Mapping[str, int]] = []
+
+
+def _load() -> list[Mapping[str, int]]:
+    """The two tables `prefix` reads on every command, kept at hand once loaded."""
+    _longest[:] = [_longest_by_first(), arity_table()]
+    return _longest

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import posixpath
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..permissions.model import PermissionRequest
@@ -21,43 +20,66 @@ MAX_READ_PATHS = 1_024
 """Paths named by one line that are checked against the `read` rules; past this the rest are not."""
 
 
-@dataclass(slots=True)
 class Findings:
-    """What one analysis collected; `requests()` turns it into the call's permission requests."""
+    """What one analysis collected; `requests()` turns it into the call's permission requests.
 
-    patterns: dict[str, None] = field(default_factory=dict)
-    always: dict[str, None] = field(default_factory=dict)
-    directories: dict[str, None] = field(default_factory=dict)
-    unseen: dict[tuple[tuple[str, ...], str], None] = field(default_factory=dict)
-    """(patterns, reason) of each part that could not be seen."""
-    line: str = ""
-    """The whole command line: the commands it visibly names are checked against deny rules
-    whenever part of it could not be seen."""
-    named: dict[str, None] = field(default_factory=dict)
-    """More commands the line may run, found another way (what a glob command name matches)."""
-    unnamed: bool = False
-    """Some command the line may run could not be listed (a glob matching too many programs)."""
-    expand_globs: bool = True
-    """Resolve globs against the file system; False for `check` and `tests:` patterns."""
-    deadline: float = field(default_factory=lambda: time.monotonic() + limits.TIME_BUDGET)
-    written: dict[str, None] = field(default_factory=dict)
-    """Absolute paths the commands write: redirect targets and written operands (writes.yaml)."""
-    emitted: int = 0
-    """Commands the line runs so far, in the order bash runs them (inline Python counts as inert only
-    when nothing ran before it that could have written a module it imports)."""
-    trapped: bool = False
-    """Whether the line (or a script it runs) sets a trap: a line's final `cd` then still counts."""
-    globbing: str | None = None
-    """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`, `bash -O`), anywhere in
-    the line or the scripts it runs (`eval 'shopt -s nocaseglob'; cat [L]NK/x`)."""
-    listings: Listings = field(default_factory=Listings)
-    """Which names the directories the line names hold, each directory listed once."""
-    scripts: dict[str, ModelScript | None] = field(default_factory=dict)
-    """Absolute path → what `scripts.model_script` found there, so a line that runs one file many times
-    reads it once."""
-    read: dict[str, None] = field(default_factory=dict)
-    """Absolute paths the line names as operands or redirects (bounded by `MAX_READ_PATHS`): the bash
-    tool asks `read` for them, so a rule that denies reading a file binds `cat` as it binds `read`."""
+    A plain slotted class rather than a dataclass: one is built per analysed line, and its
+    fields are set directly (no default factories) to keep that cheap.
+    """
+
+    __slots__ = (
+        "always",
+        "deadline",
+        "directories",
+        "emitted",
+        "expand_globs",
+        "globbing",
+        "line",
+        "listings",
+        "named",
+        "patterns",
+        "read",
+        "scripts",
+        "trapped",
+        "unnamed",
+        "unseen",
+        "written",
+    )
+
+    def __init__(self, *, expand_globs: bool = True) -> None:
+        self.patterns: dict[str, None] = {}
+        self.always: dict[str, None] = {}
+        self.directories: dict[str, None] = {}
+        self.unseen: dict[tuple[tuple[str, ...], str], None] = {}
+        """(patterns, reason) of each part that could not be seen."""
+        self.line = ""
+        """The whole command line: the commands it visibly names are checked against deny rules
+        whenever part of it could not be seen."""
+        self.named: dict[str, None] = {}
+        """More commands the line may run, found another way (what a glob command name matches)."""
+        self.unnamed = False
+        """Some command the line may run could not be listed (a glob matching too many programs)."""
+        self.expand_globs = expand_globs
+        """Resolve globs against the file system; False for `check` and `tests:` patterns."""
+        self.deadline = time.monotonic() + limits.TIME_BUDGET
+        self.written: dict[str, None] = {}
+        """Absolute paths the commands write: redirect targets and written operands (writes.yaml)."""
+        self.emitted = 0
+        """Commands the line runs so far, in the order bash runs them (inline Python counts as inert only
+        when nothing ran before it that could have written a module it imports)."""
+        self.trapped = False
+        """Whether the line (or a script it runs) sets a trap: a line's final `cd` then still counts."""
+        self.globbing: str | None = None
+        """What changed how later globs match (`shopt -s nocaseglob`, `GLOBIGNORE`, `bash -O`), anywhere in
+        the line or the scripts it runs (`eval 'shopt -s nocaseglob'; cat [L]NK/x`)."""
+        self.listings = Listings()
+        """Which names the directories the line names hold, each directory listed once."""
+        self.scripts: dict[str, ModelScript | None] = {}
+        """Absolute path → what `scripts.model_script` found there, so a line that runs one file many times
+        reads it once."""
+        self.read: dict[str, None] = {}
+        """Absolute paths the line names as operands or redirects (bounded by `MAX_READ_PATHS`): the bash
+        tool asks `read` for them, so a rule that denies reading a file binds `cat` as it binds `read`."""
 
     def fail_closed(self, text: str, reason: str) -> None:
         """Text the analyzer cannot see into: judged as the ruleset's fallback, at least ask, and

@@ -2,7 +2,9 @@
 
 Most operands are bare names in the working directory (`main`, `origin`, `src`), and only an existing
 entry of that name, a symlink, can lead out of the project. One analysis asks about each directory
-through a `Listings`: the first `PER_NAME` names one by one, the rest from one listing of the directory.
+through a `Listings`: the first `PER_NAME` names one by one, the rest from one listing of the directory;
+a directory an earlier call listed is answered from that listing from the first name on, once one `stat`
+shows it unchanged.
 
 A listing is reused by later calls only while the directory is unchanged (the same modification
 time, inode and device) and was already settled when it was listed: its modification time at least
@@ -67,7 +69,8 @@ class Listings:
         listing = self._directories.get(directory, _UNASKED)
         if listing is _UNASKED:
             asked = self._asked[directory] = self._asked.get(directory, 0) + 1
-            if asked > PER_NAME:
+            if asked > PER_NAME or directory in _listed:
+                # A listing an earlier call made is checked (one `stat`) rather than asking name by name.
                 listing = self._directories[directory] = _settled_listing(directory)
         if isinstance(listing, _Listing):
             found = "missing" if name not in listing.names else "link" if name in listing.links else "other"
@@ -78,8 +81,9 @@ class Listings:
 
 
 _UNASKED = object()
-PER_NAME = 2
-"""Names looked up one by one in each directory before its listing answers the rest."""
+PER_NAME = 1
+"""Names looked up one by one in each directory before its listing answers the rest (most lines name
+one or two; the listing a second name brings answers every later call while the directory is unchanged)."""
 
 
 def _settled_listing(directory: str) -> _Listing | None:

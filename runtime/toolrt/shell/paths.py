@@ -65,11 +65,12 @@ def _contains(parent: str, child: str) -> bool:
 class PathScope:
     """The project root of one call site, and the directories that never ask."""
 
-    __slots__ = ("cwd", "exempt", "home", "journal", "root", "root_real")
+    __slots__ = ("cwd", "exempt", "home", "journal", "root", "root_real", "_root_base")
 
     def __init__(self, site: CallSite) -> None:
         self.root = posixpath.normpath(os.path.abspath(site.root))
         self.root_real = _realpath(self.root)
+        self._root_base = self.root_real.rstrip("/") or ""
         self.home = posixpath.normpath(os.path.abspath(site.home))
         self.cwd = posixpath.normpath(os.path.abspath(site.cwd))
         # Lexical only, never their real paths: a tool-output directory made a symlink to `/` must not
@@ -153,7 +154,7 @@ class PathScope:
     def real_inside(self, directory: str) -> str | None:
         """The real path of a directory that is in the project both lexically and really, else None."""
         if directory == self.root:
-            return self.root_real.rstrip("/") or ""
+            return self._root_base
         if not _contains(self.root, directory) or not fs_safe(directory):
             return None
         walked = self._walk(directory[len(self.root) :].strip("/"))
@@ -202,9 +203,23 @@ def _device(path: str) -> bool:
     return path in _DEVICES or path.startswith("/dev/fd/")
 
 
-@lru_cache(maxsize=64)
+_last_scope: tuple[CallSite, PathScope] | None = None
+
+
 def scope_for(site: CallSite) -> PathScope:
-    """The scope of a call site, built once per site (the root's real path costs syscalls)."""
+    """The scope of a call site, built once per site (the root's real path costs syscalls). The site
+    object last asked about answers without hashing it (a tool's calls reuse one site)."""
+    global _last_scope  # a one-entry cache in front of the lru_cache
+    last = _last_scope
+    if last is not None and last[0] is site:
+        return last[1]
+    scope = _scope_for(site)
+    _last_scope = (site, scope)
+    return scope
+
+
+@lru_cache(maxsize=64)
+def _scope_for(site: CallSite) -> PathScope:
     return PathScope(site)
 
 

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
-__all__ = ["inert_python", "inline_code", "stdin_code"]
+__all__ = ["inert_python", "inline_code", "is_python", "stdin_code"]
 
 _BUILTINS = frozenset(("print", "len", "sum", "min", "max", "sorted", "range", "str", "int", "float"))
 _MODULES = frozenset(("json", "math", "re", "datetime"))
@@ -64,6 +64,11 @@ def _members(module: str) -> frozenset[str]:
         and (inspect.isfunction(value) or inspect.isbuiltin(value) or inspect.isclass(value)
              or isinstance(value, (int, float)))
     )  # fmt: skip
+
+
+def is_python(program: str) -> bool:
+    """Whether `program` (a basename) is a Python whose inline code `inline_code` and `stdin_code` read."""
+    return _PYTHON.fullmatch(program) is not None
 
 
 def inline_code(program: str, args: Sequence[str | None]) -> str | None:

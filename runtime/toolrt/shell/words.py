@@ -59,6 +59,10 @@ class Word(NamedTuple):
     word holds no such expansion."""
 
 
+# The named tuple's own constructor takes keywords and defaults, at several times the cost.
+_new_word = tuple.__new__
+
+
 class _Builder:
     __slots__ = ("alternatives", "defaulted", "dynamic", "glob", "parts", "shape", "variables")
 
@@ -97,9 +101,9 @@ def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, s
     """
     if kind is None:
         kind = node.type
-    raw = _text(node, source)
+    raw = source[node.start_byte : node.end_byte].decode("utf-8", "surrogateescape")
     if kind == "word" and not _UNQUOTED_SPECIAL.search(raw):
-        return Word(raw, raw, raw, False, node, kind)
+        return _new_word(Word, (raw, raw, raw, False, node, kind, (), "", ()))  # Word(raw, raw, raw, False, node, kind)
     builder = _Builder()
     if kind == "concatenation" and "{" in raw and "}" in raw and ("," in raw or ".." in raw):
         # `{a,b}` and `{'a b',c}` arrive as several pieces (`{`, `a,b`, `}`), so no single piece

@@ -79,6 +79,9 @@ class WrapperTable:
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
     _described: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    facts: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Command name → its `facts.ProgramFacts`, derived from this table (and the packaged ones) on
+    first use and kept with it: each line reads one record per command instead of a dozen tables."""
 
     def __post_init__(self) -> None:
         index: dict[str, list[Wrapper]] = {}
@@ -98,9 +101,13 @@ class WrapperTable:
         base = first.rpartition("/")[2]
         for wrapper in self._by_first_word.get(base, ()):
             name = wrapper.name
-            if start + len(name) <= len(words) and all(words[start + i] == part for i, part in enumerate(name[1:], 1)):
+            if start + len(name) <= len(words) and tuple(words[start + 1 : start + len(name)]) == name[1:]:
                 return wrapper
         return None
+
+    def may_wrap(self, program: str) -> bool:
+        """Whether some wrapper's name starts with `program` (a basename)."""
+        return program in self._by_first_word
 
     def describes(self, program: str) -> bool:
         """Whether the command, code-option, subcommand or follow-option tables name `program` (a

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from ..config.resources import read_yaml
 from ..permissions.model import UNNAMED
 
-__all__ = ["WriteRule", "copies", "write_rules", "written"]
+__all__ = ["WriteRule", "copies", "may_name_output", "may_write", "write_rules", "written"]
 
 Operands = Literal["last", "all", "all_but_first", "none"]
 _GIT_CONFIG_WRITES = frozenset(
@@ -86,7 +86,7 @@ def written(values: Sequence[str | None]) -> list[str | None]:
     """The paths the command `values` (name first, wrappers already peeled) writes; None where unknown."""
     if not values or values[0] is None:
         return []
-    name = posixpath.basename(values[0])
+    name = values[0].rpartition("/")[2]  # posixpath.basename
     if name == "git":
         return _git(values)
     rule = write_rules().get(name)
@@ -138,9 +138,11 @@ def copies(values: Sequence[str | None]) -> tuple[list[str | None], str | None] 
     sources (and, copied recursively, everything below them). None for other commands."""
     if not values or values[0] is None:
         return None
-    name = posixpath.basename(values[0])
+    name = values[0].rpartition("/")[2]  # posixpath.basename
+    if name not in _COPIES:
+        return None
     rule = write_rules().get(name)
-    if rule is None or name not in _COPIES:
+    if rule is None:
         return None
     operands, targets, _ = _scan(rule, values[1:])
     if targets:
@@ -154,6 +156,28 @@ def copies(values: Sequence[str | None]) -> tuple[list[str | None], str | None] 
 
 _OUTPUT_OPTIONS = frozenset(("-o", "--output"))
 _DIRECTORY_OPTIONS = frozenset(("--prefix", "--target-directory"))
+_NAMING_PREFIXES = ("-o", *_OUTPUT_OPTIONS, *_DIRECTORY_OPTIONS)
+
+
+def may_write(values: Sequence[str | None]) -> bool:
+    """False when `written` and `copies` surely find nothing: a program without a row in the table
+    (nor `git`) and none of the options by which an unknown program writes."""
+    if not values or values[0] is None:
+        return False
+    name = values[0].rpartition("/")[2]
+    if name == "git" or name in write_rules():
+        return True
+    for value in values[1:]:
+        if value is not None and value.startswith(_NAMING_PREFIXES):  # may_name_output
+            return True
+    return False
+
+
+def may_name_output(word: str) -> bool:
+    """Whether `word` may be an option by which a program the table does not know writes a file
+    (`-o`, `--output`, `--prefix`, `--target-directory`, with or without a value): without one, such
+    a program writes no operand, and `written` has nothing to find."""
+    return word.startswith(_NAMING_PREFIXES)
 
 
 def _unknown_program(words: Sequence[str | None]) -> list[str | None]:
