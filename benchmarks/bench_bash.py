@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolrt.permissions.model import Action, CallSite
 from toolrt.shell import analyze_command
+from toolrt.shell.listings import SETTLED_NS
 from toolrt.shell.parser import parse
 
 # Ordinary lines, `{i}` replaced by a counter so that each call analyses a line it never saw.
@@ -137,9 +137,8 @@ def main() -> None:
             (root / name).write_text("x = 1\n", encoding="utf-8")
         # A project whose root has not changed for a few seconds, as most are between calls: bare
         # names are answered from its listing (shell/listings.py); a root changed within the last
-        # 2 s is asked name by name instead.
-        settled = time.time_ns() - 60 * 10**9
-        os.utime(root, ns=(settled, settled))
+        # 2 s (its change time, which nothing can set back) is asked name by name instead. So wait.
+        time.sleep(SETTLED_NS / 1e9 + 0.1)
         site = CallSite(root=root, cwd=root, home=root.parent)
         rows = {name: measure(template, site) for name, template in {**ORDINARY, **CONTEXT}.items()}
         hostile = {name: decide_ms(command, site) for name, command in HOSTILE.items()}

@@ -6,13 +6,14 @@ through a `Listings`: the first `PER_NAME` names one by one, the rest from one l
 a directory an earlier call listed is answered from that listing from the first name on, once one `stat`
 shows it unchanged.
 
-A listing is reused by later calls only while the directory is unchanged (the same modification
-time, inode and device) and was already settled when it was listed: its modification time at least
+A listing is reused by later calls only while the directory is unchanged (the same modification and
+change times, inode and device) and was already settled when it was listed: both times at least
 `SETTLED_NS` older than the listing, as git treats a "racily clean" index entry. The kernel stamps
-modification times from a coarse clock, so a directory changed within the same tick as a listing
-could keep its time; a directory changed that recently is asked name by name (`os.access`, then
-`os.lstat` for an entry that exists), never from a listing. A directory too large to list
-(`MAX_NAMES`) is asked name by name too.
+those times from a coarse clock, so a directory changed within the same tick as a listing could keep
+them; a directory changed that recently is asked name by name (`os.access`, then `os.lstat` for an
+entry that exists), never from a listing. The change time is what a process cannot set: `touch -d`
+puts a modification time back after a symlink was made, and stamps the change time with now. A
+directory too large to list (`MAX_NAMES`) is asked name by name too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ _MAX_DIRECTORIES = 256
 class _Listing:
     __slots__ = ("identity", "links", "names")
 
-    def __init__(self, identity: tuple[int, int, int], names: frozenset[str], links: frozenset[str]) -> None:
+    def __init__(self, identity: tuple[int, int, int, int], names: frozenset[str], links: frozenset[str]) -> None:
         self.identity = identity
         self.names = names
         self.links = links
@@ -92,11 +93,11 @@ def _settled_listing(directory: str) -> _Listing | None:
         status = os.stat(directory)
     except (OSError, ValueError):
         return None
-    identity = (status.st_mtime_ns, status.st_ino, status.st_dev)
+    identity = (status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev)
     cached = _listed.get(directory)
     if cached is not None and cached.identity == identity:
         return cached
-    if time.time_ns() - status.st_mtime_ns < SETTLED_NS:
+    if time.time_ns() - max(status.st_mtime_ns, status.st_ctime_ns) < SETTLED_NS:
         return None  # changed too recently for a listing to be trusted by later calls
     names: list[str] = []
     links: list[str] = []
