@@ -1011,8 +1011,10 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve_http(server: Server[Any], host: str, listener: socket.socket, limits: ServeLimits) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(
-        host=host, session_idle_timeout=limits.session_idle, max_sessions=limits.max_sessions
+    from .serve_events import EventBuffer, resumable
+
+    app = resumable(
+        server, EventBuffer(), host=host, session_idle_timeout=limits.session_idle, max_sessions=limits.max_sessions
     )
     config = uvicorn.Config(app, log_level="warning")
     served = uvicorn.Server(config)
