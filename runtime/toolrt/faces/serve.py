@@ -36,6 +36,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, get_args
 from urllib.parse import quote
 
@@ -49,7 +50,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -68,6 +69,7 @@ from ..result import ToolResult
 from ..scope import CallScope
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
+from .serve_skills import EXTENSION, GetSkillParams, SkillsFace, watch_skills
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
 
@@ -182,6 +184,14 @@ class McpFace:
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
         self._not_approved: set[tuple[str, str]] = set()
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
+        self.skills = SkillsFace(
+            rt,
+            scope,
+            session_of=lambda ctx: self._mcp_sessions.identify(ctx)[0],
+            asker_for=self._skill_asker,
+            offer_unaskable=offer_unaskable,
+        )
+        """The skills extension (`serve_skills`)."""
 
     def close(self) -> None:
         """Close the queue of reload notices (`notify_changes` ends; later swaps are dropped)."""
@@ -343,6 +353,23 @@ class McpFace:
             return Reply("once" if decision == "once" else "always")
 
         return ask
+
+    def _skill_asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
+        """How a skill read asks the person: an elicitation form, on connections that carry server
+        requests (a `resources/read` has no input-required round on 2026-07-28)."""
+        if not ctx.session.can_send_request:
+            return None
+        return self._asker(ctx, McpChannel(ctx, None, None, self._log_allowed(ctx), "skill"))
+
+    async def announce_skills_changed(self) -> None:
+        """A skill was added, changed or removed: `notifications/resources/list_changed` to every
+        handshake-era connection, and through `subscriptions/listen` to 2026-07-28 clients."""
+        await self._bus.publish(ResourcesListChanged())
+        for listener in tuple(self._connections.values()):
+            try:
+                await listener.connection.send_resource_list_changed()
+            except Exception:  # the client went away; stop telling it
+                self._connections.pop(listener.connection, None)
 
     async def _review_held(self, ctx: Ctx) -> None:
         """Before a call, when the config holds changes the model made (`toolrt.attribution`) and the client
@@ -834,7 +861,9 @@ class _ToolrtServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+            notification_options or NotificationOptions(tools_changed=True, resources_changed=True),
+            experimental_capabilities,
+            extensions,
         )
 
 
@@ -852,7 +881,12 @@ def build_server(
         on_list_tools=face.list_tools,
         on_call_tool=face.call_tool,
         on_subscriptions_listen=face.listen,
+        on_list_resources=face.skills.list_resources,
+        on_read_resource=face.skills.read_resource,
     )
+    server.extensions[EXTENSION] = {}
+    server.add_request_handler("skills/list", types.PaginatedRequestParams, face.skills.list_skills)
+    server.add_request_handler("skills/get", GetSkillParams, face.skills.get_skill)
     server.middleware.append(RequestStateBoundary(state_security(rt.snapshot.data_dir), default_audience="toolrt"))
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)
@@ -904,6 +938,7 @@ def run_serve(
                 reloader.on_reload(face.reload_listener())
                 reloader.on_reload(lambda event: settle_heap() if event.change is not None else None)
                 group.start_soon(reloader.run)
+                group.start_soon(watch_skills, rt.root, Path.home(), face.announce_skills_changed)
                 if transport == "stdio":
                     await _serve_stdio(server)
                 else:
