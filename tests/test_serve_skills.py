@@ -121,7 +121,7 @@ def test_the_extension_lists_and_gets_each_allowed_skill_with_its_files(tmp_path
     async def body(rt: Runtime, url: str) -> None:
         if mode != "legacy":  # the extension is a 2026-07-28 capability (the SDK's 2025-11-25 sieve drops it)
             capabilities = (await _discover(url))["capabilities"]
-            assert capabilities["extensions"] == {"io.modelcontextprotocol/skills": {}}
+            assert capabilities["extensions"] == {"io.modelcontextprotocol/skills": {"directoryRead": True}}
             assert capabilities["resources"]["listChanged"] is True
         async with Client(url, mode=mode) as client:
             if mode == "legacy":
@@ -168,6 +168,17 @@ def test_the_extension_lists_and_gets_each_allowed_skill_with_its_files(tmp_path
             ):
                 with pytest.raises(MCPError, match="Resource not found"):
                     await client.read_resource(refused)
+            root = await request(client, "resources/directory/read", {"uri": "skill://release"})
+            assert [(r["uri"], r["mimeType"]) for r in root["resources"]] == [
+                ("skill://release/SKILL.md", "text/markdown"),
+                ("skill://release/logo.bin", "application/octet-stream"),
+                ("skill://release/templates", "inode/directory"),
+            ]
+            templates = await request(client, "resources/directory/read", {"uri": "skill://release/templates"})
+            assert [r["uri"] for r in templates["resources"]] == ["skill://release/templates/notes.md"]
+            for not_a_directory in ("skill://release/SKILL.md", "skill://secret", "skill://release/leak.txt"):
+                with pytest.raises(MCPError, match=f"{not_a_directory} is not a directory resource"):
+                    await request(client, "resources/directory/read", {"uri": not_a_directory})
             resources = await client.list_resources()
             assert [(r.uri, r.name, r.mime_type) for r in resources.resources] == [
                 ("skill://release/SKILL.md", "release", "text/markdown")

@@ -69,7 +69,7 @@ from ..result import ToolResult
 from ..scope import CallScope
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
-from .serve_skills import EXTENSION, GetSkillParams, SkillsFace, watch_skills
+from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
 
 __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
 
@@ -883,10 +883,12 @@ def build_server(
         on_subscriptions_listen=face.listen,
         on_list_resources=face.skills.list_resources,
         on_read_resource=face.skills.read_resource,
+        on_list_resource_templates=face.skills.list_resource_templates,
     )
-    server.extensions[EXTENSION] = {}
+    server.extensions[EXTENSION] = {"directoryRead": True}
     server.add_request_handler("skills/list", types.PaginatedRequestParams, face.skills.list_skills)
     server.add_request_handler("skills/get", GetSkillParams, face.skills.get_skill)
+    server.add_request_handler("resources/directory/read", ReadDirectoryParams, face.skills.read_directory)
     server.middleware.append(RequestStateBoundary(state_security(rt.snapshot.data_dir), default_audience="toolrt"))
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)

@@ -7,10 +7,12 @@ the user's `~/.config/toolrt/skills/`) are served next to it:
   `skill://<name>/SKILL.md`, its frontmatter verbatim, and every file of its directory with its
   `sha256:` digest and size; `ttlMs` 0 and `cacheScope` private (an entry follows the rules and files
   of this moment); an unknown URI is `-32602`;
-- `resources/list` names each `SKILL.md` (text/markdown, named and described by its frontmatter) and
-  `resources/read` returns any listed file of a skill, exactly the bytes its digest covers;
-- the capability: the extension with no optional setting (`resources/directory/read` is not served),
-  and the `resources` capability it depends on;
+- `resources/list` names each `SKILL.md` (text/markdown, named and described by its frontmatter),
+  `resources/templates/list` is empty, and `resources/read` returns any listed file of a skill,
+  exactly the bytes its digest covers;
+- `resources/directory/read` (the `directoryRead` setting): the direct children of a skill's directory,
+  subdirectories as `inode/directory`;
+- the capability: the extension with `directoryRead`, and the `resources` capability it depends on;
 - the same decisions as the `skill` tool: only while the selection offers it, and through its
   permission (`skill` with the skill's name) in the request's session, so a skill the rules deny is
   neither listed nor served; a skill at `ask` is listed to a client toolrt can ask (or with
@@ -61,6 +63,7 @@ MAX_FILES = 512
 """Files per skill, `SKILL.md` included (the extension's limit: a larger skill is not served)."""
 MAX_TOTAL_BYTES = 16 * 1024 * 1024
 """Bytes per skill, over all its files (the extension's limit)."""
+DIRECTORY = "inode/directory"
 _NAME = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 _SCHEME = "skill://"
 
@@ -71,6 +74,13 @@ class GetSkillParams(types.RequestParams):
     """`skills/get`: the URI of a skill's `SKILL.md`."""
 
     uri: str
+
+
+class ReadDirectoryParams(types.RequestParams):
+    """`resources/directory/read`: the URI of a directory of a skill (`skill://<name>` or below)."""
+
+    uri: str
+    cursor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,25 @@ class ServedSkill:
     def entry(self) -> dict[str, Any]:
         resources = [{"uri": self.file_uri(f), "digest": f.digest, "size": f.size} for f in self.files]
         return {"uri": self.uri, "frontmatter": dict(self.frontmatter), "resources": resources}
+
+    def children(self, directory: str) -> list[types.Resource] | None:
+        """The direct children of `directory` (relative, "" for the skill's root) as resources, subdirectories
+        as `inode/directory`; None when it is not a directory of the skill."""
+        files: dict[str, types.Resource] = {}
+        directories: dict[str, types.Resource] = {}
+        prefix = f"{directory}/" if directory else ""
+        for file in self.files:
+            if not file.path.startswith(prefix):
+                continue
+            child, _, rest = file.path.removeprefix(prefix).partition("/")
+            uri = f"{_SCHEME}{self.name}/{prefix}{child}"
+            if rest:
+                directories[child] = types.Resource(uri=uri, name=child, mime_type=DIRECTORY)
+            else:
+                files[child] = types.Resource(uri=uri, name=child, mime_type=_mime(file.path), size=file.size)
+        if not files and not directories:
+            return None
+        return [*(files | directories).values()]
 
     def resource(self) -> types.Resource:
         return types.Resource(
@@ -254,9 +283,25 @@ class SkillsFace:
             raise MCPError(types.INVALID_PARAMS, f"No skill is served at {params.uri}")
         return {"resultType": "complete", "skill": skill.entry(), "ttlMs": 0, "cacheScope": "private"}
 
+    async def read_directory(self, ctx: Ctx, params: ReadDirectoryParams) -> dict[str, Any]:
+        """`resources/directory/read`: the direct children of a skill's directory, in one page."""
+        name, _, directory = params.uri.removeprefix(_SCHEME).partition("/")
+        skill = (await self._visible(ctx)).get(name) if params.uri.startswith(_SCHEME) else None
+        children = skill.children(directory.rstrip("/")) if skill is not None and not directory.endswith("/") else None
+        if children is None:
+            raise MCPError(types.INVALID_PARAMS, f"{params.uri} is not a directory resource")
+        resources = [child.model_dump(by_alias=True, exclude_none=True) for child in sorted(children, key=_by_uri)]
+        return {"resultType": "complete", "resources": resources}
+
     async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         skills = await self._visible(ctx)
         return types.ListResourcesResult(resources=[skills[name].resource() for name in sorted(skills)])
+
+    async def list_resource_templates(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        """None: every file of a skill is named by its entry."""
+        return types.ListResourceTemplatesResult(resource_templates=[])
 
     async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
@@ -273,7 +318,7 @@ class SkillsFace:
             data = await anyio.to_thread.run_sync(_read, file.real)
         except (OSError, PathChanged):
             raise MCPError(types.INVALID_PARAMS, f"{uri} changed while it was read; list the skills again") from None
-        mime = "text/markdown" if path.endswith(".md") else mimetypes.guess_type(path)[0] or "application/octet-stream"
+        mime = _mime(path)
         contents: types.TextResourceContents | types.BlobResourceContents
         try:
             contents = types.TextResourceContents(uri=uri, mime_type=mime, text=data.decode("utf-8"))
@@ -304,11 +349,19 @@ class SkillsFace:
         raise MCPError(types.INVALID_PARAMS, f"No skill is served at {skill.uri}")
 
 
+def _mime(path: str) -> str:
+    return "text/markdown" if path.endswith(".md") else mimetypes.guess_type(path)[0] or "application/octet-stream"
+
+
 def _skill_name(uri: str) -> str | None:
     if not uri.startswith(_SCHEME) or not uri.endswith("/SKILL.md"):
         return None
     parts = PurePosixPath(uri.removeprefix(_SCHEME)).parts
     return parts[0] if len(parts) == 2 else None
+
+
+def _by_uri(resource: types.Resource) -> str:
+    return str(resource.uri)
 
 
 def fingerprint(root: Path, home: Path) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
