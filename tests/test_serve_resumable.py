@@ -24,7 +24,7 @@ import pytest
 from mcp import Client
 from mcp.server.streamable_http import EventMessage
 
-from toolrt.faces.serve_events import STREAM_EVENTS, EventBuffer, SessionEvents
+from toolrt.faces.serve_events import STREAM_EVENTS, EventBuffer, SessionEvents, size_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -247,7 +247,7 @@ def test_a_stream_holds_its_newest_events_up_to_its_bound_and_refuses_a_replay_p
 
 def test_the_total_bound_evicts_the_oldest_events_of_any_session_and_sessions_stay_apart() -> None:
     async def main() -> None:
-        one_size = len(_progress(1).model_dump_json(by_alias=True, exclude_unset=True))
+        one_size = size_of(_progress(1).model_dump_json(by_alias=True, exclude_unset=True))
         buffer = EventBuffer(total_bytes=one_size * 10)
         first, second = buffer.session("first"), buffer.session("second")
         early = [await first.store_event("1", _progress(n)) for n in range(5)]

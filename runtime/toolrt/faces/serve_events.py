@@ -39,16 +39,19 @@ from mcp.server.streamable_http import (
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, jsonrpc_message_adapter
 
-__all__ = ["RETRY_MS", "STREAM_EVENTS", "TOTAL_BYTES", "EventBuffer", "SessionEvents", "resumable"]
+__all__ = ["RETRY_MS", "STREAM_EVENTS", "TOTAL_BYTES", "EventBuffer", "SessionEvents", "resumable", "size_of"]
 
 STREAM_EVENTS = 1_000
 """Events held per stream (one request's, or a session's standalone GET stream); the oldest go first."""
 TOTAL_BYTES = 32 * 1024 * 1024
-"""Serialized messages held over every session of a server; the oldest go first."""
+"""Serialized messages (and their bookkeeping, `size_of`) held over every session of a server; the
+oldest go first."""
 RETRY_MS = 500
 """The `retry` of each priming event: how long a client waits before reconnecting."""
-_PRIMING_BYTES = 64
-"""What a priming event (no message) counts against `TOTAL_BYTES`."""
+_EVENT_OVERHEAD = 128
+"""What an event's bookkeeping counts against `TOTAL_BYTES`, besides its message."""
+_PRIMING_BYTES = 512
+"""What a priming event (no message) counts: it opens a stream, whose bookkeeping it stands for."""
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -94,7 +97,7 @@ class EventBuffer:
     def add(self, stream: _Stream, data: str | None) -> int:
         seq = stream.next_seq
         stream.next_seq += 1
-        size = _PRIMING_BYTES if data is None else len(data)
+        size = size_of(data)
         stream.events.append((seq, data))
         self._order.append((stream, seq, size))
         self.held_bytes += size
@@ -112,11 +115,16 @@ class EventBuffer:
 
     def _drop_oldest(self, stream: _Stream) -> None:
         seq, data = stream.events.popleft()
-        self.held_bytes -= _PRIMING_BYTES if data is None else len(data)
+        self.held_bytes -= size_of(data)
         if self._order and self._order[0][0] is stream and self._order[0][1] == seq:
             self._order.popleft()
         if not stream.events:
             stream.forget(stream)
+
+
+def size_of(data: str | None) -> int:
+    """What one event counts against `TOTAL_BYTES`: its serialized message and its bookkeeping."""
+    return _PRIMING_BYTES if data is None else len(data) + _EVENT_OVERHEAD
 
 
 class SessionEvents(EventStore):
