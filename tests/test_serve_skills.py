@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from test_serve_sessions import serving
 
 from toolrt.api import Runtime
+from toolrt.faces.serve_skills import MAX_FILES, Digests, catalog
 
 RELEASE = """\
 ---
@@ -286,3 +287,21 @@ def test_a_skill_added_changed_or_removed_is_announced(tmp_path: Path) -> None:
         server.terminate()
         server.wait(timeout=30)
         reader.join(10)
+
+
+def test_a_skill_over_the_extensions_file_limit_is_not_served_and_a_changed_file_is_hashed_again(
+    tmp_path: Path,
+) -> None:
+    root, home = tmp_path / "project", tmp_path / "home"
+    large = _skill(root, "large", "large")
+    for index in range(MAX_FILES - 1):
+        (large / f"part{index}.md").write_text(f"{index}\n", encoding="utf-8")
+    digests = Digests()
+    served = catalog(root, home, digests)
+    assert len(served["large"].files) == MAX_FILES
+    (large / "one-more.md").write_text("over\n", encoding="utf-8")
+    assert "large" not in catalog(root, home, digests)
+    (large / "one-more.md").unlink()
+    (large / "part0.md").write_text("changed\n", encoding="utf-8")
+    part0 = next(file for file in catalog(root, home, digests)["large"].files if file.path == "part0.md")
+    assert (part0.size, part0.digest) == (8, _digest(b"changed\n"))

@@ -142,43 +142,69 @@ class ServedSkill:
         )
 
 
-def catalog(root: Path, home: Path) -> dict[str, ServedSkill]:
+class Digests:
+    """The size and digest of each skill file hashed, by its path and stat signature: a file unchanged
+    since (same size, modification and change times, inode) is not read again. At most `limit` kept."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._known: dict[tuple[str, int, int, int, int], tuple[int, str]] = {}
+
+    @staticmethod
+    def _key(path: Path, status: os.stat_result) -> tuple[str, int, int, int, int]:
+        return (str(path), status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
+
+    def get(self, path: Path, status: os.stat_result) -> tuple[int, str] | None:
+        return self._known.get(self._key(path, status))
+
+    def keep(self, path: Path, status: os.stat_result, data: bytes) -> tuple[int, str]:
+        if len(self._known) >= self._limit:
+            self._known.clear()
+        found = self._known[self._key(path, status)] = (len(data), "sha256:" + hashlib.sha256(data).hexdigest())
+        return found
+
+
+def catalog(root: Path, home: Path, digests: Digests | None = None) -> dict[str, ServedSkill]:
     """The skills the extension can serve, by name: those the `skill` tool finds, within the limits."""
+    digests = digests or Digests()
     served: dict[str, ServedSkill] = {}
     real_root = root.resolve()
     for name, skill in discover_skills(root, home).items():
         if not _NAME.match(name):
             continue
         project = skill.directory.is_relative_to(root)
-        found = _served(name, skill.directory.resolve(), real_root if project else None, project)
+        found = _served(name, skill.directory.resolve(), real_root if project else None, project, digests)
         if found is not None:
             served[name] = found
     return served
 
 
-def _served(name: str, directory: Path, confine: Path | None, project: bool) -> ServedSkill | None:
+def _served(name: str, directory: Path, confine: Path | None, project: bool, digests: Digests) -> ServedSkill | None:
     files: list[SkillFile] = []
     total = 0
     frontmatter: Mapping[str, Any] | None = None
-    for relative, real in _walk(directory, confine):
-        try:
-            data = _read(real)
-        except (OSError, PathChanged):
-            return None  # changed while it was read: served again once it settles
-        files.append(SkillFile(relative, real, len(data), "sha256:" + hashlib.sha256(data).hexdigest()))
-        total += len(data)
+    for relative, real, status in _walk(directory, confine):
+        known = digests.get(real, status) if relative != "SKILL.md" else None
+        if known is None:
+            try:
+                data = _read(real)
+            except (OSError, PathChanged):
+                return None  # changed while it was read: served again once it settles
+            known = digests.keep(real, status, data)
+            if relative == "SKILL.md":
+                frontmatter = _frontmatter(data)
+        files.append(SkillFile(relative, real, *known))
+        total += known[0]
         if len(files) > MAX_FILES or total > MAX_TOTAL_BYTES:
             return None
-        if relative == "SKILL.md":
-            frontmatter = _frontmatter(data)
     if frontmatter is None or frontmatter.get("name") != name:
         return None
     files.sort(key=lambda file: (file.path != "SKILL.md", file.path))
     return ServedSkill(name, frontmatter, directory, project, tuple(files))
 
 
-def _walk(directory: Path, confine: Path | None) -> Iterator[tuple[str, Path]]:
-    """(relative path, real path) of every regular file under `directory`; symlinks are not followed."""
+def _walk(directory: Path, confine: Path | None) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """(relative path, real path, status) of every regular file under `directory`; symlinks are not followed."""
     for top, subdirectories, names in os.walk(directory, followlinks=False):
         subdirectories.sort()
         for name in sorted(names):
@@ -189,7 +215,7 @@ def _walk(directory: Path, confine: Path | None) -> Iterator[tuple[str, Path]]:
                 continue
             if not stat.S_ISREG(status.st_mode) or (confine is not None and not path.is_relative_to(confine)):
                 continue
-            yield path.relative_to(directory).as_posix(), path
+            yield path.relative_to(directory).as_posix(), path, status
 
 
 def _read(path: Path) -> bytes:
@@ -230,6 +256,7 @@ class SkillsFace:
         self._session_of = session_of
         self._asker_for = asker_for
         self._offer_unaskable = offer_unaskable
+        self._digests = Digests()
 
     # --- which skills this request may see --------------------------------------------------------
 
@@ -248,7 +275,7 @@ class SkillsFace:
         ask only for a client that can be asked (or with `--offer-unaskable`)."""
         if not self._offered():
             return {}
-        skills = await anyio.to_thread.run_sync(catalog, self._rt.root, Path.home())
+        skills = await anyio.to_thread.run_sync(catalog, self._rt.root, Path.home(), self._digests)
         session = self._session_of(ctx)
         may_ask = self._offer_unaskable or self._asker_for(ctx) is not None
         visible: dict[str, ServedSkill] = {}
@@ -364,10 +391,11 @@ def _by_uri(resource: types.Resource) -> str:
     return str(resource.uri)
 
 
-def fingerprint(root: Path, home: Path) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+def fingerprint(root: Path, home: Path, digests: Digests) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     """What a client of the extension sees change: each skill's URI and its files' digests."""
     return tuple(
-        (skill.uri, tuple((f.path, f.digest) for f in skill.files)) for _, skill in sorted(catalog(root, home).items())
+        (skill.uri, tuple((f.path, f.digest) for f in skill.files))
+        for _, skill in sorted(catalog(root, home, digests).items())
     )
 
 
@@ -388,7 +416,8 @@ async def watch_skills(root: Path, home: Path, announce: Callable[[], Awaitable[
     def relevant(path: str) -> bool:
         return any(Path(path) == base or Path(path).is_relative_to(base) for base in bases)
 
-    known = await anyio.to_thread.run_sync(fingerprint, root, home)
+    digests = Digests()
+    known = await anyio.to_thread.run_sync(fingerprint, root, home, digests)
     while watched := targets():
         stop = anyio.Event()
         async for _batch in watchfiles.awatch(
@@ -398,7 +427,7 @@ async def watch_skills(root: Path, home: Path, announce: Callable[[], Awaitable[
             stop_event=stop,
             ignore_permission_denied=True,
         ):
-            now = await anyio.to_thread.run_sync(fingerprint, root, home)
+            now = await anyio.to_thread.run_sync(fingerprint, root, home, digests)
             if now != known:
                 known = now
                 await announce()
