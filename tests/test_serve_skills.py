@@ -268,7 +268,11 @@ def test_a_skill_added_changed_or_removed_is_announced(tmp_path: Path) -> None:
             return [entry["frontmatter"]["name"] for entry in (await request(client, "skills/list", {}))["skills"]]
 
         with anyio.fail_after(60):
-            async with Client(url, mode="legacy", message_handler=on_message) as client:
+            async with (
+                Client(url, mode="legacy", message_handler=on_message) as client,
+                Client(url, mode=MODERN) as modern,
+                modern.listen(resources_list_changed=True) as subscription,
+            ):
                 assert await names(client) == ["release"]
                 for change, expected in (
                     (lambda: _skill(root, "fresh", "fresh"), ["fresh", "release"]),
@@ -279,7 +283,11 @@ def test_a_skill_added_changed_or_removed_is_announced(tmp_path: Path) -> None:
                     change()
                     await changed.wait()
                     assert await names(client) == expected
-                assert heard == ["notifications/resources/list_changed"] * 3
+                    async for event in subscription:  # the 2026-07-28 client hears it through its listen stream
+                        heard.append(type(event).__name__)
+                        break
+                    assert await names(modern) == expected
+                assert heard == ["notifications/resources/list_changed", "ResourcesListChanged"] * 3
 
     try:
         anyio.run(main)
