@@ -188,7 +188,7 @@ def test_the_extension_lists_and_gets_each_allowed_skill_with_its_files(tmp_path
     run(tmp_path, body)
 
 
-def test_a_skill_at_ask_is_read_after_the_person_approves_and_not_offered_to_a_client_without_asking(
+def test_a_skill_at_ask_is_read_after_the_person_approves_on_both_protocols_and_hidden_from_a_client_without_asking(
     tmp_path: Path,
 ) -> None:
     asked: list[str] = []
@@ -208,6 +208,12 @@ def test_a_skill_at_ask_is_read_after_the_person_approves_and_not_offered_to_a_c
             read = (await asking.read_resource("skill://careful/SKILL.md")).contents[0]
             assert isinstance(read, types.TextResourceContents) and "Do it." in read.text
             assert len(asked) == 1 and "careful" in asked[0]
+        async with Client(url, mode=MODERN, elicitation_callback=approve) as modern:  # an input-required round
+            names = [entry["frontmatter"]["name"] for entry in (await request(modern, "skills/list", {}))["skills"]]
+            assert names == ["careful", "release"]
+            read = (await modern.read_resource("skill://careful/SKILL.md")).contents[0]
+            assert isinstance(read, types.TextResourceContents) and "Do it." in read.text
+            assert len(asked) == 2 and "careful" in asked[1]
 
     run(tmp_path, body)
 

@@ -188,7 +188,8 @@ class McpFace:
             rt,
             scope,
             session_of=lambda ctx: self._mcp_sessions.identify(ctx)[0],
-            asker_for=self._skill_asker,
+            can_ask=self._can_ask,
+            load=self._load_skill,
             offer_unaskable=offer_unaskable,
         )
         """The skills extension (`serve_skills`)."""
@@ -354,12 +355,37 @@ class McpFace:
 
         return ask
 
-    def _skill_asker(self, ctx: Ctx) -> Callable[[AskRequest], Any] | None:
-        """How a skill read asks the person: an elicitation form, on connections that carry server
-        requests (a `resources/read` has no input-required round on 2026-07-28)."""
-        if not ctx.session.can_send_request:
-            return None
-        return self._asker(ctx, McpChannel(ctx, None, None, self._log_allowed(ctx), "skill"))
+    async def _load_skill(self, ctx: Ctx, name: str) -> types.InputRequiredResult | None:
+        """A skill file read at ask (`serve_skills`): a call of the `skill` tool in the request's session,
+        whose ask goes to the person as a tool call's does (`elicitation/create`; on 2026-07-28 an
+        input-required result with the sealed state, the read's retry resuming it). Raises `MCPError`
+        (-32602) when the call is refused."""
+        raw: Mapping[str, Any] = ctx.params or {}
+        plaintext = raw.get("requestState")  # verified and opened by the RequestStateBoundary
+        session, token = self._mcp_sessions.identify(ctx, ReplayState.owner(plaintext) if plaintext else None)
+        replay: ReplayState | None = None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            replay = ReplayState(session)
+            if plaintext is not None:
+                responses = raw.get("inputResponses")
+                replay = ReplayState.resume(
+                    plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
+                )
+        channel = McpChannel(ctx, None, replay, self._log_allowed(ctx), "skill")
+        result = await self._rt.call(
+            "skill",
+            {"name": name},
+            self._scope,
+            session=session,
+            ask=self._asker(ctx, channel),
+            call_id=f"mcp_{ctx.request_id}_{next(self._ids)}",
+            channel=channel,
+        )
+        if replay is not None and replay.needed:
+            return replay.input_required({SESSION_META_KEY: token} if token is not None else None)
+        if result.error is not None:
+            raise MCPError(types.INVALID_PARAMS, result.error)
+        return None
 
     async def announce_skills_changed(self) -> None:
         """A skill was added, changed or removed: `notifications/resources/list_changed` to every

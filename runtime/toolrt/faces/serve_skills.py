@@ -53,7 +53,6 @@ from ..attribution import journal_for
 from ..builtin.beneath import open_checked
 from ..builtin.skill import discover_skills, split_frontmatter
 from ..errors import PathChanged
-from ..permissions.ask import Asker
 from ..scope import CallScope
 
 __all__ = ["EXTENSION", "MAX_FILES", "MAX_TOTAL_BYTES", "GetSkillParams", "ServedSkill", "SkillsFace", "catalog"]
@@ -248,13 +247,18 @@ class SkillsFace:
         scope: CallScope,
         *,
         session_of: Callable[[Ctx], str],
-        asker_for: Callable[[Ctx], Asker | None],
+        can_ask: Callable[[Ctx], bool],
+        load: Callable[[Ctx, str], Awaitable[types.InputRequiredResult | None]],
         offer_unaskable: bool,
     ) -> None:
         self._rt = rt
         self._scope = scope
         self._session_of = session_of
-        self._asker_for = asker_for
+        self._can_ask = can_ask
+        self._load = load
+        """Loads a skill at ask: a call of the `skill` tool in the request's session (its ask, held-file
+        check and audit record); an input-required result while the person's answer is awaited
+        (2026-07-28); `MCPError` when refused."""
         self._offer_unaskable = offer_unaskable
         self._digests = Digests()
 
@@ -277,7 +281,7 @@ class SkillsFace:
             return {}
         skills = await anyio.to_thread.run_sync(catalog, self._rt.root, Path.home(), self._digests)
         session = self._session_of(ctx)
-        may_ask = self._offer_unaskable or self._asker_for(ctx) is not None
+        may_ask = self._offer_unaskable or self._can_ask(ctx)
         visible: dict[str, ServedSkill] = {}
         for name, skill in skills.items():
             action = self._action(name, session)
@@ -330,7 +334,9 @@ class SkillsFace:
         """None: every file of a skill is named by its entry."""
         return types.ListResourceTemplatesResult(resource_templates=[])
 
-    async def read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
         name, _, path = uri.removeprefix(_SCHEME).partition("/") if uri.startswith(_SCHEME) else ("", "", "")
         skill = (await self._visible(ctx)).get(name)
@@ -340,7 +346,9 @@ class SkillsFace:
         held = await self._held(skill, path)
         if held is not None:
             raise MCPError(types.INVALID_PARAMS, f"{uri} was {held}; `toolrt trust` approves it")
-        await self._authorize(ctx, skill)
+        waiting = await self._authorize(ctx, skill)
+        if waiting is not None:
+            return waiting
         try:
             data = await anyio.to_thread.run_sync(_read, file.real)
         except (OSError, PathChanged):
@@ -353,26 +361,14 @@ class SkillsFace:
             contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(data).decode())
         return types.ReadResourceResult(contents=[contents])
 
-    async def _authorize(self, ctx: Ctx, skill: ServedSkill) -> None:
+    async def _authorize(self, ctx: Ctx, skill: ServedSkill) -> types.InputRequiredResult | None:
         """Reading a skill's file is loading the skill: allowed as the `skill` tool's rules allow it in the
-        request's session, and at ask the person is asked through a call of the `skill` tool itself (its
-        ask, its held-file check, its audit record)."""
-        session = self._session_of(ctx)
-        action = self._action(skill.name, session)
+        request's session; at ask, a call of the `skill` tool puts the ask to the person as any call's is."""
+        action = self._action(skill.name, self._session_of(ctx))
         if action == "allow":
-            return
+            return None
         if action == "ask":
-            result = await self._rt.call(
-                "skill",
-                {"name": skill.name},
-                self._scope,
-                session=session,
-                ask=self._asker_for(ctx),
-                call_id=f"mcp_resource_{ctx.request_id}",
-            )
-            if result.error is None:
-                return
-            raise MCPError(types.INVALID_PARAMS, result.error)
+            return await self._load(ctx, skill.name)
         raise MCPError(types.INVALID_PARAMS, f"No skill is served at {skill.uri}")
 
 
