@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from test_serve_sessions import serving
 
 from toolrt.api import Runtime
+from toolrt.audit import read_records
 from toolrt.faces.serve_skills import MAX_FILES, Digests, catalog
 
 RELEASE = """\
@@ -319,3 +320,43 @@ def test_a_skill_over_the_extensions_file_limit_is_not_served_and_a_changed_file
     (large / "part0.md").write_text("changed\n", encoding="utf-8")
     part0 = next(file for file in catalog(root, home, digests)["large"].files if file.path == "part0.md")
     assert (part0.size, part0.digest) == (8, _digest(b"changed\n"))
+
+
+async def _read_raw(url: str, uri: str, **extra: Any) -> tuple[int, dict[str, Any]]:
+    """One 2026-07-28 `resources/read` from a client that declared elicitation: (HTTP status, reply)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "resources/read",
+        "mcp-name": uri,
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri, "_meta": meta, **extra}}
+    async with httpx2.AsyncClient() as http:
+        answer = await http.post(url, json=body, headers=headers)
+    reply: dict[str, Any] = answer.json()
+    return answer.status_code, reply
+
+
+def test_a_skill_read_at_ask_resumes_once_and_a_replayed_or_tampered_state_loads_nothing(tmp_path: Path) -> None:
+    async def body(rt: Runtime, url: str) -> None:
+        uri = "skill://careful/SKILL.md"
+        status, first = await _read_raw(url, uri)
+        assert status == 200 and first["result"]["resultType"] == "input_required"
+        (key,) = first["result"]["inputRequests"]
+        state = first["result"]["requestState"]
+        answers = {key: {"action": "accept", "content": {"decision": "once"}}}
+        status, loaded = await _read_raw(url, uri, requestState=state, inputResponses=answers)
+        assert status == 200 and "Do it." in loaded["result"]["contents"][0]["text"]
+        for replayed in (state, state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")):
+            status, refused = await _read_raw(url, uri, requestState=replayed, inputResponses=answers)
+            assert refused["error"]["code"] == types.INVALID_PARAMS and "result" not in refused
+        assert rt.audit.path is not None
+        loads = [record["status"] for record in read_records(rt.audit.path)[0] if record["tool"] == "skill"]
+        assert loads == ["input_required", "ok"]  # the ask, then the one approved load: the refusals ran nothing
+
+    run(tmp_path, body)
