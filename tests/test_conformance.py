@@ -28,25 +28,25 @@ SUITE_VERSION = "0.2.0-alpha.12"
 
 OUT_OF_SCOPE: dict[str, str] = {
     "completion-complete": "toolrt serves no completions",
-    "resources-list": "toolrt serves no resources",
-    "resources-read-text": "toolrt serves no resources",
-    "resources-read-binary": "toolrt serves no resources",
-    "resources-templates-read": "toolrt serves no resources",
-    "resources-subscribe": "toolrt serves no resources",
-    "resources-unsubscribe": "toolrt serves no resources",
+    "resources-read-text": "toolrt serves no resources but its skills' files (not the suite's fixtures)",
+    "resources-read-binary": "toolrt serves no resources but its skills' files (not the suite's fixtures)",
+    "resources-templates-read": "toolrt serves no resource templates",
+    "resources-subscribe": "toolrt serves no resource subscriptions",
+    "resources-unsubscribe": "toolrt serves no resource subscriptions",
     "prompts-list": "toolrt serves no prompts",
     "prompts-get-simple": "toolrt serves no prompts",
     "prompts-get-with-args": "toolrt serves no prompts",
     "prompts-get-embedded-resource": "toolrt serves no prompts",
     "prompts-get-with-image": "toolrt serves no prompts",
     "input-required-result-non-tool-request": "its request is prompts/get; toolrt serves no prompts",
-    "caching": "its failing checks are prompts/list, resources/list and resources/templates/list",
+    "caching": "its failing check is prompts/list",
 }
 """Scenarios allowed to fail, and why; any other failing check fails the test."""
 
 MUST_PASS = {
     "2026-07-28": [
         "tools-list",
+        "resources-list",
         "tools-call-simple-text",
         "tools-call-image",
         "tools-call-audio",
@@ -78,6 +78,7 @@ MUST_PASS = {
     ],
     "2025-11-25": [
         "tools-list",
+        "resources-list",
         "tools-call-with-logging",
         "tools-call-with-progress",
         "tools-call-sampling",
@@ -88,6 +89,15 @@ MUST_PASS = {
     ],
 }
 """Scenarios that must have run and passed: the test cannot pass by running nothing."""
+
+SINGLE_SCENARIOS = {
+    "2026-07-28": ["sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory"],
+    "2025-11-25": ["server-sse-polling"],
+}
+"""Scenarios neither selection runs, run one by one (`--force`): the skills extension's (an extension is on no
+spec revision's timeline; the fixture project has a skill) and the resumable SSE stream's (pending in the
+suite: its priming event and `retry` checks; its disconnect check needs a tool that closes its own stream,
+which toolrt's handlers cannot, and is a warning). They must pass like the rest."""
 
 
 def _installed() -> tuple[Path, Path]:
@@ -161,6 +171,15 @@ def test_the_official_conformance_suite_passes_every_tools_scenario(tmp_path: Pa
                 check=False,
             )
             assert output.is_dir(), run.stdout[-2000:] + run.stderr[-2000:]
+            for scenario in SINGLE_SCENARIOS[revision]:
+                single = [str(node), str(suite), "server", "--url", url, "--scenario", scenario]
+                run = subprocess.run(
+                    [*single, "--spec-version", revision, "--force", "-o", str(output), "--timeout", "20000"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
             report[revision] = _failures(output)
     finally:
         server.terminate()
@@ -173,4 +192,5 @@ def test_the_official_conformance_suite_passes_every_tools_scenario(tmp_path: Pa
     assert unexpected == {"2026-07-28": {}, "2025-11-25": {}}
     for revision, required in MUST_PASS.items():
         passing = report[revision][1]
+        required = [*required, *SINGLE_SCENARIOS[revision]]
         assert [s for s in required if s not in passing] == [], f"{revision}: these scenarios did not pass"

@@ -201,13 +201,18 @@ def test_every_environment_variable_and_setting_is_documented() -> None:
     assert not missing, f"docs/configuration.md does not mention: {', '.join(missing)}"
 
 
+FORMAT_NAMES = ("SKILL.md",)
+"""File names that name a format (the file of every skill: `skill://<name>/SKILL.md`), not a file here."""
+
+
 def _links(path: Path) -> Iterator[tuple[int, str]]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         for target in re.findall(r"\]\(([^)\s]+)\)", line):
             if not re.match(r"[a-z]+:", target) and not target.startswith("#"):
                 yield number, target.split("#")[0]
         for document in re.findall(r"(?<![\w/.-])([\w./-]+\.md)\b", line):
-            yield number, document
+            if document.rsplit("/", 1)[-1] not in FORMAT_NAMES:
+                yield number, document
 
 
 @pytest.mark.parametrize("path", [REPO / "CHANGELOG.md", *PAGES], ids=lambda p: str(p.relative_to(REPO)))

@@ -397,14 +397,17 @@ class Runtime:
         tool: str,
         args: Mapping[str, Any] | str | None,
         scope: CallScope | None = None,
+        *,
+        approvals: bool = False,
         **fields: Unpack[ScopeFields],
     ) -> tuple[Decision, list[PermissionRequest]]:
         """Every request a call would make and the decision on them, without running anything
-        (the scope's rules; no session approvals)."""
+        (the scope's rules; with `approvals`, also the "always" approvals of the scope's session)."""
         from .call.arguments import parse_arguments
         from .call.permissions import permission_requests
 
-        agent = scope_of(scope, fields).agent
+        scope = scope_of(scope, fields)
+        agent = scope.agent
         snapshot = self._snapshot
         compiled = snapshot.tools.get(tool)
         if compiled is None:
@@ -415,7 +418,10 @@ class Runtime:
             raise UsageError(str(exc)) from None
         requests = permission_requests(compiled, arguments, snapshot, agent)
         permissions = snapshot.permissions
-        return decide(requests, permissions.ruleset(agent), locked=permissions.locked), requests
+        approved = None
+        if approvals:
+            approved = self._services.broker.approved(scope.session, agent or permissions.default_agent)
+        return decide(requests, permissions.ruleset(agent), locked=permissions.locked, approved=approved), requests
 
     # --- registration -----------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from ..build.compiled import DescribeInfo
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 
-__all__ = ["Skill", "describe", "discover_skills", "skill"]
+__all__ = ["Skill", "describe", "discover_skills", "skill", "split_frontmatter"]
 
 _MAX_SKILL_BYTES = 1024 * 1024
 PLACEHOLDER = "{skills}"
@@ -121,7 +121,7 @@ def _load(path: Path, confine: Path | None) -> Skill | None:
             text = handle.read(_MAX_SKILL_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError, RuntimeError, PathChanged):
         return None
-    frontmatter, body = _split_frontmatter(text)
+    frontmatter, body = split_frontmatter(text)
     if frontmatter is None:
         return None
     try:
@@ -136,7 +136,7 @@ def _load(path: Path, confine: Path | None) -> Skill | None:
     return Skill(name.strip(), " ".join(description.split()), path.parent, body)
 
 
-def _split_frontmatter(text: str) -> tuple[str | None, str]:
+def split_frontmatter(text: str) -> tuple[str | None, str]:
     """`---\\nYAML\\n---\\nbody` → (YAML, body); (None, text) when there is no frontmatter."""
     lines = text.lstrip("\ufeff").splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":

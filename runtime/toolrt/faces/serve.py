@@ -36,6 +36,7 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, cast, get_args
 from urllib.parse import quote
 
@@ -49,7 +50,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -68,6 +69,7 @@ from ..result import ToolResult
 from ..scope import CallScope
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
+from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
 from .serve_tasks import register as serve_tasks
 
@@ -187,6 +189,15 @@ class McpFace:
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
         self._tasks = McpTasks(MemoryTaskStore(), rt.sessions, lambda ctx: self._mcp_sessions.identify(ctx)[0])
         """The calls running as MCP tasks, and their records (`serve_tasks`)."""
+        self.skills = SkillsFace(
+            rt,
+            scope,
+            session_of=lambda ctx: self._mcp_sessions.identify(ctx)[0],
+            can_ask=self._can_ask,
+            load=self._load_skill,
+            offer_unaskable=offer_unaskable,
+        )
+        """The skills extension (`serve_skills`)."""
 
     def close(self) -> None:
         """Close the queue of reload notices (`notify_changes` ends; later swaps are dropped) and cancel
@@ -374,6 +385,48 @@ class McpFace:
             return Reply("once" if decision == "once" else "always")
 
         return ask
+
+    async def _load_skill(self, ctx: Ctx, name: str) -> types.InputRequiredResult | None:
+        """A skill file read at ask (`serve_skills`): a call of the `skill` tool in the request's session,
+        whose ask goes to the person as a tool call's does (`elicitation/create`; on 2026-07-28 an
+        input-required result with the sealed state, the read's retry resuming it). Raises `MCPError`
+        (-32602) when the call is refused."""
+        raw: Mapping[str, Any] = ctx.params or {}
+        plaintext = raw.get("requestState")  # verified and opened by the RequestStateBoundary
+        session, token = self._mcp_sessions.identify(ctx, ReplayState.owner(plaintext) if plaintext else None)
+        replay: ReplayState | None = None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            replay = ReplayState(session)
+            if plaintext is not None:
+                responses = raw.get("inputResponses")
+                replay = ReplayState.resume(
+                    plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
+                )
+        channel = McpChannel(ctx, None, replay, self._log_allowed(ctx), "skill")
+        result = await self._rt.call(
+            "skill",
+            {"name": name},
+            self._scope,
+            session=session,
+            ask=self._asker(ctx, channel),
+            call_id=f"mcp_{ctx.request_id}_{next(self._ids)}",
+            channel=channel,
+        )
+        if replay is not None and replay.needed:
+            return replay.input_required({SESSION_META_KEY: token} if token is not None else None)
+        if result.error is not None:
+            raise MCPError(types.INVALID_PARAMS, result.error)
+        return None
+
+    async def announce_skills_changed(self) -> None:
+        """A skill was added, changed or removed: `notifications/resources/list_changed` to every
+        handshake-era connection, and through `subscriptions/listen` to 2026-07-28 clients."""
+        await self._bus.publish(ResourcesListChanged())
+        for listener in tuple(self._connections.values()):
+            try:
+                await listener.connection.send_resource_list_changed()
+            except Exception:  # the client went away; stop telling it
+                self._connections.pop(listener.connection, None)
 
     async def _review_held(self, ctx: Ctx) -> None:
         """Before a call, when the config holds changes the model made (`toolrt.attribution`) and the client
@@ -878,7 +931,9 @@ class _ToolrtServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+            notification_options or NotificationOptions(tools_changed=True, resources_changed=True),
+            experimental_capabilities,
+            extensions,
         )
 
 
@@ -897,7 +952,14 @@ def build_server(
         # A task handle (`serve_tasks`) is a mapping: the SDK passes a result of an extension's resultType as is.
         on_call_tool=cast("Callable[[Ctx, types.CallToolRequestParams], Awaitable[_CallResult]]", face.call_tool),
         on_subscriptions_listen=face.listen,
+        on_list_resources=face.skills.list_resources,
+        on_read_resource=face.skills.read_resource,
+        on_list_resource_templates=face.skills.list_resource_templates,
     )
+    server.extensions[EXTENSION] = {"directoryRead": True}
+    server.add_request_handler("skills/list", types.PaginatedRequestParams, face.skills.list_skills)
+    server.add_request_handler("skills/get", GetSkillParams, face.skills.get_skill)
+    server.add_request_handler("resources/directory/read", ReadDirectoryParams, face.skills.read_directory)
     server.middleware.append(RequestStateBoundary(state_security(rt.snapshot.data_dir), default_audience="toolrt"))
     serve_tasks(server, face.tasks)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
@@ -950,6 +1012,7 @@ def run_serve(
                 reloader.on_reload(face.reload_listener())
                 reloader.on_reload(lambda event: settle_heap() if event.change is not None else None)
                 group.start_soon(reloader.run)
+                group.start_soon(watch_skills, rt.root, Path.home(), face.announce_skills_changed)
                 if transport == "stdio":
                     await _serve_stdio(server)
                 else:
@@ -1057,8 +1120,10 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve_http(server: Server[Any], host: str, listener: socket.socket, limits: ServeLimits) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(
-        host=host, session_idle_timeout=limits.session_idle, max_sessions=limits.max_sessions
+    from .serve_events import EventBuffer, resumable
+
+    app = resumable(
+        server, EventBuffer(), host=host, session_idle_timeout=limits.session_idle, max_sessions=limits.max_sessions
     )
     config = uvicorn.Config(app, log_level="warning")
     served = uvicorn.Server(config)
