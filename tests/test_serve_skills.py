@@ -123,7 +123,7 @@ def test_the_extension_lists_and_gets_each_allowed_skill_with_its_files(tmp_path
     async def body(rt: Runtime, url: str) -> None:
         if mode != "legacy":  # the extension is a 2026-07-28 capability (the SDK's 2025-11-25 sieve drops it)
             capabilities = (await _discover(url))["capabilities"]
-            assert capabilities["extensions"] == {"io.modelcontextprotocol/skills": {"directoryRead": True}}
+            assert capabilities["extensions"]["io.modelcontextprotocol/skills"] == {"directoryRead": True}
             assert capabilities["resources"]["listChanged"] is True
         async with Client(url, mode=mode) as client:
             if mode == "legacy":

@@ -50,7 +50,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..api import Runtime
 from ..attribution import journal_for
-from ..builtin.beneath import open_checked
+from ..beneath import open_checked
 from ..builtin.skill import discover_skills, split_frontmatter
 from ..errors import PathChanged
 from ..scope import CallScope
