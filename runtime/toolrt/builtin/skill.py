@@ -16,16 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import yaml
 
 from ..attribution import journal_for
-from ..build.compiled import DescribeInfo
-from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from .beneath import open_checked
+
+if TYPE_CHECKING:  # imported for annotations only: a build loads this module for its describe hook
+    from ..build.compiled import DescribeInfo
+    from ..call.context import ToolContext
 
 __all__ = ["Skill", "describe", "discover_skills", "skill"]
 
