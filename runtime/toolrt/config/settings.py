@@ -642,16 +642,18 @@ def _boolean(key: str, value: Any, origin: str) -> bool:
     raise ConfigError([Problem(origin, 0, 0, "", f"{key}: '{value}' is not a boolean (use true or false)")])
 
 
-_SCALARS: Mapping[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
+_SCALARS: Mapping[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool, "str": str}
 _SECTIONS: Mapping[str, Any] = {"truncate": TruncateSettings, "serve": ServeSettings, "lsp": LspSettings}
 
 
 @functools.cache
-def _scalar_fields() -> Mapping[str, type]:
-    """Dotted key → type of every setting whose type is a plain int, float, bool or str."""
-    found = {f.name: _SCALARS[f.type] for f in dataclasses.fields(Settings) if f.type in _SCALARS}
+def _scalar_fields() -> Mapping[str, Callable[[Any], Any]]:
+    """Dotted key → type of every setting whose type is a plain int, float, bool or str (the annotations
+    are strings: this module postpones them)."""
+    found = {f.name: _SCALARS[str(f.type)] for f in dataclasses.fields(Settings) if str(f.type) in _SCALARS}
     for section, kind in _SECTIONS.items():
-        found.update({f"{section}.{f.name}": _SCALARS[f.type] for f in dataclasses.fields(kind) if f.type in _SCALARS})
+        scalars = {f.name: str(f.type) for f in dataclasses.fields(kind) if str(f.type) in _SCALARS}
+        found.update({f"{section}.{name}": _SCALARS[type_name] for name, type_name in scalars.items()})
     return MappingProxyType(found)
 
 
