@@ -1,6 +1,7 @@
 """What a command imports at start: `toolrt --help` no module of the runtime, `toolrt validate` of a new
-project neither pydantic nor a built-in handler; settings of plain types built without pydantic; the
-packaged YAML tables read from their compiled copy, which a changed or broken file never outlives."""
+project neither pydantic nor Jinja2 nor a built-in handler; settings of plain types built without
+pydantic; the packaged YAML tables read from their compiled copy, which a changed or broken file never
+outlives; and the checks a build leaves to these tests for the installed built-ins."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolrt.build.compiled import OFFERED_MARK, description_problem
+from toolrt.build.compiled import OFFERED_MARK, compile_tool, description_problem
 from toolrt.build.snapshot import build_snapshot
+from toolrt.build.templates import compile_template
 from toolrt.config import resources
 from toolrt.config.resources import read_yaml
 from toolrt.config.settings import _build, _plain_settings
+from toolrt.errors import Problem
 from toolrt.faces.validate import python_handler_problems
 
 REPORT = "import sys; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in WATCHED)), file=sys.stderr)"
@@ -60,7 +64,7 @@ def test_validate_of_a_new_project_imports_no_pydantic_and_no_builtin_handler(tm
     assert "timeout: 60" in (project / "toolrt.yaml").read_text()  # a setting: resolved without pydantic
     code, modules = _imported("validate", project, env)
     assert code == 0
-    assert not {"pydantic", "pydantic_settings", "mcp"} & modules
+    assert not {"pydantic", "pydantic_settings", "jinja2", "mcp"} & modules
     assert not {m for m in modules if m.startswith(("toolrt.builtin.bash", "toolrt.builtin.read", "toolrt.execute"))}
 
 
@@ -162,13 +166,28 @@ def test_only_the_package_s_own_files_are_compiled(tmp_path: Path) -> None:
     assert resources._compiled_path(tmp_path / "wrappers.yaml") is None  # a host's wrappers file
 
 
-def test_the_builtin_handlers_import_and_their_templated_descriptions_render(make_project: Callable[..., Path]) -> None:
-    """What `toolrt validate` leaves to the package's tests: the installed built-ins' handlers and descriptions."""
+def test_the_builtin_tools_pass_every_check_a_project_s_tool_gets(make_project: Callable[..., Path]) -> None:
+    """What a build and `toolrt validate` leave to the package's tests for the installed built-ins: their
+    handlers import, and each compiles as a project's tool would (templated descriptions parsed, Jinja2
+    templates checked and compiled at once rather than by their first render)."""
     snapshot = build_snapshot(make_project({}, builtin_tools=True))
-    builtins = [tool for tool in snapshot.tools.values() if tool.definition.layer == "builtin"]
+    builtins = [tool.definition for tool in snapshot.tools.values() if tool.definition.layer == "builtin"]
     assert len(builtins) > 10
     assert python_handler_problems(snapshot, builtin=True) == []
-    templated = [tool.definition.description for tool in builtins if OFFERED_MARK in tool.definition.description]
-    assert templated
-    assert [description_problem(text) for text in templated] == [None] * len(templated)
+    assert any(OFFERED_MARK in definition.description for definition in builtins)
+    for definition in builtins:
+        problems: list[Problem] = []
+        assert compile_tool(replace(definition, layer="project"), definition.description, problems) is not None
+        assert problems == [], definition.id
     assert description_problem("{% for t in tools %}{{ nope }}{% endfor %}") is not None
+
+
+def test_a_packaged_jinja_template_compiles_by_its_first_render() -> None:
+    source = "{{ operation }}{% if line %}:{{ line }}{% endif %}"
+    names = frozenset({"operation", "line"})
+    packaged = compile_template(source, names, packaged=True)
+    assert "jinja2.environment" not in repr(type(packaged))
+    assert packaged.render({"operation": "hover", "line": 3}) == "hover:3"
+    assert packaged.render({"operation": "hover", "line": None}) == compile_template(source, names).render(
+        {"operation": "hover", "line": None}
+    )

@@ -210,7 +210,7 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         if not quote_shell and "{" not in source:
             return source  # constant text: nothing to render per call
         try:
-            return compile_template(source, names, shell=quote_shell)
+            return compile_template(source, names, shell=quote_shell, packaged=tool.layer == "builtin")
         except TemplateProblem as exc:
             problems.append(locate(tool, pointer, str(exc)))
             return None
