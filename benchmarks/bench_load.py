@@ -18,6 +18,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -124,12 +125,13 @@ def main() -> None:
         toolrt_validate(root)  # warm imports
         timings: dict[str, list[float]] = {"libyaml": [], "load": [], "validate": []}
         cpu: dict[str, list[float]] = {name: [] for name in timings}
+        runs: tuple[tuple[str, Callable[[], None]], ...] = (
+            ("libyaml", lambda: libyaml_parse(files)),
+            ("load", lambda: toolrt_load(root)),
+            ("validate", lambda: toolrt_validate(root)),
+        )
         for _ in range(options.repeats):
-            for name, run in (
-                ("libyaml", lambda: libyaml_parse(files)),
-                ("load", lambda: toolrt_load(root)),
-                ("validate", lambda: toolrt_validate(root)),
-            ):
+            for name, run in runs:
                 start, start_cpu = time.perf_counter(), time.process_time()
                 run()
                 timings[name].append(time.perf_counter() - start)
