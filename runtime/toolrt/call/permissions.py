@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -23,10 +23,12 @@ from ..build.templates import render
 from ..errors import InvalidArgumentsError, PathChanged, PermissionBlocked
 from ..permissions.model import CallSite, Decision, PermissionRequest, usable_exempt
 from ..permissions.paths import PATH_PERMISSIONS, relative_form
-from .active import ActiveCall
 from .process_denies import process_denies
 from .state import DOOM_LOOP_THRESHOLD, SessionState
 from .titles import call_title, render_optional
+
+if TYPE_CHECKING:  # `toolrt validate` asks for requests without a call: the call's machinery stays unimported
+    from .active import ActiveCall
 
 __all__ = [
     "INLINE_ARGUMENT_CHARS",
