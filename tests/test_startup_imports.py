@@ -66,6 +66,7 @@ def test_validate_of_a_new_project_imports_no_pydantic_and_no_builtin_handler(tm
     assert code == 0
     assert not {"pydantic", "pydantic_settings", "jinja2", "mcp"} & modules
     assert not {m for m in modules if m.startswith(("toolrt.builtin.bash", "toolrt.builtin.read", "toolrt.execute"))}
+    assert not {"toolrt.call.active", "toolrt.sandbox.plan"} & modules  # a call's machinery: no call is made
 
 
 def test_a_setting_in_the_environment_is_read_by_pydantic_settings(tmp_path: Path) -> None:
