@@ -69,14 +69,27 @@ def test_validate_of_a_new_project_imports_no_pydantic_and_no_builtin_handler(tm
     assert not {"toolrt.call.active", "toolrt.sandbox.plan"} & modules  # a call's machinery: no call is made
 
 
-def test_a_setting_in_the_environment_is_read_by_pydantic_settings(tmp_path: Path) -> None:
-    env = {**_fresh_user(tmp_path), "TOOLRT_TRUNCATE__MAX_LINES": "7"}
+@pytest.mark.parametrize(
+    ("variable", "value", "shown", "adapter_built"),
+    [
+        ("TOOLRT_TRUNCATE__MAX_LINES", "7", "truncate.max_lines=7", True),  # text to convert: pydantic checks it
+        ("TOOLRT_DATA_DIR", "~/elsewhere", "data_dir=HOME/elsewhere", False),  # a path: already what pydantic makes
+    ],
+)
+def test_a_setting_in_the_environment_is_read_by_pydantic_settings(
+    tmp_path: Path, variable: str, value: str, shown: str, adapter_built: bool
+) -> None:
+    env = {**_fresh_user(tmp_path), variable: value, "HOME": str(tmp_path)}
     code = (
-        f"WATCHED = {WATCHED}\nfrom pathlib import Path\nfrom toolrt.config.settings import resolve_settings\n"
-        "print(resolve_settings(Path('.')).values.truncate.max_lines)\n" + REPORT
+        f"WATCHED = {WATCHED}\nfrom pathlib import Path\nfrom toolrt.config import settings\n"
+        "values = settings.resolve_settings(Path('.')).values\n"
+        "print(f'truncate.max_lines={values.truncate.max_lines}', f'data_dir={values.data_dir}')\n"
+        "print(settings._adapter.cache_info().currsize)\n" + REPORT
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert run.stdout.strip() == "7"
+    lines = run.stdout.split("\n")
+    assert shown.replace("HOME", str(tmp_path)) in lines[0].split()
+    assert lines[1] == ("1" if adapter_built else "0")
     assert "pydantic_settings" in run.stderr
 
 
@@ -86,6 +99,7 @@ def test_a_setting_in_the_environment_is_read_by_pydantic_settings(tmp_path: Pat
         {"timeout": 60},
         {"timeout": 2.5, "truncate.max_lines": 5, "truncate.max_bytes": 9},
         {"serve.host": "localhost", "serve.port": 80, "lsp.enabled": False, "lsp.wait": 1},
+        {"data_dir": Path("~/data"), "locked_permissions": Path("/etc/toolrt/locked.yaml")},
     ],
 )
 def test_plainly_typed_settings_are_what_pydantic_makes_of_them(values: dict[str, Any]) -> None:

@@ -642,14 +642,21 @@ def _boolean(key: str, value: Any, origin: str) -> bool:
     raise ConfigError([Problem(origin, 0, 0, "", f"{key}: '{value}' is not a boolean (use true or false)")])
 
 
-_SCALARS: Mapping[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": bool, "str": str}
+_SCALARS: Mapping[str, Callable[[Any], Any]] = {
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "str": str,
+    "Path": Path,
+    "Path | None": Path,
+}
 _SECTIONS: Mapping[str, Any] = {"truncate": TruncateSettings, "serve": ServeSettings, "lsp": LspSettings}
 
 
 @functools.cache
 def _scalar_fields() -> Mapping[str, Callable[[Any], Any]]:
-    """Dotted key → type of every setting whose type is a plain int, float, bool or str (the annotations
-    are strings: this module postpones them)."""
+    """Dotted key → type of every setting whose type is a plain int, float, bool, str or path (the
+    annotations are strings: this module postpones them)."""
     found = {f.name: _SCALARS[str(f.type)] for f in dataclasses.fields(Settings) if str(f.type) in _SCALARS}
     for section, kind in _SECTIONS.items():
         scalars = {f.name: str(f.type) for f in dataclasses.fields(kind) if str(f.type) in _SCALARS}
@@ -659,15 +666,18 @@ def _scalar_fields() -> Mapping[str, Callable[[Any], Any]]:
 
 def _plain_settings(values: Mapping[str, Any]) -> Settings | None:
     """`Settings` from values that each already have their setting's plain type (an int for a float
-    is widened), so pydantic would return them unchanged: a project's `defaults: {timeout: 60}` needs
-    no pydantic import. None when any value needs pydantic's conversion or check (a bool where a
-    number goes, a path, a list, a literal)."""
+    is widened; paths are `Path`s already, `_relative_to` made them), so pydantic would return them
+    unchanged: a project's `defaults: {timeout: 60}` or TOOLRT_DATA_DIR needs no pydantic model built.
+    None when any value needs pydantic's conversion or check (a bool where a number goes, a list, a
+    literal, the audit setting's path or boolean)."""
     fields = _scalar_fields()
     top: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {}
     for key, value in values.items():
         kind = fields.get(key)
-        if kind is None or type(value) is not kind and not (kind is float and type(value) is int):
+        if kind is Path and isinstance(value, Path):
+            value = value.expanduser() if key == "data_dir" else value  # as `_build` does
+        elif kind is None or type(value) is not kind and not (kind is float and type(value) is int):
             return None
         section, _, name = key.rpartition(".")
         (sections.setdefault(section, {}) if section else top)[name] = kind(value)
