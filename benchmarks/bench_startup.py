@@ -102,7 +102,7 @@ def main() -> None:
                 wall[tree_name, name].append(seconds * 1000)
                 cpu[tree_name, name].append(cpu_seconds * 1000)
         imports = {
-            (t, n): statistics.median(_import_ms(argv, cwd, env) for _ in range(3))
+            (t, n): statistics.median(_import_ms(argv, cwd, env) for _ in range(5))
             for t, n, argv, cwd, env in runs
             if n.startswith("toolrt")
         }
