@@ -24,25 +24,6 @@ if _sys.argv[:1] == ["-m"] and _sys.path and not getattr(_sys.flags, "safe_path"
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
-    CallError,
-    ConfigError,
-    CorrectedError,
-    DeniedError,
-    InputRequired,
-    InvalidArgumentsError,
-    PermissionBlocked,
-    Problem,
-    ProtocolError,
-    RejectedError,
-    ToolFailure,
-    ToolrtError,
-    UnknownToolError,
-    UsageError,
-)
-from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
-from .result import ToolResult
-
 if TYPE_CHECKING:
     from .api import ReloadStatus, Runtime, SnapshotChange
     from .attribution import Hold
@@ -55,12 +36,50 @@ if TYPE_CHECKING:
     from .call.sessions import SessionStore
     from .config.settings import ResolvedSettings, Settings
     from .execute.background import BackgroundProcess
+    from .errors import (
+        CallError,
+        ConfigError,
+        CorrectedError,
+        DeniedError,
+        InputRequired,
+        InvalidArgumentsError,
+        PermissionBlocked,
+        Problem,
+        ProtocolError,
+        RejectedError,
+        ToolFailure,
+        ToolrtError,
+        UnknownToolError,
+        UsageError,
+    )
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
+    from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
+    from .result import ToolResult
     from .scope import CallScope, Questioner, ScopeFields
 
-# Heavier names load on first use, so `import toolrt.<module>` (the CLI's fast commands) stays cheap.
+# Every name loads on first use, so `import toolrt.<module>` imports only what that module needs (the
+# CLI's `--help` imports no module of the runtime at all).
 _LAZY = {
+    "CallError": "errors",
+    "ConfigError": "errors",
+    "CorrectedError": "errors",
+    "DeniedError": "errors",
+    "InputRequired": "errors",
+    "InvalidArgumentsError": "errors",
+    "PermissionBlocked": "errors",
+    "Problem": "errors",
+    "ProtocolError": "errors",
+    "RejectedError": "errors",
+    "ToolFailure": "errors",
+    "ToolrtError": "errors",
+    "UnknownToolError": "errors",
+    "UsageError": "errors",
+    "Decision": "permissions.model",
+    "PatternDecision": "permissions.model",
+    "PermissionRequest": "permissions.model",
+    "Rule": "permissions.model",
+    "ToolResult": "result",
     "ReloadStatus": "api",
     "Runtime": "api",
     "SnapshotChange": "api",

@@ -177,8 +177,25 @@ class _FastExpression:
         return _part_value(self.name, self.filter_name, context)
 
 
+@dataclass(frozen=True)
+class _PackagedTemplate:
+    """A Jinja2 text template of the installed built-in layer, compiled by its first render: the
+    package's tests check and compile every one, so a build (every start of toolrt) need not import
+    Jinja2 for them; the first call of the tool pays the compile once (a few milliseconds)."""
+
+    source: str
+
+    @functools.cached_property
+    def _compiled(self) -> Any:
+        return _jinja_compile(False, self.source)
+
+    def render(self, context: Mapping[str, Any]) -> str:
+        text: str = self._compiled.render(context)
+        return text
+
+
 Template = Any
-"""A compiled template: `_FastTemplate` or `jinja2.Template` (both have `.render(context)`)."""
+"""A compiled template: `_FastTemplate`, `_PackagedTemplate` or `jinja2.Template` (each has `.render(context)`)."""
 
 
 def _check_names(names: Sequence[str], parameters: frozenset[str]) -> None:
@@ -517,14 +534,21 @@ def render_shell(
 # --- compile and render ----------------------------------------------------------------------------
 
 
-def compile_template(source: str, parameters: frozenset[str], *, shell: bool = False) -> Template:
-    """Compile a text template (or, with `shell`, a `ShellTemplate`) that may reference only `parameters`."""
+def compile_template(
+    source: str, parameters: frozenset[str], *, shell: bool = False, packaged: bool = False
+) -> Template:
+    """Compile a text template (or, with `shell`, a `ShellTemplate`) that may reference only `parameters`.
+
+    `packaged`: the source is the installed built-in layer's (checked by the package's tests), so a
+    text template Jinja2 must handle is compiled by its first render (`_PackagedTemplate`)."""
     parts = _fast_parts(source)
     if parts is not None:
         _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
         if shell:
             return ShellTemplate(tuple(parts), _check_shell_positions(source, parts))
         return _FastTemplate(tuple(parts))
+    if packaged and not shell:
+        return _PackagedTemplate(source)
     _jinja_check(source, parameters, shell=shell)
     if shell:
         _check_shell_positions(source, None)

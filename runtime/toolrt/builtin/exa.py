@@ -16,14 +16,16 @@ import datetime
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_plus, urlencode
 
 import anyio
 
-from ..build.compiled import DescribeInfo
-from ..call.context import ToolContext
 from ..errors import ToolFailure
+
+if TYPE_CHECKING:  # imported for annotations only: a build loads this module for its describe hook
+    from ..build.compiled import DescribeInfo
+    from ..call.context import ToolContext
 
 __all__ = ["DEFAULT_URL", "call_exa", "codesearch", "describe_websearch", "parse_response", "websearch"]
 

@@ -14,18 +14,19 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import yaml
 
 from ..attribution import journal_for
 from ..beneath import open_checked
-from ..build.compiled import DescribeInfo
-from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
+
+if TYPE_CHECKING:  # imported for annotations only: a build loads this module for its describe hook
+    from ..build.compiled import DescribeInfo
+    from ..call.context import ToolContext
 
 __all__ = ["Skill", "describe", "discover_skills", "skill", "split_frontmatter"]
 
@@ -60,6 +61,8 @@ def describe(description: str, info: DescribeInfo) -> str:
     """The tool description with the available skills put in place of `{skills}` (appended when absent)."""
     skills = discover_skills(info.root, info.home)
     if skills:
+        from html import escape  # only with skills to list: every build runs this hook
+
         entries = "".join(
             f"  <skill>\n    <name>{escape(item.name, quote=False)}</name>\n"
             f"    <description>{escape(item.description, quote=False)}</description>\n  </skill>\n"

@@ -6,7 +6,7 @@ import os.path
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -15,11 +15,13 @@ from ..permissions.denied_reads import ReadDenies
 from ..permissions.model import PermissionRequest
 from ..result import ToolResult
 from ..sandbox.config import call_plan
-from ..sandbox.plan import SandboxPlan
 from ..sandbox.policy import SandboxPolicy
 from ..scope import DEFAULT_SCOPE, CallScope, Questioner
 from ..truncate import tool_output_dir
 from .client import NO_CLIENT, ClientChannel, ClientInfo, ClientRequest, Elicited, check_capabilities
+
+if TYPE_CHECKING:
+    from ..sandbox.plan import SandboxPlan
 
 __all__ = ["LanguageServers", "ToolContext"]
 

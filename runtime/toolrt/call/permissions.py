@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -24,10 +24,12 @@ from ..build.templates import render
 from ..errors import InvalidArgumentsError, PathChanged, PermissionBlocked
 from ..permissions.model import CallSite, Decision, PermissionRequest, usable_exempt
 from ..permissions.paths import PATH_PERMISSIONS, relative_form
-from .active import ActiveCall
 from .process_denies import process_denies
-from .state import DOOM_LOOP_THRESHOLD, SessionState
 from .titles import call_title, render_optional
+
+if TYPE_CHECKING:  # `toolrt validate` asks for requests without a call: the call's machinery stays unimported
+    from .active import ActiveCall
+    from .state import SessionState
 
 __all__ = [
     "INLINE_ARGUMENT_CHARS",
@@ -242,7 +244,7 @@ def add_doom_loop(requests: list[PermissionRequest], name: str, args: Mapping[st
     """Append a `doom_loop` request on the third identical consecutive call of the session."""
     key = (name, args)  # compared by value: the same tool with equal arguments
     session.recent.append(key)
-    if len(session.recent) == DOOM_LOOP_THRESHOLD and all(k == key for k in session.recent):
+    if len(session.recent) == session.recent.maxlen and all(k == key for k in session.recent):
         requests.append(PermissionRequest("doom_loop", (name,), (name,), {"tool": name, "input": dict(args)}))
         return True
     return False
@@ -280,6 +282,8 @@ async def authorize(
         )
     except PermissionBlocked as error:
         if doom_loop:  # the model reads why this call, of all calls, was stopped
+            from .state import DOOM_LOOP_THRESHOLD
+
             error.args = (f"{REPEATED_CALL.format(tool=call.name, times=DOOM_LOOP_THRESHOLD)}\n{error}",)
         raise
     if cacheable and all(d.action == "allow" for d in decision.decisions):

@@ -588,7 +588,7 @@ def resolve_settings(
     for name, flag in declared.items():
         origins.setdefault(f"flags.{name}", flag.source or "default")
     settings_values = {k: v for k, v in values.items() if not k.startswith("flags.")}
-    settings = _build(settings_values, origins) if settings_values else Settings()
+    settings = (_plain_settings(settings_values) or _build(settings_values, origins)) if settings_values else Settings()
     for key, value in values.items():
         if key.startswith("flags.") and key[6:] in declared:  # the user file may name other projects' flags
             flags[key[6:]] = _boolean(key, value, origins[key])
@@ -658,6 +658,50 @@ def _boolean(key: str, value: Any, origin: str) -> bool:
     if text in _FALSE:
         return False
     raise ConfigError([Problem(origin, 0, 0, "", f"{key}: '{value}' is not a boolean (use true or false)")])
+
+
+_SCALARS: Mapping[str, Callable[[Any], Any]] = {
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "str": str,
+    "Path": Path,
+    "Path | None": Path,
+}
+_SECTIONS: Mapping[str, Any] = {"truncate": TruncateSettings, "serve": ServeSettings, "lsp": LspSettings}
+
+
+@functools.cache
+def _scalar_fields() -> Mapping[str, Callable[[Any], Any]]:
+    """Dotted key → type of every setting whose type is a plain int, float, bool, str or path (the
+    annotations are strings: this module postpones them)."""
+    found = {f.name: _SCALARS[str(f.type)] for f in dataclasses.fields(Settings) if str(f.type) in _SCALARS}
+    for section, kind in _SECTIONS.items():
+        scalars = {f.name: str(f.type) for f in dataclasses.fields(kind) if str(f.type) in _SCALARS}
+        found.update({f"{section}.{name}": _SCALARS[type_name] for name, type_name in scalars.items()})
+    return MappingProxyType(found)
+
+
+def _plain_settings(values: Mapping[str, Any]) -> Settings | None:
+    """`Settings` from values that each already have their setting's plain type (an int for a float
+    is widened; paths are `Path`s already, `_relative_to` made them), so pydantic would return them
+    unchanged: a project's `defaults: {timeout: 60}` or TOOLRT_DATA_DIR needs no pydantic model built.
+    None when any value needs pydantic's conversion or check (a bool where a number goes, a list, a
+    literal, the audit setting's path or boolean)."""
+    fields = _scalar_fields()
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        kind = fields.get(key)
+        if kind is Path and isinstance(value, Path):
+            value = value.expanduser() if key == "data_dir" else value  # as `_build` does
+        elif kind is None or type(value) is not kind and not (kind is float and type(value) is int):
+            return None
+        section, _, name = key.rpartition(".")
+        (sections.setdefault(section, {}) if section else top)[name] = kind(value)
+    for section, changed in sections.items():
+        top[section] = _SECTIONS[section](**changed)
+    return Settings(**top)
 
 
 def _build(values: Mapping[str, Any], origins: Mapping[str, str]) -> Settings:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import __version__
-from ..errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from ..api import Runtime
+    from ..errors import UsageError
     from ..permissions.ask import AskRequest, Reply
     from ..permissions.model import Decision
     from ..scope import CallScope
@@ -30,6 +30,8 @@ FORMATS_OF_VALIDATE = ("text", "json", "github", "sarif")
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse exits 2 on usage errors, as the contract says
+        from ..errors import UsageError
+
         self.print_usage(sys.stderr)
         raise UsageError(message)
 
@@ -329,10 +331,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         handler = globals()[f"_cmd_{options.command}"]
         code: int = handler(options, out)
         return code
-    except UsageError as error:
+    except SystemExit:  # `--help`, `--version`: answered without importing a module of the runtime
+        raise
+    except _errors().UsageError as error:  # an except clause's class is looked up only when something is raised
         print(f"toolrt: {error}", file=err)
         return 2
-    except ConfigError as error:
+    except _errors().ConfigError as error:
         from .validate_report import problem_text
 
         for problem in error.problems:
@@ -357,6 +361,13 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _errors() -> Any:
+    """`toolrt.errors`, imported when a command fails or runs: `toolrt --help` loads no module of the runtime."""
+    from .. import errors
+
+    return errors
 
 
 def _flags(values: Sequence[str]) -> dict[str, bool]:
@@ -401,6 +412,7 @@ def _load(options: argparse.Namespace, *, blocked_ok: bool = True) -> Runtime:
 
 
 def _cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
+    from ..errors import UsageError
     from .terminal import PaintedLines, painter
     from .validate_report import render, validate_paths
 
@@ -464,6 +476,8 @@ def _cmd_list(options: argparse.Namespace, out: TextIO) -> int:
 
 def _declares_elicitation(text: str) -> bool:
     """Whether `--client-capabilities` (an MCP `ClientCapabilities` object as JSON) declares elicitation."""
+    from ..errors import UsageError
+
     try:
         capabilities = json.loads(text)
     except json.JSONDecodeError as error:
@@ -506,6 +520,7 @@ def _decision_json(decision: Decision) -> dict[str, Any]:
 
 
 def _cmd_check(options: argparse.Namespace, out: TextIO) -> int:
+    from ..errors import UsageError
     from ..permissions.model import unmatched_basis
     from .terminal import painter
 
@@ -696,6 +711,8 @@ def _unknown_tool(rt: Runtime, name: str, scope: CallScope) -> UsageError | None
     `invalid` text is not the answer), with the closest offered names; None when the name is known."""
     import difflib
 
+    from ..errors import UsageError
+
     snapshot = rt.snapshot
     if name in snapshot.tools or name.lower() in snapshot.tools or name in snapshot.withheld:
         return None
@@ -832,6 +849,8 @@ def _cmd_chat(options: argparse.Namespace, out: TextIO) -> int:
     import os
 
     import anyio
+
+    from ..errors import UsageError
 
     try:
         import openai
@@ -980,6 +999,7 @@ def _shown(value: Any) -> Any:
 
 def _cmd_schema(options: argparse.Namespace, out: TextIO) -> int:
     from ..config.resources import SCHEMA_NAMES, schema
+    from ..errors import UsageError
 
     if options.write:
         from .init import write_schemas

@@ -12,15 +12,17 @@ import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
 from .masks import NO_MASKS, DenyTest, denied_paths
-from .plan import SandboxPlan, plan_sandbox
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
 from .supervisor import pin
 from .support import Support, detect_support
+
+if TYPE_CHECKING:
+    from .plan import SandboxPlan
 
 __all__ = [
     "MAX_PROTECTED_MOUNTS",
@@ -165,6 +167,8 @@ def call_plan(
         ToolFailure: the locked file requires a sandbox and this machine has none; or the denied
             files cannot be masked here (too many, or no mount namespace): nothing runs unmasked.
     """
+    from .plan import plan_sandbox  # what a process needs to start: not imported by a build
+
     directories = tuple(
         Path(pattern[:-2])
         for permission, pattern in granted
