@@ -7,6 +7,7 @@ give the programs they start a unique word and look for it here."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,13 +27,19 @@ def holding(marker: str) -> list[int]:
     return found
 
 
-def after_the_last_process(probe: Path) -> None:
+def after_the_last_process() -> None:
     """Wait (5 s at most) until the kernel's file clock has passed the end of every process run so far:
     it runs up to a tick behind `time.time_ns()`, and only a change made after that is outside their
-    lifetimes (the attribution journal's; a person's edit right after a call is the model's otherwise)."""
+    lifetimes (the attribution journal's; a person's edit right after a call is the model's otherwise).
+
+    The probe file lives in a directory of its own, never in a project: making it changes its
+    directory's change time, which (a tick behind) can fall inside the last span, and a directory on
+    the way to a file counts for the file."""
     ended, give_up = time.time_ns(), time.monotonic() + 5
-    while time.monotonic() < give_up:
-        probe.write_text("tick")
-        if probe.stat().st_ctime_ns > ended:
-            return
+    with tempfile.TemporaryDirectory(prefix="toolrt-clock-") as directory:
+        probe = Path(directory) / "probe"
+        while time.monotonic() < give_up:
+            probe.write_text("tick")
+            if probe.stat().st_ctime_ns > ended:
+                return
     raise AssertionError("the file clock did not move in 5 s")

@@ -105,7 +105,7 @@ def test_a_file_tool_write_through_a_hard_link_is_the_models_under_every_name(
             linked = await rt.call("bash", {"command": link, "description": "link"}, ask=_reject)
             assert linked.error is None, linked.error
             assert "landlock" in str(linked.metadata.get("sandbox", ""))  # the real kernel sandbox ran it
-            after_the_last_process(tmp_path / "probe")
+            after_the_last_process()
             assert (await rt.call("read", {"filePath": "stage.py"}, ask=_reject)).error is None
             content = EVIL.format(marker=str(marker))
             wrote = await rt.call("write", {"filePath": "stage.py", "content": content}, ask=_reject)

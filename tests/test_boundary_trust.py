@@ -154,7 +154,7 @@ def test_a_describe_hook_in_a_held_module_is_never_imported(project: Path, tmp_p
 def test_the_persons_own_edits_load_and_a_protected_approval_is_theirs(project: Path) -> None:
     (project / "tools.d").mkdir()
     assert _bash(project, "true").error is None  # a finished process: its span is over
-    after_the_last_process(project / "probe.txt")
+    after_the_last_process()
     (project / "tools.d" / "mine.yaml").write_text(TOOL.format(id="mine", module="toolrt.builtin.todo"))
     approved = {"filePath": "tools.d/ok.yaml", "content": TOOL.format(id="ok", module="toolrt.builtin.todo")}
     assert _call(project, "write", approved, approve=True).error is None  # the person approved `protected`

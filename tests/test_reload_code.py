@@ -150,7 +150,7 @@ def test_a_reload_that_changes_a_tools_code_or_definition_clears_only_its_loop_h
     rt = Runtime.load(root)
     rt.import_code()
     assert [rt.call_sync("echo", {}).error for _ in range(2)] == [None, None]
-    after_the_last_process(root / "probe.txt")  # the person's edit below is not one of the echo's
+    after_the_last_process()  # the person's edit below is not one of the echo's
     (root / "tools_code" / "words.py").write_text("WORD = 'hey'\n", encoding="utf-8")  # imported by greet's module
     assert rt.reload().last_error is None
     echo = rt.call_sync("echo", {})
