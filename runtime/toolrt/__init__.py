@@ -35,6 +35,7 @@ from .errors import (
     Problem,
     ProtocolError,
     RejectedError,
+    StoreError,
     ToolFailure,
     ToolrtError,
     UnknownToolError,
@@ -85,6 +86,7 @@ _LAZY = {
     "ResolvedSettings": "config.settings",
     "Settings": "config.settings",
     "Snapshot": "build.snapshot",
+    "Store": "store.model",
 }
 
 
@@ -139,6 +141,8 @@ __all__ = [
     "Settings",
     "Snapshot",
     "SnapshotChange",
+    "Store",
+    "StoreError",
     "ToolContext",
     "ToolFailure",
     "ToolResult",

@@ -47,7 +47,7 @@ class PostgresStore(SqlStore):
                     cursor.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
                     self._migrate(cursor)
         except psycopg.Error as error:
-            raise StoreError(f"{self.where}: {scrub(str(error).strip(), uri)}") from None
+            raise StoreError(f"{self.where}: {_one_line(scrub(str(error), uri))}") from None
         self._pool: ConnectionPool[Any] = ConnectionPool(
             uri,
             min_size=1,
@@ -72,7 +72,7 @@ class PostgresStore(SqlStore):
             with self._pool.connection() as connection, connection.transaction(), connection.cursor() as cursor:
                 yield cursor
         except (psycopg.Error, PoolTimeout) as error:
-            raise StoreError(f"{self.where}: {scrub(str(error).strip(), self._uri)}") from None
+            raise StoreError(f"{self.where}: {_one_line(scrub(str(error), self._uri))}") from None
 
     def close(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -81,3 +81,8 @@ class PostgresStore(SqlStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._shown!r})"
+
+
+def _one_line(text: str) -> str:
+    """libpq's multi-line message on one line (a log line, the last line `toolrt serve` prints)."""
+    return " ".join(text.split())
