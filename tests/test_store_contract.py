@@ -84,7 +84,7 @@ def test_a_session_state_is_saved_replaced_and_dropped(store: Store) -> None:
     assert store.load_session("s1") == {"tools": {"todos": [{"content": "a"}]}, "agent": None}
     store.save_session("s1", {"agent": "plan"}, 11.0)
     assert store.load_session("s1") == {"agent": "plan"}
-    store.add_approval("s1", "bash", "git *", 11.0)
+    store.add_approval("s1", "build", "bash", "git *", 11.0)
     store.drop_session("s1")
     assert store.load_session("s1") is None
     assert store.approvals("s1") == []
@@ -92,12 +92,13 @@ def test_a_session_state_is_saved_replaced_and_dropped(store: Store) -> None:
 
 
 def test_an_approval_is_kept_once_in_the_order_given(store: Store) -> None:
-    assert store.add_approval("s1", "bash", "git *", 1.0) is True
-    assert store.add_approval("s1", "edit", "src/*", 2.0) is True
-    assert store.add_approval("s1", "bash", "git *", 3.0) is False
-    assert store.add_approval("s2", "bash", "git *", 3.0) is True
-    assert store.approvals("s1") == [("bash", "git *"), ("edit", "src/*")]
-    assert store.approvals("s2") == [("bash", "git *")]
+    assert store.add_approval("s1", "build", "bash", "git *", 1.0) is True
+    assert store.add_approval("s1", "build", "edit", "src/*", 2.0) is True
+    assert store.add_approval("s1", "build", "bash", "git *", 3.0) is False
+    assert store.add_approval("s2", "build", "bash", "git *", 3.0) is True
+    assert store.add_approval("s1", "plan", "bash", "git *", 3.0) is True  # approvals are per agent
+    assert store.approvals("s1") == [("build", "bash", "git *"), ("build", "edit", "src/*"), ("plan", "bash", "git *")]
+    assert store.approvals("s2") == [("build", "bash", "git *")]
 
 
 def test_a_nonce_is_consumed_once_until_it_expires(store: Store) -> None:
@@ -129,17 +130,17 @@ def test_retention_removes_old_records_stale_sessions_and_expired_nonces(store: 
     store.append_audit(row(now - 10 * day))
     store.append_audit(row(now - 1 * day))
     store.save_session("old", {"n": 1}, now - 40 * day)
-    store.add_approval("old", "bash", "*", now - 40 * day)
+    store.add_approval("old", "build", "bash", "*", now - 40 * day)
     store.save_session("new", {"n": 2}, now - 1 * day)
-    store.add_approval("new", "bash", "*", now - 40 * day)
-    store.add_approval("stateless", "edit", "*", now - 40 * day)
+    store.add_approval("new", "build", "bash", "*", now - 40 * day)
+    store.add_approval("stateless", "build", "edit", "*", now - 40 * day)
     store.consume_nonce("gone", expires=now - 1, now=now - 2)
     store.consume_nonce("kept", expires=now + 60, now=now - 2)
     pruned = store.prune(now, audit_days=5, session_days=30)
     assert (pruned.audit, pruned.sessions, pruned.nonces) == (1, 1, 1)
     assert [r.time for r in store.audit_records()] == [now - 1 * day]
     assert store.load_session("old") is None and store.approvals("old") == []
-    assert store.load_session("new") == {"n": 2} and store.approvals("new") == [("bash", "*")]
+    assert store.load_session("new") == {"n": 2} and store.approvals("new") == [("build", "bash", "*")]
     assert store.approvals("stateless") == []
     assert store.consume_nonce("kept", expires=now + 60, now=now) is False
     nothing = store.prune(now, audit_days=None, session_days=None)
@@ -151,10 +152,10 @@ def test_two_handles_on_one_store_see_each_others_writes(opener: Opener) -> None
     first, second = opener(), opener()
     first.append_audit(row(1.0))
     first.save_session("s1", {"agent": "plan"}, 1.0)
-    assert second.add_approval("s1", "bash", "ls", 1.0) is True
+    assert second.add_approval("s1", "build", "bash", "ls", 1.0) is True
     assert [r.time for r in second.audit_records()] == [1.0]
     assert second.load_session("s1") == {"agent": "plan"}
-    assert first.approvals("s1") == [("bash", "ls")]
+    assert first.approvals("s1") == [("build", "bash", "ls")]
     assert first.consume_nonce("n", expires=10.0, now=1.0) is True
     assert second.consume_nonce("n", expires=10.0, now=1.0) is False
 
@@ -170,7 +171,7 @@ def test_concurrent_approvals_and_nonces_have_one_consistent_outcome(opener: Ope
     def worker(index: int) -> None:
         handle = handles[index % 2]
         start.wait(timeout=30)
-        approved.append(handle.add_approval("s1", "bash", "git push", float(index)))
+        approved.append(handle.add_approval("s1", "build", "bash", "git push", float(index)))
         consumed.append(handle.consume_nonce("n1", expires=1e12, now=1.0))
         keys.append(handle.signing_key(1, lambda: f"key-of-{index}"))
 
@@ -182,7 +183,7 @@ def test_concurrent_approvals_and_nonces_have_one_consistent_outcome(opener: Ope
     assert sorted(approved) == [False] * 7 + [True]
     assert sorted(consumed) == [False] * 7 + [True]
     assert len(set(keys)) == 1 and len(keys) == 8
-    assert handles[0].approvals("s1") == [("bash", "git push")]
+    assert handles[0].approvals("s1") == [("build", "bash", "git push")]
 
 
 def test_session_ids_are_digests_that_never_contain_the_token() -> None:
@@ -198,14 +199,14 @@ def test_session_ids_are_digests_that_never_contain_the_token() -> None:
 def test_a_sqlite_store_keeps_its_state_across_a_reopen_in_wal_mode(tmp_path: Path) -> None:
     store = open_store("sqlite", tmp_path)
     store.append_audit(row(5.0))
-    store.add_approval("s1", "bash", "make", 5.0)
+    store.add_approval("s1", "build", "bash", "make", 5.0)
     store.close()
     path = tmp_path / "state.sqlite3"
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert path.stat().st_mode & 0o777 == 0o600
     again = open_store("sqlite", tmp_path)
     assert [r.time for r in again.audit_records()] == [5.0]
-    assert again.approvals("s1") == [("bash", "make")]
+    assert again.approvals("s1") == [("build", "bash", "make")]
     again.close()
 
 

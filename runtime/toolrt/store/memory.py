@@ -28,7 +28,7 @@ class MemoryStore(Store):
         self._lock = threading.Lock()
         self._audit: deque[AuditRow] = deque(maxlen=self.MAX_AUDIT)
         self._sessions: dict[str, tuple[str, float]] = {}
-        self._approvals: dict[str, dict[tuple[str, str], float]] = {}
+        self._approvals: dict[str, dict[tuple[str, str, str], float]] = {}
         self._nonces: dict[str, float] = {}
         self._keys: dict[int, str] = {}
 
@@ -62,15 +62,15 @@ class MemoryStore(Store):
             self._sessions.pop(session, None)
             self._approvals.pop(session, None)
 
-    def add_approval(self, session: str, permission: str, pattern: str, now: float) -> bool:
+    def add_approval(self, session: str, agent: str, permission: str, pattern: str, now: float) -> bool:
         with self._lock:
             held = self._approvals.setdefault(session, {})
-            if (permission, pattern) in held:
+            if (agent, permission, pattern) in held:
                 return False
-            held[(permission, pattern)] = now
+            held[(agent, permission, pattern)] = now
             return True
 
-    def approvals(self, session: str) -> list[tuple[str, str]]:
+    def approvals(self, session: str) -> list[tuple[str, str, str]]:
         with self._lock:
             return list(self._approvals.get(session, {}))
 

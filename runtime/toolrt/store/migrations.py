@@ -29,8 +29,8 @@ def _version_1(dialect: Dialect) -> tuple[str, ...]:
         f"CREATE TABLE toolrt_sessions (id TEXT PRIMARY KEY, state TEXT NOT NULL, touched {real} NOT NULL)",
         "CREATE INDEX toolrt_sessions_touched ON toolrt_sessions (touched)",
         f"""CREATE TABLE toolrt_approvals (
-            id {id_}, session TEXT NOT NULL, permission TEXT NOT NULL, pattern TEXT NOT NULL,
-            given {real} NOT NULL, UNIQUE (session, permission, pattern))""",
+            id {id_}, session TEXT NOT NULL, agent TEXT NOT NULL, permission TEXT NOT NULL,
+            pattern TEXT NOT NULL, given {real} NOT NULL, UNIQUE (session, agent, permission, pattern))""",
         f"CREATE TABLE toolrt_nonces (nonce TEXT PRIMARY KEY, expires {real} NOT NULL)",
         "CREATE TABLE toolrt_keys (version INTEGER PRIMARY KEY, secret TEXT NOT NULL)",
     )

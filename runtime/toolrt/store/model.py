@@ -115,12 +115,13 @@ class Store(ABC):
         """Forget `session`'s state and approvals; an unknown session is ignored."""
 
     @abstractmethod
-    def add_approval(self, session: str, permission: str, pattern: str, now: float) -> bool:
-        """Keep an "always" approval of `session`; False when it was already kept (by any process)."""
+    def add_approval(self, session: str, agent: str, permission: str, pattern: str, now: float) -> bool:
+        """Keep an "always" approval given to `agent` in `session`; False when it was already kept (by any
+        process)."""
 
     @abstractmethod
-    def approvals(self, session: str) -> list[tuple[str, str]]:
-        """`session`'s approvals as (permission, pattern), in the order they were first given."""
+    def approvals(self, session: str) -> list[tuple[str, str, str]]:
+        """`session`'s approvals as (agent, permission, pattern), in the order they were first given."""
 
     # --- request states (2026-07-28) --------------------------------------------------------------
 

@@ -150,20 +150,21 @@ class SqlStore(Store):
             cursor.execute(self._sql("DELETE FROM toolrt_sessions WHERE id = ?"), (session,))
             cursor.execute(self._sql("DELETE FROM toolrt_approvals WHERE session = ?"), (session,))
 
-    def add_approval(self, session: str, permission: str, pattern: str, now: float) -> bool:
+    def add_approval(self, session: str, agent: str, permission: str, pattern: str, now: float) -> bool:
         changed = self._run(
-            "INSERT INTO toolrt_approvals (session, permission, pattern, given) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (session, permission, pattern) DO NOTHING",
-            (session, permission, pattern, now),
+            "INSERT INTO toolrt_approvals (session, agent, permission, pattern, given) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (session, agent, permission, pattern) DO NOTHING",
+            (session, agent, permission, pattern, now),
         )
         return changed == 1
 
-    def approvals(self, session: str) -> list[tuple[str, str]]:
+    def approvals(self, session: str) -> list[tuple[str, str, str]]:
         with self._transaction() as cursor:
             cursor.execute(
-                self._sql("SELECT permission, pattern FROM toolrt_approvals WHERE session = ? ORDER BY id"), (session,)
+                self._sql("SELECT agent, permission, pattern FROM toolrt_approvals WHERE session = ? ORDER BY id"),
+                (session,),
             )
-            return [(row[0], row[1]) for row in cursor.fetchall()]
+            return [(row[0], row[1], row[2]) for row in cursor.fetchall()]
 
     # --- request states -----------------------------------------------------------------------------
 
