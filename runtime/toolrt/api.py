@@ -221,6 +221,12 @@ class Runtime:
                 doom_loop_warns=self._development,
             )
             self._services_.run_batch = self._batch
+            if self.store.persistent:
+                from .call.persist import SessionKeeper
+
+                keeper = SessionKeeper(self.store, self._services_.broker)
+                self._services_.keeper = keeper
+                self._services_.sessions.on_open(keeper.load)
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
             self._release_fork_server = hold_fork_server()
@@ -267,6 +273,12 @@ class Runtime:
                 store.prune(time.time(), audit_days=retention.audit_days, session_days=retention.session_days)
             self._store = store
         return self._store
+
+    def knows_session(self, name: str) -> bool:
+        """Whether session `name` is held here or, with a persistent store, kept there (another process or
+        an earlier run of this server issued it): `toolrt serve` honours such a 2026-07-28 token."""
+        services = self._services
+        return name in services.sessions or (services.keeper is not None and services.keeper.known(name))
 
     @property
     def audit(self) -> AuditLog:

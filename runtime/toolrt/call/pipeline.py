@@ -149,6 +149,8 @@ def _finish(
     """Record the call and tell listeners how it ended; the result to return (see `_recorded`)."""
     services = call.services
     duration = time.perf_counter() - started
+    if services.keeper is not None:
+        services.keeper.save(call.session, call.state)
     entry = CallRecord(
         call.request.scope, call.agent, call.name, call.call_id, args, decision, status, result, duration
     )

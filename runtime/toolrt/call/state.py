@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..build.snapshot import Snapshot
     from ..lsp.access import LspAccess
     from ..lsp.manager import LspManager
+    from .persist import SessionKeeper
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
 
@@ -70,6 +71,8 @@ class Services:
     lsp: LspManager | None = None
     """The Runtime's language servers; made on the first call that needs them."""
     lsp_closed: bool = False
+    keeper: SessionKeeper | None = None
+    """Sessions loaded from and saved to a persistent state store; None with the `memory` store."""
     _lsp_access: dict[str, LspAccess | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -84,7 +87,8 @@ class Services:
                 state.recent.extend(kept)
 
     def session(self, name: str) -> SessionState:
-        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released)."""
+        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released;
+        with a persistent store, a session this process does not hold yet starts from what the store kept)."""
         return self.sessions.get(name)
 
     def lsp_for(self, snapshot: Snapshot) -> LspAccess | None:

@@ -21,7 +21,7 @@ server, so a client cannot pick another's session by name.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.connection import Connection
@@ -55,8 +55,10 @@ def connection_of(ctx: Ctx) -> Connection:
 class McpSessions:
     """Maps MCP requests to toolrt sessions in `store`, and releases them when their MCP session ends."""
 
-    def __init__(self, store: SessionStore[Any]) -> None:
+    def __init__(self, store: SessionStore[Any], known: Callable[[str], bool] | None = None) -> None:
         self._store = store
+        self._known = known or store.__contains__
+        """Whether a session is held: here, or (a persistent state store) by another process or an earlier run."""
 
     def identify(self, ctx: Ctx, carried: str | None = None) -> tuple[str, str | None]:
         """(the toolrt session of this request, the token its result must carry, or None).
@@ -76,7 +78,7 @@ class McpSessions:
         if SESSION_META_KEY not in meta:
             return DEFAULT_SESSION, None
         token = meta[SESSION_META_KEY]
-        if isinstance(token, str) and (_TOKEN_PREFIX + token in self._store or carried == _TOKEN_PREFIX + token):
+        if isinstance(token, str) and (self._known(_TOKEN_PREFIX + token) or carried == _TOKEN_PREFIX + token):
             self._store.get(_TOKEN_PREFIX + token)
             return _TOKEN_PREFIX + token, token
         token = secrets.token_urlsafe(18)

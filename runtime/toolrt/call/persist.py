@@ -1,0 +1,82 @@
+"""Sessions kept in a persistent state store, so that a restarted server (or another replica) goes on
+where the last one stopped: the tools' memory (read-before-edit stamps, todos), the session-held agent
+and the "always" approvals.
+
+A session is loaded from the store when this process first uses it, its state saved after each call,
+and an approval written the moment the person gives it (before the call it approved goes on). The
+store names the session by `session_id` of its name, never the name (a 2026-07-28 token is a
+credential). Only a persistent store gets a keeper: with `memory` nothing here runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from ..permissions.ask import PermissionBroker
+from ..store.model import Store, session_id
+
+if TYPE_CHECKING:
+    from .state import SessionState
+
+__all__ = ["SessionKeeper"]
+
+logger = logging.getLogger("toolrt.store")
+
+
+class SessionKeeper:
+    """Loads and saves one Runtime's sessions through `store`."""
+
+    def __init__(self, store: Store, broker: PermissionBroker) -> None:
+        self.store = store
+        self._broker = broker
+        broker.on_always = self.approved
+
+    def known(self, name: str) -> bool:
+        """Whether the store holds a state for session `name` (a token another process issued)."""
+        try:
+            return self.store.load_session(session_id(name)) is not None
+        except StoreError as error:
+            logger.error("cannot read session state from the store: %s", error)
+            return False
+
+    def load(self, name: str, state: SessionState) -> None:
+        """Fill a session this process has just started holding with what the store kept of it."""
+        key = session_id(name)
+        try:
+            saved = self.store.load_session(key)
+            approvals = self.store.approvals(key)
+        except StoreError as error:
+            logger.error("cannot read session state from the store: %s", error)
+            return
+        if saved is not None:
+            tools = saved.get("tools")
+            if isinstance(tools, dict):
+                state.tools.update(tools)
+            agent = saved.get("agent")
+            state.agent = agent if isinstance(agent, str) else None
+        by_agent: dict[str, list[tuple[str, str]]] = {}
+        for agent_name, permission, pattern in approvals:
+            by_agent.setdefault(agent_name, []).append((permission, pattern))
+        for agent_name, pairs in by_agent.items():
+            held = set(self._broker.approvals(name, agent_name))
+            self._broker.restore(name, agent_name, [pair for pair in pairs if pair not in held])
+
+    def save(self, name: str, state: SessionState) -> None:
+        """Keep the session's state after a call (a failure is logged; the call's record is what must not fail)."""
+        try:
+            self.store.save_session(session_id(name), {"tools": state.tools, "agent": state.agent}, time.time())
+        except (StoreError, TypeError, ValueError) as error:
+            logger.error("cannot save session state to the store: %s", error)
+
+    def approved(self, name: str, agent: str, pairs: list[tuple[str, str]]) -> None:
+        """Keep "always" approvals the moment they are given."""
+        now = time.time()
+        key = session_id(name)
+        try:
+            for permission, pattern in pairs:
+                self.store.add_approval(key, agent, permission, pattern, now)
+        except StoreError as error:
+            logger.error("cannot keep an approval in the store (it holds in this process only): %s", error)

@@ -1,0 +1,115 @@
+"""Sessions through a persistent state store: a `toolrt serve` killed and started again (`store: sqlite`)
+keeps a 2026-07-28 session's token, its "always" approvals and its read stamps, and a request state it
+accepted before is not accepted after. Real server processes on loopback ports, raw 2026-07-28 JSON-RPC."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import ProjectFactory
+from test_serve_input_required import ECHO, _approve, rpc
+from test_serve_sessions import _free_port
+
+from toolrt.faces.serve_sessions import SESSION_META_KEY
+from toolrt.store import open_store, session_id
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def serving(root: Path, data: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`toolrt serve --transport http` over `store: sqlite` in a process of its own; (endpoint, process)."""
+    port = _free_port()
+    env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "TOOLRT_STORE": "sqlite", "PYTHONPATH": str(REPO / "runtime")}
+    argv = [sys.executable, "-m", "toolrt", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
+    log = (data / f"serve-{port}.log").open("wb")
+    process = subprocess.Popen(argv, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 60  # importing the SDK takes seconds: wait for the port
+        while True:
+            assert process.poll() is None, (data / f"serve-{port}.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server never listened"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp", process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def call(url: str, name: str, arguments: dict[str, Any], token: str, **extra: Any) -> tuple[int, dict[str, Any]]:
+    async def one() -> tuple[int, dict[str, Any]]:
+        with anyio.fail_after(30):
+            return await rpc(url, name, arguments, meta={SESSION_META_KEY: token}, **extra)
+
+    return anyio.run(one)
+
+
+def text(reply: dict[str, Any]) -> str:
+    content = reply["result"]["content"]
+    return str(content[0]["text"])
+
+
+@pytest.mark.slow  # two servers start, each importing the MCP SDK
+def test_a_killed_and_restarted_server_keeps_the_session_its_approvals_and_read_stamps(
+    make_project: ProjectFactory, tmp_path: Path
+) -> None:
+    root = make_project(
+        {"guarded": ECHO},
+        permissions="permission:\n  guarded: ask\n",
+        settings="builtin_tools: [read, edit]\n",
+        builtin_tools=True,
+    )
+    notes = root / "notes.txt"
+    notes.write_text("alpha\n", encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    with serving(root, data) as (url, process):
+        status, asked = call(url, "guarded", {"word": "hi"}, "new")
+        assert status == 200 and asked["result"]["resultType"] == "input_required", asked
+        token = asked["result"]["_meta"][SESSION_META_KEY]
+        state = asked["result"]["requestState"]
+        status, done = call(
+            url, "guarded", {"word": "hi"}, token, inputResponses=_approve(asked, "always"), requestState=state
+        )
+        assert (status, text(done)) == (200, "hi\n")
+        status, read = call(url, "read", {"filePath": str(notes)}, token)
+        assert status == 200 and read["result"].get("isError") is not True, read
+        process.send_signal(signal.SIGKILL)  # dies without a chance to save anything more
+        process.wait(timeout=30)
+
+    kept = open_store("sqlite", data)
+    assert kept.approvals(session_id("mcp-token:" + token)) == [("build", "guarded", "*")]
+    kept.close()
+
+    with serving(root, data) as (url, _):
+        status, again = call(url, "guarded", {"word": "later"}, token)  # "always" holds: no ask
+        assert (status, text(again)) == (200, "later\n"), again
+        assert again["result"]["_meta"][SESSION_META_KEY] == token
+        args = {"filePath": str(notes), "oldString": "alpha", "newString": "beta"}
+        status, edited = call(url, "edit", args, token)  # the read stamp of the first server holds
+        assert status == 200 and edited["result"].get("isError") is not True, edited
+        status, replayed = call(
+            url, "guarded", {"word": "hi"}, token, inputResponses=_approve(asked), requestState=state
+        )
+        assert status == 400 and "already used" in replayed["error"]["message"], replayed
+        status, stranger = call(url, "edit", {**args, "oldString": "beta", "newString": "gamma"}, "new")
+        assert stranger["result"]["isError"] is True and "read" in text(stranger).lower()
+        assert stranger["result"]["_meta"][SESSION_META_KEY] != token
+    assert notes.read_text(encoding="utf-8") == "beta\n"
