@@ -4,6 +4,8 @@ accepted before is not accepted after. Real server processes on loopback ports, 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -13,11 +15,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import pytest
 from conftest import ProjectFactory
+from pg_server import postgres_server, postgres_uri  # noqa: F401  (fixtures)
 from test_serve_input_required import ECHO, _approve, rpc
 from test_serve_sessions import _free_port
 
@@ -27,30 +30,42 @@ from toolrt.store import open_store, session_id
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _start(root: Path, data: Path, store: str) -> tuple[int, subprocess.Popen[bytes], BinaryIO]:
+    port = _free_port()
+    env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "TOOLRT_STORE": store, "PYTHONPATH": str(REPO / "runtime")}
+    argv = [sys.executable, "-m", "toolrt", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
+    log = (data / f"serve-{port}.log").open("wb")
+    return port, subprocess.Popen(argv, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log), log
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60  # importing the SDK takes seconds: wait for the port
+    while True:
+        assert process.poll() is None, log.read_text()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "the server never listened"
+            time.sleep(0.05)
+
+
+def _stop(process: subprocess.Popen[bytes], log: BinaryIO) -> None:
+    if process.poll() is None:
+        process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
 @contextmanager
 def serving(root: Path, data: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`toolrt serve --transport http` over `store: sqlite` in a process of its own; (endpoint, process)."""
-    port = _free_port()
-    env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "TOOLRT_STORE": "sqlite", "PYTHONPATH": str(REPO / "runtime")}
-    argv = [sys.executable, "-m", "toolrt", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
-    log = (data / f"serve-{port}.log").open("wb")
-    process = subprocess.Popen(argv, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log)
+    port, process, log = _start(root, data, "sqlite")
     try:
-        deadline = time.monotonic() + 60  # importing the SDK takes seconds: wait for the port
-        while True:
-            assert process.poll() is None, (data / f"serve-{port}.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the server never listened"
-                time.sleep(0.05)
+        _wait_listening(port, process, data / f"serve-{port}.log")
         yield f"http://127.0.0.1:{port}/mcp", process
     finally:
-        if process.poll() is None:
-            process.terminate()
-        process.wait(timeout=30)
-        log.close()
+        _stop(process, log)
 
 
 def call(url: str, name: str, arguments: dict[str, Any], token: str, **extra: Any) -> tuple[int, dict[str, Any]]:
@@ -112,4 +127,58 @@ def test_a_killed_and_restarted_server_keeps_the_session_its_approvals_and_read_
         status, stranger = call(url, "edit", {**args, "oldString": "beta", "newString": "gamma"}, "new")
         assert stranger["result"]["isError"] is True and "read" in text(stranger).lower()
         assert stranger["result"]["_meta"][SESSION_META_KEY] != token
+    assert notes.read_text(encoding="utf-8") == "beta\n"
+
+
+@contextmanager
+def replicas(root: Path, data: Path, store: str, count: int) -> Iterator[list[str]]:
+    """`count` `toolrt serve` processes over one store, started together; their endpoints."""
+    with contextlib.ExitStack() as stack:
+        starting = [_start(root, data, store) for _ in range(count)]
+        urls = []
+        for port, process, log in starting:
+            stack.callback(_stop, process, log)
+            _wait_listening(port, process, data / f"serve-{port}.log")
+            urls.append(f"http://127.0.0.1:{port}/mcp")
+        yield urls
+
+
+@pytest.mark.slow  # three servers start, each importing the MCP SDK
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_three_replicas_over_one_store_serve_one_session_round_robin(
+    make_project: ProjectFactory, tmp_path: Path, request: pytest.FixtureRequest, engine: str
+) -> None:
+    store = "sqlite" if engine == "sqlite" else request.getfixturevalue("postgres_uri")()
+    root = make_project(
+        {"guarded": ECHO},
+        permissions="permission:\n  guarded: ask\n",
+        settings="builtin_tools: [read, edit]\n",
+        builtin_tools=True,
+    )
+    notes = root / "notes.txt"
+    notes.write_text("alpha\n", encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    with replicas(root, data, store, 3) as urls:
+        turn = itertools.cycle(urls)  # each request to the next replica, as a load balancer without stickiness
+        status, asked = call(next(turn), "guarded", {"word": "hi"}, "new")
+        assert status == 200 and asked["result"]["resultType"] == "input_required", asked
+        token, state = asked["result"]["_meta"][SESSION_META_KEY], asked["result"]["requestState"]
+        always = _approve(asked, "always")
+        status, done = call(next(turn), "guarded", {"word": "hi"}, token, inputResponses=always, requestState=state)
+        assert (status, text(done)) == (200, "hi\n"), done  # another replica opened the state and resumed
+        status, replayed = call(next(turn), "guarded", {"word": "hi"}, token, inputResponses=always, requestState=state)
+        assert status == 400 and "already used" in replayed["error"]["message"], replayed
+        status, approved = call(next(turn), "guarded", {"word": "again"}, token)  # the approval given elsewhere
+        assert (status, text(approved)) == (200, "again\n"), approved
+        status, read = call(next(turn), "read", {"filePath": str(notes)}, token)
+        assert status == 200 and read["result"].get("isError") is not True, read
+        args = {"filePath": str(notes), "oldString": "alpha", "newString": "beta"}
+        status, edited = call(next(turn), "edit", args, token)  # the read stamp another replica made
+        assert status == 200 and edited["result"].get("isError") is not True, edited
+        status, tokenless = anyio.run(lambda: rpc(next(turn), "read", {"filePath": str(notes)}))
+        issued = tokenless["result"]["_meta"][SESSION_META_KEY]  # a new session, not a per-replica default
+        assert isinstance(issued, str) and issued != token
+        status, unread = call(next(turn), "edit", {**args, "oldString": "beta", "newString": "gamma"}, "new")
+        assert unread["result"]["isError"] is True and "read" in text(unread).lower()
     assert notes.read_text(encoding="utf-8") == "beta\n"

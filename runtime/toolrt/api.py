@@ -224,9 +224,7 @@ class Runtime:
             if self.store.persistent:
                 from .call.persist import SessionKeeper
 
-                keeper = SessionKeeper(self.store, self._services_.broker)
-                self._services_.keeper = keeper
-                self._services_.sessions.on_open(keeper.load)
+                self._services_.keeper = SessionKeeper(self.store, self._services_.broker)
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
             self._release_fork_server = hold_fork_server()

@@ -2,8 +2,9 @@
 where the last one stopped: the tools' memory (read-before-edit stamps, todos), the session-held agent
 and the "always" approvals.
 
-A session is loaded from the store when this process first uses it, its state saved after each call,
-and an approval written the moment the person gives it (before the call it approved goes on). The
+A session's state is read from the store before each call (another replica may have changed it) and
+saved after it, and an approval is written the moment the person gives it (before the call it approved
+goes on). Two replicas running calls of one session at the same moment: the later save wins. The
 store names the session by `session_id` of its name, never the name (a 2026-07-28 token is a
 credential). Only a persistent store gets a keeper: with `memory` nothing here runs.
 """
@@ -43,7 +44,7 @@ class SessionKeeper:
             return False
 
     def load(self, name: str, state: SessionState) -> None:
-        """Fill a session this process has just started holding with what the store kept of it."""
+        """Bring `state` up to what the store holds of session `name` (kept approvals are added)."""
         key = session_id(name)
         try:
             saved = self.store.load_session(key)
@@ -54,6 +55,7 @@ class SessionKeeper:
         if saved is not None:
             tools = saved.get("tools")
             if isinstance(tools, dict):
+                state.tools.clear()
                 state.tools.update(tools)
             agent = saved.get("agent")
             state.agent = agent if isinstance(agent, str) else None

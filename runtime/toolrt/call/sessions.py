@@ -44,7 +44,6 @@ class SessionStore(Generic[State]):
         self._clock = clock
         self._states: OrderedDict[str, tuple[State, float]] = OrderedDict()
         self._listeners: list[Callable[[str], None]] = []
-        self._openers: list[Callable[[str, State], None]] = []
         self.idle_seconds = idle_seconds
         self.max_sessions = max_sessions
         self.limit(idle_seconds=idle_seconds, max_sessions=max_sessions)
@@ -69,10 +68,6 @@ class SessionStore(Generic[State]):
         """Call `listener(name)` whenever a session is released (ended, expired or evicted)."""
         self._listeners.append(listener)
 
-    def on_open(self, opener: Callable[[str, State], None]) -> None:
-        """Call `opener(name, state)` when a session's state is created here (to fill it from a store)."""
-        self._openers.append(opener)
-
     def get(self, name: str) -> State:
         """The state of `name`, created on first use; marks it as just used."""
         now = self._clock()
@@ -81,8 +76,6 @@ class SessionStore(Generic[State]):
         found = states.get(name)
         if found is None:
             state = self._factory()
-            for opener in self._openers:
-                opener(name, state)
             if len(states) >= self.max_sessions:
                 self._drop(next(iter(states)))
         else:

@@ -87,9 +87,14 @@ class Services:
                 state.recent.extend(kept)
 
     def session(self, name: str) -> SessionState:
-        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released;
-        with a persistent store, a session this process does not hold yet starts from what the store kept)."""
-        return self.sessions.get(name)
+        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released).
+
+        With a persistent store the state is read from the store first: another process (a replica, an
+        earlier run) may have changed it since this one last used it."""
+        state = self.sessions.get(name)
+        if self.keeper is not None:
+            self.keeper.load(name, state)
+        return state
 
     def lsp_for(self, snapshot: Snapshot) -> LspAccess | None:
         """The language servers as `snapshot`'s settings declare them; None when none is configured."""
