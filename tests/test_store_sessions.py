@@ -1,6 +1,8 @@
 """Sessions through a persistent state store: a `toolrt serve` killed and started again (`store: sqlite`)
 keeps a 2026-07-28 session's token, its "always" approvals and its read stamps, and a request state it
-accepted before is not accepted after. Real server processes on loopback ports, raw 2026-07-28 JSON-RPC."""
+accepted before is not accepted after; three replicas over one SQLite or PostgreSQL store, each request
+to the next one, serve one session, the replica that asked killed before the answer. Real server
+processes on loopback ports, raw 2026-07-28 JSON-RPC."""
 
 from __future__ import annotations
 
@@ -131,21 +133,21 @@ def test_a_killed_and_restarted_server_keeps_the_session_its_approvals_and_read_
 
 
 @contextmanager
-def replicas(root: Path, data: Path, store: str, count: int) -> Iterator[list[str]]:
-    """`count` `toolrt serve` processes over one store, started together; their endpoints."""
+def replicas(root: Path, data: Path, store: str, count: int) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """`count` `toolrt serve` processes over one store, started together; (endpoint, process) of each."""
     with contextlib.ExitStack() as stack:
         starting = [_start(root, data, store) for _ in range(count)]
-        urls = []
+        served = []
         for port, process, log in starting:
             stack.callback(_stop, process, log)
             _wait_listening(port, process, data / f"serve-{port}.log")
-            urls.append(f"http://127.0.0.1:{port}/mcp")
-        yield urls
+            served.append((f"http://127.0.0.1:{port}/mcp", process))
+        yield served
 
 
 @pytest.mark.slow  # three servers start, each importing the MCP SDK
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_three_replicas_over_one_store_serve_one_session_round_robin(
+def test_replicas_over_one_store_serve_one_session_round_robin_when_the_one_that_asked_dies(
     make_project: ProjectFactory, tmp_path: Path, request: pytest.FixtureRequest, engine: str
 ) -> None:
     store = "sqlite" if engine == "sqlite" else request.getfixturevalue("postgres_uri")()
@@ -159,14 +161,17 @@ def test_three_replicas_over_one_store_serve_one_session_round_robin(
     notes.write_text("alpha\n", encoding="utf-8")
     data = tmp_path / "data"
     data.mkdir()
-    with replicas(root, data, store, 3) as urls:
-        turn = itertools.cycle(urls)  # each request to the next replica, as a load balancer without stickiness
-        status, asked = call(next(turn), "guarded", {"word": "hi"}, "new")
+    with replicas(root, data, store, 3) as served:
+        (first, asker), *others = served
+        status, asked = call(first, "guarded", {"word": "hi"}, "new")
         assert status == 200 and asked["result"]["resultType"] == "input_required", asked
+        asker.send_signal(signal.SIGKILL)  # the replica that asked dies before the answer comes
+        asker.wait(timeout=30)
+        turn = itertools.cycle([url for url, _ in others])  # each request to the next replica, no stickiness
         token, state = asked["result"]["_meta"][SESSION_META_KEY], asked["result"]["requestState"]
         always = _approve(asked, "always")
         status, done = call(next(turn), "guarded", {"word": "hi"}, token, inputResponses=always, requestState=state)
-        assert (status, text(done)) == (200, "hi\n"), done  # another replica opened the state and resumed
+        assert (status, text(done)) == (200, "hi\n"), done  # a living replica opened the state and resumed
         status, replayed = call(next(turn), "guarded", {"word": "hi"}, token, inputResponses=always, requestState=state)
         assert status == 400 and "already used" in replayed["error"]["message"], replayed
         status, approved = call(next(turn), "guarded", {"word": "again"}, token)  # the approval given elsewhere
