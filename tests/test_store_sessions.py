@@ -187,3 +187,33 @@ def test_replicas_over_one_store_serve_one_session_round_robin_when_the_one_that
         status, unread = call(next(turn), "edit", {**args, "oldString": "beta", "newString": "gamma"}, "new")
         assert unread["result"]["isError"] is True and "read" in text(unread).lower()
     assert notes.read_text(encoding="utf-8") == "beta\n"
+
+
+@pytest.mark.slow  # two stdio servers start, each importing the MCP SDK
+def test_stdio_servers_over_one_store_never_share_their_default_session(
+    make_project: ProjectFactory, tmp_path: Path
+) -> None:
+    """Two clients' stdio servers over one store: the first one's "always" stays the first one's."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from test_serve_sessions import _always
+    from test_serve_sessions import _text as content
+
+    root = make_project({"guarded": ECHO}, permissions="permission:\n  guarded: ask\n")
+    env = {**os.environ, "TOOLRT_STORE": "sqlite", "PYTHONPATH": str(REPO / "runtime")}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolrt", "serve", "--root", str(root)], env=env, cwd=str(root)
+    )
+
+    async def body() -> None:
+        with anyio.fail_after(60):
+            async with Client(params, mode="legacy", elicitation_callback=_always) as first:
+                approved = await first.call_tool("guarded", {"word": "hi"})
+                assert (approved.is_error, content(approved)) == (False, "hi\n")
+                again = await first.call_tool("guarded", {"word": "again"})  # held: no ask, same answer
+                assert (again.is_error, content(again)) == (False, "again\n")
+            async with Client(params, mode="legacy") as second:  # another client: nobody to ask
+                refused = await second.call_tool("guarded", {"word": "hi"})
+                assert refused.is_error is True and "approval" in content(refused).lower()
+
+    anyio.run(body)

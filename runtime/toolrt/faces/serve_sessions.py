@@ -65,6 +65,9 @@ class McpSessions:
         self._shared = shared
         """The state store is shared with other processes: a 2026-07-28 request naming no session opens a
         new one (a per-process default session would split one client's state between replicas)."""
+        self._default = DEFAULT_SESSION if not shared else f"{DEFAULT_SESSION}:{secrets.token_urlsafe(18)}"
+        """The default session (stdio): with a shared store, one of this process's own, so that another
+        server process (another client's stdio server) never starts from its approvals."""
 
     def identify(self, ctx: Ctx, carried: str | None = None) -> tuple[str, str | None]:
         """(the toolrt session of this request, the token its result must carry, or None).
@@ -79,10 +82,10 @@ class McpSessions:
                 connection.exit_stack.callback(self._store.release, name)
             return name, None
         if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return DEFAULT_SESSION, None
+            return self._default, None
         meta: Mapping[str, Any] = ctx.meta or {}
         if SESSION_META_KEY not in meta and not self._shared:
-            return DEFAULT_SESSION, None
+            return self._default, None
         token = meta.get(SESSION_META_KEY)
         if isinstance(token, str) and (self._known(_TOKEN_PREFIX + token) or carried == _TOKEN_PREFIX + token):
             self._store.get(_TOKEN_PREFIX + token)
