@@ -52,7 +52,7 @@ class PostgresStore(SqlStore):
             uri,
             min_size=1,
             max_size=max_connections,
-            kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": True},
             timeout=CONNECT_TIMEOUT_SECONDS * 2,
             name="toolrt-store",
             open=False,
@@ -70,6 +70,17 @@ class PostgresStore(SqlStore):
 
         try:
             with self._pool.connection() as connection, connection.transaction(), connection.cursor() as cursor:
+                yield cursor
+        except (psycopg.Error, PoolTimeout) as error:
+            raise StoreError(f"{self.where}: {_one_line(scrub(str(error), self._uri))}") from None
+
+    @contextmanager
+    def _statement(self) -> Iterator[Cursor]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection() as connection, connection.cursor() as cursor:  # autocommit
                 yield cursor
         except (psycopg.Error, PoolTimeout) as error:
             raise StoreError(f"{self.where}: {_one_line(scrub(str(error), self._uri))}") from None

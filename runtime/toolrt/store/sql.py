@@ -2,7 +2,8 @@
 
 The statements are written once with `?` placeholders (PostgreSQL's driver gets `%s`); both engines
 speak `INSERT … ON CONFLICT`, so each operation is one atomic statement whichever process runs it.
-An engine provides `_transaction()`: a cursor inside one transaction, committed on a clean exit.
+An engine provides `_transaction()`, a cursor inside one transaction committed on a clean exit, and
+`_statement()`, a cursor whose statements each commit alone (one round trip for a one-statement operation).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ class SqlStore(Store):
             StoreError: the store cannot be reached or the statement failed (password never included).
         """
 
+    @abstractmethod
+    def _statement(self) -> AbstractContextManager[Cursor]:
+        """A cursor whose statements each commit on their own (no BEGIN/COMMIT round trips): for the
+        operations that are one statement.
+
+        Raises:
+            StoreError: as `_transaction`.
+        """
+
     @property
     @abstractmethod
     def where(self) -> str:
@@ -63,8 +73,8 @@ class SqlStore(Store):
         return statement if self.dialect == "sqlite" else statement.replace("?", "%s")
 
     def _run(self, statement: str, parameters: Sequence[Any] = ()) -> int:
-        """Run one statement in its own transaction; the number of rows it changed."""
-        with self._transaction() as cursor:
+        """Run one statement (atomic on its own); the number of rows it changed."""
+        with self._statement() as cursor:
             cursor.execute(self._sql(statement), parameters)
             return int(cursor.rowcount)
 
@@ -93,7 +103,7 @@ class SqlStore(Store):
         return found
 
     def schema_version(self) -> int:
-        with self._transaction() as cursor:
+        with self._statement() as cursor:
             cursor.execute("SELECT MAX(version) FROM toolrt_schema")
             row = cursor.fetchone()
         return int(row[0]) if row is not None and row[0] is not None else 0
@@ -121,7 +131,7 @@ class SqlStore(Store):
         statement = f"SELECT time, session, tool, status, decision, record, id FROM toolrt_audit{where} ORDER BY id"
         if query.limit is not None:
             statement = f"SELECT * FROM ({statement} DESC LIMIT {max(int(query.limit), 0)}) AS newest ORDER BY id"
-        with self._transaction() as cursor:
+        with self._statement() as cursor:
             cursor.execute(self._sql(statement), parameters)
             rows = cursor.fetchall()
         return [AuditRow(float(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
@@ -129,7 +139,7 @@ class SqlStore(Store):
     # --- sessions -----------------------------------------------------------------------------------
 
     def load_session(self, session: str) -> dict[str, Any] | None:
-        with self._transaction() as cursor:
+        with self._statement() as cursor:
             cursor.execute(self._sql("SELECT state FROM toolrt_sessions WHERE id = ?"), (session,))
             row = cursor.fetchone()
         if row is None:
@@ -159,7 +169,7 @@ class SqlStore(Store):
         return changed == 1
 
     def approvals(self, session: str) -> list[tuple[str, str, str]]:
-        with self._transaction() as cursor:
+        with self._statement() as cursor:
             cursor.execute(
                 self._sql("SELECT agent, permission, pattern FROM toolrt_approvals WHERE session = ? ORDER BY id"),
                 (session,),
@@ -177,7 +187,7 @@ class SqlStore(Store):
         return changed == 1
 
     def signing_key(self, version: int, make: Callable[[], str]) -> str:
-        with self._transaction() as cursor:
+        with self._statement() as cursor:
             cursor.execute(self._sql("SELECT secret FROM toolrt_keys WHERE version = ?"), (version,))
             row = cursor.fetchone()
         if row is not None:

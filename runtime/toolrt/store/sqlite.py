@@ -75,6 +75,17 @@ class SqliteStore(SqlStore):
             finally:
                 cursor.close()
 
+    @contextmanager
+    def _statement(self) -> Iterator[Cursor]:
+        with self._lock:
+            cursor = self._db.cursor()
+            try:
+                yield cursor  # the connection autocommits each statement (isolation_level=None)
+            except sqlite3.Error as error:
+                raise StoreError(f"{self.where}: {error}") from None
+            finally:
+                cursor.close()
+
     def _rollback(self) -> None:
         if self._db.in_transaction:
             try:
