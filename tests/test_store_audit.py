@@ -248,3 +248,31 @@ def test_serve_refuses_a_store_with_a_newer_schema_naming_the_version(tmp_path: 
     assert f"holds schema version 7, newer than this toolrt's ({LATEST}): it was written by a newer toolrt" in (
         done.stderr
     )
+
+
+def test_a_session_state_is_written_when_a_call_changed_it_and_read_before_each_call(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = project(make_project, monkeypatch, "sqlite")
+    path = rt.snapshot.data_dir / "state.sqlite3"
+
+    def touched() -> list[float]:
+        with sqlite3.connect(path) as db:
+            return [
+                row[0] for row in db.execute("SELECT touched FROM toolrt_sessions WHERE id = ?", (session_id(TOKEN),))
+            ]
+
+    try:
+        assert rt.call_sync("echo", {"text": "a"}, session=TOKEN).output == "a"
+        first = touched()
+        assert len(first) == 1
+        assert rt.call_sync("echo", {"text": "b"}, session=TOKEN).output == "b"
+        assert touched() == first  # nothing changed: not written again
+        other = open_store("sqlite", rt.snapshot.data_dir)  # another replica gives the session a todo list
+        other.save_session(session_id(TOKEN), {"tools": {"todos": [{"content": "x"}]}, "agent": "plan"}, 1.0)
+        other.close()
+        assert rt.call_sync("echo", {"text": "c"}, session=TOKEN).output == "c"
+        assert rt.session_state(TOKEN) == {"todos": [{"content": "x"}]}
+        assert touched() != [1.0]  # read before the call, and the session counted as used after it
+    finally:
+        rt.close()

@@ -11,6 +11,7 @@ credential). Only a persistent store gets a keeper: with `memory` nothing here r
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -22,7 +23,10 @@ from ..store.model import Store, session_id
 if TYPE_CHECKING:
     from .state import SessionState
 
-__all__ = ["SessionKeeper"]
+__all__ = ["TOUCH_EVERY_SECONDS", "SessionKeeper"]
+
+TOUCH_EVERY_SECONDS = 3600.0
+"""A session whose state no call changed is still written this often (retention sees it used)."""
 
 logger = logging.getLogger("toolrt.store")
 
@@ -30,9 +34,15 @@ logger = logging.getLogger("toolrt.store")
 class SessionKeeper:
     """Loads and saves one Runtime's sessions through `store`."""
 
+    MEMO_LIMIT = 4096
+
     def __init__(self, store: Store, broker: PermissionBroker) -> None:
         self.store = store
         self._broker = broker
+        self._held: dict[str, tuple[str, float]] = {}
+        """Session name → the state the store holds for it as last read or written here (as JSON), and
+        when: a call that changed nothing is not written again (but once an hour, so that retention
+        counts the session as used)."""
         broker.on_always = self.approved
 
     def known(self, name: str) -> bool:
@@ -52,6 +62,10 @@ class SessionKeeper:
         except StoreError as error:
             logger.error("cannot read session state from the store: %s", error)
             return
+        text = _encoded(saved) if saved is not None else None
+        held = self._held.get(name)
+        if held is None or held[0] != text:  # changed elsewhere (or first seen): when it was written is unknown
+            self._remember(name, text, 0.0)
         if saved is not None:
             tools = saved.get("tools")
             if isinstance(tools, dict):
@@ -63,15 +77,31 @@ class SessionKeeper:
         for agent_name, permission, pattern in approvals:
             by_agent.setdefault(agent_name, []).append((permission, pattern))
         for agent_name, pairs in by_agent.items():
-            held = set(self._broker.approvals(name, agent_name))
-            self._broker.restore(name, agent_name, [pair for pair in pairs if pair not in held])
+            given = set(self._broker.approvals(name, agent_name))
+            self._broker.restore(name, agent_name, [pair for pair in pairs if pair not in given])
 
     def save(self, name: str, state: SessionState) -> None:
         """Keep the session's state after a call (a failure is logged; the call's record is what must not fail)."""
+        value = {"tools": state.tools, "agent": state.agent}
+        now = time.time()
         try:
-            self.store.save_session(session_id(name), {"tools": state.tools, "agent": state.agent}, time.time())
+            text = _encoded(value)
+            held = self._held.get(name)
+            if held is not None and held[0] == text and now - held[1] < TOUCH_EVERY_SECONDS:
+                return
+            self.store.save_session(session_id(name), value, now)
         except (StoreError, TypeError, ValueError) as error:
             logger.error("cannot save session state to the store: %s", error)
+            return
+        self._remember(name, text, now)
+
+    def _remember(self, name: str, text: str | None, now: float) -> None:
+        if text is None:
+            self._held.pop(name, None)
+            return
+        if len(self._held) >= self.MEMO_LIMIT:
+            self._held.clear()
+        self._held[name] = (text, now)
 
     def approved(self, name: str, agent: str, pairs: list[tuple[str, str]]) -> None:
         """Keep "always" approvals the moment they are given."""
@@ -82,3 +112,7 @@ class SessionKeeper:
                 self.store.add_approval(key, agent, permission, pattern, now)
         except StoreError as error:
             logger.error("cannot keep an approval in the store (it holds in this process only): %s", error)
+
+
+def _encoded(state: object) -> str:
+    return json.dumps(state, separators=(",", ":"), default=str)
