@@ -12,7 +12,12 @@ once per round, the servers' order reversed every other round).
 Goals (issue 15): toolrt's server CPU per call at most 1.05x the SDK server's; toolrt's throughput
 with 1,000 offered tools at least 0.9x that with 1 tool (HTTP 2026-07-28, 8 clients).
 
+The state store is a dimension too (issue 29): `--stores sqlite,postgresql` adds `toolrt@sqlite` and
+`toolrt@postgresql` servers (`TOOLRT_STORE`; PostgreSQL is a server pgserver starts in a temporary
+directory), each compared with toolrt's in-process store. Goal: server CPU per call at most 1.5x.
+
     python benchmarks/bench_serve.py [--calls 400] [--repeats 5] [--clients 1,8,32] [--servers toolrt,sdk,fastmcp]
+                                     [--stores sqlite,postgresql]
 
 Needs the `bench` extra (FastMCP): pip install -e '.[bench]'.
 """
@@ -51,7 +56,7 @@ def make_project(base: Path, tools: int) -> Path:
 
 
 def server_argv(kind: str, transport: str, port: int, root: Path) -> list[str]:
-    if kind == "toolrt":
+    if kind.partition("@")[0] == "toolrt":
         argv = [sys.executable, "-m", "toolrt", "serve", "--root", str(root)]
         return argv + (["--transport", "http", "--port", str(port)] if transport == "http" else [])
     return [sys.executable, str(PEERS), kind, transport, str(port)]
@@ -187,9 +192,11 @@ def main() -> None:
     parser.add_argument("--transports", default=f"http:{LEGACY},http:{MODERN},stdio")
     parser.add_argument("--many-tools", type=int, default=1000, help="offered tools for the scale comparison")
     parser.add_argument("--no-scale", action="store_true", help="leave out the 1 vs --many-tools comparison")
+    parser.add_argument("--stores", default="", help="state stores to measure toolrt with too: sqlite,postgresql")
     options = parser.parse_args()
     counts = [int(c) for c in options.clients.split(",")]
-    kinds = options.servers.split(",")
+    stores = [store for store in options.stores.split(",") if store]
+    kinds = options.servers.split(",") + [f"toolrt@{store}" for store in stores]
     transports = options.transports.split(",")
     samples: dict[str, list[Sample]] = {}
     scale = "toolrt" in kinds and not options.no_scale
@@ -198,8 +205,11 @@ def main() -> None:
         one = make_project(base, 1)
         many = make_project(base, options.many_tools) if scale else one
         env = {**os.environ, "TOOLRT_DATA_DIR": str(base / "data"), "PYTHONUNBUFFERED": "1"}
+        envs = dict.fromkeys(kinds, env)
+        for store in stores:
+            envs[f"toolrt@{store}"] = {**env, "TOOLRT_STORE": _store_setting(store, base, stack)}
         servers = {
-            kind: stack.enter_context(http_server(kind, one, env))
+            kind: stack.enter_context(http_server(kind, one, envs[kind]))
             for kind in kinds
             if any(t.startswith("http") for t in transports) or (scale and kind == "toolrt")
         }
@@ -213,7 +223,7 @@ def main() -> None:
                         key = f"{transport}|{callers}|{kind}"
                         if transport == "stdio":
                             pidfile = base / f"{kind}.pid"
-                            connect = stdio_connect(kind, one, env, pidfile)
+                            connect = stdio_connect(kind, one, envs[kind], pidfile)
                             pid: Callable[[], int] = lambda pidfile=pidfile: int(pidfile.read_text())  # noqa: E731
                         else:
                             url, server_pid = servers[kind]
@@ -230,6 +240,24 @@ def main() -> None:
                     )
             print(f"round {round_ + 1}/{options.repeats} done", file=sys.stderr, flush=True)
     report(samples, transports, counts, kinds, options, scale)
+
+
+def _store_setting(store: str, base: Path, stack: Any) -> str:
+    """The `store` setting of a `toolrt@STORE` server; PostgreSQL: a server started for the run."""
+    if store == "sqlite":
+        return "sqlite"
+    if store != "postgresql":
+        raise SystemExit(f"--stores: {store!r} is not sqlite or postgresql")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver  # the test extra's PostgreSQL (pip install -e '.[test]')
+
+    server = pgserver.postgres_server.get_server(base / "postgresql", cleanup_mode="stop")
+    stack.callback(server.cleanup)
+    uri: str = server.get_uri()
+    return uri
 
 
 class contextlib_exit:
@@ -261,8 +289,9 @@ def report(
         }
         for key, found in samples.items()
     }
+    width = max(len(k) for k in kinds) + 11
     header = f"{'transport':<18}{'clients':>8}" + "".join(
-        f"{k + ' calls/s':>18}{k + ' cpu ms':>16}{k + ' client ms':>19}" for k in kinds
+        f"{k + ' calls/s':>{width}}{k + ' cpu ms':>{width}}{k + ' client ms':>{width}}" for k in kinds
     )
     if "toolrt" in kinds and "sdk" in kinds:
         header += f"{'cpu toolrt/sdk':>16}"
@@ -273,7 +302,8 @@ def report(
             row = f"{transport:<18}{callers:>8}"
             for kind in kinds:
                 m = medians[f"{transport}|{callers}|{kind}"]
-                row += f"{m['calls_per_s']:>18.0f}{m['cpu_ms_per_call']:>16.3f}{m['client_cpu_ms_per_call']:>19.3f}"
+                row += f"{m['calls_per_s']:>{width}.0f}{m['cpu_ms_per_call']:>{width}.3f}"
+                row += f"{m['client_cpu_ms_per_call']:>{width}.3f}"
             if "toolrt" in kinds and "sdk" in kinds:
                 ratio = (
                     medians[f"{transport}|{callers}|toolrt"]["cpu_ms_per_call"]
@@ -299,6 +329,21 @@ def report(
         )
     if ratios:
         print(f"server CPU per call, toolrt / SDK: worst {max(ratios.values()):.2f} (goal <= 1.05)")
+    stored = [kind for kind in kinds if kind.startswith("toolrt@")]
+    if stored and "toolrt" in kinds:
+        store_ratios: dict[str, float] = {}
+        for kind in stored:
+            for transport in transports:
+                for callers in counts:
+                    key = f"{transport}|{callers}"
+                    store_ratios[f"{kind}|{key}"] = (
+                        medians[f"{key}|{kind}"]["cpu_ms_per_call"] / medians[f"{key}|toolrt"]["cpu_ms_per_call"]
+                    )
+                    print(
+                        f"server CPU per call, {kind} / in-process store, {transport}, {callers} clients: "
+                        f"{store_ratios[f'{kind}|{key}']:.2f} (goal <= 1.5)"
+                    )
+        result["cpu_ratio_store_memory"] = store_ratios
     print(json.dumps(result))
 
 

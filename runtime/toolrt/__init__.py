@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from .call.events import CallEvent
     from .call.sessions import SessionStore
     from .config.settings import ResolvedSettings, Settings
-    from .execute.background import BackgroundProcess
     from .errors import (
         CallError,
         ConfigError,
@@ -47,16 +46,19 @@ if TYPE_CHECKING:
         Problem,
         ProtocolError,
         RejectedError,
+        StoreError,
         ToolFailure,
         ToolrtError,
         UnknownToolError,
         UsageError,
     )
+    from .execute.background import BackgroundProcess
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
     from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
     from .result import ToolResult
     from .scope import CallScope, Questioner, ScopeFields
+    from .store.model import Store
 
 # Every name loads on first use, so `import toolrt.<module>` imports only what that module needs (the
 # CLI's `--help` imports no module of the runtime at all).
@@ -71,6 +73,7 @@ _LAZY = {
     "Problem": "errors",
     "ProtocolError": "errors",
     "RejectedError": "errors",
+    "StoreError": "errors",
     "ToolFailure": "errors",
     "ToolrtError": "errors",
     "UnknownToolError": "errors",
@@ -106,6 +109,7 @@ _LAZY = {
     "ResolvedSettings": "config.settings",
     "Settings": "config.settings",
     "Snapshot": "build.snapshot",
+    "Store": "store.model",
 }
 
 
@@ -161,6 +165,8 @@ __all__ = [
     "Settings",
     "Snapshot",
     "SnapshotChange",
+    "Store",
+    "StoreError",
     "ToolContext",
     "ToolFailure",
     "ToolResult",

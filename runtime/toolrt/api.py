@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .call.state import Services
     from .execute.background import BackgroundProcess
     from .lsp.manager import ServerStatus
+    from .store import Store
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
 
@@ -159,6 +160,7 @@ class Runtime:
         """What the command line (or the host) set: every reload resolves the settings with it again."""
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
+        self._store: Store | None = None
         self._release_fork_server: Callable[[], None] = _nothing
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
         self._dispatcher: Dispatcher | None = None
@@ -208,12 +210,22 @@ class Runtime:
             from .call.record import Recorder
             from .call.state import Services
 
+            retention = self._snapshot.resolved.values.retention
             self._services_ = Services(
-                recorder=Recorder(_audit_log(self._snapshot)),
+                recorder=Recorder(
+                    _audit_log(self._snapshot),
+                    self.store,
+                    audit_days=retention.audit_days,
+                    session_days=retention.session_days,
+                ),
                 host_handlers=self._host_handlers,
                 doom_loop_warns=self._development,
             )
             self._services_.run_batch = self._batch
+            if self.store.persistent:
+                from .call.persist import SessionKeeper
+
+                self._services_.keeper = SessionKeeper(self.store, self._services_.broker)
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
             self._release_fork_server = hold_fork_server()
@@ -239,6 +251,33 @@ class Runtime:
     def settings(self) -> ResolvedSettings:
         """Every setting's effective value and where it came from (`toolrt settings`)."""
         return self._snapshot.resolved
+
+    @property
+    def store(self) -> Store:
+        """The state store the host-only `store` setting names (`memory` by default), opened on first use
+        (its migrations applied, its retention settings applied once) and kept for the Runtime's life.
+
+        Raises:
+            StoreError: the store cannot be opened (unreachable, a newer schema); the text names the setting.
+        """
+        if self._store is None:
+            import time
+
+            from .store import open_store
+
+            values = self._snapshot.resolved.values
+            store = open_store(values.store, self._snapshot.data_dir)
+            if store.persistent:
+                retention = values.retention
+                store.prune(time.time(), audit_days=retention.audit_days, session_days=retention.session_days)
+            self._store = store
+        return self._store
+
+    def knows_session(self, name: str) -> bool:
+        """Whether session `name` is held here or, with a persistent store, kept there (another process or
+        an earlier run of this server issued it): `toolrt serve` honours such a 2026-07-28 token."""
+        services = self._services
+        return name in services.sessions or (services.keeper is not None and services.keeper.known(name))
 
     @property
     def audit(self) -> AuditLog:
@@ -303,9 +342,14 @@ class Runtime:
         processes); idempotent.
 
         The sandbox's fork server ends when the last Runtime that ran calls closes. Calls after `close`
-        still run, without language servers, and start no background process. `with Runtime.load(...) as rt:`
-        and `async with` close on exit; an interpreter that exits closes every Runtime left open.
+        still run, without language servers and without starting a background process (with a persistent
+        store, which closing closes, they fail closed: their records cannot be written). `with
+        Runtime.load(...) as rt:` and `async with` close on exit; an interpreter that exits closes every
+        Runtime left open.
         """
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
         services = self._services_
         if services is None:
             return

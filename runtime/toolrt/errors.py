@@ -4,6 +4,7 @@
 ToolrtError                     base, never raised directly
  ├── ConfigError                config files are wrong; .problems hold file:line:column, pointer, message
  ├── UsageError                 the caller asked for something that does not exist (agent, format, tool)
+ ├── StoreError                 the state store (the `store` setting) cannot be opened, read or written
  └── CallError                  one tool call failed; dispatch turns it into an error result for the model
       ├── UnknownToolError      no tool of that name is available
       ├── InvalidArgumentsError arguments are not JSON or do not satisfy the tool's schema
@@ -39,6 +40,7 @@ __all__ = [
     "PermissionBlocked",
     "Problem",
     "RejectedError",
+    "StoreError",
     "ToolFailure",
     "ToolrtError",
     "UnknownToolError",
@@ -101,6 +103,12 @@ class ConfigError(ToolrtError):
 
 class UsageError(ToolrtError):
     """The caller named something that does not exist or gave an option that makes no sense."""
+
+
+class StoreError(ToolrtError):
+    """The state store cannot be opened (unreachable, a newer schema, a bad `store` value), read or written.
+
+    Its text never holds the store URI's password (see `toolrt.store.uri.redact`)."""
 
 
 class CallError(ToolrtError):

@@ -20,7 +20,7 @@ import anyio
 
 from ..build.selection import Offered, ToolSet
 from ..build.snapshot import Snapshot, blocked_message
-from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError
+from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError, StoreError
 from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
@@ -60,10 +60,8 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
         assert repair_note is not None
         result = ToolResult(title="Invalid Tool", output="", error=repair_note)
         duration = time.perf_counter() - started
-        services.recorder.record(
-            CallRecord(request.scope, agent, request.tool, call_id, args, None, "invalid", result, duration)
-        )
-        return result
+        entry = CallRecord(request.scope, agent, request.tool, call_id, args, None, "invalid", result, duration)
+        return _recorded(services, entry)
     state = services.session(request.scope.session)
     call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
     call.emit("running", {"input": args})
@@ -120,8 +118,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
         title = call_title(call.tool, args, snapshot.root) or call.name
         _finish(call, args, decision, "cancelled", ToolResult(title, "", error=CANCELLED), started)
         raise
-    _finish(call, args, decision, status, result, started)
-    return result
+    return _finish(call, args, decision, status, result, started)
 
 
 def _with_loop_warning(result: ToolResult, name: str) -> ToolResult:
@@ -131,19 +128,38 @@ def _with_loop_warning(result: ToolResult, name: str) -> ToolResult:
     return replace(result, output=result.output + note)
 
 
+def _recorded(services: Services, entry: CallRecord) -> ToolResult:
+    """The call's result once its record is written; an error result when a persistent store refused the
+    record (fail closed: no result goes out without its audit record)."""
+    try:
+        services.recorder.record(entry)
+    except StoreError as error:
+        logger.error("the %s call's audit record could not be stored: %s", entry.tool, error)
+        return ToolResult(
+            title=entry.result.title,
+            output="",
+            error="The call's audit record could not be stored, so its result is withheld (the server's log says why).",
+        )
+    return entry.result
+
+
 def _finish(
     call: ActiveCall, args: Any, decision: Decision | None, status: str, result: ToolResult, started: float
-) -> None:
-    """Record the call and tell listeners how it ended."""
+) -> ToolResult:
+    """Record the call and tell listeners how it ended; the result to return (see `_recorded`)."""
     services = call.services
     duration = time.perf_counter() - started
-    services.recorder.record(
-        CallRecord(call.request.scope, call.agent, call.name, call.call_id, args, decision, status, result, duration)
+    if services.keeper is not None:
+        services.keeper.save(call.session, call.state)
+    entry = CallRecord(
+        call.request.scope, call.agent, call.name, call.call_id, args, decision, status, result, duration
     )
+    result = _recorded(services, entry)
     if services.listeners:
         ended = time.time()
         timing = {"result": result, "start": ended - duration, "end": ended}
         call.emit("completed" if result.error is None else "error", timing, ended)
+    return result
 
 
 def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple[Offered | None, Any, str | None]:

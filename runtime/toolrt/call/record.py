@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -16,11 +17,13 @@ from ..errors import (
     InvalidArgumentsError,
     PermissionBlocked,
     RejectedError,
+    ToolrtError,
     UnknownToolError,
 )
 from ..permissions.model import Decision
 from ..result import ToolResult
 from ..scope import CallScope
+from ..store.model import AuditRow, Store, session_id
 
 __all__ = ["CallRecord", "Recorder", "status_of"]
 
@@ -53,6 +56,11 @@ class CallRecord(NamedTuple):
     duration: float
     """Seconds."""
 
+
+logger = logging.getLogger("toolrt.audit")
+
+PRUNE_EVERY_SECONDS = 3600.0
+"""How often a recorder with a persistent store applies the retention settings."""
 
 _MILLISECONDS = tuple(f".{ms:03d}Z" for ms in range(1000))
 """The end of a timestamp for each millisecond (`.000Z` to `.999Z`)."""
@@ -91,18 +99,46 @@ def _json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+def _storable(text: str) -> str:
+    """`text` as a database takes it: lone surrogates (undecodable bytes in arguments) as JSON escapes."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(json.loads(text), ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
 def _string(value: str | None) -> str:
     return "null" if value is None else str(_encode_string(value))
 
 
 class Recorder:
-    """The record step of one Runtime: its audit log, and the encoded `requests` of decisions that
-    calls reuse (cached allows), so a repeated call does not encode them again."""
+    """The record step of one Runtime: its audit log, its persistent store if one is configured, and the
+    encoded `requests` of decisions that calls reuse (cached allows), so a repeated call does not encode
+    them again.
+
+    With a persistent `store`, each record is written there before the call's result returns, naming
+    the session by `session_id` (never its token); a write that fails raises `StoreError` and the call
+    fails closed. Without one (the `memory` store), only the JSON-lines file records, and recording
+    never fails a call."""
 
     MEMO_LIMIT = 1024
 
-    def __init__(self, audit: AuditLog) -> None:
+    def __init__(
+        self,
+        audit: AuditLog,
+        store: Store | None = None,
+        *,
+        audit_days: float | None = None,
+        session_days: float | None = None,
+    ) -> None:
         self.audit = audit
+        self.store = store if store is not None and store.persistent else None
+        self.retention = (audit_days, session_days)
+        self._next_prune = time.time() + PRUNE_EVERY_SECONDS
+        self._session_ids: dict[str, str] = {}
         self._requests: dict[int, tuple[Decision, str]] = {}
         self._who: dict[tuple[str, str, str | None, str], str] = {}
         self._second = -1
@@ -116,20 +152,56 @@ class Recorder:
         to the second), which costs a fraction of encoding the whole mapping on every call;
         `read_records` sees plain JSON.
         """
-        if self.audit.path is None:
+        store = self.store
+        if self.audit.path is None and store is None:
             return
         scope, result = entry.scope, entry.result
-        line = (
-            f'{{"time":"{self._timestamp()}",{self._who_json(scope.session, entry.agent, scope.model, entry.tool)},'
+        now = time.time()
+        stamp = self._timestamp(now)
+        rest = (
             f'"call_id":{_string(entry.call_id)},"arguments":{_json(entry.args)},'
             f'"requests":{self._requests_json(entry.decision)},"duration_ms":{entry.duration * 1000:.3f},'
-            f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}}}\n'
+            f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}}}'
         )
-        self.audit.append_line(line)
+        if self.audit.path is not None:
+            who = self._who_json(scope.session, entry.agent, scope.model, entry.tool)
+            self.audit.append_line(f'{{"time":"{stamp}",{who},{rest}\n')
+        if store is not None:
+            session = self._session_id(scope.session)
+            who = self._who_json(session, entry.agent, scope.model, entry.tool)
+            text = _storable(f'{{"time":"{stamp}",{who},{rest}')
+            store.append_audit(
+                AuditRow(
+                    now,
+                    session,
+                    entry.tool,
+                    entry.status,
+                    entry.decision.action if entry.decision is not None else None,
+                    text,
+                )
+            )
+            if now >= self._next_prune:
+                self._prune(store, now)
 
-    def _timestamp(self) -> str:
+    def _session_id(self, token: str) -> str:
+        found = self._session_ids.get(token)
+        if found is None:
+            if len(self._session_ids) >= self.MEMO_LIMIT:
+                self._session_ids.clear()
+            found = self._session_ids[token] = session_id(token)
+        return found
+
+    def _prune(self, store: Store, now: float) -> None:
+        """Apply the retention settings (a failure is logged: the record itself was written)."""
+        self._next_prune = now + PRUNE_EVERY_SECONDS
+        audit_days, session_days = self.retention
+        try:
+            store.prune(now, audit_days=audit_days, session_days=session_days)
+        except ToolrtError as error:
+            logger.warning("Cannot apply the store's retention settings: %s", error)
+
+    def _timestamp(self, now: float) -> str:
         """ISO 8601 UTC with milliseconds; the part up to the second is formatted once per second."""
-        now = time.time()
         second = int(now)
         if second != self._second:
             self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..execute.background import BackgroundProcesses
     from ..lsp.access import LspAccess
     from ..lsp.manager import LspManager
+    from .persist import SessionKeeper
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
 
@@ -75,6 +76,8 @@ class Services:
     lsp: LspManager | None = None
     """The Runtime's language servers; made on the first call that needs them."""
     lsp_closed: bool = False
+    keeper: SessionKeeper | None = None
+    """Sessions loaded from and saved to a persistent state store; None with the `memory` store."""
     _lsp_access: dict[str, LspAccess | None] = field(default_factory=dict)
     _background: BackgroundProcesses | None = None
 
@@ -104,8 +107,14 @@ class Services:
                 state.recent.extend(kept)
 
     def session(self, name: str) -> SessionState:
-        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released)."""
-        return self.sessions.get(name)
+        """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released).
+
+        With a persistent store the state is read from the store first: another process (a replica, an
+        earlier run) may have changed it since this one last used it."""
+        state = self.sessions.get(name)
+        if self.keeper is not None:
+            self.keeper.load(name, state)
+        return state
 
     def lsp_for(self, snapshot: Snapshot) -> LspAccess | None:
         """The language servers as `snapshot`'s settings declare them; None when none is configured."""

@@ -57,6 +57,7 @@ __all__ = [
     "LspServerSettings",
     "LspSettings",
     "ResolvedSettings",
+    "RetentionSettings",
     "SandboxSettings",
     "ServeSettings",
     "Settings",
@@ -140,6 +141,16 @@ class LspSettings:
     """Server name → settings over the built-in entry of that name (or a new server)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """How long the state store keeps what it holds (host-only); every replica applies it."""
+
+    audit_days: float | None = None
+    """Audit records older than this many days are removed; None: kept until an administrator removes them."""
+    session_days: float | None = 30.0
+    """A session unused this many days is removed with its approvals; None: kept."""
+
+
 def default_data_dir() -> Path:
     """`$XDG_DATA_HOME/toolrt`, else `~/.local/share/toolrt`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -173,6 +184,11 @@ class Settings:
     background: tuple[str, ...] = ()
     """Host-only. Tools whose `background: true` the host approves (tool ids): their processes keep
     running after the call, until their session or the Runtime closes (see `toolrt.execute.background`)."""
+    store: str = field(default="memory", repr=False)
+    """Host-only. Where state that outlives a call is kept (`toolrt.store`): `memory`, `sqlite` (a file in
+    the data directory) or a `postgresql://…` URI; shown everywhere without its password (not in `repr`)."""
+    retention: RetentionSettings = RetentionSettings()
+    """Host-only. How long the store keeps audit records and unused sessions."""
 
     @property
     def audit_path(self) -> Path | None:
@@ -240,6 +256,10 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "sandbox.writable": _always,
         "sandbox.sockets": _always,
         "background": _always,
+        # A project that could choose the store could point its audit records at a database it reads.
+        "store": _always,
+        "retention.audit_days": _always,
+        "retention.session_days": _always,
     }
 )
 """Settings the project's files may not set: key → whether a given value needs the host (a project may
@@ -282,6 +302,9 @@ _HOW_TO_SET = {
     "sandbox.writable": "TOOLRT_SANDBOX__WRITABLE='[\"DIR\", ...]'",
     "sandbox.sockets": "TOOLRT_SANDBOX__SOCKETS='[\"$SSH_AUTH_SOCK\", ...]', the user settings file",
     "background": "TOOLRT_BACKGROUND='[\"TOOL\", ...]'",
+    "store": "TOOLRT_STORE",
+    "retention.audit_days": "TOOLRT_RETENTION__AUDIT_DAYS",
+    "retention.session_days": "TOOLRT_RETENTION__SESSION_DAYS",
 }
 _PATH_KEYS = ("data_dir", "audit", "locked_permissions")
 
@@ -418,6 +441,7 @@ def _env_model(flags: tuple[str, ...]) -> Any:
     fields["serve"] = (ServeSettings | None, None)
     fields["sandbox"] = (SandboxSettings | None, None)
     fields["lsp"] = (LspSettings | None, None)
+    fields["retention"] = (RetentionSettings | None, None)
     fields["env_allow"] = (list[str] | None, None)
     fields["background"] = (list[str] | None, None)
     fields.update({f"flag_{name}": (Any, None) for name in flags})

@@ -310,7 +310,18 @@ def _parser() -> argparse.ArgumentParser:
     trust.add_argument("files", nargs="*", metavar="FILE", help="only these files (relative to --root)")
     trust.add_argument("--yes", action="store_true", help="approve every change shown, without asking")
     trust.add_argument("--json", action="store_true", help="print {held, approved} as JSON")
-    for sub in (listing, specs, check, call, watch, serve, chat, settings, lsp, trust):
+    audit = command(
+        "audit",
+        "print the audit records, from the store TOOLRT_STORE names or else the audit log file",
+        "toolrt audit --since 1h",
+        "toolrt audit --tool bash --decision deny --json | jq .arguments",
+    )
+    audit.add_argument("--session", metavar="ID", help="one session's: its name, token, or the id records name")
+    audit.add_argument("--tool", metavar="NAME", help="one tool's calls")
+    audit.add_argument("--decision", choices=("allow", "ask", "deny"), help="calls the rules decided so")
+    audit.add_argument("--since", metavar="T", help="records since T: 30m, 12h, 7d, or 2026-11-28T09:00Z")
+    audit.add_argument("--json", action="store_true", help="one JSON record per line")
+    for sub in (listing, specs, check, call, watch, serve, chat, settings, lsp, trust, audit):
         _host_options(sub)
     init = command(
         "init",
@@ -333,7 +344,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return code
     except SystemExit:  # `--help`, `--version`: answered without importing a module of the runtime
         raise
-    except _errors().UsageError as error:  # an except clause's class is looked up only when something is raised
+    except (_errors().UsageError, _errors().StoreError) as error:  # looked up only when something is raised
         print(f"toolrt: {error}", file=err)
         return 2
     except _errors().ConfigError as error:
@@ -907,6 +918,7 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
     for problem in sandbox_problems(rt.snapshot.sandbox):
         print(problem_text(problem), file=options.err)
     print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)
+    print(f"toolrt serve: store: {rt.store!r}", file=options.err)  # opened now: an unreachable one exits 2
     if options.dev:
         rt.development = True
         print("toolrt serve: development mode: repeated identical calls warn instead of stopping", file=options.err)
@@ -929,6 +941,25 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
             }
         ),
         offer_unaskable=options.offer_unaskable,
+    )
+
+
+def _cmd_audit(options: argparse.Namespace, out: TextIO) -> int:
+    from ..config.settings import CommandLineSettings
+    from .audit_view import run_audit
+
+    values = {"data_dir": options.data_dir, "audit": options.audit, "locked_permissions": options.locked_permissions}
+    cli = CommandLineSettings({key: value for key, value in values.items() if value is not None})
+    return run_audit(
+        Path(options.root),
+        cli=cli,
+        session=options.session,
+        tool=options.tool,
+        decision=options.decision,
+        since=options.since,
+        as_json=options.json,
+        out=out,
+        err=options.err,
     )
 
 
@@ -964,7 +995,7 @@ def _cmd_trust(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_settings(options: argparse.Namespace, out: TextIO) -> int:
-    from .settings_view import setting_rows
+    from .settings_view import setting_rows, without_secrets
 
     rt = _load(options)
     resolved = rt.settings
@@ -973,7 +1004,7 @@ def _cmd_settings(options: argparse.Namespace, out: TextIO) -> int:
         document = {
             "settings": {key: {"value": value, "origin": origin} for key, value, origin in rows},
             "ignored": [
-                {"key": i.key, "value": _shown(i.value), "origin": i.origin, "reason": i.reason}
+                {"key": i.key, "value": _shown(without_secrets(i.key, i.value)), "origin": i.origin, "reason": i.reason}
                 for i in resolved.ignored
             ],
         }
@@ -984,7 +1015,8 @@ def _cmd_settings(options: argparse.Namespace, out: TextIO) -> int:
     for key, value, origin in rows:
         out.write(f"{origin:<{width}}  {key}={value}\n")
     for ignored in resolved.ignored:
-        out.write(f"ignored: {ignored.origin}  {ignored.key}={_shown(ignored.value)}  ({ignored.reason})\n")
+        shown = _shown(without_secrets(ignored.key, ignored.value))
+        out.write(f"ignored: {ignored.origin}  {ignored.key}={shown}  ({ignored.reason})\n")
     return 0
 
 

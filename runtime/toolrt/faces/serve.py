@@ -67,7 +67,7 @@ from ..permissions.shown import ask_lines, escape_controls
 from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
-from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, state_security
+from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
@@ -178,11 +178,12 @@ class McpFace:
         self._told_sessions: dict[str, tuple[str | None, str | None]] = {}
         """2026-07-28 sessions: the problems and notice their calls were last told."""
 
-        self._mcp_sessions = McpSessions(rt.sessions)
+        self._mcp_sessions = McpSessions(rt.sessions, rt.knows_session, shared=rt.store.persistent)
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)
-        self._nonces = NonceLedger(rt.snapshot.data_dir / NONCE_FILE)
+        store = rt.store
+        self._nonces = StoreNonces(store) if store.persistent else NonceLedger(rt.snapshot.data_dir / NONCE_FILE)
         """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
         self._not_approved: set[tuple[str, str]] = set()
@@ -960,7 +961,9 @@ def build_server(
     server.add_request_handler("skills/list", types.PaginatedRequestParams, face.skills.list_skills)
     server.add_request_handler("skills/get", GetSkillParams, face.skills.get_skill)
     server.add_request_handler("resources/directory/read", ReadDirectoryParams, face.skills.read_directory)
-    server.middleware.append(RequestStateBoundary(state_security(rt.snapshot.data_dir), default_audience="toolrt"))
+    server.middleware.append(
+        RequestStateBoundary(state_security(rt.snapshot.data_dir, rt.store), default_audience="toolrt")
+    )
     serve_tasks(server, face.tasks)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)

@@ -37,8 +37,10 @@ from pydantic import BaseModel, ValidationError
 
 from ..call.client import ClientInfo, ClientRequest, check_capabilities
 from ..errors import InputRequired
+from ..store.model import Store
 
 __all__ = [
+    "StoreNonces",
     "NONCE_FILE",
     "STATE_KEY_ENV",
     "STATE_TTL_SECONDS",
@@ -72,9 +74,12 @@ _MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
 """Each request's wire model and the model its answer must satisfy."""
 
 
-def state_security(data_dir: Path) -> RequestStateSecurity:
-    """The sealing policy: the host's keys (`TOOLRT_SERVE_STATE_KEYS`), else the data directory's key."""
+def state_security(data_dir: Path, store: Store | None = None) -> RequestStateSecurity:
+    """The sealing policy: the host's keys (`TOOLRT_SERVE_STATE_KEYS`), else the persistent state store's
+    key (one for every replica), else the data directory's key."""
     given = [key.strip() for key in os.environ.get(STATE_KEY_ENV, "").split(",") if key.strip()]
+    if not given and store is not None and store.persistent:
+        given = [store.signing_key(1, lambda: secrets.token_hex(32))]
     return RequestStateSecurity(keys=given or [_stored_key(data_dir)], ttl=STATE_TTL_SECONDS)
 
 
@@ -140,6 +145,18 @@ class NonceLedger:
         temporary = self._path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text("".join(f"{n} {t:.0f}\n" for n, t in self._used.items()), encoding="ascii")
         temporary.replace(self._path)
+
+
+class StoreNonces(NonceLedger):
+    """The ledger kept in a persistent state store: a nonce one replica accepted no replica accepts again."""
+
+    def __init__(self, store: Store, ttl: float = STATE_TTL_SECONDS) -> None:
+        super().__init__(None, ttl)
+        self._store = store
+
+    def consume(self, nonce: str) -> bool:
+        now = time.time()
+        return self._store.consume_nonce(nonce, now + self._ttl + 60, now)  # a minute of clock skew, as above
 
 
 def _read_nonces(path: Path, now: float) -> dict[str, float]:

@@ -11,7 +11,8 @@ A toolrt session holds "always" approvals, read-before-edit stamps, the doom-loo
 - the sessionless version (2026-07-28): a request whose `_meta["toolrt/session"]` is a token this
   server issued and still holds runs in that token's session; any other value (e.g. `"new"`) opens a
   new session, and the result's `_meta["toolrt/session"]` carries its token for the client to echo
-  on later requests; a request without the key runs in the default session.
+  on later requests; a request without the key runs in the default session (with a state store shared by
+  several processes, in a new session, as for `"new"`).
 
 The default session is one per server process: HTTP serves on loopback, for one local user. Two
 clients holding different sessions never share state; tokens are random and only ever issued by the
@@ -21,7 +22,7 @@ server, so a client cannot pick another's session by name.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.connection import Connection
@@ -55,8 +56,18 @@ def connection_of(ctx: Ctx) -> Connection:
 class McpSessions:
     """Maps MCP requests to toolrt sessions in `store`, and releases them when their MCP session ends."""
 
-    def __init__(self, store: SessionStore[Any]) -> None:
+    def __init__(
+        self, store: SessionStore[Any], known: Callable[[str], bool] | None = None, *, shared: bool = False
+    ) -> None:
         self._store = store
+        self._known = known or store.__contains__
+        """Whether a session is held: here, or (a persistent state store) by another process or an earlier run."""
+        self._shared = shared
+        """The state store is shared with other processes: a 2026-07-28 request naming no session opens a
+        new one (a per-process default session would split one client's state between replicas)."""
+        self._default = DEFAULT_SESSION if not shared else f"{DEFAULT_SESSION}:{secrets.token_urlsafe(18)}"
+        """The default session (stdio): with a shared store, one of this process's own, so that another
+        server process (another client's stdio server) never starts from its approvals."""
 
     def identify(self, ctx: Ctx, carried: str | None = None) -> tuple[str, str | None]:
         """(the toolrt session of this request, the token its result must carry, or None).
@@ -71,12 +82,12 @@ class McpSessions:
                 connection.exit_stack.callback(self._store.release, name)
             return name, None
         if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return DEFAULT_SESSION, None
+            return self._default, None
         meta: Mapping[str, Any] = ctx.meta or {}
-        if SESSION_META_KEY not in meta:
-            return DEFAULT_SESSION, None
-        token = meta[SESSION_META_KEY]
-        if isinstance(token, str) and (_TOKEN_PREFIX + token in self._store or carried == _TOKEN_PREFIX + token):
+        if SESSION_META_KEY not in meta and not self._shared:
+            return self._default, None
+        token = meta.get(SESSION_META_KEY)
+        if isinstance(token, str) and (self._known(_TOKEN_PREFIX + token) or carried == _TOKEN_PREFIX + token):
             self._store.get(_TOKEN_PREFIX + token)
             return _TOKEN_PREFIX + token, token
         token = secrets.token_urlsafe(18)

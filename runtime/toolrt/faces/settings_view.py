@@ -15,7 +15,7 @@ from ..build.snapshot import Snapshot
 from ..config.document import Document
 from ..config.layers import read_single
 
-__all__ = ["setting_rows"]
+__all__ = ["setting_rows", "without_secrets"]
 
 _SANDBOX_FIELDS = ("mode", "network", "writable")
 
@@ -26,10 +26,19 @@ def setting_rows(snapshot: Snapshot) -> Iterator[tuple[str, Any, str]]:
     for key, value, origin in snapshot.resolved.items():
         field = sandbox.get(key)
         if field is None:
-            yield key, value, origin
+            yield key, without_secrets(key, value), origin
             continue
         effective = getattr(snapshot.sandbox, field)
         yield key, effective, _sandbox_origin(snapshot, field, effective, origin)
+
+
+def without_secrets(key: str, value: Any) -> Any:
+    """A setting's value as it may be shown: the `store` URI without its password."""
+    if key == "store" and isinstance(value, str):
+        from ..store.uri import redact
+
+        return redact(value)
+    return value
 
 
 def _sandbox_origin(snapshot: Snapshot, field: str, effective: Any, host_origin: str) -> str:

@@ -87,6 +87,9 @@ class PermissionBroker:
         self._approved: dict[tuple[str, str], Ruleset] = {}
         self._pending: dict[str, _Pending] = {}
         self._ids = itertools.count(1)
+        self.on_always: Callable[[str, str, list[tuple[str, str]]], None] | None = None
+        """Told (session, agent, [(permission, pattern)]) when an "always" reply adds approvals, before the
+        call goes on (a persistent state store keeps them there)."""
 
     def approved(self, session: str, agent: str) -> Ruleset:
         """The allow rules "always" replies added for `agent` in `session`, oldest first.
@@ -217,6 +220,8 @@ class PermissionBroker:
         agent = pending.request.agent
         approved = Ruleset.concat(self.approved(session, agent), Ruleset(added))
         self._approved[(session, agent)] = approved
+        if self.on_always is not None:
+            self.on_always(session, agent, [(rule.permission, rule.pattern) for rule in added])
         for other in self._others(pending):
             if other.request.agent != agent:
                 continue

@@ -1,1 +1,24 @@
-"""Where state that outlives a call is kept (empty until the state store lands)."""
+"""Where state that outlives a call is kept: one interface (`Store`), three engines.
+
+`memory` (in-process, the default for `rt.call` hosts), `sqlite` (a file in the data directory that the
+processes of one machine share) and a `postgresql://…` URI (one database for replicas on many
+machines). `open_store(setting, data_dir)` opens the one the host-only `store` setting names.
+"""
+
+from __future__ import annotations
+
+from .model import DECISIONS, AuditQuery, AuditRow, Pruned, Store, decision_of, session_id
+from .uri import is_persistent, open_store, redact
+
+__all__ = [
+    "DECISIONS",
+    "AuditQuery",
+    "AuditRow",
+    "Pruned",
+    "Store",
+    "decision_of",
+    "is_persistent",
+    "open_store",
+    "redact",
+    "session_id",
+]

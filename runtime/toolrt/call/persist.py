@@ -1,0 +1,118 @@
+"""Sessions kept in a persistent state store, so that a restarted server (or another replica) goes on
+where the last one stopped: the tools' memory (read-before-edit stamps, todos), the session-held agent
+and the "always" approvals.
+
+A session's state is read from the store before each call (another replica may have changed it) and
+saved after it, and an approval is written the moment the person gives it (before the call it approved
+goes on). Two replicas running calls of one session at the same moment: the later save wins. The
+store names the session by `session_id` of its name, never the name (a 2026-07-28 token is a
+credential). Only a persistent store gets a keeper: with `memory` nothing here runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from ..permissions.ask import PermissionBroker
+from ..store.model import Store, session_id
+
+if TYPE_CHECKING:
+    from .state import SessionState
+
+__all__ = ["TOUCH_EVERY_SECONDS", "SessionKeeper"]
+
+TOUCH_EVERY_SECONDS = 3600.0
+"""A session whose state no call changed is still written this often (retention sees it used)."""
+
+logger = logging.getLogger("toolrt.store")
+
+
+class SessionKeeper:
+    """Loads and saves one Runtime's sessions through `store`."""
+
+    MEMO_LIMIT = 4096
+
+    def __init__(self, store: Store, broker: PermissionBroker) -> None:
+        self.store = store
+        self._broker = broker
+        self._held: dict[str, tuple[str, float]] = {}
+        """Session name → the state the store holds for it as last read or written here (as JSON), and
+        when: a call that changed nothing is not written again (but once an hour, so that retention
+        counts the session as used)."""
+        broker.on_always = self.approved
+
+    def known(self, name: str) -> bool:
+        """Whether the store holds a state for session `name` (a token another process issued)."""
+        try:
+            return self.store.load_session(session_id(name)) is not None
+        except StoreError as error:
+            logger.error("cannot read session state from the store: %s", error)
+            return False
+
+    def load(self, name: str, state: SessionState) -> None:
+        """Bring `state` up to what the store holds of session `name` (kept approvals are added)."""
+        key = session_id(name)
+        try:
+            saved = self.store.load_session(key)
+            approvals = self.store.approvals(key)
+        except StoreError as error:
+            logger.error("cannot read session state from the store: %s", error)
+            return
+        text = _encoded(saved) if saved is not None else None
+        held = self._held.get(name)
+        if held is None or held[0] != text:  # changed elsewhere (or first seen): when it was written is unknown
+            self._remember(name, text, 0.0)
+        if saved is not None:
+            tools = saved.get("tools")
+            if isinstance(tools, dict):
+                state.tools.clear()
+                state.tools.update(tools)
+            agent = saved.get("agent")
+            state.agent = agent if isinstance(agent, str) else None
+        by_agent: dict[str, list[tuple[str, str]]] = {}
+        for agent_name, permission, pattern in approvals:
+            by_agent.setdefault(agent_name, []).append((permission, pattern))
+        for agent_name, pairs in by_agent.items():
+            given = set(self._broker.approvals(name, agent_name))
+            self._broker.restore(name, agent_name, [pair for pair in pairs if pair not in given])
+
+    def save(self, name: str, state: SessionState) -> None:
+        """Keep the session's state after a call (a failure is logged; the call's record is what must not fail)."""
+        value = {"tools": state.tools, "agent": state.agent}
+        now = time.time()
+        try:
+            text = _encoded(value)
+            held = self._held.get(name)
+            if held is not None and held[0] == text and now - held[1] < TOUCH_EVERY_SECONDS:
+                return
+            self.store.save_session(session_id(name), value, now)
+        except (StoreError, TypeError, ValueError) as error:
+            logger.error("cannot save session state to the store: %s", error)
+            return
+        self._remember(name, text, now)
+
+    def _remember(self, name: str, text: str | None, now: float) -> None:
+        if text is None:
+            self._held.pop(name, None)
+            return
+        if len(self._held) >= self.MEMO_LIMIT:
+            self._held.clear()
+        self._held[name] = (text, now)
+
+    def approved(self, name: str, agent: str, pairs: list[tuple[str, str]]) -> None:
+        """Keep "always" approvals the moment they are given."""
+        now = time.time()
+        key = session_id(name)
+        try:
+            for permission, pattern in pairs:
+                self.store.add_approval(key, agent, permission, pattern, now)
+        except StoreError as error:
+            logger.error("cannot keep an approval in the store (it holds in this process only): %s", error)
+
+
+def _encoded(state: object) -> str:
+    return json.dumps(state, separators=(",", ":"), default=str)
