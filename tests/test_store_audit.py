@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -97,14 +98,16 @@ def test_a_record_the_store_refuses_fails_the_call_closed_and_the_store_recovers
     try:
         assert rt.call_sync("echo", {"text": "before"}).output == "before"
         path = rt.snapshot.data_dir / "state.sqlite3"
-        with sqlite3.connect(path) as other:  # another process drops the table under the server
+        with closing(
+            sqlite3.connect(path, isolation_level=None)
+        ) as other:  # another process drops the table under the server
             other.execute("DROP TABLE toolrt_audit")
         lost = rt.call_sync("echo", {"text": "secret output"})
         assert lost.output == ""
         assert lost.error == (
             "The call's audit record could not be stored, so its result is withheld (the server's log says why)."
         )
-        with sqlite3.connect(path) as other:  # the store comes back
+        with closing(sqlite3.connect(path, isolation_level=None)) as other:  # the store comes back
             other.execute(MIGRATIONS[0][2]("sqlite")[0])
         assert rt.call_sync("echo", {"text": "after"}).output == "after"
         assert [json.loads(r.record)["arguments"]["text"] for r in rt.store.audit_records()] == ["after"]
@@ -179,7 +182,7 @@ def test_toolrt_audit_of_a_store_with_a_newer_schema_exits_2_naming_the_version(
 ) -> None:
     data = Path(os.environ["TOOLRT_DATA_DIR"])
     open_store("sqlite", data).close()
-    with sqlite3.connect(data / "state.sqlite3") as db:
+    with closing(sqlite3.connect(data / "state.sqlite3", isolation_level=None)) as db:
         db.execute("UPDATE toolrt_schema SET version = ?", (LATEST + 1,))
     monkeypatch.setenv("TOOLRT_STORE", "sqlite")
     code, out, err = run("audit", "--root", str(tmp_path))
@@ -241,7 +244,7 @@ def test_serve_exits_2_within_10_seconds_when_the_store_is_unreachable(tmp_path:
 def test_serve_refuses_a_store_with_a_newer_schema_naming_the_version(tmp_path: Path) -> None:
     database = tmp_path / "elsewhere" / "state.db"
     open_store(f"sqlite://{database}", tmp_path).close()
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database, isolation_level=None)) as db:
         db.execute("UPDATE toolrt_schema SET version = 7")
     done = _serve(tmp_path, f"sqlite://{database}")
     assert done.returncode == 2, done.stderr
@@ -257,7 +260,7 @@ def test_a_session_state_is_written_when_a_call_changed_it_and_read_before_each_
     path = rt.snapshot.data_dir / "state.sqlite3"
 
     def touched() -> list[float]:
-        with sqlite3.connect(path) as db:
+        with closing(sqlite3.connect(path, isolation_level=None)) as db:
             return [
                 row[0] for row in db.execute("SELECT touched FROM toolrt_sessions WHERE id = ?", (session_id(TOKEN),))
             ]

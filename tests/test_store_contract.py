@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -202,7 +203,8 @@ def test_a_sqlite_store_keeps_its_state_across_a_reopen_in_wal_mode(tmp_path: Pa
     store.add_approval("s1", "build", "bash", "make", 5.0)
     store.close()
     path = tmp_path / "state.sqlite3"
-    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert path.stat().st_mode & 0o777 == 0o600
     again = open_store("sqlite", tmp_path)
     assert [r.time for r in again.audit_records()] == [5.0]
@@ -213,7 +215,7 @@ def test_a_sqlite_store_keeps_its_state_across_a_reopen_in_wal_mode(tmp_path: Pa
 def test_a_sqlite_store_with_a_newer_schema_refuses_to_open_naming_the_version(tmp_path: Path) -> None:
     open_store("sqlite", tmp_path).close()
     path = tmp_path / "state.sqlite3"
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
         db.execute("UPDATE toolrt_schema SET version = ?", (LATEST + 41,))
     with pytest.raises(StoreError, match=rf"store setting \(sqlite\).*schema version {LATEST + 41}, newer than"):
         open_store("sqlite", tmp_path)

@@ -41,11 +41,15 @@ class SqliteStore(SqlStore):
             self._db = sqlite3.connect(
                 path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
             )
+        except (OSError, sqlite3.Error) as error:
+            raise StoreError(f"{self.where}: cannot open it: {error}") from None
+        try:
             path.chmod(0o600)
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")
         except (OSError, sqlite3.Error) as error:
+            self._db.close()
             raise StoreError(f"{self.where}: cannot open it: {error}") from None
         try:
             with self._transaction() as cursor:
