@@ -44,6 +44,7 @@ _NOTIF_RECV = 0xC0502100  # _IOWR('!', 0, struct seccomp_notif)
 _NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
 _NOTIF_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
 _PIDFD_GETFD = 438  # the same number on every architecture (the generic table)
+_PIDFD_THREAD = os.O_EXCL  # pidfd_open: a thread's pidfd, not only a thread-group leader's
 _SOL_SOCKET, _SO_DOMAIN = 1, 39
 _MAX_ADDRESS = 128  # sizeof(struct sockaddr_storage): the kernel refuses longer with EINVAL
 
@@ -94,8 +95,8 @@ def pin(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
                 info = os.fstat(fd)
             finally:
                 os.close(fd)
-            if not stat.S_ISSOCK(info.st_mode):
-                continue
+            if not stat.S_ISSOCK(info.st_mode) or info.st_nlink != 1:
+                continue  # a daemon's socket has one name: a second is a link a process may have made
             with _pins_lock:
                 kept = _pins.setdefault(path, (info.st_dev, info.st_ino))
         found.append((path, *kept))
@@ -133,7 +134,7 @@ def _answer(listener: int, notification: _Notification, allowed: Mapping[str, tu
     fds: list[int] = []
     try:
         pid = notification.pid
-        fds.append(os.pidfd_open(pid))
+        fds.append(_pidfd(pid))
         fds.append(os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC))
         fds.append(os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
         if not _valid(listener, notification.id):
@@ -206,6 +207,18 @@ def _connect(fd: int, address: bytes) -> int:
     if _libc.connect(fd, address, len(address)) == 0:
         return 0
     return ctypes.get_errno()
+
+
+def _pidfd(tid: int) -> int:
+    """A pidfd of the thread that called `connect` (the notification names the thread, and a program's
+    other threads connect too: Go's, a thread pool's); `PIDFD_THREAD` is Linux 6.9, before which only a
+    process's main thread can be reached (another one's `connect` is refused)."""
+    try:
+        return os.pidfd_open(tid, _PIDFD_THREAD)
+    except OSError as error:
+        if error.errno != errno.EINVAL:
+            raise
+        return os.pidfd_open(tid)
 
 
 def _valid(listener: int, notification_id: int) -> bool:
