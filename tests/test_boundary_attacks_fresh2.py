@@ -197,3 +197,70 @@ def test_a_thread_other_than_the_main_one_reaches_a_listed_socket(
         assert other.accepted == 0
     finally:
         agent.server.close()
+
+
+STUCK = """
+import os, socket, struct, sys, threading
+slow, agent = sys.argv[1:3]
+first = socket.socket(socket.AF_UNIX)
+first.connect(slow)  # the daemon's one place in its backlog: it never accepts
+stuck = threading.Event()
+def wait_in_connect():
+    s = socket.socket(socket.AF_UNIX)
+    stuck.set()
+    s.connect(slow)  # blocks: the backlog is full
+threading.Thread(target=wait_in_connect, daemon=True).start()
+stuck.wait()
+s = socket.socket(socket.AF_UNIX)
+s.connect(agent)
+print("agent ->", s.recv(64).decode(), flush=True)
+timed = socket.socket(socket.AF_UNIX)
+timed.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("qq", 0, 300000))  # its own 0.3 s
+try:
+    timed.connect(slow)
+except OSError as error:
+    print("timed ->", error.strerror, flush=True)
+os._exit(0)  # leaves the other thread in its connect
+"""
+
+
+def _threads() -> int:
+    return len(list(Path("/proc/self/task").iterdir()))
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_connect_to_a_daemon_that_never_accepts_holds_neither_the_others_nor_toolrt(
+    tmp_path: Path, project: Path, launch: str
+) -> None:
+    """Before: the supervisor connected in its one thread, which then waited on the full backlog: the
+    process's connect to the agent never got an answer (the call ran to its timeout), and the thread
+    stayed in toolrt, holding the process's socket, after the process was gone."""
+    (tmp_path / "run").mkdir()
+    agent = Daemon(tmp_path / "run" / "agent.5")
+    slow = socket.socket(socket.AF_UNIX)
+    slow.bind(str(tmp_path / "run" / "slow.sock"))
+    slow.listen(0)
+    before = _threads()
+    try:
+
+        async def main() -> ProcessOutcome:
+            support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+            policy = SandboxPolicy(sockets=(str(agent.path), str(tmp_path / "run" / "slow.sock")))
+            plan = plan_sandbox(policy, support, root=project, output_dir=project / "out")
+            argv = [sys.executable, "-c", STUCK, str(tmp_path / "run" / "slow.sock"), str(agent.path)]
+            return await run_process(argv, cwd=project, env=build_env(), timeout=8, sandbox=plan)
+
+        result = anyio.run(main)
+        assert result.output.splitlines() == ["agent -> agent.5", "timed -> Resource temporarily unavailable"], (
+            result.output
+        )
+        ended = threading.Event()
+        for _ in range(100):  # the waiting connect looks for its caller every 0.2 s
+            if _threads() <= before:
+                ended.set()
+                break
+            ended.wait(0.05)
+        assert ended.is_set(), f"{_threads() - before} supervisor thread(s) left in toolrt"
+    finally:
+        slow.close()
+        agent.server.close()

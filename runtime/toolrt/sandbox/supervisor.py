@@ -11,7 +11,8 @@ not a copy), reads the address from the process's memory once, and decides on th
   symlink anywhere on the way (openat2 `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS`), must be a socket, and
   must be the same file (device, inode) toolrt found there first (`pin`): a name swapped for a link or
   renamed over is refused. The supervisor then connects the socket itself, through that very
-  descriptor (`/proc/self/fd/N`), so what it checked is what is reached;
+  descriptor (`/proc/self/fd/N`), so what it checked is what is reached; a daemon with no room in its
+  backlog is waited for in a thread of its own, only while the caller lives;
 - any other address family is connected the same way on the copy (the network namespace of the socket
   decides where it goes, as for the process), or refused with EACCES when the network is off, as
   Landlock's TCP rules refuse it.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import _thread
 import ctypes
 import errno
+import math
 import os
 import select
 import socket
@@ -45,7 +47,10 @@ _NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
 _NOTIF_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
 _PIDFD_GETFD = 438  # the same number on every architecture (the generic table)
 _PIDFD_THREAD = os.O_EXCL  # pidfd_open: a thread's pidfd, not only a thread-group leader's
-_SOL_SOCKET, _SO_DOMAIN = 1, 39
+_SOL_SOCKET, _SO_DOMAIN, _SO_SNDTIMEO = 1, 39, 21
+_TIMEVAL = struct.Struct("=qq")  # struct timeval: seconds, microseconds (64-bit machines only, as `seccomp`)
+_FIRST_SECONDS = 0.001  # the first attempt, in the serving thread: a daemon with room answers at once
+_SLICE_SECONDS = 0.2  # then, in a thread of its own, how often a waiting connect looks for its caller
 _MAX_ADDRESS = 128  # sizeof(struct sockaddr_storage): the kernel refuses longer with EINVAL
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -161,9 +166,24 @@ def _answer(listener: int, notification: _Notification, allowed: Mapping[str, tu
                 _respond(listener, notification.id, errno.EACCES)
                 return
             fds.remove(target)  # the thread owns it now: a TCP connect may take long
-            _thread.start_new_thread(_connect_and_answer, (listener, notification.id, target, address))
+            _thread.start_new_thread(_connect_and_answer, (os.dup(listener), notification.id, target, address))
             return
-        _respond(listener, notification.id, _connect_listed(target, address, root, allowed))
+        code, found = _open_listed(address, root, allowed)
+        if found is None:
+            _respond(listener, notification.id, code)
+            return
+        fds.append(found)
+        through = struct.pack("=H", socket.AF_UNIX) + f"/proc/self/fd/{found}\0".encode()
+        if not os.get_blocking(target):
+            _respond(listener, notification.id, _connect(target, through))
+            return
+        code, budget = _attempt(target, through, _FIRST_SECONDS)
+        if code != errno.EAGAIN:
+            _respond(listener, notification.id, code)
+            return
+        # The daemon's backlog is full: wait in a thread of its own (the thread closes these copies).
+        owned = (os.dup(listener), notification.id, os.dup(target), os.dup(found), budget)
+        _thread.start_new_thread(_wait_listed, owned)
     except OSError as error:  # the process died, or its memory cannot be read (EFAULT/EIO)
         _respond(listener, notification.id, errno.EFAULT if error.errno == errno.EIO else error.errno or errno.EACCES)
     finally:
@@ -171,28 +191,68 @@ def _answer(listener: int, notification: _Notification, allowed: Mapping[str, tu
             os.close(fd)
 
 
-def _connect_listed(target: int, address: bytes, root: int, allowed: Mapping[str, tuple[int, int]]) -> int:
-    """Connect `target` to the listed socket `address` names, as the process's root sees it; the errno."""
+def _open_listed(address: bytes, root: int, allowed: Mapping[str, tuple[int, int]]) -> tuple[int, int | None]:
+    """An O_PATH descriptor of the listed socket `address` names, as the process's root sees it, or the
+    errno to answer with."""
     if struct.unpack("=H", address[:2])[0] != socket.AF_UNIX:
-        return errno.EINVAL
+        return errno.EINVAL, None
     name = address[2:].split(b"\0", 1)[0]
     if not name.startswith(b"/"):  # abstract (a leading NUL), unnamed or relative
-        return errno.EACCES
+        return errno.EACCES, None
     path = os.path.normpath(os.fsdecode(name))
     expected = allowed.get(path)
     if expected is None:
-        return errno.EACCES
+        return errno.EACCES, None
     try:
         found = kernel.open_in_root(root, path)
     except OSError as error:
-        return errno.ENOENT if error.errno == errno.ENOENT else errno.EACCES
+        return (errno.ENOENT if error.errno == errno.ENOENT else errno.EACCES), None
+    info = os.fstat(found)
+    if not stat.S_ISSOCK(info.st_mode) or (info.st_dev, info.st_ino) != expected:
+        os.close(found)
+        return errno.EACCES, None
+    return 0, found
+
+
+def _attempt(target: int, address: bytes, seconds: float) -> tuple[int, float]:
+    """connect(2) with the socket's send timeout (how long an AF_UNIX `connect` waits for a place in the
+    daemon's backlog) set to `seconds` meanwhile; 0 or the errno (EAGAIN: still full), and the process's
+    own timeout (0: none), which is put back."""
+    kept = ctypes.create_string_buffer(_TIMEVAL.size)
+    size = ctypes.c_uint32(_TIMEVAL.size)
+    if _libc.getsockopt(target, _SOL_SOCKET, _SO_SNDTIMEO, kept, ctypes.byref(size)) < 0:
+        return ctypes.get_errno(), 0.0
+    whole, micros = _TIMEVAL.unpack(kept.raw)
+    own = whole + micros / 1e6
+    wait = min(seconds, own) if own else seconds
+    meanwhile = _TIMEVAL.pack(int(wait), max(int(wait % 1 * 1e6), 1))
+    _libc.setsockopt(target, _SOL_SOCKET, _SO_SNDTIMEO, meanwhile, len(meanwhile))
     try:
-        info = os.fstat(found)
-        if not stat.S_ISSOCK(info.st_mode) or (info.st_dev, info.st_ino) != expected:
-            return errno.EACCES
-        return _connect(target, struct.pack("=H", socket.AF_UNIX) + f"/proc/self/fd/{found}\0".encode())
+        return _connect(target, address), own
+    finally:
+        _libc.setsockopt(target, _SOL_SOCKET, _SO_SNDTIMEO, kept, len(kept.raw))
+
+
+def _wait_listed(listener: int, notification_id: int, target: int, found: int, own: float) -> None:
+    """Keep connecting `target` through `found`, a slice at a time while the caller lives (and within its
+    own send timeout `own`, when it set one), and answer: a daemon that never accepts keeps neither the
+    process's other connects nor this thread past the process."""
+    code = errno.EAGAIN  # what the kernel says when the process's own timeout runs out
+    try:
+        through = struct.pack("=H", socket.AF_UNIX) + f"/proc/self/fd/{found}\0".encode()
+        left = own - _FIRST_SECONDS if own else math.inf
+        while left > 0 and _valid(listener, notification_id):
+            code, _ = _attempt(target, through, min(left, _SLICE_SECONDS))
+            left -= _SLICE_SECONDS
+            if code != errno.EAGAIN:
+                break
+        _respond(listener, notification_id, code)
+    except Exception:  # never leave the process stopped in its connect: refuse it
+        _respond(listener, notification_id, errno.EACCES)
     finally:
         os.close(found)
+        os.close(target)
+        os.close(listener)
 
 
 def _connect_and_answer(listener: int, notification_id: int, target: int, address: bytes) -> None:
@@ -200,6 +260,7 @@ def _connect_and_answer(listener: int, notification_id: int, target: int, addres
         _respond(listener, notification_id, _connect(target, address))
     finally:
         os.close(target)
+        os.close(listener)  # its own copy: the serving thread closes its own when the processes are gone
 
 
 def _connect(fd: int, address: bytes) -> int:
