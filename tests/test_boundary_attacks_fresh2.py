@@ -264,3 +264,41 @@ def test_a_connect_to_a_daemon_that_never_accepts_holds_neither_the_others_nor_t
     finally:
         slow.close()
         agent.server.close()
+
+
+NETLINK = """
+import socket
+def ask(protocol, address):
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, protocol)
+    try:
+        s.connect(address)
+        s.send(b"libudev" + bytes(57))
+        return "sent"
+    except OSError as error:
+        return "refused"
+print("uevent group ->", ask(15, (0, 1)))
+print("route group ->", ask(0, (0, 1)))
+print("another process ->", ask(0, (4242, 0)))
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+s.connect((0, 0))  # the kernel itself: nothing asked of the caller
+print("kernel -> connected")
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_the_supervisor_lends_no_capability_to_a_netlink_connect(tmp_path: Path, project: Path, launch: str) -> None:
+    """Root in the sandbox has dropped CAP_NET_ADMIN. Before: with a socket list the supervisor, which
+    holds toolrt's capabilities, connected the process's netlink socket to a multicast group, and a
+    forged uevent went to every listener in the host's network namespace (the network on)."""
+    (tmp_path / "run").mkdir()
+    agent = Daemon(tmp_path / "run" / "agent.6")
+    try:
+        result = _run([sys.executable, "-c", NETLINK], project, launch, agent.path)
+    finally:
+        agent.server.close()
+    assert result.output.splitlines() == [
+        "uevent group -> refused",
+        "route group -> refused",
+        "another process -> refused",
+        "kernel -> connected",
+    ], result.output

@@ -13,9 +13,11 @@ not a copy), reads the address from the process's memory once, and decides on th
   renamed over is refused. The supervisor then connects the socket itself, through that very
   descriptor (`/proc/self/fd/N`), so what it checked is what is reached; a daemon with no room in its
   backlog is waited for in a thread of its own, only while the caller lives;
-- any other address family is connected the same way on the copy (the network namespace of the socket
-  decides where it goes, as for the process), or refused with EACCES when the network is off, as
-  Landlock's TCP rules refuse it.
+- an IP address is connected the same way on the copy (the network namespace of the socket decides
+  where it goes, as for the process), or refused with EACCES when the network is off, as Landlock's
+  TCP rules refuse it; so is a netlink address naming the kernel. Any other `connect` is refused: the
+  supervisor holds toolrt's capabilities, and a connect whose kernel checks the caller's (a netlink
+  multicast group) would borrow them.
 
 Everything else gets EACCES ("Permission denied"). The process never makes the connection itself, so
 no later rewrite of its memory or descriptor table changes what was checked. The notification id is
@@ -51,6 +53,7 @@ _SOL_SOCKET, _SO_DOMAIN, _SO_SNDTIMEO = 1, 39, 21
 _TIMEVAL = struct.Struct("=qq")  # struct timeval: seconds, microseconds (64-bit machines only, as `seccomp`)
 _FIRST_SECONDS = 0.001  # the first attempt, in the serving thread: a daemon with room answers at once
 _SLICE_SECONDS = 0.2  # then, in a thread of its own, how often a waiting connect looks for its caller
+_NETLINK_ADDRESS = struct.Struct("=HHII")  # struct sockaddr_nl: family, pad, port id, groups
 _MAX_ADDRESS = 128  # sizeof(struct sockaddr_storage): the kernel refuses longer with EINVAL
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -162,7 +165,7 @@ def _answer(listener: int, notification: _Notification, allowed: Mapping[str, tu
             _respond(listener, notification.id, ctypes.get_errno())
             return
         if domain.value != socket.AF_UNIX:
-            if not network:
+            if not network or not _needs_no_privilege(domain.value, address):
                 _respond(listener, notification.id, errno.EACCES)
                 return
             fds.remove(target)  # the thread owns it now: a TCP connect may take long
@@ -189,6 +192,20 @@ def _answer(listener: int, notification: _Notification, allowed: Mapping[str, tu
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _needs_no_privilege(family: int, address: bytes) -> bool:
+    """Whether the kernel's `connect` for this family and address checks nothing of the caller, so the
+    supervisor (toolrt, with its capabilities, outside every Landlock domain) may make it for the
+    process: IP, and netlink to the kernel itself. A netlink `connect` to a multicast group or to another
+    process needs CAP_NET_ADMIN, which root in the sandbox has dropped (with it, a forged uevent reached
+    every listener of the host's network namespace); other families are refused."""
+    if family in (socket.AF_INET, socket.AF_INET6):
+        return True
+    if family == socket.AF_NETLINK and len(address) >= _NETLINK_ADDRESS.size:
+        _, _, portid, groups = _NETLINK_ADDRESS.unpack_from(address)
+        return bool(portid == 0 and groups == 0)
+    return False
 
 
 def _open_listed(address: bytes, root: int, allowed: Mapping[str, tuple[int, int]]) -> tuple[int, int | None]:
