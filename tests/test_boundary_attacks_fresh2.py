@@ -106,10 +106,11 @@ def other(tmp_path: Path) -> Iterator[Daemon]:
     daemon.server.close()
 
 
-def _run(argv: list[str], root: Path, launch: str, listed: Path) -> ProcessOutcome:
+def _run(argv: list[str], root: Path, launch: str, listed: Path, *, network: bool = True) -> ProcessOutcome:
     async def main() -> ProcessOutcome:
         support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
-        plan = plan_sandbox(SandboxPolicy(sockets=(str(listed),)), support, root=root, output_dir=root / "out")
+        policy = SandboxPolicy(network=network, sockets=(str(listed),))
+        plan = plan_sandbox(policy, support, root=root, output_dir=root / "out")
         assert plan is not None
         return await run_process(argv, cwd=root, env=build_env(), timeout=30, sandbox=plan)
 
@@ -123,8 +124,9 @@ def _next_toolrt(launch: str, listed: Path, root: Path, *argv: str) -> str:
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize("network", [True, False], ids=["network-on", "network-off"])
 def test_a_listed_socket_cannot_be_swapped_for_the_next_toolrt(
-    tmp_path: Path, project: Path, other: Daemon, launch: str
+    tmp_path: Path, project: Path, other: Daemon, launch: str, network: bool
 ) -> None:
     """Before: the rename and the link went through, and the next toolrt pinned (and connected the
     process to) the tmux server under the agent's name."""
@@ -135,7 +137,7 @@ def test_a_listed_socket_cannot_be_swapped_for_the_next_toolrt(
             f"mv {agent.path} {agent.path}.saved; ln {other.path} {agent.path} || mv -f {other.path} {agent.path}; "
             f"mv {agent.path.parent} {tmp_path}/moved; ls {agent.path.parent}"
         )
-        result = _run(["bash", "-c", swap], project, launch, agent.path)
+        result = _run(["bash", "-c", swap], project, launch, agent.path, network=network)
         assert result.output.count("Device or resource busy") >= 3, result.output  # a mount point, and its folder
         assert result.output.splitlines()[-1] == "agent.1", result.output
         assert not Path(f"{agent.path}.saved").exists() and other.path.exists()

@@ -86,7 +86,9 @@ def pin(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
     The first file found at a path is kept for the life of this process (toolrt looks when it reads
     the settings, before any tool ran): a socket the sandbox later renames over it, or a link put in
     its place, is another file and is refused. A daemon that re-creates its socket needs toolrt
-    restarted. A path with no socket yet is pinned the first time one is found there."""
+    restarted. A path with no socket yet is pinned the first time one is found there; a socket with a
+    second name (a hard link: `bind` makes one name) never is. The next toolrt pins afresh: in the
+    sandbox a listed socket is a mount point (see `plan`), so no process moves another one in its place."""
     found = []
     for path in paths:
         with _pins_lock:
