@@ -1,8 +1,9 @@
 """The host's socket allow-list (`sandbox.sockets`, issue 25 item 5): real listening UNIX sockets on the
 host, real python and bash in the sandbox under both launchers and both network modes. A listed socket
-is reached; an unlisted one, an abstract one, a relative name, and the listed name swapped for a symlink
-or renamed over (once, across calls, and raced by a background swapper) are refused; with no list
-nothing changes and no supervisor runs."""
+is reached; an unlisted one, an abstract one, a relative name are refused; the listed name is a mount
+point the sandboxed process cannot move, and swapped on the host for a symlink or renamed over (once,
+across calls, and raced by a swapper) it is refused; with no list nothing changes and no supervisor
+runs."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from toolrt.sandbox import seccomp
 from toolrt.sandbox.hint import refusal_hint
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
+from toolrt.sandbox.supervisor import pin
 from toolrt.sandbox.support import detect_support
 
 SUPPORT = detect_support()
@@ -143,30 +145,47 @@ def test_bash_reaches_the_listed_socket_and_not_another(
 SWAP_ONCE = """
 import os, socket, sys
 listed, other, moved = sys.argv[1:4]
-def ask(path):
-    try:
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(path)
-        return s.recv(64).decode()
-    except OSError as error:
-        return "refused: " + error.strerror
 folder = os.path.dirname(listed)
-os.rename(folder, folder + ".real")
-os.symlink(folder + ".real", folder)  # the listed socket itself, through a linked directory
-print("parent link:", ask(listed))
-os.unlink(folder)
-os.rename(folder + ".real", folder)
-print("restored:", ask(listed))
-os.rename(listed, moved)
-os.symlink(other, listed)
-print("symlink:", ask(listed))
-os.unlink(listed)
-os.link(other, listed)  # a hard link: another name of the other socket, the same file
-print("hard link:", ask(listed))
-os.unlink(listed)
-os.rename(other, listed)
-print("renamed over:", ask(listed))
+for name, move in (
+    ("folder moved", lambda: os.rename(folder, folder + ".real")),
+    ("socket moved", lambda: os.rename(listed, moved)),
+    ("socket removed", lambda: os.unlink(listed)),
+    ("renamed over", lambda: os.rename(other, listed)),
+):
+    try:
+        move()
+        print(name + ": done")
+    except OSError as error:
+        print(name + ": " + error.strerror)
+s = socket.socket(socket.AF_UNIX)
+s.connect(listed)
+print("listed:", s.recv(64).decode())
 """
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_dev, info.st_ino
+
+
+def _swapped_on_the_host(listed: Daemon, other: Daemon, moved: Path) -> Iterator[str]:
+    """Swap the listed name on the host (outside any sandbox: a daemon's restart, another program),
+    yielding after each swap what was done."""
+    folder = listed.path.parent
+    folder.rename(folder.with_name("run.real"))
+    folder.symlink_to(folder.with_name("run.real"))  # the listed socket itself, through a linked directory
+    yield "parent link"
+    folder.unlink()
+    folder.with_name("run.real").rename(folder)
+    listed.path.rename(moved)
+    listed.path.symlink_to(other.path)
+    yield "symlink"
+    listed.path.unlink()
+    listed.path.hardlink_to(other.path)  # a hard link: another name of the other socket, the same file
+    yield "hard link"
+    listed.path.unlink()
+    other.path.rename(listed.path)
+    yield "renamed over"
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
@@ -179,42 +198,29 @@ def test_the_listed_name_swapped_for_a_link_or_renamed_over_is_refused(
     moved = listed.path.with_name("agent.saved")
     argv = [sys.executable, "-c", SWAP_ONCE, str(listed.path), str(other.path), str(moved)]
     result = _run(argv, root, launch, network, (listed.path,))
+    # In the sandbox the listed socket, and its folder, are mount points: neither moves.
     assert result.output.splitlines() == [
-        "parent link: refused: Permission denied",
-        "restored: agent.sock",
-        "symlink: refused: Permission denied",
-        "hard link: refused: Permission denied",
-        "renamed over: refused: Permission denied",
+        "folder moved: Device or resource busy",
+        "socket moved: Device or resource busy",
+        "socket removed: Device or resource busy",
+        "renamed over: Device or resource busy",
+        "listed: agent.sock",
     ], result.output
-    assert other.accepted == 0
-    # The next call still finds the other socket under the listed name: the pin is the first file seen.
-    result = _run([sys.executable, "-c", CLIENT, str(listed.path)], root, launch, network, (listed.path,))
-    assert result.output.strip() == f"{listed.path} -> refused: Permission denied"
+    client = [sys.executable, "-c", CLIENT, str(listed.path)]
+    for swap in _swapped_on_the_host(listed, other, moved):
+        result = _run(client, root, launch, network, (listed.path,))
+        assert result.output.strip() == f"{listed.path} -> refused: Permission denied", swap
     # The real one put back under its name (the same file) is reached again.
     listed.path.unlink()
     moved.rename(listed.path)
-    result = _run([sys.executable, "-c", CLIENT, str(listed.path)], root, launch, network, (listed.path,))
+    result = _run(client, root, launch, network, (listed.path,))
     assert result.output.strip() == f"{listed.path} -> agent.sock"
     assert other.accepted == 0
 
 
 RACE = """
-import json, os, socket, subprocess, sys, time
-listed, other = sys.argv[1:3]
-# A background process that swaps the listed name between the real socket and a link to the other one.
-swapper = subprocess.Popen([sys.executable, "-c", '''
-import os, sys
-listed, other = sys.argv[1:3]
-real, link, back = listed + ".real", listed + ".link", listed + ".back"
-os.link(listed, real)  # a second name of the real socket (the same file)
-print("swapping", flush=True)
-while True:
-    os.symlink(other, link)
-    os.rename(link, listed)  # now a link to the other socket
-    os.link(real, back)
-    os.rename(back, listed)  # now the real socket again
-''', listed, other], stdout=subprocess.PIPE)
-swapper.stdout.readline()
+import json, socket, sys, time
+listed = sys.argv[1]
 answers = {}
 deadline = time.monotonic() + 20
 attempts = 0
@@ -227,19 +233,37 @@ while time.monotonic() < deadline and (attempts < 300 or len(answers) < 2):
     except OSError as error:
         answer = "refused: " + error.strerror
     answers[answer] = answers.get(answer, 0) + 1
-swapper.kill()
 print(json.dumps(answers))
 """
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_a_background_swapper_racing_the_connects_never_gets_the_other_socket(
+def test_a_swapper_racing_the_connects_never_gets_the_other_socket(
     tmp_path: Path, daemons: tuple[Daemon, Daemon], launch: str
 ) -> None:
+    """The swapper runs on the host (in the sandbox the listed name is a mount point, which no rename
+    moves): it swaps the listed name between the real socket and a link to the other one."""
     listed, other = daemons
     root = _project(tmp_path)
-    argv = [sys.executable, "-c", RACE, str(listed.path), str(other.path)]
-    result = _run(argv, root, launch, True, (listed.path,))
+    done = threading.Event()
+    real, link, back = (listed.path.with_name(listed.path.name + suffix) for suffix in (".real", ".link", ".back"))
+    assert pin([str(listed.path)]) == ((str(listed.path), *_identity(listed.path)),)  # as toolrt's start does
+    real.hardlink_to(listed.path)  # a second name of the real socket (the same file): never pinned as such
+
+    def swap() -> None:
+        while not done.is_set():
+            link.symlink_to(other.path)
+            link.rename(listed.path)  # now a link to the other socket
+            back.hardlink_to(real)
+            back.rename(listed.path)  # now the real socket again
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        result = _run([sys.executable, "-c", RACE, str(listed.path)], root, launch, True, (listed.path,))
+    finally:
+        done.set()
+        swapper.join(10)
     answers = json.loads(result.output)
     assert set(answers) <= {"agent.sock", "refused: Permission denied"}, result.output
     assert answers.get("agent.sock") and answers.get("refused: Permission denied"), "the race never ran both ways"

@@ -209,8 +209,13 @@ def plan_sandbox(
     sockets = pin(policy.sockets) if policy.sockets and seccomp_supported() else ()
     if sockets:
         parts.append(f"{len(sockets)} listed UNIX socket{'s' if len(sockets) > 1 else ''}")
+    # A listed socket the process could rename aside, or put another socket in the place of, would be
+    # pinned as that other one by the next toolrt: it is a mount point in the process's namespace.
+    held = tuple(path for path, _, _ in sockets if any(within(path, w) for w in writable))
+    if held and support.mount_namespace:
+        read_only = tuple(dict.fromkeys((*read_only, *held)))
     approved = tuple(os.path.realpath(p) for p in granted)
-    pinned = pinned_directories(read_only, policy.essential, writable, approved)
+    pinned = pinned_directories(read_only, (*policy.essential, *map(Path, held)), writable, approved)
     return SandboxPlan(
         launch=support.launch,
         landlock_abi=support.landlock_abi,
