@@ -250,7 +250,7 @@ def test_a_connect_to_a_daemon_that_never_accepts_holds_neither_the_others_nor_t
             policy = SandboxPolicy(sockets=(str(agent.path), str(tmp_path / "run" / "slow.sock")))
             plan = plan_sandbox(policy, support, root=project, output_dir=project / "out")
             argv = [sys.executable, "-c", STUCK, str(tmp_path / "run" / "slow.sock"), str(agent.path)]
-            return await run_process(argv, cwd=project, env=build_env(), timeout=8, sandbox=plan)
+            return await run_process(argv, cwd=project, env=build_env(), timeout=20, sandbox=plan)
 
         result = anyio.run(main)
         assert result.output.splitlines() == ["agent -> agent.5", "timed -> Resource temporarily unavailable"], (

@@ -225,7 +225,7 @@ async def _replayed(events: SessionEvents, last: str) -> list[object]:
             else "response"
         )
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(20):  # a hang guard
         await events.replay_events_after(last, send)
     return sent
 
