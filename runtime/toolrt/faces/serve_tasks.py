@@ -31,6 +31,7 @@ import asyncio
 import math
 import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -153,7 +154,8 @@ class TaskStore(Protocol):
 
 
 class MemoryTaskStore:
-    """Task records in this process's memory, bounded: expired records go first, then the oldest finished."""
+    """Task records in this process's memory, bounded: expired records go first, then the oldest finished
+    of the session holding the most."""
 
     def __init__(self, max_records: int = MAX_RECORDS, clock: Callable[[], float] = time.time) -> None:
         self._records: dict[str, TaskRecord] = {}
@@ -180,12 +182,24 @@ class MemoryTaskStore:
         self._records.pop(task_id, None)
 
     def _trim(self) -> None:
+        """Past the bound: the expired records, then the oldest finished record of the session that holds
+        the most, one at a time, so a client creating task after task drops its own records, never the
+        result another session is still to poll."""
         now = self._clock()
         for task_id in [t for t, r in self._records.items() if r.expired(now)]:
             del self._records[task_id]
-        finished = (task_id for task_id, record in self._records.items() if record.finished)
-        for task_id in list(finished)[: max(0, len(self._records) - self._max)]:
-            del self._records[task_id]
+        finished: dict[str, list[str]] = {}
+        held: Counter[str] = Counter()
+        for task_id, record in self._records.items():  # in the order created
+            held[record.session] += 1
+            if record.finished:
+                finished.setdefault(record.session, []).append(task_id)
+        while len(self._records) > self._max and finished:
+            session = max(finished, key=lambda name: held[name])
+            del self._records[finished[session].pop(0)]
+            held[session] -= 1
+            if not finished[session]:
+                del finished[session]
 
 
 class _Waiting:

@@ -1,0 +1,63 @@
+"""Attacks on the MCP surfaces of `toolrt serve` by a hostile client, or a second client of the same server.
+
+Each test is one attack that worked before its fix: the bound or the isolation it shows is the fix's.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import anyio
+import mcp_types as types
+
+from toolrt.faces.serve_events import EventBuffer, size_of
+from toolrt.faces.serve_tasks import MemoryTaskStore, TaskRecord
+
+
+def _progress(n: int) -> types.JSONRPCNotification:
+    params = {"progressToken": 1, "progress": n}
+    return types.JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
+
+
+def test_a_long_stream_next_to_an_idle_one_does_not_grow_the_event_stores_memory() -> None:
+    """A client keeps one stream's events held (a request whose stream it never read again) and makes a
+    tool send progress without end on another: the newest events of each stream are held, up to its bound,
+    and the store's bookkeeping of the evicted ones must not grow with every event sent."""
+
+    async def main() -> None:
+        buffer = EventBuffer(stream_events=10)
+        events = buffer.session("client")
+        first = await events.store_event("1", _progress(0))  # held at the front of the store, never evicted
+        tracemalloc.start()
+        try:
+            for n in range(10_000):
+                await events.store_event("2", _progress(n))
+            before, _ = tracemalloc.get_traced_memory()
+            for n in range(20_000):
+                await events.store_event("2", _progress(n))
+            after, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert after - before < 100_000, f"20000 more events of a bounded stream grew the store by {after - before} B"
+        assert events.holds_after(first) and buffer.held_bytes <= 11 * size_of(_progress(20_000).model_dump_json())
+
+    anyio.run(main)
+
+
+def _finished(task_id: str, session: str, at: float) -> TaskRecord:
+    return TaskRecord(task_id, session, "sleeper", at, at, 3_600_000, status="completed", result={"content": []})
+
+
+def test_a_session_flooding_tasks_does_not_evict_another_sessions_task_record() -> None:
+    """A second client of the server creates task after task: past the store's bound its own oldest
+    finished records go, never the one finished task of another session, whose result is still to poll."""
+    store = MemoryTaskStore(max_records=8)
+    now = time.time()
+    store.put(_finished("victim-task", "mcp:victim", now))
+    for n in range(50):
+        store.put(_finished(f"flood-{n}", "mcp:attacker", now + 1 + n))
+    kept = store.get("victim-task")
+    assert kept is not None and kept.result == {"content": []}, "the flood evicted another session's task"
+    assert len(store.of_session("mcp:attacker")) == 7
+    assert store.get("flood-49") is not None and store.get("flood-0") is None  # the flooder's oldest went
