@@ -101,6 +101,13 @@ class ServedSkill:
     project: bool
     """A project skill (held files apply), not a user skill."""
     files: tuple[SkillFile, ...]
+    manifest_data: bytes
+    """The `SKILL.md` bytes its frontmatter was read from (the held check is of exactly these)."""
+
+    @property
+    def manifest(self) -> tuple[SkillFile, bytes]:
+        """The `SKILL.md` file and the bytes the frontmatter served was read from."""
+        return self.files[0], self.manifest_data
 
     @property
     def uri(self) -> str:
@@ -182,6 +189,7 @@ def _served(name: str, directory: Path, confine: Path | None, project: bool, dig
     files: list[SkillFile] = []
     total = 0
     frontmatter: Mapping[str, Any] | None = None
+    manifest = b""
     for relative, real, status in _walk(directory, confine):
         known = digests.get(real, status) if relative != "SKILL.md" else None
         if known is None:
@@ -191,7 +199,7 @@ def _served(name: str, directory: Path, confine: Path | None, project: bool, dig
                 return None  # changed while it was read: served again once it settles
             known = digests.keep(real, status, data)
             if relative == "SKILL.md":
-                frontmatter = _frontmatter(data)
+                frontmatter, manifest = _frontmatter(data), data
         files.append(SkillFile(relative, real, *known))
         total += known[0]
         if len(files) > MAX_FILES or total > MAX_TOTAL_BYTES:
@@ -199,7 +207,7 @@ def _served(name: str, directory: Path, confine: Path | None, project: bool, dig
     if frontmatter is None or frontmatter.get("name") != name:
         return None
     files.sort(key=lambda file: (file.path != "SKILL.md", file.path))
-    return ServedSkill(name, frontmatter, directory, project, tuple(files))
+    return ServedSkill(name, frontmatter, directory, project, tuple(files), manifest)
 
 
 def _walk(directory: Path, confine: Path | None) -> Iterator[tuple[str, Path, os.stat_result]]:
@@ -285,20 +293,19 @@ class SkillsFace:
         visible: dict[str, ServedSkill] = {}
         for name, skill in skills.items():
             action = self._action(name, session)
-            if action == "deny" or (action == "ask" and not may_ask) or await self._held(skill, "SKILL.md"):
+            if action == "deny" or (action == "ask" and not may_ask) or await self._held(skill, *skill.manifest):
                 continue
             visible[name] = skill
         return visible
 
-    async def _held(self, skill: ServedSkill, path: str) -> str | None:
-        """Why a project skill's file is held (the model wrote it and the person has not approved it)."""
+    async def _held(self, skill: ServedSkill, file: SkillFile, data: bytes) -> str | None:
+        """Why `data`, the content of a project skill's `file` as read to be served, is held (the model wrote
+        it and the person has not approved it). The check is of exactly those bytes: a file the model
+        flips between the person's content and its own is never served in its own."""
         if not skill.project:
             return None
-        file = next((f for f in skill.files if f.path == path), None)
-        if file is None:
-            return None
         journal = journal_for(self._rt.snapshot.data_dir)
-        hold = await anyio.to_thread.run_sync(lambda: journal.hold(file.real, self._rt.root))
+        hold = await anyio.to_thread.run_sync(lambda: journal.hold(file.real, self._rt.root, data=data))
         return None if hold is None else hold.reason()
 
     # --- handlers ---------------------------------------------------------------------------------
@@ -343,9 +350,6 @@ class SkillsFace:
         file = next((f for f in skill.files if f.path == path), None) if skill is not None else None
         if skill is None or file is None:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}")
-        held = await self._held(skill, path)
-        if held is not None:
-            raise MCPError(types.INVALID_PARAMS, f"{uri} was {held}; `toolrt trust` approves it")
         waiting = await self._authorize(ctx, skill)
         if waiting is not None:
             return waiting
@@ -353,6 +357,9 @@ class SkillsFace:
             data = await anyio.to_thread.run_sync(_read, file.real)
         except (OSError, PathChanged):
             raise MCPError(types.INVALID_PARAMS, f"{uri} changed while it was read; list the skills again") from None
+        held = await self._held(skill, file, data)  # the bytes served: a change after the check is not
+        if held is not None:
+            raise MCPError(types.INVALID_PARAMS, f"{uri} was {held}; `toolrt trust` approves it")
         mime = _mime(path)
         contents: types.TextResourceContents | types.BlobResourceContents
         try:
