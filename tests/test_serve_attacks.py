@@ -16,10 +16,17 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from processes import holding
+from test_serve_sessions import _statuses
 from test_serve_skills import run
+from test_serve_tasks import MODERN, OPEN, Tasks, _gone, _handle, _marker, _new, cancel_task, get_task
+from test_serve_tasks import project as tasks_project
+from test_serve_tasks import run as run_tasks
 
 from toolrt.api import Runtime
+from toolrt.faces.serve import ServeLimits
 from toolrt.faces.serve_events import EventBuffer, size_of
+from toolrt.faces.serve_sessions import SESSION_META_KEY
 from toolrt.faces.serve_tasks import MemoryTaskStore, TaskRecord
 
 
@@ -121,3 +128,26 @@ def test_a_supporting_file_the_model_flips_is_never_served_in_its_held_content(t
         assert GOOD in served
 
     run(tmp_path, body)
+
+
+def test_a_client_opening_session_after_session_does_not_cancel_another_clients_running_task(tmp_path: Path) -> None:
+    """On 2026-07-28 any request may open a toolrt session (`_meta["toolrt/session"]: "new"`). A second
+    client opening sessions past `--max-sessions` releases the most idle sessions it can: its own idle
+    ones, not the session whose task is still running (cancelling it would end another client's work)."""
+    seconds = _marker()
+
+    async def body(rt: Runtime, url: str) -> None:
+        async with Client(url, mode=MODERN, extensions=[Tasks()]) as victim, Client(url, mode=MODERN) as attacker:
+            opened = await victim.call_tool("bash", OPEN, meta=_new())
+            assert opened.meta is not None
+            token = opened.meta[SESSION_META_KEY]
+            handle = await _handle(victim, "sleeper", {"seconds": seconds}, token)
+            for _ in range(5):
+                await attacker.call_tool("bash", OPEN, meta=_new())
+            assert (await get_task(victim, handle.task_id, token)).status == "working"
+            assert holding(seconds)
+            await cancel_task(victim, handle.task_id, token)
+            await _gone(seconds)
+        assert _statuses(rt, "sleeper") == ["cancelled"]
+
+    run_tasks(tasks_project(tmp_path), body, ServeLimits(max_sessions=3))

@@ -221,7 +221,10 @@ class McpTasks:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, _Waiting] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._running_in: Counter[str] = Counter()
+        """Running tasks by session: a session with one is evicted for a new session only last."""
         sessions.on_release(self._session_released)
+        sessions.on_busy(lambda session: self._running_in[session] > 0)
 
     # --- who gets tasks ---------------------------------------------------------------------------
 
@@ -273,11 +276,19 @@ class McpTasks:
         self._store.put(record)
         return record
 
-    def _launch(self, task_id: str, call: Awaitable[ToolResult], finish: Finish) -> None:
+    def _launch(self, task_id: str, session: str, call: Awaitable[ToolResult], finish: Finish) -> None:
         """Let the call go on as the task's, and record how it ends."""
         runner = asyncio.ensure_future(self._ended(task_id, call, finish))
         self._running[task_id] = runner
-        runner.add_done_callback(lambda _: self._running.pop(task_id, None))
+        self._running_in[session] += 1
+
+        def ended(_: object) -> None:
+            self._running.pop(task_id, None)
+            self._running_in[session] -= 1
+            if self._running_in[session] <= 0:
+                del self._running_in[session]
+
+        runner.add_done_callback(ended)
 
     async def _ended(self, task_id: str, call: Awaitable[ToolResult], finish: Finish) -> None:
         """Await the call and record how it ended."""
@@ -476,7 +487,7 @@ class TaskStart:
             if self.record is None or runner.done():
                 return await runner
             call = runner
-        self._tasks._launch(self.record.task_id, call, finish)
+        self._tasks._launch(self.record.task_id, self._session, call, finish)
         return self.record
 
     # --- the channel of a call that became a task ----------------------------------------------------
