@@ -14,11 +14,12 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from processes import holding
 from test_serve_sessions import _statuses
-from test_serve_skills import run
+from test_serve_skills import request, run
 from test_serve_tasks import MODERN, OPEN, Tasks, _gone, _handle, _marker, _new, cancel_task, get_task
 from test_serve_tasks import project as tasks_project
 from test_serve_tasks import run as run_tasks
@@ -151,3 +152,37 @@ def test_a_client_opening_session_after_session_does_not_cancel_another_clients_
         assert _statuses(rt, "sleeper") == ["cancelled"]
 
     run_tasks(tasks_project(tmp_path), body, ServeLimits(max_sessions=3))
+
+
+def _bomb(levels: int) -> str:
+    """Frontmatter whose aliases expand to 10**levels strings: a few hundred bytes of YAML."""
+    lines = ["name: bomb", "description: A skill.", "a0: &a0 [" + ",".join(["lol"] * 10) + "]"]
+    lines += [f"a{n}: &a{n} [" + ",".join([f"*a{n - 1}"] * 10) + "]" for n in range(1, levels)]
+    return "---\n" + "\n".join(lines) + "\n---\nBody.\n"
+
+
+def test_a_skill_whose_frontmatter_is_a_yaml_bomb_or_a_cycle_neither_breaks_nor_floods_the_listing(
+    tmp_path: Path,
+) -> None:
+    """The model writes SKILL.md files whose frontmatter expands through aliases, refers to itself or has
+    a date for a key: every other skill is still listed, and none of these is served. (The frontmatter
+    was expanded into JSON before the held check: a cycle or a date key failed every skills request of
+    every client, and 500 bytes of aliases could expand without bound.)"""
+
+    async def body(rt: Runtime, url: str) -> None:
+        for name, text in (
+            ("cycle", "---\nname: cycle\ndescription: A skill.\nloop: &loop [*loop]\n---\nBody.\n"),
+            ("dated", "---\nname: dated\ndescription: A skill.\n2026-01-01: new year\n---\nBody.\n"),
+        ):
+            wrote = await rt.call("write", {"filePath": f".toolrt/skills/{name}/SKILL.md", "content": text})
+            assert wrote.error is None
+        bomb = rt.root / ".toolrt" / "skills" / "bomb" / "SKILL.md"
+        bomb.parent.mkdir()
+        bomb.write_text(_bomb(6), encoding="utf-8")  # the person's: served if it were not too large
+        async with Client(url, mode="legacy") as client:
+            listed = await request(client, "skills/list", {})
+            assert [entry["frontmatter"]["name"] for entry in listed["skills"]] == ["release"]
+            with pytest.raises(MCPError, match="No skill is served at skill://bomb/SKILL.md"):
+                await request(client, "skills/get", {"uri": "skill://bomb/SKILL.md"})
+
+    run(tmp_path, body)

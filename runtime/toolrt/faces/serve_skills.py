@@ -55,13 +55,25 @@ from ..builtin.skill import discover_skills, split_frontmatter
 from ..errors import PathChanged
 from ..scope import CallScope
 
-__all__ = ["EXTENSION", "MAX_FILES", "MAX_TOTAL_BYTES", "GetSkillParams", "ServedSkill", "SkillsFace", "catalog"]
+__all__ = [
+    "EXTENSION",
+    "MAX_FILES",
+    "MAX_FRONTMATTER_VALUES",
+    "MAX_TOTAL_BYTES",
+    "GetSkillParams",
+    "ServedSkill",
+    "SkillsFace",
+    "catalog",
+]
 
 EXTENSION = "io.modelcontextprotocol/skills"
 MAX_FILES = 512
 """Files per skill, `SKILL.md` included (the extension's limit: a larger skill is not served)."""
 MAX_TOTAL_BYTES = 16 * 1024 * 1024
 """Bytes per skill, over all its files (the extension's limit)."""
+MAX_FRONTMATTER_VALUES = 10_000
+"""Values (mappings, lists and scalars) a served frontmatter holds once its YAML aliases are expanded."""
+_MAX_DEPTH = 64
 DIRECTORY = "inode/directory"
 _NAME = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 _SCHEME = "skill://"
@@ -234,16 +246,47 @@ def _read(path: Path) -> bytes:
 
 
 def _frontmatter(data: bytes) -> Mapping[str, Any] | None:
-    """The frontmatter as JSON values, verbatim (a YAML date becomes its ISO text)."""
+    """The frontmatter as JSON values, verbatim (a YAML date becomes its ISO text); None when it does not
+    parse, or expands (YAML aliases) past `MAX_FRONTMATTER_VALUES` values or `_MAX_DEPTH` levels."""
     try:
         found, _ = split_frontmatter(data.decode("utf-8"))
         meta = yaml.safe_load(found) if found is not None else None
-    except (UnicodeDecodeError, yaml.YAMLError):
+        if not isinstance(meta, dict) or not isinstance(meta.get("description"), str):
+            return None
+        plain: dict[str, Any] = _plain(meta, [MAX_FRONTMATTER_VALUES], 0)
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError, _TooLarge):
         return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("description"), str):
-        return None
-    loaded: dict[str, Any] = json.loads(json.dumps(meta, default=str))
-    return loaded
+    return plain
+
+
+class _TooLarge(Exception):
+    """Frontmatter that expands past the bounds."""
+
+
+def _plain(value: Any, budget: list[int], depth: int) -> Any:
+    """`value` as JSON values (keys as `json.dumps` writes them, other scalars as text), counting each
+    value against `budget[0]`: YAML aliases share one object between many places, and a copy (or a
+    `json.dumps`) would expand them, or never end on one that contains itself."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _MAX_DEPTH:
+        raise _TooLarge
+    if isinstance(value, dict):
+        return {_key(key): _plain(item, budget, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item, budget, depth + 1) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _key(key: Any) -> str:
+    return (
+        key
+        if isinstance(key, str)
+        else json.dumps(key)
+        if isinstance(key, bool | int | float) or key is None
+        else str(key)
+    )
 
 
 class SkillsFace:
