@@ -15,9 +15,13 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 import pytest
+from conftest import ProjectFactory
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from processes import holding
+from test_serve_input_required import ECHO as GUARDED_ECHO
+from test_serve_input_required import _approve, _audit, rpc
+from test_serve_input_required import serving as serving_raw
 from test_serve_sessions import _statuses
 from test_serve_sessions import serving as serving_skills
 from test_serve_skills import project as skills_project
@@ -27,7 +31,9 @@ from test_serve_tasks import project as tasks_project
 from test_serve_tasks import run as run_tasks
 
 from toolrt.api import Runtime
+from toolrt.audit import read_records
 from toolrt.faces.serve import ServeLimits
+from toolrt.faces.serve_client import NONCE_FILE, NonceLedger
 from toolrt.faces.serve_events import EventBuffer, size_of
 from toolrt.faces.serve_sessions import SESSION_META_KEY
 from toolrt.faces.serve_tasks import MemoryTaskStore, TaskRecord
@@ -224,3 +230,46 @@ def test_a_skill_the_model_wrote_is_not_described_in_the_skill_tools_listing_unt
         assert "<name>planted</name>" in anyio.run(described, approved)
     finally:
         approved.close()
+
+
+def test_a_request_state_accepted_by_one_server_is_refused_by_another_serving_the_same_project(
+    make_project: ProjectFactory,
+) -> None:
+    """Two `toolrt serve` processes on one project (a stdio one for a desktop client, an HTTP one) share the
+    data directory's state key, so each accepts the other's states: the state the person answered "once"
+    must run the tool once, not once on each server."""
+    root = make_project({"guarded": GUARDED_ECHO}, permissions="permission:\n  guarded: ask\n")
+    first, second = Runtime.load(root), Runtime.load(root)
+
+    async def main() -> None:
+        async with serving_raw(first) as one, serving_raw(second) as other:
+            _, asked = await rpc(one, "guarded", {"word": "hi"}, meta={SESSION_META_KEY: "new"})
+            token = asked["result"]["_meta"][SESSION_META_KEY]
+            retry = {"inputResponses": _approve(asked), "requestState": asked["result"]["requestState"]}
+            status, done = await rpc(one, "guarded", {"word": "hi"}, meta={SESSION_META_KEY: token}, **retry)
+            assert status == 200 and done["result"]["content"][0]["text"] == "hi\n", done
+            status, replayed = await rpc(other, "guarded", {"word": "hi"}, meta={SESSION_META_KEY: token}, **retry)
+            assert status == 400 and "already used" in replayed["error"]["message"], replayed
+
+    try:
+        anyio.run(main)
+    finally:
+        first.close()
+        second.close()
+    runs = [r for r in read_records(_audit(first))[0] if r["tool"] == "guarded" and r["status"] == "ok"]
+    assert len(runs) == 1, "the state the person answered once ran the tool on both servers"
+
+
+def test_the_nonce_ledger_is_not_rewritten_on_every_accepted_retry_past_its_first_thousand(tmp_path: Path) -> None:
+    """A client answering round after round (each accepted retry consumes a nonce, kept for the state's
+    lifetime) made every retry past the 1,024th rewrite the whole ledger file: quadratic work for the
+    server. The ledger is compacted when it doubles."""
+    path = tmp_path / NONCE_FILE
+    ledger = NonceLedger(path)
+    rewrites, inode = 0, None
+    for n in range(3000):
+        assert ledger.consume(f"nonce-{n}")
+        now = path.stat().st_ino
+        rewrites, inode = rewrites + (inode is not None and now != inode), now
+    assert rewrites <= 2, f"the ledger file was rewritten {rewrites} times for 3000 nonces"
+    assert not ledger.consume("nonce-7") and not NonceLedger(path).consume("nonce-2999")

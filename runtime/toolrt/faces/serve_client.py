@@ -19,6 +19,7 @@ every one unseals: rotation). A server restarted between two round trips resumes
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -106,8 +107,10 @@ class NonceLedger:
     """The nonces of accepted retries, until their state would have expired anyway.
 
     With a `path` (the data directory's `mcp-request-state.nonces`) each consumed nonce is also appended
-    there and the unexpired ones are read back when a server starts, so a state accepted before a restart
-    is not accepted again after it. The file is rewritten without the expired entries when it grows.
+    there, under an exclusive lock of `<path>.lock`, after reading what other processes appended since:
+    every `toolrt serve` of a project shares its data directory's state key, so a state one server
+    accepted is refused by every other (running now, or started later). The file is rewritten without
+    the expired entries each time it doubles.
     """
 
     def __init__(self, path: Path | None = None, ttl: float = STATE_TTL_SECONDS) -> None:
@@ -115,40 +118,78 @@ class NonceLedger:
         self._path = path
         self._used: dict[str, float] = {}
         """Nonce → wall-clock time after which its state is expired anyway."""
+        self._read_to: tuple[int, int] = (-1, 0)
+        """(inode, offset) of the ledger file read so far."""
+        self._compact_at = _MIN_COMPACT
         if path is not None:
-            self._used = _read_nonces(path, time.time())
+            self._catch_up(time.time())
 
     def consume(self, nonce: str) -> bool:
-        """Mark `nonce` used; False when it already was (a replayed state)."""
-        now = time.time()
+        """Mark `nonce` used; False when it already was (a replayed state, here or in another process)."""
+        if self._path is None:
+            return self._take(nonce, time.time()) is not None
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        lock = os.open(self._path.with_name(self._path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            now = time.time()
+            self._catch_up(now)
+            until = self._take(nonce, now)
+            if until is None:
+                return False
+            if len(self._used) > self._compact_at:
+                self._used = {n: t for n, t in self._used.items() if t > now}
+                self._rewrite()
+                self._compact_at = max(_MIN_COMPACT, 2 * len(self._used))
+            else:
+                line = f"{nonce} {until:.0f}\n".encode("ascii")
+                with self._path.open("ab") as ledger:
+                    ledger.write(line)
+                    inode = os.fstat(ledger.fileno()).st_ino
+                if inode == self._read_to[0]:
+                    self._read_to = (inode, self._read_to[1] + len(line))
+            return True
+        finally:
+            os.close(lock)  # releases the lock
+
+    def _take(self, nonce: str, now: float) -> float | None:
         if nonce in self._used and self._used[nonce] > now:
-            return False
-        until = now + self._ttl + 60  # the boundary accepts a minute of clock skew
-        self._used[nonce] = until
-        if len(self._used) > 1024:
-            self._used = {n: t for n, t in self._used.items() if t > now}
-            self._rewrite()
-        elif self._path is not None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            with self._path.open("a", encoding="ascii") as ledger:
-                ledger.write(f"{nonce} {until:.0f}\n")
-        return True
+            return None
+        until = self._used[nonce] = now + self._ttl + 60  # the boundary accepts a minute of clock skew
+        return until
+
+    def _catch_up(self, now: float) -> None:
+        """Read what was appended to the ledger file since last read (all of it, when it was rewritten)."""
+        assert self._path is not None
+        try:
+            with self._path.open("rb") as ledger:
+                inode = os.fstat(ledger.fileno()).st_ino
+                known, offset = self._read_to
+                if inode != known:
+                    offset = 0
+                ledger.seek(offset)
+                data = ledger.read()
+        except FileNotFoundError:
+            return
+        complete = data.rfind(b"\n") + 1
+        self._used.update(_read_nonces(data[:complete].decode("ascii", errors="replace"), now))
+        self._read_to = (inode, offset + complete)
 
     def _rewrite(self) -> None:
-        if self._path is None:
-            return
+        assert self._path is not None
         temporary = self._path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text("".join(f"{n} {t:.0f}\n" for n, t in self._used.items()), encoding="ascii")
         temporary.replace(self._path)
+        self._read_to = (os.stat(self._path).st_ino, os.stat(self._path).st_size)
 
 
-def _read_nonces(path: Path, now: float) -> dict[str, float]:
-    try:
-        lines = path.read_text(encoding="ascii", errors="replace").splitlines()
-    except FileNotFoundError:
-        return {}
+_MIN_COMPACT = 1024
+"""Nonces kept before the first compaction of the ledger."""
+
+
+def _read_nonces(text: str, now: float) -> dict[str, float]:
     used: dict[str, float] = {}
-    for line in lines:
+    for line in text.splitlines():
         nonce, _, until = line.partition(" ")
         try:
             if float(until) > now:
