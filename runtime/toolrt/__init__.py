@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from .call.events import CallEvent
     from .call.sessions import SessionStore
     from .config.settings import ResolvedSettings, Settings
-    from .execute.background import BackgroundProcess
     from .errors import (
         CallError,
         ConfigError,
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
         UnknownToolError,
         UsageError,
     )
+    from .execute.background import BackgroundProcess
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
     from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
