@@ -393,9 +393,6 @@ class SkillsFace:
         file = next((f for f in skill.files if f.path == path), None) if skill is not None else None
         if skill is None or file is None:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}")
-        waiting = await self._authorize(ctx, skill)
-        if waiting is not None:
-            return waiting
         try:
             data = await anyio.to_thread.run_sync(_read, file.real)
         except (OSError, PathChanged):
@@ -403,6 +400,9 @@ class SkillsFace:
         held = await self._held(skill, file, data)  # the bytes served: a change after the check is not
         if held is not None:
             raise MCPError(types.INVALID_PARAMS, f"{uri} was {held}; `toolrt trust` approves it")
+        waiting = await self._authorize(ctx, skill)  # the person is not asked about a held file
+        if waiting is not None:
+            return waiting
         mime = _mime(path)
         contents: types.TextResourceContents | types.BlobResourceContents
         try:
