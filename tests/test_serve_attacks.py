@@ -11,8 +11,10 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from conftest import ProjectFactory
@@ -36,6 +38,7 @@ from toolrt.faces.serve import ServeLimits
 from toolrt.faces.serve_client import NONCE_FILE, NonceLedger
 from toolrt.faces.serve_events import EventBuffer, size_of
 from toolrt.faces.serve_sessions import SESSION_META_KEY
+from toolrt.faces.serve_tasks import EXTENSION as TASKS
 from toolrt.faces.serve_tasks import MemoryTaskStore, TaskRecord
 
 
@@ -273,3 +276,87 @@ def test_the_nonce_ledger_is_not_rewritten_on_every_accepted_retry_past_its_firs
         rewrites, inode = rewrites + (inode is not None and now != inode), now
     assert rewrites <= 2, f"the ledger file was rewritten {rewrites} times for 3000 nonces"
     assert not ledger.consume("nonce-7") and not NonceLedger(path).consume("nonce-2999")
+
+
+def test_skill_uris_that_climb_out_of_a_skill_or_name_a_denied_skill_read_nothing(tmp_path: Path) -> None:
+    """`..`, encoded, doubled and absolute paths, a symlink inside the skill to a file outside, another
+    skill's directory through `..`, and a denied skill's files: -32602 for each, nothing read."""
+
+    async def body(rt: Runtime, url: str) -> None:
+        (rt.root / ".toolrt" / "skills" / "release" / "outside").symlink_to(tmp_path, target_is_directory=True)
+        uris = [
+            "skill://release/../secret/SKILL.md",
+            "skill://release/templates/../../secret/SKILL.md",
+            "skill://release/%2e%2e/secret/SKILL.md",
+            "skill://release//etc/passwd",
+            "skill://release/leak.txt",
+            "skill://release/outside/outside.txt",
+            "skill://secret/SKILL.md",
+            "skill://release/SKILL.md/",
+            f"file://{tmp_path}/outside.txt",
+            "skill:///etc/passwd",
+        ]
+        async with Client(url, mode="legacy") as client:
+            for uri in uris:
+                with pytest.raises(MCPError, match="Resource not found") as refused:
+                    await client.read_resource(uri)
+                assert refused.value.code == types.INVALID_PARAMS
+            for uri in ("skill://release/..", "skill://release/outside", "skill://secret", "skill://release/%2e%2e"):
+                with pytest.raises(MCPError, match="is not a directory resource"):
+                    await request(client, "resources/directory/read", {"uri": uri})
+            listed = await request(client, "skills/get", {"uri": "skill://release/SKILL.md"})
+            paths = [resource["uri"] for resource in listed["skill"]["resources"]]
+            assert not [uri for uri in paths if "leak" in uri or "outside" in uri]
+
+    run(tmp_path, body)
+
+
+async def _raw_task_call(url: str, method: str, params: dict[str, Any], name: str | None) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN, "mcp-method": method}
+    if name is not None:
+        headers["mcp-name"] = name
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    async with httpx2.AsyncClient() as http:
+        answer = await http.post(url, json=body, headers=headers)
+    reply: dict[str, Any] = answer.json()
+    return reply
+
+
+def test_tasks_cannot_be_listed_nor_reached_under_another_mcp_name_nor_from_the_default_session(tmp_path: Path) -> None:
+    """A task is reached only by its id, in its session, with `Mcp-Name` equal to its id: no listing to
+    enumerate, a mismatched or absent header is -32020, the default session (no token) does not see a
+    token session's task, and nothing of it is cancelled by those requests."""
+
+    async def body(rt: Runtime, url: str) -> None:
+        async with Client(url, mode=MODERN, extensions=[Tasks()]) as victim:
+            opened = await victim.call_tool("bash", OPEN, meta=_new())
+            assert opened.meta is not None
+            token = opened.meta[SESSION_META_KEY]
+            seconds = _marker()
+            handle = await _handle(victim, "sleeper", {"seconds": seconds}, token)
+            task_id = handle.task_id
+            for method in ("tasks/list", "tasks/result"):
+                listed = await _raw_task_call(url, method, {}, None)
+                assert listed["error"]["code"] == types.METHOD_NOT_FOUND, listed
+            for name in ("other", None, task_id.upper()):
+                for method in ("tasks/get", "tasks/cancel"):
+                    mismatched = await _raw_task_call(url, method, {"taskId": task_id}, name)
+                    assert mismatched["error"]["code"] == types.HEADER_MISMATCH, mismatched
+            for method in ("tasks/get", "tasks/cancel"):  # the default session: no token in _meta
+                foreign = await _raw_task_call(url, method, {"taskId": task_id}, task_id)
+                assert (
+                    foreign["error"]["code"] == types.INVALID_PARAMS and "Unknown task" in foreign["error"]["message"]
+                )
+            assert (await get_task(victim, task_id, token)).status == "working"
+            await cancel_task(victim, task_id, token)
+            await _gone(seconds)
+            with anyio.fail_after(10):
+                while not _statuses(rt, "sleeper"):
+                    await anyio.sleep(0.02)
+        assert _statuses(rt, "sleeper") == ["cancelled"]
+
+    run_tasks(tasks_project(tmp_path), body)
