@@ -6,6 +6,7 @@ Each test is one attack that worked before its fix: the bound or the isolation i
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import threading
 import time
@@ -360,3 +361,40 @@ def test_tasks_cannot_be_listed_nor_reached_under_another_mcp_name_nor_from_the_
         assert _statuses(rt, "sleeper") == ["cancelled"]
 
     run_tasks(tasks_project(tmp_path), body)
+
+
+def test_an_answer_carried_in_the_request_state_answers_only_the_request_it_was_given_for(
+    make_project: ProjectFactory, tmp_path: Path
+) -> None:
+    """The person approves reading a file through a symlink to a public directory outside the project;
+    before the client's retry, the model points the symlink at a private directory. The retry runs the
+    call again with the same arguments: its ask is now about another directory, and the approval the
+    state carries (given for the first) must not answer it."""
+    public, private = tmp_path / "public", tmp_path / "private"
+    for directory, text in ((public, "public notes\n"), (private, "the person's secret\n")):
+        directory.mkdir()
+        (directory / "notes.txt").write_text(text, encoding="utf-8")
+    root = make_project(None, permissions="permission:\n  '*': allow\n  external_directory: ask\n", builtin_tools=True)
+    (root / "docs").symlink_to(public, target_is_directory=True)
+    rt = Runtime.load(root)
+
+    async def main() -> None:
+        async with serving_raw(rt) as url:
+            arguments = {"filePath": "docs/notes.txt"}
+            _, asked = await rpc(url, "read", arguments)
+            ((_, question),) = asked["result"]["inputRequests"].items()
+            assert str(public) in question["params"]["message"], question
+            (root / "docs").unlink()
+            (root / "docs").symlink_to(private, target_is_directory=True)  # the model's process, meanwhile
+            retry = {"inputResponses": _approve(asked), "requestState": asked["result"]["requestState"]}
+            status, reply = await rpc(url, "read", arguments, **retry)
+            assert status == 200, reply
+            assert "secret" not in json.dumps(reply), "the approval given for the public directory read the private one"
+            assert reply["result"]["resultType"] == "input_required", reply
+            ((_, again),) = reply["result"]["inputRequests"].items()
+            assert str(private) in again["params"]["message"]
+
+    try:
+        anyio.run(main)
+    finally:
+        rt.close()

@@ -20,6 +20,7 @@ every one unseals: rotation). A server restarted between two round trips resumes
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -58,7 +59,7 @@ STATE_TTL_SECONDS = 600.0
 STATE_KEY_ENV = "TOOLRT_SERVE_STATE_KEYS"
 _KEY_FILE = "mcp-request-state.key"
 NONCE_FILE = "mcp-request-state.nonces"
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 
 Ctx = ServerRequestContext[Any, Any]
 ClientNote = tuple[str, Any]
@@ -205,7 +206,8 @@ class ReplayState:
     def __init__(self, session: str, answers: dict[str, Any] | None = None) -> None:
         self.session = session
         self.answers: dict[str, Any] = answers or {}
-        """Every answer gathered so far, by request key."""
+        """Every answer gathered so far, by request key: `{"d": the digest of the request it answers,
+        "r": the answer}` (`answer_to` gives it only to that same request)."""
         self.needed: dict[str, ClientRequest] = {}
         """The round the call stopped at: the requests still unanswered."""
 
@@ -234,11 +236,21 @@ class ReplayState:
                 "This requestState was already used; call the tool again without it.",
                 {"reason": "invalid_request_state"},
             )
-        for key, method in pending.items():
+        for key, asked in pending.items():
+            method, digest = asked if isinstance(asked, list) and len(asked) == 2 else (None, None)
             answer = valid_answer(method, responses.get(key))
             if answer is not None:
-                answers[key] = answer
+                answers[key] = {"d": digest, "r": answer}
         return cls(session, answers)
+
+    def answer_to(self, key: str, request: ClientRequest) -> Mapping[str, Any] | None:
+        """The answer carried for `key` when it was given to exactly `request`; None otherwise (the call,
+        run again, asks something else under that key now: the files it looks at changed meanwhile)."""
+        carried = self.answers.get(key)
+        if not isinstance(carried, dict) or carried.get("d") != request_digest(request):
+            return None
+        answer = carried.get("r")
+        return answer if isinstance(answer, Mapping) else None
 
     @staticmethod
     def owner(plaintext: Any) -> str | None:
@@ -251,7 +263,7 @@ class ReplayState:
 
     def seal_plaintext(self) -> str:
         """The state of the next round (sealed by the SDK's boundary on the way out)."""
-        pending = {key: request.method for key, request in self.needed.items()}
+        pending = {key: [request.method, request_digest(request)] for key, request in self.needed.items()}
         inner = {
             "v": _STATE_VERSION,
             "s": self.session,
@@ -270,6 +282,18 @@ class ReplayState:
         return types.InputRequiredResult(
             input_requests=requests, request_state=self.seal_plaintext(), _meta=dict(meta) if meta else None
         )
+
+
+def request_digest(request: ClientRequest) -> str:
+    """What binds an answer to the request it answers: the SHA-256 of the request's canonical JSON."""
+    canonical = json.dumps(
+        [request.method, dict(request.params)], sort_keys=True, separators=(",", ":"), default=_plain_json
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _plain_json(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else str(value)
 
 
 def wire_request(request: ClientRequest) -> dict[str, Any]:
@@ -358,12 +382,12 @@ class McpChannel:
             delivered: dict[str, Mapping[str, Any]] = await self.task.request(requests)
             return delivered
         if self.replay is not None:
-            answers = self.replay.answers
-            missing = {key: request for key, request in requests.items() if key not in answers}
+            found = {key: self.replay.answer_to(key, request) for key, request in requests.items()}
+            missing = {key: request for key, request in requests.items() if found[key] is None}
             if missing:
                 self.replay.needed = missing
                 raise InputRequired("The call waits for the client's answers.")
-            return {key: answers[key] for key in requests}
+            return {key: answer for key, answer in found.items() if answer is not None}
         results: dict[str, Mapping[str, Any]] = {}
 
         async def send(key: str, request: ClientRequest) -> None:
