@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -140,8 +140,14 @@ class CuttingProxy:
                             group.cancel_scope.cancel()
                             return
 
-                group.start_soon(upstream)
-                group.start_soon(downstream)
+                async def relay(direction: Callable[[], Awaitable[None]]) -> None:
+                    try:
+                        await direction()
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                        group.cancel_scope.cancel()  # one side reset the connection: both directions end
+
+                group.start_soon(relay, upstream)
+                group.start_soon(relay, downstream)
 
 
 @pytest.mark.slow  # spawns `toolrt serve`; importing the mcp SDK takes seconds

@@ -332,3 +332,6 @@ class DescribeInfo:
     home: Path
     subagents: Mapping[str, str]
     """Subagent names → their descriptions (the `task` tool lists them)."""
+    data_dir: Path | None = None
+    """The data directory, whose attribution journal says which project files are held (the `skill`
+    tool leaves a held skill out); None: nothing is held."""

@@ -358,6 +358,7 @@ def _build_snapshot(
         root=root_path,
         home=Path.home(),
         subagents=_subagents(permissions),
+        data_dir=data_dir,
     )
     builtins = {
         source.document.data["id"]: source.document.data
@@ -749,7 +750,9 @@ def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
     if problems:
         raise ConfigError(problems)
     definition = tool_from_document(document, description=description or "", layer="runtime")
-    info = DescribeInfo(root=snapshot.root, home=Path.home(), subagents=_subagents(snapshot.permissions))
+    info = DescribeInfo(
+        root=snapshot.root, home=Path.home(), subagents=_subagents(snapshot.permissions), data_dir=snapshot.data_dir
+    )
     compiled = _compile_with_description(definition, info, problems)
     if compiled is None or problems:
         raise ConfigError(problems)

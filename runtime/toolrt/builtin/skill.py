@@ -25,6 +25,7 @@ from ..beneath import open_checked
 from ..errors import PathChanged, ToolFailure
 
 if TYPE_CHECKING:  # imported for annotations only: a build loads this module for its describe hook
+    from ..attribution import Hold
     from ..build.compiled import DescribeInfo
     from ..call.context import ToolContext
 
@@ -44,6 +45,8 @@ class Skill:
     """The directory holding SKILL.md; files the skill mentions are relative to it."""
     content: str
     """SKILL.md without its frontmatter."""
+    text: str = ""
+    """SKILL.md as read (its held check is of exactly this text)."""
 
 
 def discover_skills(root: Path, home: Path) -> dict[str, Skill]:
@@ -57,9 +60,20 @@ def discover_skills(root: Path, home: Path) -> dict[str, Skill]:
     return skills
 
 
+def _held(skill: Skill, root: Path, data_dir: Path) -> Hold | None:
+    """Why a project skill's SKILL.md, as read, is held (the model wrote it; the person has not approved it)."""
+    if not skill.directory.is_relative_to(root):
+        return None
+    return journal_for(data_dir).hold(skill.directory / "SKILL.md", root, text=skill.text)
+
+
 def describe(description: str, info: DescribeInfo) -> str:
-    """The tool description with the available skills put in place of `{skills}` (appended when absent)."""
+    """The tool description with the available skills put in place of `{skills}` (appended when absent);
+    a project skill whose SKILL.md is held is not listed (its text is the model's, not yet approved)."""
     skills = discover_skills(info.root, info.home)
+    if info.data_dir is not None:
+        data_dir = info.data_dir
+        skills = {name: found for name, found in skills.items() if _held(found, info.root, data_dir) is None}
     if skills:
         from html import escape  # only with skills to list: every build runs this hook
 
@@ -85,7 +99,7 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     skills = await anyio.to_thread.run_sync(discover_skills, ctx.root, Path.home())
     chosen = skills.get(name)
     if chosen is not None and chosen.directory.is_relative_to(ctx.root):
-        hold = journal_for(ctx.data_dir).hold(chosen.directory / "SKILL.md", ctx.root)
+        hold = _held(chosen, ctx.root, ctx.data_dir)
         if hold is not None:
             raise ToolFailure(
                 f"Skill {name!r} was {hold.reason()} (the person reviews it). Continue without it, or ask the "
@@ -136,7 +150,7 @@ def _load(path: Path, confine: Path | None) -> Skill | None:
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not name.strip() or not isinstance(description, str):
         return None
-    return Skill(name.strip(), " ".join(description.split()), path.parent, body)
+    return Skill(name.strip(), " ".join(description.split()), path.parent, body, text)
 
 
 def split_frontmatter(text: str) -> tuple[str | None, str]:

@@ -3,7 +3,9 @@
 A `SessionStore` maps session names to their state. A name's state is created on first use and kept
 until one of three things releases it: its owner ends it (`release`, e.g. an MCP client closing its
 session), it stays idle longer than `idle_seconds`, or the store holds more than `max_sessions` and it
-is the most idle one. Releasing a session also tells the `on_release` listener (the permission broker
+is the most idle one not busy (a session with work still running, as a `busy` listener says: a new
+session releases an idle one before it ends another's running work; the most idle of all when every
+one is busy). Releasing a session also tells the `on_release` listener (the permission broker
 drops the session's approvals there), so nothing a session held outlives it.
 
 Expiry needs no timer: every use looks at the most idle sessions first and drops the expired ones,
@@ -44,6 +46,7 @@ class SessionStore(Generic[State]):
         self._clock = clock
         self._states: OrderedDict[str, tuple[State, float]] = OrderedDict()
         self._listeners: list[Callable[[str], None]] = []
+        self._busy: list[Callable[[str], bool]] = []
         self.idle_seconds = idle_seconds
         self.max_sessions = max_sessions
         self.limit(idle_seconds=idle_seconds, max_sessions=max_sessions)
@@ -68,6 +71,17 @@ class SessionStore(Generic[State]):
         """Call `listener(name)` whenever a session is released (ended, expired or evicted)."""
         self._listeners.append(listener)
 
+    def on_busy(self, busy: Callable[[str], bool]) -> None:
+        """Ask `busy(name)` whether a session has work still running, before evicting it for a new one."""
+        self._busy.append(busy)
+
+    def _evictee(self) -> str:
+        """The session a new one replaces: the most idle not busy, else the most idle."""
+        for name in self._states:
+            if not any(busy(name) for busy in self._busy):
+                return name
+        return next(iter(self._states))
+
     def get(self, name: str) -> State:
         """The state of `name`, created on first use; marks it as just used."""
         now = self._clock()
@@ -77,7 +91,7 @@ class SessionStore(Generic[State]):
         if found is None:
             state = self._factory()
             if len(states) >= self.max_sessions:
-                self._drop(next(iter(states)))
+                self._drop(self._evictee())
         else:
             state = found[0]
             states.move_to_end(name)

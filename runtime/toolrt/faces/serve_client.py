@@ -19,6 +19,8 @@ every one unseals: rotation). A server restarted between two round trips resumes
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -59,7 +61,7 @@ STATE_TTL_SECONDS = 600.0
 STATE_KEY_ENV = "TOOLRT_SERVE_STATE_KEYS"
 _KEY_FILE = "mcp-request-state.key"
 NONCE_FILE = "mcp-request-state.nonces"
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 
 Ctx = ServerRequestContext[Any, Any]
 ClientNote = tuple[str, Any]
@@ -111,8 +113,10 @@ class NonceLedger:
     """The nonces of accepted retries, until their state would have expired anyway.
 
     With a `path` (the data directory's `mcp-request-state.nonces`) each consumed nonce is also appended
-    there and the unexpired ones are read back when a server starts, so a state accepted before a restart
-    is not accepted again after it. The file is rewritten without the expired entries when it grows.
+    there, under an exclusive lock of `<path>.lock`, after reading what other processes appended since:
+    every `toolrt serve` of a project shares its data directory's state key, so a state one server
+    accepted is refused by every other (running now, or started later). The file is rewritten without
+    the expired entries each time it doubles.
     """
 
     def __init__(self, path: Path | None = None, ttl: float = STATE_TTL_SECONDS) -> None:
@@ -120,31 +124,69 @@ class NonceLedger:
         self._path = path
         self._used: dict[str, float] = {}
         """Nonce → wall-clock time after which its state is expired anyway."""
+        self._read_to: tuple[int, int] = (-1, 0)
+        """(inode, offset) of the ledger file read so far."""
+        self._compact_at = _MIN_COMPACT
         if path is not None:
-            self._used = _read_nonces(path, time.time())
+            self._catch_up(time.time())
 
     def consume(self, nonce: str) -> bool:
-        """Mark `nonce` used; False when it already was (a replayed state)."""
-        now = time.time()
+        """Mark `nonce` used; False when it already was (a replayed state, here or in another process)."""
+        if self._path is None:
+            return self._take(nonce, time.time()) is not None
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        lock = os.open(self._path.with_name(self._path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            now = time.time()
+            self._catch_up(now)
+            until = self._take(nonce, now)
+            if until is None:
+                return False
+            if len(self._used) > self._compact_at:
+                self._used = {n: t for n, t in self._used.items() if t > now}
+                self._rewrite()
+                self._compact_at = max(_MIN_COMPACT, 2 * len(self._used))
+            else:
+                line = f"{nonce} {until:.0f}\n".encode("ascii")
+                with self._path.open("ab") as ledger:
+                    ledger.write(line)
+                    inode = os.fstat(ledger.fileno()).st_ino
+                if inode == self._read_to[0]:
+                    self._read_to = (inode, self._read_to[1] + len(line))
+            return True
+        finally:
+            os.close(lock)  # releases the lock
+
+    def _take(self, nonce: str, now: float) -> float | None:
         if nonce in self._used and self._used[nonce] > now:
-            return False
-        until = now + self._ttl + 60  # the boundary accepts a minute of clock skew
-        self._used[nonce] = until
-        if len(self._used) > 1024:
-            self._used = {n: t for n, t in self._used.items() if t > now}
-            self._rewrite()
-        elif self._path is not None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            with self._path.open("a", encoding="ascii") as ledger:
-                ledger.write(f"{nonce} {until:.0f}\n")
-        return True
+            return None
+        until = self._used[nonce] = now + self._ttl + 60  # the boundary accepts a minute of clock skew
+        return until
+
+    def _catch_up(self, now: float) -> None:
+        """Read what was appended to the ledger file since last read (all of it, when it was rewritten)."""
+        assert self._path is not None
+        try:
+            with self._path.open("rb") as ledger:
+                inode = os.fstat(ledger.fileno()).st_ino
+                known, offset = self._read_to
+                if inode != known:
+                    offset = 0
+                ledger.seek(offset)
+                data = ledger.read()
+        except FileNotFoundError:
+            return
+        complete = data.rfind(b"\n") + 1
+        self._used.update(_read_nonces(data[:complete].decode("ascii", errors="replace"), now))
+        self._read_to = (inode, offset + complete)
 
     def _rewrite(self) -> None:
-        if self._path is None:
-            return
+        assert self._path is not None
         temporary = self._path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text("".join(f"{n} {t:.0f}\n" for n, t in self._used.items()), encoding="ascii")
         temporary.replace(self._path)
+        self._read_to = (os.stat(self._path).st_ino, os.stat(self._path).st_size)
 
 
 class StoreNonces(NonceLedger):
@@ -159,13 +201,13 @@ class StoreNonces(NonceLedger):
         return self._store.consume_nonce(nonce, now + self._ttl + 60, now)  # a minute of clock skew, as above
 
 
-def _read_nonces(path: Path, now: float) -> dict[str, float]:
-    try:
-        lines = path.read_text(encoding="ascii", errors="replace").splitlines()
-    except FileNotFoundError:
-        return {}
+_MIN_COMPACT = 1024
+"""Nonces kept before the first compaction of the ledger."""
+
+
+def _read_nonces(text: str, now: float) -> dict[str, float]:
     used: dict[str, float] = {}
-    for line in lines:
+    for line in text.splitlines():
         nonce, _, until = line.partition(" ")
         try:
             if float(until) > now:
@@ -181,7 +223,8 @@ class ReplayState:
     def __init__(self, session: str, answers: dict[str, Any] | None = None) -> None:
         self.session = session
         self.answers: dict[str, Any] = answers or {}
-        """Every answer gathered so far, by request key."""
+        """Every answer gathered so far, by request key: `{"d": the digest of the request it answers,
+        "r": the answer}` (`answer_to` gives it only to that same request)."""
         self.needed: dict[str, ClientRequest] = {}
         """The round the call stopped at: the requests still unanswered."""
 
@@ -210,11 +253,21 @@ class ReplayState:
                 "This requestState was already used; call the tool again without it.",
                 {"reason": "invalid_request_state"},
             )
-        for key, method in pending.items():
+        for key, asked in pending.items():
+            method, digest = asked if isinstance(asked, list) and len(asked) == 2 else (None, None)
             answer = valid_answer(method, responses.get(key))
             if answer is not None:
-                answers[key] = answer
+                answers[key] = {"d": digest, "r": answer}
         return cls(session, answers)
+
+    def answer_to(self, key: str, request: ClientRequest) -> Mapping[str, Any] | None:
+        """The answer carried for `key` when it was given to exactly `request`; None otherwise (the call,
+        run again, asks something else under that key now: the files it looks at changed meanwhile)."""
+        carried = self.answers.get(key)
+        if not isinstance(carried, dict) or carried.get("d") != request_digest(request):
+            return None
+        answer = carried.get("r")
+        return answer if isinstance(answer, Mapping) else None
 
     @staticmethod
     def owner(plaintext: Any) -> str | None:
@@ -227,7 +280,7 @@ class ReplayState:
 
     def seal_plaintext(self) -> str:
         """The state of the next round (sealed by the SDK's boundary on the way out)."""
-        pending = {key: request.method for key, request in self.needed.items()}
+        pending = {key: [request.method, request_digest(request)] for key, request in self.needed.items()}
         inner = {
             "v": _STATE_VERSION,
             "s": self.session,
@@ -246,6 +299,18 @@ class ReplayState:
         return types.InputRequiredResult(
             input_requests=requests, request_state=self.seal_plaintext(), _meta=dict(meta) if meta else None
         )
+
+
+def request_digest(request: ClientRequest) -> str:
+    """What binds an answer to the request it answers: the SHA-256 of the request's canonical JSON."""
+    canonical = json.dumps(
+        [request.method, dict(request.params)], sort_keys=True, separators=(",", ":"), default=_plain_json
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _plain_json(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else str(value)
 
 
 def wire_request(request: ClientRequest) -> dict[str, Any]:
@@ -334,12 +399,12 @@ class McpChannel:
             delivered: dict[str, Mapping[str, Any]] = await self.task.request(requests)
             return delivered
         if self.replay is not None:
-            answers = self.replay.answers
-            missing = {key: request for key, request in requests.items() if key not in answers}
+            found = {key: self.replay.answer_to(key, request) for key, request in requests.items()}
+            missing = {key: request for key, request in requests.items() if found[key] is None}
             if missing:
                 self.replay.needed = missing
                 raise InputRequired("The call waits for the client's answers.")
-            return {key: answers[key] for key in requests}
+            return {key: answer for key, answer in found.items() if answer is not None}
         results: dict[str, Mapping[str, Any]] = {}
 
         async def send(key: str, request: ClientRequest) -> None:

@@ -84,6 +84,8 @@ class EventBuffer:
         self.held_bytes = 0
         self._order: deque[tuple[_Stream, int, int]] = deque()
         """(stream, sequence number, bytes) in the order stored: who goes first past `total_bytes`."""
+        self._stale = 0
+        """Entries of `_order` whose event its stream's own bound dropped (compacted past half of it)."""
         self._sessions: weakref.WeakValueDictionary[str, SessionEvents] = weakref.WeakValueDictionary()
 
     def session(self, session_id: str) -> SessionEvents:
@@ -109,6 +111,9 @@ class EventBuffer:
                 self._drop_oldest(oldest)
             else:  # already dropped by its stream's own bound
                 self._order.popleft()
+                self._stale -= 1
+        if self._stale > len(self._order) // 2:
+            self._compact()
         arrived, stream.arrived = stream.arrived, anyio.Event()
         arrived.set()
         return seq
@@ -118,8 +123,21 @@ class EventBuffer:
         self.held_bytes -= size_of(data)
         if self._order and self._order[0][0] is stream and self._order[0][1] == seq:
             self._order.popleft()
+        else:
+            self._stale += 1
         if not stream.events:
             stream.forget(stream)
+
+    def _compact(self) -> None:
+        """Drop the entries of evicted events from `_order` (amortized: each entry is dropped once), so its
+        length, and the streams its entries keep alive, follow the events held, not the events ever sent."""
+        self._order = deque(entry for entry in self._order if _held(entry[0], entry[1]))
+        self._stale = 0
+
+
+def _held(stream: _Stream, seq: int) -> bool:
+    """Whether event `seq` of `stream` is still held (a stream drops its events oldest first)."""
+    return bool(stream.events) and seq >= stream.events[0][0]
 
 
 def size_of(data: str | None) -> int:

@@ -55,13 +55,25 @@ from ..builtin.skill import discover_skills, split_frontmatter
 from ..errors import PathChanged
 from ..scope import CallScope
 
-__all__ = ["EXTENSION", "MAX_FILES", "MAX_TOTAL_BYTES", "GetSkillParams", "ServedSkill", "SkillsFace", "catalog"]
+__all__ = [
+    "EXTENSION",
+    "MAX_FILES",
+    "MAX_FRONTMATTER_VALUES",
+    "MAX_TOTAL_BYTES",
+    "GetSkillParams",
+    "ServedSkill",
+    "SkillsFace",
+    "catalog",
+]
 
 EXTENSION = "io.modelcontextprotocol/skills"
 MAX_FILES = 512
 """Files per skill, `SKILL.md` included (the extension's limit: a larger skill is not served)."""
 MAX_TOTAL_BYTES = 16 * 1024 * 1024
 """Bytes per skill, over all its files (the extension's limit)."""
+MAX_FRONTMATTER_VALUES = 10_000
+"""Values (mappings, lists and scalars) a served frontmatter holds once its YAML aliases are expanded."""
+_MAX_DEPTH = 64
 DIRECTORY = "inode/directory"
 _NAME = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 _SCHEME = "skill://"
@@ -101,6 +113,13 @@ class ServedSkill:
     project: bool
     """A project skill (held files apply), not a user skill."""
     files: tuple[SkillFile, ...]
+    manifest_data: bytes
+    """The `SKILL.md` bytes its frontmatter was read from (the held check is of exactly these)."""
+
+    @property
+    def manifest(self) -> tuple[SkillFile, bytes]:
+        """The `SKILL.md` file and the bytes the frontmatter served was read from."""
+        return self.files[0], self.manifest_data
 
     @property
     def uri(self) -> str:
@@ -182,6 +201,7 @@ def _served(name: str, directory: Path, confine: Path | None, project: bool, dig
     files: list[SkillFile] = []
     total = 0
     frontmatter: Mapping[str, Any] | None = None
+    manifest = b""
     for relative, real, status in _walk(directory, confine):
         known = digests.get(real, status) if relative != "SKILL.md" else None
         if known is None:
@@ -191,7 +211,7 @@ def _served(name: str, directory: Path, confine: Path | None, project: bool, dig
                 return None  # changed while it was read: served again once it settles
             known = digests.keep(real, status, data)
             if relative == "SKILL.md":
-                frontmatter = _frontmatter(data)
+                frontmatter, manifest = _frontmatter(data), data
         files.append(SkillFile(relative, real, *known))
         total += known[0]
         if len(files) > MAX_FILES or total > MAX_TOTAL_BYTES:
@@ -199,7 +219,7 @@ def _served(name: str, directory: Path, confine: Path | None, project: bool, dig
     if frontmatter is None or frontmatter.get("name") != name:
         return None
     files.sort(key=lambda file: (file.path != "SKILL.md", file.path))
-    return ServedSkill(name, frontmatter, directory, project, tuple(files))
+    return ServedSkill(name, frontmatter, directory, project, tuple(files), manifest)
 
 
 def _walk(directory: Path, confine: Path | None) -> Iterator[tuple[str, Path, os.stat_result]]:
@@ -226,16 +246,47 @@ def _read(path: Path) -> bytes:
 
 
 def _frontmatter(data: bytes) -> Mapping[str, Any] | None:
-    """The frontmatter as JSON values, verbatim (a YAML date becomes its ISO text)."""
+    """The frontmatter as JSON values, verbatim (a YAML date becomes its ISO text); None when it does not
+    parse, or expands (YAML aliases) past `MAX_FRONTMATTER_VALUES` values or `_MAX_DEPTH` levels."""
     try:
         found, _ = split_frontmatter(data.decode("utf-8"))
         meta = yaml.safe_load(found) if found is not None else None
-    except (UnicodeDecodeError, yaml.YAMLError):
+        if not isinstance(meta, dict) or not isinstance(meta.get("description"), str):
+            return None
+        plain: dict[str, Any] = _plain(meta, [MAX_FRONTMATTER_VALUES], 0)
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError, _TooLarge):
         return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("description"), str):
-        return None
-    loaded: dict[str, Any] = json.loads(json.dumps(meta, default=str))
-    return loaded
+    return plain
+
+
+class _TooLarge(Exception):
+    """Frontmatter that expands past the bounds."""
+
+
+def _plain(value: Any, budget: list[int], depth: int) -> Any:
+    """`value` as JSON values (keys as `json.dumps` writes them, other scalars as text), counting each
+    value against `budget[0]`: YAML aliases share one object between many places, and a copy (or a
+    `json.dumps`) would expand them, or never end on one that contains itself."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _MAX_DEPTH:
+        raise _TooLarge
+    if isinstance(value, dict):
+        return {_key(key): _plain(item, budget, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item, budget, depth + 1) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _key(key: Any) -> str:
+    return (
+        key
+        if isinstance(key, str)
+        else json.dumps(key)
+        if isinstance(key, bool | int | float) or key is None
+        else str(key)
+    )
 
 
 class SkillsFace:
@@ -285,20 +336,19 @@ class SkillsFace:
         visible: dict[str, ServedSkill] = {}
         for name, skill in skills.items():
             action = self._action(name, session)
-            if action == "deny" or (action == "ask" and not may_ask) or await self._held(skill, "SKILL.md"):
+            if action == "deny" or (action == "ask" and not may_ask) or await self._held(skill, *skill.manifest):
                 continue
             visible[name] = skill
         return visible
 
-    async def _held(self, skill: ServedSkill, path: str) -> str | None:
-        """Why a project skill's file is held (the model wrote it and the person has not approved it)."""
+    async def _held(self, skill: ServedSkill, file: SkillFile, data: bytes) -> str | None:
+        """Why `data`, the content of a project skill's `file` as read to be served, is held (the model wrote
+        it and the person has not approved it). The check is of exactly those bytes: a file the model
+        flips between the person's content and its own is never served in its own."""
         if not skill.project:
             return None
-        file = next((f for f in skill.files if f.path == path), None)
-        if file is None:
-            return None
         journal = journal_for(self._rt.snapshot.data_dir)
-        hold = await anyio.to_thread.run_sync(lambda: journal.hold(file.real, self._rt.root))
+        hold = await anyio.to_thread.run_sync(lambda: journal.hold(file.real, self._rt.root, data=data))
         return None if hold is None else hold.reason()
 
     # --- handlers ---------------------------------------------------------------------------------
@@ -343,16 +393,16 @@ class SkillsFace:
         file = next((f for f in skill.files if f.path == path), None) if skill is not None else None
         if skill is None or file is None:
             raise MCPError(types.INVALID_PARAMS, f"Resource not found: {uri}")
-        held = await self._held(skill, path)
-        if held is not None:
-            raise MCPError(types.INVALID_PARAMS, f"{uri} was {held}; `toolrt trust` approves it")
-        waiting = await self._authorize(ctx, skill)
-        if waiting is not None:
-            return waiting
         try:
             data = await anyio.to_thread.run_sync(_read, file.real)
         except (OSError, PathChanged):
             raise MCPError(types.INVALID_PARAMS, f"{uri} changed while it was read; list the skills again") from None
+        held = await self._held(skill, file, data)  # the bytes served: a change after the check is not
+        if held is not None:
+            raise MCPError(types.INVALID_PARAMS, f"{uri} was {held}; `toolrt trust` approves it")
+        waiting = await self._authorize(ctx, skill)  # the person is not asked about a held file
+        if waiting is not None:
+            return waiting
         mime = _mime(path)
         contents: types.TextResourceContents | types.BlobResourceContents
         try:

@@ -31,6 +31,7 @@ import asyncio
 import math
 import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -153,7 +154,8 @@ class TaskStore(Protocol):
 
 
 class MemoryTaskStore:
-    """Task records in this process's memory, bounded: expired records go first, then the oldest finished."""
+    """Task records in this process's memory, bounded: expired records go first, then the oldest finished
+    of the session holding the most."""
 
     def __init__(self, max_records: int = MAX_RECORDS, clock: Callable[[], float] = time.time) -> None:
         self._records: dict[str, TaskRecord] = {}
@@ -180,12 +182,24 @@ class MemoryTaskStore:
         self._records.pop(task_id, None)
 
     def _trim(self) -> None:
+        """Past the bound: the expired records, then the oldest finished record of the session that holds
+        the most, one at a time, so a client creating task after task drops its own records, never the
+        result another session is still to poll."""
         now = self._clock()
         for task_id in [t for t, r in self._records.items() if r.expired(now)]:
             del self._records[task_id]
-        finished = (task_id for task_id, record in self._records.items() if record.finished)
-        for task_id in list(finished)[: max(0, len(self._records) - self._max)]:
-            del self._records[task_id]
+        finished: dict[str, list[str]] = {}
+        held: Counter[str] = Counter()
+        for task_id, record in self._records.items():  # in the order created
+            held[record.session] += 1
+            if record.finished:
+                finished.setdefault(record.session, []).append(task_id)
+        while len(self._records) > self._max and finished:
+            session = max(finished, key=lambda name: held[name])
+            del self._records[finished[session].pop(0)]
+            held[session] -= 1
+            if not finished[session]:
+                del finished[session]
 
 
 class _Waiting:
@@ -207,7 +221,10 @@ class McpTasks:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, _Waiting] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._running_in: Counter[str] = Counter()
+        """Running tasks by session: a session with one is evicted for a new session only last."""
         sessions.on_release(self._session_released)
+        sessions.on_busy(lambda session: self._running_in[session] > 0)
 
     # --- who gets tasks ---------------------------------------------------------------------------
 
@@ -259,11 +276,19 @@ class McpTasks:
         self._store.put(record)
         return record
 
-    def _launch(self, task_id: str, call: Awaitable[ToolResult], finish: Finish) -> None:
+    def _launch(self, task_id: str, session: str, call: Awaitable[ToolResult], finish: Finish) -> None:
         """Let the call go on as the task's, and record how it ends."""
         runner = asyncio.ensure_future(self._ended(task_id, call, finish))
         self._running[task_id] = runner
-        runner.add_done_callback(lambda _: self._running.pop(task_id, None))
+        self._running_in[session] += 1
+
+        def ended(_: object) -> None:
+            self._running.pop(task_id, None)
+            self._running_in[session] -= 1
+            if self._running_in[session] <= 0:
+                del self._running_in[session]
+
+        runner.add_done_callback(ended)
 
     async def _ended(self, task_id: str, call: Awaitable[ToolResult], finish: Finish) -> None:
         """Await the call and record how it ended."""
@@ -462,7 +487,7 @@ class TaskStart:
             if self.record is None or runner.done():
                 return await runner
             call = runner
-        self._tasks._launch(self.record.task_id, call, finish)
+        self._tasks._launch(self.record.task_id, self._session, call, finish)
         return self.record
 
     # --- the channel of a call that became a task ----------------------------------------------------
