@@ -268,6 +268,23 @@ class McpFace:
 
     # --- tools/call -------------------------------------------------------------------------------
 
+    def _session_and_replay(self, ctx: Ctx) -> tuple[str, str | None, ReplayState | None]:
+        """The request's toolrt session (and its token), and on 2026-07-28 its replay state: a new one, or
+        the one its `requestState` carries with the client's `inputResponses` (verified and opened by
+        the RequestStateBoundary). Raises `MCPError` for a state that is not this session's or was used."""
+        raw: Mapping[str, Any] = ctx.params or {}
+        plaintext = raw.get("requestState")
+        session, token = self._mcp_sessions.identify(ctx, ReplayState.owner(plaintext) if plaintext else None)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return session, token, None
+        if plaintext is None:
+            return session, token, ReplayState(session)
+        responses = raw.get("inputResponses")
+        replay = ReplayState.resume(
+            plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
+        )
+        return session, token, replay
+
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
@@ -279,18 +296,8 @@ class McpFace:
                 text = f"The {params.name} tool is unavailable until its definition is fixed: {listed}"
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        raw: Mapping[str, Any] = ctx.params or {}
-        plaintext = raw.get("requestState")  # verified and opened by the RequestStateBoundary
-        session, token = self._mcp_sessions.identify(ctx, ReplayState.owner(plaintext) if plaintext else None)
+        session, token, replay = self._session_and_replay(ctx)
         await self._log_on_call(ctx, session)
-        replay: ReplayState | None = None
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            replay = ReplayState(session)
-            if plaintext is not None:
-                responses = raw.get("inputResponses")
-                replay = ReplayState.resume(
-                    plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
-                )
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         notes = _Notes(ctx, _wants_progress(ctx))
         channel = McpChannel(ctx, notes.post, replay, self._log_allowed(ctx), params.name)
@@ -392,17 +399,7 @@ class McpFace:
         whose ask goes to the person as a tool call's does (`elicitation/create`; on 2026-07-28 an
         input-required result with the sealed state, the read's retry resuming it). Raises `MCPError`
         (-32602) when the call is refused."""
-        raw: Mapping[str, Any] = ctx.params or {}
-        plaintext = raw.get("requestState")  # verified and opened by the RequestStateBoundary
-        session, token = self._mcp_sessions.identify(ctx, ReplayState.owner(plaintext) if plaintext else None)
-        replay: ReplayState | None = None
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            replay = ReplayState(session)
-            if plaintext is not None:
-                responses = raw.get("inputResponses")
-                replay = ReplayState.resume(
-                    plaintext, session, responses if isinstance(responses, Mapping) else {}, self._nonces
-                )
+        session, token, replay = self._session_and_replay(ctx)
         channel = McpChannel(ctx, None, replay, self._log_allowed(ctx), "skill")
         result = await self._rt.call(
             "skill",
