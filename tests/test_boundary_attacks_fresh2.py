@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from unix_daemons import Daemon
 
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox import seccomp
@@ -66,28 +67,6 @@ async def main():
 
 anyio.run(main)
 """
-
-
-class Daemon:
-    """A listening pathname socket on the host that answers each connection with its own name."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(path))
-        self.server.listen(16)
-        self.accepted = 0
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self) -> None:
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with connection:
-                connection.sendall(self.path.name.encode())
 
 
 @pytest.fixture

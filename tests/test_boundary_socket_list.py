@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from unix_daemons import Daemon
 
 from toolrt import Runtime
 from toolrt.errors import ConfigError
@@ -46,28 +47,6 @@ def ask(path):
 for path in sys.argv[1:]:
     print(path, "->", ask(path))
 """
-
-
-class Daemon:
-    """A listening pathname socket on the host that answers each connection with its own name."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(path))
-        self.server.listen(64)
-        self.accepted = 0
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def _loop(self) -> None:
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with connection:
-                connection.sendall(self.path.name.encode())
 
 
 @pytest.fixture
