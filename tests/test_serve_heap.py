@@ -1,15 +1,24 @@
 """`toolrt serve` hides its start-up heap from the cyclic collector, and a settle releases what a
-swap left behind."""
+swap left behind, off the path from a save to the client's new listing."""
 
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
+from mcp import Client
+from test_serve_mcp import TOOL
 
-from toolrt.faces.serve import settle_heap
+from toolrt import CallScope, Runtime
+from toolrt.faces import serve
+from toolrt.faces.serve import build_server, settle_heap
 
 
 class _Node:
@@ -35,3 +44,58 @@ def test_a_settled_heap_is_frozen_and_the_next_settle_frees_its_dropped_cycles()
     settle_heap()  # what a snapshot swap does: the old snapshot's cycles go
     assert alive() is None
     assert gc.get_freeze_count() > 0
+
+
+def test_a_swap_settles_the_heap_after_its_notification_once_requests_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full collection takes tens of milliseconds: it must not stand between a save, its list_changed and
+    # the listing the client asks for on it.
+    root = tmp_path / "project"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "tools.d" / "echo_n.yaml").write_text(TOOL.format(id="echo_n", text="first"), encoding="utf-8")
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
+    rt = Runtime.load(root, settings={"data_dir": tmp_path / "data"})
+    events: list[tuple[str, float]] = []
+    monkeypatch.setattr(serve, "settle_heap", lambda: events.append(("settled", time.monotonic())))
+    idle = 0.2
+
+    async def main() -> None:
+        server, face = build_server(rt, CallScope())
+        unsubscribe = rt.on_swap(face.swap_listener())
+        notified = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                events.append(("notified", time.monotonic()))
+                notified.set()
+
+        try:
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(face.notify_changes)
+                    group.start_soon(face.settle_when_idle, idle)
+                    async with Client(server, mode="legacy", message_handler=on_message) as client:
+                        await client.list_tools()
+                        rt.register(
+                            {
+                                "id": "second",
+                                "description": "A tool registered at run time: a swap.",
+                                "parameters": {"type": "object"},
+                                "handler": {"argv": ["true"]},
+                            }
+                        )
+                        await notified.wait()
+                        listed = await client.list_tools()  # the request a client makes on list_changed
+                        requested = time.monotonic()
+                        assert sorted(tool.name for tool in listed.tools) == ["echo_n", "second"]
+                        while len(events) < 2:
+                            await anyio.sleep(0.01)
+                    group.cancel_scope.cancel()
+        finally:
+            unsubscribe()
+            face.close()
+        assert [kind for kind, _ in events] == ["notified", "settled"]
+        assert events[1][1] - requested >= idle * 0.99  # after the last request, once the server was idle
+
+    anyio.run(main)

@@ -33,6 +33,7 @@ import itertools
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -78,9 +79,13 @@ __all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
 TRANSPORTS = ("stdio", "http")
 DEFAULT_PAGE_SIZE = 10_000
 """`tools/list` pages only above this many tools: several clients never follow `nextCursor`."""
-WATCH_STEP_MS = 50
-"""How often the file watcher's thread wakes (watchfiles' default): each wake takes the GIL from the
-requests being served; a saved file reaches clients within debounce + this."""
+SETTLE_IDLE_SECONDS = 0.5
+"""After a swap, the heap is settled (`settle_heap`) once no request has started for this long: a full
+collection takes tens of milliseconds, which would otherwise delay the `list_changed` notification and
+the `tools/list` the client sends on it."""
+
+_LIST_RESULT: dict[str, Any] = types.ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json", exclude_none=True)
+"""The fields of a `tools/list` result besides its tools (the SDK shapes them for each protocol version)."""
 
 _DECISIONS = ("once", "always", "reject")
 _TRUST_SCHEMA: dict[str, Any] = {
@@ -166,9 +171,13 @@ class McpFace:
         """Who the served tools are for (the `toolrt serve` selection options); each call adds its session."""
         self._limits = limits = limits or ServeLimits()
         rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
-        self._listed: dict[tuple[bool, bool], tuple[ToolSet, tuple[types.Tool, ...]]] = {}
-        """The listing by (whether tools that only ask are left out, whether references are inlined), with
-        the selection it was built from."""
+        self._listed: dict[tuple[bool, bool], _Listing] = {}
+        """The listing in wire form by (whether tools that only ask are left out, whether references are
+        inlined), with the selection it was built from."""
+        self._last_request = 0.0
+        """When the last `tools/list` or `tools/call` started (`time.monotonic`): heap settling waits for quiet."""
+        self._unsettled: anyio.Event | None = None
+        """Set when a swap left a heap to settle (made by `settle_when_idle`, which waits on it)."""
         self._connections: dict[Connection, _Listener] = {}
         """Handshake-era connections (after `notifications/initialized`) and what they were told."""
         self._subscribers: set[_Subscriber] = set()
@@ -221,25 +230,24 @@ class McpFace:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
         return self._rt.tools(self._scope)
 
-    def _listing(self, ctx: Ctx) -> tuple[types.Tool, ...]:
-        """The served tools as MCP `Tool`s, built once per snapshot, selection and kind of client: a client
+    def _listing(self, ctx: Ctx) -> tuple[dict[str, Any], ...]:
+        """The served tools as MCP `Tool`s in wire form, built once per snapshot, selection and kind of
+        client (a request copies none of it; a reload validates again only the tools it changed): a client
         that cannot be asked is not offered the tools whose every call asks (`build.unaskable`), and a
         client that drops `$defs` gets schemas with references inlined (`serve.inline_refs`)."""
         toolset = self._toolset()
         hide = not self._offer_unaskable and not self._can_ask(ctx)
         inline = self._inlines(ctx)
         cached = self._listed.get((hide, inline))
-        if cached is None or cached[0] is not toolset:
+        if cached is None or cached.toolset is not toolset:
             shown = toolset
             if hide:
                 from ..build.unaskable import without_unaskable
 
                 shown = without_unaskable(toolset, self._rt.snapshot, self._scope.agent)
-            cached = self._listed[(hide, inline)] = (
-                toolset,
-                tuple(types.Tool.model_validate(spec) for spec in shown.specs("mcp-inline" if inline else "mcp")),
-            )
-        return cached[1]
+            specs = shown.specs("mcp-inline" if inline else "mcp")
+            cached = self._listed[(hide, inline)] = _Listing.build(toolset, specs, cached)
+        return cached.tools
 
     def _inlines(self, ctx: Ctx) -> bool:
         """Whether this client gets every `$ref` inlined: `serve.inline_refs` is `always`, or `auto` and the
@@ -252,14 +260,17 @@ class McpFace:
         params = ctx.session.client_params
         return params is not None and drops_defs(params.client_info.name)
 
-    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+        """`tools/list`: the cached listing (`_listing`), paged above `--page-size`."""
+        self._last_request = time.monotonic()
         tools = self._listing(ctx)
         size = self._limits.page_size
         if len(tools) <= size and (params is None or params.cursor is None):
-            return types.ListToolsResult(tools=list(tools))
+            return {**_LIST_RESULT, "tools": list(tools)}
         start = _page_start(params.cursor if params is not None else None, len(tools))
         end = start + size
-        return types.ListToolsResult(tools=list(tools[start:end]), next_cursor=str(end) if end < len(tools) else None)
+        next_cursor = {"nextCursor": str(end)} if end < len(tools) else {}
+        return {**_LIST_RESULT, **next_cursor, "tools": list(tools[start:end])}
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The SDK's `get_tool_input_schema` hook: one tool's schema from the cached specs, no listing."""
@@ -288,6 +299,7 @@ class McpFace:
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        self._last_request = time.monotonic()
         await self._review_held(ctx)
         if params.name not in self._toolset():
             withheld = self._rt.snapshot.withheld.get(params.name)
@@ -564,6 +576,21 @@ class McpFace:
                         continue
                     await self._tell_notice(listener)
                 await self._tell_subscribers_notice()
+                if self._unsettled is not None:
+                    self._unsettled.set()
+
+    async def settle_when_idle(self, idle: float = SETTLE_IDLE_SECONDS) -> None:
+        """Settle the heap (`settle_heap`) after each swap's notifications have gone out, once no
+        `tools/list` or `tools/call` has started for `idle` seconds: never on the path from a save to the
+        notification and the new listing a client asks for on it. Several swaps in a row settle once."""
+        while True:
+            self._unsettled = unsettled = anyio.Event()
+            await unsettled.wait()
+            quiet = idle
+            while quiet > 0:
+                await anyio.sleep(quiet)
+                quiet = self._last_request + idle - time.monotonic()
+            settle_heap()
 
     async def _tell_notice(self, listener: _Listener) -> None:
         """The unasked-tools notice, when this listener has not been told this text yet."""
@@ -649,6 +676,32 @@ class McpFace:
             await _log_on_request(ctx, _LogEntry("error", told[0]))
         if told[1] is not None and told[1] != before[1]:
             await _log_on_request(ctx, _LogEntry("warning", told[1]))
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """`tools/list` in wire form for one selection, with the compiled spec each entry was made from."""
+
+    toolset: ToolSet
+    tools: tuple[dict[str, Any], ...]
+    made_from: dict[int, tuple[Mapping[str, Any], dict[str, Any]]]
+    """By the spec's `id`: the spec (kept alive, so that the id stays its own) and its wire form."""
+
+    @classmethod
+    def build(cls, toolset: ToolSet, specs: Sequence[Mapping[str, Any]], previous: _Listing | None) -> _Listing:
+        """Each spec as the SDK's `Tool` in wire form; a spec object the previous listing was made from (a
+        snapshot keeps the compiled spec of every tool a reload left unchanged) is not validated again."""
+        made = previous.made_from if previous is not None else {}
+        made_from: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
+        for spec in specs:
+            found = made.get(id(spec))
+            if found is None or found[0] is not spec:
+                found = (
+                    spec,
+                    types.Tool.model_validate(spec).model_dump(by_alias=True, mode="json", exclude_none=True),
+                )
+            made_from[id(spec)] = found
+        return cls(toolset, tuple(wire for _, wire in made_from.values()), made_from)
 
 
 _LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)
@@ -946,7 +999,10 @@ def build_server(
         version=_version(),
         instructions=f"Tools of the toolrt project at {rt.root}." + (f"\n\n{notice}" if notice else ""),
         get_tool_input_schema=face.input_schema,
-        on_list_tools=face.list_tools,
+        # The listing is cached in wire form: a mapping, which the SDK shapes for the protocol version.
+        on_list_tools=cast(
+            "Callable[[Ctx, types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]", face.list_tools
+        ),
         # A task handle (`serve_tasks`) is a mapping: the SDK passes a result of an extension's resultType as is.
         on_call_tool=cast("Callable[[Ctx, types.CallToolRequestParams], Awaitable[_CallResult]]", face.call_tool),
         on_subscriptions_listen=face.listen,
@@ -1008,9 +1064,9 @@ def run_serve(
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
-                reloader = Reloader(rt, step_ms=WATCH_STEP_MS)
+                group.start_soon(face.settle_when_idle)
+                reloader = Reloader(rt)
                 reloader.on_reload(face.reload_listener())
-                reloader.on_reload(lambda event: settle_heap() if event.change is not None else None)
                 group.start_soon(reloader.run)
                 group.start_soon(watch_skills, rt.root, Path.home(), face.announce_skills_changed)
                 if transport == "stdio":
@@ -1070,7 +1126,8 @@ async def _serve_stdio(server: Server[Any]) -> None:
 
 def settle_heap() -> None:
     """Take what is alive now out of the cyclic garbage collector's rounds (`gc.freeze`), after a
-    collection; called once the server is built, and again after every snapshot swap.
+    collection; called once the server is built, and again after snapshot swaps once the server is
+    idle (`McpFace.settle_when_idle`).
 
     A server's heap is mostly what start-up built and keeps for good (the SDK, pydantic's schemas,
     toolrt's modules and snapshot), yet every full collection walks all of it again: on the echo
