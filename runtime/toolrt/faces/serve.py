@@ -74,7 +74,7 @@ from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, Skills
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
 from .serve_tasks import register as serve_tasks
 
-__all__ = ["McpFace", "ServeLimits", "build_server", "run_serve", "settle_heap"]
+__all__ = ["McpFace", "ServeLimits", "build_server", "http_app", "run_serve", "settle_heap"]
 
 TRANSPORTS = ("stdio", "http")
 DEFAULT_PAGE_SIZE = 10_000
@@ -121,7 +121,8 @@ class ServeLimits:
     session_idle: float | None = DEFAULT_IDLE_SECONDS
     """Seconds after which an unused session (MCP session or token) is released; None: never."""
     max_sessions: int = DEFAULT_MAX_SESSIONS
-    """Sessions held at once; past it the most idle one is released (and HTTP refuses new MCP sessions)."""
+    """Sessions held at once; past it the most idle one is released (over HTTP its MCP session too, whose
+    requests then answer 404)."""
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -1177,12 +1178,17 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve_http(server: Server[Any], host: str, listener: socket.socket, limits: ServeLimits) -> None:
     import uvicorn
 
-    from .serve_events import EventBuffer, resumable
-
-    app = resumable(
-        server, EventBuffer(), host=host, session_idle_timeout=limits.session_idle, max_sessions=limits.max_sessions
-    )
-    config = uvicorn.Config(app, log_level="warning")
+    config = uvicorn.Config(http_app(server, host, limits), log_level="warning")
     served = uvicorn.Server(config)
     settle_heap()
     await served.serve(sockets=[listener])
+
+
+def http_app(server: Server[Any], host: str, limits: ServeLimits) -> Callable[..., Awaitable[None]]:
+    """The ASGI app of `toolrt serve --transport http`: the SDK's streamable HTTP app with resumable streams
+    (`serve_events`) and `--max-sessions` releasing the most idle session (`serve_session_limit`)."""
+    from .serve_events import EventBuffer, resumable
+    from .serve_session_limit import SessionLimit
+
+    app = resumable(server, EventBuffer(), host=host, session_idle_timeout=limits.session_idle)
+    return SessionLimit(server.session_manager, limits.max_sessions).wrap(app)
