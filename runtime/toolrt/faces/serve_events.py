@@ -59,17 +59,26 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Stream:
-    """One SSE stream's held events: (sequence number, serialized message or None for a priming event)."""
+    """One SSE stream's held events: (sequence number, serialized message or None for a priming event).
+
+    Kept small: a server holds one per request of every open session (a list rather than a deque, an
+    `arrived` event only while a replay follows the stream)."""
 
     key: str
     forget: Callable[[_Stream], None]
     """Called once every event of the stream has been evicted: its session lets go of it."""
-    events: deque[tuple[int, str | None]] = field(default_factory=deque)
+    events: list[tuple[int, str | None]] = field(default_factory=list)
     next_seq: int = 1
-    arrived: anyio.Event = field(default_factory=anyio.Event)
-    """Set (and replaced) whenever an event is stored: a replay following the stream waits on it."""
+    arrived: anyio.Event | None = None
+    """Set (and dropped) when an event is stored: a replay following the stream waits on it."""
+
+    def arrival(self) -> anyio.Event:
+        """The event the next stored event sets."""
+        if self.arrived is None:
+            self.arrived = anyio.Event()
+        return self.arrived
 
     def first_held(self) -> int:
         return self.events[0][0] if self.events else self.next_seq
@@ -114,12 +123,13 @@ class EventBuffer:
                 self._stale -= 1
         if self._stale > len(self._order) // 2:
             self._compact()
-        arrived, stream.arrived = stream.arrived, anyio.Event()
-        arrived.set()
+        arrived, stream.arrived = stream.arrived, None
+        if arrived is not None:
+            arrived.set()
         return seq
 
     def _drop_oldest(self, stream: _Stream) -> None:
-        seq, data = stream.events.popleft()
+        seq, data = stream.events.pop(0)  # at most STREAM_EVENTS held
         self.held_bytes -= size_of(data)
         if self._order and self._order[0][0] is stream and self._order[0][1] == seq:
             self._order.popleft()
@@ -200,7 +210,7 @@ class SessionEvents(EventStore):
         while True:
             if stream.first_held() > position + 1:
                 return None  # evicted before this client read them: it reconnects and is refused
-            arrived = stream.arrived
+            arrived = stream.arrival()
             for seq, data in tuple(stream.events):
                 if seq <= position:
                     continue
