@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,9 +55,10 @@ def make_project(base: Path, tools: int) -> Path:
     return root
 
 
-def server_argv(kind: str, transport: str, port: int, root: Path) -> list[str]:
+def server_argv(kind: str, transport: str, port: int, root: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The command of a server of `kind`; `extra`: more options of `toolrt serve`."""
     if kind.partition("@")[0] == "toolrt":
-        argv = [sys.executable, "-m", "toolrt", "serve", "--root", str(root)]
+        argv = [sys.executable, "-m", "toolrt", "serve", "--root", str(root), *extra]
         return argv + (["--transport", "http", "--port", str(port)] if transport == "http" else [])
     return [sys.executable, str(PEERS), kind, transport, str(port)]
 
@@ -81,7 +82,7 @@ def rss_mib(pid: int) -> float:
 
 
 @contextmanager
-def http_server(kind: str, root: Path, env: dict[str, str]) -> Iterator[tuple[str, int]]:
+def http_server(kind: str, root: Path, env: dict[str, str], extra: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
     """Start one server on a free loopback port; yield (url, pid); stop it.
 
     Its stderr goes to a file (a pipe nobody reads would fill up and stall a server that logs requests).
@@ -89,7 +90,7 @@ def http_server(kind: str, root: Path, env: dict[str, str]) -> Iterator[tuple[st
     port = _free_port()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
-            server_argv(kind, "http", port, root), env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log
+            server_argv(kind, "http", port, root, extra), env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log
         )
         try:
             deadline = time.monotonic() + 120

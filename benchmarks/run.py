@@ -42,6 +42,10 @@ GOALS: list[tuple[str, tuple[str, ...], Callable[[float, float], bool], float, s
     ("bench_load", ("validate_cpu_ratio",), AT_MOST, 2.0, "validate / libyaml parse, 10,000 files, CPU"),
     ("bench_load", ("memory_ratio",), AT_MOST, 2.0, "memory per tool / parsed YAML"),
     ("bench_serve_memory", ("toolrt", "growth_mib"), AT_MOST, 10.0, "serve RSS growth over 10,000 sessions, MiB"),
+    ("bench_serve_memory", ("open_ratio",), AT_MOST, 1.1, "serve memory per open HTTP session / SDK MCPServer's"),
+    ("bench_serve_memory", ("open_all_served",), AT_LEAST, 1.0, "10,000 open sessions all served (--max-sessions)"),
+    ("bench_reload", ("ratio_10",), AT_MOST, 3.0, "save -> client's new tools/list / bare watchfiles, 10 files"),
+    ("bench_reload", ("ratio_1000",), AT_MOST, 5.0, "save -> client's new tools/list / bare watchfiles, 1,000 files"),
     ("bench_serve", ("throughput_ratio_many_tools",), AT_LEAST, 0.9, "serve throughput, 1,000 tools / 1 tool"),
     ("bench_guards", ("failed",), AT_MOST, 0.0, "guards past their time goals"),
 ]
