@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -98,7 +97,7 @@ def test_a_call_over_sessionless_http_neither_lists_nor_compiles_the_other_tools
         compiled.append(f"{format}:{fields['name']}")
         return compile_spec(format, **fields)
 
-    async def counting_list(self: McpFace, ctx: Any, params: Any) -> types.ListToolsResult:
+    async def counting_list(self: McpFace, ctx: Any, params: Any) -> dict[str, Any]:
         listings.append(params)
         return await list_tools(self, ctx, params)
 
