@@ -99,3 +99,54 @@ def test_a_swap_settles_the_heap_after_its_notification_once_requests_stop(
         assert events[1][1] - requested >= idle * 0.99  # after the last request, once the server was idle
 
     anyio.run(main)
+
+
+def test_a_server_that_never_goes_quiet_settles_the_heap_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The swapped-out snapshot's cycles stay frozen until a settle: steady traffic must not put it off forever.
+    root = tmp_path / "project"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "tools.d" / "echo_n.yaml").write_text(TOOL.format(id="echo_n", text="first"), encoding="utf-8")
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
+    rt = Runtime.load(root, settings={"data_dir": tmp_path / "data"})
+    settles: list[float] = []
+    monkeypatch.setattr(serve, "settle_heap", lambda: settles.append(time.monotonic()))
+    listings = 0
+
+    async def main() -> None:
+        nonlocal listings
+        server, face = build_server(rt, CallScope())
+        unsubscribe = rt.on_swap(face.swap_listener())
+        notified = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                notified.set()
+
+        try:
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(face.notify_changes)
+                    group.start_soon(face.settle_when_idle, 3600.0, 0.3)  # never idle enough; 0.3 s at the latest
+                    async with Client(server, mode="legacy", message_handler=on_message) as client:
+                        await client.list_tools()
+                        rt.register(
+                            {
+                                "id": "second",
+                                "description": "A tool registered at run time: a swap.",
+                                "parameters": {"type": "object"},
+                                "handler": {"argv": ["true"]},
+                            }
+                        )
+                        await notified.wait()
+                        while not settles:  # requests all along
+                            await client.list_tools()
+                            listings += 1
+                    group.cancel_scope.cancel()
+        finally:
+            unsubscribe()
+            face.close()
+        assert listings > 1
+
+    anyio.run(main)

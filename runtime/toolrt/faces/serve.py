@@ -83,6 +83,9 @@ SETTLE_IDLE_SECONDS = 0.5
 """After a swap, the heap is settled (`settle_heap`) once no request has started for this long: a full
 collection takes tens of milliseconds, which would otherwise delay the `list_changed` notification and
 the `tools/list` the client sends on it."""
+SETTLE_LATEST_SECONDS = 10.0
+"""A server that never goes quiet settles this long after a swap all the same (the swapped-out snapshot's
+cycles are frozen until a settle)."""
 
 _LIST_RESULT: dict[str, Any] = types.ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json", exclude_none=True)
 """The fields of a `tools/list` result besides its tools (the SDK shapes them for each protocol version)."""
@@ -580,17 +583,20 @@ class McpFace:
                 if self._unsettled is not None:
                     self._unsettled.set()
 
-    async def settle_when_idle(self, idle: float = SETTLE_IDLE_SECONDS) -> None:
+    async def settle_when_idle(self, idle: float = SETTLE_IDLE_SECONDS, latest: float = SETTLE_LATEST_SECONDS) -> None:
         """Settle the heap (`settle_heap`) after each swap's notifications have gone out, once no
-        `tools/list` or `tools/call` has started for `idle` seconds: never on the path from a save to the
-        notification and the new listing a client asks for on it. Several swaps in a row settle once."""
+        `tools/list` or `tools/call` has started for `idle` seconds (or `latest` seconds after the swap on a
+        server that never goes quiet): never on the path from a save to the notification and the new
+        listing a client asks for on it. Several swaps in a row settle once."""
         while True:
             self._unsettled = unsettled = anyio.Event()
             await unsettled.wait()
-            quiet = idle
+            deadline = time.monotonic() + latest
+            quiet = min(idle, latest)
             while quiet > 0:
                 await anyio.sleep(quiet)
-                quiet = self._last_request + idle - time.monotonic()
+                now = time.monotonic()
+                quiet = min(self._last_request + idle, deadline) - now
             settle_heap()
 
     async def _tell_notice(self, listener: _Listener) -> None:
