@@ -11,7 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["after_the_last_process", "holding"]
+from toolrt.attribution import _CLOCK_SLACK_NS
+
+__all__ = ["after_the_last_process", "before_the_next_process", "holding"]
 
 
 def holding(marker: str) -> list[int]:
@@ -41,5 +43,20 @@ def after_the_last_process() -> None:
         while time.monotonic() < give_up:
             probe.write_text("tick")
             if probe.stat().st_ctime_ns > ended:
+                return
+    raise AssertionError("the file clock did not move in 5 s")
+
+
+def before_the_next_process() -> None:
+    """Wait (5 s at most) until a process started from now on cannot take the files made so far for its
+    own: the journal starts a span `_CLOCK_SLACK_NS` before its spawn (the file clock runs up to a tick
+    behind), so a file, or a directory on the way to it, made within that much of a call is the call's."""
+    made = time.time_ns()
+    with tempfile.TemporaryDirectory(prefix="toolrt-clock-") as directory:
+        probe = Path(directory) / "probe"
+        give_up = time.monotonic() + 5
+        while time.monotonic() < give_up:
+            probe.write_text("tick")
+            if probe.stat().st_ctime_ns > made + _CLOCK_SLACK_NS:
                 return
     raise AssertionError("the file clock did not move in 5 s")

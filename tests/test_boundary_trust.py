@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from cli_helpers import run
-from processes import after_the_last_process
+from processes import after_the_last_process, before_the_next_process
 
 from toolrt import Runtime
 from toolrt.attribution import journal_for
@@ -153,6 +153,7 @@ def test_a_describe_hook_in_a_held_module_is_never_imported(project: Path, tmp_p
 
 def test_the_persons_own_edits_load_and_a_protected_approval_is_theirs(project: Path) -> None:
     (project / "tools.d").mkdir()
+    before_the_next_process()  # the person's tools.d is not the process's
     assert _bash(project, "true").error is None  # a finished process: its span is over
     after_the_last_process()
     (project / "tools.d" / "mine.yaml").write_text(TOOL.format(id="mine", module="toolrt.builtin.todo"))

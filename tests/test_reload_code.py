@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from processes import after_the_last_process
+from processes import after_the_last_process, before_the_next_process
 
 from toolrt.api import Runtime
 from toolrt.faces.watch import event_json, format_event
@@ -149,6 +149,7 @@ def test_a_reload_that_changes_a_tools_code_or_definition_clears_only_its_loop_h
     (root / "tools.d" / "echo.yaml").write_text(ECHO, encoding="utf-8")
     rt = Runtime.load(root)
     rt.import_code()
+    before_the_next_process()  # the project the person made is not the echo's either
     assert [rt.call_sync("echo", {}).error for _ in range(2)] == [None, None]
     after_the_last_process()  # the person's edit below is not one of the echo's
     (root / "tools_code" / "words.py").write_text("WORD = 'hey'\n", encoding="utf-8")  # imported by greet's module
