@@ -11,6 +11,7 @@ import json
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -271,7 +272,7 @@ def test_an_abstract_socket_and_datagram_sockets_stay_refused(
 ) -> None:
     listed, _ = daemons
     root = _project(tmp_path)
-    name = f"@toolrt-test-{tmp_path.name}"
+    name = f"@toolrt-test-{uuid.uuid4().hex}"  # abstract names are machine-wide: unique across xdist workers
     server = socket.socket(socket.AF_UNIX)
     server.bind(name.replace("@", "\0"))
     server.listen(1)
