@@ -114,6 +114,49 @@ def test_a_call_after_the_last_close_starts_a_new_server_and_exit_ends_it(tmp_pa
     assert not os.path.exists(f"/proc/{report['again'][0]}")
 
 
+def test_the_last_holder_letting_go_leaves_a_process_running_on_the_server_alone(tmp_path: Path) -> None:
+    """Closing the server kills what it runs, so the last holder's release (a `Runtime.close`, or a
+    Runtime collected in the middle of another test) waits for the processes running on it: here one
+    started by `run_process` outside any Runtime."""
+    script = FORCE_FORK_SERVER + textwrap.dedent(
+        """
+        import threading, time
+        import anyio
+        from pathlib import Path
+        from toolrt.execute import build_env, run_process
+        from toolrt.sandbox.plan import plan_sandbox
+        from toolrt.sandbox.policy import SandboxPolicy
+
+        root = Path(sys.argv[1])
+        plan = plan_sandbox(SandboxPolicy(), SUPPORT, root=root, output_dir=root / "out")
+        waiting = "touch started; while [ ! -e go ]; do sleep 0.01; done; echo survived"
+        outcome = []
+        thread = threading.Thread(target=lambda: outcome.append(anyio.run(
+            lambda: run_process(["bash", "-c", waiting], cwd=root, env=build_env(), timeout=60, sandbox=plan)
+        )))
+        thread.start()
+        give_up = time.monotonic() + 30
+        while not (root / "started").exists() and time.monotonic() < give_up:
+            time.sleep(0.01)
+        server = fork_servers()
+        rt = Runtime.load(root)
+        bash(rt)  # holds the server
+        rt.close()  # the last holder lets go while the process still runs
+        kept = fork_servers()
+        (root / "go").touch()
+        thread.join(60)
+        print(json.dumps({"output": outcome[0].output.strip(), "exit": outcome[0].exit_code, "server": server,
+                          "kept": kept, "after": fork_servers()}))
+        """
+    )
+    done = _python(script, tmp_path, str(tmp_path))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    report = json.loads(done.stdout)
+    assert (report["output"], report["exit"]) == ("survived", 0), report
+    assert report["kept"] == report["server"] != [], report  # not closed under the running process
+    assert report["after"] == [], report  # closed once the process ended, as the holder asked
+
+
 def test_nothing_is_printed_after_a_pytest_session_that_used_the_fork_server(tmp_path: Path) -> None:
     """A test leaves a Runtime open after its calls went through the fork server: pytest's session ends,
     then the interpreter's; with every warning an error nothing is printed after pytest's summary."""

@@ -156,9 +156,12 @@ class ServedProcess:
         stderr: int | None,
         stdin: int | None,
         received: bytes = b"",
+        release: Callable[[], None] = lambda: None,
     ) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self._release = release
+        """Lets go of the fork server this process holds (see `hold_fork_server`), once its exit is known."""
         self._channel = channel
         channel.setblocking(False)
         self._buffer = received
@@ -178,6 +181,8 @@ class ServedProcess:
         for line in self._buffer.split(b"\n"):
             if line.startswith(b"X"):
                 self.returncode = int(line[1:])
+        if self.returncode is not None:
+            self._release()
 
     async def wait(self) -> int:
         self._parse()  # the exit may have arrived with the pid
@@ -189,6 +194,7 @@ class ServedProcess:
                 continue
             if not data:  # the server died: the child's fate is unknown, report it as killed
                 self.returncode = -9
+                self._release()
                 break
             self._buffer += data
             self._parse()
@@ -202,6 +208,7 @@ class ServedProcess:
             data = self._channel.recv(256)
             if not data:  # the server died: the child's fate is unknown, report it as killed
                 self.returncode = -9
+                self._release()
                 break
             self._buffer += data
             self._parse()
@@ -238,7 +245,7 @@ def _served(
     split: bool,
     output: int | None = None,
 ) -> ServedProcess:
-    from ..sandbox.launcher import fork_server
+    from ..sandbox.launcher import fork_server, running_on_fork_server
 
     out_read, out_write = os.pipe2(os.O_CLOEXEC) if output is None else (None, os.dup(output))
     err_read, err_write = _pipe_pair(split)
@@ -248,9 +255,13 @@ def _served(
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if in_read is None else None
     theirs = [in_read if in_read is not None else devnull, out_write, err_write if err_write is not None else out_write]
     request = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), **plan.request()}
+    # The server is not closed while the process runs on it: the last Runtime to close (a collected one
+    # included) would otherwise close it, and with it kill this process.
+    release = running_on_fork_server()
     try:
         channel = fork_server().submit(request, [fd for fd in theirs if fd is not None])
     except BaseException:
+        release()
         for fd in (out_read, err_read, in_write):
             if fd is not None:
                 os.close(fd)
@@ -268,6 +279,7 @@ def _served(
         first += chunk
     line, _, rest = first.partition(b"\n")
     if not line.startswith(b"P"):
+        release()
         channel.close()
         for fd in (out_read, err_read, in_write):
             if fd is not None:
@@ -281,7 +293,7 @@ def _served(
         raise kernel.SandboxSetupError(
             f"the sandbox could not be set up ({step}: {os.strerror(number) if number else 'failed'})"
         )
-    return ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest)
+    return ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
 
 
 def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> PidfdProcess:

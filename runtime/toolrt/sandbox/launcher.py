@@ -6,8 +6,9 @@ kills every process it started that is still running when toolrt closes its end 
 socket, or dies (the kernel closes it then), and exits once they are reaped.
 
 Runtimes hold it (`hold_fork_server`, taken by a Runtime's first call): it is closed, its process
-ended and reaped, when the last holder lets go (`Runtime.close`, or the Runtime collected unclosed),
-and at interpreter exit in any case, so nothing outlives toolrt and no warning is printed at exit.
+ended and reaped, when the last holder lets go (`Runtime.close`, or the Runtime collected unclosed)
+and no process runs on it (`running_on_fork_server`: closing it would kill them), and at interpreter
+exit in any case, so nothing outlives toolrt and no warning is printed at exit.
 A server started with no holder (a `run_process` outside any Runtime) lasts until the next last
 holder lets go, or until the interpreter exits.
 """
@@ -26,7 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkServer", "KernelSupport", "close_fork_server", "fork_server", "hold_fork_server"]
+__all__ = [
+    "ForkServer",
+    "KernelSupport",
+    "close_fork_server",
+    "fork_server",
+    "hold_fork_server",
+    "running_on_fork_server",
+]
 
 _HERE = str(Path(__file__).parent)
 # Run as top-level modules from this directory: the package's __init__ imports third-party modules,
@@ -113,6 +121,9 @@ class ForkServer:
 _lock = threading.Lock()
 _server: ForkServer | None = None
 _holders = 0
+_running = 0
+"""Processes running on the server now: a close the last holder asked for waits until they end."""
+_close_pending = False
 
 
 def fork_server() -> ForkServer:
@@ -130,27 +141,57 @@ def fork_server() -> ForkServer:
 
 def hold_fork_server() -> Callable[[], None]:
     """Count one more user of the fork server (started only when a process needs it); returns the
-    idempotent release: the last release closes the server."""
-    global _holders
+    idempotent release: the last release closes the server, once no process runs on it."""
+    global _holders, _close_pending
     with _lock:
         _holders += 1
+        _close_pending = False
     released = False
 
     def release() -> None:
-        global _holders, _server
+        global _holders, _close_pending
         nonlocal released
-        server = None
         with _lock:
             if released:
                 return
             released = True
             _holders -= 1
-            if not _holders:
-                server, _server = _server, None
-        if server is not None:
-            server.close()
+            _close_pending = not _holders
+        _close_if_idle()
 
     return release
+
+
+def running_on_fork_server() -> Callable[[], None]:
+    """Count one more process running on the server; returns the idempotent end. The server closes only
+    when no process runs on it: closing it kills its children (a Runtime collected while another one's
+    process, or a process started without a Runtime, still ran would have ended that process)."""
+    global _running
+    with _lock:
+        _running += 1
+    ended = False
+
+    def end() -> None:
+        global _running
+        nonlocal ended
+        with _lock:
+            if ended:
+                return
+            ended = True
+            _running -= 1
+        _close_if_idle()
+
+    return end
+
+
+def _close_if_idle() -> None:
+    global _server, _close_pending
+    server = None
+    with _lock:
+        if _close_pending and not _holders and not _running:
+            server, _server, _close_pending = _server, None, False
+    if server is not None:
+        server.close()
 
 
 def close_fork_server() -> None:
