@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,26 @@ def test_nothing_is_printed_after_a_pytest_session_that_used_the_fork_server(tmp
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().splitlines()[-1].startswith("1 passed"), done.stdout
     assert done.stderr == "", done.stderr  # e.g. "Exception ignored in: <socket.socket ...> ResourceWarning"
+
+
+def test_a_release_that_runs_while_the_server_starts_does_not_deadlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting the server allocates, so the collector may run a collected Runtime's finalizer right there,
+    in the same thread: its release takes the launcher's lock, which `fork_server` holds."""
+    from toolrt.sandbox import launcher
+
+    start = launcher.ForkServer.__init__
+    release = launcher.hold_fork_server()
+
+    def starting(self: launcher.ForkServer) -> None:
+        release()  # what a finalizer collected at this moment does
+        start(self)
+
+    monkeypatch.setattr(launcher.ForkServer, "__init__", starting)
+    launcher.close_fork_server()
+    started: list[launcher.ForkServer] = []
+    thread = threading.Thread(target=lambda: started.append(launcher.fork_server()), daemon=True)
+    thread.start()
+    thread.join(20)  # a hang guard
+    assert not thread.is_alive(), "fork_server() deadlocked on a release from its own thread"
+    assert started[0].alive()
+    launcher.close_fork_server()

@@ -118,7 +118,9 @@ class ForkServer:
             self.process.wait()
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+"""Reentrant: creating the server can run a collected Runtime's finalizer in the same thread, whose release
+takes it too (a plain lock deadlocked there)."""
 _server: ForkServer | None = None
 _holders = 0
 _running = 0
