@@ -22,11 +22,10 @@ from conftest import ProjectFactory
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from processes import holding
+from serve_http import serving
 from test_serve_input_required import ECHO as GUARDED_ECHO
 from test_serve_input_required import _approve, _audit, rpc
-from test_serve_input_required import serving as serving_raw
 from test_serve_sessions import _statuses
-from test_serve_sessions import serving as serving_skills
 from test_serve_skills import project as skills_project
 from test_serve_skills import request, run
 from test_serve_tasks import MODERN, OPEN, Tasks, _gone, _handle, _marker, _new, cancel_task, get_task
@@ -215,7 +214,7 @@ def test_a_skill_the_model_wrote_is_not_described_in_the_skill_tools_listing_unt
         writer.close()
 
     async def described(rt: Runtime) -> str:
-        async with serving_skills(rt) as url, Client(url, mode="legacy") as client:
+        async with serving(rt) as url, Client(url, mode="legacy") as client:
             listing = await client.list_tools()
         (skill,) = [tool for tool in listing.tools if tool.name == "skill"]
         return skill.description or ""
@@ -246,7 +245,7 @@ def test_a_request_state_accepted_by_one_server_is_refused_by_another_serving_th
     first, second = Runtime.load(root), Runtime.load(root)
 
     async def main() -> None:
-        async with serving_raw(first) as one, serving_raw(second) as other:
+        async with serving(first) as one, serving(second) as other:
             _, asked = await rpc(one, "guarded", {"word": "hi"}, meta={SESSION_META_KEY: "new"})
             token = asked["result"]["_meta"][SESSION_META_KEY]
             retry = {"inputResponses": _approve(asked), "requestState": asked["result"]["requestState"]}
@@ -379,7 +378,7 @@ def test_an_answer_carried_in_the_request_state_answers_only_the_request_it_was_
     rt = Runtime.load(root)
 
     async def main() -> None:
-        async with serving_raw(rt) as url:
+        async with serving(rt) as url:
             arguments = {"filePath": "docs/notes.txt"}
             _, asked = await rpc(url, "read", arguments)
             ((_, question),) = asked["result"]["inputRequests"].items()

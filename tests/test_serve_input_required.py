@@ -11,22 +11,18 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import uvicorn
 from conftest import ProjectFactory
-from test_serve_sessions import _free_port
+from serve_http import serving
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
-from toolrt.faces.serve import build_server
 from toolrt.faces.serve_sessions import SESSION_META_KEY
-from toolrt.scope import CallScope
 
 MODERN = "2026-07-28"
 ECHO = """\
@@ -41,26 +37,6 @@ ELICITING: dict[str, Any] = {"elicitation": {}}
 
 def _project(make_project: ProjectFactory) -> Path:
     return make_project({"guarded": ECHO}, permissions="permission:\n  guarded: ask\n")
-
-
-@asynccontextmanager
-async def serving(rt: Runtime) -> AsyncIterator[str]:
-    server, face = build_server(rt, CallScope())
-    port = _free_port()
-    config = uvicorn.Config(
-        server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port, log_level="error"
-    )
-    web = uvicorn.Server(config)
-    async with anyio.create_task_group() as group:
-        group.start_soon(web.serve)
-        with anyio.fail_after(10):
-            while not web.started:
-                await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            web.should_exit = True
-            face.close()
 
 
 async def rpc(

@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from processes import holding
+from serve_http import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -142,14 +143,6 @@ def test_ask_goes_through_elicitation_and_without_it_is_denied(tmp_path: Path) -
     run(tmp_path / "headless", headless, permissions=rules)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     import socket
@@ -157,7 +150,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     import time
 
     root = project(tmp_path)
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO / "runtime")}
     argv = [sys.executable, "-m", "toolrt", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
     process = subprocess.Popen(argv, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

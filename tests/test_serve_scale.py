@@ -10,7 +10,8 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from test_serve_sessions import MODERN, serving
+from serve_http import serving
+from test_serve_sessions import MODERN
 
 import toolrt.specs
 from toolrt.api import Runtime

@@ -3,25 +3,22 @@ next request answers 404 (never 503), on which the client initializes a new sess
 
 from __future__ import annotations
 
-import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2 as httpx
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from processes import holding
+from serve_http import serving
 from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
-from toolrt.faces.serve import ServeLimits, build_server, http_app
-from toolrt.scope import CallScope
+from toolrt.faces.serve import ServeLimits
 
 ECHO = """\
 id: echo
@@ -42,36 +39,12 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@asynccontextmanager
-async def serving(rt: Runtime, limits: ServeLimits) -> AsyncIterator[str]:
-    """The app of `toolrt serve --transport http` (`http_app`) in this event loop; yields the endpoint URL."""
-    server, face = build_server(rt, CallScope(), limits)
-    port = _free_port()
-    config = uvicorn.Config(http_app(server, "127.0.0.1", limits), host="127.0.0.1", port=port, log_level="error")
-    web = uvicorn.Server(config)
-    async with anyio.create_task_group() as group:
-        group.start_soon(web.serve)
-        while not web.started:
-            await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            web.should_exit = True
-            face.close()
-
-
 def run(tmp_path: Path, max_sessions: int, body: Callable[[Runtime, str], Awaitable[None]]) -> Runtime:
     rt = Runtime.load(project(tmp_path), settings={"data_dir": tmp_path / "data"})
 
     async def main() -> None:
         with anyio.fail_after(60):
-            async with serving(rt, ServeLimits(max_sessions=max_sessions)) as url:
+            async with serving(rt, ServeLimits(max_sessions=max_sessions), whole_app=True) as url:
                 await body(rt, url)
 
     anyio.run(main)

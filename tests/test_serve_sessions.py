@@ -8,27 +8,23 @@ still has its process tree killed.
 
 from __future__ import annotations
 
-import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
 import anyio
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 from processes import holding
+from serve_http import serving
 from test_serve_mcp import SLEEPER
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
 from toolrt.call.sessions import SessionStore
-from toolrt.faces.serve import build_server
 from toolrt.faces.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
-from toolrt.scope import CallScope
 
 MODERN = "2026-07-28"
 ASKING = """\
@@ -48,32 +44,6 @@ def project(tmp_path: Path) -> Path:
     (root / "permissions.yaml").write_text("permission:\n  guarded: ask\n", encoding="utf-8")
     (root / "notes.txt").write_text("alpha\n", encoding="utf-8")
     return root
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@asynccontextmanager
-async def serving(rt: Runtime) -> AsyncIterator[str]:
-    """`toolrt serve --transport http` in this event loop; yields the endpoint URL."""
-    server, face = build_server(rt, CallScope())
-    port = _free_port()
-    config = uvicorn.Config(
-        server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port, log_level="error"
-    )
-    web = uvicorn.Server(config)
-    async with anyio.create_task_group() as group:
-        group.start_soon(web.serve)
-        while not web.started:
-            await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            web.should_exit = True
-            face.close()
 
 
 def run(tmp_path: Path, body: Callable[[Runtime, str], Awaitable[None]]) -> Runtime:

@@ -26,7 +26,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
-from test_serve_sessions import serving
+from serve_http import serving
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records

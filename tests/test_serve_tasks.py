@@ -10,28 +10,26 @@ owning session stop its process tree; another session's, a made-up or garbage ta
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
 import anyio
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client import ClaimContext, ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
 from processes import holding
 from pydantic import ConfigDict
-from test_serve_sessions import _alive, _free_port, _statuses
+from serve_http import serving
+from test_serve_sessions import _alive, _statuses
 
 from toolrt.api import Runtime
 from toolrt.call.context import ToolContext
-from toolrt.faces.serve import ServeLimits, build_server
+from toolrt.faces.serve import ServeLimits
 from toolrt.faces.serve_sessions import SESSION_META_KEY
 from toolrt.faces.serve_tasks import EXTENSION
-from toolrt.scope import CallScope
 
 MODERN = "2026-07-28"
 SLEEPER = """\
@@ -203,26 +201,6 @@ def project(tmp_path: Path, permissions: str = "") -> Path:
     (root / "toolrt.yaml").write_text("builtin_tools: [bash]\n" + permissions, encoding="utf-8")
     (root / "permissions.yaml").write_text("permission:\n  '*': allow\n  guarded: ask\n", encoding="utf-8")
     return root
-
-
-@asynccontextmanager
-async def serving(rt: Runtime, limits: ServeLimits | None = None) -> AsyncIterator[str]:
-    server, face = build_server(rt, CallScope(), limits)
-    port = _free_port()
-    config = uvicorn.Config(
-        server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port, log_level="error"
-    )
-    web = uvicorn.Server(config)
-    async with anyio.create_task_group() as group:
-        group.start_soon(web.serve)
-        with anyio.fail_after(10):
-            while not web.started:
-                await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            web.should_exit = True
-            face.close()
 
 
 def run(root: Path, body: Callable[[Runtime, str], Awaitable[None]], limits: ServeLimits | None = None) -> Runtime:

@@ -23,8 +23,8 @@ import anyio
 import pytest
 from conftest import ProjectFactory
 from pg_server import postgres_server, postgres_uri  # noqa: F401  (fixtures)
+from serve_http import free_port
 from test_serve_input_required import ECHO, _approve, rpc
-from test_serve_sessions import _free_port
 
 from toolrt.faces.serve_sessions import SESSION_META_KEY
 from toolrt.store import open_store, session_id
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _start(root: Path, data: Path, store: str) -> tuple[int, subprocess.Popen[bytes], BinaryIO]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TOOLRT_DATA_DIR": str(data), "TOOLRT_STORE": store, "PYTHONPATH": str(REPO / "runtime")}
     argv = [sys.executable, "-m", "toolrt", "serve", "--transport", "http", "--port", str(port), "--root", str(root)]
     log = (data / f"serve-{port}.log").open("wb")
