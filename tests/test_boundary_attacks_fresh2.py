@@ -2,17 +2,22 @@
 host, real bash and python in the kernel sandbox, under both launchers, and a real second toolrt process.
 
 toolrt pins a listed socket (device, inode) the first time it sees it, per toolrt process: a `toolrt
-call` is a new process. A listed socket in the writable set (`$SSH_AUTH_SOCK` under /tmp) that a
+call` is a new process. Each sandboxed process here runs inside a span of the attribution journal, as a
+process tool's does, and the next toolrt reads that journal.
+
+A listed socket in the writable set (`$SSH_AUTH_SOCK` under /tmp) that a
 sandboxed process could rename aside and replace with another daemon's socket (a tmux server, an
 editor's IPC socket: both run commands as the person) would be pinned as that one by the next toolrt.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +26,12 @@ import anyio
 import pytest
 from unix_daemons import Daemon
 
+from toolrt.attribution import journal_for
+from toolrt.errors import Problem
 from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.execute.confinement import confinement
 from toolrt.sandbox import seccomp
+from toolrt.sandbox.config import host_layer
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
@@ -53,6 +62,7 @@ NEXT_TOOLRT = """
 import sys, anyio
 from dataclasses import replace
 from pathlib import Path
+from toolrt.attribution import journal_for
 from toolrt.execute import build_env, run_process
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
@@ -61,7 +71,9 @@ from toolrt.sandbox.support import detect_support
 async def main():
     launch, listed, root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     support = replace(detect_support(), launch=launch)
-    plan = plan_sandbox(SandboxPolicy(sockets=(listed,)), support, root=root, output_dir=root / "out")
+    journal = journal_for(root.parent / "data")
+    policy = SandboxPolicy(sockets=(listed,))
+    plan = plan_sandbox(policy, support, root=root, output_dir=root / "out", journal=journal)
     result = await run_process(sys.argv[4:], cwd=root, env=build_env(), timeout=30, sandbox=plan)
     print(result.output, end="")
 
@@ -89,11 +101,27 @@ def _run(argv: list[str], root: Path, launch: str, listed: Path, *, network: boo
     async def main() -> ProcessOutcome:
         support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
         policy = SandboxPolicy(network=network, sockets=(str(listed),))
-        plan = plan_sandbox(policy, support, root=root, output_dir=root / "out")
+        journal = journal_for(root.parent / "data")
+        plan = plan_sandbox(policy, support, root=root, output_dir=root / "out", journal=journal)
         assert plan is not None
-        return await run_process(argv, cwd=root, env=build_env(), timeout=30, sandbox=plan)
+        with journal.process("call-1", timeout=30, confined=confinement(plan)):
+            return await run_process(argv, cwd=root, env=build_env(), timeout=30, sandbox=plan)
 
     return anyio.run(main)
+
+
+def _wait_for_file_times_past(moment: int, directory: Path) -> None:
+    """Until a file made in `directory` has a ctime after `moment` (file times come from the kernel's
+    coarse clock, a tick behind `time.time_ns()`)."""
+    probe = directory / ".probe"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        probe.touch()
+        changed = os.stat(probe).st_ctime_ns
+        probe.unlink()
+        if changed > moment:
+            return
+    raise AssertionError("the file clock did not move on in 5 s")
 
 
 def _next_toolrt(launch: str, listed: Path, root: Path, *argv: str) -> str:
@@ -142,14 +170,12 @@ def test_a_link_made_where_a_listed_socket_is_missing_is_never_pinned(
     assert other.accepted == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: a listed socket path absent when toolrt starts, in a writable directory, can be given "
-    "another daemon's socket by a rename (one name, so the link check cannot see it); the next toolrt pins it",
-)
 def test_a_socket_renamed_where_a_listed_socket_is_missing_is_never_pinned(
     tmp_path: Path, project: Path, other: Daemon
 ) -> None:
+    """The agent is not running: its name is free in a writable directory. Before: the process renamed
+    the tmux server's socket there (one name, so the link check cannot see it), and the next toolrt
+    pinned it. A rename sets the socket's ctime, inside the process's journalled span."""
     listed = tmp_path / "ssh-late" / "agent.3"
     listed.parent.mkdir()
     result = _run(["bash", "-c", f"mv {other.path} {listed} && echo moved"], project, "thread", listed)
@@ -157,6 +183,29 @@ def test_a_socket_renamed_where_a_listed_socket_is_missing_is_never_pinned(
     output = _next_toolrt("thread", listed, project, sys.executable, "-c", CLIENT, str(listed))
     assert output.splitlines()[0].startswith("main -> refused: "), output
     assert other.accepted == 0
+    problems: list[Problem] = []  # the person is told why, when toolrt reads its settings
+    journal = journal_for(tmp_path / "data")
+    host_layer(None, None, None, source="host settings", problems=problems, sockets=(listed,), journal=journal)
+    assert [p.message for p in problems] == [
+        f"sandbox.sockets names '{listed}', which was put there or changed while a process a tool started ran "
+        "(call call-1): it may be another daemon's socket moved into its place. Restart the daemon, then toolrt"
+    ]
+
+
+def test_a_daemon_started_after_the_process_ended_is_pinned(tmp_path: Path, project: Path) -> None:
+    """The journal refuses only a change made inside a span: the agent the person starts after the call
+    ended is pinned by the next toolrt and reached."""
+    listed = tmp_path / "ssh-late" / "agent.5"
+    listed.parent.mkdir()
+    result = _run(["bash", "-c", "echo ran"], project, "thread", listed)
+    assert result.output.strip() == "ran", result.output
+    _wait_for_file_times_past(time.time_ns(), listed.parent)
+    agent = Daemon(listed)
+    try:
+        output = _next_toolrt("thread", listed, project, sys.executable, "-c", CLIENT, str(listed))
+        assert output.splitlines()[0] == "main -> agent.5", output
+    finally:
+        agent.server.close()
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)

@@ -340,6 +340,13 @@ class Journal:
         self._append({"kind": "model", "path": key, "digest": digest, "call": call, "via": "process"})
         return Hold(path, digest, call, "process")
 
+    def span_at(self, path: str, moment_ns: int) -> str | None:
+        """The call of a journalled process span that `moment_ns` (a file's `st_ctime`) falls inside, at a
+        place (`path`) that span's process could write; None when no process a tool started could have
+        made that change. A span still open, or cut off by toolrt's death, counts up to now."""
+        with self._lock:
+            return _inside_span(self._read(), ((path, moment_ns),))
+
     def previous(self, path: Path) -> bytes | None:
         """The content last accepted as the person's at `path`, when kept."""
         with self._lock:

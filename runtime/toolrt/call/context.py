@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from ..attribution import journal_for
 from ..errors import DeniedError, ToolFailure
 from ..permissions.denied_reads import ReadDenies
 from ..permissions.model import PermissionRequest
@@ -266,7 +267,10 @@ class ToolContext:
         if self.sandbox is None:
             return None
         output_dir = tool_output_dir(self.data_dir, self.root)
-        return call_plan(self.sandbox, root=self.root, output_dir=output_dir, granted=self.granted, reads=self.reads)
+        journal = journal_for(self.data_dir)
+        return call_plan(
+            self.sandbox, root=self.root, output_dir=output_dir, granted=self.granted, reads=self.reads, journal=journal
+        )
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the project root (no symlinks resolved)."""

@@ -18,10 +18,11 @@ from ..config.document import Document
 from ..errors import Problem, ToolFailure
 from .masks import NO_MASKS, DenyTest, denied_paths
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
-from .supervisor import pin
+from .supervisor import pin, refusal
 from .support import Support, detect_support
 
 if TYPE_CHECKING:
+    from ..attribution import Journal
     from .plan import SandboxPlan
 
 __all__ = [
@@ -48,13 +49,15 @@ def host_layer(
     source: str,
     problems: list[Problem],
     sockets: tuple[Path, ...] | None = None,
+    journal: Journal | None = None,
 ) -> SandboxLayer:
     """The host's sandbox settings (`toolrt.config.settings.SandboxSettings`, resolved from the command line, the
     environment and the user settings file) as a layer; a writable path that is no directory is an error.
 
     Each listed socket is pinned here (`supervisor.pin`), when toolrt reads its settings and before any
     tool ran; one that is no socket now (or is reached through a symlink) is reported and pinned when
-    it first is one."""
+    it first is one; one a process a tool started put there (per the attribution `journal`) is reported
+    and never pinned by this process."""
     paths = tuple(Path(os.path.normpath(p)) for p in writable) if writable is not None else None
     for path in paths or ():
         if not path.is_absolute() or not path.is_dir():
@@ -62,10 +65,10 @@ def host_layer(
                 Problem(source, 0, 0, "", f"sandbox.writable names '{path}', which is not an existing directory")
             )
     listed = tuple(dict.fromkeys(os.path.normpath(p) for p in sockets or ()))
-    pinned = {path for path, _, _ in pin(p for p in listed if os.path.isabs(p))}
+    pinned = {path for path, _, _ in pin((p for p in listed if os.path.isabs(p)), journal)}
     for named in listed:
         if named not in pinned:
-            why = "is not a UNIX socket now (or is a symlink)" if os.path.isabs(named) else "is not an absolute path"
+            why = refusal(named, journal) or "is not a UNIX socket now (or is a symlink)"
             problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
     known: Mode | None = next((m for m in MODES if m == mode), None)
     return SandboxLayer(known, network, paths, None, tuple(p for p in listed if os.path.isabs(p)), source)
@@ -156,6 +159,7 @@ def call_plan(
     granted: Iterable[tuple[str, str]] = (),
     support: Support | None = None,
     reads: DenyTest | None = None,
+    journal: Journal | None = None,
 ) -> SandboxPlan | None:
     """The plan for one call: the policy widened by the call's allowed `external_directory` requests,
     with the files inside the root that `reads` (the call's `read` rules) deny masked. A protected path
@@ -190,6 +194,7 @@ def call_plan(
         output_dir=output_dir,
         masks=masks,
         granted=tuple(d for d in directories if d not in policy.writable),
+        journal=journal,
     )
     if plan is None and policy.required:
         raise ToolFailure(

@@ -13,6 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ToolFailure
 from ..permissions.model import usable_exempt
@@ -25,6 +26,9 @@ from .seatbelt import seatbelt_argv
 from .seccomp import supported as seccomp_supported
 from .supervisor import pin
 from .support import Support
+
+if TYPE_CHECKING:
+    from ..attribution import Journal
 
 __all__ = ["DEVICE_FILES", "SandboxPlan", "pinned_directories", "plan_sandbox", "within", "writable_set"]
 
@@ -151,9 +155,11 @@ def plan_sandbox(
     output_dir: Path,
     masks: Masks = NO_MASKS,
     granted: tuple[Path, ...] = (),
+    journal: Journal | None = None,
 ) -> SandboxPlan | None:
     """The plan for `policy` on this machine; None when the mode is `off` or no mechanism exists.
-    `granted`: the directories of `policy.writable` an approval widened it by for this call.
+    `granted`: the directories of `policy.writable` an approval widened it by for this call. `journal`:
+    the attribution journal, which refuses to pin a listed socket a process put in place (`pin`).
 
     Raises:
         ToolFailure: `masks` is not empty and this machine has no way to hide them (Landlock without a
@@ -206,7 +212,7 @@ def plan_sandbox(
         parts.append("absent protected names: rules only")
     if masks:
         parts.append(f"masked {_count(masks)}")
-    sockets = pin(policy.sockets) if policy.sockets and seccomp_supported() else ()
+    sockets = pin(policy.sockets, journal) if policy.sockets and seccomp_supported() else ()
     if sockets:
         parts.append(f"{len(sockets)} listed UNIX socket{'s' if len(sockets) > 1 else ''}")
     # A listed socket the process could rename aside, or put another socket in the place of, would be

@@ -39,10 +39,14 @@ import stat
 import struct
 import threading
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from . import kernel
 
-__all__ = ["pin", "supervise"]
+if TYPE_CHECKING:
+    from ..attribution import Journal
+
+__all__ = ["pin", "refusal", "supervise"]
 
 _NOTIF_RECV = 0xC0502100  # _IOWR('!', 0, struct seccomp_notif)
 _NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
@@ -80,37 +84,68 @@ _pins: dict[str, tuple[int, int]] = {}
 _pins_lock = threading.Lock()
 
 
-def pin(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
+def pin(paths: Iterable[str], journal: Journal | None = None) -> tuple[tuple[str, int, int], ...]:
     """(path, device, inode) of each listed path that is a socket now, reached with no symlink on the way.
 
     The first file found at a path is kept for the life of this process (toolrt looks when it reads
     the settings, before any tool ran): a socket the sandbox later renames over it, or a link put in
     its place, is another file and is refused. A daemon that re-creates its socket needs toolrt
     restarted. A path with no socket yet is pinned the first time one is found there; a socket with a
-    second name (a hard link: `bind` makes one name) never is. The next toolrt pins afresh: in the
-    sandbox a listed socket is a mount point (see `plan`), so no process moves another one in its place."""
+    second name (a hard link: `bind` makes one name) never is, nor (with the attribution `journal`) one
+    whose `st_ctime` falls inside the span of a process a tool started, at a place it could write: a
+    rename sets the ctime, so another daemon's socket renamed where a listed one was missing is refused
+    (`refusal` says why). A daemon that binds its socket while such a process runs is refused too, until
+    toolrt restarts after that process ended. The next toolrt pins afresh: in the sandbox a pinned socket
+    is a mount point (see `plan`), so no process moves another one in its place."""
     found = []
     for path in paths:
         with _pins_lock:
             kept = _pins.get(path)
         if kept is None:
-            root = os.open("/", os.O_PATH | os.O_CLOEXEC)
-            try:
-                fd = kernel.open_in_root(root, path)
-            except OSError:
+            looked = _look(path, journal)
+            if isinstance(looked, str):
                 continue
-            finally:
-                os.close(root)
-            try:
-                info = os.fstat(fd)
-            finally:
-                os.close(fd)
-            if not stat.S_ISSOCK(info.st_mode) or info.st_nlink != 1:
-                continue  # a daemon's socket has one name: a second is a link a process may have made
             with _pins_lock:
-                kept = _pins.setdefault(path, (info.st_dev, info.st_ino))
+                kept = _pins.setdefault(path, looked)
         found.append((path, *kept))
     return tuple(found)
+
+
+def refusal(path: str, journal: Journal | None = None) -> str | None:
+    """Why `pin` leaves `path` out (None: it pins it)."""
+    with _pins_lock:
+        if path in _pins:
+            return None
+    looked = _look(path, journal)
+    return looked if isinstance(looked, str) else None
+
+
+def _look(path: str, journal: Journal | None) -> tuple[int, int] | str:
+    """The identity (device, inode) of the socket at `path`, or why it is not to be pinned."""
+    if not os.path.isabs(path):
+        return "is not an absolute path"
+    root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    try:
+        fd = kernel.open_in_root(root, path)
+    except OSError:
+        return "is not a UNIX socket now (or is a symlink)"
+    finally:
+        os.close(root)
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISSOCK(info.st_mode):
+        return "is not a UNIX socket now (or is a symlink)"
+    if info.st_nlink != 1:  # a daemon's socket has one name: a second is a link a process may have made
+        return "is a socket with a second name (a hard link a process may have made)"
+    call = journal.span_at(path, info.st_ctime_ns) if journal is not None else None
+    if call is not None:
+        return (
+            f"was put there or changed while a process a tool started ran (call {call}): it may be another "
+            "daemon's socket moved into its place. Restart the daemon, then toolrt"
+        )
+    return (info.st_dev, info.st_ino)
 
 
 def supervise(listener: int, sockets: Iterable[tuple[str, int, int]], *, network: bool) -> None:
