@@ -61,12 +61,14 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | Non
     if plan.no_unix_sockets and plan.sockets and _UNIX_SOCKET.search(output):
         return (
             "toolrt: the sandbox refuses datagram UNIX sockets (a seccomp filter), since one could send to any "
-            "local daemon (syslog, journald). Stream sockets reach the listed sockets only (sandbox.sockets)."
+            "local daemon (syslog, journald), and every address family other than IP and netlink (vsock, packet, "
+            "Bluetooth). Stream sockets reach the listed sockets only (sandbox.sockets)."
         )
     if plan.no_unix_sockets and _UNIX_SOCKET.search(output):
         return (
-            "toolrt: the sandbox refuses UNIX sockets (a seccomp filter on socket(AF_UNIX)), so no local daemon "
-            "(docker, D-Bus, an ssh agent, a database by socket path) can be reached from here. Use TCP on "
+            "toolrt: the sandbox refuses UNIX sockets (a seccomp filter on socket(AF_UNIX)) and every address "
+            "family other than IP and netlink (vsock, packet, Bluetooth), so no local daemon (docker, D-Bus, an ssh "
+            "agent, a database by socket path) and no hypervisor host can be reached from here. Use TCP on "
             "127.0.0.1 where the service offers it, or ask the person to run the command outside toolrt."
         )
     if plan.deny_network and _NETWORK.search(output):
@@ -152,6 +154,7 @@ def _silent(plan: SandboxPlan, exit_code: int | None) -> str | None:
     refused.append("device nodes")
     if plan.no_unix_sockets:
         refused.append("UNIX sockets other than sandbox.sockets" if plan.sockets else "UNIX sockets (local daemons)")
+        refused.append("sockets other than IP and netlink (vsock, packet, Bluetooth)")
     if plan.deny_network:
         refused.append("every network connection")
     status = f"killed by signal {-exit_code}" if exit_code < 0 else f"exit status {exit_code}"

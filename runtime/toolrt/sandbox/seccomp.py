@@ -10,6 +10,14 @@ re-`connect` to) any path. Syscalls of another architecture (32-bit programs, x3
 `io_uring_setup` are refused with `ENOSYS`: their socket calls (`socketcall`, `IORING_OP_SOCKET`)
 would go around the filter.
 
+Of the other address families only IP (`AF_INET`, `AF_INET6`) and netlink (`AF_NETLINK`: routes and
+addresses, as `getaddrinfo` reads them) may be made, for `socket` and `socketpair`: each lives in the
+process's network namespace, so an empty one cuts it. The rest are refused like UNIX sockets
+(`EAFNOSUPPORT`) in every network mode: `AF_VSOCK` reaches the hypervisor's host (CID 2) and a
+loopback transport's local listeners (CID 1) whatever the network namespace, Bluetooth and NFC ignore
+it, and packet, XDP and crypto (`AF_ALG`) sockets are kernel surface no tool needs (packet and XDP need
+`CAP_NET_RAW`, dropped anyway).
+
 With a host allow-list (`supervised`), stream and seqpacket UNIX sockets may be made, and every
 `connect` goes to a supervisor in toolrt (`SECCOMP_RET_USER_NOTIF`, see `supervisor`), which connects
 the socket itself, to a listed socket only. Neither type can reach a new peer any other way: `sendto`
@@ -44,6 +52,7 @@ _JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
 _NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (args' low words, little-endian)
 _AF_UNIX = 1
+_AF_INET, _AF_INET6, _AF_NETLINK = 2, 10, 16
 _SOCK_TYPE_MASK = 0xF
 _SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
 _X32_BIT = 0x40000000
@@ -84,10 +93,12 @@ def _program(supervised: bool) -> list[tuple[int, int, int, int]]:
         ("", [(_LD_ABS, None, None, _ARCH), (_JEQ, None, "enosys", arch), (_LD_ABS, None, None, _NR), *x32]),
         ("", [(_JEQ, "enosys", None, _IO_URING_SETUP), (_JEQ, "socket", None, socket_nr)]),
         ("", [(_JEQ, "pair", None, socketpair_nr), *connect, (_RET, None, None, _RET_ALLOW)]),
-        ("socket", [(_LD_ABS, None, None, _ARG0), (_JEQ, unix_socket, "allow", _AF_UNIX)]),
-        ("pair", [(_LD_ABS, None, None, _ARG0), (_JEQ, "type", "allow", _AF_UNIX)]),
+        ("socket", [(_LD_ABS, None, None, _ARG0), (_JEQ, unix_socket, "family", _AF_UNIX)]),
+        ("pair", [(_LD_ABS, None, None, _ARG0), (_JEQ, "type", "family", _AF_UNIX)]),
         ("type", [(_LD_ABS, None, None, _ARG1), (_AND, None, None, _SOCK_TYPE_MASK)]),
         ("", [(_JEQ, "allow", None, _SOCK_STREAM), (_JEQ, "allow", "refuse", _SOCK_SEQPACKET)]),
+        ("family", [(_JEQ, "allow", None, _AF_INET), (_JEQ, "allow", None, _AF_INET6)]),
+        ("", [(_JEQ, "allow", "refuse", _AF_NETLINK)]),
         ("notify", [(_RET, None, None, _RET_USER_NOTIF)]),
         ("allow", [(_RET, None, None, _RET_ALLOW)]),
         ("enosys", [(_RET, None, None, _RET_ERRNO | errno.ENOSYS)]),
