@@ -1,4 +1,5 @@
-"""A minimal `/dev` for the sandbox's mount namespace: no block device is reachable, even by uid 0.
+"""A minimal `/dev` for the sandbox's mount namespace: no block device is reachable, even by uid 0;
+and a `/proc` that lists only the process's own tree (`own_proc`).
 
 A read-only tmpfs covers `/dev`; only what programs need is bound back in from the host: `null`,
 `zero`, `full`, `random`, `urandom`, `tty`, `ptmx`, the `pts` and `shm` directories, and the `fd`,
@@ -14,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["DEVICES", "DIRECTORIES", "minimal_dev"]
+__all__ = ["DEVICES", "DIRECTORIES", "minimal_dev", "own_proc"]
 
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
 DIRECTORIES = ("pts", "shm")
@@ -22,10 +23,15 @@ _LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/se
 
 _MS_RDONLY = 1
 _MS_NOSUID = 2
+_MS_NODEV = 4
 _MS_NOEXEC = 8
 _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
+
+_PROC_OPTIONS = "hidepid=invisible,gid=2147483646"
+"""Only processes the reader may trace are listed; `gid` names a group no one is in (by default root's
+group, whose members see every process)."""
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
@@ -61,3 +67,15 @@ def minimal_dev() -> None:
     finally:
         for fd in kept.values():
             os.close(fd)
+
+
+def own_proc() -> bool:
+    """In a fresh private mount namespace: cover `/proc` with a procfs of its own that lists only the
+    processes the reader may trace (`hidepid=invisible`), which under Landlock's ptrace scoping are
+    the process's own tree. Whether it was mounted (False: this namespace's owner may not mount a
+    procfs of the host's PID namespace, as in the fork server's user namespace)."""
+    try:
+        _mount("proc", "/proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "proc", _PROC_OPTIONS)
+    except OSError:  # EPERM in a user namespace: the host's /proc stays (its processes' files still need ptrace)
+        return False
+    return True

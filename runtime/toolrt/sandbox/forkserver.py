@@ -269,6 +269,10 @@ def _child(
         os.chdir(str(request["cwd"]))
         if own_pids:
             step = "fork"
+            # The stand-in never execs: it holds the server's memory, toolrt's environment included,
+            # and sits in the program's Landlock domain. Untraceable from before the fork, the program
+            # can neither read it nor see it in /proc; its own exec makes the init dumpable again.
+            kernel.set_undumpable()
             stand_in = os.pidfd_open(os.getpid())
             _wait_for_init(os.fork(), report)  # never returns in this process; the child goes on
             kernel.set_parent_death_signal(signal.SIGKILL)

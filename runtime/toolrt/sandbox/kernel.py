@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 if __package__:
-    from .devices import minimal_dev
+    from .devices import minimal_dev, own_proc
 else:  # run by path under `python -I -S`, outside the package (the fork server)
-    from devices import minimal_dev  # type: ignore[import-not-found,no-redef]
+    from devices import minimal_dev, own_proc  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
     "CLONE_FS",
@@ -68,6 +68,7 @@ _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP = 24
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -303,6 +304,13 @@ def set_parent_death_signal(signum: int) -> None:
         raise _fail("prctl(PR_SET_PDEATHSIG)")
 
 
+def set_undumpable() -> None:
+    """Make the calling process untraceable by its user (its `/proc/PID/environ`, `mem`, `fd` need
+    CAP_SYS_PTRACE; `hidepid=invisible` hides it). An `exec` makes the new program dumpable again."""
+    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise _fail("prctl(PR_SET_DUMPABLE)")
+
+
 def set_no_new_privs() -> None:
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise _fail("prctl(PR_SET_NO_NEW_PRIVS)")
@@ -388,9 +396,10 @@ def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
 def mount_key(
     read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool = False, pinned: Sequence[str] = ()
 ) -> tuple[Any, ...]:
-    """What a kept mount namespace is made of: whether `/dev` is the minimal one, the identity of each
-    protected path, of each masked path and of each pinned directory (see `bind_read_only`), so a file
-    replaced on disk (or a new denied file) gets a fresh namespace."""
+    """What a kept mount namespace is made of: whether `/dev` is the minimal one (and `/proc` lists only
+    the process's own tree), the identity of each protected path, of each masked path and of each pinned
+    directory (see `bind_read_only`), so a file replaced on disk (or a new denied file) gets a fresh
+    namespace."""
     if masks is None:
         return (dev, identity_key(read_only), (), (), "", identity_key(pinned))
     return (
@@ -407,6 +416,7 @@ def make_mounts(key: tuple[Any, ...]) -> None:
     """In a fresh private mount namespace: the mounts a `mount_key` describes."""
     if key[0]:
         minimal_dev()
+        own_proc()
     bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]])
     if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
