@@ -136,3 +136,31 @@ def test_the_model_is_told_why_and_ordinary_directories_stay_its_own(project: Pa
     )
     assert output.strip() == "DONE"  # moves between directories and removals at the root work as outside
     assert (project / "lib2" / "stage.yaml").is_file() and not (project / "build").exists()
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_the_cover_holds_when_its_lower_directory_is_replaced_between_calls(project: Path, launch: Launch) -> None:
+    """Covered namespaces are copied from a kept base holding the overlay's lower layer; a lower
+    directory removed and made again (a data directory cleaned up) gets a fresh base, not a broken one."""
+    snapshot = build_snapshot(project, partial=True)
+    support = replace(SUPPORT, launch=launch)
+
+    def attempt() -> str:
+        plan = call_plan(snapshot.sandbox, root=project, output_dir=snapshot.truncation_dir, support=support)
+        assert plan is not None and plan.covered
+
+        async def main() -> ProcessOutcome:
+            command = "mkdir .vscode && echo MADE; ls -d .vscode; echo DONE"
+            return await run_process(["bash", "-c", command], cwd=project, env=build_env(), timeout=30, sandbox=plan)
+
+        return anyio.run(main).output
+
+    first = attempt()
+    plan = call_plan(snapshot.sandbox, root=project, output_dir=snapshot.truncation_dir)
+    assert plan is not None
+    lower = Path(plan.cover_dirs[0])
+    subprocess.run(["rm", "-rf", str(lower)], check=True)
+    second, third = attempt(), attempt()
+    for output in (first, second, third):
+        assert "MADE" not in output and ".vscode\nDONE" in output, output
+    assert not (project / ".vscode").exists()

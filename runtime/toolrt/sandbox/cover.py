@@ -66,6 +66,9 @@ def cover_request(root: Path, names: tuple[str, ...], output_dir: Path, launch: 
     if not names or launch not in ("thread", "forkserver"):
         return None
     found = _directories(str(root), str(output_dir.parent.parent), output_dir.name)
+    if found is not None and not (os.path.isdir(found[0]) and os.path.isdir(found[1])):
+        _directories.cache_clear()  # removed since (a data directory cleaned up): made again
+        found = _directories(str(root), str(output_dir.parent.parent), output_dir.name)
     if found is None:
         return None
     cover = {"root": str(root), "names": list(names), "lower": found[0], "work": found[1]}

@@ -53,6 +53,8 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Callable
+from typing import Any
 
 if __package__:
     from . import kernel, seccomp
@@ -118,13 +120,24 @@ class _Kept:
         self.wanted: tuple[tuple[object, ...], tuple[object, ...], dict[str, object]] | None = None
         """The spare to make once the current request is answered."""
         self.mounts: dict[tuple[object, ...], int] = {}
+        self.bases: dict[tuple[object, ...], int] = {}
+        """Namespaces each covered one is copied from (`kernel.cover_base_key` → fd)."""
         self.net: int | None = None
         self.rulesets: dict[tuple[object, ...], int] = {}
         """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
 
     def _made_by_holder(
-        self, flags: int, mounts: tuple[object, ...] | None, kind: str, cover: dict[str, object] | None = None
+        self,
+        flags: int,
+        mounts: tuple[object, ...] | None,
+        kind: str,
+        cover: dict[str, object] | None = None,
+        *,
+        base: int | None = None,
+        build: Callable[[], None] | None = None,
     ) -> int:
+        """A namespace of `kind`, made by a child that unshares `flags` (after joining `base`, a mount
+        namespace to copy) and then runs `build`, or makes `mounts` (and the `cover` of a single-use one)."""
         ready_read, ready_write = os.pipe()
         done_read, done_write = os.pipe()
         pid = os.fork()
@@ -132,12 +145,19 @@ class _Kept:
             os.close(ready_read)
             os.close(done_write)
             try:
+                if base is not None:
+                    kernel.setns(base, kernel.CLONE_NEWNS)
                 kernel.unshare(flags)
-                if mounts is not None:
-                    kernel.make_mounts_private()
-                    if cover is not None:
+                if build is not None:
+                    build()
+                elif mounts is not None:
+                    if base is None:
+                        kernel.make_mounts_private()
+                    if cover is not None and base is not None:
+                        kernel.cover_root(cover["cover"])  # type: ignore[arg-type]
+                    elif cover is not None:
                         kernel.cover_absent(cover["cover"])  # type: ignore[arg-type]
-                    kernel.make_mounts(mounts)
+                    kernel.make_mounts(mounts, dev=base is None)
                 os.write(ready_write, b"1")
                 os.read(done_read, 1)  # stay alive until the server holds the namespace
             finally:
@@ -170,9 +190,24 @@ class _Kept:
         spec = {"cover": cover, "masks": masks}
         fd = self.spares.pop(full, None)
         if fd is None:
-            fd = self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec)
+            fd = self._covered(key, spec)
         self.wanted = (full, key, spec)
         return fd
+
+    def _covered(self, key: tuple[object, ...], spec: dict[str, object]) -> int:
+        """A covered namespace, copied from its kept base where one can serve (see `kernel.cover_base`)."""
+        cover: Any = spec["cover"]
+        if not kernel.base_usable(cover):
+            return self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec)
+        base_key = kernel.cover_base_key(key, cover)
+        base = self.bases.get(base_key)
+        if base is None:
+            if len(self.bases) >= 4:
+                os.close(self.bases.pop(next(iter(self.bases))))
+            dev = bool(key[0])
+            build = lambda: kernel.cover_base(dev, cover)  # noqa: E731
+            base = self.bases[base_key] = self._made_by_holder(kernel.CLONE_NEWNS, None, "mnt", build=build)
+        return self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec, base=base)
 
     def make_spare(self) -> None:
         """Make the spare the last covered request asked for (after that request was answered)."""
@@ -183,7 +218,7 @@ class _Kept:
         if full in self.spares:
             return
         try:
-            fd = self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec)
+            fd = self._covered(key, spec)
         except OSError:
             return  # the next request makes its own, and reports what fails
         if len(self.spares) >= 4:

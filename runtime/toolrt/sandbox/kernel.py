@@ -412,14 +412,47 @@ def mount_key(
     )
 
 
-def make_mounts(key: tuple[Any, ...]) -> None:
-    """In a fresh private mount namespace: the mounts a `mount_key` describes."""
-    if key[0]:
+def make_mounts(key: tuple[Any, ...], *, dev: bool = True) -> None:
+    """In a fresh private mount namespace: the mounts a `mount_key` describes (`dev`: its minimal /dev
+    and own /proc too; False: they came with the namespace this one was copied from)."""
+    if key[0] and dev:
         minimal_dev()
         own_proc()
     bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]])
     if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
+
+
+def cover_base_key(key: tuple[Any, ...], cover: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a covered namespace's base (`cover_base`) is made of: the minimal /dev, and the overlay's
+    lower layer. A lower directory removed and made again (a data directory cleaned up) gets a fresh
+    base: the old one's tmpfs went with the old directory. Its change time is part of the key, since a
+    new directory may get the old one's inode number."""
+    lower = str(cover["lower"])
+    try:
+        changed = os.lstat(lower).st_ctime_ns
+    except OSError:
+        changed = 0
+    return (key[0], tuple(map(str, cover["names"])), identity_key([lower]), changed)
+
+
+def base_usable(cover: Mapping[str, Any]) -> bool:
+    """Whether a covered namespace can be copied from a base (`cover_base`): not when the root holds
+    `/dev` or `/proc`, whose mounts the overlay on the root would hide."""
+    root = os.path.normpath(str(cover["root"])).rstrip("/") + "/"
+    return not any((path + "/").startswith(root) for path in ("/dev", "/proc"))
+
+
+def cover_base(dev: bool, cover: Mapping[str, Any]) -> None:
+    """In a fresh mount namespace: what every covered namespace made from it shares, outside the project
+    root (see `cover_absent`): the overlay's read-only lower layer and, with `dev`, the minimal /dev and
+    own /proc. A covered namespace copied from it (`unshare` after `setns`) copies these mounts instead
+    of making them, and adds only `cover_root` and the mounts beneath the root (`make_mounts(dev=False)`)."""
+    make_mounts_private()
+    cover_lower(cover)
+    if dev:
+        minimal_dev()
+        own_proc()
 
 
 def cover_absent(cover: Mapping[str, Any]) -> None:
@@ -439,14 +472,26 @@ def cover_absent(cover: Mapping[str, Any]) -> None:
     data directory holding `lower` and `work` read-only after them).
 
     An overlay caches what it looked up and does not see changes made beside it, so a namespace with a
-    cover serves one process and is never kept (see `namespaces.covered_namespace`)."""
-    root = str(cover["root"])
+    cover serves one process and is never kept (see `namespaces.covered_namespace`); its lower layer
+    can come from a kept base (`cover_base`), then only `cover_root` is made per process."""
+    cover_lower(cover)
+    cover_root(cover)
+
+
+def cover_lower(cover: Mapping[str, Any]) -> None:
+    """The overlay's lower layer: a read-only tmpfs on `lower` with an empty directory per absent name."""
     lower = os.fsencode(str(cover["lower"]))
     hidden = MS_NOSUID | MS_NODEV | MS_NOEXEC
     _mount(b"toolrt-protected", lower, hidden, b"tmpfs")
     for name in cover["names"]:
         os.mkdir(os.path.join(str(cover["lower"]), str(name)), 0o555)
     _mount(None, lower, MS_REMOUNT | MS_RDONLY | hidden)
+
+
+def cover_root(cover: Mapping[str, Any]) -> None:
+    """The overlay on the root over the lower layer (`cover_lower`), and each placeholder bound read-only."""
+    root = str(cover["root"])
+    lower = os.fsencode(str(cover["lower"]))
     # A work directory of its own, removed once mounted: this overlay never copies up or whites out
     # (every name it adds is covered read-only), so it never needs one after mounting, and two overlays
     # mounted at once never clear each other's.
@@ -461,10 +506,11 @@ def cover_absent(cover: Mapping[str, Any]) -> None:
                 os.rmdir(leftover)
             except OSError:
                 pass
+    # One bind each: the tmpfs itself is read-only (the remount above), and a bind keeps the flags of
+    # the mount it is made from (nosuid, nodev, noexec), so no remount of each is needed.
     for name in cover["names"]:
         placeholder = os.fsencode(os.path.join(root, str(name)))
         _mount(os.path.join(lower, os.fsencode(str(name))), placeholder, MS_BIND)
-        _mount(None, placeholder, MS_REMOUNT | MS_BIND | MS_RDONLY | hidden)
 
 
 def wants_mounts(request: Mapping[str, Any]) -> bool:

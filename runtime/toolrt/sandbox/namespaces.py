@@ -162,6 +162,9 @@ _building: set[tuple[Any, ...]] = set()
 _wanted: dict[int, tuple[Any, ...]] = {}
 """Single-use namespace fd → what its successor is made of (made once the process using it started)."""
 _MAX_SPARES = 4
+_bases: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+"""`kernel.cover_base_key` → the fd of a kept namespace each covered one of that key is copied from."""
+_MAX_BASES = 4
 
 
 def covered_namespace(
@@ -185,10 +188,47 @@ def covered_namespace(
 
 
 def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
+    """In a throwaway thread: a covered namespace, copied from its kept base (`kernel.cover_base`: the
+    lower layer, the minimal /dev and own /proc are copied, not made again) where one can serve."""
+    if not kernel.base_usable(cover):
+        kernel.unshare(kernel.CLONE_NEWNS)
+        kernel.make_mounts_private()
+        kernel.cover_absent(cover)
+        kernel.make_mounts(mounts)
+        return
+    base = _base(mounts, cover)
+    try:
+        kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
+        kernel.setns(base, kernel.CLONE_NEWNS)
+    finally:
+        os.close(base)
     kernel.unshare(kernel.CLONE_NEWNS)
-    kernel.make_mounts_private()
-    kernel.cover_absent(cover)
-    kernel.make_mounts(mounts)
+    kernel.cover_root(cover)
+    kernel.make_mounts(mounts, dev=False)
+
+
+def _base(mounts: tuple[Any, ...], cover: Any) -> int:
+    """A copy of the fd of the kept base namespace for `cover` (made now when missing): a copy, so that
+    its eviction by another thread never closes what this one is about to join."""
+    key = kernel.cover_base_key(mounts, cover)
+    with _lock:
+        fd = _bases.get(key)
+        if fd is not None:
+            _bases.move_to_end(key)
+            return os.dup(fd)
+
+    def setup() -> None:
+        kernel.unshare(kernel.CLONE_NEWNS)
+        kernel.cover_base(bool(mounts[0]), cover)
+
+    made = _in_new_thread(setup, "mnt")
+    with _lock:
+        kept = _bases.setdefault(key, made)
+        if kept != made:  # another thread made one meanwhile
+            os.close(made)
+        while len(_bases) > _MAX_BASES:
+            os.close(_bases.popitem(last=False)[1])
+        return os.dup(kept)
 
 
 def _make_spare(key: tuple[Any, ...], mounts: tuple[Any, ...], cover: Any) -> None:
