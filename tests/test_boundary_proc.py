@@ -102,3 +102,30 @@ def test_no_process_started_before_the_program_gives_away_toolrts_environment(
         for _ in range(5):
             output = _bash(NEIGHBOURS, tmp_path, each, "TOOLRT_B25_SECRET").output
             assert output.splitlines()[-1] == "checked" and "read " not in output, output
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_another_calls_process_is_not_listed(tmp_path: Path, launch: str) -> None:
+    """Each process enters a Landlock domain of its own, so a call running beside this one (the same
+    rules, the same mount namespace's procfs) is as invisible as a host process."""
+    plan = _plan(tmp_path, launch)
+    ready = tmp_path / "ready"
+    other = f'touch {ready}; (exec -a "worker --token={SECRET}" sleep 20)'
+
+    async def main() -> ProcessOutcome:
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                lambda: run_process(["bash", "-c", other], cwd=tmp_path, env=build_env(), timeout=30, sandbox=plan)
+            )
+            with anyio.fail_after(20):
+                while not ready.exists():  # the other call has started
+                    await anyio.sleep(0.01)
+            argv = ["bash", "-c", LIST, "bash", "1", "1"]
+            mine = await run_process(argv, cwd=tmp_path, env=build_env(), timeout=20, sandbox=plan)
+            group.cancel_scope.cancel()
+        return mine
+
+    output = anyio.run(main).output
+    listed = [line for line in output.splitlines() if line.startswith("listed ")]
+    assert listed and all(line.endswith(" bash") for line in listed), output
+    assert SECRET not in output, output
