@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox.launcher import close_fork_server
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
@@ -94,8 +95,6 @@ def test_no_process_started_before_the_program_gives_away_toolrts_environment(
     """With and without the process's own /proc (the fork server in a user namespace keeps the host's)."""
     monkeypatch.setenv("TOOLRT_B25_SECRET", SECRET)  # build_env leaves it out of the program's environment
     if launch == "forkserver":  # a server started now holds it, as one started with toolrt would
-        from toolrt.sandbox.launcher import close_fork_server
-
         close_fork_server()
     plan = _plan(tmp_path, launch)
     for each in (plan, replace(plan, minimal_dev=False)):
