@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from oauth_issuer import Issuer, TokenStore, issuing
+from otel_helpers import Installed, installed_providers
 from serve_http import free_port, serving
 
 from toolrt.api import Runtime
@@ -67,6 +68,12 @@ def project(tmp_path: Path) -> Path:
     (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
     (root / "permissions.yaml").write_text(PERMISSIONS, encoding="utf-8")
     return root
+
+
+@pytest.fixture
+def installed() -> Iterator[Installed]:
+    with installed_providers() as made:
+        yield made
 
 
 def ran(root: Path) -> list[str]:
@@ -133,7 +140,7 @@ def with_token(headers: dict[str, str], token: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_sdks_oauth_client_finds_the_issuer_gets_a_token_and_calls_and_the_token_goes_nowhere(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, installed: Installed
 ) -> None:
     caplog.set_level(logging.DEBUG)
     seen: dict[str, Any] = {}
@@ -164,7 +171,11 @@ def test_the_sdks_oauth_client_finds_the_issuer_gets_a_token_and_calls_and_the_t
     assert [(r["tool"], r["principal"], r["status"]) for r in records] == [("mark", "ci-bot", "ok")]
     # The bearer token is in none of what the server wrote or said: the tool's environment, the audit, logs.
     out, err = capfd.readouterr()
+    spans = installed.finished()
+    server = next(span for span in spans if span.name == "tools/call mark")
+    assert (server.attributes or {})["enduser.id"] == "ci-bot"
     outputs = {
+        "spans": "\n".join(f"{span.name} {dict(span.attributes or {})} {span.events} {span.status}" for span in spans),
         "tool environment": (root / "ran-one.env").read_text(encoding="utf-8"),
         "audit": (tmp_path / "data" / "audit.jsonl").read_text(encoding="utf-8"),
         "stdout": out,

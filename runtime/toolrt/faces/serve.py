@@ -71,6 +71,8 @@ from ..permissions.shown import ask_lines, escape_controls
 from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
+from ..store.model import session_id
+from ..telemetry import enrich_request_span, observe
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
 from .serve_principal import current_caller, refusal
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
@@ -351,6 +353,7 @@ class McpFace:
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token, replay = self._session_and_replay(ctx)
+        enrich_request_span(session_id(session), scope.principal, scope.agent)
         await self._log_on_call(ctx, session)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         notes = _Notes(ctx, _wants_progress(ctx))
@@ -1109,6 +1112,7 @@ def run_serve(
         if notice is not None:
             print(notice, file=sys.stderr, flush=True)
         unsubscribe = rt.on_swap(face.swap_listener())
+        observe(lambda: len(rt.sessions), lambda: rt.status().generation)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
