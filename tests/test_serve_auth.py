@@ -8,18 +8,21 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx2 as httpx
 import jwt
+import mcp_types as types
 import pytest
 from cryptography.hazmat.primitives import serialization
 from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.provider import AccessToken
 from oauth_issuer import Issuer, TokenStore, issuing
 from otel_helpers import Installed, installed_providers
 from serve_http import free_port, serving
@@ -30,6 +33,8 @@ from toolrt.config.settings import AuthSettings
 from toolrt.errors import UsageError
 from toolrt.faces import serve_auth
 from toolrt.faces.serve import refuse_unauthenticated, run_serve
+from toolrt.faces.serve_principal import caller_of
+from toolrt.faces.serve_sessions import SESSION_META_KEY
 from toolrt.scope import CallScope
 
 MARK = """\
@@ -292,6 +297,24 @@ def test_a_jwks_that_is_down_or_slow_fails_closed_within_the_bound_and_cached_ke
     assert ran(rt.root) == ["ran-cached.env"]
 
 
+def test_a_verified_token_is_remembered_for_a_minute_at_most_and_never_past_its_expiry(tmp_path: Path) -> None:
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        keys = serve_auth.JwksKeys(issuer.jwks_url, min_refetch=0.0)
+        now = [time.time()]
+        verifier = serve_auth.JwtVerifier(issuer.url, url, keys, clock=lambda: now[0])
+        token = issuer.mint(audience=url, lifetime=30)
+        first = await verifier.verify_token(token)
+        assert first is not None and first.subject == "alice"
+        issuer.jwks_down = True
+        keys._keys.clear()  # the key is gone: only the remembered verification lets the token in
+        assert await verifier.verify_token(token) is first
+        assert await verifier.verify_token(issuer.mint(audience=url, lifetime=30)) is None  # another token is not
+        now[0] += 31  # past its exp, within the minute: verified again, and it no longer verifies
+        assert await verifier.verify_token(token) is None
+
+    run(tmp_path, body)
+
+
 def test_a_tool_whose_scope_the_token_lacks_is_403_insufficient_scope_and_does_not_run(tmp_path: Path) -> None:
     async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
         async with httpx.AsyncClient(timeout=30) as http:
@@ -381,6 +404,39 @@ def test_a_session_is_bound_to_its_principal(tmp_path: Path) -> None:
 
     rt = run(tmp_path, body)
     assert ran(rt.root) == ["ran-alice.env"]
+
+
+def test_a_sessionless_token_of_one_principal_is_nobody_elses(tmp_path: Path) -> None:
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        async def call_as(subject: str, session: str) -> str:
+            bearer = {"Authorization": f"Bearer {issuer.mint(audience=url, sub=subject)}"}
+            async with (
+                httpx.AsyncClient(headers=bearer, timeout=30) as http,
+                Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client,
+            ):
+                meta = cast(types.RequestParamsMeta, {SESSION_META_KEY: session})
+                result = await client.call_tool("mark", {"name": subject}, meta=meta)
+                assert not result.is_error and result.meta is not None, result
+                return str(result.meta[SESSION_META_KEY])
+
+        alices = await call_as("alice", "new")
+        assert await call_as("alice", alices) == alices  # hers, on her next request
+        taken = await call_as("bob", alices)  # bob naming her token gets a session of his own
+        assert taken != alices
+        names = sorted(name for name in list(rt.sessions._states) if name.startswith("mcp-token:"))
+        assert len(names) == 2 and all("@" in name for name in names)
+        assert {name.split("@")[0] for name in names} == {f"mcp-token:{alices}", f"mcp-token:{taken}"}
+
+    rt = run(tmp_path, body)
+    assert ran(rt.root) == ["ran-alice.env", "ran-bob.env"]
+
+
+def test_a_principals_session_suffix_is_the_same_on_every_replica() -> None:
+    claims = {"iss": "https://login.example", "sub": "alice", "client_id": "app"}
+    tokens = [AccessToken(token=f"t{n}", client_id="app", scopes=[], subject="alice", claims=claims) for n in (1, 2)]
+    assert caller_of(tokens[0]).key == caller_of(tokens[1]).key  # a digest of who, not of the token or the process
+    other = AccessToken(token="t3", client_id="app", scopes=[], subject="bob", claims={**claims, "sub": "bob"})
+    assert caller_of(other).key != caller_of(tokens[0]).key
 
 
 def test_a_non_loopback_host_without_authentication_refuses_to_start(tmp_path: Path) -> None:

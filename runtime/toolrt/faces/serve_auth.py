@@ -65,6 +65,12 @@ JWKS_REFRESH_SECONDS = 300.0
 """Keys older than this are fetched again on next use (kept if the endpoint is down)."""
 JWKS_MIN_REFETCH_SECONDS = 10.0
 """An unknown `kid` fetches the set again at most this often (a flood of made-up ids costs one fetch)."""
+VERIFIED_SECONDS = 60.0
+"""A token that verified is taken as verified again, without its signature checked, for this long (and never
+past its expiry): a client sends the same token on every request, and a JWT's decoding and signature cost
+more than the rest of the request's authentication."""
+VERIFIED_TOKENS = 1024
+"""Verified tokens remembered at most (the oldest are forgotten first)."""
 _MAX_BODY = 4 * 1024 * 1024
 """`ScopeGate` reads a POST body this long at most to find the tool it calls (the SDK's own limit)."""
 
@@ -142,15 +148,33 @@ def token_scopes(claims: Mapping[str, Any]) -> list[str]:
 class JwtVerifier:
     """The SDK's `TokenVerifier` for JWTs of one issuer, for one audience (this server)."""
 
-    def __init__(self, issuer: str, audience: str, keys: JwksKeys) -> None:
+    def __init__(self, issuer: str, audience: str, keys: JwksKeys, clock: Callable[[], float] = time.time) -> None:
         self._issuer = issuer
         self._audience = audience
         self._keys = keys
+        self._clock = clock
+        """The time (`time.time`) a remembered verification is compared with."""
+        self._verified: dict[str, tuple[float, AccessToken]] = {}
+        """Token → (until when it counts as verified, `time.time()`; what it verified to)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's identity and scopes, or None when it does not verify (the caller answers 401)."""
         if len(token) > MAX_TOKEN_CHARS:
             return None
+        remembered = self._verified.get(token)
+        if remembered is not None:
+            if self._clock() < remembered[0]:
+                return remembered[1]
+            del self._verified[token]
+        verified = await self._verify(token)
+        if verified is not None:
+            if len(self._verified) >= VERIFIED_TOKENS:
+                del self._verified[next(iter(self._verified))]
+            until = min(self._clock() + VERIFIED_SECONDS, float(verified.expires_at or 0))
+            self._verified[token] = (until, verified)
+        return verified
+
+    async def _verify(self, token: str) -> AccessToken | None:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
