@@ -436,6 +436,7 @@ def report(
                     f"{auth_ratios[key]:.2f} (goal <= 1.2)"
                 )
         result["cpu_ratio_auth"] = auth_ratios
+        result["cpu_ratio_auth_worst"] = max(auth_ratios.values())
     print(json.dumps(result))
 
 
