@@ -308,7 +308,7 @@ def test_a_verified_token_is_remembered_for_a_minute_at_most_and_never_past_its_
         issuer.jwks_down = True
         keys._keys.clear()  # the key is gone: only the remembered verification lets the token in
         assert await verifier.verify_token(token) is first
-        assert await verifier.verify_token(issuer.mint(audience=url, lifetime=30)) is None  # another token is not
+        assert await verifier.verify_token(issuer.mint(audience=url, lifetime=30, jti="2")) is None  # another is not
         now[0] += 31  # past its exp, within the minute: verified again, and it no longer verifies
         assert await verifier.verify_token(token) is None
 
@@ -330,6 +330,28 @@ def test_a_tool_whose_scope_the_token_lacks_is_403_insufficient_scope_and_does_n
 
     rt = run(tmp_path, body)
     assert ran(rt.root) == ["ran-deploy.env"]
+
+
+def test_a_tool_whose_scope_the_token_lacks_does_not_run_as_a_batch_sub_call_either(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "toolrt.yaml").write_text("builtin_tools: [batch]\n", encoding="utf-8")
+    (root / "permissions.yaml").write_text("permission:\n  batch: allow\n  mark: allow\n  deploy: allow\n")
+    with Runtime.load(root, settings={"data_dir": tmp_path / "data"}, flags={"batch_tool": True}) as rt:
+        lacking = CallScope(principal="alice", token_scopes=frozenset({"tools"}))
+        direct = rt.call_sync("deploy", {}, lacking)
+        assert (
+            direct.error
+            == "The deploy tool needs the OAuth scope deploy:write, which the caller's token does not hold."
+        )
+        batched = rt.call_sync("batch", {"tool_calls": [{"tool": "deploy", "parameters": {}}]}, lacking)
+        assert "needs the OAuth scope deploy:write" in batched.output, batched
+        assert not ran(root)
+        holding = CallScope(principal="alice", token_scopes=frozenset({"deploy:write"}))
+        assert rt.call_sync("batch", {"tool_calls": [{"tool": "deploy", "parameters": {}}]}, holding).error is None
+        assert ran(root) == ["ran-deploy.env"]
+        assert rt.call_sync("mark", {"name": "library"}).error is None  # nobody authenticated: scopes bind nothing
+    records, _ = read_records(tmp_path / "data" / "audit.jsonl")
+    assert [(r["tool"], r["status"]) for r in records][:2] == [("deploy", "invalid"), ("deploy", "invalid")]
 
 
 def test_required_scopes_refuse_a_token_without_them(tmp_path: Path) -> None:

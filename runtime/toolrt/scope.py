@@ -39,6 +39,9 @@ class CallScope:
     principal: str | None = None
     """Who is calling over authenticated HTTP (`toolrt serve` with `auth.*`: the token's subject), for the
     audit record and telemetry; the agent it maps to is `agent`. None: nobody authenticated."""
+    token_scopes: frozenset[str] | None = None
+    """The OAuth scopes the caller's token holds: a tool whose `scopes:` it lacks does not run (nor as a
+    `batch` sub-call). None: nobody authenticated, and `scopes:` binds nothing."""
 
     def selection_key(self) -> tuple[Any, ...]:
         """What decides the offered tools (everything but the session), as a hashable value."""
@@ -63,6 +66,7 @@ class ScopeFields(TypedDict, total=False):
     flags: Mapping[str, bool] | None
     toolset: str | None
     principal: str | None
+    token_scopes: frozenset[str] | None
 
 
 def scope_of(scope: CallScope | None, fields: ScopeFields | None = None) -> CallScope:

@@ -65,6 +65,10 @@ async def _dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, 
         offered, repair_note = None, blocked_message(snapshot.blocked)
     if request.refused is not None:
         offered, repair_note = None, request.refused
+    if offered is not None and request.scope.token_scopes is not None:
+        refused = _lacks_scopes(offered, request.scope.token_scopes)
+        if refused is not None:
+            offered, repair_note = None, refused
     if offered is None:
         assert repair_note is not None
         result = ToolResult(title="Invalid Tool", output="", error=repair_note)
@@ -223,6 +227,14 @@ def _measured(entry: CallRecord) -> None:
         status=entry.status,
         seconds=entry.duration,
     )
+
+
+def _lacks_scopes(offered: Offered, held: frozenset[str]) -> str | None:
+    """Why the caller's token may not call `offered` (it lacks one of the tool's `scopes:`), or None."""
+    missing = [scope for scope in offered.tool.definition.scopes if scope not in held]
+    if not missing:
+        return None
+    return f"The {offered.name} tool needs the OAuth scope {' '.join(missing)}, which the caller's token does not hold."
 
 
 def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple[Offered | None, Any, str | None]:

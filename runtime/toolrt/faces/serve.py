@@ -246,12 +246,14 @@ class McpFace:
         if caller is None:
             return self._scope
         rules = self._rt.snapshot.permissions.principals
-        if rules is None:  # no `principals:`: every caller acts as the served agent
-            return replace(self._scope, principal=caller.principal)
-        agent = agent_for(rules, caller.claims)
-        if agent is None:
-            raise MCPError(types.INVALID_REQUEST, "No agent is mapped to this caller (the locked file's principals)")
-        return replace(self._scope, agent=agent, principal=caller.principal)
+        agent = self._scope.agent
+        if rules is not None:  # without `principals:` every caller acts as the served agent
+            agent = agent_for(rules, caller.claims)
+            if agent is None:
+                raise MCPError(
+                    types.INVALID_REQUEST, "No agent is mapped to this caller (the locked file's principals)"
+                )
+        return replace(self._scope, agent=agent, principal=caller.principal, token_scopes=caller.scopes)
 
     def served_tools(self) -> list[ToolDefinition]:
         """The current snapshot's tool definitions."""

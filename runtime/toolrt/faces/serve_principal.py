@@ -34,12 +34,14 @@ class Caller:
     key: str
     """A digest of (client, issuer, subject): the part of its session names no other caller shares."""
     claims: Mapping[str, Any]
+    scopes: frozenset[str]
+    """The token's scopes."""
 
 
 def caller_of(token: AccessToken) -> Caller:
     identity = json.dumps(principal_components(token), separators=(",", ":"))
     key = hashlib.sha256(identity.encode()).hexdigest()[:32]
-    return Caller(token.subject or token.client_id, key, token.claims or {})
+    return Caller(token.subject or token.client_id, key, token.claims or {}, frozenset(token.scopes))
 
 
 def current_caller() -> Caller | None:
