@@ -264,3 +264,14 @@ def test_toolrt_call_exports_its_spans_and_metrics_to_an_otlp_http_receiver_befo
         exported.ParseFromString(body)
         metric_names |= {m.name for r in exported.resource_metrics for s in r.scope_metrics for m in s.metrics}
     assert "toolrt.call.duration" in metric_names
+
+
+def test_serve_reports_its_active_sessions_and_reload_generation_when_metrics_are_collected(
+    tmp_path: Path, installed: Installed
+) -> None:
+    with Runtime.load(project(tmp_path), settings={"data_dir": tmp_path / "data"}) as rt:
+        telemetry.observe(lambda: len(rt.sessions), lambda: rt.status().generation)
+        rt.call_sync("mark", {}, session="one")
+        rt.call_sync("mark", {}, session="two")
+        assert [point.value for _, point in installed.points("toolrt.sessions.active")] == [2]
+        assert [point.value for _, point in installed.points("toolrt.reload.generation")] == [1]
