@@ -139,7 +139,7 @@ async def issuing(configure: Callable[[Issuer], None] | None = None) -> AsyncIte
     if configure is not None:
         configure(issuer)
     # a slow JWKS answer still being made need not hold up the end of the test
-    config = uvicorn.Config(issuer.app(), host="127.0.0.1", port=port, log_level="error", timeout_graceful_shutdown=0.1)
+    config = uvicorn.Config(issuer.app(), host="127.0.0.1", port=port, log_level="error", timeout_graceful_shutdown=1)
     web = uvicorn.Server(config)
     async with anyio.create_task_group() as group:
         group.start_soon(web.serve)
