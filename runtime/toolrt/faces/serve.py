@@ -72,7 +72,7 @@ from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
 from ..store.model import session_id
-from ..telemetry import enrich_request_span, observe
+from ..telemetry import enrich_request_span, observe, tracer
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
 from .serve_principal import current_caller, refusal
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
@@ -355,7 +355,8 @@ class McpFace:
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token, replay = self._session_and_replay(ctx)
-        enrich_request_span(session_id(session), scope.principal, scope.agent)
+        if tracer() is not None:  # the SDK's server span of this request names the session (an id) and caller
+            enrich_request_span(session_id(session), scope.principal, scope.agent)
         await self._log_on_call(ctx, session)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         notes = _Notes(ctx, _wants_progress(ctx))
