@@ -258,6 +258,10 @@ def test_every_bad_token_is_401_and_no_tool_runs(tmp_path: Path) -> None:
                 answers[name] = (refused.status_code, refused.headers.get("www-authenticate", ""))
                 if name == "over size":  # refused before it is parsed: the issuer is not asked
                     assert issuer.jwks_hits == hits
+            hits = issuer.jwks_hits
+            huge = await call(http, url, with_token(headers, "x" * 70_000), "mark", name="huge")
+            assert huge.status_code in (400, 401, 431) and issuer.jwks_hits == hits  # past HTTP's header limit
+        async with httpx.AsyncClient(timeout=30) as http:  # a refused header may have closed the connection
             fine = await call(http, url, headers, "mark", name="good")
             assert fine.status_code == 200 and "ran good" in fine.text, fine.text
 
