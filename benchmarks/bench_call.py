@@ -15,6 +15,10 @@
    falls unevenly on the paths; on an idle one the two agree. The goals are judged on CPU time.
 2. An argv tool running `true` through `Runtime.call` against `anyio.run_process(["true"])`.
    Goal: ratio <= 1.2.
+3. OpenTelemetry (`toolrt.telemetry`), the headline call side by side: with no tracer provider against
+   the SDK's providers made with `OTEL_SDK_DISABLED=true`. Goal: <= 1.05 (CPU). And the added cost per
+   call of the SDK recording every span into its in-memory exporter (`execute_tool`, `permission`,
+   `audit write`) and the duration metric into its in-memory reader.
 
 Usage: python benchmarks/bench_call.py [--calls N] [--spawns N] [--repeats R] [--any-mcp]
 Prints a table, then one JSON line with every number.
@@ -78,6 +82,7 @@ MCP_VERSION = "2.3.0"
 GOAL_CLIENT_SPEEDUP = 6.0
 GOAL_BARE_RATIO = 1.3
 GOAL_ABORT_RATIO = 1.2
+GOAL_NO_PROVIDER_RATIO = 1.05
 
 
 async def echo_function(text: str) -> str:
@@ -234,12 +239,97 @@ async def argv_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]:
     }
 
 
+class _Providers:
+    """The global tracer and meter providers, swapped between timed loops (the API sets them once; the
+    benchmark sets its module globals as OpenTelemetry's own test utilities do). None: the API's proxies."""
+
+    def __init__(self) -> None:
+        from opentelemetry import metrics, trace
+
+        self._trace: Any = trace
+        self._metrics: Any = sys.modules["opentelemetry.metrics._internal"]
+        del metrics
+
+    def use(self, tracer_provider: Any, meter_provider: Any) -> None:
+        self._trace._TRACER_PROVIDER = tracer_provider
+        self._metrics._METER_PROVIDER = meter_provider
+
+
+def _sdk_providers(*, disabled: bool) -> tuple[Any, Any, Any]:
+    """The SDK's tracer and meter providers (in-memory exporter and reader), made with or without
+    `OTEL_SDK_DISABLED=true`; and the exporter."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    saved = os.environ.get("OTEL_SDK_DISABLED")
+    os.environ["OTEL_SDK_DISABLED"] = "true" if disabled else "false"
+    try:
+        exporter = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    finally:
+        if saved is None:
+            del os.environ["OTEL_SDK_DISABLED"]
+        else:
+            os.environ["OTEL_SDK_DISABLED"] = saved
+    return tracer_provider, meter_provider, exporter
+
+
+async def telemetry_cost(rt: Runtime, calls: int, repeats: int) -> dict[str, float]:
+    """The headline call with no provider, with the SDK disabled, and with the SDK recording in memory."""
+    from toolrt.telemetry import tracer
+
+    providers = _Providers()
+    disabled = _sdk_providers(disabled=True)
+    recording = _sdk_providers(disabled=False)
+    counter = iter(range(10**9))
+
+    def under(tracer_provider: Any, meter_provider: Any, exporter: Any = None) -> Callable[[], Awaitable[object]]:
+        async def call() -> object:
+            providers.use(tracer_provider, meter_provider)
+            count = next(counter)
+            result = await rt.call("echo_await", {"text": f"hi{count % 7}"}, session="bench-otel")
+            if exporter is not None and count % 5000 == 4999:
+                exporter.clear()  # bounded memory; clearing is rare enough not to count
+            return result
+
+        return call
+
+    providers.use(*recording[:2])
+    assert tracer() is not None
+    await under(*recording)()
+    assert {span.name for span in recording[2].get_finished_spans()} >= {"execute_tool echo_await", "audit write"}
+    try:
+        # The goal's pair alone: the recording path leaves garbage whose collection would fall on the next loop.
+        medians = await _interleaved({"none": under(None, None), "disabled": under(*disabled[:2])}, calls, repeats)
+        recorded = await _interleaved({"in_memory": under(*recording), "none": under(None, None)}, calls, repeats)
+        medians["in_memory"] = recorded["in_memory"]
+    finally:
+        providers.use(None, None)
+    numbers: dict[str, float] = {}
+    for clock, index in (("", 0), ("cpu_", 1)):
+        none, off, memory = (medians[name][index] for name in ("none", "disabled", "in_memory"))
+        numbers |= {
+            f"otel_no_provider_{clock}us": none * 1e6,
+            f"otel_sdk_disabled_{clock}us": off * 1e6,
+            f"otel_{clock}no_provider_ratio": none / off,
+            f"otel_in_memory_{clock}us": memory * 1e6,
+            f"otel_in_memory_added_{clock}us": (memory - none) * 1e6,
+        }
+    return numbers
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="python-tool calls per timed loop")
     parser.add_argument("--spawns", type=int, default=100, help="argv-tool calls per timed loop")
     parser.add_argument("--repeats", type=int, default=7, help="timed loops per side (the median is reported)")
     parser.add_argument("--any-mcp", action="store_true", help=f"measure against an mcp other than {MCP_VERSION}")
+    parser.add_argument("--otel-only", action="store_true", help="measure the OpenTelemetry section alone")
     options = parser.parse_args()
     from importlib.metadata import version
 
@@ -253,14 +343,19 @@ def main() -> None:
         rt = Runtime.load(make_project(base), settings={"data_dir": base / "data", "audit": base / "audit.jsonl"})
         assert rt.audit.path == base / "audit.jsonl"
 
-        async def run() -> tuple[dict[str, float], dict[str, float]]:
-            return await python_tool(rt, options.calls, options.repeats), await argv_tool(
-                rt, options.spawns, options.repeats
-            )
+        async def run() -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+            if options.otel_only:
+                return {}, {}, await telemetry_cost(rt, options.calls, options.repeats)
+            python = await python_tool(rt, options.calls, options.repeats)
+            argv = await argv_tool(rt, options.spawns, options.repeats)
+            return python, argv, await telemetry_cost(rt, options.calls, options.repeats)
 
-        python, argv = anyio.run(run)
+        python, argv, otel = anyio.run(run)
         records, bad = read_records(base / "audit.jsonl")
         assert not bad and len(records) > options.calls * options.repeats, "audit recording must be on"
+    if options.otel_only:
+        print(json.dumps({"benchmark": "call-otel", "cpus": os.cpu_count(), **otel}))
+        return
     rows = [("python tool that awaits once, per call", "wall / CPU")]
 
     def pair(key: str, unit: str = "µs", digits: int = 1) -> str:
@@ -280,11 +375,30 @@ def main() -> None:
         ("argv `true`: toolrt rt.call", f"{argv['toolrt_argv_true_ms']:.3f} ms"),
         ("argv `true`: anyio.run_process", f"{argv['anyio_run_process_true_ms']:.3f} ms"),
         ("  ratio (goal <= 1.2)", f"{argv['ratio']:.2f}"),
+        (
+            "OpenTelemetry: rt.call, no tracer provider",
+            f"{otel['otel_no_provider_us']:.1f} / {otel['otel_no_provider_cpu_us']:.1f} µs",
+        ),
+        (
+            "OpenTelemetry: rt.call, OTEL_SDK_DISABLED=true",
+            f"{otel['otel_sdk_disabled_us']:.1f} / {otel['otel_sdk_disabled_cpu_us']:.1f} µs",
+        ),
+        (
+            f"  ratio (goal <= {GOAL_NO_PROVIDER_RATIO:g})",
+            f"{otel['otel_no_provider_ratio']:.3f} / {otel['otel_cpu_no_provider_ratio']:.3f}",
+        ),
+        (
+            "OpenTelemetry: rt.call, SDK recording in memory",
+            f"{otel['otel_in_memory_us']:.1f} / {otel['otel_in_memory_cpu_us']:.1f} µs",
+        ),
+        ("  added per call", f"{otel['otel_in_memory_added_us']:.1f} / {otel['otel_in_memory_added_cpu_us']:.1f} µs"),
     ]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         print(f"{label:<{width}}  {value:>20}")
-    print(json.dumps({"benchmark": "call", "cpus": os.cpu_count(), "mcp_version": mcp_version, **python, **argv}))
+    print(
+        json.dumps({"benchmark": "call", "cpus": os.cpu_count(), "mcp_version": mcp_version, **python, **argv, **otel})
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,12 @@ The state store is a dimension too (issue 29): `--stores sqlite,postgresql` adds
 `toolrt@postgresql` servers (`TOOLRT_STORE`; PostgreSQL is a server pgserver starts in a temporary
 directory), each compared with toolrt's in-process store. Goal: server CPU per call at most 1.5x.
 
+Authentication (issue 30): `--auth` adds a `toolrt+auth` server, toolrt with `auth.*` set (an issuer's JWKS
+served by this script on loopback, a 2048-bit RSA key it makes), every client sending a bearer JWT that
+the server verifies on every request. Goal: server CPU per call at most 1.2x toolrt without.
+
     python benchmarks/bench_serve.py [--calls 400] [--repeats 5] [--clients 1,8,32] [--servers toolrt,sdk,fastmcp]
-                                     [--stores sqlite,postgresql]
+                                     [--stores sqlite,postgresql] [--auth]
 
 Needs the `bench` extra (FastMCP): pip install -e '.[bench]'.
 """
@@ -57,7 +61,7 @@ def make_project(base: Path, tools: int) -> Path:
 
 def server_argv(kind: str, transport: str, port: int, root: Path, extra: Sequence[str] = ()) -> list[str]:
     """The command of a server of `kind`; `extra`: more options of `toolrt serve`."""
-    if kind.partition("@")[0] == "toolrt":
+    if kind.partition("@")[0].partition("+")[0] == "toolrt":
         argv = [sys.executable, "-m", "toolrt", "serve", "--root", str(root), *extra]
         return argv + (["--transport", "http", "--port", str(port)] if transport == "http" else [])
     return [sys.executable, str(PEERS), kind, transport, str(port)]
@@ -82,12 +86,14 @@ def rss_mib(pid: int) -> float:
 
 
 @contextmanager
-def http_server(kind: str, root: Path, env: dict[str, str], extra: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
-    """Start one server on a free loopback port; yield (url, pid); stop it.
+def http_server(
+    kind: str, root: Path, env: dict[str, str], extra: Sequence[str] = (), port: int | None = None
+) -> Iterator[tuple[str, int]]:
+    """Start one server on `port` (else a free loopback port); yield (url, pid); stop it.
 
     Its stderr goes to a file (a pipe nobody reads would fill up and stall a server that logs requests).
     """
-    port = _free_port()
+    port = port or _free_port()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             server_argv(kind, "http", port, root, extra), env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log
@@ -154,15 +160,75 @@ async def measure(
     return Sample(calls / wall, cpu * 1000 / calls, client * 1000 / calls)
 
 
-def http_connect(url: str, mode: str, count: int) -> Callable[[AsyncExitStack], Awaitable[list[Any]]]:
+def http_connect(
+    url: str, mode: str, count: int, token: str | None = None
+) -> Callable[[AsyncExitStack], Awaitable[list[Any]]]:
+    """Clients of `url`; with `token`, each sends it as its bearer token."""
     from mcp import Client
+
+    async def client(stack: AsyncExitStack) -> Any:
+        if token is None:
+            return await stack.enter_async_context(Client(url, mode=mode))
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300))
+        )
+        return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), mode=mode))
 
     async def connect(stack: AsyncExitStack) -> list[Any]:
         # 2025-11-25: one MCP session per client; 2026-07-28 has no sessions, so one client's calls
         # are as independent as several clients' and one client object serves every caller.
-        return [await stack.enter_async_context(Client(url, mode=mode)) for _ in range(count if mode == LEGACY else 1)]
+        return [await client(stack) for _ in range(count if mode == LEGACY else 1)]
 
     return connect
+
+
+class _Issuer:
+    """An OAuth issuer's JWKS on a loopback port (a thread of this process) and tokens signed by its key."""
+
+    def __init__(self, stack: Any) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import jwt
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        public = jwt.algorithms.RSAAlgorithm.to_jwk(self._key.public_key(), as_dict=True)
+        body = json.dumps({"keys": [{**public, "kid": "bench", "use": "sig", "alg": "RS256"}]}).encode()
+
+        class Keys(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        stack.callback(server.server_close)
+        stack.callback(server.shutdown)
+        self.url = f"http://127.0.0.1:{server.server_port}"
+
+    def env(self, audience: str) -> dict[str, str]:
+        return {
+            "TOOLRT_AUTH__ISSUER": self.url,
+            "TOOLRT_AUTH__AUDIENCE": audience,
+            "TOOLRT_AUTH__JWKS_URL": f"{self.url}/jwks",
+        }
+
+    def token(self, audience: str) -> str:
+        import jwt
+
+        now = int(time.time())
+        claims = {"iss": self.url, "aud": audience, "sub": "bench", "iat": now, "exp": now + 3600, "scope": "tools"}
+        return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": "bench"})
 
 
 def stdio_connect(
@@ -194,10 +260,13 @@ def main() -> None:
     parser.add_argument("--many-tools", type=int, default=1000, help="offered tools for the scale comparison")
     parser.add_argument("--no-scale", action="store_true", help="leave out the 1 vs --many-tools comparison")
     parser.add_argument("--stores", default="", help="state stores to measure toolrt with too: sqlite,postgresql")
+    parser.add_argument("--auth", action="store_true", help="measure toolrt with authentication on too")
     options = parser.parse_args()
     counts = [int(c) for c in options.clients.split(",")]
     stores = [store for store in options.stores.split(",") if store]
     kinds = options.servers.split(",") + [f"toolrt@{store}" for store in stores]
+    kinds += ["toolrt+auth"] if options.auth else []
+    tokens: dict[str, str] = {}
     transports = options.transports.split(",")
     samples: dict[str, list[Sample]] = {}
     scale = "toolrt" in kinds and not options.no_scale
@@ -209,8 +278,17 @@ def main() -> None:
         envs = dict.fromkeys(kinds, env)
         for store in stores:
             envs[f"toolrt@{store}"] = {**env, "TOOLRT_STORE": _store_setting(store, base, stack)}
+        ports: dict[str, int] = {}
+        if options.auth:
+            if any(not t.startswith("http") for t in transports):
+                raise SystemExit("--auth measures HTTP only: pass --transports with http: entries alone")
+            issuer = _Issuer(stack)
+            ports["toolrt+auth"] = _free_port()
+            audience = f"http://127.0.0.1:{ports['toolrt+auth']}/mcp"
+            envs["toolrt+auth"] = {**env, **issuer.env(audience)}
+            tokens["toolrt+auth"] = issuer.token(audience)
         servers = {
-            kind: stack.enter_context(http_server(kind, one, envs[kind]))
+            kind: stack.enter_context(http_server(kind, one, envs[kind], port=ports.get(kind)))
             for kind in kinds
             if any(t.startswith("http") for t in transports) or (scale and kind == "toolrt")
         }
@@ -228,7 +306,7 @@ def main() -> None:
                             pid: Callable[[], int] = lambda pidfile=pidfile: int(pidfile.read_text())  # noqa: E731
                         else:
                             url, server_pid = servers[kind]
-                            connect = http_connect(url, transport.split(":", 1)[1], callers)
+                            connect = http_connect(url, transport.split(":", 1)[1], callers, tokens.get(kind))
                             pid = lambda server_pid=server_pid: server_pid  # noqa: E731
                         samples.setdefault(key, []).append(anyio.run(measure, connect, pid, callers, options.calls))
             if scale:
@@ -345,6 +423,20 @@ def report(
                         f"{store_ratios[f'{kind}|{key}']:.2f} (goal <= 1.5)"
                     )
         result["cpu_ratio_store_memory"] = store_ratios
+    if "toolrt+auth" in kinds and "toolrt" in kinds:
+        auth_ratios: dict[str, float] = {}
+        for transport in transports:
+            for callers in counts:
+                key = f"{transport}|{callers}"
+                auth_ratios[key] = (
+                    medians[f"{key}|toolrt+auth"]["cpu_ms_per_call"] / medians[f"{key}|toolrt"]["cpu_ms_per_call"]
+                )
+                print(
+                    f"server CPU per call, authentication on / off, {transport}, {callers} clients: "
+                    f"{auth_ratios[key]:.2f} (goal <= 1.2)"
+                )
+        result["cpu_ratio_auth"] = auth_ratios
+        result["cpu_ratio_auth_worst"] = max(auth_ratios.values())
     print(json.dumps(result))
 
 

@@ -27,6 +27,7 @@ GOALS: list[tuple[str, tuple[str, ...], Callable[[float, float], bool], float, s
     ("bench_call", ("cpu_speedup_vs_client",), AT_LEAST, 6.0, "SDK in-memory client / rt.call, CPU"),
     ("bench_call", ("cpu_abort_ratio",), AT_MOST, 1.2, "rt.call with abort= / without, CPU"),
     ("bench_call", ("ratio",), AT_MOST, 1.2, "argv `true` through rt.call / anyio.run_process"),
+    ("bench_call", ("otel_cpu_no_provider_ratio",), AT_MOST, 1.05, "rt.call, no tracer provider / SDK disabled, CPU"),
     ("bench_rules", ("cpu_ratio",), AT_MOST, 1.2, "rt.call at 1,000 extra rules / base, CPU"),
     ("bench_scale", ("call_ratio",), AT_MOST, 1.2, "rt.call at 10,000 tools / at 10"),
     ("bench_providers", ("ratio",), AT_MOST, 1.1, "run_tool_calls / call_many by hand"),
@@ -47,6 +48,7 @@ GOALS: list[tuple[str, tuple[str, ...], Callable[[float, float], bool], float, s
     ("bench_reload", ("ratio_10",), AT_MOST, 3.0, "save -> client's new tools/list / bare watchfiles, 10 files"),
     ("bench_reload", ("ratio_1000",), AT_MOST, 5.0, "save -> client's new tools/list / bare watchfiles, 1,000 files"),
     ("bench_serve", ("throughput_ratio_many_tools",), AT_LEAST, 0.9, "serve throughput, 1,000 tools / 1 tool"),
+    ("bench_serve", ("cpu_ratio_auth_worst",), AT_MOST, 1.2, "serve CPU per call, auth on / off (--auth)"),
     ("bench_guards", ("failed",), AT_MOST, 0.0, "guards past their time goals"),
 ]
 """Every goal the benchmarks hold, where its number is in each one's JSON line (benchmarks/README.md)."""

@@ -10,6 +10,7 @@ import anyio
 import uvicorn
 
 from toolrt.api import Runtime
+from toolrt.config.settings import AuthSettings
 from toolrt.faces.serve import ServeLimits, build_server, http_app
 from toolrt.scope import CallScope
 
@@ -23,14 +24,23 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serving(rt: Runtime, limits: ServeLimits | None = None, *, whole_app: bool = False) -> AsyncIterator[str]:
-    """Serve `rt` over streamable HTTP; yields the endpoint URL. The SDK's app, or with `whole_app` the one
-    `toolrt serve` runs (`http_app`: resumable streams and `--max-sessions` at the HTTP layer)."""
-    server, face = build_server(rt, CallScope(), limits)
-    port = free_port()
+async def serving(
+    rt: Runtime,
+    limits: ServeLimits | None = None,
+    *,
+    whole_app: bool = False,
+    auth: AuthSettings | None = None,
+    port: int | None = None,
+    scope: CallScope | None = None,
+) -> AsyncIterator[str]:
+    """Serve `rt` over streamable HTTP; yields the endpoint URL. The SDK's app, or with `whole_app` (or
+    `auth`) the one `toolrt serve` runs (`http_app`: resumable streams and `--max-sessions` at the HTTP
+    layer, and with `auth` bearer authentication); on `port`, else a free one."""
+    server, face = build_server(rt, scope or CallScope(), limits)
+    port = port or free_port()
     app = (
-        http_app(server, "127.0.0.1", limits or ServeLimits())
-        if whole_app
+        http_app(server, "127.0.0.1", limits or ServeLimits(), face, auth)
+        if whole_app or auth is not None
         else server.streamable_http_app(host="127.0.0.1")
     )
     web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))

@@ -298,9 +298,9 @@ TWO_PRIMARIES = "default_agent: build\nagents: {build: {mode: primary}, x: {mode
             "agents: {x: {}}\ndefault_agent: build\n",
             [
                 'locked.yaml:1:1: "agents" is not allowed in the locked file: it holds only permission, rules, '
-                "tests, sandbox, protected, tools, handlers and settings",
+                "tests, sandbox, protected, tools, handlers, settings and principals",
                 'locked.yaml:2:1: "default_agent" is not allowed in the locked file: it holds only permission, rules, '
-                "tests, sandbox, protected, tools, handlers and settings",
+                "tests, sandbox, protected, tools, handlers, settings and principals",
             ],
         ),
         (

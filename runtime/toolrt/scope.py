@@ -36,6 +36,12 @@ class CallScope:
     """Flag values for this scope only, over the runtime's resolved flags."""
     toolset: str | None = None
     """A tool set declared in toolrt.yaml: only its tools are offered."""
+    principal: str | None = None
+    """Who is calling over authenticated HTTP (`toolrt serve` with `auth.*`: the token's subject), for the
+    audit record and telemetry; the agent it maps to is `agent`. None: nobody authenticated."""
+    token_scopes: frozenset[str] | None = None
+    """The OAuth scopes the caller's token holds: a tool whose `scopes:` it lacks does not run (nor as a
+    `batch` sub-call). None: nobody authenticated, and `scopes:` binds nothing."""
 
     def selection_key(self) -> tuple[Any, ...]:
         """What decides the offered tools (everything but the session), as a hashable value."""
@@ -59,6 +65,8 @@ class ScopeFields(TypedDict, total=False):
     session: str
     flags: Mapping[str, bool] | None
     toolset: str | None
+    principal: str | None
+    token_scopes: frozenset[str] | None
 
 
 def scope_of(scope: CallScope | None, fields: ScopeFields | None = None) -> CallScope:

@@ -20,10 +20,11 @@ import anyio
 
 from ..build.selection import Offered, ToolSet
 from ..build.snapshot import Snapshot, blocked_message
-from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError, StoreError
+from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError, RejectedError, StoreError
 from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
+from ..telemetry import call_span, record_call, span, tracer
 from .active import ActiveCall
 from .arguments import parse_arguments
 from .permissions import LOOP_WARNING, add_doom_loop, authorize, permission_requests_off_loop
@@ -46,7 +47,15 @@ CANCELLED = "The call was cancelled before it finished."
 
 
 async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, services: Services) -> ToolResult:
-    """Run one call through the whole pipeline and record it; never raises for a failed call."""
+    """Run one call through the whole pipeline and record it; never raises for a failed call. With a tracer
+    provider, inside the call's `execute_tool` span (`toolrt.telemetry`)."""
+    if tracer() is None:
+        return await _dispatch(request, snapshot, toolset, services)
+    with call_span(request.tool):
+        return await _dispatch(request, snapshot, toolset, services)
+
+
+async def _dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, services: Services) -> ToolResult:
     started = time.perf_counter()
     services.call_counter += 1
     call_id = request.call_id or f"{services.call_prefix}{services.call_counter}"
@@ -56,12 +65,18 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
         offered, repair_note = None, blocked_message(snapshot.blocked)
     if request.refused is not None:
         offered, repair_note = None, request.refused
+    if offered is not None and request.scope.token_scopes is not None:
+        refused = _lacks_scopes(offered, request.scope.token_scopes)
+        if refused is not None:
+            offered, repair_note = None, refused
     if offered is None:
         assert repair_note is not None
         result = ToolResult(title="Invalid Tool", output="", error=repair_note)
         duration = time.perf_counter() - started
         entry = CallRecord(request.scope, agent, request.tool, call_id, args, None, "invalid", result, duration)
-        return _recorded(services, entry)
+        result = _recorded(services, entry)
+        _measured(entry)
+        return result
     state = services.session(request.scope.session)
     call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
     call.emit("running", {"input": args})
@@ -78,7 +93,7 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
                 requests.pop()
                 doom_loop, loop_warned = False, True
                 logger.warning(LOOP_WARNING.format(tool=call.name, times=DOOM_LOOP_THRESHOLD))
-            decision = await authorize(call, args, requests, doom_loop)
+            decision = await _authorized(call, args, requests, doom_loop)
             call.granted.update((d.permission, d.pattern) for d in decision.decisions)
         # else: the call went to `invalid`, which only tells the model why it could not run and which
         # tools it has; no agent's rules may hide that text (a deny-all agent would read "invalid denied").
@@ -121,6 +136,35 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
     return _finish(call, args, decision, status, result, started)
 
 
+async def _authorized(call: ActiveCall, args: Any, requests: list[PermissionRequest], doom_loop: bool) -> Decision:
+    """`authorize`, inside a `permission` span naming the action and the deciding rule when traced."""
+    if tracer() is None:
+        return await authorize(call, args, requests, doom_loop)
+    with span("permission", {"gen_ai.tool.name": call.name}) as traced:
+        try:
+            decision = await authorize(call, args, requests, doom_loop)
+        except PermissionBlocked as error:
+            permissions = call.snapshot.permissions
+            blocked = decide(
+                requests,
+                permissions.ruleset(call.agent),
+                locked=permissions.locked,
+                approved=call.services.broker.approved(call.session, call.agent),
+            )
+            _decided(traced, blocked, "reject" if isinstance(error, RejectedError) else "deny")
+            raise
+        _decided(traced, decision, decision.action)
+        return decision
+
+
+def _decided(traced: Any, decision: Decision, action: str) -> None:
+    traced.set_attribute("toolrt.permission.action", action)
+    deciding = decision.action if action != "reject" else "ask"
+    rule = next((d.rule for d in decision.decisions if d.action == deciding and d.rule is not None), None)
+    if rule is not None:
+        traced.set_attribute("toolrt.permission.rule", rule.describe())
+
+
 def _with_loop_warning(result: ToolResult, name: str) -> ToolResult:
     note = f"\n\n<toolrt_metadata>\n{LOOP_WARNING.format(tool=name, times=DOOM_LOOP_THRESHOLD)}\n</toolrt_metadata>"
     if result.error is not None:
@@ -132,7 +176,11 @@ def _recorded(services: Services, entry: CallRecord) -> ToolResult:
     """The call's result once its record is written; an error result when a persistent store refused the
     record (fail closed: no result goes out without its audit record)."""
     try:
-        services.recorder.record(entry)
+        if tracer() is None:
+            services.recorder.record(entry)
+        else:
+            with span("audit write"):
+                services.recorder.record(entry)
     except StoreError as error:
         logger.error("the %s call's audit record could not be stored: %s", entry.tool, error)
         return ToolResult(
@@ -155,11 +203,38 @@ def _finish(
         call.request.scope, call.agent, call.name, call.call_id, args, decision, status, result, duration
     )
     result = _recorded(services, entry)
+    _measured(entry)
     if services.listeners:
         ended = time.time()
         timing = {"result": result, "start": ended - duration, "end": ended}
         call.emit("completed" if result.error is None else "error", timing, ended)
     return result
+
+
+def _measured(entry: CallRecord) -> None:
+    """The call's duration metric, and its span's closing attributes (`toolrt.telemetry`)."""
+    current = None
+    if tracer() is not None:
+        from opentelemetry.trace import get_current_span
+
+        current = get_current_span()
+    record_call(
+        current,
+        tool=entry.tool,
+        call_id=entry.call_id,
+        agent=entry.agent,
+        principal=entry.scope.principal,
+        status=entry.status,
+        seconds=entry.duration,
+    )
+
+
+def _lacks_scopes(offered: Offered, held: frozenset[str]) -> str | None:
+    """Why the caller's token may not call `offered` (it lacks one of the tool's `scopes:`), or None."""
+    missing = [scope for scope in offered.tool.definition.scopes if scope not in held]
+    if not missing:
+        return None
+    return f"The {offered.name} tool needs the OAuth scope {' '.join(missing)}, which the caller's token does not hold."
 
 
 def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple[Offered | None, Any, str | None]:

@@ -163,6 +163,8 @@ class Recorder:
             f'"requests":{self._requests_json(entry.decision)},"duration_ms":{entry.duration * 1000:.3f},'
             f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}}}'
         )
+        if scope.principal is not None:  # who called over authenticated HTTP
+            rest = f'"principal":{_string(scope.principal)},{rest}'
         if self.audit.path is not None:
             who = self._who_json(scope.session, entry.agent, scope.model, entry.tool)
             self.audit.append_line(f'{{"time":"{stamp}",{who},{rest}\n')

@@ -142,6 +142,8 @@ class ToolDefinition:
     parallel: bool = False
     task: Literal["never", "optional", "required"] = "never"
     """Over MCP, whether calls run as tasks (YAML `task:` false, true, `required`; see `faces.serve_tasks`)."""
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller's token needs for this tool over authenticated HTTP (`toolrt serve`, `auth.*`)."""
     cache_ttl: float | None = None
     examples_valid: tuple[Mapping[str, Any], ...] = ()
     examples_invalid: tuple[Mapping[str, Any], ...] = ()
@@ -271,6 +273,7 @@ def tool_from_document(document: Document, *, description: str, layer: str) -> T
         annotations=MappingProxyType(dict(data.get("annotations", {}))),
         parallel=data.get("parallel", False),
         task=_TASK_MODES[data.get("task", False)],
+        scopes=tuple(data.get("scopes", ())),
         cache_ttl=cache["ttl"] if cache else None,
         examples_valid=tuple(examples.get("valid", ())),
         examples_invalid=tuple(examples.get("invalid", ())),

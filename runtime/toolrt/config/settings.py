@@ -57,6 +57,7 @@ __all__ = [
     "LspServerSettings",
     "LspSettings",
     "ResolvedSettings",
+    "AuthSettings",
     "RetentionSettings",
     "SandboxSettings",
     "ServeSettings",
@@ -151,6 +152,26 @@ class RetentionSettings:
     """A session unused this many days is removed with its approvals; None: kept."""
 
 
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """`toolrt serve --transport http` as an OAuth 2.1 resource server (MCP's authorization spec), host-only.
+
+    Off while `issuer` is None: the server then authenticates nobody and listens on loopback only."""
+
+    issuer: str | None = None
+    """The authorization server whose tokens are accepted (a token's `iss` must equal it)."""
+    audience: str | None = None
+    """This server's resource URL (`https://tools.example/mcp`): a token's `aud` must name it."""
+    jwks_url: str | None = None
+    """Where the issuer publishes its signing keys (JWKS)."""
+    required_scopes: tuple[str, ...] = ()
+    """Scopes every token must hold, besides those of the tool it calls (a tool's `scopes:`)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.issuer is not None
+
+
 def default_data_dir() -> Path:
     """`$XDG_DATA_HOME/toolrt`, else `~/.local/share/toolrt`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -189,6 +210,8 @@ class Settings:
     the data directory) or a `postgresql://…` URI; shown everywhere without its password (not in `repr`)."""
     retention: RetentionSettings = RetentionSettings()
     """Host-only. How long the store keeps audit records and unused sessions."""
+    auth: AuthSettings = AuthSettings()
+    """Host-only. Who may call `toolrt serve` over HTTP: OAuth bearer tokens (JWTs) of one issuer."""
 
     @property
     def audit_path(self) -> Path | None:
@@ -260,6 +283,11 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "store": _always,
         "retention.audit_days": _always,
         "retention.session_days": _always,
+        # A project that could set the issuer or its keys would sign its own tokens.
+        "auth.issuer": _always,
+        "auth.audience": _always,
+        "auth.jwks_url": _always,
+        "auth.required_scopes": _always,
     }
 )
 """Settings the project's files may not set: key → whether a given value needs the host (a project may
@@ -305,6 +333,10 @@ _HOW_TO_SET = {
     "store": "TOOLRT_STORE",
     "retention.audit_days": "TOOLRT_RETENTION__AUDIT_DAYS",
     "retention.session_days": "TOOLRT_RETENTION__SESSION_DAYS",
+    "auth.issuer": "TOOLRT_AUTH__ISSUER, the user settings file",
+    "auth.audience": "TOOLRT_AUTH__AUDIENCE, the user settings file",
+    "auth.jwks_url": "TOOLRT_AUTH__JWKS_URL, the user settings file",
+    "auth.required_scopes": "TOOLRT_AUTH__REQUIRED_SCOPES='[\"SCOPE\", ...]', the user settings file",
 }
 _PATH_KEYS = ("data_dir", "audit", "locked_permissions")
 
@@ -442,6 +474,7 @@ def _env_model(flags: tuple[str, ...]) -> Any:
     fields["sandbox"] = (SandboxSettings | None, None)
     fields["lsp"] = (LspSettings | None, None)
     fields["retention"] = (RetentionSettings | None, None)
+    fields["auth"] = (AuthSettings | None, None)
     fields["env_allow"] = (list[str] | None, None)
     fields["background"] = (list[str] | None, None)
     fields.update({f"flag_{name}": (Any, None) for name in flags})
@@ -659,7 +692,9 @@ def _relative_to(base: Path | None, key: str, value: Any) -> Any:
     if key in ("sandbox.writable", "sandbox.sockets") and isinstance(value, str):  # a JSON list or PATH-style
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
-    if key == "serve.task_tools" and isinstance(value, str):  # the environment: a JSON list or comma-separated
+    if key in ("serve.task_tools", "auth.required_scopes") and isinstance(
+        value, str
+    ):  # the environment: a JSON list or comma-separated
         text = value.strip()
         return json.loads(text) if text.startswith("[") else [name.strip() for name in text.split(",") if name.strip()]
     if key == "sandbox.sockets" and isinstance(value, (list, tuple)):

@@ -22,9 +22,10 @@ import subprocess
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.abc
@@ -33,6 +34,7 @@ from ..errors import ToolFailure
 from ..sandbox.hint import refusal_hint
 from ..sandbox.kernel import SandboxSetupError
 from ..sandbox.plan import SandboxPlan
+from ..telemetry import span, tracer, with_traceparent
 from ..truncate import new_output_path
 from .spawn import PidfdProcess, ServedProcess, open_process
 
@@ -211,6 +213,13 @@ def _spawn_error(argv: Sequence[str], cwd: Path, error: OSError) -> ToolFailure:
     return ToolFailure(f"Could not start '{name}': {error.strerror or error}.")
 
 
+def _spawn_attributes(argv: Sequence[str], sandbox: SandboxPlan | None) -> dict[str, Any]:
+    return {
+        "process.executable.name": Path(argv[0]).name,
+        "toolrt.sandbox": sandbox.description if sandbox is not None else "none",
+    }
+
+
 def _check_argv(argv: Sequence[str]) -> None:
     if not argv:
         raise ToolFailure("Cannot run an empty command: argv has no elements.")
@@ -297,14 +306,18 @@ async def run_process(
     if abort is not None and abort.is_set():
         return ProcessOutcome("", None, False, True, 0, None, 0.0)
     _check_argv(argv)
+    traced = tracer() is not None
+    if traced:  # the process continues the call's trace (`toolrt.telemetry`)
+        env = with_traceparent(env)
     try:
-        process = await open_process(
-            argv,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            cwd=cwd,
-            env=env,
-            sandbox=sandbox,
-        )
+        with span("sandbox spawn", _spawn_attributes(argv, sandbox)) if traced else nullcontext():
+            process = await open_process(
+                argv,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                cwd=cwd,
+                env=env,
+                sandbox=sandbox,
+            )
     except OSError as error:
         raise _spawn_error(argv, cwd, error) from error
     except ValueError as error:  # includes UnicodeEncodeError for unencodable arguments
@@ -321,27 +334,28 @@ async def run_process(
         aborted = True
         deadline.cancel()
 
-    try:
-        with deadline:
-            if abort is None and stdin is None:
-                # The common case skips the task group: one less layer on every call.
-                await _pump(process, capture)
-                completed = True
-            else:
-                async with anyio.create_task_group() as group:
-                    if abort is not None:
-                        group.start_soon(watch_abort, abort)
-                    if stdin is not None:
-                        group.start_soon(_feed_stdin, process, stdin)
+    with span("process", {"process.pid": process.pid}) if traced else nullcontext():
+        try:
+            with deadline:
+                if abort is None and stdin is None:
+                    # The common case skips the task group: one less layer on every call.
                     await _pump(process, capture)
                     completed = True
-                    group.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            if not completed:
-                await _terminate_group(process, kill_grace)
-            capture.close()
-            await process.aclose()
+                else:
+                    async with anyio.create_task_group() as group:
+                        if abort is not None:
+                            group.start_soon(watch_abort, abort)
+                        if stdin is not None:
+                            group.start_soon(_feed_stdin, process, stdin)
+                        await _pump(process, capture)
+                        completed = True
+                        group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not completed:
+                    await _terminate_group(process, kill_grace)
+                capture.close()
+                await process.aclose()
 
     output = capture.finish()
     exit_code = process.returncode if completed else None

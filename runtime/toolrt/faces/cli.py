@@ -333,6 +333,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_TRACED = ("call", "serve", "chat")
+"""The commands that configure OpenTelemetry from `OTEL_*` (`faces.otel`)."""
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -340,7 +344,16 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         options = _parser().parse_args(list(argv) if argv is not None else None)
         options.err = err
         handler = globals()[f"_cmd_{options.command}"]
-        code: int = handler(options, out)
+        if options.command not in _TRACED:
+            code: int = handler(options, out)
+            return code
+        from .otel import configure
+
+        flush = configure()  # the OpenTelemetry SDK from OTEL_* (the `otel` extra), flushed before exit
+        try:
+            code = handler(options, out)
+        finally:
+            flush()
         return code
     except SystemExit:  # `--help`, `--version`: answered without importing a module of the runtime
         raise

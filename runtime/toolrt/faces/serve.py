@@ -36,7 +36,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 from urllib.parse import quote
@@ -62,13 +62,19 @@ from ..call.client import ClientRequest
 from ..call.events import CallEvent
 from ..call.pipeline import PROTOCOL_ERROR
 from ..call.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
+from ..config.model import ToolDefinition
+from ..config.settings import HOST_ONLY, AuthSettings
 from ..errors import UsageError
 from ..permissions.ask import AskRequest, Reply
+from ..permissions.principals import agent_for
 from ..permissions.shown import ask_lines, escape_controls
 from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
+from ..store.model import session_id
+from ..telemetry import enrich_request_span, observe, tracer
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
+from .serve_principal import current_caller, refusal
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
@@ -175,9 +181,9 @@ class McpFace:
         """Who the served tools are for (the `toolrt serve` selection options); each call adds its session."""
         self._limits = limits = limits or ServeLimits()
         rt.sessions.limit(idle_seconds=limits.session_idle, max_sessions=limits.max_sessions)
-        self._listed: dict[tuple[bool, bool], _Listing] = {}
+        self._listed: dict[tuple[bool, bool, str | None], _Listing] = {}
         """The listing in wire form by (whether tools that only ask are left out, whether references are
-        inlined), with the selection it was built from."""
+        inlined, the caller's agent), with the selection it was built from."""
         self._last_request = 0.0
         """When the last `tools/list` or `tools/call` started (`time.monotonic`): heap settling waits for quiet."""
         self._unsettled: anyio.Event | None = None
@@ -205,7 +211,7 @@ class McpFace:
         """The calls running as MCP tasks, and their records (`serve_tasks`)."""
         self.skills = SkillsFace(
             rt,
-            scope,
+            self._request_scope,
             session_of=lambda ctx: self._mcp_sessions.identify(ctx)[0],
             can_ask=self._can_ask,
             load=self._load_skill,
@@ -228,29 +234,64 @@ class McpFace:
     def tasks(self) -> McpTasks:
         return self._tasks
 
+    # --- who is calling ---------------------------------------------------------------------------
+
+    def _request_scope(self) -> CallScope:
+        """The scope of the request being handled: the served one, or over authenticated HTTP the caller's
+        agent (the locked file's `principals:`) and principal (`serve_principal`).
+
+        Raises `MCPError` for a caller no `principals:` entry matches (the HTTP layer refuses those
+        first; a reload may have changed the entries since)."""
+        caller = current_caller()
+        if caller is None:
+            return self._scope
+        rules = self._rt.snapshot.permissions.principals
+        agent = self._scope.agent
+        if rules is not None:  # without `principals:` every caller acts as the served agent
+            agent = agent_for(rules, caller.claims)
+            if agent is None:
+                raise MCPError(
+                    types.INVALID_REQUEST, "No agent is mapped to this caller (the locked file's principals)"
+                )
+        return replace(self._scope, agent=agent, principal=caller.principal, token_scopes=caller.scopes)
+
+    def served_tools(self) -> list[ToolDefinition]:
+        """The current snapshot's tool definitions."""
+        return [tool.definition for tool in self._rt.snapshot.tools.values()]
+
+    def scopes_of(self, name: str) -> tuple[str, ...]:
+        """The OAuth scopes a caller needs for tool `name` (its YAML `scopes:`); () for an unknown tool."""
+        tool = self._rt.snapshot.tools.get(name)
+        return () if tool is None else tool.definition.scopes
+
+    def refusal(self, claims: Mapping[str, Any]) -> str | None:
+        """Why a verified token may not call at all (no `principals:` entry matches), or None."""
+        return refusal(self._rt.snapshot.permissions, claims)
+
     # --- tools/list -------------------------------------------------------------------------------
 
-    def _toolset(self) -> ToolSet:
+    def _toolset(self, scope: CallScope | None = None) -> ToolSet:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
-        return self._rt.tools(self._scope)
+        return self._rt.tools(scope or self._request_scope())
 
     def _listing(self, ctx: Ctx) -> tuple[dict[str, Any], ...]:
         """The served tools as MCP `Tool`s in wire form, built once per snapshot, selection and kind of
         client (a request copies none of it; a reload validates again only the tools it changed): a client
         that cannot be asked is not offered the tools whose every call asks (`build.unaskable`), and a
         client that drops `$defs` gets schemas with references inlined (`serve.inline_refs`)."""
-        toolset = self._toolset()
+        scope = self._request_scope()
+        toolset = self._toolset(scope)
         hide = not self._offer_unaskable and not self._can_ask(ctx)
         inline = self._inlines(ctx)
-        cached = self._listed.get((hide, inline))
+        cached = self._listed.get((hide, inline, scope.agent))
         if cached is None or cached.toolset is not toolset:
             shown = toolset
             if hide:
                 from ..build.unaskable import without_unaskable
 
-                shown = without_unaskable(toolset, self._rt.snapshot, self._scope.agent)
+                shown = without_unaskable(toolset, self._rt.snapshot, scope.agent)
             specs = shown.specs("mcp-inline" if inline else "mcp")
-            cached = self._listed[(hide, inline)] = _Listing.build(toolset, specs, cached)
+            cached = self._listed[(hide, inline, scope.agent)] = _Listing.build(toolset, specs, cached)
         return cached.tools
 
     def _inlines(self, ctx: Ctx) -> bool:
@@ -305,7 +346,8 @@ class McpFace:
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         self._last_request = time.monotonic()
         await self._review_held(ctx)
-        if params.name not in self._toolset():
+        scope = self._request_scope()
+        if params.name not in self._toolset(scope):
             withheld = self._rt.snapshot.withheld.get(params.name)
             if withheld:  # a tool whose file is broken: say why, as a result the model can read
                 listed = "; ".join(str(problem) for problem in withheld)
@@ -313,6 +355,8 @@ class McpFace:
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token, replay = self._session_and_replay(ctx)
+        if tracer() is not None:  # the SDK's server span of this request names the session (an id) and caller
+            enrich_request_span(session_id(session), scope.principal, scope.agent)
         await self._log_on_call(ctx, session)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         notes = _Notes(ctx, _wants_progress(ctx))
@@ -325,7 +369,7 @@ class McpFace:
         call = self._rt.call(
             params.name,
             dict(params.arguments or {}),
-            self._scope,
+            scope,
             session=session,
             ask=self._asker(ctx, channel),
             questioner=self._questioner(ctx, channel),
@@ -420,7 +464,7 @@ class McpFace:
         result = await self._rt.call(
             "skill",
             {"name": name},
-            self._scope,
+            self._request_scope(),
             session=session,
             ask=self._asker(ctx, channel),
             call_id=f"mcp_{ctx.request_id}_{next(self._ids)}",
@@ -1060,6 +1104,9 @@ def run_serve(
         rt.snapshot.permissions.ruleset(scope.agent)
     if scope.toolset is not None:
         rt.tools(scope)  # an unknown tool set is a usage error before the client connects
+    auth = rt.settings.values.auth
+    if transport == "http":
+        refuse_unauthenticated(host, auth)
     listener = _listen(host, port) if transport == "http" else None
 
     async def main() -> None:
@@ -1068,6 +1115,7 @@ def run_serve(
         if notice is not None:
             print(notice, file=sys.stderr, flush=True)
         unsubscribe = rt.on_swap(face.swap_listener())
+        observe(lambda: len(rt.sessions), lambda: rt.status().generation)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
@@ -1080,7 +1128,7 @@ def run_serve(
                     await _serve_stdio(server)
                 else:
                     assert listener is not None
-                    await _serve_http(server, host, listener, limits or ServeLimits())
+                    await _serve_http(server, face, host, listener, limits or ServeLimits(), auth)
                 group.cancel_scope.cancel()
         finally:
             unsubscribe()
@@ -1096,6 +1144,26 @@ def run_serve(
         rt.close()  # no language server outlives the server
         detach()
     return 0
+
+
+def refuse_unauthenticated(host: str, auth: AuthSettings) -> None:
+    """Check the authentication settings, and that a server authenticating nobody listens on loopback only.
+
+    Raises:
+        UsageError: `host` is not loopback and `auth.*` is not set (anyone who reaches the port could call
+            every tool), or the `auth.*` settings are incomplete.
+    """
+    if auth.enabled:
+        from .serve_auth import check_settings
+
+        check_settings(auth)
+        return
+    if HOST_ONLY["serve.host"](host):  # true for anything but loopback
+        raise UsageError(
+            f"--host {host} is not loopback, and a server reachable from other machines needs authentication: "
+            "set auth.issuer, auth.audience and auth.jwks_url (TOOLRT_AUTH__ISSUER, TOOLRT_AUTH__AUDIENCE, "
+            "TOOLRT_AUTH__JWKS_URL or the user settings file), see docs/mcp.md"
+        )
 
 
 def _log_language_servers() -> Callable[[], None]:
@@ -1181,20 +1249,33 @@ def _listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-async def _serve_http(server: Server[Any], host: str, listener: socket.socket, limits: ServeLimits) -> None:
+async def _serve_http(
+    server: Server[Any], face: McpFace, host: str, listener: socket.socket, limits: ServeLimits, auth: AuthSettings
+) -> None:
     import uvicorn
 
-    config = uvicorn.Config(http_app(server, host, limits), log_level="warning")
+    config = uvicorn.Config(http_app(server, host, limits, face, auth), log_level="warning")
     served = uvicorn.Server(config)
     settle_heap()
     await served.serve(sockets=[listener])
 
 
-def http_app(server: Server[Any], host: str, limits: ServeLimits) -> Callable[..., Awaitable[None]]:
+def http_app(
+    server: Server[Any], host: str, limits: ServeLimits, face: McpFace | None = None, auth: AuthSettings | None = None
+) -> Callable[..., Awaitable[None]]:
     """The ASGI app of `toolrt serve --transport http`: the SDK's streamable HTTP app with resumable streams
-    (`serve_events`) and `--max-sessions` releasing the most idle session (`serve_session_limit`)."""
+    (`serve_events`) and `--max-sessions` releasing the most idle session (`serve_session_limit`); with
+    `auth` (and the `face` whose tools it serves), behind OAuth bearer authentication (`serve_auth`)."""
     from .serve_events import EventBuffer, resumable
     from .serve_session_limit import SessionLimit
 
     app = resumable(server, EventBuffer(), host=host, session_idle_timeout=limits.session_idle)
-    return SessionLimit(server.session_manager, limits.max_sessions).wrap(app)
+    limited = SessionLimit(server.session_manager, limits.max_sessions).wrap(app)
+    if auth is None or not auth.enabled:
+        return limited
+    if face is None:
+        raise UsageError("authentication needs the served tools (pass the McpFace)")
+    from .serve_auth import protect
+
+    scopes = sorted({scope for tool in face.served_tools() for scope in tool.scopes})
+    return protect(limited, auth, face.scopes_of, face.refusal, scopes)

@@ -30,6 +30,7 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..call.sessions import SessionStore
+from .serve_principal import principal_suffix
 
 __all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
 
@@ -73,24 +74,30 @@ class McpSessions:
         """(the toolrt session of this request, the token its result must carry, or None).
 
         `carried`: the session a verified `requestState` names; a token the server issued before a
-        restart (so no longer holds) is held again when the request's token is that session's."""
+        restart (so no longer holds) is held again when the request's token is that session's.
+
+        Over authenticated HTTP every name ends with the caller's `principal_suffix`: another caller
+        naming the same MCP session or token reaches another session (`serve_principal`)."""
         connection = connection_of(ctx)
+        mine = principal_suffix()
         if connection.session_id is not None:
-            name = _MCP_SESSION_PREFIX + connection.session_id
+            name = _MCP_SESSION_PREFIX + connection.session_id + mine
             if not connection.state.get(_RELEASE_REGISTERED):
                 connection.state[_RELEASE_REGISTERED] = True
                 connection.exit_stack.callback(self._store.release, name)
             return name, None
         if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return self._default, None
+            return self._default + mine, None
         meta: Mapping[str, Any] = ctx.meta or {}
         if SESSION_META_KEY not in meta and not self._shared:
-            return self._default, None
+            return self._default + mine, None
         token = meta.get(SESSION_META_KEY)
-        if isinstance(token, str) and (self._known(_TOKEN_PREFIX + token) or carried == _TOKEN_PREFIX + token):
-            self._store.get(_TOKEN_PREFIX + token)
-            return _TOKEN_PREFIX + token, token
+        if isinstance(token, str):
+            name = _TOKEN_PREFIX + token + mine
+            if self._known(name) or carried == name:
+                self._store.get(name)
+                return name, token
         token = secrets.token_urlsafe(18)
-        name = _TOKEN_PREFIX + token
+        name = _TOKEN_PREFIX + token + mine
         self._store.get(name)  # held from now on, even if the call never reaches the pipeline
         return name, token

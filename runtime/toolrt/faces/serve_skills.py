@@ -295,7 +295,7 @@ class SkillsFace:
     def __init__(
         self,
         rt: Runtime,
-        scope: CallScope,
+        scope_of: Callable[[], CallScope],
         *,
         session_of: Callable[[Ctx], str],
         can_ask: Callable[[Ctx], bool],
@@ -303,7 +303,8 @@ class SkillsFace:
         offer_unaskable: bool,
     ) -> None:
         self._rt = rt
-        self._scope = scope
+        self._scope_of = scope_of
+        """The request's scope (an authenticated caller's agent and principal, `serve_principal`)."""
         self._session_of = session_of
         self._can_ask = can_ask
         self._load = load
@@ -316,12 +317,12 @@ class SkillsFace:
     # --- which skills this request may see --------------------------------------------------------
 
     def _offered(self) -> bool:
-        return "skill" in self._rt.tools(self._scope)
+        return "skill" in self._rt.tools(self._scope_of())
 
     def _action(self, name: str, session: str) -> str:
         """The `skill` tool's verdict on loading `name` in `session` (its "always" approvals count)."""
         decision, _ = self._rt.check_call(
-            "skill", {"name": name}, replace(self._scope, session=session), approvals=True
+            "skill", {"name": name}, replace(self._scope_of(), session=session), approvals=True
         )
         return decision.action
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import anyio
 
 from ..errors import CorrectedError, DeniedError, PermissionBlocked, RejectedError, UsageError
+from ..telemetry import count_ask
 from .evaluate import approval_required_message, decide, denied_message
 from .model import Decision, PatternDecision, PermissionRequest, Rule
 from .rules import Ruleset
@@ -152,6 +153,7 @@ class PermissionBroker:
         if decision.action == "allow":
             return decision
         if asker is None:
+            count_ask("unanswered")
             raise DeniedError(approval_required_message(decision))
         merged: dict[str, Any] = {}
         for request in requests:
@@ -201,6 +203,7 @@ class PermissionBroker:
             raise failure[0]
 
     def _settle(self, pending: _Pending, reply: Reply) -> None:
+        count_ask(reply.kind)
         session = pending.request.session
         if reply.kind == "reject":
             self._finish(pending, CorrectedError(reply.message) if reply.message else RejectedError())

@@ -19,6 +19,7 @@ from ..config.document import Document
 from ..errors import ConfigError, Problem, UsageError
 from .model import Rule
 from .parse import AgentMode, AgentSpec, FileSpec, LayerRule, Location, PermissionTest, parse_document
+from .principals import PrincipalRule
 from .rules import Ruleset
 
 __all__ = ["AgentInfo", "Layer", "PermissionConfig", "build_permission_config"]
@@ -28,8 +29,10 @@ PROTECTED_SOURCE = "built-in: protected paths"
 PROTECTED_RULE = Rule("protected", "*", "ask", PROTECTED_SOURCE, "builtin")
 """Ends every agent's chain: no project rule can allow a write to a protected path; a session approval
 ("always") still can, and the locked file can deny one."""
-_LOCKED_KEYS = frozenset({"permission", "rules", "tests", "sandbox", "protected", "tools", "handlers", "settings"})
-_LOCKED_ONLY = frozenset({"tools", "handlers", "settings"})
+_LOCKED_KEYS = frozenset(
+    {"permission", "rules", "tests", "sandbox", "protected", "tools", "handlers", "settings", "principals"}
+)
+_LOCKED_ONLY = frozenset({"tools", "handlers", "settings", "principals"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,9 @@ class PermissionConfig:
     """Tool id wildcards the locked file denies, whatever their permission key."""
     denied_handlers: tuple[str, ...] = ()
     """Handler kinds (python, argv, shell, host) the locked file denies."""
+    principals: tuple[PrincipalRule, ...] | None = None
+    """The locked file's `principals:` (token claims → agent, `permissions.principals`); None: it has none,
+    and every authenticated caller acts as the agent `toolrt serve` was started with."""
 
     def ruleset(self, agent: str | None = None) -> Ruleset:
         """The agent's full chain (None → the default agent); an unknown name → `UsageError`."""
@@ -97,7 +103,8 @@ def _scope_problems(spec: FileSpec) -> list[Problem]:
             problems.append(
                 location.problem(
                     f'"{key}" is not allowed in the locked file: '
-                    "it holds only permission, rules, tests, sandbox, protected, tools, handlers and settings"
+                    "it holds only permission, rules, tests, sandbox, protected, tools, handlers, settings "
+                    "and principals"
                 )
             )
         elif spec.scope != "locked" and key in _LOCKED_ONLY:
@@ -213,6 +220,12 @@ def build_permission_config(
         if test.agent is not None and test.agent not in agents:
             problems.append(test.location.problem(f'test names unknown agent "{test.agent}"; agents: {agent_names}'))
 
+    if admin is not None and admin.principals_location is not None:
+        for rule in admin.principals:
+            if rule.agent not in agents:
+                message = f'principals: unknown agent "{rule.agent}"; agents: {agent_names}'
+                problems.append(admin.principals_location.problem(message))
+
     if problems or default_agent is None:
         raise ConfigError(problems)
     return PermissionConfig(
@@ -225,4 +238,5 @@ def build_permission_config(
         protected=tuple(dict.fromkeys(p for spec in (base, user, admin) if spec is not None for p in spec.protected)),
         denied_tools=admin.denied_tools if admin is not None else (),
         denied_handlers=admin.denied_handlers if admin is not None else (),
+        principals=admin.principals if admin is not None and admin.principals_location is not None else None,
     )

@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 from ..config.document import Document, child_pointer
 from ..errors import Problem, Severity
 from .model import Action, Rule
+from .principals import PrincipalRule, principal_rules
 from .wildcard import expand_pattern
 
 __all__ = ["AgentMode", "AgentSpec", "FileSpec", "LayerRule", "Location", "PermissionTest", "parse_document"]
@@ -105,6 +106,9 @@ class FileSpec:
     """`tools: {deny: [...]}`: tool id wildcards (the locked file only)."""
     denied_handlers: tuple[str, ...] = ()
     """`handlers: {deny: [...]}`: handler kinds (the locked file only)."""
+    principals: tuple[PrincipalRule, ...] = ()
+    """`principals:`: token claims → agent (the locked file only, see `permissions.principals`)."""
+    principals_location: Location | None = None
 
 
 class _RuleReader:
@@ -198,4 +202,6 @@ def parse_document(document: Document, *, scope: str, home: str, data_dir: str) 
         ),
         denied_tools=tuple((data.get("tools") or {}).get("deny") or ()),
         denied_handlers=tuple((data.get("handlers") or {}).get("deny") or ()),
+        principals=principal_rules(data.get("principals") or ()),
+        principals_location=Location.of(document, "/principals") if "principals" in data else None,
     )
