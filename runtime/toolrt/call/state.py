@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..audit import AuditLog
 from ..permissions.ask import PermissionBroker
@@ -20,7 +20,6 @@ from .events import CallEvent, Listener
 from .record import Recorder
 from .request import CallRequest
 from .sessions import SessionStore
-from .suspension import Runnable
 
 if TYPE_CHECKING:
     from ..build.snapshot import Snapshot
@@ -29,12 +28,20 @@ if TYPE_CHECKING:
     from ..lsp.manager import LspManager
     from .persist import SessionKeeper
 
-__all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
+__all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Runnable", "Services", "SessionState"]
 
 DOOM_LOOP_THRESHOLD = 3
 
 BatchRunner = Callable[[CallRequest, Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 """Runs a batch's sub-calls in the scope of the call that made them."""
+
+
+class Runnable(NamedTuple):
+    """A handler function and how it runs, read once when it is resolved."""
+
+    function: Callable[..., Any]
+    is_async: bool
+    """A coroutine function (else: run in a worker thread, or inline with `blocking: false`)."""
 
 
 @dataclass

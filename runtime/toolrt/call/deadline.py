@@ -1,0 +1,127 @@
+"""How a running handler is stopped: when its timeout passes, or when the caller's `abort` event is set.
+
+Every handler that can suspend runs under its timeout, so the mechanism must cost little. On asyncio
+(Python 3.11 and later) a call arms one timer on the event loop (`loop.call_at`) that cancels the
+call's own task when the deadline passes, and an `abort` event is watched by one waiting task that
+cancels it the same way. A cancellation of ours is told apart from one that came from outside (the
+host's cancel scope, an MCP client's cancel) the way `asyncio.timeout` does it: we note that we
+cancelled, and `Task.uncancel` says whether any other cancellation is still pending; when one is, the
+cancellation goes on as cancellation. Elsewhere (trio, or asyncio on Python 3.10) anyio's cancel
+scopes do the same; a trio cancel scope with a deadline is itself one timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable
+from typing import Any
+
+import anyio
+
+from ..errors import ToolFailure
+
+__all__ = ["ABORTED", "TIMED_OUT", "stop_in_time"]
+
+TIMED_OUT = "The {tool} tool did not finish within {timeout:g} seconds and was stopped."
+ABORTED = "User aborted the command"
+
+
+class _Stop:
+    """What cancelled the call's task, if anything did; `over` once the call has left `stop_in_time`."""
+
+    __slots__ = ("over", "reason", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.reason: str | None = None
+        self.over = False
+
+    def expire(self) -> None:
+        """The timer's callback: the deadline has passed."""
+        if self.reason is None and not self.over:
+            self.reason = TIMED_OUT
+            self.task.cancel()
+
+    def abort(self, waiter: asyncio.Task[None]) -> None:
+        """The abort waiter's done callback: the event was set (a waiter cancelled at the call's end is not)."""
+        if self.reason is None and not self.over and not waiter.cancelled():
+            self.reason = ABORTED
+            self.task.cancel()
+
+
+async def stop_in_time(awaitable: Awaitable[Any], timeout: float, tool_id: str, abort: anyio.Event | None) -> Any:
+    """Await `awaitable` in this task; `ToolFailure` when `timeout` seconds pass first or `abort` is set.
+
+    A cancellation from outside propagates as cancellation, whatever fired meanwhile.
+    """
+    if sys.version_info >= (3, 11):  # `Task.uncancel` and `Task.cancelling`
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio)
+            return await _in_scopes(awaitable, timeout, tool_id, abort)
+        task = asyncio.current_task(loop)
+        if task is None:
+            return await _in_scopes(awaitable, timeout, tool_id, abort)
+        stop = _Stop(task)
+        cancelling = task.cancelling()
+        timer = loop.call_at(loop.time() + timeout, stop.expire)
+        waiter: asyncio.Task[None] | None = None
+        if abort is not None:
+            waiter = loop.create_task(abort.wait())
+            waiter.add_done_callback(stop.abort)
+        try:
+            outcome = await awaitable
+        except asyncio.CancelledError:
+            if stop.reason is not None and task.uncancel() <= cancelling:
+                # Ours alone, by the task's count; an enclosing anyio scope cancelled while the handler was
+                # shielded has not cancelled the task yet, and this checkpoint lets it.
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                raise ToolFailure(stop.reason.format(tool=tool_id, timeout=timeout)) from None
+            raise
+        except BaseException:
+            if stop.reason is not None:  # the handler turned our cancellation into a failure of its own
+                task.uncancel()
+            raise
+        else:
+            if stop.reason is not None:  # the handler swallowed our cancellation and returned
+                task.uncancel()
+        finally:
+            stop.over = True
+            timer.cancel()
+            if waiter is not None:
+                waiter.cancel()
+        return outcome
+    return await _in_scopes(awaitable, timeout, tool_id, abort)
+
+
+async def _in_scopes(awaitable: Awaitable[Any], timeout: float, tool_id: str, abort: anyio.Event | None) -> Any:
+    """`stop_in_time` with anyio's cancel scopes (trio; asyncio without `Task.uncancel`)."""
+    with anyio.move_on_after(timeout):
+        if abort is None:
+            return await awaitable
+        with anyio.CancelScope() as aborted:
+            return await _watched(awaitable, abort, aborted)
+        raise ToolFailure(ABORTED)
+    raise ToolFailure(TIMED_OUT.format(tool=tool_id, timeout=timeout))
+
+
+async def _watched(awaitable: Awaitable[Any], abort: anyio.Event, scope: anyio.CancelScope) -> Any:
+    """`awaitable`'s outcome; a watcher beside it cancels `scope` when `abort` is set."""
+    outcome: list[Any] = []
+    failure: list[Exception] = []
+
+    async def watch() -> None:
+        await abort.wait()
+        scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            outcome.append(await awaitable)
+        except Exception as exc:  # raised below as itself, not wrapped in the task group's ExceptionGroup
+            failure.append(exc)
+        group.cancel_scope.cancel()  # ends the watcher
+    if failure:
+        raise failure[0]
+    return outcome[0]
