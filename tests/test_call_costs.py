@@ -20,7 +20,7 @@ from toolrt.audit import AuditLog, read_records
 from toolrt.call import record
 from toolrt.call.record import CallRecord, Recorder
 from toolrt.result import ToolResult
-from toolrt.scope import CallScope
+from toolrt.scope import CallScope, scope_of
 
 Factory = Callable[..., Path]
 
@@ -140,3 +140,14 @@ def test_records_assembled_from_parts_are_plain_json(tmp_path: Path, monkeypatch
     expected: list[tuple[str, str, float, list[Any]]] = [("build", "echo", 1.5, [])] * 3
     assert [(r["agent"], r["tool"], r["duration_ms"], r["requests"]) for r in records] == expected
     assert [r["output_bytes"] for r in records] == [0, 1, 2]  # characters, as before
+
+
+def test_scopes_from_keyword_fields_are_built_once_and_equal_what_was_asked() -> None:
+    first = scope_of(None, {"session": "s1", "agent": "plan"})
+    again = scope_of(None, {"session": "s1", "agent": "plan"})
+    assert first is again and first == CallScope(session="s1", agent="plan")
+    assert scope_of(None, {"session": "s2"}) == CallScope(session="s2")
+    flagged = scope_of(None, {"flags": {"web": True}})
+    assert flagged == CallScope(flags={"web": True}) and flagged is not scope_of(None, {"flags": {"web": True}})
+    based = scope_of(CallScope(model="m"), {"session": "s1"})
+    assert based == CallScope(model="m", session="s1")
