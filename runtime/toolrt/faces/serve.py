@@ -62,6 +62,7 @@ from ..call.client import ClientRequest
 from ..call.events import CallEvent
 from ..call.pipeline import PROTOCOL_ERROR
 from ..call.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
+from ..config.collect import pause_collector_during_builds
 from ..errors import UsageError
 from ..permissions.ask import AskRequest, Reply
 from ..permissions.shown import ask_lines, escape_controls
@@ -1061,6 +1062,7 @@ def run_serve(
     if scope.toolset is not None:
         rt.tools(scope)  # an unknown tool set is a usage error before the client connects
     listener = _listen(host, port) if transport == "http" else None
+    paused_before = pause_collector_during_builds()  # a server's reloads build with the collector paused
 
     async def main() -> None:
         server, face = build_server(rt, scope, limits, offer_unaskable=offer_unaskable)
@@ -1095,6 +1097,7 @@ def run_serve(
     finally:
         rt.close()  # no language server outlives the server
         detach()
+        pause_collector_during_builds(paused_before)
     return 0
 
 
