@@ -83,6 +83,15 @@ def _json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+def _arguments_json(args: Any) -> str:
+    """The arguments as JSON; what cannot be (a cyclic value, a key that is not text) as a string saying so,
+    so that the call is still recorded."""
+    try:
+        return _json(args)
+    except (ValueError, TypeError, RecursionError) as error:
+        return _string(f"<arguments not recordable as JSON: {type(error).__name__}: {error}>")
+
+
 def _storable(text: str) -> str:
     """`text` as a database takes it: lone surrogates (undecodable bytes in arguments) as JSON escapes."""
     if text.isascii():
@@ -143,7 +152,7 @@ class Recorder:
         now = time.time()
         stamp = self._timestamp(now)
         rest = (
-            f'"call_id":{_string(entry.call_id)},"arguments":{_json(entry.args)},'
+            f'"call_id":{_string(entry.call_id)},"arguments":{_arguments_json(entry.args)},'
             f'"requests":{self._requests_json(entry.decision)},"duration_ms":{entry.duration * 1000:.3f},'
             f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}}}'
         )
