@@ -151,3 +151,23 @@ def test_scopes_from_keyword_fields_are_built_once_and_equal_what_was_asked() ->
     assert flagged == CallScope(flags={"web": True}) and flagged is not scope_of(None, {"flags": {"web": True}})
     based = scope_of(CallScope(model="m"), {"session": "s1"})
     assert based == CallScope(model="m", session="s1")
+
+
+def test_a_calls_read_rules_are_built_once_until_an_approval_changes_them(make_project: Factory) -> None:
+    tool = {"id": "hosted", "description": "A host tool.", "parameters": {"type": "object"}, "handler": {"host": "h"}}
+    permissions = 'permission:\n  "*": allow\n  read: {"*": allow, "*.env": deny}\n'
+    rt = Runtime.load(make_project({"hosted": yaml.safe_dump(tool)}, permissions=permissions))
+    seen: list[Any] = []
+
+    async def keep(args: Any, ctx: Any) -> str:
+        seen.append(ctx.reads)
+        return "kept"
+
+    rt.register_handler("h", keep)
+    for _ in range(2):
+        assert rt.call_sync("hosted", {}, session="s").output == "kept"
+    rt.restore_approvals("s", [("read", "secret.env")])
+    assert rt.call_sync("hosted", {}, session="s").output == "kept"
+    first, second, approved = seen
+    assert first is second and first.denies("a.env") and first.denies("secret.env")
+    assert approved is not first and approved.denies("a.env") and not approved.denies("secret.env")

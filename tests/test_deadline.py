@@ -141,3 +141,21 @@ def test_a_handler_that_swallows_the_timeout_returns_and_leaves_the_caller_uncan
     swallowed, following = anyio.run(main, backend="asyncio")
     assert (swallowed.error, swallowed.output) == (None, "swallowed")
     assert following.output == "quick"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_abort_event_is_left_with_no_waiter_after_calls_that_ended(make_project: Factory, backend: str) -> None:
+    rt = _runtime(make_project, 60)
+
+    async def main() -> tuple[list[str], int, ToolResult]:
+        abort = anyio.Event()
+        outputs = [(await rt.call("quick", {}, abort=abort, session=str(n))).output for n in range(3)]
+        await anyio.lowlevel.checkpoint()
+        waiting = abort.statistics().tasks_waiting
+        abort.set()
+        with anyio.fail_after(20):
+            return outputs, waiting, await rt.call("sleeps", {}, abort=abort)
+
+    outputs, waiting, aborted = anyio.run(main, backend=backend)
+    assert (outputs, waiting) == (["quick"] * 3, 0)
+    assert aborted.error == "User aborted the command"

@@ -615,6 +615,7 @@ class Runtime:
         change = _change(old, snapshot)
         if self._services_ is not None:  # a changed tool's earlier calls are no loop of the new one
             self._services_.forget_loops({*change.changed, *change.code_changed, *change.removed})
+            self._services_.read_denies.clear()  # the old snapshot's rules go with it
         for listener in tuple(self._swap_listeners):
             listener(change)
 

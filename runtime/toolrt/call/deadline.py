@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -39,15 +39,54 @@ class _Stop:
 
     def expire(self) -> None:
         """The timer's callback: the deadline has passed."""
+        self.cancel(TIMED_OUT)
+
+    def set_seen(self, future: asyncio.Future[Any]) -> None:
+        """The callback of the future the abort event's `wait` waits on: the event was set."""
+        if not future.cancelled():
+            self.cancel(ABORTED)
+
+    async def abort_when_set(self, abort: anyio.Event) -> None:
+        """The abort waiter task (where `watch_abort` cannot wait without one)."""
+        await abort.wait()
+        self.cancel(ABORTED)
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the call's task for `reason`, unless something already did or the call is over."""
         if self.reason is None and not self.over:
-            self.reason = TIMED_OUT
+            self.reason = reason
             self.task.cancel()
 
-    def abort(self, waiter: asyncio.Task[None]) -> None:
-        """The abort waiter's done callback: the event was set (a waiter cancelled at the call's end is not)."""
-        if self.reason is None and not self.over and not waiter.cancelled():
-            self.reason = ABORTED
-            self.task.cancel()
+
+def _watch_abort(stop: _Stop, abort: anyio.Event, loop: asyncio.AbstractEventLoop) -> Callable[[], object]:
+    """Cancel the call's task when `abort` is set; returns what ends the watch.
+
+    A task per call to await `abort.wait()` costs two turns of the event loop. Instead the `wait` coroutine
+    is started here, in the call's own task, up to the future it waits on (on asyncio an event's `wait`
+    waits on one future, which `set` completes), and that future's callback cancels the call; closing the
+    coroutine at the end takes the future off the event's list as returning from `wait` would. Anything
+    else (an event already set, whose `wait` only yields to the loop) gets a waiting task.
+    """
+    waiting = abort.wait()
+    try:
+        awaited = waiting.send(None)
+    except StopIteration:  # set, and nothing to wait for
+        stop.cancel(ABORTED)
+        return _nothing
+    if isinstance(awaited, asyncio.Future) and awaited.get_loop() is loop:
+        awaited.add_done_callback(stop.set_seen)
+        return waiting.close
+    waiting.close()
+    waiter: asyncio.Task[None]
+    if sys.version_info >= (3, 12):  # started at once: it runs until it waits, with no turn of the loop
+        waiter = asyncio.Task(stop.abort_when_set(abort), loop=loop, eager_start=True)
+    else:
+        waiter = loop.create_task(stop.abort_when_set(abort))
+    return waiter.cancel
+
+
+def _nothing() -> None:
+    return None
 
 
 async def stop_in_time(awaitable: Awaitable[Any], timeout: float, tool_id: str, abort: anyio.Event | None) -> Any:
@@ -66,10 +105,7 @@ async def stop_in_time(awaitable: Awaitable[Any], timeout: float, tool_id: str, 
         stop = _Stop(task)
         cancelling = task.cancelling()
         timer = loop.call_at(loop.time() + timeout, stop.expire)
-        waiter: asyncio.Task[None] | None = None
-        if abort is not None:
-            waiter = loop.create_task(abort.wait())
-            waiter.add_done_callback(stop.abort)
+        end_watch = None if abort is None else _watch_abort(stop, abort, loop)
         try:
             outcome = await awaitable
         except asyncio.CancelledError:
@@ -89,8 +125,8 @@ async def stop_in_time(awaitable: Awaitable[Any], timeout: float, tool_id: str, 
         finally:
             stop.over = True
             timer.cancel()
-            if waiter is not None:
-                waiter.cancel()
+            if end_watch is not None:
+                end_watch()
         return outcome
     return await _in_scopes(awaitable, timeout, tool_id, abort)
 

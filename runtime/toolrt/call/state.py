@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..audit import AuditLog
 from ..permissions.ask import PermissionBroker
+from ..permissions.denied_reads import ReadDenies
 from ..permissions.model import Decision
+from ..permissions.rules import Ruleset
 from ..result import ToolResult
 from .events import CallEvent, Listener
 from .record import Recorder
@@ -66,6 +68,11 @@ class Services:
     """`cache: {ttl}` tools' results by (tool, arguments, snapshot digest): (expiry, result)."""
     allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
     """Reusable allow decisions of argument-independent requests (see `call.permissions.authorize`)."""
+    read_denies: dict[tuple[int, int, int], tuple[Ruleset, Ruleset, Ruleset, ReadDenies | None]] = field(
+        default_factory=dict
+    )
+    """Each call's `read` rules for the sandbox by the identity of (agent rules, locked rules, approvals), the
+    three kept with the answer (see `ActiveCall.read_denies`)."""
     handlers: dict[str, Runnable] = field(default_factory=dict)
     """Imported Python handlers by reference (`module:function`), each with how it runs; a reload that
     changes a module clears it."""
