@@ -1,13 +1,14 @@
 """How a running handler is stopped: when its timeout passes, or when the caller's `abort` event is set.
 
 Every handler that can suspend runs under its timeout, so the mechanism must cost little. On asyncio
-(Python 3.11 and later) a call arms one timer on the event loop (`loop.call_at`) that cancels the
-call's own task when the deadline passes, and an `abort` event is watched by one waiting task that
-cancels it the same way. A cancellation of ours is told apart from one that came from outside (the
-host's cancel scope, an MCP client's cancel) the way `asyncio.timeout` does it: we note that we
-cancelled, and `Task.uncancel` says whether any other cancellation is still pending; when one is, the
-cancellation goes on as cancellation. Elsewhere (trio, or asyncio on Python 3.10) anyio's cancel
-scopes do the same; a trio cancel scope with a deadline is itself one timer.
+(Python 3.11 and later) a call enters its deadline in its loop's `DeadlineTimer` (one loop timer at
+the earliest deadline, see `deadline_timer`), which cancels the call's own task when the deadline
+passes; an `abort` event is watched from the call's own task (`_watch_abort`) and cancels it the same
+way. A cancellation of ours is told apart from one that came from outside (the host's cancel scope, an
+MCP client's cancel) the way `asyncio.timeout` does it: we note that we cancelled, and `Task.uncancel`
+says whether any other cancellation is still pending; when one is, the cancellation goes on as
+cancellation. Elsewhere (trio, or asyncio on Python 3.10) anyio's cancel scopes do the same; a trio
+cancel scope with a deadline is itself one timer.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import anyio
 
 from ..errors import ToolFailure
+from .deadline_timer import timer_of
 
 __all__ = ["ABORTED", "TIMED_OUT", "stop_in_time"]
 
@@ -104,7 +106,8 @@ async def stop_in_time(awaitable: Awaitable[Any], timeout: float, tool_id: str, 
             return await _in_scopes(awaitable, timeout, tool_id, abort)
         stop = _Stop(task)
         cancelling = task.cancelling()
-        timer = loop.call_at(loop.time() + timeout, stop.expire)
+        timer = timer_of(loop)
+        timer.enter(stop, loop.time() + timeout, loop)
         end_watch = None if abort is None else _watch_abort(stop, abort, loop)
         try:
             outcome = await awaitable
@@ -124,7 +127,7 @@ async def stop_in_time(awaitable: Awaitable[Any], timeout: float, tool_id: str, 
                 task.uncancel()
         finally:
             stop.over = True
-            timer.cancel()
+            timer.leave(stop)
             if end_watch is not None:
                 end_watch()
         return outcome
