@@ -30,6 +30,9 @@ from .titles import call_title
 
 __all__ = ["run_handler"]
 
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
+"""The metadata of a result whose handler returned text (one read-only empty mapping for them all)."""
+
 
 async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
     """Run a `python:` or `host:` handler under the timeout; its return value becomes a ToolResult.
@@ -133,7 +136,7 @@ def _normalize(tool: CompiledTool, args: Mapping[str, Any], outcome: Any, ctx: T
     if tool.output_validator is not None:
         return _structured(tool, outcome, title or ctx.title or "")
     if isinstance(outcome, str):
-        return ToolResult(title=title or ctx.title or "", output=_clean(outcome))
+        return ToolResult(title or ctx.title or "", _clean(outcome), _NO_METADATA)
     if isinstance(outcome, ToolResult):
         return outcome
     if isinstance(outcome, Mapping) and isinstance(outcome.get("output", ""), str):

@@ -64,7 +64,8 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
         return _recorded(services, entry)
     state = services.session(request.scope.session)
     call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
-    call.emit("running", {"input": args})
+    if services.listeners:
+        call.emit("running", {"input": args})
     decision: Decision | None = None
     requests: list[PermissionRequest] | None = None
     loop_warned = False
