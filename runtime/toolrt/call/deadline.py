@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from ..errors import ToolFailure
 from .deadline_timer import timer_of
@@ -49,7 +50,7 @@ class _Stop:
             self.cancel(ABORTED)
 
     async def abort_when_set(self, abort: anyio.Event) -> None:
-        """The abort waiter task (where `watch_abort` cannot wait without one)."""
+        """The abort waiter task (where `_watch_abort` cannot wait without one)."""
         await abort.wait()
         self.cancel(ABORTED)
 
@@ -108,8 +109,10 @@ async def stop_in_time(awaitable: Awaitable[Any], timeout: float, tool_id: str, 
         cancelling = task.cancelling()
         timer = timer_of(loop)
         timer.enter(stop, loop.time() + timeout, loop)
-        end_watch = None if abort is None else _watch_abort(stop, abort, loop)
+        end_watch: Callable[[], object] | None = None
         try:
+            if abort is not None:
+                end_watch = _watch_abort(stop, abort, loop)
             outcome = await awaitable
         except asyncio.CancelledError:
             if stop.reason is not None and task.uncancel() <= cancelling:
