@@ -1,9 +1,9 @@
-"""What the call path leaves out to stay cheap, and that leaving it out changes nothing a caller sees:
-no timeout scope around code that cannot suspend, an audit line assembled from pre-encoded parts."""
+"""What the call path does to stay cheap, and that it changes nothing a caller sees: one timer per call for
+the timeout (every handler that can suspend is stopped by it, an outside cancellation stays one), an
+audit line assembled from pre-encoded parts."""
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import time
@@ -19,9 +19,8 @@ from toolrt.api import Runtime
 from toolrt.audit import AuditLog, read_records
 from toolrt.call import record
 from toolrt.call.record import CallRecord, Recorder
-from toolrt.call.suspension import can_suspend, runnable
 from toolrt.result import ToolResult
-from toolrt.scope import CallScope
+from toolrt.scope import CallScope, scope_of
 
 Factory = Callable[..., Path]
 
@@ -59,40 +58,6 @@ def _tool(tool_id: str, function: str, **extra: Any) -> dict[str, str]:
 
 async def _no_wait(args: Any, ctx: Any) -> str:
     return "x" if args else "y"
-
-
-async def _awaits(args: Any, ctx: Any) -> None:
-    await anyio.sleep(0)
-
-
-async def _async_with(args: Any, ctx: Any) -> None:
-    async with anyio.Lock():
-        pass
-
-
-async def _async_for(args: Any, ctx: Any) -> None:
-    async for _ in args:
-        pass
-
-
-async def _async_comprehension(args: Any, ctx: Any) -> list[Any]:
-    return [item async for item in args]
-
-
-@pytest.mark.parametrize(
-    ("function", "suspends"),
-    [(_no_wait, False), (_awaits, True), (_async_with, True), (_async_for, True), (_async_comprehension, True)],
-)
-def test_a_coroutine_function_can_suspend_only_with_await_async_with_or_async_for(
-    function: Callable[..., Any], suspends: bool
-) -> None:
-    assert can_suspend(function) is suspends
-
-
-def test_what_cannot_be_read_counts_as_suspending() -> None:
-    assert runnable(functools.partial(_no_wait, {})).suspends is True  # a partial has no code of its own
-    assert runnable(print)[1:] == (False, True)  # sync: in a thread, or what it returns is awaited
-    assert runnable(_no_wait)[1:] == (True, False)
 
 
 def test_timeouts_still_stop_every_handler_that_can_suspend(make_project: Factory) -> None:
@@ -133,6 +98,11 @@ def test_a_handler_registered_again_is_read_again(make_project: Factory) -> None
 
 VALUES: list[Any] = [
     {"text": 'é ✓ \n " \\ \x00', "n": [1, 2.5, -0.0, 10**30, True, None], "nested": {"a": {"b": []}}},
+    {"command": 'echo "é" \\\n\t\x1f', "path": "\udcff", 'k"ey': ""},
+    {1: "a key that is not text", "b": "c"},
+    {"text": "x", "n": 1, "big": -(10**30), "yes": True, "no": False, "none": None},
+    {"ratio": 0.5, "text": "a float goes to the encoder"},
+    {},
     {"path": Path("/x"), "raw": "\udcff", "inf": math.inf},
     "a string",
     [],
@@ -171,3 +141,34 @@ def test_records_assembled_from_parts_are_plain_json(tmp_path: Path, monkeypatch
     expected: list[tuple[str, str, float, list[Any]]] = [("build", "echo", 1.5, [])] * 3
     assert [(r["agent"], r["tool"], r["duration_ms"], r["requests"]) for r in records] == expected
     assert [r["output_bytes"] for r in records] == [0, 1, 2]  # characters, as before
+
+
+def test_scopes_from_keyword_fields_are_built_once_and_equal_what_was_asked() -> None:
+    first = scope_of(None, {"session": "s1", "agent": "plan"})
+    again = scope_of(None, {"session": "s1", "agent": "plan"})
+    assert first is again and first == CallScope(session="s1", agent="plan")
+    assert scope_of(None, {"session": "s2"}) == CallScope(session="s2")
+    flagged = scope_of(None, {"flags": {"web": True}})
+    assert flagged == CallScope(flags={"web": True}) and flagged is not scope_of(None, {"flags": {"web": True}})
+    based = scope_of(CallScope(model="m"), {"session": "s1"})
+    assert based == CallScope(model="m", session="s1")
+
+
+def test_a_calls_read_rules_are_built_once_until_an_approval_changes_them(make_project: Factory) -> None:
+    tool = {"id": "hosted", "description": "A host tool.", "parameters": {"type": "object"}, "handler": {"host": "h"}}
+    permissions = 'permission:\n  "*": allow\n  read: {"*": allow, "*.env": deny}\n'
+    rt = Runtime.load(make_project({"hosted": yaml.safe_dump(tool)}, permissions=permissions))
+    seen: list[Any] = []
+
+    async def keep(args: Any, ctx: Any) -> str:
+        seen.append(ctx.reads)
+        return "kept"
+
+    rt.register_handler("h", keep)
+    for _ in range(2):
+        assert rt.call_sync("hosted", {}, session="s").output == "kept"
+    rt.restore_approvals("s", [("read", "secret.env")])
+    assert rt.call_sync("hosted", {}, session="s").output == "kept"
+    first, second, approved = seen
+    assert first is second and first.denies("a.env") and first.denies("secret.env")
+    assert approved is not first and approved.denies("a.env") and not approved.denies("secret.env")

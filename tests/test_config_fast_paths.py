@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime
 import gc
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from toolrt.config.collect import collector_paused
+from toolrt.config.collect import collector_paused, pause_collector_during_builds
 from toolrt.config.loader import MAX_DEPTH, load_yaml_text
 from toolrt.errors import ConfigError
 
@@ -95,6 +96,39 @@ def test_the_fast_path_reports_duplicates_complex_keys_and_depth_like_the_carefu
             _data(deep + suffix)
 
 
+@pytest.fixture
+def opted_in() -> Iterator[None]:
+    """The host opts in to paused collection during builds (the `toolrt` command and `toolrt serve` do)."""
+    before = pause_collector_during_builds()
+    yield
+    pause_collector_during_builds(before)
+
+
+def test_a_library_build_leaves_the_collector_alone() -> None:
+    assert pause_collector_during_builds(False) is False  # no opt-in in library use (this test process)
+    with collector_paused():
+        assert gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_the_toolrt_command_opts_in_and_a_call_of_its_main_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolrt.faces.cli import main
+
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: false\n")
+    before = pause_collector_during_builds(False)
+    try:
+        assert main(["validate", "--root", str(tmp_path)]) == 0
+        assert pause_collector_during_builds(False) is False  # an embedding caller passes argv
+        monkeypatch.setattr("sys.argv", ["toolrt", "validate", "--root", str(tmp_path)])
+        assert main() == 0
+        assert pause_collector_during_builds(False) is True  # the command line owns the process
+    finally:
+        pause_collector_during_builds(before)
+
+
+@pytest.mark.usefixtures("opted_in")
 def test_the_collector_is_paused_inside_nested_and_concurrent_blocks_and_restored_after() -> None:
     assert gc.isenabled()
     inside = threading.Event()

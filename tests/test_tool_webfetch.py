@@ -53,6 +53,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/boom": lambda: self._send(500, "text/plain", b"boom"),
             "/moved": self._redirect,
             "/declared-huge": self._declared_huge,
+            "/cut-short": self._cut_short,
             "/streamed-huge": self._streamed_huge,
             "/exactly-5mb": lambda: self._send(200, "text/plain", b"a" * MAX_RESPONSE_SIZE),
             "/stall": self._stall,
@@ -79,6 +80,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(MAX_RESPONSE_SIZE + 1))
         self.end_headers()
         self.wfile.write(b"only a little")
+
+    def _cut_short(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", "100")
+        self.end_headers()
+        self.wfile.write(b"only ten b")
+        self.close_connection = True
 
     def _streamed_huge(self) -> None:
         # No Content-Length (HTTP/1.0, body ends at close): only counting while reading catches this.
@@ -191,6 +200,8 @@ def test_a_body_of_exactly_5mb_is_accepted(server: Server, tmp_path: Path) -> No
         ("/streamed-huge", r"^Response too large \(exceeds 5MB limit\)$"),
         ("/missing", r"^Request failed with status code: 404$"),
         ("/boom", r"^Request failed with status code: 500$"),
+        # httpcore2's error while the body streams, as httpx2's of the same name
+        ("/cut-short", r"^Could not fetch http://127\.0\.0\.1:\d+/cut-short: RemoteProtocolError: peer closed"),
     ],
 )
 def test_server_side_failures(server: Server, tmp_path: Path, path: str, message: str) -> None:

@@ -397,9 +397,10 @@ class Runtime:
     def _held(self, scope: CallScope, snapshot: Snapshot) -> CallScope:
         """`scope` with its session's held agent (`plan_enter`/`plan_exit` set it) when the host names none."""
         services = self._services_
-        if scope.agent is not None or services is None or scope.session not in services.sessions:
+        if scope.agent is not None or services is None:
             return scope
-        held = services.sessions.get(scope.session).agent
+        state = services.sessions.peek(scope.session)
+        held = None if state is None else state.agent
         if held is None or held not in snapshot.permissions.agents:
             return scope
         return dataclasses.replace(scope, agent=held)
@@ -614,6 +615,7 @@ class Runtime:
         change = _change(old, snapshot)
         if self._services_ is not None:  # a changed tool's earlier calls are no loop of the new one
             self._services_.forget_loops({*change.changed, *change.code_changed, *change.removed})
+            self._services_.read_denies.clear()  # the old snapshot's rules go with it
         for listener in tuple(self._swap_listeners):
             listener(change)
 
@@ -659,7 +661,8 @@ class Runtime:
         )
         return await self._dispatch(request)
 
-    async def _dispatch(self, request: CallRequest) -> ToolResult:
+    def _dispatch(self, request: CallRequest) -> Awaitable[ToolResult]:
+        """The pipeline's coroutine for `request` (returned, not awaited here: one coroutine less per call)."""
         snapshot = self._snapshot
         scope = self._held(request.scope, snapshot)
         if scope is not request.scope:
@@ -670,7 +673,7 @@ class Runtime:
             from .call.pipeline import dispatch
 
             self._dispatcher = dispatch
-        return await self._dispatcher(request, snapshot, toolset, self._services)
+        return self._dispatcher(request, snapshot, toolset, self._services)
 
     def call_sync(
         self, tool: str, args: Mapping[str, Any] | str | None = None, scope: CallScope | None = None, **options: Any

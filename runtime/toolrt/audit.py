@@ -4,7 +4,8 @@ Each record is serialised in full and handed to the kernel with a single `write(
 descriptor opened with `O_APPEND`: the kernel places each write at the end of the file atomically,
 so writers in several threads or processes never interleave inside a line, and a crash loses at
 most the line being written (which `read_records` skips and reports). Recording must never fail a
-tool call, so `AuditLog.append` swallows every OS error after warning once.
+tool call, so `AuditLog.append_line` swallows every OS error after warning once. The line is encoded
+by `call.record.Recorder`, the one encoder of records (production and tests alike).
 
 Record fields (filled by dispatch): time (ISO 8601 UTC), session, agent, model, tool, call_id,
 arguments, requests ([{permission, pattern, action, rule}]), duration_ms, status (ok | error |
@@ -17,22 +18,12 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = ["AuditLog", "read_records"]
 
 logger = logging.getLogger("toolrt.audit")
-
-
-def _encode(record: Mapping[str, Any]) -> bytes:
-    line = json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
-    try:
-        return (line + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        # Lone surrogates (undecodable file names, raw bytes) cannot be UTF-8; JSON escapes keep them.
-        return (json.dumps(record, ensure_ascii=True, default=str, separators=(",", ":")) + "\n").encode("ascii")
 
 
 class AuditLog:
@@ -49,19 +40,9 @@ class AuditLog:
         self._warned = False
         self._lock = threading.Lock()
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        """Write `record` as one line. Never raises; a failure is logged once and kept in `last_error`."""
-        if self.path is None:
-            return
-        try:
-            data = _encode(record)
-        except (ValueError, TypeError) as error:
-            self._fail(error)
-            return
-        self._write(data)
-
     def append_line(self, line: str) -> None:
-        """Write one already-encoded JSON line (ending in a newline); never raises, like `append`."""
+        """Write one encoded JSON line (ending in a newline; the call record's encoder, `call.record.Recorder`,
+        makes it). Never raises; a failure is logged once and kept in `last_error`."""
         if self.path is None:
             return
         try:
@@ -113,7 +94,7 @@ class AuditLog:
             logger.warning("Cannot write the audit log %s (%s); calls go on unrecorded.", self.path, error)
 
     def close(self) -> None:
-        """Close the file; a later `append` opens it again."""
+        """Close the file; a later `append_line` opens it again."""
         with self._lock:
             fd, self._fd = self._fd, None
         if fd is not None:

@@ -69,10 +69,27 @@ class ScopeFields(TypedDict, total=False):
     token_scopes: frozenset[str] | None
 
 
+_SCOPES: dict[tuple[tuple[str, Any], ...], CallScope] = {}
+"""Scopes built from keyword fields alone, by those fields: a caller passing `session=` on every call gets
+the same (immutable) scope back instead of a new one per call."""
+_SCOPES_KEPT = 1024
+
+
 def scope_of(scope: CallScope | None, fields: ScopeFields | None = None) -> CallScope:
     """`scope` (or the default one) with the keyword fields laid over it."""
     if not fields:
         return DEFAULT_SCOPE if scope is None else scope
-    if scope is None or scope is DEFAULT_SCOPE:
-        return CallScope(**fields)  # a third of `replace`'s cost, and the common case
-    return replace(scope, **fields)
+    if scope is not None and scope is not DEFAULT_SCOPE:
+        return replace(scope, **fields)
+    if "flags" in fields:  # a mapping: not a key
+        return CallScope(**fields)
+    try:
+        key = tuple(fields.items())
+        found = _SCOPES.get(key)
+    except TypeError:  # a value that cannot be a key (the caller's mistake, which the scope then shows)
+        return CallScope(**fields)
+    if found is None:
+        if len(_SCOPES) >= _SCOPES_KEPT:
+            _SCOPES.clear()
+        found = _SCOPES[key] = CallScope(**fields)
+    return found

@@ -219,18 +219,21 @@ def _refuse_private_redirect(url: str) -> Any:
     return check
 
 
-def _pinned_transport(url: str, addresses: tuple[str, ...], unresolved: str) -> httpx2.AsyncHTTPTransport:
+def _pinned_transport(url: str, addresses: tuple[str, ...], unresolved: str) -> httpx2.AsyncBaseTransport:
     """A transport that connects to the addresses checked before the fetch, not to what the name resolves to
     by the time of connecting (DNS rebinding); the request keeps the name, so the Host header, TLS SNI and
     certificate check are for the name. A redirect to another host is resolved once, at connect time, and
     refused when any of its addresses is inside the network.
 
     Never through a proxy: the environment's `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` are ignored (the
-    client and transport do not trust the environment), since a proxy resolves and connects on its own
+    client does not trust the environment, and the transport, httpcore2's pool over the pinned network
+    backend, has no proxy), since a proxy resolves and connects on its own
     and would carry the request past both the pinning and the private-address checks. The certificate
     store is the default one (`SSL_CERT_FILE` and `SSL_CERT_DIR` still add trust; they choose no route)."""
     import httpcore2
     import httpx2
+
+    from .backend_transport import BackendTransport
 
     start_host = httpx2.URL(url).raw_host.decode("ascii")
 
@@ -266,12 +269,7 @@ def _pinned_transport(url: str, addresses: tuple[str, ...], unresolved: str) -> 
         async def sleep(self, seconds: float) -> None:
             await self._network.sleep(seconds)
 
-    transport = httpx2.AsyncHTTPTransport(trust_env=False)
-    # httpx2 has no public option for the network backend: the pool is rebuilt around the pinned one.
-    transport._pool = httpcore2.AsyncConnectionPool(
-        ssl_context=httpx2.create_ssl_context(), network_backend=PinnedBackend()
-    )
-    return transport
+    return BackendTransport(PinnedBackend())
 
 
 async def _resolve_outside(host: str, port: int, url: str) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ active       ActiveCall: one call once repaired, as every later step sees it
 arguments    parse, apply defaults, validate against the validator compiled per snapshot
 permissions  the requests a call makes, the doom-loop check, the decision (ask included)
 handlers     run a `python:` / `host:` handler        commands   run an `argv:` / `shell:` handler
-suspension   how a handler runs: async or not, and whether it can suspend (and so needs a timeout scope)
+deadline     stop a running handler at its timeout or on the caller's abort (one timer per call)
 run          the execute step: result cache, the handler kind, the timeout
 truncation   cut long output, save the full text, say how to read the rest
 record       the audit line

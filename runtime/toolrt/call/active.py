@@ -23,6 +23,10 @@ from .state import Services, SessionState
 __all__ = ["ActiveCall"]
 
 
+READ_DENIES_KEPT = 256
+"""The `read_denies` answers a Runtime keeps (the memo holds their rules alive, so ids stay theirs)."""
+
+
 class ActiveCall(NamedTuple):
     """One call in flight, against the snapshot it started with (a tuple: one is built per call)."""
 
@@ -87,10 +91,21 @@ class ActiveCall(NamedTuple):
         return decision.action == "allow"
 
     def read_denies(self) -> ReadDenies | None:
-        """The `read` rules of this call for the sandbox's masks (None when none could deny)."""
+        """The `read` rules of this call for the sandbox's masks (None when none could deny); built once per
+        (agent rules, locked rules, approvals), which change only with a snapshot or an approval."""
         permissions = self.snapshot.permissions
+        ruleset, locked = permissions.ruleset(self.agent), permissions.locked
         approved = self.services.broker.approved(self.session, self.agent)
-        return read_denies(permissions.ruleset(self.agent), permissions.locked, approved)
+        memo = self.services.read_denies
+        key = (id(ruleset), id(locked), id(approved))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is ruleset and hit[1] is locked and hit[2] is approved:
+            return hit[3]
+        found = read_denies(ruleset, locked, approved)
+        if len(memo) >= READ_DENIES_KEPT:
+            memo.clear()
+        memo[key] = (ruleset, locked, approved, found)
+        return found
 
     def emit(self, kind: str, data: Mapping[str, Any], at: float | None = None) -> None:
         """Tell listeners about this call (no-op without listeners); `at` is the event's time (default: now)."""

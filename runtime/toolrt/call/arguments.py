@@ -34,7 +34,7 @@ def parse_arguments(tool: CompiledTool, raw: Any, root: Path | None = None) -> d
             ) from None
     else:
         args = raw
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):  # the common case without the ABC check
         raise InvalidArgumentsError(
             _invalid_text(tool, f"expected a JSON object of arguments, got {type(args).__name__}")
         )

@@ -6,10 +6,9 @@ timeout becomes a clean error result for the model, and the runtime keeps servin
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -25,45 +24,47 @@ from ..result import ToolResult
 from .active import ActiveCall
 from .client import NO_CLIENT
 from .context import ToolContext
-from .state import Services
-from .suspension import Runnable, runnable
+from .deadline import stop_in_time
+from .state import Runnable, Services
 from .titles import call_title
 
 __all__ = ["run_handler"]
+
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
+"""The metadata of a result whose handler returned text (one read-only empty mapping for them all)."""
 
 
 async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) -> ToolResult:
     """Run a `python:` or `host:` handler under the timeout; its return value becomes a ToolResult.
 
     Sync `python:` handlers run in a worker thread unless the YAML says `blocking: false`; sync `host:`
-    handlers run inline. The timeout's cancel scope wraps what can suspend: not a coroutine function
-    that never awaits, nor the call of an inline sync handler (only an awaitable it returns), which no
-    deadline could stop.
+    handlers run inline. The timeout (see `deadline`) covers whatever can suspend: every coroutine
+    function (stopped too when the caller's `abort` is set), a worker thread's handler, and an
+    awaitable an inline sync handler returns; the call of an inline sync handler itself no deadline
+    could stop.
     """
     tool = call.tool
     handler = tool.definition.handler
-    function, is_async, suspends = _resolve_handler(tool, call.services, call.snapshot.root)
+    function, is_async = _resolve_handler(tool, call.services, call.snapshot.root)
     ctx = _context(tool, call)
-    abort = call.request.abort
     try:
-        if not is_async:
-            if not (isinstance(handler, PythonHandler) and handler.blocking):
-                outcome = function(args, ctx)
-                if inspect.isawaitable(outcome):
-                    outcome = await _within(outcome, timeout, tool.id)
-            else:
-                outcome = await _within(_in_thread(function, args, ctx), timeout, tool.id)
-        elif not suspends:  # see `suspension`: nothing in it a deadline could stop
-            outcome = await function(args, ctx)
-        elif abort is None:
-            outcome = await _within(function(args, ctx), timeout, tool.id)
+        if is_async:
+            outcome = await stop_in_time(function(args, ctx), timeout, tool.id, call.request.abort)
+        elif not (isinstance(handler, PythonHandler) and handler.blocking):
+            outcome = function(args, ctx)
+            if inspect.isawaitable(outcome):
+                outcome = await stop_in_time(outcome, timeout, tool.id, None)
         else:
-            outcome = await _within(_abortable(function(args, ctx), abort), timeout, tool.id)
+            outcome = await stop_in_time(_in_thread(function, args, ctx), timeout, tool.id, None)
     except CallError:
         raise
     except Exception as exc:  # the handler's bug must not take the runtime down; the model gets the gist
         raise ToolFailure(f"The {tool.id} tool failed: {type(exc).__name__}: {exc}") from exc
     return _normalize(tool, args, outcome, ctx, call.snapshot.root)
+
+
+def _runnable(function: Callable[..., Any]) -> Runnable:
+    return Runnable(function, inspect.iscoroutinefunction(function))
 
 
 def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Runnable:
@@ -78,7 +79,7 @@ def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Runn
             )
         found = services.host_runnables.get(handler.name)
         if found is None or found.function is not function:  # registered again since: read the new one
-            found = services.host_runnables[handler.name] = runnable(function)
+            found = services.host_runnables[handler.name] = _runnable(function)
         return found
     assert isinstance(handler, PythonHandler)
     found = handlers.get(handler.ref)
@@ -88,16 +89,8 @@ def _resolve_handler(tool: CompiledTool, services: Services, root: Path) -> Runn
                 function = import_ref(handler.ref, project_root_of(tool.definition, root))
         except ImportError as exc:
             raise ToolFailure(f"The {tool.id} tool is misconfigured: {exc}") from None
-        found = handlers[handler.ref] = runnable(function)
+        found = handlers[handler.ref] = _runnable(function)
     return found
-
-
-async def _within(awaitable: Awaitable[Any], timeout: float, tool_id: str) -> Any:
-    with anyio.move_on_after(timeout) as scope:
-        outcome = await awaitable
-    if scope.cancelled_caught:
-        raise ToolFailure(f"The {tool_id} tool did not finish within {timeout:g} seconds and was stopped.")
-    return outcome
 
 
 async def _in_thread(function: Callable[..., Any], args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -106,47 +99,6 @@ async def _in_thread(function: Callable[..., Any], args: dict[str, Any], ctx: To
     except anyio.get_cancelled_exc_class():
         ctx.abort.set()  # the worker thread cannot be cancelled: its handler watches `ctx.abort`
         raise
-
-
-async def _abortable(coroutine: Awaitable[Any], abort: anyio.Event) -> Any:
-    """Await `coroutine` in this task, stopped when `abort` is set.
-
-    On asyncio one bare task waits for the event and cancels the scope (a task group per call cost
-    three times the call itself); on other event loops a task group's watcher does the same."""
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio)
-        loop = None
-    with anyio.CancelScope() as scope:
-        if loop is None:
-            return await _abortable_in_group(coroutine, abort, scope)
-        waiter = loop.create_task(abort.wait())
-        waiter.add_done_callback(lambda task: None if task.cancelled() else scope.cancel())
-        try:
-            return await coroutine
-        finally:
-            waiter.cancel()
-    raise ToolFailure("User aborted the command")
-
-
-async def _abortable_in_group(coroutine: Awaitable[Any], abort: anyio.Event, scope: anyio.CancelScope) -> Any:
-    outcome: list[Any] = []
-    failure: list[Exception] = []
-
-    async def watch() -> None:
-        await abort.wait()
-        scope.cancel()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch)
-        try:
-            outcome.append(await coroutine)
-        except Exception as exc:  # raised below as itself, not wrapped in the task group's ExceptionGroup
-            failure.append(exc)
-        group.cancel_scope.cancel()  # ends the watcher
-    if failure:
-        raise failure[0]
-    return outcome[0]
 
 
 def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
@@ -184,7 +136,7 @@ def _normalize(tool: CompiledTool, args: Mapping[str, Any], outcome: Any, ctx: T
     if tool.output_validator is not None:
         return _structured(tool, outcome, title or ctx.title or "")
     if isinstance(outcome, str):
-        return ToolResult(title=title or ctx.title or "", output=_clean(outcome))
+        return ToolResult(title or ctx.title or "", _clean(outcome), _NO_METADATA)
     if isinstance(outcome, ToolResult):
         return outcome
     if isinstance(outcome, Mapping) and isinstance(outcome.get("output", ""), str):

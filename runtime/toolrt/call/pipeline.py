@@ -79,7 +79,8 @@ async def _dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, 
         return result
     state = services.session(request.scope.session)
     call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
-    call.emit("running", {"input": args})
+    if services.listeners:
+        call.emit("running", {"input": args})
     decision: Decision | None = None
     requests: list[PermissionRequest] | None = None
     loop_warned = False

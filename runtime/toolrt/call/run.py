@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from ..config.model import ArgvHandler, ShellHandler
@@ -18,12 +19,17 @@ MAX_CACHED_RESULTS = 4096
 """Results kept by `cache: {ttl}` tools at once; past it expired entries go, then the oldest half."""
 
 
-async def run_tool(call: ActiveCall, args: dict[str, Any]) -> ToolResult:
+def run_tool(call: ActiveCall, args: dict[str, Any]) -> Awaitable[ToolResult]:
     """Run the call's handler, or return the cached result of an equal call still within its `ttl`."""
     tool = call.tool
     ttl = tool.definition.cache_ttl
     if ttl is None:
-        return await _run(call, args)
+        return _run(call, args)
+    return _cached(call, args, ttl)
+
+
+async def _cached(call: ActiveCall, args: dict[str, Any], ttl: float) -> ToolResult:
+    tool = call.tool
     key = (tool.id, json.dumps(args, sort_keys=True, default=str), call.snapshot.digest)
     cache = call.services.results
     hit = cache.get(key)
@@ -39,9 +45,10 @@ async def run_tool(call: ActiveCall, args: dict[str, Any]) -> ToolResult:
     return result
 
 
-async def _run(call: ActiveCall, args: dict[str, Any]) -> ToolResult:
+def _run(call: ActiveCall, args: dict[str, Any]) -> Awaitable[ToolResult]:
+    """The handler's coroutine under its timeout (returned, not awaited here: one coroutine less per call)."""
     tool = call.tool
     timeout = tool.definition.timeout or call.snapshot.resolved.values.timeout
     if isinstance(tool.definition.handler, (ArgvHandler, ShellHandler)):
-        return await run_command(call, args, timeout)
-    return await run_handler(call, args, timeout)
+        return run_command(call, args, timeout)
+    return run_handler(call, args, timeout)

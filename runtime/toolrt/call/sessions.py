@@ -98,6 +98,12 @@ class SessionStore(Generic[State]):
         states[name] = (state, now)
         return state
 
+    def peek(self, name: str) -> State | None:
+        """The state of `name` if it is held (idle sessions expire first), without marking it as used."""
+        self._expire(self._clock())
+        found = self._states.get(name)
+        return None if found is None else found[0]
+
     def release(self, name: str) -> None:
         """Forget `name` and everything it held; unknown names are ignored."""
         if name in self._states:

@@ -10,17 +10,18 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..audit import AuditLog
 from ..permissions.ask import PermissionBroker
+from ..permissions.denied_reads import ReadDenies
 from ..permissions.model import Decision
+from ..permissions.rules import Ruleset
 from ..result import ToolResult
 from .events import CallEvent, Listener
 from .record import Recorder
 from .request import CallRequest
 from .sessions import SessionStore
-from .suspension import Runnable
 
 if TYPE_CHECKING:
     from ..build.snapshot import Snapshot
@@ -29,12 +30,20 @@ if TYPE_CHECKING:
     from ..lsp.manager import LspManager
     from .persist import SessionKeeper
 
-__all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Services", "SessionState"]
+__all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Runnable", "Services", "SessionState"]
 
 DOOM_LOOP_THRESHOLD = 3
 
 BatchRunner = Callable[[CallRequest, Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 """Runs a batch's sub-calls in the scope of the call that made them."""
+
+
+class Runnable(NamedTuple):
+    """A handler function and how it runs, read once when it is resolved."""
+
+    function: Callable[..., Any]
+    is_async: bool
+    """A coroutine function (else: run in a worker thread, or inline with `blocking: false`)."""
 
 
 @dataclass
@@ -59,6 +68,11 @@ class Services:
     """`cache: {ttl}` tools' results by (tool, arguments, snapshot digest): (expiry, result)."""
     allowed: dict[tuple[str, str, str], tuple[Any, Any, Any, Decision]] = field(default_factory=dict)
     """Reusable allow decisions of argument-independent requests (see `call.permissions.authorize`)."""
+    read_denies: dict[tuple[int, int, int], tuple[Ruleset, Ruleset, Ruleset, ReadDenies | None]] = field(
+        default_factory=dict
+    )
+    """Each call's `read` rules for the sandbox by the identity of (agent rules, locked rules, approvals), the
+    three kept with the answer (see `ActiveCall.read_denies`)."""
     handlers: dict[str, Runnable] = field(default_factory=dict)
     """Imported Python handlers by reference (`module:function`), each with how it runs; a reload that
     changes a module clears it."""

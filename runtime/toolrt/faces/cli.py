@@ -340,6 +340,10 @@ _TRACED = ("call", "serve", "chat")
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    if argv is None:  # the `toolrt` command owns its process: its builds may pause the garbage collector
+        from ..config.collect import pause_collector_during_builds
+
+        pause_collector_during_builds()
     try:
         options = _parser().parse_args(list(argv) if argv is not None else None)
         options.err = err

@@ -62,6 +62,7 @@ from ..call.client import ClientRequest
 from ..call.events import CallEvent
 from ..call.pipeline import PROTOCOL_ERROR
 from ..call.sessions import DEFAULT_IDLE_SECONDS, DEFAULT_MAX_SESSIONS
+from ..config.collect import pause_collector_during_builds
 from ..config.model import ToolDefinition
 from ..config.settings import HOST_ONLY, AuthSettings
 from ..errors import UsageError
@@ -1108,6 +1109,7 @@ def run_serve(
     if transport == "http":
         refuse_unauthenticated(host, auth)
     listener = _listen(host, port) if transport == "http" else None
+    paused_before = pause_collector_during_builds()  # a server's reloads build with the collector paused
 
     async def main() -> None:
         server, face = build_server(rt, scope, limits, offer_unaskable=offer_unaskable)
@@ -1143,6 +1145,7 @@ def run_serve(
     finally:
         rt.close()  # no language server outlives the server
         detach()
+        pause_collector_during_builds(paused_before)
     return 0
 
 
