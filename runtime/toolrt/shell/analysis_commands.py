@@ -4,6 +4,7 @@ it the analyzer cannot see, and the `bash` patterns the rules are matched agains
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from .analysis_scripts import ScriptChecks
@@ -68,35 +69,49 @@ class CommandChecks(ScriptChecks):
     def _command_parts(self, node: Node) -> tuple[bool, list[Word], list[Node], list[Node], int]:
         """Whether the command has a name; its words (name first); the assignments before the name;
         the children that may hold more commands; where its text starts (-1: nowhere yet)."""
-        named = False
         words: list[Word] = []
         assignments: list[Node] = []
         nested: list[Node] = []
         start = -1
-        known, source = self.known, self.source
-        for child in node.named_children:
+        children = node.named_children
+        for index, child in enumerate(children):
             kind = child.type
-            if named:
-                if kind not in REDIRECTS:
-                    word = evaluate(child, known, kind, source=source)
-                    if kind == "word" and _hidden(word.raw):
-                        self._hidden_in_word(child, word.raw)
-                    words.append(word)
-            elif kind == "command_name":
-                named = True
+            if kind == "command_name":
                 start = child.start_byte if start < 0 else start
                 name = self._name_word(child)
                 words.append(name)
                 if name.kind not in PLAIN_WORDS:
                     nested.append(child)
-                continue
-            elif kind == "variable_assignment":
+                self._arguments(children, index + 1, words, nested)
+                return True, words, assignments, nested, start
+            if kind == "variable_assignment":
                 assignments.append(child)
             elif kind in REDIRECTS and start < 0:
                 start = child.start_byte
             if kind not in PLAIN_WORDS:
                 nested.append(child)
-        return named, words, assignments, nested, start
+        return False, words, assignments, nested, start
+
+    def _arguments(self, children: list[Node], first: int, words: list[Word], nested: list[Node]) -> None:
+        """The words after the command's name (into `words`), and the children that may hold more
+        commands (into `nested`). A plain word is read here; any other goes through `evaluate`."""
+        known, source = self.known, self.source
+        for child in children[first:]:
+            kind = child.type
+            if kind == "word":
+                raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
+                if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
+                    words.append(_new_word(Word, (raw, raw, raw, False, child, kind, (), "", ())))
+                    continue
+                word = evaluate(child, known, kind, source=source)
+                if _hidden(word.raw):
+                    self._hidden_in_word(child, word.raw)
+                words.append(word)
+                continue
+            if kind not in REDIRECTS:
+                words.append(evaluate(child, known, kind, source=source))
+            if kind not in PLAIN_WORDS:
+                nested.append(child)
 
     def _name_word(self, name: Node) -> Word:
         children = name.named_children
@@ -163,7 +178,7 @@ class CommandChecks(ScriptChecks):
         facts = program_facts(self.table, head)
         if facts.plain:
             # No table has anything to say about it: its patterns, and what its `-o`-like options write.
-            self._emit(words, first, last, text, redirects, own)
+            self._emit(words, values[first:last], first, text, redirects, own)
             self._writes(values[first:last], text, fed=feeder == "xargs")
             return []
         if head in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
@@ -180,7 +195,7 @@ class CommandChecks(ScriptChecks):
         inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
         if inner is not None:
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
-        self._emit(words, first, last, text, redirects, own)
+        self._emit(words, values[first:last], first, text, redirects, own)
         if facts.described:
             self._unseen(command.node, command.parent, words, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
@@ -337,7 +352,7 @@ class CommandChecks(ScriptChecks):
             and inert_python(code, self.cwds)
         )
         if options is not None and not inert:
-            why = unseen_code(base, options, args, self._fed(node, parent))
+            why = unseen_code(base, options, args, lambda: self._fed(node, parent))
             if why is not None:
                 self.findings.fail_closed(text, why)
 
@@ -377,11 +392,13 @@ class CommandChecks(ScriptChecks):
         bodies = self._heredoc_bodies(redirects[0])
         return bodies[0] if len(bodies) == 1 else None
 
-    def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
+    def _emit(
+        self, words: list[Word], values: list[str | None], first: int, text: str, rest: str, reasons: list[str]
+    ) -> None:
+        """Record the patterns of the command `values` (the values of `words[first:]`'s command)."""
         self.findings.emitted += 1
-        values = [word.value for word in words[first:last]]
         if None in values:  # the literal words are those before the first dynamic one
-            tokens = [word.raw if word.value is None else word.value for word in words[first:last]]
+            tokens = [word.raw if word.value is None else word.value for word in words[first : first + len(values)]]
             literal = tokens[: values.index(None)]
         else:
             tokens = literal = cast("list[str]", values)
@@ -504,6 +521,11 @@ class _Command(NamedTuple):
 
 
 _new_command = tuple.__new__  # a `_Command` without the keyword-taking constructor, once per command
+
+
+# A word without any of these is its own value (`evaluate`'s first case) and hides no substitution.
+_PLAIN_WORD = re.compile(r"[\\*?\[{`$]")
+_new_word = tuple.__new__  # a `Word` without the keyword-taking constructor, once per plain word
 
 
 def _hidden(raw: str) -> bool:

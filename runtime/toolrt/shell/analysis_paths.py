@@ -38,7 +38,7 @@ class PathChecks(AnalysisState):
         """The real path of the working directory while it is inside the project, else None."""
         if self.cwd_real is UNKNOWN_CWD:
             only = self.cwds[0] if len(self.cwds) == 1 else None
-            self.cwd_real = self.scope.real_inside(only) if only is not None else None
+            self.cwd_real = self.scope.real_inside(only, self.findings.listings) if only is not None else None
         return self.cwd_real
 
     def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: frozenset[int] | None = None) -> None:
@@ -47,15 +47,17 @@ class PathChecks(AnalysisState):
         if skip_first and len(words) < 2:
             return
         base = self._cwd_real()
+        globbing = self.findings.globbing is not None  # what changes it is no operand
         for position, word in enumerate(words[1:] if skip_first else words):
             if text and position in text and not word.glob and not word.defaults:
                 continue  # text the program prints or matches; a glob or a default still names paths
-            if self.findings.globbing is not None and not word.glob and _EXTGLOB.search(word.raw):
+            if globbing and not word.glob and _EXTGLOB.search(word.raw):
                 self._changed_glob(word.raw)
-            if word.value is None:
+            value = word.value
+            if value is None:
                 self._dynamic_operand(word)
-            elif word.value:
-                self._operand(word, word.value, base)
+            elif value and (value[0] != "-" or len(value) > 2):  # `-x` and `-` name no path
+                self._operand(word, value, base)
 
     def _dynamic_operand(self, word: Word) -> None:
         """An operand only known when it runs: the defaults it may take, and the operand itself."""
@@ -309,9 +311,10 @@ class PathChecks(AnalysisState):
         if len(unique) > _MAX_CWDS:
             self.findings.fail_closed(self.text, "the working directory could be too many places to follow")
             unique = (None,)
-        self.cwds = unique
-        self.cwd_real = UNKNOWN_CWD
-        self._set_pwd()
+        if unique != self.cwds:  # a subshell or list that ends where it began keeps what was learnt
+            self.cwds = unique
+            self.cwd_real = UNKNOWN_CWD
+            self._set_pwd()
         for seen in self.chains:
             seen.update(dict.fromkeys(unique))
 
