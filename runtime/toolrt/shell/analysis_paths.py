@@ -48,6 +48,7 @@ class PathChecks(AnalysisState):
             return
         base = self._cwd_real()
         globbing = self.findings.globbing is not None  # what changes it is no operand
+        operands = False  # after `--`, a word that starts with `-` is an operand too (`cat -- -n`)
         for position, word in enumerate(words[1:] if skip_first else words):
             if text and position in text and not word.glob and not word.defaults:
                 continue  # text the program prints or matches; a glob or a default still names paths
@@ -56,6 +57,10 @@ class PathChecks(AnalysisState):
             value = word.value
             if value is None:
                 self._dynamic_operand(word)
+            elif value == "--" and not operands:
+                operands = True
+            elif operands and value[:1] == "-":
+                self._path("./" + value, glob=word.glob)  # the name `-n`, not an option
             elif value and (value[0] != "-" or len(value) > 2):  # `-x` and `-` name no path
                 self._operand(word, value, base)
 

@@ -125,6 +125,7 @@ def _cluster(spec: _Program, args: Sequence[str | None], index: int, reading: _R
         if option not in spec.flags:
             reading.uncertain = True
             return index + 1
+    reading.skipped.add(index)  # flags only (`ls -la`): the word names no path
     return index + 1
 
 
