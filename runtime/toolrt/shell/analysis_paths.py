@@ -288,12 +288,11 @@ class PathChecks(AnalysisState):
         the old one; both stay candidates, except before `&&`, where what follows runs only in the
         new one (`cd src && make && cd ..` ends where it started). Where it goes is unknown,
         relative paths fail closed."""
-        target: Word | None = None
-        for word in words[first + 1 : last]:
-            if word.value is not None and word.value.startswith(("-", "+")) and word.value != "-":
-                continue
-            target = word
-            break
+        target, followed = _directory_operand(words[first + 1 : last], pushd=name == "pushd")
+        if not followed:
+            self.findings.fail_closed(text, f"`{brief(text)}` goes to a directory of the stack, not known here")
+            self._set_cwds((*self.cwds, None))
+            return
         if name == "popd" or (target is not None and target.value == "-"):
             self.findings.fail_closed(text, f"`{brief(text)}` goes back to a directory not known here")
             self._set_cwds((*self.cwds, None))
@@ -328,6 +327,25 @@ class PathChecks(AnalysisState):
             self.known["PWD"] = self.cwds[0]
         else:
             self.known.pop("PWD", None)
+
+
+def _directory_operand(words: list[Word], *, pushd: bool) -> tuple[Word | None, bool]:
+    """The directory `cd` or `pushd` goes to (None: none given, `cd` goes home), and whether this
+    analysis follows the form: `pushd` alone, `pushd -n DIR` (the directory does not change) and
+    `pushd +N`/`-N` (a turn of the stack) go where the stack says, which is not known here."""
+    options = True
+    for word in words:
+        value = word.value
+        if options and value is not None and value[:1] == "-" and value != "-":
+            if value == "--":
+                options = False
+            elif pushd:
+                return None, False
+            continue
+        if pushd and value is not None and value[:1] == "+":
+            return None, False
+        return word, True
+    return None, not pushd
 
 
 def _bare_name(word: Word, value: str) -> bool:
