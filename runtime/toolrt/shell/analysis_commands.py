@@ -241,8 +241,11 @@ class CommandChecks(ScriptChecks):
             self.traced = True
         if head == "shopt" and (changed := glob_options(args)) is not None:
             self.findings.globbing = f"`shopt {brief(changed)}`"
-        elif head.rpartition("/")[2] in ("bash", "sh") and _shell_glob_option(args):
-            self.findings.globbing = f"`{brief(text)}`"
+        elif head.rpartition("/")[2] in ("bash", "sh"):
+            if _shell_glob_option(args):
+                self.findings.globbing = f"`{brief(text)}`"
+            if (why := shell_option_reason("bash", args)) is not None:
+                self.findings.fail_closed(text, why)
 
     def _wrapped(
         self, command: _Command, first: int, text: str, wrapper: Wrapper, inner: Unwrapped, own: list[str]
@@ -324,8 +327,8 @@ class CommandChecks(ScriptChecks):
         reason = self.table.unseen.get(base)
         if reason is not None:
             self.findings.fail_closed(text, reason)
-        elif base == "shopt" and "expand_aliases" in args:
-            self.findings.fail_closed(text, "shopt -s expand_aliases lets an alias make a name run other commands")
+        elif base == "shopt" and (why := shell_option_reason("shopt", args)) is not None:
+            self.findings.fail_closed(text, why)
         elif base == "let":
             self._arithmetic_names(node, " ".join(word.raw for word in words[first + 1 : last]))
         elif base in ("source", ".") and name == base:
@@ -540,7 +543,33 @@ def _braced(words: list[Word]) -> bool:
 
 def _inert(head: str, values: list[str | None]) -> bool:
     """Whether a builtin of `INERT` does nothing here (`shopt -s expand_aliases` does something)."""
-    return head != "shopt" or all(value is not None and "expand_aliases" not in value for value in values)
+    return head != "shopt" or shell_option_reason("shopt", values[1:]) is None
+
+
+# Shell options that change which commands run or where (`shopt -s`, `bash -O`): the line fails closed.
+_RUNNING_OPTIONS = {
+    "expand_aliases": "lets an alias make a name run other commands",
+    "cdable_vars": "lets cd take a variable's value for its directory",
+    "lastpipe": "runs a pipeline's last command in this shell, so a cd there moves what follows",
+}
+
+
+def shell_option_reason(program: str, args: list[str | None]) -> str | None:
+    """Why `shopt ARGS` or `bash ARGS` (`-O OPTION`) turns on an option that changes what runs or
+    where, or sets one only known when it runs; None when it does neither."""
+    if program == "shopt":
+        named = [arg for arg in args if arg is None or arg[:1] != "-"]
+        if not any(arg is None or arg[:1] == "-" and "s" in arg for arg in args):
+            named = [arg for arg in named if arg in ("expand_aliases",)]  # printing or unsetting: no change
+    else:
+        named = [args[index + 1] for index, arg in enumerate(args[:-1]) if arg == "-O"]
+    for option in named:
+        if option is None:
+            return f"`{program}` sets a shell option only known when it runs"
+        why = _RUNNING_OPTIONS.get(option)
+        if why is not None:
+            return f"{program} {'-s' if program == 'shopt' else '-O'} {option} {why}"
+    return None
 
 
 def _shell_glob_option(args: list[str | None]) -> bool:
