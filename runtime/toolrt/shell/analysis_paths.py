@@ -20,7 +20,7 @@ from .writes import copies, may_write, written
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["PathChecks", "path_like"]
+__all__ = ["PathChecks", "path_like", "sets_pwd"]
 
 _EXTGLOB = re.compile(r"[?*+@!]\(")  # `@(a|b)`, `!(x)`: patterns once `extglob` is on
 _FD_DUPLICATION = frozenset((">&", "<&"))
@@ -323,10 +323,23 @@ class PathChecks(AnalysisState):
             seen.update(dict.fromkeys(unique))
 
     def _set_pwd(self) -> None:
-        if len(self.cwds) == 1 and self.cwds[0] is not None:
+        if len(self.cwds) == 1 and self.cwds[0] is not None and self.pwd_known:
             self.known["PWD"] = self.cwds[0]
         else:
             self.known.pop("PWD", None)
+
+
+_PWD = re.compile(r"\bPWD\b")
+_PWD_READ = re.compile(r"\$PWD\b|\$\{PWD\}")
+
+
+def sets_pwd(text: str) -> bool:
+    """Whether `text` may give `PWD` a value of its own: `PWD` named anywhere but in a plain `$PWD` or
+    `${PWD}` (`PWD=..`, `read PWD`, `${PWD:=..}`, `declare -n r=PWD`). Then `$PWD` is not taken for the
+    working directory."""
+    if "PWD" not in text:
+        return False
+    return len(_PWD.findall(text)) > len(_PWD_READ.findall(text))
 
 
 def _directory_operand(words: list[Word], *, pushd: bool) -> tuple[Word | None, bool]:
