@@ -146,6 +146,9 @@ class PathChecks(AnalysisState):
         if path.startswith("~-"):
             self.findings.fail_closed(path, f"`{brief(path)}` is under the previous directory, only known when it runs")
             return
+        if not self.pwd_known and path.startswith("~+"):
+            self.findings.fail_closed(path, f"`{brief(path)}` is under `$PWD`, which the line sets")
+            return
         if cwds is None and len(self.cwds) == 1 and _plain_name(path) and self._plain_entry(path):
             return
         for cwd in self.cwds if cwds is None else cwds:
@@ -300,7 +303,7 @@ class PathChecks(AnalysisState):
         if target is None:
             self._set_cwds((*self.cwds, self.scope.home))
             return
-        if target.value is None or target.glob:
+        if target.value is None or target.glob or (not self.pwd_known and target.value.startswith("~+")):
             self.findings.fail_closed(text, f"cd goes to `{brief(target.raw)}`, which is only known when it runs")
             self._set_cwds((*self.cwds, None))
             return
