@@ -24,6 +24,7 @@ __all__ = ["PathChecks", "path_like", "sets_pwd"]
 
 _EXTGLOB = re.compile(r"[?*+@!]\(")  # `@(a|b)`, `!(x)`: patterns once `extglob` is on
 _FD_DUPLICATION = frozenset((">&", "<&"))
+_PATHSPECS = frozenset(("restore", "checkout", "rm"))  # git subcommands whose operands are pathspecs
 _MAX_COPIED = 2_000  # names below a copied directory that are checked one by one
 _MAX_WALKED = 20_000  # entries below the directories a symlink-following program walks
 _MAX_CWDS = 8
@@ -216,6 +217,7 @@ class PathChecks(AnalysisState):
                     continue  # an unknown source: the destination itself is already written
                 for cwd in self.cwds:
                     paths.extend(self._copied_names(source, destination, cwd))
+        paths.extend(self._directories_below(values, paths))
         globbed = [path for path in paths if path and GLOB_CHARS.search(path) and not path.endswith(UNNAMED)]
         for pattern in globbed:
             paths.extend(self._written_matches(pattern, text))  # matches are not globbed again
@@ -227,6 +229,22 @@ class PathChecks(AnalysisState):
                     absolute = self.scope.expand(path, cwd)
                     if absolute is not None:
                         self.findings.written[posixpath.normpath(absolute)] = None
+
+    def _directories_below(self, values: list[str | None], paths: list[str | None]) -> list[str | None]:
+        """For each path git writes that is an existing directory, the files below it, unnamed
+        (`git restore src` rewrites every file below `src`)."""
+        out: list[str | None] = []
+        if values[0] is None or values[0].rpartition("/")[2] != "git" or _PATHSPECS.isdisjoint(values[1:]):
+            return out
+        for path in paths:
+            if not path or path.endswith(UNNAMED):
+                continue
+            for cwd in self.cwds:
+                absolute = self.scope.expand(path, cwd)
+                if absolute is not None and fs_safe(absolute) and os.path.isdir(absolute):
+                    out.append(posixpath.join(path, UNNAMED))
+                    break
+        return out
 
     def _written_matches(self, pattern: str, text: str) -> list[str]:
         """The paths a glob in a written operand matches now (`sed -i … *.yaml`); too many fail closed."""
