@@ -183,6 +183,10 @@ def test_write_routes_the_table_missed_ask_and_really_write_once_approved(
         ("git restore ':(glob)*.yaml'", ("*",)),
         ("git rm permissions.yaml", ("permissions.yaml",)),
         ("git clean -fdx", ("*",)),
+        ("rsync -a --delete notes.txt tools.d", ("tools.d", "tools.d/*", "tools.d/notes.txt")),
+        ("rsync -a --remove-source-files permissions.yaml notes.txt", ("*",)),
+        ("mkfifo .envrc", (".envrc",)),
+        ("mknod .envrc p", (".envrc",)),
     ],
 )
 def test_git_and_other_routes_into_protected_paths_ask_protected(
@@ -229,6 +233,8 @@ def test_writes_to_files_found_at_run_time_fail_closed(project: Path, command: s
         "git restore --staged .",
         "git rm --cached permissions.yaml",
         "git clean -n",
+        "rsync -a notes.txt build/",
+        "mkfifo pipe",
     ],
 )
 def test_everyday_lines_near_those_routes_ask_nothing_protected(project: Path, command: str) -> None:
