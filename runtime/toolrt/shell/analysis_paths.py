@@ -20,7 +20,7 @@ from .writes import copies, may_write, written
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["PathChecks", "path_like", "sets_pwd"]
+__all__ = ["PathChecks", "path_like", "redefines_cd", "sets_pwd"]
 
 _EXTGLOB = re.compile(r"[?*+@!]\(")  # `@(a|b)`, `!(x)`: patterns once `extglob` is on
 _FD_DUPLICATION = frozenset((">&", "<&"))
@@ -309,6 +309,10 @@ class PathChecks(AnalysisState):
         the old one; both stay candidates, except before `&&`, where what follows runs only in the
         new one (`cd src && make && cd ..` ends where it started). Where it goes is unknown,
         relative paths fail closed."""
+        if self.findings.cd_redefined:
+            self.findings.fail_closed(text, f"`{name}` is a function the line defines: where it goes is not known here")
+            self._set_cwds((*self.cwds, None))
+            return
         target, followed = _directory_operand(words[first + 1 : last], pushd=name == "pushd")
         if not followed:
             self.findings.fail_closed(text, f"`{brief(text)}` goes to a directory of the stack, not known here")
@@ -350,8 +354,17 @@ class PathChecks(AnalysisState):
             self.known.pop("PWD", None)
 
 
+_DIRECTORY_FUNCTION = re.compile(r"(?:^|[^\w-])(?:cd|pushd|popd)\s*\(\s*\)|\bfunction\s+(?:cd|pushd|popd)(?![\w-])")
 _PWD = re.compile(r"\bPWD\b")
 _PWD_READ = re.compile(r"\$PWD\b|\$\{PWD\}")
+
+
+def redefines_cd(text: str) -> bool:
+    """Whether `text` may define a function named `cd`, `pushd` or `popd` (quotes and backslashes
+    ignored: a false match only makes the line's `cd`s fail closed)."""
+    if "(" not in text and "function" not in text:
+        return False
+    return _DIRECTORY_FUNCTION.search(text.replace("\\", "").replace("'", "").replace('"', "")) is not None
 
 
 def sets_pwd(text: str) -> bool:
