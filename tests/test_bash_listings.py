@@ -13,6 +13,7 @@ import pytest
 from toolrt.permissions.model import CallSite
 from toolrt.shell import analyze_command, listings
 from toolrt.shell.listings import SETTLED_NS, Listings
+from toolrt.shell.paths import scope_for
 
 # More bare names than `listings.PER_NAME`: the last ones are answered from the directory's listing.
 LINE = "cat one two three lnk"
@@ -132,3 +133,36 @@ def test_a_nul_in_a_glob_or_a_name_fails_closed_without_raising(site: CallSite) 
         requests = analyze_command(line, site)
         assert any(request.opaque for request in requests), line
     assert Listings().kind(str(site.root), "a\x00b") == "missing"
+
+
+@pytest.mark.parametrize("per_name", [0, 3], ids=["from_a_listing", "name_by_name"])
+def test_a_directory_cd_enters_that_became_a_symlink_out_is_seen(
+    site: CallSite, monkeypatch: pytest.MonkeyPatch, settle: Callable[..., int], per_name: int
+) -> None:
+    """The working directory a `cd` leads to is resolved component by component through the same
+    listings as bare names: a directory replaced by a symlink out of the project after a settled
+    listing is no longer taken as inside it (nor is a missing one), and a real directory again is."""
+    monkeypatch.setattr(listings, "PER_NAME", per_name)
+    (site.root.parent / "outside").mkdir()
+    (site.root / "sub" / "deeper").mkdir(parents=True)
+    settle(str(site.root))
+    scope = scope_for(site)
+    real = os.path.realpath(site.root)
+
+    def inside(relative: str) -> str | None:
+        return scope.real_inside(str(site.root / relative), Listings())
+
+    line = "cd sub && cat notes.txt"
+    assert not _asks_outside(line, site)
+    assert inside("sub/deeper") == real + "/sub/deeper"
+    (site.root / "sub" / "deeper").rmdir()
+    (site.root / "sub").rmdir()
+    (site.root / "sub").symlink_to("../outside")
+    assert inside("sub") is None
+    assert inside("sub/deeper") is None
+    assert inside("missing/deeper") is None
+    assert _asks_outside(line, site)
+    (site.root / "sub").unlink()
+    (site.root / "sub").mkdir()
+    assert inside("sub") == real + "/sub"
+    assert not _asks_outside(line, site)

@@ -11,7 +11,7 @@ import pytest
 
 from toolrt.api import Runtime
 from toolrt.permissions.model import CallSite, PermissionRequest
-from toolrt.shell import analyze_command
+from toolrt.shell import analyze_call, analyze_command
 
 
 def _extra(requests: tuple[PermissionRequest, ...]) -> list[tuple[str, tuple[str, ...]]]:
@@ -86,6 +86,40 @@ def test_everyday_lines_ask_nothing_beyond_their_bash_rule(project: CallSite, co
 def test_the_same_shapes_reaching_out_still_ask(project: CallSite, command: str, permission: str) -> None:
     requests = analyze_command(command, project)
     assert any(r.permission == permission for r in requests), requests
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["ls -la", "ls -lah src", "ls -lI a src", "tail -n100 src/app.py", "grep -rn TODO src", "wc -l src/app.py"],
+)
+def test_a_cluster_of_flags_names_no_path(project: CallSite, command: str) -> None:
+    """`ls -la` names no `a` (issue 26, item 6): even where `a`, `h` and `100` are symlinks out of the
+    project, a cluster of the program's own flags (or an option and its count) asks nothing and names
+    nothing for the `read` rules."""
+    (project.root.parent / "outside").mkdir()
+    for name in ("a", "ah", "h", "n", "rn", "100", "l", "I"):
+        (project.root / name).symlink_to("../outside")
+    requests = analyze_command(command, project)
+    assert _extra(requests) == []
+    named = {path.rpartition("/")[2] for request in analyze_call_reads(command, project) for path in request}
+    assert named.isdisjoint({"a", "ah", "h", "n", "rn", "100", "l", "I"}), named
+
+
+@pytest.mark.parametrize(
+    "command", ["ls -lz", "cat -n../outside", "tail -f -- -n", "cat -- -n", "rm -rf -- -n", "ls -- -n*"]
+)
+def test_a_cluster_with_a_letter_the_table_does_not_know_still_names_a_path(project: CallSite, command: str) -> None:
+    """And after `--` every word is an operand: `cat -- -n` reads the file `-n` (here a symlink out)."""
+    (project.root.parent / "outside").mkdir()
+    (project.root / "z").symlink_to("../outside")
+    (project.root / "-n").symlink_to("../outside")
+    requests = analyze_command(command, project)
+    assert any(r.permission == "external_directory" for r in requests), requests
+
+
+def analyze_call_reads(command: str, site: CallSite) -> list[tuple[str, ...]]:
+    """The paths the bash tool asks `read` for, running `command` in `site`."""
+    return [r.patterns for r in analyze_call({"command": command}, site) if r.permission == "read"]
 
 
 # -- inline Python, read with Python's own ast (issue 26, item 5) ------------------------------------

@@ -176,6 +176,17 @@ def test_write_routes_the_table_missed_ask_and_really_write_once_approved(
         ("echo x > permissions.ya?l", ("permissions.yaml",)),  # a redirect target is globbed too
         ("echo x > ~+/permissions.yaml", ("permissions.yaml",)),  # `~+` is the working directory
         ("find . -name '*.yaml' -delete", ("*",)),
+        # git rewrites or deletes worktree files by pathspec: a commit before the path, a directory, `.`
+        ("git checkout HEAD~1 permissions.yaml", ("permissions.yaml",)),
+        ("git checkout -- .", ("*",)),
+        ("git restore tools.d", ("tools.d", "tools.d/*")),
+        ("git restore ':(glob)*.yaml'", ("*",)),
+        ("git rm permissions.yaml", ("permissions.yaml",)),
+        ("git clean -fdx", ("*",)),
+        ("rsync -a --delete notes.txt tools.d", ("tools.d", "tools.d/*", "tools.d/notes.txt")),
+        ("rsync -a --remove-source-files permissions.yaml notes.txt", ("*",)),
+        ("mkfifo .envrc", (".envrc",)),
+        ("mknod .envrc p", (".envrc",)),
     ],
 )
 def test_git_and_other_routes_into_protected_paths_ask_protected(
@@ -211,7 +222,20 @@ def test_writes_to_files_found_at_run_time_fail_closed(project: Path, command: s
 
 @pytest.mark.parametrize(
     "command",
-    ["git diff --stat", "git remote -v", "git log --oneline -5", "sed -i s/a/b/ notes.txt", "install -d build"],
+    [
+        "git diff --stat",
+        "git remote -v",
+        "git log --oneline -5",
+        "sed -i s/a/b/ notes.txt",
+        "install -d build",
+        "git checkout main",
+        "git restore notes.txt",
+        "git restore --staged .",
+        "git rm --cached permissions.yaml",
+        "git clean -n",
+        "rsync -a notes.txt build/",
+        "mkfifo pipe",
+    ],
 )
 def test_everyday_lines_near_those_routes_ask_nothing_protected(project: Path, command: str) -> None:
     rt = Runtime.load(project)

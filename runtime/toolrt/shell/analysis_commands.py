@@ -4,6 +4,7 @@ it the analyzer cannot see, and the `bash` patterns the rules are matched agains
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from .analysis_scripts import ScriptChecks
@@ -68,35 +69,49 @@ class CommandChecks(ScriptChecks):
     def _command_parts(self, node: Node) -> tuple[bool, list[Word], list[Node], list[Node], int]:
         """Whether the command has a name; its words (name first); the assignments before the name;
         the children that may hold more commands; where its text starts (-1: nowhere yet)."""
-        named = False
         words: list[Word] = []
         assignments: list[Node] = []
         nested: list[Node] = []
         start = -1
-        known, source = self.known, self.source
-        for child in node.named_children:
+        children = node.named_children
+        for index, child in enumerate(children):
             kind = child.type
-            if named:
-                if kind not in REDIRECTS:
-                    word = evaluate(child, known, kind, source=source)
-                    if kind == "word" and _hidden(word.raw):
-                        self._hidden_in_word(child, word.raw)
-                    words.append(word)
-            elif kind == "command_name":
-                named = True
+            if kind == "command_name":
                 start = child.start_byte if start < 0 else start
                 name = self._name_word(child)
                 words.append(name)
                 if name.kind not in PLAIN_WORDS:
                     nested.append(child)
-                continue
-            elif kind == "variable_assignment":
+                self._arguments(children, index + 1, words, nested)
+                return True, words, assignments, nested, start
+            if kind == "variable_assignment":
                 assignments.append(child)
             elif kind in REDIRECTS and start < 0:
                 start = child.start_byte
             if kind not in PLAIN_WORDS:
                 nested.append(child)
-        return named, words, assignments, nested, start
+        return False, words, assignments, nested, start
+
+    def _arguments(self, children: list[Node], first: int, words: list[Word], nested: list[Node]) -> None:
+        """The words after the command's name (into `words`), and the children that may hold more
+        commands (into `nested`). A plain word is read here; any other goes through `evaluate`."""
+        known, source = self.known, self.source
+        for child in children[first:]:
+            kind = child.type
+            if kind == "word":
+                raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
+                if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
+                    words.append(_new_word(Word, (raw, raw, raw, False, child, kind, (), "", ())))
+                    continue
+                word = evaluate(child, known, kind, source=source)
+                if _hidden(word.raw):
+                    self._hidden_in_word(child, word.raw)
+                words.append(word)
+                continue
+            if kind not in REDIRECTS:
+                words.append(evaluate(child, known, kind, source=source))
+            if kind not in PLAIN_WORDS:
+                nested.append(child)
 
     def _name_word(self, name: Node) -> Word:
         children = name.named_children
@@ -163,7 +178,7 @@ class CommandChecks(ScriptChecks):
         facts = program_facts(self.table, head)
         if facts.plain:
             # No table has anything to say about it: its patterns, and what its `-o`-like options write.
-            self._emit(words, first, last, text, redirects, own)
+            self._emit(words, values[first:last], first, text, redirects, own)
             self._writes(values[first:last], text, fed=feeder == "xargs")
             return []
         if head in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
@@ -180,7 +195,7 @@ class CommandChecks(ScriptChecks):
         inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
         if inner is not None:
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
-        self._emit(words, first, last, text, redirects, own)
+        self._emit(words, values[first:last], first, text, redirects, own)
         if facts.described:
             self._unseen(command.node, command.parent, words, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
@@ -226,8 +241,11 @@ class CommandChecks(ScriptChecks):
             self.traced = True
         if head == "shopt" and (changed := glob_options(args)) is not None:
             self.findings.globbing = f"`shopt {brief(changed)}`"
-        elif head.rpartition("/")[2] in ("bash", "sh") and _shell_glob_option(args):
-            self.findings.globbing = f"`{brief(text)}`"
+        elif head.rpartition("/")[2] in ("bash", "sh"):
+            if _shell_glob_option(args):
+                self.findings.globbing = f"`{brief(text)}`"
+            if (why := shell_option_reason("bash", args)) is not None:
+                self.findings.fail_closed(text, why)
 
     def _wrapped(
         self, command: _Command, first: int, text: str, wrapper: Wrapper, inner: Unwrapped, own: list[str]
@@ -309,8 +327,8 @@ class CommandChecks(ScriptChecks):
         reason = self.table.unseen.get(base)
         if reason is not None:
             self.findings.fail_closed(text, reason)
-        elif base == "shopt" and "expand_aliases" in args:
-            self.findings.fail_closed(text, "shopt -s expand_aliases lets an alias make a name run other commands")
+        elif base == "shopt" and (why := shell_option_reason("shopt", args)) is not None:
+            self.findings.fail_closed(text, why)
         elif base == "let":
             self._arithmetic_names(node, " ".join(word.raw for word in words[first + 1 : last]))
         elif base in ("source", ".") and name == base:
@@ -337,7 +355,7 @@ class CommandChecks(ScriptChecks):
             and inert_python(code, self.cwds)
         )
         if options is not None and not inert:
-            why = unseen_code(base, options, args, self._fed(node, parent))
+            why = unseen_code(base, options, args, lambda: self._fed(node, parent))
             if why is not None:
                 self.findings.fail_closed(text, why)
 
@@ -377,11 +395,13 @@ class CommandChecks(ScriptChecks):
         bodies = self._heredoc_bodies(redirects[0])
         return bodies[0] if len(bodies) == 1 else None
 
-    def _emit(self, words: list[Word], first: int, last: int, text: str, rest: str, reasons: list[str]) -> None:
+    def _emit(
+        self, words: list[Word], values: list[str | None], first: int, text: str, rest: str, reasons: list[str]
+    ) -> None:
+        """Record the patterns of the command `values` (the values of `words[first:]`'s command)."""
         self.findings.emitted += 1
-        values = [word.value for word in words[first:last]]
         if None in values:  # the literal words are those before the first dynamic one
-            tokens = [word.raw if word.value is None else word.value for word in words[first:last]]
+            tokens = [word.raw if word.value is None else word.value for word in words[first : first + len(values)]]
             literal = tokens[: values.index(None)]
         else:
             tokens = literal = cast("list[str]", values)
@@ -506,6 +526,11 @@ class _Command(NamedTuple):
 _new_command = tuple.__new__  # a `_Command` without the keyword-taking constructor, once per command
 
 
+# A word without any of these is its own value (`evaluate`'s first case) and hides no substitution.
+_PLAIN_WORD = re.compile(r"[\\*?\[{`$]")
+_new_word = tuple.__new__  # a `Word` without the keyword-taking constructor, once per plain word
+
+
 def _hidden(raw: str) -> bool:
     """Whether a plain word holds what bash runs as a command substitution (a backtick, `$(`, `$[`)."""
     return "`" in raw or "$(" in raw or "$[" in raw
@@ -518,7 +543,33 @@ def _braced(words: list[Word]) -> bool:
 
 def _inert(head: str, values: list[str | None]) -> bool:
     """Whether a builtin of `INERT` does nothing here (`shopt -s expand_aliases` does something)."""
-    return head != "shopt" or all(value is not None and "expand_aliases" not in value for value in values)
+    return head != "shopt" or shell_option_reason("shopt", values[1:]) is None
+
+
+# Shell options that change which commands run or where (`shopt -s`, `bash -O`): the line fails closed.
+_RUNNING_OPTIONS = {
+    "expand_aliases": "lets an alias make a name run other commands",
+    "cdable_vars": "lets cd take a variable's value for its directory",
+    "lastpipe": "runs a pipeline's last command in this shell, so a cd there moves what follows",
+}
+
+
+def shell_option_reason(program: str, args: list[str | None]) -> str | None:
+    """Why `shopt ARGS` or `bash ARGS` (`-O OPTION`) turns on an option that changes what runs or
+    where, or sets one only known when it runs; None when it does neither."""
+    if program == "shopt":
+        named = [arg for arg in args if arg is None or arg[:1] != "-"]
+        if not any(arg is None or arg[:1] == "-" and "s" in arg for arg in args):
+            named = [arg for arg in named if arg in ("expand_aliases",)]  # printing or unsetting: no change
+    else:
+        named = [args[index + 1] for index, arg in enumerate(args[:-1]) if arg == "-O"]
+    for option in named:
+        if option is None:
+            return f"`{program}` sets a shell option only known when it runs"
+        why = _RUNNING_OPTIONS.get(option)
+        if why is not None:
+            return f"{program} {'-s' if program == 'shopt' else '-O'} {option} {why}"
+    return None
 
 
 def _shell_glob_option(args: list[str | None]) -> bool:

@@ -20,10 +20,11 @@ from .writes import copies, may_write, written
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["PathChecks", "path_like"]
+__all__ = ["PathChecks", "path_like", "redefines_cd", "sets_pwd"]
 
 _EXTGLOB = re.compile(r"[?*+@!]\(")  # `@(a|b)`, `!(x)`: patterns once `extglob` is on
 _FD_DUPLICATION = frozenset((">&", "<&"))
+_PATHSPECS = frozenset(("restore", "checkout", "rm"))  # git subcommands whose operands are pathspecs
 _MAX_COPIED = 2_000  # names below a copied directory that are checked one by one
 _MAX_WALKED = 20_000  # entries below the directories a symlink-following program walks
 _MAX_CWDS = 8
@@ -38,7 +39,7 @@ class PathChecks(AnalysisState):
         """The real path of the working directory while it is inside the project, else None."""
         if self.cwd_real is UNKNOWN_CWD:
             only = self.cwds[0] if len(self.cwds) == 1 else None
-            self.cwd_real = self.scope.real_inside(only) if only is not None else None
+            self.cwd_real = self.scope.real_inside(only, self.findings.listings) if only is not None else None
         return self.cwd_real
 
     def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: frozenset[int] | None = None) -> None:
@@ -47,15 +48,22 @@ class PathChecks(AnalysisState):
         if skip_first and len(words) < 2:
             return
         base = self._cwd_real()
+        globbing = self.findings.globbing is not None  # what changes it is no operand
+        operands = False  # after `--`, a word that starts with `-` is an operand too (`cat -- -n`)
         for position, word in enumerate(words[1:] if skip_first else words):
             if text and position in text and not word.glob and not word.defaults:
                 continue  # text the program prints or matches; a glob or a default still names paths
-            if self.findings.globbing is not None and not word.glob and _EXTGLOB.search(word.raw):
+            if globbing and not word.glob and _EXTGLOB.search(word.raw):
                 self._changed_glob(word.raw)
-            if word.value is None:
+            value = word.value
+            if value is None:
                 self._dynamic_operand(word)
-            elif word.value:
-                self._operand(word, word.value, base)
+            elif value == "--" and not operands:
+                operands = True
+            elif operands and value[:1] == "-":
+                self._path("./" + value, glob=word.glob)  # the name `-n`, not an option
+            elif value and (value[0] != "-" or len(value) > 2):  # `-x` and `-` name no path
+                self._operand(word, value, base)
 
     def _dynamic_operand(self, word: Word) -> None:
         """An operand only known when it runs: the defaults it may take, and the operand itself."""
@@ -139,6 +147,9 @@ class PathChecks(AnalysisState):
         if path.startswith("~-"):
             self.findings.fail_closed(path, f"`{brief(path)}` is under the previous directory, only known when it runs")
             return
+        if not self.pwd_known and path.startswith("~+"):
+            self.findings.fail_closed(path, f"`{brief(path)}` is under `$PWD`, which the line sets")
+            return
         if cwds is None and len(self.cwds) == 1 and _plain_name(path) and self._plain_entry(path):
             return
         for cwd in self.cwds if cwds is None else cwds:
@@ -206,6 +217,7 @@ class PathChecks(AnalysisState):
                     continue  # an unknown source: the destination itself is already written
                 for cwd in self.cwds:
                     paths.extend(self._copied_names(source, destination, cwd))
+        paths.extend(self._directories_below(values, paths))
         globbed = [path for path in paths if path and GLOB_CHARS.search(path) and not path.endswith(UNNAMED)]
         for pattern in globbed:
             paths.extend(self._written_matches(pattern, text))  # matches are not globbed again
@@ -217,6 +229,22 @@ class PathChecks(AnalysisState):
                     absolute = self.scope.expand(path, cwd)
                     if absolute is not None:
                         self.findings.written[posixpath.normpath(absolute)] = None
+
+    def _directories_below(self, values: list[str | None], paths: list[str | None]) -> list[str | None]:
+        """For each path git writes that is an existing directory, the files below it, unnamed
+        (`git restore src` rewrites every file below `src`)."""
+        out: list[str | None] = []
+        if values[0] is None or values[0].rpartition("/")[2] != "git" or _PATHSPECS.isdisjoint(values[1:]):
+            return out
+        for path in paths:
+            if not path or path.endswith(UNNAMED):
+                continue
+            for cwd in self.cwds:
+                absolute = self.scope.expand(path, cwd)
+                if absolute is not None and fs_safe(absolute) and os.path.isdir(absolute):
+                    out.append(posixpath.join(path, UNNAMED))
+                    break
+        return out
 
     def _written_matches(self, pattern: str, text: str) -> list[str]:
         """The paths a glob in a written operand matches now (`sed -i … *.yaml`); too many fail closed."""
@@ -281,12 +309,15 @@ class PathChecks(AnalysisState):
         the old one; both stay candidates, except before `&&`, where what follows runs only in the
         new one (`cd src && make && cd ..` ends where it started). Where it goes is unknown,
         relative paths fail closed."""
-        target: Word | None = None
-        for word in words[first + 1 : last]:
-            if word.value is not None and word.value.startswith(("-", "+")) and word.value != "-":
-                continue
-            target = word
-            break
+        if self.findings.cd_redefined:
+            self.findings.fail_closed(text, f"`{name}` is a function the line defines: where it goes is not known here")
+            self._set_cwds((*self.cwds, None))
+            return
+        target, followed = _directory_operand(words[first + 1 : last], pushd=name == "pushd")
+        if not followed:
+            self.findings.fail_closed(text, f"`{brief(text)}` goes to a directory of the stack, not known here")
+            self._set_cwds((*self.cwds, None))
+            return
         if name == "popd" or (target is not None and target.value == "-"):
             self.findings.fail_closed(text, f"`{brief(text)}` goes back to a directory not known here")
             self._set_cwds((*self.cwds, None))
@@ -294,7 +325,7 @@ class PathChecks(AnalysisState):
         if target is None:
             self._set_cwds((*self.cwds, self.scope.home))
             return
-        if target.value is None or target.glob:
+        if target.value is None or target.glob or (not self.pwd_known and target.value.startswith("~+")):
             self.findings.fail_closed(text, f"cd goes to `{brief(target.raw)}`, which is only known when it runs")
             self._set_cwds((*self.cwds, None))
             return
@@ -309,17 +340,59 @@ class PathChecks(AnalysisState):
         if len(unique) > _MAX_CWDS:
             self.findings.fail_closed(self.text, "the working directory could be too many places to follow")
             unique = (None,)
-        self.cwds = unique
-        self.cwd_real = UNKNOWN_CWD
-        self._set_pwd()
+        if unique != self.cwds:  # a subshell or list that ends where it began keeps what was learnt
+            self.cwds = unique
+            self.cwd_real = UNKNOWN_CWD
+            self._set_pwd()
         for seen in self.chains:
             seen.update(dict.fromkeys(unique))
 
     def _set_pwd(self) -> None:
-        if len(self.cwds) == 1 and self.cwds[0] is not None:
+        if len(self.cwds) == 1 and self.cwds[0] is not None and self.pwd_known:
             self.known["PWD"] = self.cwds[0]
         else:
             self.known.pop("PWD", None)
+
+
+_DIRECTORY_FUNCTION = re.compile(r"(?:^|[^\w-])(?:cd|pushd|popd)\s*\(\s*\)|\bfunction\s+(?:cd|pushd|popd)(?![\w-])")
+_PWD = re.compile(r"\bPWD\b")
+_PWD_READ = re.compile(r"\$PWD\b|\$\{PWD\}")
+
+
+def redefines_cd(text: str) -> bool:
+    """Whether `text` may define a function named `cd`, `pushd` or `popd` (quotes and backslashes
+    ignored: a false match only makes the line's `cd`s fail closed)."""
+    if "(" not in text and "function" not in text:
+        return False
+    return _DIRECTORY_FUNCTION.search(text.replace("\\", "").replace("'", "").replace('"', "")) is not None
+
+
+def sets_pwd(text: str) -> bool:
+    """Whether `text` may give `PWD` a value of its own: `PWD` named anywhere but in a plain `$PWD` or
+    `${PWD}` (`PWD=..`, `read PWD`, `${PWD:=..}`, `declare -n r=PWD`). Then `$PWD` is not taken for the
+    working directory."""
+    if "PWD" not in text:
+        return False
+    return len(_PWD.findall(text)) > len(_PWD_READ.findall(text))
+
+
+def _directory_operand(words: list[Word], *, pushd: bool) -> tuple[Word | None, bool]:
+    """The directory `cd` or `pushd` goes to (None: none given, `cd` goes home), and whether this
+    analysis follows the form: `pushd` alone, `pushd -n DIR` (the directory does not change) and
+    `pushd +N`/`-N` (a turn of the stack) go where the stack says, which is not known here."""
+    options = True
+    for word in words:
+        value = word.value
+        if options and value is not None and value[:1] == "-" and value != "-":
+            if value == "--":
+                options = False
+            elif pushd:
+                return None, False
+            continue
+        if pushd and value is not None and value[:1] == "+":
+            return None, False
+        return word, True
+    return None, not pushd
 
 
 def _bare_name(word: Word, value: str) -> bool:

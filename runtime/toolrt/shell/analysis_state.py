@@ -50,6 +50,7 @@ class AnalysisState(ABC):
         "text",
         "traced",
         "unseen_prompt",
+        "pwd_known",
     )
 
     def __init__(
@@ -89,6 +90,8 @@ class AnalysisState(ABC):
         """Whether the text turns on xtrace (`set -x`), which expands `PS4` before every command."""
         self.unseen_prompt = False
         """Whether the text gives `PS4` a value only known when it runs."""
+        self.pwd_known = True
+        """Whether `$PWD` is the working directory: False when the text may set `PWD` itself."""
 
     @abstractmethod
     def _script(self, script: str, text: str, reasons: list[str]) -> None:

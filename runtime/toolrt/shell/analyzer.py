@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import limits
 from .analysis_commands import CommandChecks
+from .analysis_paths import redefines_cd, sets_pwd
 from .findings import Findings
 from .parser import INLINE_BYTES, parse
 from .paths import PathScope
@@ -126,6 +127,11 @@ class _Analysis(CommandChecks):
             self._out_of_time()  # a long text whose parse spent the budget is not walked at all
             return
         root = tree.root_node
+        if redefines_cd(text):
+            self.findings.cd_redefined = True
+        if sets_pwd(text):
+            self.pwd_known = False
+            self.known.pop("PWD", None)  # nor what an outer text took it for
         self._set_pwd()
         self._walk(root)
         self._resolve_deferred()

@@ -29,6 +29,7 @@ class Findings:
 
     __slots__ = (
         "always",
+        "cd_redefined",
         "deadline",
         "directories",
         "emitted",
@@ -67,6 +68,10 @@ class Findings:
         self.emitted = 0
         """Commands the line runs so far, in the order bash runs them (inline Python counts as inert only
         when nothing ran before it that could have written a module it imports)."""
+        self.cd_redefined = False
+        """Whether the line (or a script it runs) defines a function named `cd`, `pushd` or `popd`: then
+        none of them is known to change the directory (`cd() { :; }; cd sub && cat ../x` reads `../x`
+        where it started)."""
         self.trapped = False
         """Whether the line (or a script it runs) sets a trap: a line's final `cd` then still counts."""
         self.globbing: str | None = None

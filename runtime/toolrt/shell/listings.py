@@ -63,11 +63,13 @@ class Listings:
 
     def kind(self, directory: str, name: str) -> EntryKind:
         """What `directory/name` is, without following a symlink: missing, a symlink, or other."""
+        listing = self._directories.get(directory, _UNASKED)
+        if isinstance(listing, _Listing):  # the common case: answered from the listing, nothing to keep
+            return "missing" if name not in listing.names else "link" if name in listing.links else "other"
         path = directory + "/" + name
         found = self._names.get(path)
         if found is not None:
             return found
-        listing = self._directories.get(directory, _UNASKED)
         if listing is _UNASKED:
             asked = self._asked[directory] = self._asked.get(directory, 0) + 1
             if asked > PER_NAME or directory in _listed:

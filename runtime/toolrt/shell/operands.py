@@ -69,6 +69,9 @@ class _Reading:
         self.uncertain = False
 
 
+_NOTHING: frozenset[int] = frozenset()
+
+
 def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
     """The positions in `args` that `program` reads as text, patterns or scripts, never as paths."""
     spec = _programs().get(program)
@@ -76,6 +79,8 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
         return frozenset()
     if spec.text:
         return frozenset(range(len(args)))
+    if not spec.script and not any(arg is not None and arg[:1] == "-" for arg in args):
+        return _NOTHING  # operands only, and every one a path (`cat README.md`)
     reading = _Reading()
     first_operand: int | None = None
     index = 0
@@ -125,6 +130,7 @@ def _cluster(spec: _Program, args: Sequence[str | None], index: int, reading: _R
         if option not in spec.flags:
             reading.uncertain = True
             return index + 1
+    reading.skipped.add(index)  # flags only (`ls -la`): the word names no path
     return index + 1
 
 

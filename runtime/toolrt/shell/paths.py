@@ -151,13 +151,14 @@ class PathScope:
             return []
         return [posixpath.dirname(lexical)]
 
-    def real_inside(self, directory: str) -> str | None:
-        """The real path of a directory that is in the project both lexically and really, else None."""
+    def real_inside(self, directory: str, listings: Listings | None = None) -> str | None:
+        """The real path of a directory that is in the project both lexically and really, else None.
+        `listings` answers for each component (one listing per directory, not a call per name)."""
         if directory == self.root:
             return self._root_base
         if not _contains(self.root, directory) or not fs_safe(directory):
             return None
-        walked = self._walk(directory[len(self.root) :].strip("/"))
+        walked = self._walk(directory[len(self.root) :].strip("/"), listings)
         return None if walked is None or walked[1] else walked[0]
 
     def _real(self, absolute: str, lexical: str, listings: Listings | None) -> str | None:
@@ -177,12 +178,18 @@ class PathScope:
             return steady_realpath(lexical) if walked is not None and walked[1] else None
         return steady_realpath(absolute)
 
-    def _walk(self, relative: str) -> tuple[str, bool] | None:
+    def _walk(self, relative: str, listings: Listings | None = None) -> tuple[str, bool] | None:
         """Follow `relative` under the root's real path one component at a time, without following
         links: (path so far, True) at the first symlink, (full path, False) when there is none, and
         None when a component does not exist."""
         current = self.root_real.rstrip("/")
         for part in relative.split("/"):
+            if listings is not None and part not in ("", ".", ".."):
+                kind = listings.kind(current, part)
+                current += "/" + part
+                if kind != "other":
+                    return (current, True) if kind == "link" else None
+                continue
             current += "/" + part
             try:
                 mode = os.lstat(current).st_mode

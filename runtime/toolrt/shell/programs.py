@@ -9,7 +9,7 @@ the ruleset's fallback for bash, never weaker than ask.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["awk_runs_code", "sed_runs_code", "unseen_code"]
 
@@ -29,11 +29,12 @@ _SED_ADDRESS = re.compile(
 )
 
 
-def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], fed: bool) -> str | None:
+def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], fed: Callable[[], bool]) -> str | None:
     """Why the program `base` with arguments `args` runs code the analyzer does not read, or None.
 
-    `options` are its code-carrying options (from `code_options`); `fed` says a here-document or
-    here-string gives it input (for an interpreter without a script operand, its program).
+    `options` are its code-carrying options (from `code_options`); `fed()` says a here-document or
+    here-string gives it input (for an interpreter without a script operand, its program): asked only
+    when no operand names the script.
     """
     if base in _SED:
         return _sed(args)
@@ -52,7 +53,7 @@ def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], 
             operands += 1
             if arg == "-":
                 return f"`{base} -` runs code from its input, which the analyzer does not read"
-    if fed and operands == 0:
+    if operands == 0 and fed():
         return f"`{base}` runs the code fed to its input, which the analyzer does not read"
     return None
 

@@ -352,8 +352,6 @@ def _git(values: Sequence[str | None]) -> list[str | None]:
         index += 1 if equals or option not in _GIT_VALUE_OPTIONS else 2
     subcommand = values[index] if index < len(values) else None
     rest = values[index + 1 :]
-    if subcommand in ("restore", "checkout"):
-        return out + _git_pathspecs(subcommand == "checkout", rest, directory)
     writer = _GIT_WRITERS.get(subcommand or "") if index < len(values) else None
     if writer is not None:
         return out + writer(rest, directory)
@@ -368,14 +366,52 @@ def _git(values: Sequence[str | None]) -> list[str | None]:
 
 
 def _git_pathspecs(checkout: bool, rest: Sequence[str | None], directory: str) -> list[str | None]:
-    """Pathspecs of `git restore` (after `--` for checkout): worktree files the command writes."""
-    if checkout:
-        rest = rest[list(rest).index("--") + 1 :] if "--" in rest else ()
-    return [
-        None if word is None else posixpath.join(directory, word)
+    """Pathspecs of `git restore`, `git checkout` and `git rm`: worktree files the command writes or
+    deletes. `git checkout` without `--` may take any operand for one (`git checkout HEAD~1 x`; the
+    commit or branch is named too, harmlessly). `.`, `dir/` and magic pathspecs (`:(glob)*.yaml`)
+    write files below them, unnamed."""
+    if checkout and "--" in rest:
+        rest = rest[list(rest).index("--") + 1 :]
+    out: list[str | None] = []
+    for word in rest:
+        if word is None:
+            out.append(None)
+        elif word[:1] == ":":
+            out.append(posixpath.join(directory, UNNAMED))
+        elif word[:1] != "-":
+            out.append(posixpath.join(directory, word))
+            if word in (".", "..") or word.endswith("/"):
+                out.append(posixpath.join(directory, word, UNNAMED))
+    return out
+
+
+def _git_restore(rest: Sequence[str | None], directory: str) -> list[str | None]:
+    """`git restore PATH`: rewrites PATH (with `--staged` and without `--worktree`, only the index)."""
+    staged = any(word in ("--staged", "-S") or _cluster_has(word, "S") for word in rest)
+    worktree = any(word in ("--worktree", "-W") or _cluster_has(word, "W") for word in rest)
+    return [] if staged and not worktree else _git_pathspecs(False, rest, directory)
+
+
+def _cluster_has(word: str | None, letter: str) -> bool:
+    return word is not None and word[:1] == "-" and word[1:2] != "-" and letter in word
+
+
+def _git_checkout(rest: Sequence[str | None], directory: str) -> list[str | None]:
+    return _git_pathspecs(True, rest, directory)
+
+
+def _git_rm(rest: Sequence[str | None], directory: str) -> list[str | None]:
+    """`git rm PATH`: deletes PATH (with `--cached`, only its index entry)."""
+    return [] if "--cached" in rest else _git_pathspecs(False, rest, directory)
+
+
+def _git_clean(rest: Sequence[str | None], directory: str) -> list[str | None]:
+    """`git clean`: deletes untracked (with `-x`, ignored) files anywhere below; `-n` only lists them."""
+    dry = any(
+        word is not None and (word == "--dry-run" or word[:2] != "--" and word[:1] == "-" and "n" in word)
         for word in rest
-        if word is None or not word.startswith("-")
-    ]
+    )
+    return [] if dry else [posixpath.join(directory, UNNAMED)]
 
 
 def _git_config(arguments: Sequence[str | None], directory: str) -> list[str | None]:
@@ -512,6 +548,10 @@ def _git_config_writers(verbs: frozenset[str], files: tuple[str, ...]) -> Callab
 
 
 _GIT_WRITERS: Mapping[str, Callable[[Sequence[str | None], str], list[str | None]]] = {
+    "restore": _git_restore,
+    "checkout": _git_checkout,
+    "rm": _git_rm,
+    "clean": _git_clean,
     "clone": _git_clone,
     "init": _git_init,
     "worktree": _git_worktree,
