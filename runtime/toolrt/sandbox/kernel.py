@@ -552,15 +552,30 @@ def empty_bounding_set(*, for_children: bool = False) -> bool:
     return True
 
 
-def drop_capabilities() -> None:
-    """Leave the calling thread (and every program it then starts, root's included) without any
-    capability: the bounding set emptied (where this thread may: CAP_SETPCAP), the ambient set cleared,
-    and the effective, permitted and inheritable sets zeroed, so an exec as uid 0 gains none back."""
+def drop_capabilities(*, keep_permitted: bool = False) -> None:
+    """Leave every program the calling thread then starts, root's included, without any capability: the
+    bounding set emptied (where this thread may: CAP_SETPCAP), the ambient set cleared, and the
+    effective, permitted and inheritable sets zeroed, so an exec as uid 0 gains none back.
+
+    `keep_permitted`: the caller is a thread of toolrt itself (the thread launcher), which lives on beside
+    the program it started, in the program's Landlock domain, sharing toolrt's memory: it keeps its
+    permitted set (effective stays empty; no exec can turn it into anything, with the bounding and
+    inheritable sets empty), so the kernel's ptrace check, which lets a process read another's
+    `/proc/TID/environ` or `mem` only when the other holds no capability it lacks, keeps the program out of
+    toolrt's environment and memory through that thread's `/proc/TID`. A thread with no capability to keep
+    makes toolrt undumpable instead, which the same check refuses."""
     empty_bounding_set()
     if _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
         raise _fail("prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
+    if keep_permitted:
+        if _libc.capget(ctypes.byref(header), data) != 0:
+            raise _fail("capget")
+        if not (data[0].permitted or data[1].permitted):
+            set_undumpable()  # no capability to keep (an unprivileged fallback): toolrt as a whole, for good
+        for word in data:
+            word.effective = word.inheritable = 0
     if _libc.capset(ctypes.byref(header), data) != 0:
         raise _fail("capset")
 
