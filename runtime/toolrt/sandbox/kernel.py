@@ -39,6 +39,7 @@ __all__ = [
     "LandlockRules",
     "bind_read_only",
     "drop_capabilities",
+    "grant_own_terminals",
     "empty_bounding_set",
     "wants_mounts",
     "landlock_abi",
@@ -286,6 +287,33 @@ def open_in_root(root: int, path: str) -> int:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), path)
     return fd
+
+
+TERMINALS = "/dev/pts"
+
+
+def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
+    """Add to `ruleset` the rights its rules give `/dev/pts`, on the `/dev/pts` of the mount namespace
+    the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
+    devpts of its own there (see `devices`), whose root is another inode. Landlock merges a rule
+    repeated on one inode, so a ruleset gains one entry per devpts instance (one per kept namespace)."""
+    rights = 0
+    for path, granted in rules.paths:
+        if path == TERMINALS:
+            rights |= granted & rules.fs
+    numbers = _numbers()
+    if not rights or numbers is None:
+        return
+    try:
+        fd = os.open(TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # no terminals here: nothing to grant
+    try:
+        beneath = _PathBeneathAttr(rights, fd)
+        if _libc.syscall(numbers[1], ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
+            raise _fail(f"landlock_add_rule {TERMINALS}")
+    finally:
+        os.close(fd)
 
 
 def restrict_with(ruleset: int) -> None:

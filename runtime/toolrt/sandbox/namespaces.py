@@ -140,6 +140,8 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     if request.get("pid"):
         kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
     if landlock is not None:
+        if rules is not None and request.get("dev"):
+            kernel.grant_own_terminals(landlock, rules)  # this namespace's own devpts
         kernel.restrict_with(landlock)
     listener = None
     if request.get("no_unix_sockets"):
