@@ -165,3 +165,25 @@ def test_the_launcher_thread_left_beside_the_program_gives_away_nothing(tmp_path
         holder.join(10)
     assert all(out.splitlines()[-1] == "checked" for out in outputs), outputs
     assert not [out for out in outputs if "read task" in out], outputs
+
+
+UNPRIVILEGED_THREAD = """
+import ctypes, threading
+from toolrt.sandbox import kernel
+libc = ctypes.CDLL(None, use_errno=True)
+def body():
+    kernel.drop_capabilities()  # a thread with nothing left to keep, as an unprivileged toolrt's
+    print("dumpable before", libc.prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
+    kernel.drop_capabilities(keep_permitted=True)
+    print("dumpable after", libc.prctl(3, 0, 0, 0, 0))
+thread = threading.Thread(target=body)
+thread.start()
+thread.join()
+"""
+
+
+def test_a_launcher_thread_with_no_capability_to_keep_makes_toolrt_undumpable() -> None:
+    """The thread launcher's fallback without privilege: the thread has no permitted capability that would
+    keep the program out of its /proc entry, so toolrt as a whole becomes untraceable instead."""
+    done = subprocess.run([sys.executable, "-c", UNPRIVILEGED_THREAD], capture_output=True, text=True, timeout=30)
+    assert done.stdout.splitlines() == ["dumpable before 1", "dumpable after 0"], done.stderr
