@@ -2,10 +2,12 @@
 and a `/proc` that lists only the process's own tree (`own_proc`).
 
 A read-only tmpfs covers `/dev`; only what programs need is bound back in from the host: `null`,
-`zero`, `full`, `random`, `urandom`, `tty`, `ptmx`, the `pts` and `shm` directories, and the `fd`,
-`stdin`, `stdout`, `stderr` links. A disk (`/dev/vda`), `kmsg`, `kvm`, `loop*` and every other node
-is simply not there. The host's nodes are opened before the tmpfs hides them and bound from their
-descriptors (`/proc/self/fd/N`).
+`zero`, `full`, `random`, `urandom`, `tty`, the `shm` directory, and the `fd`, `stdin`, `stdout`,
+`stderr` links. A disk (`/dev/vda`), `kmsg`, `kvm`, `loop*` and every other node is simply
+not there. The host's nodes are opened before the tmpfs hides them and bound from their descriptors
+(`/proc/self/fd/N`). `pts` is a devpts of its own (each devpts mount is a new instance) and `ptmx` a
+link to its `pts/ptmx`: the host's terminals are not there, so a program can neither read what the
+person types into one nor write to it, and the terminals it opens are its own.
 
 Standard library only, like `kernel`: the fork server imports it under `python -I -S`.
 """
@@ -17,9 +19,16 @@ import os
 
 __all__ = ["DEVICES", "DIRECTORIES", "minimal_dev", "own_proc"]
 
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
-DIRECTORIES = ("pts", "shm")
-_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DIRECTORIES = ("shm",)
+_PTS_OPTIONS = "mode=0620,ptmxmode=0666"
+_LINKS = {
+    "ptmx": "pts/ptmx",
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 
 _MS_RDONLY = 1
 _MS_NOSUID = 2
@@ -61,6 +70,11 @@ def minimal_dev() -> None:
             else:
                 os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
             _mount(f"/proc/self/fd/{fd}", target, _MS_BIND | _MS_REC)
+        os.mkdir("/dev/pts", 0o755)
+        try:  # no host terminal: when no devpts can be made here, programs get no terminal at all
+            _mount("devpts", "/dev/pts", _MS_NOSUID | _MS_NOEXEC, "devpts", _PTS_OPTIONS)
+        except OSError:
+            pass
         for name, link in _LINKS.items():
             os.symlink(link, f"/dev/{name}")
         _mount(None, "/dev", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)

@@ -288,6 +288,9 @@ def _child(
         if own_pids:
             kernel.unshare(kernel.CLONE_NEWPID)
         if ruleset is not None:
+            rules = kernel.landlock_rules(request) if request.get("dev") else None
+            if rules is not None:
+                kernel.grant_own_terminals(ruleset, rules)  # this namespace's own devpts
             kernel.restrict_with(ruleset)
         if request.get("no_unix_sockets"):
             step = "seccomp"

@@ -39,6 +39,7 @@ __all__ = [
     "LandlockRules",
     "bind_read_only",
     "drop_capabilities",
+    "grant_own_terminals",
     "empty_bounding_set",
     "wants_mounts",
     "landlock_abi",
@@ -286,6 +287,33 @@ def open_in_root(root: int, path: str) -> int:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), path)
     return fd
+
+
+TERMINALS = "/dev/pts"
+
+
+def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
+    """Add to `ruleset` the rights its rules give `/dev/pts`, on the `/dev/pts` of the mount namespace
+    the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
+    devpts of its own there (see `devices`), whose root is another inode. Landlock merges a rule
+    repeated on one inode, so a ruleset gains one entry per devpts instance (one per kept namespace)."""
+    rights = 0
+    for path, granted in rules.paths:
+        if path == TERMINALS:
+            rights |= granted & rules.fs
+    numbers = _numbers()
+    if not rights or numbers is None:
+        return
+    try:
+        fd = os.open(TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # no terminals here: nothing to grant
+    try:
+        beneath = _PathBeneathAttr(rights, fd)
+        if _libc.syscall(numbers[1], ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
+            raise _fail(f"landlock_add_rule {TERMINALS}")
+    finally:
+        os.close(fd)
 
 
 def restrict_with(ruleset: int) -> None:
@@ -552,15 +580,30 @@ def empty_bounding_set(*, for_children: bool = False) -> bool:
     return True
 
 
-def drop_capabilities() -> None:
-    """Leave the calling thread (and every program it then starts, root's included) without any
-    capability: the bounding set emptied (where this thread may: CAP_SETPCAP), the ambient set cleared,
-    and the effective, permitted and inheritable sets zeroed, so an exec as uid 0 gains none back."""
+def drop_capabilities(*, keep_permitted: bool = False) -> None:
+    """Leave every program the calling thread then starts, root's included, without any capability: the
+    bounding set emptied (where this thread may: CAP_SETPCAP), the ambient set cleared, and the
+    effective, permitted and inheritable sets zeroed, so an exec as uid 0 gains none back.
+
+    `keep_permitted`: the caller is a thread of toolrt itself (the thread launcher), which lives on beside
+    the program it started, in the program's Landlock domain, sharing toolrt's memory: it keeps its
+    permitted set (effective stays empty; no exec can turn it into anything, with the bounding and
+    inheritable sets empty), so the kernel's ptrace check, which lets a process read another's
+    `/proc/TID/environ` or `mem` only when the other holds no capability it lacks, keeps the program out of
+    toolrt's environment and memory through that thread's `/proc/TID`. A thread with no capability to keep
+    makes toolrt undumpable instead, which the same check refuses."""
     empty_bounding_set()
     if _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
         raise _fail("prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
+    if keep_permitted:
+        if _libc.capget(ctypes.byref(header), data) != 0:
+            raise _fail("capget")
+        if not (data[0].permitted or data[1].permitted):
+            set_undumpable()  # no capability to keep (an unprivileged fallback): toolrt as a whole, for good
+        for word in data:
+            word.effective = word.inheritable = 0
     if _libc.capset(ctypes.byref(header), data) != 0:
         raise _fail("capset")
 

@@ -113,7 +113,8 @@ def ruleset(rules: kernel.LandlockRules) -> int:
 def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
     kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock, then drop
-    every capability (root's programs included).
+    every capability of the programs it starts (root's included; the thread keeps its permitted set, see
+    `kernel.drop_capabilities`).
 
     Returns the fd of a single-use mount namespace (a request with a `cover`), which the caller hands
     to `release_after` once the process is started (this thread may start no thread by then), or None;
@@ -139,6 +140,8 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     if request.get("pid"):
         kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
     if landlock is not None:
+        if rules is not None and request.get("dev"):
+            kernel.grant_own_terminals(landlock, rules)  # this namespace's own devpts
         kernel.restrict_with(landlock)
     listener = None
     if request.get("no_unix_sockets"):
@@ -148,7 +151,7 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
         else:
             seccomp.refuse_unix_sockets()
     try:
-        kernel.drop_capabilities()
+        kernel.drop_capabilities(keep_permitted=True)  # this thread stays alive beside the program
     except BaseException:
         if listener is not None:
             os.close(listener)
