@@ -161,6 +161,9 @@ class Runtime:
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
         self._store: Store | None = None
+        self.default_store = "memory"
+        """The store opened when no layer sets the `store` setting: `memory` for hosts, `sqlite` for
+        `toolrt serve` (set before the store's first use)."""
         self._release_fork_server: Callable[[], None] = _nothing
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
         self._dispatcher: Dispatcher | None = None
@@ -254,7 +257,7 @@ class Runtime:
 
     @property
     def store(self) -> Store:
-        """The state store the host-only `store` setting names (`memory` by default), opened on first use
+        """The state store the host-only `store` setting names (else `default_store`), opened on first use
         (its migrations applied, its retention settings applied once) and kept for the Runtime's life.
 
         Raises:
@@ -265,8 +268,10 @@ class Runtime:
 
             from .store import open_store
 
-            values = self._snapshot.resolved.values
-            store = open_store(values.store, self._snapshot.data_dir)
+            resolved = self._snapshot.resolved
+            values = resolved.values
+            setting = values.store if resolved.origins.get("store", "default") != "default" else self.default_store
+            store = open_store(setting, self._snapshot.data_dir)
             if store.persistent:
                 retention = values.retention
                 store.prune(time.time(), audit_days=retention.audit_days, session_days=retention.session_days)

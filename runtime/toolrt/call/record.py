@@ -145,8 +145,9 @@ class Recorder:
         self._second_text = ""
 
     def record(self, entry: CallRecord) -> None:
-        """Append the call's record: time, session, agent, model, tool, call_id, arguments, requests (each
-        permission and pattern with its action and deciding rule), duration_ms, status, output_bytes, error.
+        """Append the call's record: time, session (`session_id` of its name: never a token), agent, model,
+        tool, call_id, arguments, requests (each permission and pattern with its action and deciding rule),
+        duration_ms, status, output_bytes, error.
 
         The line is assembled from pre-encoded parts (who called which tool, the decision, the time up
         to the second), which costs a fraction of encoding the whole mapping on every call;
@@ -163,12 +164,11 @@ class Recorder:
             f'"requests":{self._requests_json(entry.decision)},"duration_ms":{entry.duration * 1000:.3f},'
             f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}}}'
         )
+        session = self._session_id(scope.session)  # a 2026-07-28 token is a credential: no record holds it
+        who = self._who_json(session, entry.agent, scope.model, entry.tool)
         if self.audit.path is not None:
-            who = self._who_json(scope.session, entry.agent, scope.model, entry.tool)
             self.audit.append_line(f'{{"time":"{stamp}",{who},{rest}\n')
         if store is not None:
-            session = self._session_id(scope.session)
-            who = self._who_json(session, entry.agent, scope.model, entry.tool)
             text = _storable(f'{{"time":"{stamp}",{who},{rest}')
             store.append_audit(
                 AuditRow(

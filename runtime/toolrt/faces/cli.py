@@ -915,6 +915,7 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
     from .validate_report import problem_text
 
     rt = _load(options)
+    rt.default_store = "sqlite"  # a server keeps its sessions, approvals and audit records through a restart
     for problem in sandbox_problems(rt.snapshot.sandbox):
         print(problem_text(problem), file=options.err)
     print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)

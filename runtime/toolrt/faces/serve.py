@@ -69,6 +69,7 @@ from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
+from .serve_idempotency import CallClaims
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
@@ -197,6 +198,8 @@ class McpFace:
         self._ids = itertools.count(1)
         store = rt.store
         self._nonces = StoreNonces(store) if store.persistent else NonceLedger(rt.snapshot.data_dir / NONCE_FILE)
+        self._claims = CallClaims(store)
+        """Calls recorded as started before they run, so that a retry never runs one twice."""
         """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
         self._not_approved: set[tuple[str, str]] = set()
@@ -313,6 +316,35 @@ class McpFace:
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token, replay = self._session_and_replay(ctx)
+        meta: Mapping[str, Any] = ctx.meta or {}
+        claim = CallClaims.key(
+            meta, ctx.request_id, known_token=token is not None and meta.get(SESSION_META_KEY) == token
+        )
+        if claim is not None:
+            retry = self._claims.claim(
+                session, claim, CallClaims.fingerprint(params.name, params.arguments), _token_meta(token)
+            )
+            if retry is not None:
+                if retry.error is not None:
+                    raise MCPError(int(retry.error["code"]), str(retry.error["message"]), retry.error.get("data"))
+                return retry.wire or {}
+        try:
+            wire = await self._run_call(ctx, params, session, token, replay)
+        except MCPError as error:
+            if claim is not None:
+                fault = {"code": error.error.code, "message": error.error.message, "data": error.error.data}
+                self._claims.finish(session, claim, {"protocolError": fault})
+            raise
+        # A cancelled call leaves its key started: it may have run part of the way, and is not run again.
+        if claim is not None:
+            # A call waiting for the client's input releases its key: its retry, with the answers, runs it.
+            kept = None if isinstance(wire, types.InputRequiredResult) else _wire(wire)
+            self._claims.finish(session, claim, kept)
+        return wire
+
+    async def _run_call(
+        self, ctx: Ctx, params: types.CallToolRequestParams, session: str, token: str | None, replay: ReplayState | None
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         await self._log_on_call(ctx, session)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         notes = _Notes(ctx, _wants_progress(ctx))
@@ -911,6 +943,13 @@ def _task_result(result: ToolResult, token: str | None) -> dict[str, Any] | MCPE
     if isinstance(protocol, Mapping):
         return MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
     wire: dict[str, Any] = _to_mcp(result, token).model_dump(by_alias=True, mode="json", exclude_none=True)
+    return wire
+
+
+def _wire(result: types.CallToolResult | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(result, dict):
+        return result
+    wire: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     return wire
 
 
