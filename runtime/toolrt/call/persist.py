@@ -46,22 +46,24 @@ class SessionKeeper:
         broker.on_always = self.approved
 
     def known(self, name: str) -> bool:
-        """Whether the store holds a state for session `name` (a token another process issued)."""
-        try:
-            return self.store.load_session(session_id(name)) is not None
-        except StoreError as error:
-            logger.error("cannot read session state from the store: %s", error)
-            return False
+        """Whether the store holds a state for session `name` (a token another process issued).
+
+        Raises:
+            StoreError: the store cannot be read (a token must not be taken as unknown, and replaced by a
+                new session, because the store is briefly away).
+        """
+        return self.store.load_session(session_id(name)) is not None
 
     def load(self, name: str, state: SessionState) -> None:
-        """Bring `state` up to what the store holds of session `name` (kept approvals are added)."""
+        """Bring `state` up to what the store holds of session `name` (kept approvals are added).
+
+        Raises:
+            StoreError: the store cannot be read: the call must not run (its approvals, read stamps and
+                audit record live there).
+        """
         key = session_id(name)
-        try:
-            saved = self.store.load_session(key)
-            approvals = self.store.approvals(key)
-        except StoreError as error:
-            logger.error("cannot read session state from the store: %s", error)
-            return
+        saved = self.store.load_session(key)
+        approvals = self.store.approvals(key)
         text = _encoded(saved) if saved is not None else None
         held = self._held.get(name)
         if held is None or held[0] != text:  # changed elsewhere (or first seen): when it was written is unknown

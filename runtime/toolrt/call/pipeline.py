@@ -42,6 +42,7 @@ PROTOCOL_ERROR = "protocol_error"
 
 logger = logging.getLogger("toolrt.call")
 CANCELLED = "The call was cancelled before it finished."
+STORE_AWAY = "The state store cannot be reached, so the call did not run (the server's log says why); try again."
 """The error of a cancelled call's record (the caller, who cancelled, never sees a result)."""
 
 
@@ -62,7 +63,13 @@ async def dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, s
         duration = time.perf_counter() - started
         entry = CallRecord(request.scope, agent, request.tool, call_id, args, None, "invalid", result, duration)
         return _recorded(services, entry)
-    state = services.session(request.scope.session)
+    try:
+        state = services.session(request.scope.session)
+    except StoreError as error:  # the store is away: nothing runs without its session state and record
+        logger.error("the %s call did not run: the store cannot be read: %s", offered.name, error)
+        result = ToolResult(title=offered.name, output="", error=STORE_AWAY)
+        entry = CallRecord(request.scope, agent, offered.name, call_id, args, None, "error", result, 0.0)
+        return _recorded(services, entry)
     call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
     call.emit("running", {"input": args})
     decision: Decision | None = None

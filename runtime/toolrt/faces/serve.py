@@ -69,7 +69,9 @@ from ..reload import Reloader, ReloadEvent
 from ..result import ToolResult
 from ..scope import CallScope
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
+from .serve_health import Health
 from .serve_idempotency import CallClaims
+from .serve_loopback import loopback_only
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
@@ -316,10 +318,7 @@ class McpFace:
                 return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token, replay = self._session_and_replay(ctx)
-        meta: Mapping[str, Any] = ctx.meta or {}
-        claim = CallClaims.key(
-            meta, ctx.request_id, known_token=token is not None and meta.get(SESSION_META_KEY) == token
-        )
+        claim = CallClaims.key(ctx.meta or {})
         if claim is not None:
             retry = self._claims.claim(
                 session, claim, CallClaims.fingerprint(params.name, params.arguments), _token_meta(token)
@@ -327,7 +326,8 @@ class McpFace:
             if retry is not None:
                 if retry.error is not None:
                     raise MCPError(int(retry.error["code"]), str(retry.error["message"]), retry.error.get("data"))
-                return retry.wire or {}
+                kept = retry.wire or {}
+                return kept if kept.get("resultType") == "task" else types.CallToolResult.model_validate(kept)
         try:
             wire = await self._run_call(ctx, params, session, token, replay)
         except MCPError as error:
@@ -338,8 +338,8 @@ class McpFace:
         # A cancelled call leaves its key started: it may have run part of the way, and is not run again.
         if claim is not None:
             # A call waiting for the client's input releases its key: its retry, with the answers, runs it.
-            kept = None if isinstance(wire, types.InputRequiredResult) else _wire(wire)
-            self._claims.finish(session, claim, kept)
+            result = None if isinstance(wire, types.InputRequiredResult) else _wire(wire)
+            self._claims.finish(session, claim, result)
         return wire
 
     async def _run_call(
@@ -1119,7 +1119,9 @@ def run_serve(
                     await _serve_stdio(server)
                 else:
                     assert listener is not None
-                    await _serve_http(server, host, listener, limits or ServeLimits())
+                    health = Health(rt, _endpoint(host, listener))
+                    group.start_soon(health.report)
+                    await _serve_http(server, host, listener, limits or ServeLimits(), health)
                 group.cancel_scope.cancel()
         finally:
             unsubscribe()
@@ -1214,16 +1216,24 @@ def _listen(host: str, port: int) -> socket.socket:
             raise UsageError(f"port {port} on {host} is already in use; choose another with --port") from None
         raise UsageError(f"cannot listen on {host} port {port}: {error.strerror or error}") from None
     listener.listen(2048)  # connections queue from now on: the URL below is true as soon as it is printed
-    bound = listener.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    print(f"toolrt: serving MCP over streamable HTTP at http://{shown}:{bound}/mcp", file=sys.stderr, flush=True)
+    print(f"toolrt: serving MCP over streamable HTTP at {_endpoint(host, listener)}", file=sys.stderr, flush=True)
     return listener
 
 
-async def _serve_http(server: Server[Any], host: str, listener: socket.socket, limits: ServeLimits) -> None:
+def _endpoint(host: str, listener: socket.socket) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{listener.getsockname()[1]}/mcp"
+
+
+async def _serve_http(
+    server: Server[Any], host: str, listener: socket.socket, limits: ServeLimits, health: Health
+) -> None:
     import uvicorn
 
-    config = uvicorn.Config(http_app(server, host, limits), log_level="warning")
+    app = health.wrap(http_app(server, host, limits))
+    # Without authentication only local clients are served (the ident issue's `auth` settings turn it on).
+    auth = getattr(health.runtime.settings.values, "auth", None)
+    config = uvicorn.Config(app if getattr(auth, "enabled", False) else loopback_only(app), log_level="warning")
     served = uvicorn.Server(config)
     settle_heap()
     await served.serve(sockets=[listener])

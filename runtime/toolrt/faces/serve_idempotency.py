@@ -1,9 +1,10 @@
 """A retried `tools/call` never runs twice: the call is recorded as started in the state store before it
 runs, under its session and a key, and a retry with the same key gets what became of it.
 
-The key is the request's `_meta["toolrt/idempotencyKey"]` (any protocol version), else on 2026-07-28 the
-JSON-RPC request id of a request that carries the token of a session the store already holds (a client
-retrying after a replica died sends the same request again, to another replica). A retry gets:
+The key is the request's `_meta["toolrt/idempotencyKey"]` (any protocol version; a client retrying after
+a replica died sends the same request again, to another replica). The JSON-RPC request id is not a key:
+clients of the stateless 2026-07-28 protocol reuse ids across requests (many send `1` every time), and a
+repeated identical call would get an old result. A retry gets:
 
 - the finished call's result, as it was returned (its `_meta` included);
 - an error result saying the call may have run, when it started and has no result (the replica running it
@@ -24,6 +25,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from ..errors import StoreError
 from ..store import Store, session_id
@@ -55,14 +59,20 @@ class CallClaims:
         self._store = store
 
     @staticmethod
-    def key(meta: Mapping[str, Any], request_id: Any, *, known_token: bool) -> str | None:
-        """The call's key: the client's idempotency key, else (a known 2026-07-28 session) its request id."""
-        explicit = meta.get(IDEMPOTENCY_META_KEY)
-        if isinstance(explicit, str) and 0 < len(explicit) <= MAX_KEY_LENGTH:
-            return "key:" + explicit
-        if known_token and request_id is not None:
-            return f"request:{request_id!r}"
-        return None
+    def key(meta: Mapping[str, Any]) -> str | None:
+        """The call's key: the client's idempotency key (a string of 1 to 200 characters), else None.
+
+        Raises:
+            MCPError: the key is not such a string (the call does not run).
+        """
+        if IDEMPOTENCY_META_KEY not in meta:
+            return None
+        key = meta[IDEMPOTENCY_META_KEY]
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH:
+            raise MCPError(
+                INVALID_PARAMS, f"_meta[{IDEMPOTENCY_META_KEY!r}] must be a string of 1 to {MAX_KEY_LENGTH} characters"
+            )
+        return key
 
     @staticmethod
     def fingerprint(name: str, arguments: Mapping[str, Any] | None) -> str:

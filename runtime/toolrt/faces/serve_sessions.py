@@ -27,9 +27,12 @@ from typing import Any
 
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..call.sessions import SessionStore
+from ..errors import StoreError
 
 __all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
 
@@ -42,6 +45,10 @@ _MCP_SESSION_PREFIX = "mcp:"
 _RELEASE_REGISTERED = "toolrt/session-release"
 
 Ctx = ServerRequestContext[Any, Any]
+
+
+def _store_away(error: StoreError) -> MCPError:
+    return MCPError(INTERNAL_ERROR, f"the state store cannot be reached; try again ({error})")
 
 
 def connection_of(ctx: Ctx) -> Connection:
@@ -69,6 +76,14 @@ class McpSessions:
         """The default session (stdio): with a shared store, one of this process's own, so that another
         server process (another client's stdio server) never starts from its approvals."""
 
+    def _knows(self, name: str) -> bool:
+        """Whether session `name` is held; a store that cannot be read answers the request with an error
+        (a token is never taken as unknown, and its client moved to a new session, for an outage)."""
+        try:
+            return self._known(name)
+        except StoreError as error:
+            raise _store_away(error) from None
+
     def identify(self, ctx: Ctx, carried: str | None = None) -> tuple[str, str | None]:
         """(the toolrt session of this request, the token its result must carry, or None).
 
@@ -87,7 +102,7 @@ class McpSessions:
         if SESSION_META_KEY not in meta and not self._shared:
             return self._default, None
         token = meta.get(SESSION_META_KEY)
-        if isinstance(token, str) and (self._known(_TOKEN_PREFIX + token) or carried == _TOKEN_PREFIX + token):
+        if isinstance(token, str) and (carried == _TOKEN_PREFIX + token or self._knows(_TOKEN_PREFIX + token)):
             self._store.get(_TOKEN_PREFIX + token)
             return _TOKEN_PREFIX + token, token
         token = secrets.token_urlsafe(18)
