@@ -278,3 +278,42 @@ def test_a_session_state_is_written_when_a_call_changed_it_and_read_before_each_
         assert touched() != [1.0]  # read before the call, and the session counted as used after it
     finally:
         rt.close()
+
+
+class Clock:
+    """`time.time` of the session keeper, moved by the test (idle times without waiting)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_a_session_idle_on_every_replica_expires_for_all_of_them(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Runtimes over one store (two replicas), sessions idle after 100 s: a session used on one stays
+    known to the other while it is used, and once nobody used it for 100 s neither honours it."""
+    from toolrt.call import persist
+
+    clock = Clock()
+    monkeypatch.setattr(persist, "time", clock)
+    first = project(make_project, monkeypatch, "sqlite")
+    second = Runtime.load(first.root)
+    try:
+        for rt in (first, second):
+            rt.sessions.limit(idle_seconds=100, max_sessions=10)
+        assert first.call_sync("echo", {"text": "a"}, session=TOKEN).output == "a"
+        assert second.knows_session(TOKEN) is True
+        for _ in range(3):  # used every 60 s on the first replica, its state unchanged: still known
+            clock.now += 60
+            assert first.call_sync("echo", {"text": "b"}, session=TOKEN).output == "b"
+            assert second.knows_session(TOKEN) is True
+        clock.now += 101  # nobody used it for longer than the idle time
+        assert second.knows_session(TOKEN) is False
+        assert first.store.load_session(session_id(TOKEN)) is None  # removed from the store, for every replica
+        assert first.knows_session("never-issued") is False
+    finally:
+        first.close()
+        second.close()

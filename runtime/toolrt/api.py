@@ -228,7 +228,10 @@ class Runtime:
             if self.store.persistent:
                 from .call.persist import SessionKeeper
 
-                self._services_.keeper = SessionKeeper(self.store, self._services_.broker)
+                sessions = self._services_.sessions
+                self._services_.keeper = SessionKeeper(
+                    self.store, self._services_.broker, lambda: sessions.idle_seconds
+                )
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
             self._release_fork_server = hold_fork_server()

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..permissions.ask import PermissionBroker
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["TOUCH_EVERY_SECONDS", "SessionKeeper"]
 
 TOUCH_EVERY_SECONDS = 3600.0
-"""A session whose state no call changed is still written this often (retention sees it used)."""
+"""A session whose state no call changed is still written this often (retention sees it used), or a
+quarter of the sessions' idle time when that is shorter."""
 
 logger = logging.getLogger("toolrt.store")
 
@@ -36,9 +38,12 @@ class SessionKeeper:
 
     MEMO_LIMIT = 4096
 
-    def __init__(self, store: Store, broker: PermissionBroker) -> None:
+    def __init__(self, store: Store, broker: PermissionBroker, idle: Callable[[], float | None] = lambda: None) -> None:
         self.store = store
         self._broker = broker
+        self._idle = idle
+        """The sessions' idle time (`--session-idle`): a session no replica used for that long has expired
+        for all of them."""
         self._held: dict[str, tuple[str, float]] = {}
         """Session name → the state the store holds for it as last read or written here (as JSON), and
         when: a call that changed nothing is not written again (but once an hour, so that retention
@@ -52,7 +57,24 @@ class SessionKeeper:
             StoreError: the store cannot be read (a token must not be taken as unknown, and replaced by a
                 new session, because the store is briefly away).
         """
-        return self.store.load_session(session_id(name)) is not None
+        key = session_id(name)
+        saved = self.store.load_session(key)
+        if saved is None:
+            return False
+        if self._expired(saved, time.time()):  # idle on every replica: its token opens a new session
+            self.store.drop_session(key)
+            return False
+        return True
+
+    def _expired(self, saved: dict[str, Any], now: float) -> bool:
+        idle, touched = self._idle(), saved.get("touched")
+        return idle is not None and isinstance(touched, (int, float)) and touched < now - idle
+
+    def _touch_every(self) -> float:
+        """How often a session whose state did not change is written all the same (its `touched` time):
+        often enough that no replica takes a session in use elsewhere as idle."""
+        idle = self._idle()
+        return TOUCH_EVERY_SECONDS if idle is None else min(TOUCH_EVERY_SECONDS, idle / 4)
 
     def load(self, name: str, state: SessionState) -> None:
         """Bring `state` up to what the store holds of session `name` (kept approvals are added).
@@ -64,6 +86,8 @@ class SessionKeeper:
         key = session_id(name)
         saved = self.store.load_session(key)
         approvals = self.store.approvals(key)
+        if saved is not None:
+            saved.pop("touched", None)
         text = _encoded(saved) if saved is not None else None
         held = self._held.get(name)
         if held is None or held[0] != text:  # changed elsewhere (or first seen): when it was written is unknown
@@ -89,9 +113,9 @@ class SessionKeeper:
         try:
             text = _encoded(value)
             held = self._held.get(name)
-            if held is not None and held[0] == text and now - held[1] < TOUCH_EVERY_SECONDS:
+            if held is not None and held[0] == text and now - held[1] < self._touch_every():
                 return
-            self.store.save_session(session_id(name), value, now)
+            self.store.save_session(session_id(name), {**value, "touched": now}, now)
         except (StoreError, TypeError, ValueError) as error:
             logger.error("cannot save session state to the store: %s", error)
             return
