@@ -289,6 +289,9 @@ class Clock:
     def time(self) -> float:
         return self.now
 
+    def monotonic(self) -> float:
+        return self.now
+
 
 def test_a_session_idle_on_every_replica_expires_for_all_of_them(
     make_project: Factory, monkeypatch: pytest.MonkeyPatch

@@ -102,6 +102,29 @@ def test_an_approval_is_kept_once_in_the_order_given(store: Store) -> None:
     assert store.approvals("s2") == [("build", "bash", "git *")]
 
 
+def test_a_session_and_its_approvals_load_together_as_they_do_apart(store: Store) -> None:
+    assert store.load_session_and_approvals("s1") == (None, [])
+    store.add_approval("s1", "build", "bash", "git push", 1.0)  # approvals of a session with no state yet
+    store.add_approval("s1", "plan", "edit", "*", 2.0)
+    assert store.load_session_and_approvals("s1") == (None, [("build", "bash", "git push"), ("plan", "edit", "*")])
+    store.save_session("s1", {"tools": {"todos": [1]}}, 3.0)
+    store.add_approval("s2", "build", "read", "*", 4.0)
+    assert store.load_session_and_approvals("s1") == (
+        {"tools": {"todos": [1]}},
+        [("build", "bash", "git push"), ("plan", "edit", "*")],
+    )
+    assert store.load_session_and_approvals("s1") == (store.load_session("s1"), store.approvals("s1"))
+
+
+def test_a_record_and_a_session_state_are_written_together(opener: Opener) -> None:
+    first, second = opener(), opener()
+    first.append_audit_saving_session(row(5.0, session="s9"), "s9", {"tools": {"a": 1}}, 5.0)
+    assert [r.session for r in second.audit_records()] == ["s9"]
+    assert second.load_session("s9") == {"tools": {"a": 1}}
+    first.append_audit_saving_session(row(6.0, session="s9"), "s9", {"tools": {"a": 2}}, 6.0)
+    assert second.load_session("s9") == {"tools": {"a": 2}} and len(second.audit_records()) == 2
+
+
 def test_a_nonce_is_consumed_once_until_it_expires(store: Store) -> None:
     assert store.consume_nonce("n1", expires=100.0, now=50.0) is True
     assert store.consume_nonce("n1", expires=100.0, now=60.0) is False

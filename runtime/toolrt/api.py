@@ -287,6 +287,14 @@ class Runtime:
         services = self._services
         return name in services.sessions or (services.keeper is not None and services.keeper.known(name))
 
+    def begin_session(self, name: str) -> None:
+        """Hold a new session `name` (a token just issued; with a persistent store, it is not looked up
+        there: nothing can be kept of a name nobody had)."""
+        services = self._services
+        services.sessions.get(name)
+        if services.keeper is not None:
+            services.keeper.fresh(name)
+
     @property
     def audit(self) -> AuditLog:
         return self._services.recorder.audit

@@ -27,7 +27,7 @@ from ..result import ToolResult
 from .active import ActiveCall
 from .arguments import parse_arguments
 from .permissions import LOOP_WARNING, add_doom_loop, authorize, permission_requests_off_loop
-from .record import CallRecord, status_of
+from .record import CallRecord, SessionSave, status_of
 from .request import CallRequest
 from .run import run_tool
 from .state import DOOM_LOOP_THRESHOLD, Services
@@ -135,11 +135,12 @@ def _with_loop_warning(result: ToolResult, name: str) -> ToolResult:
     return replace(result, output=result.output + note)
 
 
-def _recorded(services: Services, entry: CallRecord) -> ToolResult:
-    """The call's result once its record is written; an error result when a persistent store refused the
-    record (fail closed: no result goes out without its audit record)."""
+def _recorded(services: Services, entry: CallRecord, saving: SessionSave | None = None) -> ToolResult:
+    """The call's result once its record is written (with `saving`, the session's state in the same
+    write); an error result when a persistent store refused the record (fail closed: no result goes out
+    without its audit record)."""
     try:
-        services.recorder.record(entry)
+        services.recorder.record(entry, saving)
     except StoreError as error:
         logger.error("the %s call's audit record could not be stored: %s", entry.tool, error)
         return ToolResult(
@@ -156,12 +157,14 @@ def _finish(
     """Record the call and tell listeners how it ended; the result to return (see `_recorded`)."""
     services = call.services
     duration = time.perf_counter() - started
-    if services.keeper is not None:
-        services.keeper.save(call.session, call.state)
+    keeper = services.keeper
+    pending = keeper.pending(call.session, call.state) if keeper is not None else None
     entry = CallRecord(
         call.request.scope, call.agent, call.name, call.call_id, args, decision, status, result, duration
     )
-    result = _recorded(services, entry)
+    result = _recorded(services, entry, pending[:3] if pending is not None else None)
+    if pending is not None and keeper is not None and result is entry.result:
+        keeper.saved(call.session, pending[3], pending[2])
     if services.listeners:
         ended = time.time()
         timing = {"result": result, "start": ended - duration, "end": ended}

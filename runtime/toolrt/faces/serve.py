@@ -194,7 +194,9 @@ class McpFace:
         self._told_sessions: dict[str, tuple[str | None, str | None]] = {}
         """2026-07-28 sessions: the problems and notice their calls were last told."""
 
-        self._mcp_sessions = McpSessions(rt.sessions, rt.knows_session, shared=rt.store.persistent)
+        self._mcp_sessions = McpSessions(
+            rt.sessions, rt.knows_session, shared=rt.store.persistent, begin=rt.begin_session
+        )
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)

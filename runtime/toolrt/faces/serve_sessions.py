@@ -64,10 +64,17 @@ class McpSessions:
     """Maps MCP requests to toolrt sessions in `store`, and releases them when their MCP session ends."""
 
     def __init__(
-        self, store: SessionStore[Any], known: Callable[[str], bool] | None = None, *, shared: bool = False
+        self,
+        store: SessionStore[Any],
+        known: Callable[[str], bool] | None = None,
+        *,
+        shared: bool = False,
+        begin: Callable[[str], object] | None = None,
     ) -> None:
         self._store = store
         self._known = known or store.__contains__
+        self._begin = begin or store.get
+        """Hold a session for a token just issued (`Runtime.begin_session`: the store is not asked about it)."""
         """Whether a session is held: here, or (a persistent state store) by another process or an earlier run."""
         self._shared = shared
         """The state store is shared with other processes: a 2026-07-28 request naming no session opens a
@@ -107,5 +114,5 @@ class McpSessions:
             return _TOKEN_PREFIX + token, token
         token = secrets.token_urlsafe(18)
         name = _TOKEN_PREFIX + token
-        self._store.get(name)  # held from now on, even if the call never reaches the pipeline
+        self._begin(name)  # held from now on, even if the call never reaches the pipeline
         return name, token

@@ -140,6 +140,16 @@ class Store(ABC):
             StoreError: the record could not be written.
         """
 
+    def append_audit_saving_session(self, row: AuditRow, session: str, state: Mapping[str, Any], now: float) -> None:
+        """`save_session(session, state, now)` and `append_audit(row)` together: one round trip where the
+        engine can (the state a call left and its record, written as the call ends).
+
+        Raises:
+            StoreError: either could not be written.
+        """
+        self.save_session(session, state, now)
+        self.append_audit(row)
+
     @abstractmethod
     def audit_records(self, query: AuditQuery | None = None) -> list[AuditRow]:
         """The records `query` selects, oldest first."""
@@ -157,6 +167,10 @@ class Store(ABC):
     @abstractmethod
     def drop_session(self, session: str) -> None:
         """Forget `session`'s state and approvals; an unknown session is ignored."""
+
+    def load_session_and_approvals(self, session: str) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]]]:
+        """`load_session` and `approvals` of `session` together: one round trip where the engine can."""
+        return self.load_session(session), self.approvals(session)
 
     @abstractmethod
     def add_approval(self, session: str, agent: str, permission: str, pattern: str, now: float) -> bool:

@@ -147,6 +147,26 @@ class SqlStore(Store):
         state: dict[str, Any] = json.loads(row[0])
         return state
 
+    def load_session_and_approvals(self, session: str) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]]]:
+        with self._statement() as cursor:
+            cursor.execute(
+                self._sql(
+                    "SELECT 0, 0, state, NULL, NULL, NULL FROM toolrt_sessions WHERE id = ?"
+                    " UNION ALL SELECT 1, id, NULL, agent, permission, pattern FROM toolrt_approvals WHERE session = ?"
+                    " ORDER BY 1, 2"
+                ),
+                (session, session),
+            )
+            rows = cursor.fetchall()
+        state: dict[str, Any] | None = None
+        approvals: list[tuple[str, str, str]] = []
+        for row in rows:
+            if row[0] == 0:
+                state = json.loads(row[2])
+            else:
+                approvals.append((row[3], row[4], row[5]))
+        return state, approvals
+
     def save_session(self, session: str, state: Mapping[str, Any], now: float) -> None:
         text = json.dumps(state, separators=(",", ":"), default=str)
         self._run(
