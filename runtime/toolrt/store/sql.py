@@ -116,6 +116,23 @@ class SqlStore(Store):
             (row.time, row.session, row.tool, row.status, row.decision, row.record),
         )
 
+    def append_audit_saving_session(self, row: AuditRow, session: str, state: Mapping[str, Any], now: float) -> None:
+        text = json.dumps(state, separators=(",", ":"), default=str)
+        with self._transaction() as cursor:  # one commit (SQLite: one WAL write) for both
+            cursor.execute(
+                self._sql(
+                    "INSERT INTO toolrt_sessions (id, state, touched) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET state = excluded.state, touched = excluded.touched"
+                ),
+                (session, text, now),
+            )
+            cursor.execute(
+                self._sql(
+                    "INSERT INTO toolrt_audit (time, session, tool, status, decision, record) VALUES (?, ?, ?, ?, ?, ?)"
+                ),
+                (row.time, row.session, row.tool, row.status, row.decision, row.record),
+            )
+
     def audit_records(self, query: AuditQuery | None = None) -> list[AuditRow]:
         query = query or AuditQuery()
         conditions: list[str] = []
