@@ -923,16 +923,23 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
-    from ..sandbox.config import sandbox_problems, sandbox_status
-    from .serve import ServeLimits, run_serve
-    from .validate_report import problem_text
-
     if options.health:
         from .status_view import probe_health
 
         return probe_health(_host_settings(options).values.serve, out)
     rt = _load(options)
     rt.default_store = "sqlite"  # a server keeps its sessions, approvals and audit records through a restart
+    try:
+        return _serve(rt, options)
+    finally:
+        rt.close()  # idempotent: run_serve closes it too; a usage error (a port in use) must not leak the store
+
+
+def _serve(rt: Runtime, options: argparse.Namespace) -> int:
+    from ..sandbox.config import sandbox_problems, sandbox_status
+    from .serve import ServeLimits, run_serve
+    from .validate_report import problem_text
+
     for problem in sandbox_problems(rt.snapshot.sandbox):
         print(problem_text(problem), file=options.err)
     print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)
