@@ -8,6 +8,7 @@ directly are refused without authentication."""
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import shutil
@@ -27,13 +28,13 @@ import pytest
 from cli_helpers import run
 from conftest import write_project
 from pg_server import postgres_server, postgres_uri  # noqa: F401  (fixtures)
-from test_serve_input_required import rpc
+from test_serve_input_required import ECHO, _approve, rpc
 from test_store_sessions import _start, _stop, _wait_listening
 
 from toolrt.faces.serve_idempotency import IDEMPOTENCY_META_KEY
 from toolrt.faces.serve_sessions import SESSION_META_KEY
 
-pytestmark = pytest.mark.slow  # three servers start, each importing the MCP SDK
+pytestmark = pytest.mark.slow  # three servers start (each importing the MCP SDK), once per test worker
 
 HANDLERS = """\
 import time
@@ -89,14 +90,16 @@ class Replicas:
         log.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not torn down when a worker runs another module's tests in between
 def replicas(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> Iterator[Replicas]:  # noqa: F811
     """Replicas 0 and 1 serve one project; replica 2 a copy of it at another path (another snapshot)."""
     import psycopg
 
     base = tmp_path_factory.mktemp("replicas")
-    tools = {name: TOOL.format(name=name) for name in ("count", "slow")}
-    root = write_project(base / "project", tools, 'permission:\n  "*": allow\n', None, {"handlers": HANDLERS})
+    tools = {name: TOOL.format(name=name) for name in ("count", "slow")} | {"guarded": ECHO}
+    permissions = 'permission:\n  "*": allow\n  guarded: ask\n'
+    settings = "builtin_tools: [read, edit]\n"
+    root = write_project(base / "project", tools, permissions, settings, {"handlers": HANDLERS}, builtin_tools=True)
     copy = base / "copy"
     shutil.copytree(root, copy)
     schema = f"replicas{os.getpid()}"
@@ -115,10 +118,21 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> 
             _stop(process, log)
 
 
-def call(url: str, name: str, arguments: dict[str, Any], **meta: Any) -> tuple[int, dict[str, Any]]:
+def call(
+    url: str,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    inputResponses: Any = None,
+    requestState: Any = None,
+    **meta: Any,
+) -> tuple[int, dict[str, Any]]:
+    """One 2026-07-28 `tools/call`; `meta`: its `_meta` members; the retry of an ask its answers and state."""
+    extra = {"inputResponses": inputResponses, "requestState": requestState} if requestState is not None else {}
+
     async def one() -> tuple[int, dict[str, Any]]:
         with anyio.fail_after(30):
-            return await rpc(url, name, arguments, meta=meta)
+            return await rpc(url, name, arguments, meta=meta, **extra)
 
     return anyio.run(one)
 
@@ -136,6 +150,43 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.05)
+
+
+def test_replicas_over_one_store_serve_one_session_round_robin_when_the_one_that_asked_dies(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("alpha\n", encoding="utf-8")
+    status, asked = call(replicas.url(0), "guarded", {"word": "hi"}, **{SESSION_META_KEY: "new"})
+    assert status == 200 and asked["result"]["resultType"] == "input_required", asked
+    replicas.kill(0)  # the replica that asked dies before the answer comes
+    try:
+        turn = itertools.cycle([replicas.url(1), replicas.url(2)])  # each request to the next, no stickiness
+        token, state = asked["result"]["_meta"][SESSION_META_KEY], asked["result"]["requestState"]
+        session = {SESSION_META_KEY: token}
+        always = _approve(asked, "always")
+        status, done = call(next(turn), "guarded", {"word": "hi"}, inputResponses=always, requestState=state, **session)
+        assert (status, text(done)) == (200, "hi\n"), done  # a living replica opened the state and resumed
+        status, replayed = call(
+            next(turn), "guarded", {"word": "hi"}, inputResponses=always, requestState=state, **session
+        )
+        assert status == 400 and "already used" in replayed["error"]["message"], replayed
+        status, approved = call(next(turn), "guarded", {"word": "again"}, **session)  # approved elsewhere
+        assert (status, text(approved)) == (200, "again\n"), approved
+        status, read = call(next(turn), "read", {"filePath": str(notes)}, **session)
+        assert status == 200 and read["result"].get("isError") is not True, read
+        args = {"filePath": str(notes), "oldString": "alpha", "newString": "beta"}
+        status, edited = call(next(turn), "edit", args, **session)  # the read stamp another replica made
+        assert status == 200 and edited["result"].get("isError") is not True, edited
+        status, tokenless = call(next(turn), "read", {"filePath": str(notes)})
+        issued = tokenless["result"]["_meta"][SESSION_META_KEY]  # a new session, not a per-replica default
+        assert isinstance(issued, str) and issued != token
+        args = {**args, "oldString": "beta", "newString": "gamma"}
+        status, unread = call(next(turn), "edit", args, **{SESSION_META_KEY: "new"})
+        assert unread["result"]["isError"] is True and "read" in text(unread).lower()
+        assert notes.read_text(encoding="utf-8") == "beta\n"
+    finally:
+        replicas.start(0)
 
 
 def test_a_retried_call_never_runs_twice_even_when_its_replica_dies_mid_call(
