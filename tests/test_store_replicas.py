@@ -347,3 +347,26 @@ def test_without_authentication_a_proxied_or_foreign_host_request_is_refused(rep
         assert refused.value.code == 403
         assert why in json.loads(refused.value.read())["error"]
     assert _health(url)[0] == 200  # a local client directly: served
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("127.0.0.1:8765", True),
+        ("127.8.9.10", True),
+        ("localhost:80", True),
+        ("LOCALHOST", True),
+        ("[::1]:8765", True),
+        ("::1", True),
+        ("app.localhost", True),
+        ("tools.example.com", False),
+        ("10.0.0.5:8765", False),
+        ("[2001:db8::1]:443", False),
+        ("127.0.0.1.nip.io", False),  # a public name that resolves to loopback: still a name someone else gave
+        ("", False),
+    ],
+)
+def test_only_loopback_names_and_addresses_count_as_a_local_host(host: str, local: bool) -> None:
+    from toolrt.faces.serve_loopback import is_loopback_host
+
+    assert is_loopback_host(host) is local
