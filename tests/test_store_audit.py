@@ -218,8 +218,8 @@ def test_a_project_env_file_may_not_choose_the_store(tmp_path: Path) -> None:
 # --- toolrt serve over a store that cannot be opened ---------------------------------------------------
 
 
-def _serve(root: Path, store: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLRT_STORE": store}
+def _serve(root: Path, store: str | None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **extra} | ({"TOOLRT_STORE": store} if store is not None else {})
     return subprocess.run(
         [sys.executable, "-m", "toolrt", "serve", "--root", str(root)],
         env=env,
@@ -228,6 +228,19 @@ def _serve(root: Path, store: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def test_serve_keeps_its_state_in_sqlite_unless_the_store_setting_says_otherwise(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = _serve(tmp_path, None, TOOLRT_DATA_DIR=str(data))  # stdio: the closed stdin ends it at once
+    assert done.returncode == 0, done.stderr
+    assert f"toolrt serve: store: SqliteStore({str(data / 'state.sqlite3')!r})" in done.stderr
+    kept = open_store("sqlite", data)
+    assert kept.schema_version() == LATEST  # made and migrated by the server
+    kept.close()
+    done = _serve(tmp_path, "memory", TOOLRT_DATA_DIR=str(tmp_path / "other"))
+    assert "toolrt serve: store: MemoryStore()" in done.stderr
+    assert not (tmp_path / "other" / "state.sqlite3").exists()
 
 
 def test_serve_exits_2_within_10_seconds_when_the_store_is_unreachable(tmp_path: Path) -> None:
