@@ -274,7 +274,8 @@ def main() -> None:
         base = Path(tmp)
         one = make_project(base, 1)
         many = make_project(base, options.many_tools) if scale else one
-        env = {**os.environ, "TOOLRT_DATA_DIR": str(base / "data"), "PYTHONUNBUFFERED": "1"}
+        # `toolrt` is the in-process store (`toolrt serve` defaults to sqlite); `toolrt@STORE` the others.
+        env = {**os.environ, "TOOLRT_DATA_DIR": str(base / "data"), "PYTHONUNBUFFERED": "1", "TOOLRT_STORE": "memory"}
         envs = dict.fromkeys(kinds, env)
         for store in stores:
             envs[f"toolrt@{store}"] = {**env, "TOOLRT_STORE": _store_setting(store, base, stack)}

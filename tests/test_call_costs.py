@@ -21,6 +21,7 @@ from toolrt.call import record
 from toolrt.call.record import CallRecord, Recorder
 from toolrt.result import ToolResult
 from toolrt.scope import CallScope, scope_of
+from toolrt.store import session_id
 
 Factory = Callable[..., Path]
 
@@ -134,9 +135,9 @@ def test_records_assembled_from_parts_are_plain_json(tmp_path: Path, monkeypatch
     records, bad = read_records(tmp_path / "audit.jsonl")
     assert bad == []
     assert [(r["time"], r["session"], r["model"], r["call_id"], r["error"]) for r in records] == [
-        ("2027-01-15T08:00:00.999Z", 's"1', "m", "c0", "bad\nthing"),
-        ("2027-01-15T08:00:01.000Z", 's"1', "m", "c1", None),
-        ("2027-01-15T08:00:01.250Z", "default", None, "c2", None),
+        ("2027-01-15T08:00:00.999Z", session_id('s"1'), "m", "c0", "bad\nthing"),
+        ("2027-01-15T08:00:01.000Z", session_id('s"1'), "m", "c1", None),
+        ("2027-01-15T08:00:01.250Z", session_id("default"), None, "c2", None),
     ]
     expected: list[tuple[str, str, float, list[Any]]] = [("build", "echo", 1.5, [])] * 3
     assert [(r["agent"], r["tool"], r["duration_ms"], r["requests"]) for r in records] == expected

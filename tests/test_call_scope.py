@@ -13,6 +13,7 @@ from toolrt import CallScope, Runtime
 from toolrt.audit import read_records
 from toolrt.call.context import ToolContext
 from toolrt.errors import DeniedError, UsageError
+from toolrt.store import session_id
 
 Factory = Callable[..., Path]
 
@@ -106,9 +107,9 @@ def test_batch_sub_calls_keep_the_whole_scope(rt: Runtime) -> None:
     assert result.output.count("build|m1|None|None|batch-session|{'beta': True}|None") == 2
     records, _ = read_records(rt.snapshot.data_dir / "audit.jsonl")
     assert [(r["tool"], r["session"], r["model"]) for r in records] == [
-        ("beta_who", "batch-session", "m1"),
-        ("who", "batch-session", "m1"),
-        ("multi", "batch-session", "m1"),
+        ("beta_who", session_id("batch-session"), "m1"),
+        ("who", session_id("batch-session"), "m1"),
+        ("multi", session_id("batch-session"), "m1"),
     ]
 
 

@@ -23,6 +23,7 @@ from toolrt.call.events import CallEvent
 from toolrt.errors import ConfigError
 from toolrt.permissions.ask import AskRequest, Reply
 from toolrt.result import ToolResult
+from toolrt.store import session_id
 
 Factory = Callable[..., Path]
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
@@ -642,7 +643,7 @@ def test_every_call_appends_one_audit_record(make_project: Factory) -> None:
     ]
     first = records[0]
     assert (first["session"], first["model"], first["agent"], first["arguments"]) == (
-        "s1",
+        session_id("s1"),
         "gpt-5",
         "build",
         {"text": "ok"},

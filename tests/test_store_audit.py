@@ -123,7 +123,7 @@ def test_the_memory_store_keeps_no_records_and_leaves_the_file_as_the_record(
         assert rt.call_sync("echo", {"text": "x"}, session="s").output == "x"
         assert rt.store.persistent is False and rt.store.audit_records() == []
         lines, _ = read_records(rt.snapshot.data_dir / "audit.jsonl")
-        assert [(r["session"], r["tool"]) for r in lines] == [("s", "echo")]
+        assert [(r["session"], r["tool"]) for r in lines] == [(session_id("s"), "echo")]  # never the name
     finally:
         rt.close()
 
@@ -151,8 +151,7 @@ def test_toolrt_audit_filters_the_records_of_the_store_or_the_file(
     assert (code, err) == (0, "")
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["arguments"]["text"] for r in records] == ["one", "nope", "two"]
-    expected_session = session_id(TOKEN) if store == "sqlite" else TOKEN
-    assert records[0]["session"] == expected_session
+    assert records[0]["session"] == session_id(TOKEN)  # the file too: never the token
     for session in (TOKEN, session_id(TOKEN)):
         code, out, _ = run("audit", "--root", root, "--json", "--session", session)
         assert [json.loads(line)["arguments"]["text"] for line in out.splitlines()] == ["one"]
@@ -219,8 +218,8 @@ def test_a_project_env_file_may_not_choose_the_store(tmp_path: Path) -> None:
 # --- toolrt serve over a store that cannot be opened ---------------------------------------------------
 
 
-def _serve(root: Path, store: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLRT_STORE": store}
+def _serve(root: Path, store: str | None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **extra} | ({"TOOLRT_STORE": store} if store is not None else {})
     return subprocess.run(
         [sys.executable, "-m", "toolrt", "serve", "--root", str(root)],
         env=env,
@@ -229,6 +228,19 @@ def _serve(root: Path, store: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def test_serve_keeps_its_state_in_sqlite_unless_the_store_setting_says_otherwise(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = _serve(tmp_path, None, TOOLRT_DATA_DIR=str(data))  # stdio: the closed stdin ends it at once
+    assert done.returncode == 0, done.stderr
+    assert f"toolrt serve: store: SqliteStore({str(data / 'state.sqlite3')!r})" in done.stderr
+    kept = open_store("sqlite", data)
+    assert kept.schema_version() == LATEST  # made and migrated by the server
+    kept.close()
+    done = _serve(tmp_path, "memory", TOOLRT_DATA_DIR=str(tmp_path / "other"))
+    assert "toolrt serve: store: MemoryStore()" in done.stderr
+    assert not (tmp_path / "other" / "state.sqlite3").exists()
 
 
 def test_serve_exits_2_within_10_seconds_when_the_store_is_unreachable(tmp_path: Path) -> None:
@@ -279,3 +291,45 @@ def test_a_session_state_is_written_when_a_call_changed_it_and_read_before_each_
         assert touched() != [1.0]  # read before the call, and the session counted as used after it
     finally:
         rt.close()
+
+
+class Clock:
+    """`time.time` of the session keeper, moved by the test (idle times without waiting)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_session_idle_on_every_replica_expires_for_all_of_them(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Runtimes over one store (two replicas), sessions idle after 100 s: a session used on one stays
+    known to the other while it is used, and once nobody used it for 100 s neither honours it."""
+    from toolrt.call import persist
+
+    clock = Clock()
+    monkeypatch.setattr(persist, "time", clock)
+    first = project(make_project, monkeypatch, "sqlite")
+    second = Runtime.load(first.root)
+    try:
+        for rt in (first, second):
+            rt.sessions.limit(idle_seconds=100, max_sessions=10)
+        assert first.call_sync("echo", {"text": "a"}, session=TOKEN).output == "a"
+        assert second.knows_session(TOKEN) is True
+        for _ in range(3):  # used every 60 s on the first replica, its state unchanged: still known
+            clock.now += 60
+            assert first.call_sync("echo", {"text": "b"}, session=TOKEN).output == "b"
+            assert second.knows_session(TOKEN) is True
+        clock.now += 101  # nobody used it for longer than the idle time
+        assert second.knows_session(TOKEN) is False
+        assert first.store.load_session(session_id(TOKEN)) is None  # removed from the store, for every replica
+        assert first.knows_session("never-issued") is False
+    finally:
+        first.close()
+        second.close()

@@ -16,7 +16,7 @@ import pytest
 from pg_server import postgres_server, postgres_uri  # noqa: F401  (fixtures)
 
 from toolrt.errors import StoreError
-from toolrt.store import AuditQuery, AuditRow, Store, open_store, session_id
+from toolrt.store import CALL_CLAIM_SECONDS, AuditQuery, AuditRow, CallClaim, Replica, Store, open_store, session_id
 from toolrt.store.migrations import LATEST
 
 ENGINES = ("memory", "sqlite", "postgresql")
@@ -102,6 +102,29 @@ def test_an_approval_is_kept_once_in_the_order_given(store: Store) -> None:
     assert store.approvals("s2") == [("build", "bash", "git *")]
 
 
+def test_a_session_and_its_approvals_load_together_as_they_do_apart(store: Store) -> None:
+    assert store.load_session_and_approvals("s1") == (None, [])
+    store.add_approval("s1", "build", "bash", "git push", 1.0)  # approvals of a session with no state yet
+    store.add_approval("s1", "plan", "edit", "*", 2.0)
+    assert store.load_session_and_approvals("s1") == (None, [("build", "bash", "git push"), ("plan", "edit", "*")])
+    store.save_session("s1", {"tools": {"todos": [1]}}, 3.0)
+    store.add_approval("s2", "build", "read", "*", 4.0)
+    assert store.load_session_and_approvals("s1") == (
+        {"tools": {"todos": [1]}},
+        [("build", "bash", "git push"), ("plan", "edit", "*")],
+    )
+    assert store.load_session_and_approvals("s1") == (store.load_session("s1"), store.approvals("s1"))
+
+
+def test_a_record_and_a_session_state_are_written_together(opener: Opener) -> None:
+    first, second = opener(), opener()
+    first.append_audit_saving_session(row(5.0, session="s9"), "s9", {"tools": {"a": 1}}, 5.0)
+    assert [r.session for r in second.audit_records()] == ["s9"]
+    assert second.load_session("s9") == {"tools": {"a": 1}}
+    first.append_audit_saving_session(row(6.0, session="s9"), "s9", {"tools": {"a": 2}}, 6.0)
+    assert second.load_session("s9") == {"tools": {"a": 2}} and len(second.audit_records()) == 2
+
+
 def test_a_nonce_is_consumed_once_until_it_expires(store: Store) -> None:
     assert store.consume_nonce("n1", expires=100.0, now=50.0) is True
     assert store.consume_nonce("n1", expires=100.0, now=60.0) is False
@@ -185,6 +208,52 @@ def test_concurrent_approvals_and_nonces_have_one_consistent_outcome(opener: Ope
     assert sorted(consumed) == [False] * 7 + [True]
     assert len(set(keys)) == 1 and len(keys) == 8
     assert handles[0].approvals("s1") == [("build", "bash", "git push")]
+
+
+def test_a_call_key_is_claimed_once_and_its_retries_see_what_became_of_it(opener: Opener) -> None:
+    """A claim seen from another handle (another replica): started, then finished with its result; other
+    arguments under the key conflict; a released key (the call waits for input) is claimed again."""
+    first, second = opener(), opener()
+    assert first.claim_call("s1", "k1", "fp", now=100.0) == CallClaim("new")
+    assert second.claim_call("s1", "k1", "fp", now=101.0) == CallClaim("started")
+    assert second.claim_call("s1", "k1", "other", now=101.0) == CallClaim("conflict")
+    assert second.claim_call("s2", "k1", "fp", now=101.0) == CallClaim("new")  # keys are per session
+    first.finish_call("s1", "k1", '{"content":[]}')
+    assert second.claim_call("s1", "k1", "fp", now=102.0) == CallClaim("finished", '{"content":[]}')
+    second.finish_call("s2", "k1", None)
+    assert first.claim_call("s2", "k1", "fp", now=103.0) == CallClaim("new")
+    late = 100.0 + CALL_CLAIM_SECONDS + 1  # an old key opens a new call
+    assert first.claim_call("s1", "k1", "fp", now=late) == CallClaim("new")
+
+
+def test_concurrent_claims_of_one_call_key_let_exactly_one_run(opener: Opener) -> None:
+    handles = [opener(), opener()]
+    start = threading.Barrier(8)
+    states: list[str] = []
+
+    def worker(index: int) -> None:
+        start.wait(timeout=30)
+        states.append(handles[index % 2].claim_call("s1", "retry-me", "fp", now=50.0).state)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(states) == ["new"] + ["started"] * 7
+
+
+def test_replicas_report_the_snapshot_they_serve_and_are_forgotten_when_they_stop(opener: Opener) -> None:
+    first, second = opener(), opener()
+    first.report_replica(Replica("r1", "d1", True, "host a pid 1", 10.0))
+    second.report_replica(Replica("r2", "d2", False, "host b pid 2", 11.0))
+    first.report_replica(Replica("r1", "d3", True, "host a pid 1", 12.0))
+    assert second.replicas() == [
+        Replica("r1", "d3", True, "host a pid 1", 12.0),
+        Replica("r2", "d2", False, "host b pid 2", 11.0),
+    ]
+    second.drop_replica("r1")
+    assert [replica.id for replica in first.replicas()] == ["r2"]
 
 
 def test_session_ids_are_digests_that_never_contain_the_token() -> None:

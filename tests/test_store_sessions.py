@@ -22,7 +22,6 @@ from typing import Any, BinaryIO
 import anyio
 import pytest
 from conftest import ProjectFactory
-from pg_server import postgres_server, postgres_uri  # noqa: F401  (fixtures)
 from serve_http import free_port
 from test_serve_input_required import ECHO, _approve, rpc
 
@@ -146,11 +145,11 @@ def replicas(root: Path, data: Path, store: str, count: int) -> Iterator[list[tu
 
 
 @pytest.mark.slow  # three servers start, each importing the MCP SDK
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_replicas_over_one_store_serve_one_session_round_robin_when_the_one_that_asked_dies(
-    make_project: ProjectFactory, tmp_path: Path, request: pytest.FixtureRequest, engine: str
+def test_replicas_over_one_sqlite_store_serve_one_session_round_robin_when_the_one_that_asked_dies(
+    make_project: ProjectFactory, tmp_path: Path
 ) -> None:
-    store = "sqlite" if engine == "sqlite" else request.getfixturevalue("postgres_uri")()
+    """The same over PostgreSQL: test_store_replicas (its three replicas are started once for its tests)."""
+    store = "sqlite"
     root = make_project(
         {"guarded": ECHO},
         permissions="permission:\n  guarded: ask\n",

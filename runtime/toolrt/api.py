@@ -161,6 +161,9 @@ class Runtime:
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
         self._store: Store | None = None
+        self.default_store = "memory"
+        """The store opened when no layer sets the `store` setting: `memory` for hosts, `sqlite` for
+        `toolrt serve` (set before the store's first use)."""
         self._release_fork_server: Callable[[], None] = _nothing
         self._selections: dict[tuple[Any, ...], ToolSet] = {}
         self._dispatcher: Dispatcher | None = None
@@ -225,7 +228,10 @@ class Runtime:
             if self.store.persistent:
                 from .call.persist import SessionKeeper
 
-                self._services_.keeper = SessionKeeper(self.store, self._services_.broker)
+                sessions = self._services_.sessions
+                self._services_.keeper = SessionKeeper(
+                    self.store, self._services_.broker, lambda: sessions.idle_seconds
+                )
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
             self._release_fork_server = hold_fork_server()
@@ -254,7 +260,7 @@ class Runtime:
 
     @property
     def store(self) -> Store:
-        """The state store the host-only `store` setting names (`memory` by default), opened on first use
+        """The state store the host-only `store` setting names (else `default_store`), opened on first use
         (its migrations applied, its retention settings applied once) and kept for the Runtime's life.
 
         Raises:
@@ -265,8 +271,10 @@ class Runtime:
 
             from .store import open_store
 
-            values = self._snapshot.resolved.values
-            store = open_store(values.store, self._snapshot.data_dir)
+            resolved = self._snapshot.resolved
+            values = resolved.values
+            setting = values.store if resolved.origins.get("store", "default") != "default" else self.default_store
+            store = open_store(setting, self._snapshot.data_dir)
             if store.persistent:
                 retention = values.retention
                 store.prune(time.time(), audit_days=retention.audit_days, session_days=retention.session_days)
@@ -278,6 +286,14 @@ class Runtime:
         an earlier run of this server issued it): `toolrt serve` honours such a 2026-07-28 token."""
         services = self._services
         return name in services.sessions or (services.keeper is not None and services.keeper.known(name))
+
+    def begin_session(self, name: str) -> None:
+        """Hold a new session `name` (a token just issued; with a persistent store, it is not looked up
+        there: nothing can be kept of a name nobody had)."""
+        services = self._services
+        services.sessions.get(name)
+        if services.keeper is not None:
+            services.keeper.fresh(name)
 
     @property
     def audit(self) -> AuditLog:

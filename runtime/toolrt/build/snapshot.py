@@ -98,6 +98,10 @@ class Snapshot:
     resolved: ResolvedSettings
     """Every setting's effective value and origin (`toolrt settings`), and the flags' values."""
     digest: str
+    config_digest: str = ""
+    """The digest of what the config says, the same wherever and however it is loaded: the tools,
+    permissions, the project's settings and its handler code by content, not the project's path, the
+    host's settings or file times (replicas serving one config report one `config_digest`)."""
     warnings: tuple[Problem, ...] = ()
     watched: tuple[Path, ...] = ()
     loaded_at: float = 0.0
@@ -229,6 +233,22 @@ def _data(document: Document | None) -> Any:
 def _names(names: Iterable[str]) -> str:
     """Names for a message: sorted, comma-separated, or `none`."""
     return ", ".join(sorted(names)) or "none"
+
+
+def _code_digests(root: Path, files: Mapping[Path, tuple[int, int]]) -> list[tuple[str, str]]:
+    """(path relative to the project, digest of the content) of each handler code file."""
+    found = []
+    for path in files:
+        try:
+            content = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            content = "unreadable"
+        try:
+            shown = str(path.relative_to(root))
+        except ValueError:
+            shown = str(path)
+        found.append((shown, content))
+    return sorted(found)
 
 
 def _digest(parts: list[Any]) -> str:
@@ -440,6 +460,13 @@ def _build_snapshot(
         + [list(resolved.items())]
         + ([sorted(withheld), blocked is not None] if partial and (withheld or blocked) else [])
     )
+    config_digest = _digest(
+        [
+            [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
+            for layer in config.layers
+        ]
+        + [_data(locked_doc), _code_digests(root_path, code.files), sorted(withheld), blocked is not None]
+    )
     return Snapshot(
         root=root_path,
         data_dir=data_dir,
@@ -448,6 +475,7 @@ def _build_snapshot(
         settings=settings,
         resolved=resolved,
         digest=digest,
+        config_digest=config_digest,
         warnings=tuple(warnings),
         watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(code.files),
         handler_files=code.files,
@@ -780,5 +808,6 @@ def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
         tools=MappingProxyType(tools),
         tool_sandboxes=MappingProxyType(sandboxes),
         digest=digest,
+        config_digest=_digest([snapshot.config_digest, dict(data)]),
         loaded_at=time.time(),
     )

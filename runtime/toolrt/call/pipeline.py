@@ -28,7 +28,7 @@ from ..telemetry import call_span, record_call, span, tracer
 from .active import ActiveCall
 from .arguments import parse_arguments
 from .permissions import LOOP_WARNING, add_doom_loop, authorize, permission_requests_off_loop
-from .record import CallRecord, status_of
+from .record import CallRecord, SessionSave, status_of
 from .request import CallRequest
 from .run import run_tool
 from .state import DOOM_LOOP_THRESHOLD, Services
@@ -43,6 +43,7 @@ PROTOCOL_ERROR = "protocol_error"
 
 logger = logging.getLogger("toolrt.call")
 CANCELLED = "The call was cancelled before it finished."
+STORE_AWAY = "The state store cannot be reached, so the call did not run (the server's log says why); try again."
 """The error of a cancelled call's record (the caller, who cancelled, never sees a result)."""
 
 
@@ -77,7 +78,15 @@ async def _dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, 
         result = _recorded(services, entry)
         _measured(entry)
         return result
-    state = services.session(request.scope.session)
+    try:
+        state = services.session(request.scope.session)
+    except StoreError as error:  # the store is away: nothing runs without its session state and record
+        logger.error("the %s call did not run: the store cannot be read: %s", offered.name, error)
+        result = ToolResult(title=offered.name, output="", error=STORE_AWAY)
+        entry = CallRecord(request.scope, agent, offered.name, call_id, args, None, "error", result, 0.0)
+        result = _recorded(services, entry)
+        _measured(entry)
+        return result
     call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
     if services.listeners:
         call.emit("running", {"input": args})
@@ -173,15 +182,16 @@ def _with_loop_warning(result: ToolResult, name: str) -> ToolResult:
     return replace(result, output=result.output + note)
 
 
-def _recorded(services: Services, entry: CallRecord) -> ToolResult:
-    """The call's result once its record is written; an error result when a persistent store refused the
-    record (fail closed: no result goes out without its audit record)."""
+def _recorded(services: Services, entry: CallRecord, saving: SessionSave | None = None) -> ToolResult:
+    """The call's result once its record is written (with `saving`, the session's state in the same
+    write); an error result when a persistent store refused the record (fail closed: no result goes out
+    without its audit record)."""
     try:
         if tracer() is None:
-            services.recorder.record(entry)
+            services.recorder.record(entry, saving)
         else:
             with span("audit write"):
-                services.recorder.record(entry)
+                services.recorder.record(entry, saving)
     except StoreError as error:
         logger.error("the %s call's audit record could not be stored: %s", entry.tool, error)
         return ToolResult(
@@ -198,12 +208,14 @@ def _finish(
     """Record the call and tell listeners how it ended; the result to return (see `_recorded`)."""
     services = call.services
     duration = time.perf_counter() - started
-    if services.keeper is not None:
-        services.keeper.save(call.session, call.state)
+    keeper = services.keeper
+    pending = keeper.pending(call.session, call.state) if keeper is not None else None
     entry = CallRecord(
         call.request.scope, call.agent, call.name, call.call_id, args, decision, status, result, duration
     )
-    result = _recorded(services, entry)
+    result = _recorded(services, entry, pending[:3] if pending is not None else None)
+    if pending is not None and keeper is not None and result is entry.result:
+        keeper.saved(call.session, pending[3], pending[2])
     _measured(entry)
     if services.listeners:
         ended = time.time()

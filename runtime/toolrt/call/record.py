@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ..audit import AuditLog
@@ -24,7 +25,7 @@ from ..result import ToolResult
 from ..scope import CallScope
 from ..store.model import AuditRow, Store, session_id
 
-__all__ = ["CallRecord", "Recorder", "status_of"]
+__all__ = ["CallRecord", "Recorder", "SessionSave", "status_of"]
 
 
 def status_of(error: CallError) -> str:
@@ -37,6 +38,10 @@ def status_of(error: CallError) -> str:
     if isinstance(error, (InvalidArgumentsError, UnknownToolError)):
         return "invalid"
     return "error"
+
+
+SessionSave = tuple[str, Mapping[str, Any], float]
+"""A session's state to write with a call's record: (store key, state, now)."""
 
 
 class CallRecord(NamedTuple):
@@ -150,9 +155,10 @@ class Recorder:
         self._second = -1
         self._second_text = ""
 
-    def record(self, entry: CallRecord) -> None:
-        """Append the call's record: time, session, agent, model, tool, call_id, arguments, requests (each
-        permission and pattern with its action and deciding rule), duration_ms, status, output_bytes, error.
+    def record(self, entry: CallRecord, saving: SessionSave | None = None) -> None:
+        """Append the call's record: time, session (`session_id` of its name: never a token), agent, model,
+        tool, call_id, arguments, requests (each permission and pattern with its action and deciding rule),
+        duration_ms, status, output_bytes, error.
 
         The line is assembled from pre-encoded parts (who called which tool, the decision, the time up
         to the second), which costs a fraction of encoding the whole mapping on every call;
@@ -171,23 +177,18 @@ class Recorder:
         )
         if scope.principal is not None:  # who called over authenticated HTTP
             rest = f'"principal":{_string(scope.principal)},{rest}'
+        session = self._session_id(scope.session)  # a 2026-07-28 token is a credential: no record holds it
+        who = self._who_json(session, entry.agent, scope.model, entry.tool)
         if self.audit.path is not None:
-            who = self._who_json(scope.session, entry.agent, scope.model, entry.tool)
             self.audit.append_line(f'{{"time":"{stamp}",{who},{rest}\n')
         if store is not None:
-            session = self._session_id(scope.session)
-            who = self._who_json(session, entry.agent, scope.model, entry.tool)
             text = _storable(f'{{"time":"{stamp}",{who},{rest}')
-            store.append_audit(
-                AuditRow(
-                    now,
-                    session,
-                    entry.tool,
-                    entry.status,
-                    entry.decision.action if entry.decision is not None else None,
-                    text,
-                )
-            )
+            decision = entry.decision.action if entry.decision is not None else None
+            row = AuditRow(now, session, entry.tool, entry.status, decision, text)
+            if saving is None:
+                store.append_audit(row)
+            else:  # the session's state goes with it (one round trip where the engine can)
+                store.append_audit_saving_session(row, *saving)
             if now >= self._next_prune:
                 self._prune(store, now)
 

@@ -94,7 +94,12 @@ def _from_file(path: Path, session: str | None, query: AuditQuery, err: TextIO) 
 
 def _matches(record: Mapping[str, Any], session: str | None, query: AuditQuery) -> bool:
     named = record.get("session")
-    if session is not None and not (named == session or (isinstance(named, str) and session_id(named) == session)):
+    # Records name a session by its id; files written before 0.3 named it as given.
+    if (
+        session is not None
+        and named not in (session, session_id(session))
+        and not (isinstance(named, str) and session_id(named) == session)
+    ):
         return False
     if query.tool is not None and record.get("tool") != query.tool:
         return False

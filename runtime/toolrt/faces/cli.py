@@ -17,6 +17,7 @@ from .. import __version__
 
 if TYPE_CHECKING:
     from ..api import Runtime
+    from ..config.settings import ResolvedSettings
     from ..errors import UsageError
     from ..permissions.ask import AskRequest, Reply
     from ..permissions.model import Decision
@@ -236,6 +237,11 @@ def _parser() -> argparse.ArgumentParser:
         help="offer clients that declared no elicitation the tools whose every call asks (each call is denied)",
     )
     serve.add_argument(
+        "--health",
+        action="store_true",
+        help="ask the server running at --host/--port: print its GET /healthz, exit 0 when ready, else 1",
+    )
+    serve.add_argument(
         "--dev",
         action="store_true",
         help="development mode: the third identical call in a row runs with a warning instead of being stopped",
@@ -321,7 +327,14 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--decision", choices=("allow", "ask", "deny"), help="calls the rules decided so")
     audit.add_argument("--since", metavar="T", help="records since T: 30m, 12h, 7d, or 2026-11-28T09:00Z")
     audit.add_argument("--json", action="store_true", help="one JSON record per line")
-    for sub in (listing, specs, check, call, watch, serve, chat, settings, lsp, trust, audit):
+    status = command(
+        "status",
+        "the toolrt serve replicas over the store TOOLRT_STORE names: the snapshot each serves, whether it is ready",
+        "toolrt status",
+        "toolrt status --json",
+    )
+    status.add_argument("--json", action="store_true", help="one JSON object: replicas, snapshots")
+    for sub in (listing, specs, check, call, watch, serve, chat, settings, lsp, trust, audit, status):
         _host_options(sub)
     init = command(
         "init",
@@ -927,11 +940,23 @@ def _cmd_watch(options: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
+    if options.health:
+        from .status_view import probe_health
+
+        return probe_health(_host_settings(options).values.serve, out)
+    rt = _load(options)
+    rt.default_store = "sqlite"  # a server keeps its sessions, approvals and audit records through a restart
+    try:
+        return _serve(rt, options)
+    finally:
+        rt.close()  # idempotent: run_serve closes it too; a usage error (a port in use) must not leak the store
+
+
+def _serve(rt: Runtime, options: argparse.Namespace) -> int:
     from ..sandbox.config import sandbox_problems, sandbox_status
     from .serve import ServeLimits, run_serve
     from .validate_report import problem_text
 
-    rt = _load(options)
     for problem in sandbox_problems(rt.snapshot.sandbox):
         print(problem_text(problem), file=options.err)
     print(f"toolrt serve: sandbox: {sandbox_status(rt.snapshot.sandbox)}", file=options.err)
@@ -959,6 +984,27 @@ def _cmd_serve(options: argparse.Namespace, out: TextIO) -> int:
         ),
         offer_unaskable=options.offer_unaskable,
     )
+
+
+def _host_settings(options: argparse.Namespace) -> ResolvedSettings:
+    """The settings without loading the project's tools (host-only ones come from the host's layers)."""
+    from ..config.settings import CommandLineSettings, resolve_settings
+
+    values = {
+        "data_dir": options.data_dir,
+        "audit": options.audit,
+        "locked_permissions": options.locked_permissions,
+        "serve.host": getattr(options, "host", None),
+        "serve.port": getattr(options, "port", None),
+    }
+    cli = CommandLineSettings({key: value for key, value in values.items() if value is not None})
+    return resolve_settings(Path(options.root), cli=cli)
+
+
+def _cmd_status(options: argparse.Namespace, out: TextIO) -> int:
+    from .status_view import run_status
+
+    return run_status(_host_settings(options), as_json=options.json, out=out)
 
 
 def _cmd_audit(options: argparse.Namespace, out: TextIO) -> int:

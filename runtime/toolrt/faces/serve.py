@@ -75,6 +75,9 @@ from ..scope import CallScope
 from ..store.model import session_id
 from ..telemetry import enrich_request_span, observe, tracer
 from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
+from .serve_health import Health
+from .serve_idempotency import CallClaims
+from .serve_loopback import loopback_only
 from .serve_principal import current_caller, refusal
 from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
@@ -198,12 +201,16 @@ class McpFace:
         self._told_sessions: dict[str, tuple[str | None, str | None]] = {}
         """2026-07-28 sessions: the problems and notice their calls were last told."""
 
-        self._mcp_sessions = McpSessions(rt.sessions, rt.knows_session, shared=rt.store.persistent)
+        self._mcp_sessions = McpSessions(
+            rt.sessions, rt.knows_session, shared=rt.store.persistent, begin=rt.begin_session
+        )
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
         self._ids = itertools.count(1)
         store = rt.store
         self._nonces = StoreNonces(store) if store.persistent else NonceLedger(rt.snapshot.data_dir / NONCE_FILE)
+        self._claims = CallClaims(store)
+        """Calls recorded as started before they run, so that a retry never runs one twice."""
         """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
         self._not_approved: set[tuple[str, str]] = set()
@@ -358,6 +365,39 @@ class McpFace:
         session, token, replay = self._session_and_replay(ctx)
         if tracer() is not None:  # the SDK's server span of this request names the session (an id) and caller
             enrich_request_span(session_id(session), scope.principal, scope.agent)
+        claim = CallClaims.key(ctx.meta or {})
+        if claim is not None:
+            retry = self._claims.claim(
+                session, claim, CallClaims.fingerprint(params.name, params.arguments), _token_meta(token)
+            )
+            if retry is not None:
+                if retry.error is not None:
+                    raise MCPError(int(retry.error["code"]), str(retry.error["message"]), retry.error.get("data"))
+                kept = retry.wire or {}
+                return kept if kept.get("resultType") == "task" else types.CallToolResult.model_validate(kept)
+        try:
+            wire = await self._run_call(ctx, params, scope, session, token, replay)
+        except MCPError as error:
+            if claim is not None:
+                fault = {"code": error.error.code, "message": error.error.message, "data": error.error.data}
+                self._claims.finish(session, claim, {"protocolError": fault})
+            raise
+        # A cancelled call leaves its key started: it may have run part of the way, and is not run again.
+        if claim is not None:
+            # A call waiting for the client's input releases its key: its retry, with the answers, runs it.
+            result = None if isinstance(wire, types.InputRequiredResult) else _wire(wire)
+            self._claims.finish(session, claim, result)
+        return wire
+
+    async def _run_call(
+        self,
+        ctx: Ctx,
+        params: types.CallToolRequestParams,
+        scope: CallScope,
+        session: str,
+        token: str | None,
+        replay: ReplayState | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         await self._log_on_call(ctx, session)
         call_id = f"mcp_{ctx.request_id}_{next(self._ids)}"
         notes = _Notes(ctx, _wants_progress(ctx))
@@ -959,6 +999,13 @@ def _task_result(result: ToolResult, token: str | None) -> dict[str, Any] | MCPE
     return wire
 
 
+def _wire(result: types.CallToolResult | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(result, dict):
+        return result
+    wire: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return wire
+
+
 def _token_meta(token: str | None) -> dict[str, Any]:
     return {"_meta": {SESSION_META_KEY: token}} if token is not None else {}
 
@@ -1130,7 +1177,9 @@ def run_serve(
                     await _serve_stdio(server)
                 else:
                     assert listener is not None
-                    await _serve_http(server, face, host, listener, limits or ServeLimits(), auth)
+                    health = Health(rt, _endpoint(host, listener))
+                    group.start_soon(health.report)
+                    await _serve_http(server, face, host, listener, limits or ServeLimits(), auth, health)
                 group.cancel_scope.cancel()
         finally:
             unsubscribe()
@@ -1246,18 +1295,29 @@ def _listen(host: str, port: int) -> socket.socket:
             raise UsageError(f"port {port} on {host} is already in use; choose another with --port") from None
         raise UsageError(f"cannot listen on {host} port {port}: {error.strerror or error}") from None
     listener.listen(2048)  # connections queue from now on: the URL below is true as soon as it is printed
-    bound = listener.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    print(f"toolrt: serving MCP over streamable HTTP at http://{shown}:{bound}/mcp", file=sys.stderr, flush=True)
+    print(f"toolrt: serving MCP over streamable HTTP at {_endpoint(host, listener)}", file=sys.stderr, flush=True)
     return listener
 
 
+def _endpoint(host: str, listener: socket.socket) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{listener.getsockname()[1]}/mcp"
+
+
 async def _serve_http(
-    server: Server[Any], face: McpFace, host: str, listener: socket.socket, limits: ServeLimits, auth: AuthSettings
+    server: Server[Any],
+    face: McpFace,
+    host: str,
+    listener: socket.socket,
+    limits: ServeLimits,
+    auth: AuthSettings,
+    health: Health,
 ) -> None:
     import uvicorn
 
-    config = uvicorn.Config(http_app(server, host, limits, face, auth), log_level="warning")
+    app = health.wrap(http_app(server, host, limits, face, auth))
+    # Without authentication only local clients are served.
+    config = uvicorn.Config(app if auth.enabled else loopback_only(app), log_level="warning")
     served = uvicorn.Server(config)
     settle_heap()
     await served.serve(sockets=[listener])

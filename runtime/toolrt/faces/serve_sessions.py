@@ -27,9 +27,12 @@ from typing import Any
 
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..call.sessions import SessionStore
+from ..errors import StoreError
 from .serve_principal import principal_suffix
 
 __all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
@@ -45,6 +48,10 @@ _RELEASE_REGISTERED = "toolrt/session-release"
 Ctx = ServerRequestContext[Any, Any]
 
 
+def _store_away(error: StoreError) -> MCPError:
+    return MCPError(INTERNAL_ERROR, f"the state store cannot be reached; try again ({error})")
+
+
 def connection_of(ctx: Ctx) -> Connection:
     """The request's connection (its `exit_stack` runs when the client's connection or MCP session ends).
 
@@ -58,10 +65,17 @@ class McpSessions:
     """Maps MCP requests to toolrt sessions in `store`, and releases them when their MCP session ends."""
 
     def __init__(
-        self, store: SessionStore[Any], known: Callable[[str], bool] | None = None, *, shared: bool = False
+        self,
+        store: SessionStore[Any],
+        known: Callable[[str], bool] | None = None,
+        *,
+        shared: bool = False,
+        begin: Callable[[str], object] | None = None,
     ) -> None:
         self._store = store
         self._known = known or store.__contains__
+        self._begin = begin or store.get
+        """Hold a session for a token just issued (`Runtime.begin_session`: the store is not asked about it)."""
         """Whether a session is held: here, or (a persistent state store) by another process or an earlier run."""
         self._shared = shared
         """The state store is shared with other processes: a 2026-07-28 request naming no session opens a
@@ -69,6 +83,14 @@ class McpSessions:
         self._default = DEFAULT_SESSION if not shared else f"{DEFAULT_SESSION}:{secrets.token_urlsafe(18)}"
         """The default session (stdio): with a shared store, one of this process's own, so that another
         server process (another client's stdio server) never starts from its approvals."""
+
+    def _knows(self, name: str) -> bool:
+        """Whether session `name` is held; a store that cannot be read answers the request with an error
+        (a token is never taken as unknown, and its client moved to a new session, for an outage)."""
+        try:
+            return self._known(name)
+        except StoreError as error:
+            raise _store_away(error) from None
 
     def identify(self, ctx: Ctx, carried: str | None = None) -> tuple[str, str | None]:
         """(the toolrt session of this request, the token its result must carry, or None).
@@ -94,10 +116,10 @@ class McpSessions:
         token = meta.get(SESSION_META_KEY)
         if isinstance(token, str):
             name = _TOKEN_PREFIX + token + mine
-            if self._known(name) or carried == name:
+            if carried == name or self._knows(name):
                 self._store.get(name)
                 return name, token
         token = secrets.token_urlsafe(18)
         name = _TOKEN_PREFIX + token + mine
-        self._store.get(name)  # held from now on, even if the call never reaches the pipeline
+        self._begin(name)  # held from now on, even if the call never reaches the pipeline
         return name, token

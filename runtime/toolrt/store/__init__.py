@@ -7,14 +7,28 @@ machines). `open_store(setting, data_dir)` opens the one the host-only `store` s
 
 from __future__ import annotations
 
-from .model import DECISIONS, AuditQuery, AuditRow, Pruned, Store, decision_of, session_id
+from .model import (
+    CALL_CLAIM_SECONDS,
+    DECISIONS,
+    AuditQuery,
+    AuditRow,
+    CallClaim,
+    Pruned,
+    Replica,
+    Store,
+    decision_of,
+    session_id,
+)
 from .uri import is_persistent, open_store, redact
 
 __all__ = [
+    "CALL_CLAIM_SECONDS",
     "DECISIONS",
     "AuditQuery",
     "AuditRow",
+    "CallClaim",
     "Pruned",
+    "Replica",
     "Store",
     "decision_of",
     "is_persistent",

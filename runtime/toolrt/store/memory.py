@@ -9,11 +9,11 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .model import AuditQuery, AuditRow, Pruned, Store, cutoff
+from .model import CALL_CLAIM_SECONDS, AuditQuery, AuditRow, CallClaim, Pruned, Replica, Store, cutoff
 
 __all__ = ["MemoryStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The memory store has no schema; it reports the version the SQL engines hold, so all three answer alike."""
 
 
@@ -31,6 +31,8 @@ class MemoryStore(Store):
         self._approvals: dict[str, dict[tuple[str, str, str], float]] = {}
         self._nonces: dict[str, float] = {}
         self._keys: dict[int, str] = {}
+        self._calls: dict[tuple[str, str], tuple[str, float, str | None]] = {}
+        self._replicas: dict[str, Replica] = {}
 
     def append_audit(self, row: AuditRow) -> None:
         with self._lock:
@@ -89,6 +91,39 @@ class MemoryStore(Store):
                 key = self._keys[version] = make()
             return key
 
+    def claim_call(self, session: str, key: str, fingerprint: str, now: float) -> CallClaim:
+        with self._lock:
+            held = self._calls.get((session, key))
+            if held is None or held[1] < now - CALL_CLAIM_SECONDS:
+                if len(self._calls) >= self.MAX_AUDIT:  # bounded, as the records: the oldest claims go
+                    for stale in sorted(self._calls, key=lambda k: self._calls[k][1])[: self.MAX_AUDIT // 10]:
+                        del self._calls[stale]
+                self._calls[(session, key)] = (fingerprint, now, None)
+                return CallClaim("new")
+        if held[0] != fingerprint:
+            return CallClaim("conflict")
+        return CallClaim("started") if held[2] is None else CallClaim("finished", held[2])
+
+    def finish_call(self, session: str, key: str, result: str | None) -> None:
+        with self._lock:
+            held = self._calls.get((session, key))
+            if result is None:
+                self._calls.pop((session, key), None)
+            elif held is not None:
+                self._calls[(session, key)] = (held[0], held[1], result)
+
+    def report_replica(self, replica: Replica) -> None:
+        with self._lock:
+            self._replicas[replica.id] = replica
+
+    def replicas(self) -> list[Replica]:
+        with self._lock:
+            return sorted(self._replicas.values(), key=lambda r: (-r.seen, r.id))
+
+    def drop_replica(self, replica_id: str) -> None:
+        with self._lock:
+            self._replicas.pop(replica_id, None)
+
     def prune(self, now: float, *, audit_days: float | None, session_days: float | None) -> Pruned:
         audit_before, sessions_before = cutoff(now, audit_days), cutoff(now, session_days)
         with self._lock:
@@ -106,6 +141,8 @@ class MemoryStore(Store):
                 for session, held in list(self._approvals.items()):
                     if session not in self._sessions and max(held.values(), default=0.0) < sessions_before:
                         del self._approvals[session]
+            for claimed in [k for k, (_, started, _) in self._calls.items() if started < now - CALL_CLAIM_SECONDS]:
+                del self._calls[claimed]
             expired = [nonce for nonce, until in self._nonces.items() if until <= now]
             for nonce in expired:
                 del self._nonces[nonce]

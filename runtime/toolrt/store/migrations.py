@@ -36,8 +36,22 @@ def _version_1(dialect: Dialect) -> tuple[str, ...]:
     )
 
 
+def _version_2(dialect: Dialect) -> tuple[str, ...]:
+    real = _FLOAT[dialect]
+    return (
+        f"""CREATE TABLE toolrt_calls (
+            session TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, started {real} NOT NULL,
+            result TEXT, PRIMARY KEY (session, key))""",
+        "CREATE INDEX toolrt_calls_started ON toolrt_calls (started)",
+        f"""CREATE TABLE toolrt_replicas (
+            id TEXT PRIMARY KEY, digest TEXT NOT NULL, ready INTEGER NOT NULL, detail TEXT NOT NULL,
+            seen {real} NOT NULL)""",
+    )
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Dialect], tuple[str, ...]]], ...] = (
     (1, "audit, sessions, approvals, nonces, keys", _version_1),
+    (2, "calls started and finished (idempotency keys), replicas and the snapshot each serves", _version_2),
 )
 """(version, what it adds, statements by dialect)."""
 

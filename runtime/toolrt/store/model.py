@@ -17,7 +17,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["DECISIONS", "AuditQuery", "AuditRow", "Pruned", "Store", "decision_of", "session_id"]
+__all__ = [
+    "CALL_CLAIM_SECONDS",
+    "DECISIONS",
+    "AuditQuery",
+    "AuditRow",
+    "CallClaim",
+    "Pruned",
+    "Replica",
+    "Store",
+    "decision_of",
+    "session_id",
+]
 
 DECISIONS = ("allow", "ask", "deny")
 """A call's permission decision as recorded: the strictest action the rules gave its requests."""
@@ -69,6 +80,39 @@ class AuditQuery:
     """The newest `limit` records matching (still oldest first)."""
 
 
+CALL_CLAIM_SECONDS = 3600.0
+"""How long a started call's key is held: a retry within it never runs the call again; a key older
+than this opens a new call."""
+
+ClaimState = Literal["new", "started", "finished", "conflict"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallClaim:
+    """What `Store.claim_call` found for a call's key."""
+
+    state: ClaimState
+    """new: claimed now, run the call; started: a call with this key started and has no result (it may
+    have run, or still run); finished: `result` holds its result; conflict: the key names another call
+    (other arguments)."""
+    result: str | None = None
+    """The finished call's result (JSON text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """A `toolrt serve` process as it last reported itself to the store."""
+
+    id: str
+    digest: str
+    """The digest of the snapshot it serves."""
+    ready: bool
+    detail: str
+    """Host, pid and address, as the replica describes itself."""
+    seen: float
+    """When it last reported (seconds since the epoch)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Pruned:
     """What a retention pass removed."""
@@ -96,6 +140,16 @@ class Store(ABC):
             StoreError: the record could not be written.
         """
 
+    def append_audit_saving_session(self, row: AuditRow, session: str, state: Mapping[str, Any], now: float) -> None:
+        """`save_session(session, state, now)` and `append_audit(row)` together: one round trip where the
+        engine can (the state a call left and its record, written as the call ends).
+
+        Raises:
+            StoreError: either could not be written.
+        """
+        self.save_session(session, state, now)
+        self.append_audit(row)
+
     @abstractmethod
     def audit_records(self, query: AuditQuery | None = None) -> list[AuditRow]:
         """The records `query` selects, oldest first."""
@@ -113,6 +167,10 @@ class Store(ABC):
     @abstractmethod
     def drop_session(self, session: str) -> None:
         """Forget `session`'s state and approvals; an unknown session is ignored."""
+
+    def load_session_and_approvals(self, session: str) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]]]:
+        """`load_session` and `approvals` of `session` together: one round trip where the engine can."""
+        return self.load_session(session), self.approvals(session)
 
     @abstractmethod
     def add_approval(self, session: str, agent: str, permission: str, pattern: str, now: float) -> bool:
@@ -132,6 +190,37 @@ class Store(ABC):
     @abstractmethod
     def signing_key(self, version: int, make: Callable[[], str]) -> str:
         """Key `version`, made with `make()` by the first process that asks; every process gets that one."""
+
+    # --- calls (idempotency) -----------------------------------------------------------------------
+
+    @abstractmethod
+    def claim_call(self, session: str, key: str, fingerprint: str, now: float) -> CallClaim:
+        """Record the call `key` of `session` as started before it runs, unless a call with that key was
+        started less than `CALL_CLAIM_SECONDS` ago (by any process): then say what became of it. Atomic:
+        of two processes claiming one key, one gets `new`.
+
+        Raises:
+            StoreError: the claim could not be written (the call must not run).
+        """
+
+    @abstractmethod
+    def finish_call(self, session: str, key: str, result: str | None) -> None:
+        """Keep the claimed call's result (JSON text) for its retries; None releases the key (the call
+        did not finish: it waits for the client's input, and its retry runs it)."""
+
+    # --- replicas -----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def report_replica(self, replica: Replica) -> None:
+        """Keep what `replica` says of itself (replacing its last report)."""
+
+    @abstractmethod
+    def replicas(self) -> list[Replica]:
+        """Every replica's last report, most recently seen first."""
+
+    @abstractmethod
+    def drop_replica(self, replica_id: str) -> None:
+        """Forget a replica (it stopped)."""
 
     # --- upkeep -------------------------------------------------------------------------------------
 

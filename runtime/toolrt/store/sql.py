@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ..errors import StoreError
 from .migrations import LATEST, MIGRATIONS, Dialect
-from .model import AuditQuery, AuditRow, Pruned, Store, cutoff
+from .model import CALL_CLAIM_SECONDS, AuditQuery, AuditRow, CallClaim, Pruned, Replica, Store, cutoff
 
 __all__ = ["Cursor", "SqlStore"]
 
@@ -116,6 +116,23 @@ class SqlStore(Store):
             (row.time, row.session, row.tool, row.status, row.decision, row.record),
         )
 
+    def append_audit_saving_session(self, row: AuditRow, session: str, state: Mapping[str, Any], now: float) -> None:
+        text = json.dumps(state, separators=(",", ":"), default=str)
+        with self._transaction() as cursor:  # one commit (SQLite: one WAL write) for both
+            cursor.execute(
+                self._sql(
+                    "INSERT INTO toolrt_sessions (id, state, touched) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET state = excluded.state, touched = excluded.touched"
+                ),
+                (session, text, now),
+            )
+            cursor.execute(
+                self._sql(
+                    "INSERT INTO toolrt_audit (time, session, tool, status, decision, record) VALUES (?, ?, ?, ?, ?, ?)"
+                ),
+                (row.time, row.session, row.tool, row.status, row.decision, row.record),
+            )
+
     def audit_records(self, query: AuditQuery | None = None) -> list[AuditRow]:
         query = query or AuditQuery()
         conditions: list[str] = []
@@ -146,6 +163,26 @@ class SqlStore(Store):
             return None
         state: dict[str, Any] = json.loads(row[0])
         return state
+
+    def load_session_and_approvals(self, session: str) -> tuple[dict[str, Any] | None, list[tuple[str, str, str]]]:
+        with self._statement() as cursor:
+            cursor.execute(
+                self._sql(
+                    "SELECT 0, 0, state, NULL, NULL, NULL FROM toolrt_sessions WHERE id = ?"
+                    " UNION ALL SELECT 1, id, NULL, agent, permission, pattern FROM toolrt_approvals WHERE session = ?"
+                    " ORDER BY 1, 2"
+                ),
+                (session, session),
+            )
+            rows = cursor.fetchall()
+        state: dict[str, Any] | None = None
+        approvals: list[tuple[str, str, str]] = []
+        for row in rows:
+            if row[0] == 0:
+                state = json.loads(row[2])
+            else:
+                approvals.append((row[3], row[4], row[5]))
+        return state, approvals
 
     def save_session(self, session: str, state: Mapping[str, Any], now: float) -> None:
         text = json.dumps(state, separators=(",", ":"), default=str)
@@ -201,6 +238,55 @@ class SqlStore(Store):
             row = cursor.fetchone()
         return str(row[0])
 
+    # --- calls (idempotency) -----------------------------------------------------------------------
+
+    def claim_call(self, session: str, key: str, fingerprint: str, now: float) -> CallClaim:
+        with self._transaction() as cursor:
+            cursor.execute(
+                self._sql(
+                    "INSERT INTO toolrt_calls (session, key, fingerprint, started, result) VALUES (?, ?, ?, ?, NULL)"
+                    " ON CONFLICT (session, key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+                    " started = excluded.started, result = NULL WHERE toolrt_calls.started < ?"
+                ),
+                (session, key, fingerprint, now, now - CALL_CLAIM_SECONDS),
+            )
+            if cursor.rowcount == 1:
+                return CallClaim("new")
+            cursor.execute(
+                self._sql("SELECT fingerprint, result FROM toolrt_calls WHERE session = ? AND key = ?"), (session, key)
+            )
+            row = cursor.fetchone()
+        if row is None:  # removed between the two statements (retention): the caller may try again
+            raise StoreError(f"{self.where}: the call's key vanished while it was claimed")
+        if row[0] != fingerprint:
+            return CallClaim("conflict")
+        return CallClaim("started") if row[1] is None else CallClaim("finished", str(row[1]))
+
+    def finish_call(self, session: str, key: str, result: str | None) -> None:
+        if result is None:
+            self._run("DELETE FROM toolrt_calls WHERE session = ? AND key = ?", (session, key))
+        else:
+            self._run("UPDATE toolrt_calls SET result = ? WHERE session = ? AND key = ?", (result, session, key))
+
+    # --- replicas -----------------------------------------------------------------------------------
+
+    def report_replica(self, replica: Replica) -> None:
+        self._run(
+            "INSERT INTO toolrt_replicas (id, digest, ready, detail, seen) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET digest = excluded.digest, ready = excluded.ready,"
+            " detail = excluded.detail, seen = excluded.seen",
+            (replica.id, replica.digest, int(replica.ready), replica.detail, replica.seen),
+        )
+
+    def replicas(self) -> list[Replica]:
+        with self._statement() as cursor:
+            cursor.execute("SELECT id, digest, ready, detail, seen FROM toolrt_replicas ORDER BY seen DESC, id")
+            rows = cursor.fetchall()
+        return [Replica(str(r[0]), str(r[1]), bool(r[2]), str(r[3]), float(r[4])) for r in rows]
+
+    def drop_replica(self, replica_id: str) -> None:
+        self._run("DELETE FROM toolrt_replicas WHERE id = ?", (replica_id,))
+
     # --- upkeep -------------------------------------------------------------------------------------
 
     def prune(self, now: float, *, audit_days: float | None, session_days: float | None) -> Pruned:
@@ -222,6 +308,7 @@ class SqlStore(Store):
                 )
                 cursor.execute(self._sql("DELETE FROM toolrt_sessions WHERE touched < ?"), (sessions_before,))
                 sessions = max(cursor.rowcount, 0)
+            cursor.execute(self._sql("DELETE FROM toolrt_calls WHERE started < ?"), (now - CALL_CLAIM_SECONDS,))
             cursor.execute(self._sql("DELETE FROM toolrt_nonces WHERE expires <= ?"), (now,))
             nonces = max(cursor.rowcount, 0)
         return Pruned(audit, sessions, nonces)
