@@ -14,6 +14,7 @@ from toolrt.call.record import CallRecord, Recorder
 from toolrt.permissions.model import Decision, PatternDecision
 from toolrt.result import ToolResult
 from toolrt.scope import CallScope
+from toolrt.store import session_id
 
 # Every record goes through the Recorder, the one encoder production writes the log with.
 
@@ -37,7 +38,7 @@ def _written(n: int) -> dict[str, Any]:
     """What `_record(n)` reads back as (but the time)."""
     return {
         "time": "2026-01-01T00:00:00Z",
-        "session": "s",
+        "session": session_id("s"),  # the file names a session by its derived id, never its token
         "agent": "build",
         "model": "m",
         "tool": "bash",
