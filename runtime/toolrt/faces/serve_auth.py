@@ -135,6 +135,21 @@ class JwksKeys:
         self._fetched = time.monotonic()
 
 
+_DATE_CLAIMS = ("exp", "nbf", "iat")
+_LATEST_DATE = 253402300799
+"""9999-12-31T23:59:59Z: a date claim past it is refused (it would not fit a float or a datetime)."""
+
+
+def _numeric_date(value: object) -> bool:
+    """Whether a date claim is absent or a NumericDate (RFC 7519: a JSON number; PyJWT also takes numeric
+    strings) within the range a timestamp can hold."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -_LATEST_DATE <= value <= _LATEST_DATE
+
+
 def token_scopes(claims: Mapping[str, Any]) -> list[str]:
     """A token's scopes: `scope` (space-separated, RFC 9068) or `scp` (a list or a string)."""
     raw = claims.get("scope", claims.get("scp"))
@@ -196,7 +211,9 @@ class JwtVerifier:
                 leeway=CLOCK_SKEW_SECONDS,
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
-        except (jwt.InvalidTokenError, jwt.PyJWKError, ValueError, TypeError):
+        except (jwt.PyJWTError, ValueError, TypeError, OverflowError):
+            return None
+        if not all(_numeric_date(claims.get(name)) for name in _DATE_CLAIMS):
             return None
         subject = str(claims["sub"])
         client = claims.get("client_id", claims.get("azp", subject))
@@ -248,7 +265,8 @@ class ScopeGate:
             chunks.append(chunk)
             more = bool(message.get("more_body")) and size <= _MAX_BODY
         body = b"".join(chunks)
-        missing = self._missing(body, scope) if b"tools/call" in body else []
+        # a method spelled with JSON escapes (`tools\/call`) is the same method: any backslash is parsed too
+        missing = self._missing(body, scope) if b"tools/call" in body or b"\\" in body else []
         if missing:
             await self._refuse(send, missing)
             return
