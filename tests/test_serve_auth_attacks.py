@@ -4,14 +4,39 @@ them found, or covers a mechanism no other test attacks."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx2 as httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from oauth_issuer import Issuer
+from processes import holding
 from test_serve_auth import HEADERS, open_session, ran, run, with_token
+from test_serve_input_required import ECHO, ELICITING, _approve
+from test_serve_tasks import (
+    MODERN,
+    Ack,
+    Tasks,
+    UpdateParams,
+    UpdateTask,
+    _gone,
+    _handle,
+    _marker,
+    cancel_task,
+    get_task,
+)
+from test_serve_tasks import project as tasks_project
 
 from toolrt.api import Runtime
+from toolrt.audit import read_records
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
@@ -56,3 +81,92 @@ def test_date_claims_that_are_not_numbers_or_past_any_date_are_401_not_a_server_
 
     run(tmp_path, body)
     assert answers == dict.fromkeys(answers, 401)
+
+
+async def modern_call(
+    http: httpx.AsyncClient, url: str, token: str, arguments: Mapping[str, Any], **extra: Any
+) -> tuple[int, dict[str, Any]]:
+    """One 2026-07-28 `tools/call` of `guarded` with `token` (no handshake, no session); (HTTP status, reply)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": ELICITING,
+    }
+    params = {"name": "guarded", "arguments": dict(arguments), "_meta": meta, **extra}
+    headers = {
+        **HEADERS,
+        "authorization": f"Bearer {token}",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": "guarded",
+    }
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    answer = await http.post(url, json=message, headers=headers)
+    text = answer.text
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        text = [line[5:] for line in text.splitlines() if line.startswith("data:") and '"id"' in line][-1]
+    return answer.status_code, json.loads(text)
+
+
+def test_bob_reaches_none_of_alices_task_pending_ask_or_always_approval(tmp_path: Path) -> None:
+    """Over the sessionless 2026-07-28 protocol two principals that name no session each get their own:
+    bob naming alice's task id (`tasks/get`, `tasks/update`, `tasks/cancel`), replaying her sealed
+    `requestState` with an approving answer, or calling after she answered "always", reaches nothing of
+    hers, and nothing runs for him."""
+    seconds = _marker()
+    refused: dict[str, str] = {}
+
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        alice, bob = issuer.mint(audience=url, sub="alice"), issuer.mint(audience=url, sub="bob")
+
+        def client(token: str) -> tuple[httpx.AsyncClient, Client]:
+            http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            return http, Client(streamable_http_client(url, http_client=http), mode=MODERN, extensions=[Tasks()])
+
+        alice_http, alices = client(alice)
+        bob_http, bobs = client(bob)
+        async with alice_http, alices, bob_http, bobs:
+            handle = await _handle(alices, "sleeper", {"seconds": seconds})
+            with anyio.fail_after(15):
+                while not holding(seconds):
+                    await anyio.sleep(0.02)
+            update = UpdateTask(params=UpdateParams(task_id=handle.task_id, input_responses={}))
+            attempts: dict[str, Callable[[], Awaitable[object]]] = {
+                "get": lambda: get_task(bobs, handle.task_id),
+                "cancel": lambda: cancel_task(bobs, handle.task_id),
+                "update": lambda: bobs.session.send_request(update, Ack),
+            }
+            for name, attempt in attempts.items():
+                with pytest.raises(MCPError) as caught:
+                    await attempt()
+                refused[name] = f"{caught.value.code} {caught.value}"
+            assert (await get_task(alices, handle.task_id)).status == "working"  # bob's cancel did nothing
+            assert holding(seconds)
+            await cancel_task(alices, handle.task_id)
+            await _gone(seconds)
+
+        async with httpx.AsyncClient(timeout=30) as http:
+            status, asked = await modern_call(http, url, alice, {"word": "hers"})
+            assert status == 200 and asked["result"]["resultType"] == "input_required", asked
+            state = asked["result"]["requestState"]
+            status, stolen = await modern_call(
+                http, url, bob, {"word": "hers"}, inputResponses=_approve(asked), requestState=state
+            )
+            assert status == 400 and stolen["error"]["message"] == "Invalid or expired requestState", stolen
+            status, done = await modern_call(
+                http, url, alice, {"word": "hers"}, inputResponses=_approve(asked, "always"), requestState=state
+            )
+            assert status == 200 and done["result"]["content"][0]["text"] == "hers\n", done
+            status, again = await modern_call(http, url, bob, {"word": "hers"})  # her "always" is hers
+            assert status == 200 and again["result"]["resultType"] == "input_required", again
+            status, hers = await modern_call(http, url, alice, {"word": "hers"})
+            assert status == 200 and hers["result"]["content"][0]["text"] == "hers\n", hers
+
+    root = tasks_project(tmp_path)
+    (root / "tools.d" / "guarded.yaml").write_text(ECHO, encoding="utf-8")  # its "always" keeps `*`
+    run(tmp_path, body, root=root)
+    assert set(refused) == {"get", "cancel", "update"}
+    assert all(text.startswith(f"{types.INVALID_PARAMS} ") for text in refused.values()), refused
+    records, _ = read_records(tmp_path / "data" / "audit.jsonl")
+    guarded = [(r["principal"], r["status"]) for r in records if r["tool"] == "guarded"]
+    assert guarded == [("alice", "input_required"), ("alice", "ok"), ("bob", "input_required"), ("alice", "ok")]
