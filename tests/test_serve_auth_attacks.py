@@ -37,6 +37,7 @@ from test_serve_tasks import project as tasks_project
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
+from toolrt.faces import serve_auth
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
@@ -170,3 +171,34 @@ def test_bob_reaches_none_of_alices_task_pending_ask_or_always_approval(tmp_path
     records, _ = read_records(tmp_path / "data" / "audit.jsonl")
     guarded = [(r["principal"], r["status"]) for r in records if r["tool"] == "guarded"]
     assert guarded == [("alice", "input_required"), ("alice", "ok"), ("bob", "input_required"), ("alice", "ok")]
+
+
+def test_a_jwks_that_is_huge_redirects_or_is_not_an_object_is_as_down_and_keys_held_stay(tmp_path: Path) -> None:
+    """A key set past `MAX_JWKS_BYTES` is not read to its end (it was read whole into memory, and its
+    keys trusted), a redirect is not followed, and a JSON array is garbled: each counts as down, and
+    keys fetched before still verify."""
+
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        token = issuer.mint(audience=url)
+
+        def verifier() -> serve_auth.JwtVerifier:
+            return serve_auth.JwtVerifier(issuer.url, url, serve_auth.JwksKeys(issuer.jwks_url, min_refetch=0.0))
+
+        issuer.jwks_padding = 64 * serve_auth.MAX_JWKS_BYTES
+        with anyio.fail_after(5):
+            assert await verifier().verify_token(token) is None
+        issuer.jwks_padding = serve_auth.MAX_JWKS_BYTES // 2  # large, yet within the bound
+        assert await verifier().verify_token(token) is not None
+        issuer.jwks_padding = 0
+        issuer.jwks_redirect = issuer.jwks_url + "?followed"
+        assert await verifier().verify_token(token) is None
+        issuer.jwks_redirect, issuer.jwks_answer = None, [issuer.jwks()]
+        assert await verifier().verify_token(token) is None
+        issuer.jwks_answer = None
+        held = verifier()
+        assert await held.verify_token(token) is not None
+        issuer.jwks_padding = 64 * serve_auth.MAX_JWKS_BYTES  # the issuer's set turns huge: the held keys stay
+        assert await held.verify_token(issuer.mint(audience=url, headers={"kid": "rotated"})) is None
+        assert await held.verify_token(issuer.mint(audience=url, jti="another")) is not None
+
+    run(tmp_path, body)

@@ -10,7 +10,8 @@ hands the token to the request's handlers. This module adds:
   only: `none` and HMAC are refused, so a token "signed" with the public key as an HS256 secret is
   too), `iss`, `aud` (this server's resource URL), `exp`/`nbf`/`iat` with `CLOCK_SKEW_SECONDS`; a token
   over `MAX_TOKEN_CHARS` is refused unread;
-- `JwksKeys`: the issuer's keys, fetched with a bounded wait (`JWKS_WAIT_SECONDS`), kept
+- `JwksKeys`: the issuer's keys, fetched with a bounded wait (`JWKS_WAIT_SECONDS`) and size
+  (`MAX_JWKS_BYTES`; a redirect is not followed), kept
   (`JWKS_REFRESH_SECONDS`) and used while the endpoint is down; an unknown `kid` refetches at most once
   per `JWKS_MIN_REFETCH_SECONDS`; no key, no entry (fail closed);
 - `ScopeGate`: `403 insufficient_scope` for a `tools/call` whose tool's `scopes:` the token lacks.
@@ -42,6 +43,7 @@ __all__ = [
     "ASYMMETRIC_ALGORITHMS",
     "CLOCK_SKEW_SECONDS",
     "JWKS_WAIT_SECONDS",
+    "MAX_JWKS_BYTES",
     "MAX_TOKEN_CHARS",
     "JwksKeys",
     "JwtVerifier",
@@ -61,6 +63,8 @@ MAX_TOKEN_CHARS = 8192
 """A bearer token longer than this is refused before it is parsed."""
 JWKS_WAIT_SECONDS = 5.0
 """How long a JWKS fetch may take; a slower endpoint counts as down."""
+MAX_JWKS_BYTES = 1024 * 1024
+"""A JWKS answer longer than this is not read to its end (an issuer's key set is a few KiB): as down."""
 JWKS_REFRESH_SECONDS = 300.0
 """Keys older than this are fetched again on next use (kept if the endpoint is down)."""
 JWKS_MIN_REFETCH_SECONDS = 10.0
@@ -124,12 +128,22 @@ class JwksKeys:
         self._tried = time.monotonic()
         try:
             with anyio.fail_after(self._wait):
-                async with httpx2.AsyncClient(timeout=self._wait, follow_redirects=False) as client:
-                    response = await client.get(self._url, headers={"Accept": "application/json"})
-            response.raise_for_status()
-            keys = jwt.PyJWKSet.from_dict(response.json())
-        except (TimeoutError, httpx2.HTTPError, ValueError, jwt.PyJWKSetError, jwt.InvalidKeyError):
-            return  # down, slow or garbled: the keys held stay, and nothing new is trusted
+                async with (
+                    httpx2.AsyncClient(timeout=self._wait, follow_redirects=False) as client,
+                    client.stream("GET", self._url, headers={"Accept": "application/json"}) as response,
+                ):
+                    response.raise_for_status()
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_JWKS_BYTES:
+                            return  # no issuer's key set is this large: the memory is not spent on it
+            document = json.loads(body)
+            if not isinstance(document, dict):
+                return
+            keys = jwt.PyJWKSet.from_dict(document)
+        except (TimeoutError, httpx2.HTTPError, ValueError, TypeError, jwt.PyJWKSetError, jwt.InvalidKeyError):
+            return  # down, slow, huge or garbled: the keys held stay, and nothing new is trusted
         usable = {key.key_id: key for key in keys.keys if key.public_key_use in (None, "sig")}
         self._keys = usable
         self._fetched = time.monotonic()
