@@ -202,3 +202,45 @@ def test_a_jwks_that_is_huge_redirects_or_is_not_an_object_is_as_down_and_keys_h
         assert await held.verify_token(issuer.mint(audience=url, jti="another")) is not None
 
     run(tmp_path, body)
+
+
+READER = """\
+id: reader
+description: "Returns what the request's authentication context holds, as a tool in the server's process could."
+parameters: {type: object, properties: {}}
+handler: {python: "reader_tool:reader"}
+"""
+READER_CODE = """\
+def reader(args, ctx):
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    token = get_access_token()
+    return "none" if token is None else f"{token.subject} {token.token}"
+"""
+
+
+def test_a_python_tool_in_the_servers_process_does_not_get_the_bearer_token_from_the_request_context(
+    tmp_path: Path,
+) -> None:
+    """The SDK's `get_access_token()` is the documented way to the caller's token; it held the raw JWT, so
+    any Python handler could read (and return, or send on) the caller's bearer token."""
+    root = tmp_path / "reading"
+    (root / "tools.d").mkdir(parents=True)
+    (root / "tools.d" / "reader.yaml").write_text(READER, encoding="utf-8")
+    (root / "reader_tool.py").write_text(READER_CODE, encoding="utf-8")
+    (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
+    (root / "permissions.yaml").write_text("permission:\n  reader: allow\n", encoding="utf-8")
+    seen: dict[str, str] = {}
+
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        token = seen["token"] = issuer.mint(audience=url, sub="alice")
+        async with httpx.AsyncClient(timeout=30) as http:
+            headers = await open_session(http, url, token)
+            message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "reader"}}
+            answer = await http.post(url, json=message, headers=headers)
+            assert answer.status_code == 200 and '"isError":false' in answer.text, answer.text
+            seen["answer"] = answer.text
+
+    run(tmp_path, body, root=root)
+    assert "alice " in seen["answer"]  # the caller's identity is there for a tool to use
+    assert seen["token"] not in seen["answer"] and seen["token"].split(".")[2] not in seen["answer"]

@@ -16,11 +16,13 @@ hands the token to the request's handlers. This module adds:
   per `JWKS_MIN_REFETCH_SECONDS`; no key, no entry (fail closed);
 - `ScopeGate`: `403 insufficient_scope` for a `tools/call` whose tool's `scopes:` the token lacks.
 
-The token itself is never logged, recorded or passed on: only its claims leave this module.
+The token itself is never logged, recorded or passed on: only its claims leave this module (the SDK's
+`AccessToken` of a request carries the token's digest in its `token`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -51,6 +53,7 @@ __all__ = [
     "check_settings",
     "metadata_app",
     "protect",
+    "token_digest",
     "token_scopes",
 ]
 
@@ -164,6 +167,11 @@ def _numeric_date(value: object) -> bool:
     return -_LATEST_DATE <= value <= _LATEST_DATE
 
 
+def token_digest(token: str) -> str:
+    """What stands for a bearer token past its verification: `sha256:` and its SHA-256, in hex."""
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+
+
 def token_scopes(claims: Mapping[str, Any]) -> list[str]:
     """A token's scopes: `scope` (space-separated, RFC 9068) or `scp` (a list or a string)."""
     raw = claims.get("scope", claims.get("scp"))
@@ -184,26 +192,30 @@ class JwtVerifier:
         self._clock = clock
         """The time (`time.time`) a remembered verification is compared with."""
         self._verified: dict[str, tuple[float, AccessToken]] = {}
-        """Token → (until when it counts as verified, `time.time()`; what it verified to)."""
+        """Token digest → (until when it counts as verified, `time.time()`; what it verified to)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        """The token's identity and scopes, or None when it does not verify (the caller answers 401)."""
+        """The token's identity and scopes, or None when it does not verify (the caller answers 401).
+
+        The `AccessToken` holds the token's digest (`token_digest`), never the token: the SDK hands it to
+        every handler of the request (`get_access_token()`), Python tools in this process included."""
         if len(token) > MAX_TOKEN_CHARS:
             return None
-        remembered = self._verified.get(token)
+        digest = token_digest(token)
+        remembered = self._verified.get(digest)
         if remembered is not None:
             if self._clock() < remembered[0]:
                 return remembered[1]
-            del self._verified[token]
-        verified = await self._verify(token)
+            del self._verified[digest]
+        verified = await self._verify(token, digest)
         if verified is not None:
             if len(self._verified) >= VERIFIED_TOKENS:
                 del self._verified[next(iter(self._verified))]
             until = min(self._clock() + VERIFIED_SECONDS, float(verified.expires_at or 0))
-            self._verified[token] = (until, verified)
+            self._verified[digest] = (until, verified)
         return verified
 
-    async def _verify(self, token: str) -> AccessToken | None:
+    async def _verify(self, token: str, digest: str) -> AccessToken | None:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
@@ -232,7 +244,7 @@ class JwtVerifier:
         subject = str(claims["sub"])
         client = claims.get("client_id", claims.get("azp", subject))
         return AccessToken(
-            token=token,
+            token=digest,
             client_id=str(client),
             scopes=token_scopes(claims),
             expires_at=int(claims["exp"]),
