@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from test_serve_tasks import project as tasks_project
 
 from toolrt.api import Runtime
 from toolrt.audit import read_records
+from toolrt.config.settings import AuthSettings
 from toolrt.faces import serve_auth
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -244,3 +245,30 @@ def test_a_python_tool_in_the_servers_process_does_not_get_the_bearer_token_from
     run(tmp_path, body, root=root)
     assert "alice " in seen["answer"]  # the caller's identity is there for a tool to use
     assert seen["token"] not in seen["answer"] and seen["token"].split(".")[2] not in seen["answer"]
+
+
+def test_a_websocket_upgrade_reaches_nothing_behind_authentication(tmp_path: Path) -> None:
+    """uvicorn upgrades a WebSocket request (the `websockets` package is installed): the protected app
+    passed any scope but HTTP's to the MCP app unauthenticated; it closes one now, whatever its path."""
+    reached: list[str] = []
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def inner(scope: MutableMapping[str, Any], receive: serve_auth.Receive, send: serve_auth.Send) -> None:
+        reached.append(scope["type"])
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    async def receive() -> MutableMapping[str, Any]:
+        return {"type": "websocket.connect"}
+
+    auth = AuthSettings(issuer="http://127.0.0.1:1", audience="http://127.0.0.1:2/mcp", jwks_url="http://127.0.0.1:1/j")
+    app = serve_auth.protect(inner, auth, lambda tool: (), lambda claims: None, ())
+
+    async def upgrade() -> None:
+        for path in ("/mcp", "/.well-known/oauth-protected-resource", "/"):
+            scope: dict[str, Any] = {"type": "websocket", "path": path, "headers": [], "subprotocols": ["mcp"]}
+            await app(scope, receive, send)
+
+    anyio.run(upgrade)
+    assert reached == [] and sent == [{"type": "websocket.close", "code": 1008}] * 3

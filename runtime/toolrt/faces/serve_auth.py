@@ -408,7 +408,9 @@ def protect(
             await metadata(scope, receive, send)
         elif scope["type"] == "http":
             await authenticated(scope, receive, send)
-        else:  # lifespan: the SDK's session manager starts and stops with the server
+        elif scope["type"] == "lifespan":  # the SDK's session manager starts and stops with the server
             await app(scope, receive, send)
+        else:  # a WebSocket (uvicorn accepts the upgrade): nothing unauthenticated reaches the app
+            await send({"type": "websocket.close", "code": 1008})
 
     return dispatch
