@@ -4,16 +4,22 @@ them found, or covers a mechanism no other test attacks."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2 as httpx
+import jwt
 import mcp_types as types
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -272,3 +278,55 @@ def test_a_websocket_upgrade_reaches_nothing_behind_authentication(tmp_path: Pat
 
     anyio.run(upgrade)
     assert reached == [] and sent == [{"type": "websocket.close", "code": 1008}] * 3
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _hmac_token(issuer: Issuer, url: str, secret: bytes, alg: str, kid: str) -> str:
+    header = _b64(json.dumps({"alg": alg, "typ": "JWT", "kid": kid}).encode())
+    claims = {"iss": issuer.url, "aud": url, "sub": "mallory", "exp": int(time.time()) + 300}
+    body = _b64(json.dumps(claims).encode())
+    signature = hmac.new(secret, f"{header}.{body}".encode(), hashlib.sha256).digest()
+    return f"{header}.{body}.{_b64(signature)}"
+
+
+def test_jwt_header_tricks_and_a_symmetric_key_in_the_jwks_verify_nothing(tmp_path: Path) -> None:
+    """A token signed by the attacker's own key named in `jwk`, `jku` or `x5u`, one with a `crit`
+    extension nobody understands, and tokens HMAC-signed with a symmetric key the issuer's JWKS
+    publishes (its secret is public), under `RS256` or `HS256`: none verifies. The symmetric key of the
+    same `kid` as the signing key does not shadow it (that refused the issuer's own tokens)."""
+    mine = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = jwt.algorithms.RSAAlgorithm.to_jwk(mine.public_key(), as_dict=True)
+    secret = b"a secret everyone can read in the JWKS"
+    results: dict[str, bool] = {}
+
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        def verifier() -> serve_auth.JwtVerifier:
+            return serve_auth.JwtVerifier(issuer.url, url, serve_auth.JwksKeys(issuer.jwks_url, min_refetch=0.0))
+
+        claims = {"iss": issuer.url, "aud": url, "sub": "mallory", "exp": int(time.time()) + 300}
+        forged = {
+            f"own key in {header}": jwt.encode(claims, mine, "RS256", headers={"kid": issuer.kid, header: value})
+            for header, value in (("jwk", public), ("jku", f"{issuer.url}/mine"), ("x5u", f"{issuer.url}/mine"))
+        }
+        forged["unknown crit"] = issuer.mint(audience=url, headers={"crit": ["exp-ext"], "exp-ext": 1})
+        oct_key = {"kty": "oct", "k": _b64(secret), "use": "sig"}
+        for kid in ("symmetric", issuer.kid):
+            issuer.jwks_answer = {"keys": [*issuer.jwks()["keys"], {**oct_key, "kid": kid}]}
+            checking = verifier()
+            for alg in ("RS256", "HS256"):
+                token = _hmac_token(issuer, url, secret, alg, kid)
+                results[f"{alg} with the JWKS's symmetric key {kid}"] = await checking.verify_token(token) is not None
+            results[f"the issuer's token beside symmetric {kid}"] = (
+                await checking.verify_token(issuer.mint(audience=url)) is not None
+            )
+        issuer.jwks_answer = None
+        checking = verifier()
+        for name, token in forged.items():
+            results[name] = await checking.verify_token(token) is not None
+
+    run(tmp_path, body)
+    issuers = {name for name in results if name.startswith("the issuer's token")}
+    assert {name for name, verified in results.items() if verified} == issuers

@@ -81,6 +81,9 @@ VERIFIED_TOKENS = 1024
 _MAX_BODY = 4 * 1024 * 1024
 """`ScopeGate` reads a POST body this long at most to find the tool it calls (the SDK's own limit)."""
 
+_PUBLIC_KEY_TYPES = frozenset(("RSA", "EC", "OKP"))
+"""The JWK `kty`s whose keys `ASYMMETRIC_ALGORITHMS` verify with."""
+
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -147,7 +150,13 @@ class JwksKeys:
             keys = jwt.PyJWKSet.from_dict(document)
         except (TimeoutError, httpx2.HTTPError, ValueError, TypeError, jwt.PyJWKSetError, jwt.InvalidKeyError):
             return  # down, slow, huge or garbled: the keys held stay, and nothing new is trusted
-        usable = {key.key_id: key for key in keys.keys if key.public_key_use in (None, "sig")}
+        # signing keys of a public-key type only: a symmetric key (whose secret the set publishes) could
+        # verify nothing anyway, and must not shadow the signing key of the same `kid`
+        usable = {
+            key.key_id: key
+            for key in keys.keys
+            if key.public_key_use in (None, "sig") and key.key_type in _PUBLIC_KEY_TYPES
+        }
         self._keys = usable
         self._fetched = time.monotonic()
 
