@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from oauth_issuer import Issuer
 from processes import holding
-from test_serve_auth import HEADERS, open_session, ran, run, with_token
+from test_serve_auth import HEADERS, PRINCIPALS, open_session, project, ran, run, with_token
 from test_serve_input_required import ECHO, ELICITING, _approve
 from test_serve_tasks import (
     MODERN,
@@ -330,3 +330,32 @@ def test_jwt_header_tricks_and_a_symmetric_key_in_the_jwks_verify_nothing(tmp_pa
     run(tmp_path, body)
     issuers = {name for name in results if name.startswith("the issuer's token")}
     assert {name for name, verified in results.items() if verified} == issuers
+
+
+def test_a_skill_is_listed_and_read_only_for_a_principal_whose_agent_may_load_it(tmp_path: Path) -> None:
+    """Skills are served as resources by the `skill` tool's decisions for the caller's agent: carol,
+    mapped to an agent that denies `skill`, neither lists nor reads the skill alice's agent may load."""
+    root = project(tmp_path)
+    folder = root / ".toolrt" / "skills" / "release"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: release\ndescription: Ship it.\n---\nShip.\n", encoding="utf-8")
+    (root / "toolrt.yaml").write_text("builtin_tools: [skill]\n", encoding="utf-8")
+    (root / "permissions.yaml").write_text(
+        "permission:\n  skill: allow\nagents:\n  readonly:\n    mode: primary\n    permission:\n      skill: deny\n",
+        encoding="utf-8",
+    )
+    read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "skill://release/SKILL.md"}}
+    listing = {"jsonrpc": "2.0", "id": 4, "method": "resources/list", "params": {}}
+
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        async with httpx.AsyncClient(timeout=30) as http:
+            alice = await open_session(http, url, issuer.mint(audience=url, sub="alice", groups=["admins"]))
+            carol = await open_session(http, url, issuer.mint(audience=url, sub="carol"))
+            assert "skill://release/SKILL.md" in (await http.post(url, json=listing, headers=alice)).text
+            assert "Ship." in (await http.post(url, json=read, headers=alice)).text
+            listed = await http.post(url, json=listing, headers=carol)
+            assert listed.status_code == 200 and "skill://release" not in listed.text, listed.text
+            refused = await http.post(url, json=read, headers=carol)
+            assert '"error"' in refused.text and "Ship." not in refused.text, refused.text
+
+    run(tmp_path, body, locked=PRINCIPALS, root=root)
