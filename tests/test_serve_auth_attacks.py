@@ -359,3 +359,21 @@ def test_a_skill_is_listed_and_read_only_for_a_principal_whose_agent_may_load_it
             assert '"error"' in refused.text and "Ship." not in refused.text, refused.text
 
     run(tmp_path, body, locked=PRINCIPALS, root=root)
+
+
+def test_a_flood_of_tokens_while_the_issuer_is_down_costs_one_jwks_fetch(tmp_path: Path) -> None:
+    """With no keys held (the issuer down since the start) every token fetched the JWKS again, one after
+    another under the lock: a flood of made-up tokens made as many fetches, and each request waited out
+    all those queued before it (at the 5 s bound each while the issuer is slow)."""
+
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        keys = serve_auth.JwksKeys(issuer.jwks_url, wait=0.5)
+        verifier = serve_auth.JwtVerifier(issuer.url, url, keys)
+        issuer.jwks_down = True
+        tokens = [issuer.mint(audience=url, jti=str(n)) for n in range(8)]
+        async with anyio.create_task_group() as group:
+            for token in tokens:
+                group.start_soon(verifier.verify_token, token)
+        assert issuer.jwks_hits == 1  # not eight, one after another
+
+    run(tmp_path, body)

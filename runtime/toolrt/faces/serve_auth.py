@@ -119,7 +119,9 @@ class JwksKeys:
         if found is not None and now - self._fetched < self._refresh:
             return found
         async with self._lock:
-            if time.monotonic() - self._tried >= self._min_refetch or not self._keys:
+            # with no keys held too: while the issuer is down, a flood of tokens costs one fetch per
+            # `min_refetch`, and requests queued on the lock do not each wait out a fetch of their own
+            if time.monotonic() - self._tried >= self._min_refetch:
                 await self._fetch()
         return self._find(kid)
 
