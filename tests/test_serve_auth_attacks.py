@@ -377,3 +377,18 @@ def test_a_flood_of_tokens_while_the_issuer_is_down_costs_one_jwks_fetch(tmp_pat
         assert issuer.jwks_hits == 1  # not eight, one after another
 
     run(tmp_path, body)
+
+
+def test_a_body_nested_too_deep_for_the_scope_gates_parser_is_the_sdks_parse_error(tmp_path: Path) -> None:
+    """100 000 nested arrays beside a `tools/call`: `json.loads` in the scope gate raised RecursionError,
+    which failed the request with HTTP 500 (and a traceback in the log) before the SDK could refuse it."""
+
+    async def body(rt: Runtime, issuer: Issuer, url: str) -> None:
+        async with httpx.AsyncClient(timeout=30) as http:
+            headers = await open_session(http, url, issuer.mint(audience=url, scope="tools"))
+            deep = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+            answer = await http.post(url, content=deep, headers=headers)
+            assert answer.status_code == 400 and "Parse error" in answer.text, answer.text
+
+    rt = run(tmp_path, body)
+    assert not ran(rt.root)

@@ -321,8 +321,8 @@ class ScopeGate:
     def _missing(self, body: bytes, scope: Scope) -> list[str]:
         try:
             message = json.loads(body)
-        except ValueError:
-            return []  # the SDK answers a parse error
+        except (ValueError, RecursionError):
+            return []  # the SDK answers a parse error (nesting too deep, too)
         if not isinstance(message, dict) or message.get("method") != "tools/call":
             return []
         params = message.get("params")
