@@ -9,6 +9,7 @@ for, as an authorization server following RFC 8707 does.
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -22,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from serve_http import free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 __all__ = ["Issuer", "TokenStore", "issuing"]
@@ -42,6 +43,12 @@ class Issuer:
     """Seconds the JWKS endpoint waits before answering (a slow issuer)."""
     jwks_down: bool = False
     """The JWKS endpoint answers 503."""
+    jwks_padding: int = 0
+    """Bytes of padding the JWKS answer carries in an extra member, streamed (a huge key set)."""
+    jwks_answer: Any = None
+    """What the JWKS endpoint answers instead of the key set (JSON), when set."""
+    jwks_redirect: str | None = None
+    """Where the JWKS endpoint redirects (302) instead of answering, when set."""
     groups: dict[str, list[str]] = field(default_factory=dict)
     """Client id → the `groups` claim its tokens carry."""
 
@@ -85,6 +92,21 @@ class Issuer:
                 await anyio.sleep(self.jwks_delay)
             if self.jwks_down:
                 return JSONResponse({"error": "down"}, status_code=503)
+            if self.jwks_redirect is not None:
+                return RedirectResponse(self.jwks_redirect, status_code=302)
+            if self.jwks_answer is not None:
+                return JSONResponse(self.jwks_answer)
+            if self.jwks_padding:
+                keys = json.dumps(self.jwks()["keys"]).encode()
+                padding = self.jwks_padding
+
+                async def padded() -> AsyncIterator[bytes]:
+                    yield b'{"keys": ' + keys + b', "padding": "'
+                    for start in range(0, padding, 1 << 16):
+                        yield b"x" * min(1 << 16, padding - start)
+                    yield b'"}'
+
+                return StreamingResponse(padded(), media_type="application/json")
             return JSONResponse(self.jwks())
 
         async def token(request: Request) -> Response:

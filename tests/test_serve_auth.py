@@ -89,9 +89,17 @@ def ran(root: Path) -> list[str]:
 Body = Callable[[Runtime, Issuer, str], Awaitable[None]]
 
 
-def run(tmp_path: Path, body: Body, *, locked: str | None = None, required: tuple[str, ...] = ()) -> Runtime:
-    """Serve the project with authentication against a loopback issuer; `body(rt, issuer, url)`."""
-    root = project(tmp_path)
+def run(
+    tmp_path: Path,
+    body: Body,
+    *,
+    locked: str | None = None,
+    required: tuple[str, ...] = (),
+    root: Path | None = None,
+) -> Runtime:
+    """Serve the project (`root`, else `project`'s) with authentication against a loopback issuer;
+    `body(rt, issuer, url)`."""
+    root = root or project(tmp_path)
     settings: dict[str, Any] = {"data_dir": tmp_path / "data"}
     if locked is not None:
         (tmp_path / "locked.yaml").write_text(locked, encoding="utf-8")

@@ -10,16 +10,19 @@ hands the token to the request's handlers. This module adds:
   only: `none` and HMAC are refused, so a token "signed" with the public key as an HS256 secret is
   too), `iss`, `aud` (this server's resource URL), `exp`/`nbf`/`iat` with `CLOCK_SKEW_SECONDS`; a token
   over `MAX_TOKEN_CHARS` is refused unread;
-- `JwksKeys`: the issuer's keys, fetched with a bounded wait (`JWKS_WAIT_SECONDS`), kept
+- `JwksKeys`: the issuer's keys, fetched with a bounded wait (`JWKS_WAIT_SECONDS`) and size
+  (`MAX_JWKS_BYTES`; a redirect is not followed), kept
   (`JWKS_REFRESH_SECONDS`) and used while the endpoint is down; an unknown `kid` refetches at most once
   per `JWKS_MIN_REFETCH_SECONDS`; no key, no entry (fail closed);
 - `ScopeGate`: `403 insufficient_scope` for a `tools/call` whose tool's `scopes:` the token lacks.
 
-The token itself is never logged, recorded or passed on: only its claims leave this module.
+The token itself is never logged, recorded or passed on: only its claims leave this module (the SDK's
+`AccessToken` of a request carries the token's digest in its `token`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -42,6 +45,7 @@ __all__ = [
     "ASYMMETRIC_ALGORITHMS",
     "CLOCK_SKEW_SECONDS",
     "JWKS_WAIT_SECONDS",
+    "MAX_JWKS_BYTES",
     "MAX_TOKEN_CHARS",
     "JwksKeys",
     "JwtVerifier",
@@ -49,6 +53,7 @@ __all__ = [
     "check_settings",
     "metadata_app",
     "protect",
+    "token_digest",
     "token_scopes",
 ]
 
@@ -61,6 +66,8 @@ MAX_TOKEN_CHARS = 8192
 """A bearer token longer than this is refused before it is parsed."""
 JWKS_WAIT_SECONDS = 5.0
 """How long a JWKS fetch may take; a slower endpoint counts as down."""
+MAX_JWKS_BYTES = 1024 * 1024
+"""A JWKS answer longer than this is not read to its end (an issuer's key set is a few KiB): as down."""
 JWKS_REFRESH_SECONDS = 300.0
 """Keys older than this are fetched again on next use (kept if the endpoint is down)."""
 JWKS_MIN_REFETCH_SECONDS = 10.0
@@ -73,6 +80,9 @@ VERIFIED_TOKENS = 1024
 """Verified tokens remembered at most (the oldest are forgotten first)."""
 _MAX_BODY = 4 * 1024 * 1024
 """`ScopeGate` reads a POST body this long at most to find the tool it calls (the SDK's own limit)."""
+
+_PUBLIC_KEY_TYPES = frozenset(("RSA", "EC", "OKP"))
+"""The JWK `kty`s whose keys `ASYMMETRIC_ALGORITHMS` verify with."""
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -109,7 +119,9 @@ class JwksKeys:
         if found is not None and now - self._fetched < self._refresh:
             return found
         async with self._lock:
-            if time.monotonic() - self._tried >= self._min_refetch or not self._keys:
+            # with no keys held too: while the issuer is down, a flood of tokens costs one fetch per
+            # `min_refetch`, and requests queued on the lock do not each wait out a fetch of their own
+            if time.monotonic() - self._tried >= self._min_refetch:
                 await self._fetch()
         return self._find(kid)
 
@@ -124,15 +136,51 @@ class JwksKeys:
         self._tried = time.monotonic()
         try:
             with anyio.fail_after(self._wait):
-                async with httpx2.AsyncClient(timeout=self._wait, follow_redirects=False) as client:
-                    response = await client.get(self._url, headers={"Accept": "application/json"})
-            response.raise_for_status()
-            keys = jwt.PyJWKSet.from_dict(response.json())
-        except (TimeoutError, httpx2.HTTPError, ValueError, jwt.PyJWKSetError, jwt.InvalidKeyError):
-            return  # down, slow or garbled: the keys held stay, and nothing new is trusted
-        usable = {key.key_id: key for key in keys.keys if key.public_key_use in (None, "sig")}
+                async with (
+                    httpx2.AsyncClient(timeout=self._wait, follow_redirects=False) as client,
+                    client.stream("GET", self._url, headers={"Accept": "application/json"}) as response,
+                ):
+                    response.raise_for_status()
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_JWKS_BYTES:
+                            return  # no issuer's key set is this large: the memory is not spent on it
+            document = json.loads(body)
+            if not isinstance(document, dict):
+                return
+            keys = jwt.PyJWKSet.from_dict(document)
+        except (TimeoutError, httpx2.HTTPError, ValueError, TypeError, jwt.PyJWKSetError, jwt.InvalidKeyError):
+            return  # down, slow, huge or garbled: the keys held stay, and nothing new is trusted
+        # signing keys of a public-key type only: a symmetric key (whose secret the set publishes) could
+        # verify nothing anyway, and must not shadow the signing key of the same `kid`
+        usable = {
+            key.key_id: key
+            for key in keys.keys
+            if key.public_key_use in (None, "sig") and key.key_type in _PUBLIC_KEY_TYPES
+        }
         self._keys = usable
         self._fetched = time.monotonic()
+
+
+_DATE_CLAIMS = ("exp", "nbf", "iat")
+_LATEST_DATE = 253402300799
+"""9999-12-31T23:59:59Z: a date claim past it is refused (it would not fit a float or a datetime)."""
+
+
+def _numeric_date(value: object) -> bool:
+    """Whether a date claim is absent or a NumericDate (RFC 7519: a JSON number; PyJWT also takes numeric
+    strings) within the range a timestamp can hold."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -_LATEST_DATE <= value <= _LATEST_DATE
+
+
+def token_digest(token: str) -> str:
+    """What stands for a bearer token past its verification: `sha256:` and its SHA-256, in hex."""
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
 
 
 def token_scopes(claims: Mapping[str, Any]) -> list[str]:
@@ -155,26 +203,30 @@ class JwtVerifier:
         self._clock = clock
         """The time (`time.time`) a remembered verification is compared with."""
         self._verified: dict[str, tuple[float, AccessToken]] = {}
-        """Token → (until when it counts as verified, `time.time()`; what it verified to)."""
+        """Token digest → (until when it counts as verified, `time.time()`; what it verified to)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        """The token's identity and scopes, or None when it does not verify (the caller answers 401)."""
+        """The token's identity and scopes, or None when it does not verify (the caller answers 401).
+
+        The `AccessToken` holds the token's digest (`token_digest`), never the token: the SDK hands it to
+        every handler of the request (`get_access_token()`), Python tools in this process included."""
         if len(token) > MAX_TOKEN_CHARS:
             return None
-        remembered = self._verified.get(token)
+        digest = token_digest(token)
+        remembered = self._verified.get(digest)
         if remembered is not None:
             if self._clock() < remembered[0]:
                 return remembered[1]
-            del self._verified[token]
-        verified = await self._verify(token)
+            del self._verified[digest]
+        verified = await self._verify(token, digest)
         if verified is not None:
             if len(self._verified) >= VERIFIED_TOKENS:
                 del self._verified[next(iter(self._verified))]
             until = min(self._clock() + VERIFIED_SECONDS, float(verified.expires_at or 0))
-            self._verified[token] = (until, verified)
+            self._verified[digest] = (until, verified)
         return verified
 
-    async def _verify(self, token: str) -> AccessToken | None:
+    async def _verify(self, token: str, digest: str) -> AccessToken | None:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
@@ -196,12 +248,14 @@ class JwtVerifier:
                 leeway=CLOCK_SKEW_SECONDS,
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
-        except (jwt.InvalidTokenError, jwt.PyJWKError, ValueError, TypeError):
+        except (jwt.PyJWTError, ValueError, TypeError, OverflowError):
+            return None
+        if not all(_numeric_date(claims.get(name)) for name in _DATE_CLAIMS):
             return None
         subject = str(claims["sub"])
         client = claims.get("client_id", claims.get("azp", subject))
         return AccessToken(
-            token=token,
+            token=digest,
             client_id=str(client),
             scopes=token_scopes(claims),
             expires_at=int(claims["exp"]),
@@ -248,7 +302,8 @@ class ScopeGate:
             chunks.append(chunk)
             more = bool(message.get("more_body")) and size <= _MAX_BODY
         body = b"".join(chunks)
-        missing = self._missing(body, scope) if b"tools/call" in body else []
+        # a method spelled with JSON escapes (`tools\/call`) is the same method: any backslash is parsed too
+        missing = self._missing(body, scope) if b"tools/call" in body or b"\\" in body else []
         if missing:
             await self._refuse(send, missing)
             return
@@ -266,8 +321,8 @@ class ScopeGate:
     def _missing(self, body: bytes, scope: Scope) -> list[str]:
         try:
             message = json.loads(body)
-        except ValueError:
-            return []  # the SDK answers a parse error
+        except (ValueError, RecursionError):
+            return []  # the SDK answers a parse error (nesting too deep, too)
         if not isinstance(message, dict) or message.get("method") != "tools/call":
             return []
         params = message.get("params")
@@ -364,7 +419,9 @@ def protect(
             await metadata(scope, receive, send)
         elif scope["type"] == "http":
             await authenticated(scope, receive, send)
-        else:  # lifespan: the SDK's session manager starts and stops with the server
+        elif scope["type"] == "lifespan":  # the SDK's session manager starts and stops with the server
             await app(scope, receive, send)
+        else:  # a WebSocket (uvicorn accepts the upgrade): nothing unauthenticated reaches the app
+            await send({"type": "websocket.close", "code": 1008})
 
     return dispatch
