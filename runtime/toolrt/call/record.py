@@ -146,7 +146,8 @@ class Recorder:
 
     def record(self, entry: CallRecord) -> None:
         """Append the call's record: time, session, agent, model, tool, call_id, arguments, requests (each
-        permission and pattern with its action and deciding rule), duration_ms, status, output_bytes, error.
+        permission and pattern with its action and deciding rule), duration_ms, status, output_bytes, error,
+        and the connections toolrt's network proxy refused the call's process (`network_refused`), if any.
 
         The line is assembled from pre-encoded parts (who called which tool, the decision, the time up
         to the second), which costs a fraction of encoding the whole mapping on every call;
@@ -161,8 +162,10 @@ class Recorder:
         rest = (
             f'"call_id":{_string(entry.call_id)},"arguments":{_json(entry.args)},'
             f'"requests":{self._requests_json(entry.decision)},"duration_ms":{entry.duration * 1000:.3f},'
-            f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}}}'
+            f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}'
         )
+        refused = result.metadata.get("network_refused")
+        rest += f',"network_refused":{_json(refused)}}}' if refused else "}"
         if self.audit.path is not None:
             who = self._who_json(scope.session, entry.agent, scope.model, entry.tool)
             self.audit.append_line(f'{{"time":"{stamp}",{who},{rest}\n')

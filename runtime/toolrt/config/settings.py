@@ -58,6 +58,7 @@ __all__ = [
     "LspSettings",
     "ResolvedSettings",
     "RetentionSettings",
+    "NetworkNames",
     "SandboxSettings",
     "ServeSettings",
     "Settings",
@@ -97,14 +98,23 @@ class ServeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkNames:
+    """`sandbox.network: {allow: [...], deny: [...]}`: host names (and presets) reachable through toolrt's
+    proxy, the network otherwise off (see `toolrt.sandbox.netrules`)."""
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSettings:
     """The host's OS sandbox choices (all host-only); the project's `sandbox:` block may only tighten them
     and the locked file fixes what it names (see `toolrt.sandbox.policy`)."""
 
     mode: Literal["read-only", "workspace-write", "off"] | None = None
     """None: the default, `workspace-write`."""
-    network: bool | None = None
-    """None: the default, on."""
+    network: bool | NetworkNames | None = None
+    """None: the default, on; names: only those, through toolrt's proxy."""
     writable: tuple[Path, ...] | None = None
     """More writable directories (a package cache); relative paths are relative to the settings file."""
     sockets: tuple[Path, ...] | None = None
@@ -659,6 +669,8 @@ def _relative_to(base: Path | None, key: str, value: Any) -> Any:
     if key in ("sandbox.writable", "sandbox.sockets") and isinstance(value, str):  # a JSON list or PATH-style
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
+    if key == "sandbox.network" and isinstance(value, str) and value.strip().startswith("{"):  # names, as JSON
+        return json.loads(value)
     if key == "serve.task_tools" and isinstance(value, str):  # the environment: a JSON list or comma-separated
         text = value.strip()
         return json.loads(text) if text.startswith("[") else [name.strip() for name in text.split(",") if name.strip()]

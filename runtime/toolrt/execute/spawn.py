@@ -30,8 +30,10 @@ from typing import Any
 import anyio
 
 from ..sandbox import kernel, warden
+from ..sandbox.loopback import proxy_environment
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
+from ..sandbox.proxy import ProxySession, serve
 from ..sandbox.supervisor import supervise
 
 __all__ = ["PidfdProcess", "ServedProcess", "open_process"]
@@ -112,6 +114,8 @@ class PidfdProcess:
         self.pidfd = pidfd if pidfd is not None else os.pidfd_open(popen.pid)
         self.pid = popen.pid
         self.returncode: int | None = None
+        self.network: ProxySession | None = None
+        """The proxy's session of a process whose `network:` names hosts (see `toolrt.sandbox.proxy`)."""
         self.stdout = _Output(popen.stdout.fileno()) if popen.stdout is not None else None
         self.stderr = _Output(popen.stderr.fileno()) if popen.stderr is not None else None
         self.stdin = _Input(popen.stdin.fileno(), popen.stdin.close) if popen.stdin is not None else None
@@ -160,6 +164,7 @@ class ServedProcess:
     ) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.network: ProxySession | None = None
         self._release = release
         """Lets go of the fork server this process holds (see `hold_fork_server`), once its exit is known."""
         self._channel = channel
@@ -270,15 +275,20 @@ def _served(
         for fd in {fd for fd in theirs if fd is not None}:
             os.close(fd)
     first = b""
+    proxy: list[int] = []
     while not first.endswith(b"\n"):
-        chunk, fds, _, _ = socket.recv_fds(channel, 256, 1)
+        chunk, fds, _, _ = socket.recv_fds(channel, 256, 2)
+        if fds and plan.network_rules is not None:  # the proxy's listener in the process's namespace comes first
+            proxy.append(fds.pop(0))
         for fd in fds:  # the seccomp listener of a process with a socket allow-list, sent with its pid
             supervise(fd, plan.sockets, network=not plan.deny_network)
         if not chunk:
             break
         first += chunk
     line, _, rest = first.partition(b"\n")
-    if not line.startswith(b"P"):
+    if not line.startswith(b"P") or (plan.network_rules is not None and not proxy):
+        for fd in proxy:
+            os.close(fd)
         release()
         channel.close()
         for fd in (out_read, err_read, in_write):
@@ -293,7 +303,18 @@ def _served(
         raise kernel.SandboxSetupError(
             f"the sandbox could not be set up ({step}: {os.strerror(number) if number else 'failed'})"
         )
-    return ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
+    served = ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
+    if plan.network_rules is not None:
+        served.network = serve(proxy[0], plan.network_rules, _pidfd_of(served.pid))
+    return served
+
+
+def _pidfd_of(pid: int) -> int | None:
+    """A pidfd of a process the fork server started (its stand-in, which lives until the program ends)."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
 
 
 def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> PidfdProcess:
@@ -309,17 +330,20 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
 
     single_use: list[int] = []
     listener: list[int] = []
+    proxy: list[int] = []
 
     def body() -> None:
         try:
             try:
-                namespace, supervised = enter_from_thread(plan.request())
+                namespace, supervised, proxied = enter_from_thread(plan.request())
             except OSError as error:
                 raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
             if namespace is not None:
                 single_use.append(namespace)
             if supervised is not None:
                 listener.append(supervised)
+            if proxied is not None:
+                proxy.append(proxied)
             popen = subprocess.Popen(list(argv), **options)
             try:
                 pidfd = warden.watch(popen.pid)  # at once, from here: the one gap is this long
@@ -341,7 +365,7 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     done.acquire()
     outcome = result[0]
     if isinstance(outcome, BaseException):
-        for fd in (*single_use, *listener):
+        for fd in (*single_use, *listener, *proxy):
             os.close(fd)
         raise outcome
     popen, pidfd = outcome
@@ -349,7 +373,10 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
         release_after(popen.pid, namespace)
     for fd in listener:
         supervise(fd, plan.sockets, network=not plan.deny_network)
-    return PidfdProcess(popen, pidfd)
+    process = PidfdProcess(popen, pidfd)
+    if plan.network_rules is not None:
+        process.network = serve(proxy[0], plan.network_rules, os.dup(pidfd))
+    return process
 
 
 async def open_process(
@@ -370,6 +397,8 @@ async def open_process(
         OSError: the program cannot be started (also `SandboxSetupError` when the sandbox cannot be applied).
     """
     stderr = subprocess.PIPE if split_stderr else subprocess.STDOUT
+    if sandbox is not None and sandbox.network_rules is not None:
+        env = proxy_environment(dict(env))
     if sandbox is not None and sandbox.launch == "forkserver":
         return _served(argv, sandbox, stdin, cwd, env, split_stderr, output)
     if sandbox is not None and sandbox.launch == "exec":

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
 from .masks import NO_MASKS, DenyTest, denied_paths
+from .netrules import entry_problem
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
 from .supervisor import pin
 from .support import Support, detect_support
@@ -42,7 +43,7 @@ MAX_PROTECTED_MOUNTS = 64
 
 def host_layer(
     mode: str | None,
-    network: bool | None,
+    network: object,
     writable: tuple[Path, ...] | None,
     *,
     source: str,
@@ -68,11 +69,45 @@ def host_layer(
             why = "is not a UNIX socket now (or is a symlink)" if os.path.isabs(named) else "is not an absolute path"
             problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
     known: Mode | None = next((m for m in MODES if m == mode), None)
-    return SandboxLayer(known, network, paths, None, tuple(p for p in listed if os.path.isabs(p)), source)
+    allow, deny = _names(getattr(network, "allow", None), getattr(network, "deny", None), source, problems)
+    return SandboxLayer(
+        known,
+        network if isinstance(network, bool) else (False if allow is not None else None),
+        paths,
+        None,
+        tuple(p for p in listed if os.path.isabs(p)),
+        source,
+        allow=allow,
+        deny=deny,
+    )
 
 
-def block_layer(document: Document, pointer: str, *, base: Path) -> SandboxLayer | None:
-    """The `sandbox:` block at `pointer` of a schema-valid document; relative paths are against `base`."""
+def _names(
+    allow: object, deny: object, source: str, problems: list[Problem]
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """`network: {allow, deny}` as tuples of valid entries; each invalid one is reported and left out."""
+    found: list[tuple[str, ...] | None] = []
+    for key, entries in (("allow", allow), ("deny", deny)):
+        if entries is None:
+            found.append(None)
+            continue
+        kept = []
+        for entry in map(str, entries):  # type: ignore[call-overload]
+            problem = entry_problem(entry)
+            if problem is None:
+                kept.append(entry)
+            else:
+                problems.append(Problem(source, 0, 0, "", f"sandbox.network.{key}: {problem}"))
+        found.append(tuple(kept))
+    return found[0], found[1]
+
+
+def block_layer(
+    document: Document, pointer: str, *, base: Path, problems: list[Problem] | None = None
+) -> SandboxLayer | None:
+    """The `sandbox:` block at `pointer` of a schema-valid document; relative paths are against `base`;
+    an invalid `network:` entry is reported in `problems` and left out."""
+    problems = problems if problems is not None else []
     data: Any = document.data or {}
     for part in (p for p in pointer.split("/") if p):
         data = data.get(part) if isinstance(data, Mapping) else None
@@ -80,9 +115,14 @@ def block_layer(document: Document, pointer: str, *, base: Path) -> SandboxLayer
         return None
     writable = data.get("writable")
     mode = data.get("mode")
+    network = data.get("network")
+    names = network if isinstance(network, Mapping) else {}
+    allow, deny = _names(names.get("allow"), names.get("deny"), document.source(pointer), problems)
     return SandboxLayer(
         mode="off" if mode is False else mode,  # YAML 1.1 reads an unquoted `off` as false
-        network=data.get("network"),
+        network=False if names else network,
+        allow=allow,
+        deny=deny,
         writable=(
             tuple(Path(os.path.normpath(base / Path(p).expanduser())) for p in writable)
             if writable is not None
@@ -102,11 +142,11 @@ def build_policy(
     problems: list[Problem],
 ) -> SandboxPolicy:
     """The snapshot's sandbox policy: host within the locked file, then the project, tighten-only."""
-    locked_layer = block_layer(locked, "/sandbox", base=root) if locked is not None else None
+    locked_layer = block_layer(locked, "/sandbox", base=root, problems=problems) if locked is not None else None
     policy, warnings = merge_tighter(host, locked_layer)
     problems.extend(Problem("<settings>", 0, 0, "", w, "warning") for w in warnings)
     if project is not None:
-        layer = block_layer(project, "/sandbox", base=root)
+        layer = block_layer(project, "/sandbox", base=root, problems=problems)
         if layer is not None:
             problems.extend(_located(project, "/sandbox", loosening(policy, layer, root=root)))
             policy = policy.tightened(layer, root=root)
@@ -141,7 +181,7 @@ def tool_policy(
     """A tool file's tightened policy, or None when the file has no `sandbox:` block."""
     if document is None:
         return None
-    layer = block_layer(document, "/sandbox", base=root)
+    layer = block_layer(document, "/sandbox", base=root, problems=problems)
     if layer is None:
         return None
     problems.extend(_located(document, "/sandbox", loosening(base, layer, root=root)))
