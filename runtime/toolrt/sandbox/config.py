@@ -263,6 +263,8 @@ def sandbox_status(policy: SandboxPolicy, support: Support | None = None) -> str
         refused = "; process tools are refused: the locked file requires a sandbox" if policy.required else ""
         return f"{support.describe()}{refused}"
     network = "network on" if policy.network else "network off"
+    if not policy.network and policy.network_rules is not None and support.net_namespace:
+        network = f"network: {len(policy.network_rules.allow[0])} allowed names through toolrt's proxy"
     return f"{support.describe()} ({policy.mode}, {network})"
 
 

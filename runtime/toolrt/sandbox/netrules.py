@@ -9,26 +9,29 @@ connection must match an entry of every list, and no `deny` entry.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..addresses import ip_literal
 
 __all__ = ["PRESETS", "NetworkRules", "Verdict", "entry_problem", "expand"]
 
-PRESETS: dict[str, tuple[str, ...]] = {
-    "pypi": ("pypi.org", "files.pythonhosted.org"),
-    "npm": ("registry.npmjs.org", "*.npmjs.org", "registry.yarnpkg.com"),
-    "crates": ("crates.io", "index.crates.io", "static.crates.io", "static.rust-lang.org"),
-    "go": ("proxy.golang.org", "sum.golang.org", "storage.googleapis.com"),
-    "github": (
-        "github.com",
-        "api.github.com",
-        "codeload.github.com",
-        "objects.githubusercontent.com",
-        "raw.githubusercontent.com",
-    ),
-}
+PRESETS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "pypi": ("pypi.org", "files.pythonhosted.org"),
+        "npm": ("registry.npmjs.org", "*.npmjs.org", "registry.yarnpkg.com"),
+        "crates": ("crates.io", "index.crates.io", "static.crates.io", "static.rust-lang.org"),
+        "go": ("proxy.golang.org", "sum.golang.org", "storage.googleapis.com"),
+        "github": (
+            "github.com",
+            "api.github.com",
+            "codeload.github.com",
+            "objects.githubusercontent.com",
+            "raw.githubusercontent.com",
+        ),
+    }
+)
 """The everyday install commands' hosts, by ecosystem (`toolrt init` writes them as comments)."""
 
 _WEB_PORTS = (80, 443)
