@@ -23,7 +23,6 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -78,7 +77,7 @@ class ProxySession:
         proxy = _proxy
         if proxy is not None and self._scope is not None:
             try:
-                proxy.portal.call(self._scope.cancel)
+                proxy.call(self._scope.cancel)
             except RuntimeError:
                 pass  # the loop has stopped: the listener went with it
 
@@ -94,13 +93,34 @@ def use_resolver(resolve: Callable[[str], Sequence[str]] | None) -> None:
 
 
 class _Proxy:
+    """The proxy's event loop, in a daemon thread (it must not keep the interpreter from exiting)."""
+
     def __init__(self) -> None:
-        self._context: AbstractContextManager[Any] = anyio.from_thread.start_blocking_portal()
-        self.portal = self._context.__enter__()
+        ready = threading.Event()
+        self.portal: anyio.from_thread.BlockingPortal | None = None
+
+        async def run() -> None:
+            async with anyio.from_thread.BlockingPortal() as portal:
+                self.portal = portal
+                ready.set()
+                await portal.sleep_until_stopped()
+
+        self.thread = threading.Thread(target=anyio.run, args=(run,), name="toolrt-network-proxy", daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        assert self.portal is not None
+        return self.portal.call(function, *args)
+
+    def start(self, function: Callable[..., Any], *args: Any) -> None:
+        assert self.portal is not None
+        self.portal.start_task_soon(function, *args)
 
     def stop(self) -> None:
+        assert self.portal is not None
         self.portal.call(self.portal.stop, True)  # cancels every task: each listener and connection is closed
-        self._context.__exit__(None, None, None)
+        self.thread.join()
 
 
 _lock = threading.Lock()
@@ -135,7 +155,7 @@ def serve(listener: int, rules: NetworkRules, pidfd: int | None = None) -> Proxy
     session = ProxySession(rules)
     proxy = _running_proxy()
     ready = threading.Event()
-    proxy.portal.start_task_soon(_accept, listener, session, pidfd, ready)
+    proxy.start(_accept, listener, session, pidfd, ready)
     ready.wait()
     return session
 
