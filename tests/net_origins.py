@@ -116,3 +116,43 @@ class Origin(http.server.ThreadingHTTPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+
+
+class _Reflect(http.server.BaseHTTPRequestHandler):
+    server: Reflecting
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length).decode() if length else ""
+        seen = {k.lower(): v for k, v in self.headers.items()}
+        seen.update(path=self.path, body=body)
+        self.server.seen.append(seen)
+        if self.path.startswith("/reflect"):  # a reply that carries the credential back
+            text = str(self.headers.get("Authorization"))
+        else:
+            text = f"host={self.headers.get('Host')} auth={self.headers.get('Authorization')}"
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+
+class Reflecting(Origin):
+    """An origin that records every request's headers, path and body (`seen`) and echoes them back."""
+
+    def __init__(self, directory: Path, tls: Authority | None = None) -> None:
+        self.seen: list[dict[str, str]] = []
+        http.server.ThreadingHTTPServer.__init__(self, ("127.0.0.1", 0), _Reflect)
+        self.accepted = 0
+        self.context = None
+        if tls is not None:
+            self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.context.load_cert_chain(tls.cert, tls.key)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()

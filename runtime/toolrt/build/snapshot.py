@@ -377,7 +377,13 @@ def _build_snapshot(
             tools[tool_id] = compiled
     host = resolved.values.sandbox
     host_sandbox = host_layer(
-        host.mode, host.network, host.writable, source="host settings", problems=problems, sockets=host.sockets
+        host.mode,
+        host.network,
+        host.writable,
+        source="host settings",
+        problems=problems,
+        sockets=host.sockets,
+        credentials=host.credentials,
     )
     sandbox = build_policy(
         root=root_path, project=project_settings, locked=locked_doc, host=host_sandbox, problems=problems

@@ -58,6 +58,7 @@ __all__ = [
     "LspSettings",
     "ResolvedSettings",
     "RetentionSettings",
+    "CredentialSettings",
     "NetworkNames",
     "SandboxSettings",
     "ServeSettings",
@@ -107,6 +108,18 @@ class NetworkNames:
 
 
 @dataclass(frozen=True, slots=True)
+class CredentialSettings:
+    """One `sandbox.credentials` entry: an environment variable that never enters the sandbox (`deny`),
+    or enters it as a placeholder the network proxy replaces with the real value only in `header` of
+    requests to `host` (`mask`; see `toolrt.sandbox.credentials`)."""
+
+    env: str
+    action: Literal["deny", "mask"] = "deny"
+    host: str = ""
+    header: str = "Authorization"
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSettings:
     """The host's OS sandbox choices (all host-only); the project's `sandbox:` block may only tighten them
     and the locked file fixes what it names (see `toolrt.sandbox.policy`)."""
@@ -120,6 +133,8 @@ class SandboxSettings:
     sockets: tuple[Path, ...] | None = None
     """Pathname UNIX sockets a sandboxed tool may connect to (`$SSH_AUTH_SOCK`); variables and `~` are
     expanded. None or empty: no process in the sandbox may make a UNIX socket."""
+    credentials: tuple[CredentialSettings, ...] | None = None
+    """Environment variables kept out of the sandbox (`deny`) or masked (`mask`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +280,7 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "sandbox.network": _always,
         "sandbox.writable": _always,
         "sandbox.sockets": _always,
+        "sandbox.credentials": _always,
         "background": _always,
         # A project that could choose the store could point its audit records at a database it reads.
         "store": _always,
@@ -311,6 +327,7 @@ _HOW_TO_SET = {
     "sandbox.network": "TOOLRT_SANDBOX__NETWORK",
     "sandbox.writable": "TOOLRT_SANDBOX__WRITABLE='[\"DIR\", ...]'",
     "sandbox.sockets": "TOOLRT_SANDBOX__SOCKETS='[\"$SSH_AUTH_SOCK\", ...]', the user settings file",
+    "sandbox.credentials": "the user settings file's sandbox.credentials",
     "background": "TOOLRT_BACKGROUND='[\"TOOL\", ...]'",
     "store": "TOOLRT_STORE",
     "retention.audit_days": "TOOLRT_RETENTION__AUDIT_DAYS",

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from ..sandbox import kernel, warden
+from ..sandbox.credentials import Masked, sandbox_environment
 from ..sandbox.loopback import proxy_environment
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
@@ -249,6 +250,7 @@ def _served(
     env: Mapping[str, str],
     split: bool,
     output: int | None = None,
+    masked: tuple[Masked, ...] = (),
 ) -> ServedProcess:
     from ..sandbox.launcher import fork_server, running_on_fork_server
 
@@ -305,7 +307,7 @@ def _served(
         )
     served = ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
     if plan.network_rules is not None:
-        served.network = serve(proxy[0], plan.network_rules, _pidfd_of(served.pid))
+        served.network = serve(proxy[0], plan.network_rules, _pidfd_of(served.pid), masked)
     return served
 
 
@@ -317,7 +319,9 @@ def _pidfd_of(pid: int) -> int | None:
         return None
 
 
-def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> PidfdProcess:
+def _popen_in_sandbox(
+    plan: SandboxPlan, argv: Sequence[str], masked: tuple[Masked, ...] = (), **options: Any
+) -> PidfdProcess:
     """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`),
     watched by the warden, which kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
 
@@ -375,7 +379,7 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
         supervise(fd, plan.sockets, network=not plan.deny_network)
     process = PidfdProcess(popen, pidfd)
     if plan.network_rules is not None:
-        process.network = serve(proxy[0], plan.network_rules, os.dup(pidfd))
+        process.network = serve(proxy[0], plan.network_rules, os.dup(pidfd), masked)
     return process
 
 
@@ -397,10 +401,13 @@ async def open_process(
         OSError: the program cannot be started (also `SandboxSetupError` when the sandbox cannot be applied).
     """
     stderr = subprocess.PIPE if split_stderr else subprocess.STDOUT
+    masked: tuple[Masked, ...] = ()
+    if sandbox is not None and sandbox.credentials:
+        env, masked = sandbox_environment(env, sandbox.credentials)
     if sandbox is not None and sandbox.network_rules is not None:
         env = proxy_environment(dict(env))
     if sandbox is not None and sandbox.launch == "forkserver":
-        return _served(argv, sandbox, stdin, cwd, env, split_stderr, output)
+        return _served(argv, sandbox, stdin, cwd, env, split_stderr, output, masked)
     if sandbox is not None and sandbox.launch == "exec":
         argv, sandbox = [*sandbox.prefix, *argv], None
     if (sandbox is not None or output is not None) and not HAVE_PIDFD:
@@ -425,5 +432,5 @@ async def open_process(
         "close_fds": True,
     }
     if sandbox is not None:
-        return _popen_in_sandbox(sandbox, argv, **options)
+        return _popen_in_sandbox(sandbox, argv, masked, **options)
     return PidfdProcess(subprocess.Popen(list(argv), **options))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
+from .credentials import Credential
 from .masks import NO_MASKS, DenyTest, denied_paths
 from .netrules import entry_problem
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
@@ -49,6 +50,7 @@ def host_layer(
     source: str,
     problems: list[Problem],
     sockets: tuple[Path, ...] | None = None,
+    credentials: Iterable[object] | None = None,
 ) -> SandboxLayer:
     """The host's sandbox settings (`toolrt.config.settings.SandboxSettings`, resolved from the command line, the
     environment and the user settings file) as a layer; a writable path that is no directory is an error.
@@ -79,6 +81,15 @@ def host_layer(
         source,
         allow=allow,
         deny=deny,
+        credentials=tuple(
+            Credential(
+                str(getattr(c, "env", "")),
+                "mask" if getattr(c, "action", "deny") == "mask" else "deny",
+                str(getattr(c, "host", "")),
+                str(getattr(c, "header", "Authorization")),
+            )
+            for c in credentials or ()
+        ),
     )
 
 

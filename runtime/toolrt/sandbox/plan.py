@@ -19,6 +19,7 @@ from ..permissions.model import usable_exempt
 from . import kernel
 from .bwrap import bwrap_argv
 from .cover import absent_names, cover_request
+from .credentials import Credential
 from .masks import NO_MASKS, Masks, empty_file
 from .netrules import NetworkRules
 from .policy import SandboxPolicy
@@ -78,6 +79,9 @@ class SandboxPlan:
     root: str = ""
     pinned: tuple[str, ...] = ()
     """Directories bound onto themselves, writable, in the mount namespace (see `pinned_directories`)."""
+    credentials: tuple[Credential, ...] = ()
+    """The host's credentials list: denied variables are dropped from the process's environment, masked
+    ones replaced by placeholders the proxy substitutes (see `credentials`)."""
     network_rules: NetworkRules | None = None
     """`network:` names: the process gets a network namespace of its own whose one listener, on
     127.0.0.1, is toolrt's proxy (see `proxy`), which lets through what these rules allow."""
@@ -245,6 +249,7 @@ def plan_sandbox(
         root=str(root),
         pinned=pinned,
         network_rules=proxied,
+        credentials=policy.credentials,
     )
 
 

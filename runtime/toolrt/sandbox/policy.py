@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from .credentials import Credential
 from .netrules import NetworkRules
 
 __all__ = ["MODES", "Mode", "SandboxLayer", "SandboxPolicy", "loosening", "merge_tighter"]
@@ -40,6 +41,8 @@ class SandboxLayer:
     """`network: {allow: [...]}`: the host names (and presets) reachable through toolrt's proxy; `network`
     is then False (no route of the process's own)."""
     deny: tuple[str, ...] | None = None
+    credentials: tuple[Credential, ...] = ()
+    """Host only: the environment variables kept out of the sandbox or masked (see `credentials`)."""
     """Where the block came from, for messages (`toolrt.yaml:12`, `TOOLRT_SANDBOX__MODE`)."""
 
 
@@ -67,6 +70,8 @@ class SandboxPolicy:
     `supervisor`); empty, no process may make a UNIX socket at all."""
     network_rules: NetworkRules | None = None
     """With `network` False: the names reachable through toolrt's proxy (see `proxy`); None: none."""
+    credentials: tuple[Credential, ...] = ()
+    """The host's credentials list (see `credentials`)."""
 
     def widened_for_call(self, directories: tuple[Path, ...]) -> SandboxPolicy:
         """This policy with `directories` writable too (an allowed `external_directory` request),
@@ -190,6 +195,7 @@ def merge_tighter(host: SandboxLayer, locked: SandboxLayer | None) -> tuple[Sand
         external_writable=not fixed_writable,
         sockets=host.sockets or (),
         network_rules=rules if not network else None,
+        credentials=host.credentials,
     )
     return policy, warnings
 

@@ -21,6 +21,7 @@ Every refusal is kept on the process's `ProxySession`, which the call reports (s
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,11 +31,13 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.tls import TLSStream
 
 from ..addresses import ip_literal, private_address
+from .credentials import Masked, authority
 from .netrules import NetworkRules
 
-__all__ = ["ProxySession", "Refusal", "proxy_running", "serve", "stop_proxy", "use_resolver"]
+__all__ = ["ProxySession", "Refusal", "proxy_running", "serve", "stop_proxy", "trust_upstream", "use_resolver"]
 
 MAX_HEAD = 64 * 1024
 """The longest request head (request line and headers) the proxy reads."""
@@ -65,6 +68,8 @@ class ProxySession:
     """The proxy's side of one sandboxed process: its listener, and what was refused to it."""
 
     rules: NetworkRules
+    masked: tuple[Masked, ...] = ()
+    """The process's masked credentials (see `credentials`): TLS to their hosts is intercepted."""
     refused: list[Refusal] = field(default_factory=list)
     connected: list[tuple[str, int]] = field(default_factory=list)
     """(host, port) of each connection let through."""
@@ -83,6 +88,14 @@ class ProxySession:
 
 
 _resolver: Callable[[str], Sequence[str]] | None = None
+_upstream_ca: str | None = None
+
+
+def trust_upstream(cafile: str | None) -> None:
+    """Test-only: verify intercepted upstream servers against `cafile` instead of the system's authorities.
+    Only Python code in toolrt's own process can set it."""
+    global _upstream_ca
+    _upstream_ca = cafile
 
 
 def use_resolver(resolve: Callable[[str], Sequence[str]] | None) -> None:
@@ -149,10 +162,13 @@ def stop_proxy() -> None:
         proxy.stop()
 
 
-def serve(listener: int, rules: NetworkRules, pidfd: int | None = None) -> ProxySession:
+def serve(
+    listener: int, rules: NetworkRules, pidfd: int | None = None, masked: tuple[Masked, ...] = ()
+) -> ProxySession:
     """Accept a sandboxed process's connections from `listener` (taken over) under `rules`, until the
-    session is closed, the process behind `pidfd` (taken over) ends, or the proxy stops."""
-    session = ProxySession(rules)
+    session is closed, the process behind `pidfd` (taken over) ends, or the proxy stops; with `masked`
+    credentials put in their declared header toward their declared host."""
+    session = ProxySession(rules, masked)
     proxy = _running_proxy()
     ready = threading.Event()
     proxy.start(_accept, listener, session, pidfd, ready)
@@ -353,6 +369,10 @@ async def _tunnel(
     wanted = host.strip("[]").rstrip(".").lower()
     if sni is None and ip_literal(wanted) is None or sni is not None and sni.rstrip(".").lower() != wanted:
         raise _Refused(host, port, f"the TLS ClientHello names '{sni or 'no server'}', not {host}")
+    masked = tuple(m for m in session.masked if m.host == wanted)
+    if masked:
+        await _intercept(client, record + reader.buffer, host, port, address, masked, session)
+        return
     upstream = await _connect(address, port)
     session.connected.append((host, port))
     async with upstream:
@@ -365,10 +385,13 @@ async def _connect(address: str, port: int) -> anyio.abc.SocketStream:
         return await anyio.connect_tcp(address, port)
 
 
-async def _relay(client: anyio.abc.SocketStream, upstream: anyio.abc.SocketStream) -> None:
-    """Copy both ways until either side ends (what `reader` had buffered was sent already)."""
+async def _relay(client: anyio.abc.ByteStream, upstream: anyio.abc.ByteStream, redact: tuple[Masked, ...] = ()) -> None:
+    """Copy both ways until either side ends (what `reader` had buffered was sent already); each real
+    value of `redact` that comes back from upstream is starred out (same length: the framing holds)."""
+    secrets = [m.value.encode() for m in redact]
+    keep = max((len(s) for s in secrets), default=1) - 1
 
-    async def copy(source: anyio.abc.ByteReceiveStream, target: anyio.abc.SocketStream) -> None:
+    async def copy(source: anyio.abc.ByteReceiveStream, target: anyio.abc.ByteSendStream) -> None:
         try:
             async for chunk in source:
                 await target.send(chunk)
@@ -377,9 +400,97 @@ async def _relay(client: anyio.abc.SocketStream, upstream: anyio.abc.SocketStrea
         finally:
             group.cancel_scope.cancel()
 
+    async def redacted(source: anyio.abc.ByteReceiveStream, target: anyio.abc.ByteSendStream) -> None:
+        pending = b""
+        try:
+            try:
+                async for chunk in source:
+                    pending += chunk
+                    for secret in secrets:
+                        pending = pending.replace(secret, b"*" * len(secret))
+                    ready, pending = (pending[:-keep], pending[-keep:]) if keep else (pending, b"")
+                    if ready:
+                        await target.send(ready)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass  # an upstream that ends without TLS's close_notify: what it sent still goes on
+            if pending:  # shorter than any secret, and checked with the bytes before it
+                await target.send(pending)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        finally:
+            group.cancel_scope.cancel()
+
     async with anyio.create_task_group() as group:
         group.start_soon(copy, client, upstream)
-        group.start_soon(copy, upstream, client)
+        group.start_soon(redacted if secrets else copy, upstream, client)
+
+
+class _Replay(anyio.abc.ByteStream):
+    """`stream`, whose first bytes (already read from it) are `first`."""
+
+    def __init__(self, stream: anyio.abc.SocketStream, first: bytes) -> None:
+        self.stream, self.first = stream, first
+
+    async def receive(self, max_bytes: int = _CHUNK) -> bytes:
+        if self.first:
+            data, self.first = self.first[:max_bytes], self.first[max_bytes:]
+            return data
+        return await self.stream.receive(max_bytes)
+
+    async def send(self, item: bytes) -> None:
+        await self.stream.send(item)
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+async def _intercept(
+    client: anyio.abc.SocketStream,
+    first: bytes,
+    host: str,
+    port: int,
+    address: str,
+    masked: tuple[Masked, ...],
+    session: ProxySession,
+) -> None:
+    """TLS to a masked credential's host: ended here with the per-run authority's certificate, the
+    request's declared header given the real value, the response's real value starred out."""
+    inner = await TLSStream.wrap(
+        _Replay(client, first), server_side=True, ssl_context=authority().server_context(host.lower())
+    )
+    reader = BufferedByteReceiveStream(inner)
+    try:
+        head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
+    except anyio.DelimiterNotFound:
+        raise _Refused(host, port, f"a request head over {MAX_HEAD} bytes") from None
+    context = ssl.create_default_context(cafile=_upstream_ca)
+    with anyio.fail_after(CONNECT_TIMEOUT):
+        upstream = await anyio.connect_tcp(address, port, tls=True, ssl_context=context, tls_hostname=host)
+    session.connected.append((host, port))
+    async with upstream, inner:
+        await upstream.send(with_credentials(head, masked) + b"\r\n\r\n" + reader.buffer)
+        await _relay(inner, upstream, redact=masked)
+
+
+def with_credentials(head: bytes, masked: tuple[Masked, ...]) -> bytes:
+    """A request head with each mask's placeholder replaced by the real value in its declared header only
+    (never the request line or another header), asking the server to close the connection after it (each
+    next request comes on a new connection, whose head is rewritten again)."""
+    line, *headers = head.split(b"\r\n")
+    kept = [line]
+    for header in headers:
+        name, colon, value = header.partition(b":")
+        key = name.strip().lower()
+        if not header or key in (b"connection", b"keep-alive", b"proxy-connection"):
+            continue
+        for mask in masked:
+            if key == mask.header.lower().encode():
+                value = value.replace(mask.placeholder.encode(), mask.value.encode())
+        kept.append(name + colon + value)
+    return b"\r\n".join([*kept, b"Connection: close"])
 
 
 def _authority(text: str, default_port: int) -> tuple[str, int]:
