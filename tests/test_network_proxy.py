@@ -179,6 +179,11 @@ s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
 s.sendall(f"GET http://tls.test:{port}/secret HTTP/1.1\r\nHost: evil.test\r\n\r\n".encode())
 found["host header of another host"] = s.recv(4096).split(b"\r\n")[0].decode()
 
+found["no such port"] = tunnel("tls.test:99999")[1]
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"GET http://tls.test:x/secret HTTP/1.1\r\nHost: tls.test\r\n\r\n")
+found["malformed port"] = closed(s)
+
 def readall(stream):
     data = b""
     while chunk := stream.recv(4096):
@@ -230,6 +235,7 @@ def test_attacks_from_inside_reach_no_refused_server(
     assert found["other server name"][1] != "handshake done"
     assert found["huge header"] == "HTTP/1.1 431 Request Header Fields Too Large"
     assert found["host header of another host"] == forbidden
+    assert found["no such port"] == forbidden and found["malformed port"] is True
     assert found["socks ipv4 literal"] == found["socks ipv6 literal"] == found["socks name to loopback"] == 2
     assert found["socks allowed over tls"] == [0, "host=tls.test auth=None"]
     assert found["connect allowed over tls"] == ["HTTP/1.1 200 Connection established", "host=tls.test auth=None"]

@@ -190,14 +190,13 @@ async def _accept(fd: int, session: ProxySession, pidfd: int | None, ready: thre
                 await listener.serve(lambda stream: _handle(stream, session), group)
     finally:
         ready.set()
+        if pidfd is not None:
+            socket.close(pidfd)
         await listener.aclose()
 
 
 async def _end_with(pidfd: int, scope: anyio.CancelScope) -> None:
-    try:
-        await anyio.wait_readable(pidfd)
-    finally:
-        socket.close(pidfd)
+    await anyio.wait_readable(pidfd)
     scope.cancel()
 
 
@@ -221,10 +220,14 @@ async def _handle(client: anyio.abc.SocketStream, session: ProxySession) -> None
             session.refused.append(refused.refusal)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError, TimeoutError):
             pass
+        except (ValueError, UnicodeError, OverflowError):  # a malformed request: that connection ends
+            pass
 
 
 async def _destination(host: str, port: int, rules: NetworkRules) -> str:
     """The checked address to connect to for `host:port`, resolved once on the host."""
+    if not 0 < port < 65536:
+        raise _Refused(host, port, "no such port")
     verdict = rules.decide(host, port)
     if not verdict.allowed:
         raise _Refused(host, port, verdict.rule)
