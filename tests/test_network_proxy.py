@@ -535,3 +535,27 @@ def test_a_masked_secret_is_never_readable_inside_and_still_works_toward_its_hos
     assert elsewhere["path"] == f"/echo?t={placeholder}" and elsewhere["x-other"] == placeholder
     assert elsewhere["body"] == placeholder and secret not in json.dumps(api.seen[2])
     assert echo.seen[0]["authorization"] == f"Bearer {placeholder}"  # another host gets the placeholder
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_denied_credential_file_reads_as_empty_inside(tmp_path: Path, launch: str) -> None:
+    from toolrt.sandbox.config import call_plan
+    from toolrt.sandbox.credentials import Credential
+
+    secret = tmp_path / "home" / ".aws" / "credentials"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("aws_secret_access_key = canary\n")
+    root = _project(tmp_path)
+    support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+    outcomes = []
+    for credentials in ((), (Credential("", "deny", file=str(secret.resolve())),)):
+        plan = call_plan(SandboxPolicy(credentials=credentials), root=root, output_dir=root / "o", support=support)
+        assert plan is not None
+
+        async def main(plan: object = plan) -> ProcessOutcome:
+            return await run_process(["cat", str(secret)], cwd=root, env=build_env(), timeout=60, sandbox=plan)  # type: ignore[arg-type]
+
+        outcomes.append(anyio.run(main))
+    assert outcomes[0].output == "aws_secret_access_key = canary\n"  # the control: readable without the entry
+    assert outcomes[1].exit_code == 0 and outcomes[1].output == ""
+    assert secret.read_text() == "aws_secret_access_key = canary\n"

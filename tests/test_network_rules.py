@@ -160,6 +160,7 @@ def test_credentials_are_a_host_setting(tmp_path: Path, make_project: object) ->
     user.write_text(
         "sandbox:\n  credentials:\n    - {env: GITHUB_TOKEN, action: mask, host: api.github.com}\n"
         "    - {env: AWS_SECRET_ACCESS_KEY}\n"
+        "    - {file: /nonexistent/credentials}\n"
     )
     try:
         rt = Runtime.load(factory({"runner": tool}))
@@ -172,6 +173,7 @@ def test_credentials_are_a_host_setting(tmp_path: Path, make_project: object) ->
     assert found == (
         Credential("GITHUB_TOKEN", "mask", "api.github.com", "Authorization"),
         Credential("AWS_SECRET_ACCESS_KEY", "deny", "", "Authorization"),
+        Credential("", "deny", "", "Authorization", "/nonexistent/credentials"),
     )
     project = factory({"runner": tool}, settings="sandbox:\n  credentials: [{env: GITHUB_TOKEN}]\n")
     with pytest.raises(ConfigError, match="credentials"):

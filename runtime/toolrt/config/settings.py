@@ -113,10 +113,12 @@ class CredentialSettings:
     or enters it as a placeholder the network proxy replaces with the real value only in `header` of
     requests to `host` (`mask`; see `toolrt.sandbox.credentials`)."""
 
-    env: str
+    env: str = ""
     action: Literal["deny", "mask"] = "deny"
     host: str = ""
     header: str = "Authorization"
+    file: Path | None = None
+    """A file that reads as empty in the sandbox (`deny` only); `~` is expanded."""
 
 
 @dataclass(frozen=True, slots=True)

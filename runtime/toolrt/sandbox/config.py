@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
 from .credentials import Credential
-from .masks import NO_MASKS, DenyTest, denied_paths
+from .masks import NO_MASKS, DenyTest, Masks, denied_paths
 from .netrules import entry_problem
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
 from .supervisor import pin
@@ -83,14 +83,20 @@ def host_layer(
         deny=deny,
         credentials=tuple(
             Credential(
-                str(getattr(c, "env", "")),
+                str(getattr(c, "env", "") or ""),
                 "mask" if getattr(c, "action", "deny") == "mask" else "deny",
                 str(getattr(c, "host", "")),
                 str(getattr(c, "header", "Authorization")),
+                _resolved(getattr(c, "file", None)),
             )
             for c in credentials or ()
         ),
     )
+
+
+def _resolved(file: object) -> str:
+    """A credential file's path, `~` expanded and links resolved (the host named it); "" for none."""
+    return os.path.realpath(os.path.expanduser(str(file))) if file else ""
 
 
 def _names(
@@ -234,6 +240,9 @@ def call_plan(
     support = support or detect_support()
     sandboxed = policy.mode != "off" and support.available
     masks = denied_paths(root, reads) if sandboxed else NO_MASKS
+    secret_files = tuple(c.file for c in policy.credentials if c.file and os.path.isfile(c.file))
+    if sandboxed and secret_files:  # the host's credential files read as empty, as denied files do
+        masks = Masks(tuple(dict.fromkeys((*masks.files, *secret_files))), masks.directories)
     plan = plan_sandbox(
         policy.widened_for_call(directories),
         support,

@@ -1,6 +1,7 @@
 """Credentials that never enter the sandbox: the host's `sandbox.credentials` list.
 
-A `deny` entry's variable is absent from every sandboxed process's environment. A `mask` entry's
+A `deny` entry's variable is absent from every sandboxed process's environment, and its file reads as
+empty there (masked in the process's mount namespace, as the files the `read` rules deny). A `mask` entry's
 variable holds a placeholder there (random, per toolrt process); toolrt's proxy puts the real value in
 place of the placeholder only in the one declared header of requests to the one declared host, over
 TLS it intercepts with a per-run certificate authority (made with `cryptography`) that the sandbox
@@ -33,6 +34,8 @@ class Credential:
     """`mask`: the one host the real value is sent to."""
     header: str = "Authorization"
     """`mask`: the one request header it is put in."""
+    file: str = ""
+    """A file (absolute, resolved) that reads as empty in the sandbox (`deny`; `env` is then empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,8 @@ def sandbox_environment(
     found = dict(env)
     masked: list[Masked] = []
     for credential in credentials:
+        if not credential.env:
+            continue
         found.pop(credential.env, None)
         value = host_env.get(credential.env)
         if credential.action != "mask" or not value or not credential.host:
