@@ -9,6 +9,10 @@
    files, which the sandbox masks (`masked_*`, same goals: the walk and the masks' mount namespace
    included); and
    `true` through the fork server (the path of unprivileged users) against the thread launcher.
+4. `network:` names: a sandboxed `curl` fetching 64 KiB from a local server through toolrt's proxy
+   (its own network namespace, the listener, the proxy's checks) against the same fetch with the
+   network on, and the proxy's start-up cost (its thread and loop, on first use) and per-process cost
+   (taking one more listener).
 
 Usage: python benchmarks/bench_process.py [--calls N] [--repeats R]
 Prints a table, then one JSON line with every number.
@@ -35,7 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolrt import Runtime
 from toolrt.execute import build_env, run_process
+from toolrt.sandbox import proxy
+from toolrt.sandbox.netrules import NetworkRules
 from toolrt.sandbox.plan import plan_sandbox
+from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
 
 BIG = 100_000_000
@@ -180,6 +187,68 @@ async def launcher_overhead(root: Path, calls: int, repeats: int) -> dict[str, f
     return {"thread_true_ms": thread * 1000, "forkserver_true_ms": served * 1000, "forkserver_ratio": served / thread}
 
 
+async def _curl(url: str, root: Path, env: dict[str, str], plan: object) -> object:
+    return await run_process(["curl", "-sfo", "/dev/null", url], cwd=root, env=env, timeout=30, sandbox=plan)  # type: ignore[arg-type]
+
+
+async def proxied_fetch(root: Path, calls: int, repeats: int) -> dict[str, float]:
+    """`curl` of 64 KiB from a local server: through the proxy (`network:` names) vs with the network on."""
+    import functools
+    import http.server
+    import socket
+    import threading
+
+    (root / "site").mkdir()
+    (root / "site" / "blob").write_bytes(b"x" * 65536)
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(root / "site"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    proxy.use_resolver(lambda name: ["127.0.0.1"] if name == "bench.test" else [])
+    support = detect_support()
+    proxied = SandboxPolicy(network=False, network_rules=NetworkRules(((f"bench.test:{port}",),)))
+    plans = {
+        "proxied": (plan_sandbox(proxied, support, root=root, output_dir=root), f"http://bench.test:{port}/blob"),
+        "network_on": (
+            plan_sandbox(SandboxPolicy(), support, root=root, output_dir=root),
+            f"http://127.0.0.1:{port}/blob",
+        ),
+    }
+    env = build_env()
+    times: dict[str, list[float]] = {name: [] for name in plans}
+    try:
+        for _ in range(repeats):
+            for name, (plan, url) in plans.items():
+                times[name].append(await _per_call(functools.partial(_curl, url, root, env, plan), calls))
+        starts: list[float] = []
+        serves: list[float] = []
+        for _ in range(repeats):
+            proxy.stop_proxy()
+            for sample in (starts, serves):
+                listener = socket.create_server(("127.0.0.1", 0))
+                begin = time.perf_counter()
+                session = proxy.serve(listener.detach(), proxied.network_rules)  # type: ignore[arg-type]
+                sample.append(time.perf_counter() - begin)
+                session.close()
+    finally:
+        proxy.use_resolver(None)
+        server.shutdown()
+        server.server_close()
+    through, direct = statistics.median(times["proxied"]), statistics.median(times["network_on"])
+    return {
+        "proxied_fetch_ms": through * 1000,
+        "direct_fetch_ms": direct * 1000,
+        "proxied_fetch_ratio": through / direct,
+        "proxy_start_ms": statistics.median(starts) * 1000,
+        "proxy_serve_ms": statistics.median(serves) * 1000,
+    }
+
+
 async def main(calls: int, repeats: int) -> dict[str, float]:
     results = await spawn_overhead(calls, repeats)
     with tempfile.TemporaryDirectory() as spill:
@@ -189,6 +258,7 @@ async def main(calls: int, repeats: int) -> dict[str, float]:
         _small_repo(root)
         results.update(await sandbox_overhead(root, max(calls // 4, 20), repeats))
         results.update(await launcher_overhead(root, max(calls // 4, 20), repeats))
+        results.update(await proxied_fetch(root, max(calls // 10, 10), repeats))
     with tempfile.TemporaryDirectory() as project:
         root = Path(project).resolve()
         _small_repo(root, deny=True)
@@ -236,6 +306,10 @@ def _table(r: dict[str, float], calls: int, repeats: int) -> str:
         ),
         ("sandboxed `true`: thread launcher", f"{r['thread_true_ms']:.3f} ms", "median per call"),
         ("sandboxed `true`: fork server", f"{r['forkserver_true_ms']:.3f} ms", f"ratio {r['forkserver_ratio']:.2f}"),
+        ("curl 64 KiB: network on", f"{r['direct_fetch_ms']:.3f} ms", "median per call"),
+        ("curl 64 KiB: through the proxy", f"{r['proxied_fetch_ms']:.3f} ms", f"ratio {r['proxied_fetch_ratio']:.2f}"),
+        ("proxy start-up (first use)", f"{r['proxy_start_ms']:.3f} ms", "thread, loop, first listener"),
+        ("proxy: one more process", f"{r['proxy_serve_ms']:.3f} ms", "taking its listener"),
     ]
     width = max(len(name) for name, _, _ in rows)
     lines = [f"process runner ({calls} calls x {repeats} repeats, interleaved)"]

@@ -17,16 +17,8 @@ PACKAGE = Path(toolrt.__file__).parent
 # only modules of its own floor or lower ones (lazy imports included), and no two units (a folder, or a
 # top-level module) import each other, directly or round about.
 LAYERS: list[set[str]] = [
-    {
-        "errors",
-        "result",
-        "scope",
-        "audit",
-        "truncate",
-        "attribution",
-        "beneath",
-        "telemetry",
-    },  # ground: what every floor may name
+    # ground: what every floor may name
+    {"errors", "result", "scope", "audit", "truncate", "attribution", "beneath", "telemetry", "addresses"},
     {"config.*"},  # YAML → located documents, layered settings
     {"specs.*"},  # JSON Schema → each provider's function specs
     {"providers.*"},  # provider messages ↔ calls and results

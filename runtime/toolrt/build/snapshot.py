@@ -404,6 +404,7 @@ def _build_snapshot(
         problems=problems,
         sockets=host.sockets,
         journal=journal,
+        credentials=host.credentials,
     )
     sandbox = build_policy(
         root=root_path, project=project_settings, locked=locked_doc, host=host_sandbox, problems=problems

@@ -118,5 +118,6 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "exit": outcome.exit_code,
             "description": description,
             "sandbox": outcome.sandbox or "none",
+            **({"network_refused": list(outcome.network_refused)} if outcome.network_refused else {}),
         },
     }

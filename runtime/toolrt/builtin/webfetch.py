@@ -7,7 +7,6 @@ must not cost their import time.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import posixpath
 import re
 import socket
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from ..addresses import private_address
 from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..permissions.model import CallSite, PermissionRequest
@@ -55,58 +55,6 @@ _BLOCKS = (
 )  # fmt: skip
 # SVG is markup the model can read; OpenCode also keeps this odd image type as text.
 _TEXT_IMAGES = frozenset({"image/svg+xml", "image/vnd.fastbidsheet"})
-
-
-_LOCAL_NAMES = ("localhost", ".localhost", ".local", ".internal", ".lan", ".home.arpa")
-
-
-def private_address(host: str) -> bool:
-    """Whether `host` (a name or an address) is inside this machine or its network, not the internet:
-    loopback, private ranges, link-local (cloud metadata services), or names that only resolve locally."""
-    name = host.strip("[]").rstrip(".").lower()
-    if name == "localhost" or name.endswith(_LOCAL_NAMES):
-        return True
-    address = _address(name)
-    if address is None:
-        return False
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
-            return not embedded.is_global
-    return not address.is_global
-
-
-_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
-_NUMERIC = frozenset("0123456789abcdefx.")
-
-
-def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """`name` as an address, in every IPv4 spelling `inet_aton` accepts (`127.1`, `0x7f.1`, `2130706433`,
-    `0177.0.0.1`), which resolvers and HTTP clients pass to the kernel as that address."""
-    try:
-        return ipaddress.ip_address(name)
-    except ValueError:
-        pass
-    if not name or not set(name) <= _NUMERIC or not name[0].isdigit():
-        return None
-    try:
-        return ipaddress.IPv4Address(socket.inet_aton(name))
-    except OSError:
-        return None
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one carries: IPv4-mapped, NAT64 (well-known and local prefixes), 6to4,
-    or a Teredo client; None for a plain IPv6 address."""
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if any(address in network for network in _NAT64):
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address.teredo is not None:
-        return address.teredo[1]
-    return None
 
 
 def permission_requests(args: Mapping[str, Any], site: CallSite) -> tuple[PermissionRequest, ...]:

@@ -141,6 +141,8 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         "output_bytes": outcome.total_bytes,
         "sandbox": outcome.sandbox or "none",
     }
+    if outcome.network_refused:
+        metadata["network_refused"] = list(outcome.network_refused)
     if outcome.spill_path is not None:
         metadata["outputPath"] = str(outcome.spill_path)
     title = call_title(tool, args, root) or shown[:80]

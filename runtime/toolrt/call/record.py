@@ -158,7 +158,8 @@ class Recorder:
     def record(self, entry: CallRecord, saving: SessionSave | None = None) -> None:
         """Append the call's record: time, session (`session_id` of its name: never a token), agent, model,
         tool, call_id, arguments, requests (each permission and pattern with its action and deciding rule),
-        duration_ms, status, output_bytes, error.
+        duration_ms, status, output_bytes, error, and the connections toolrt's network proxy refused the
+        call's process (`network_refused`), if any.
 
         The line is assembled from pre-encoded parts (who called which tool, the decision, the time up
         to the second), which costs a fraction of encoding the whole mapping on every call;
@@ -173,8 +174,10 @@ class Recorder:
         rest = (
             f'"call_id":{_string(entry.call_id)},"arguments":{_arguments_json(entry.args)},'
             f'"requests":{self._requests_json(entry.decision)},"duration_ms":{entry.duration * 1000:.3f},'
-            f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}}}'
+            f'"status":"{entry.status}","output_bytes":{len(result.output)},"error":{_string(result.error)}'
         )
+        refused = result.metadata.get("network_refused")
+        rest += f',"network_refused":{_json(refused)}}}' if refused else "}"
         if scope.principal is not None:  # who called over authenticated HTTP
             rest = f'"principal":{_string(scope.principal)},{rest}'
         session = self._session_id(scope.session)  # a 2026-07-28 token is a credential: no record holds it

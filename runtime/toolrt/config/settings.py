@@ -59,6 +59,8 @@ __all__ = [
     "ResolvedSettings",
     "AuthSettings",
     "RetentionSettings",
+    "CredentialSettings",
+    "NetworkNames",
     "SandboxSettings",
     "ServeSettings",
     "Settings",
@@ -98,19 +100,44 @@ class ServeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkNames:
+    """`sandbox.network: {allow: [...], deny: [...]}`: host names (and presets) reachable through toolrt's
+    proxy, the network otherwise off (see `toolrt.sandbox.netrules`)."""
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialSettings:
+    """One `sandbox.credentials` entry: an environment variable that never enters the sandbox (`deny`),
+    or enters it as a placeholder the network proxy replaces with the real value only in `header` of
+    requests to `host` (`mask`; see `toolrt.sandbox.credentials`)."""
+
+    env: str = ""
+    action: Literal["deny", "mask"] = "deny"
+    host: str = ""
+    header: str = "Authorization"
+    file: Path | None = None
+    """A file that reads as empty in the sandbox (`deny` only); `~` is expanded."""
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSettings:
     """The host's OS sandbox choices (all host-only); the project's `sandbox:` block may only tighten them
     and the locked file fixes what it names (see `toolrt.sandbox.policy`)."""
 
     mode: Literal["read-only", "workspace-write", "off"] | None = None
     """None: the default, `workspace-write`."""
-    network: bool | None = None
-    """None: the default, on."""
+    network: bool | NetworkNames | None = None
+    """None: the default, on; names: only those, through toolrt's proxy."""
     writable: tuple[Path, ...] | None = None
     """More writable directories (a package cache); relative paths are relative to the settings file."""
     sockets: tuple[Path, ...] | None = None
     """Pathname UNIX sockets a sandboxed tool may connect to (`$SSH_AUTH_SOCK`); variables and `~` are
     expanded. None or empty: no process in the sandbox may make a UNIX socket."""
+    credentials: tuple[CredentialSettings, ...] | None = None
+    """Environment variables kept out of the sandbox (`deny`) or masked (`mask`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +305,7 @@ HOST_ONLY: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
         "sandbox.network": _always,
         "sandbox.writable": _always,
         "sandbox.sockets": _always,
+        "sandbox.credentials": _always,
         "background": _always,
         # A project that could choose the store could point its audit records at a database it reads.
         "store": _always,
@@ -329,6 +357,7 @@ _HOW_TO_SET = {
     "sandbox.network": "TOOLRT_SANDBOX__NETWORK",
     "sandbox.writable": "TOOLRT_SANDBOX__WRITABLE='[\"DIR\", ...]'",
     "sandbox.sockets": "TOOLRT_SANDBOX__SOCKETS='[\"$SSH_AUTH_SOCK\", ...]', the user settings file",
+    "sandbox.credentials": "the user settings file's sandbox.credentials",
     "background": "TOOLRT_BACKGROUND='[\"TOOL\", ...]'",
     "store": "TOOLRT_STORE",
     "retention.audit_days": "TOOLRT_RETENTION__AUDIT_DAYS",
@@ -692,6 +721,8 @@ def _relative_to(base: Path | None, key: str, value: Any) -> Any:
     if key in ("sandbox.writable", "sandbox.sockets") and isinstance(value, str):  # a JSON list or PATH-style
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
+    if key == "sandbox.network" and isinstance(value, str) and value.strip().startswith("{"):  # names, as JSON
+        return json.loads(value)
     if key in ("serve.task_tools", "auth.required_scopes") and isinstance(
         value, str
     ):  # the environment: a JSON list or comma-separated

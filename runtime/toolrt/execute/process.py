@@ -46,6 +46,10 @@ CHUNK_SIZE = 64 * 1024
 _POLL_INTERVAL = 0.01
 
 
+_REFUSALS_SHOWN = 5
+"""Refused connections a call's output names one by one (the metadata and the audit keep them all)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessOutcome:
     """What a finished (or stopped) process produced."""
@@ -65,6 +69,8 @@ class ProcessOutcome:
     """Seconds from spawn to the end of the call."""
     sandbox: str | None = None
     """What the OS sandbox enforced on the process (`SandboxPlan.description`); None: no sandbox."""
+    network_refused: tuple[str, ...] = ()
+    """`host:port: why` of each connection toolrt's proxy refused the process (`network:` names)."""
 
 
 class _Capture:
@@ -359,7 +365,19 @@ async def run_process(
 
     output = capture.finish()
     exit_code = process.returncode if completed else None
-    if sandbox is not None and exit_code:
+    network = getattr(process, "network", None)
+    refused: tuple[str, ...] = ()
+    if network is not None:
+        network.close()
+        found = list(dict.fromkeys(network.refused))
+        refused = tuple(f"{r.host}:{r.port}: {r.rule}" for r in found)
+        notes = "\n".join(r.describe() for r in found[:_REFUSALS_SHOWN])
+        more = len(found) - _REFUSALS_SHOWN
+        if more > 0:
+            notes += f"\n(and {more} more refused connection{'s' if more > 1 else ''})"
+        if notes:
+            output = f"{output.rstrip()}\n{notes}\n" if output.strip() else f"{notes}\n"
+    if sandbox is not None and exit_code and not refused:
         hint = refusal_hint(output, sandbox, cwd, exit_code)
         if hint is not None:
             output = f"{output.rstrip()}\n{hint}\n"
@@ -372,4 +390,5 @@ async def run_process(
         spill_path=capture.spill_path,
         duration=time.monotonic() - start,
         sandbox=sandbox.description if sandbox is not None else None,
+        network_refused=refused,
     )

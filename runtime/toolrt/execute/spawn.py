@@ -30,8 +30,11 @@ from typing import Any
 import anyio
 
 from ..sandbox import kernel, warden
+from ..sandbox.credentials import Masked, sandbox_environment
+from ..sandbox.loopback import proxy_environment
 from ..sandbox.namespaces import enter_from_thread, release_after
 from ..sandbox.plan import SandboxPlan
+from ..sandbox.proxy import ProxySession, serve
 from ..sandbox.supervisor import supervise
 
 __all__ = ["PidfdProcess", "ServedProcess", "open_process"]
@@ -112,6 +115,8 @@ class PidfdProcess:
         self.pidfd = pidfd if pidfd is not None else os.pidfd_open(popen.pid)
         self.pid = popen.pid
         self.returncode: int | None = None
+        self.network: ProxySession | None = None
+        """The proxy's session of a process whose `network:` names hosts (see `toolrt.sandbox.proxy`)."""
         self.stdout = _Output(popen.stdout.fileno()) if popen.stdout is not None else None
         self.stderr = _Output(popen.stderr.fileno()) if popen.stderr is not None else None
         self.stdin = _Input(popen.stdin.fileno(), popen.stdin.close) if popen.stdin is not None else None
@@ -160,6 +165,7 @@ class ServedProcess:
     ) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.network: ProxySession | None = None
         self._release = release
         """Lets go of the fork server this process holds (see `hold_fork_server`), once its exit is known."""
         self._channel = channel
@@ -244,6 +250,7 @@ def _served(
     env: Mapping[str, str],
     split: bool,
     output: int | None = None,
+    masked: tuple[Masked, ...] = (),
 ) -> ServedProcess:
     from ..sandbox.launcher import fork_server, running_on_fork_server
 
@@ -270,15 +277,20 @@ def _served(
         for fd in {fd for fd in theirs if fd is not None}:
             os.close(fd)
     first = b""
+    proxy: list[int] = []
     while not first.endswith(b"\n"):
-        chunk, fds, _, _ = socket.recv_fds(channel, 256, 1)
+        chunk, fds, _, _ = socket.recv_fds(channel, 256, 2)
+        if fds and plan.network_rules is not None:  # the proxy's listener in the process's namespace comes first
+            proxy.append(fds.pop(0))
         for fd in fds:  # the seccomp listener of a process with a socket allow-list, sent with its pid
             supervise(fd, plan.sockets, network=not plan.deny_network)
         if not chunk:
             break
         first += chunk
     line, _, rest = first.partition(b"\n")
-    if not line.startswith(b"P"):
+    if not line.startswith(b"P") or (plan.network_rules is not None and not proxy):
+        for fd in proxy:
+            os.close(fd)
         release()
         channel.close()
         for fd in (out_read, err_read, in_write):
@@ -293,10 +305,23 @@ def _served(
         raise kernel.SandboxSetupError(
             f"the sandbox could not be set up ({step}: {os.strerror(number) if number else 'failed'})"
         )
-    return ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
+    served = ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
+    if plan.network_rules is not None:
+        served.network = serve(proxy[0], plan.network_rules, _pidfd_of(served.pid), masked)
+    return served
 
 
-def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) -> PidfdProcess:
+def _pidfd_of(pid: int) -> int | None:
+    """A pidfd of a process the fork server started (its stand-in, which lives until the program ends)."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
+
+
+def _popen_in_sandbox(
+    plan: SandboxPlan, argv: Sequence[str], masked: tuple[Masked, ...] = (), **options: Any
+) -> PidfdProcess:
     """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`),
     watched by the warden, which kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
 
@@ -309,17 +334,20 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
 
     single_use: list[int] = []
     listener: list[int] = []
+    proxy: list[int] = []
 
     def body() -> None:
         try:
             try:
-                namespace, supervised = enter_from_thread(plan.request())
+                namespace, supervised, proxied = enter_from_thread(plan.request())
             except OSError as error:
                 raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
             if namespace is not None:
                 single_use.append(namespace)
             if supervised is not None:
                 listener.append(supervised)
+            if proxied is not None:
+                proxy.append(proxied)
             popen = subprocess.Popen(list(argv), **options)
             try:
                 pidfd = warden.watch(popen.pid)  # at once, from here: the one gap is this long
@@ -341,7 +369,7 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
     done.acquire()
     outcome = result[0]
     if isinstance(outcome, BaseException):
-        for fd in (*single_use, *listener):
+        for fd in (*single_use, *listener, *proxy):
             os.close(fd)
         raise outcome
     popen, pidfd = outcome
@@ -349,7 +377,10 @@ def _popen_in_sandbox(plan: SandboxPlan, argv: Sequence[str], **options: Any) ->
         release_after(popen.pid, namespace)
     for fd in listener:
         supervise(fd, plan.sockets, network=not plan.deny_network)
-    return PidfdProcess(popen, pidfd)
+    process = PidfdProcess(popen, pidfd)
+    if plan.network_rules is not None:
+        process.network = serve(proxy[0], plan.network_rules, os.dup(pidfd), masked)
+    return process
 
 
 async def open_process(
@@ -370,8 +401,13 @@ async def open_process(
         OSError: the program cannot be started (also `SandboxSetupError` when the sandbox cannot be applied).
     """
     stderr = subprocess.PIPE if split_stderr else subprocess.STDOUT
+    masked: tuple[Masked, ...] = ()
+    if sandbox is not None and sandbox.credentials:
+        env, masked = sandbox_environment(env, sandbox.credentials)
+    if sandbox is not None and sandbox.network_rules is not None:
+        env = proxy_environment(dict(env))
     if sandbox is not None and sandbox.launch == "forkserver":
-        return _served(argv, sandbox, stdin, cwd, env, split_stderr, output)
+        return _served(argv, sandbox, stdin, cwd, env, split_stderr, output, masked)
     if sandbox is not None and sandbox.launch == "exec":
         argv, sandbox = [*sandbox.prefix, *argv], None
     if (sandbox is not None or output is not None) and not HAVE_PIDFD:
@@ -396,5 +432,5 @@ async def open_process(
         "close_fds": True,
     }
     if sandbox is not None:
-        return _popen_in_sandbox(sandbox, argv, **options)
+        return _popen_in_sandbox(sandbox, argv, masked, **options)
     return PidfdProcess(subprocess.Popen(list(argv), **options))

@@ -14,11 +14,15 @@ from pathlib import Path
 
 from ..config.resources import SCHEMA_NAMES, schema
 from ..errors import UsageError
+from ..sandbox.netrules import PRESETS
 
 __all__ = ["SCHEMA_DIR", "write_schemas", "write_starter"]
 
 SCHEMA_DIR = ".toolrt/schemas"
 """Where `toolrt init` puts the schemas, relative to the project root."""
+
+_PRESET_LINES = "\n".join(f"  #   {name}: {', '.join(hosts)}" for name, hosts in PRESETS.items())
+"""The presets `network: {allow: [...]}` accepts, and the hosts each stands for, as comments."""
 
 _FILES: dict[str, str] = {
     "tools.d/word_count.yaml": f"""# yaml-language-server: $schema=../{SCHEMA_DIR}/tool.schema.json
@@ -131,6 +135,11 @@ defaults:
 # line) when your tools need it, or give one tool `sandbox: {{network: true}}` (docs/sandbox.md).
 sandbox:
   network: false
+  # Or only the hosts the everyday install commands need (pip install, npm install, cargo build,
+  # go get, git fetch), through toolrt's proxy, the network otherwise off; presets name them:
+{_PRESET_LINES}
+  # network:
+  #   allow: [pypi, npm, crates, go, github]
 """,
 }
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
-from .masks import NO_MASKS, DenyTest, denied_paths
+from .credentials import Credential
+from .masks import NO_MASKS, DenyTest, Masks, denied_paths
+from .netrules import entry_problem
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
 from .supervisor import pin, refusal
 from .support import Support, detect_support
@@ -43,13 +45,14 @@ MAX_PROTECTED_MOUNTS = 64
 
 def host_layer(
     mode: str | None,
-    network: bool | None,
+    network: object,
     writable: tuple[Path, ...] | None,
     *,
     source: str,
     problems: list[Problem],
     sockets: tuple[Path, ...] | None = None,
     journal: Journal | None = None,
+    credentials: Iterable[object] | None = None,
 ) -> SandboxLayer:
     """The host's sandbox settings (`toolrt.config.settings.SandboxSettings`, resolved from the command line, the
     environment and the user settings file) as a layer; a writable path that is no directory is an error.
@@ -71,11 +74,60 @@ def host_layer(
             why = refusal(named, journal) or "is not a UNIX socket now (or is a symlink)"
             problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
     known: Mode | None = next((m for m in MODES if m == mode), None)
-    return SandboxLayer(known, network, paths, None, tuple(p for p in listed if os.path.isabs(p)), source)
+    allow, deny = _names(getattr(network, "allow", None), getattr(network, "deny", None), source, problems)
+    return SandboxLayer(
+        known,
+        network if isinstance(network, bool) else (False if allow is not None else None),
+        paths,
+        None,
+        tuple(p for p in listed if os.path.isabs(p)),
+        source,
+        allow=allow,
+        deny=deny,
+        credentials=tuple(
+            Credential(
+                str(getattr(c, "env", "") or ""),
+                "mask" if getattr(c, "action", "deny") == "mask" else "deny",
+                str(getattr(c, "host", "")),
+                str(getattr(c, "header", "Authorization")),
+                _resolved(getattr(c, "file", None)),
+            )
+            for c in credentials or ()
+        ),
+    )
 
 
-def block_layer(document: Document, pointer: str, *, base: Path) -> SandboxLayer | None:
-    """The `sandbox:` block at `pointer` of a schema-valid document; relative paths are against `base`."""
+def _resolved(file: object) -> str:
+    """A credential file's path, `~` expanded and links resolved (the host named it); "" for none."""
+    return os.path.realpath(os.path.expanduser(str(file))) if file else ""
+
+
+def _names(
+    allow: object, deny: object, source: str, problems: list[Problem]
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """`network: {allow, deny}` as tuples of valid entries; each invalid one is reported and left out."""
+    found: list[tuple[str, ...] | None] = []
+    for key, entries in (("allow", allow), ("deny", deny)):
+        if entries is None:
+            found.append(None)
+            continue
+        kept = []
+        for entry in map(str, entries):  # type: ignore[call-overload]
+            problem = entry_problem(entry)
+            if problem is None:
+                kept.append(entry)
+            else:
+                problems.append(Problem(source, 0, 0, "", f"sandbox.network.{key}: {problem}"))
+        found.append(tuple(kept))
+    return found[0], found[1]
+
+
+def block_layer(
+    document: Document, pointer: str, *, base: Path, problems: list[Problem] | None = None
+) -> SandboxLayer | None:
+    """The `sandbox:` block at `pointer` of a schema-valid document; relative paths are against `base`;
+    an invalid `network:` entry is reported in `problems` and left out."""
+    problems = problems if problems is not None else []
     data: Any = document.data or {}
     for part in (p for p in pointer.split("/") if p):
         data = data.get(part) if isinstance(data, Mapping) else None
@@ -83,9 +135,14 @@ def block_layer(document: Document, pointer: str, *, base: Path) -> SandboxLayer
         return None
     writable = data.get("writable")
     mode = data.get("mode")
+    network = data.get("network")
+    names = network if isinstance(network, Mapping) else {}
+    allow, deny = _names(names.get("allow"), names.get("deny"), document.source(pointer), problems)
     return SandboxLayer(
         mode="off" if mode is False else mode,  # YAML 1.1 reads an unquoted `off` as false
-        network=data.get("network"),
+        network=False if names else network,
+        allow=allow,
+        deny=deny,
         writable=(
             tuple(Path(os.path.normpath(base / Path(p).expanduser())) for p in writable)
             if writable is not None
@@ -105,11 +162,11 @@ def build_policy(
     problems: list[Problem],
 ) -> SandboxPolicy:
     """The snapshot's sandbox policy: host within the locked file, then the project, tighten-only."""
-    locked_layer = block_layer(locked, "/sandbox", base=root) if locked is not None else None
+    locked_layer = block_layer(locked, "/sandbox", base=root, problems=problems) if locked is not None else None
     policy, warnings = merge_tighter(host, locked_layer)
     problems.extend(Problem("<settings>", 0, 0, "", w, "warning") for w in warnings)
     if project is not None:
-        layer = block_layer(project, "/sandbox", base=root)
+        layer = block_layer(project, "/sandbox", base=root, problems=problems)
         if layer is not None:
             problems.extend(_located(project, "/sandbox", loosening(policy, layer, root=root)))
             policy = policy.tightened(layer, root=root)
@@ -144,7 +201,7 @@ def tool_policy(
     """A tool file's tightened policy, or None when the file has no `sandbox:` block."""
     if document is None:
         return None
-    layer = block_layer(document, "/sandbox", base=root)
+    layer = block_layer(document, "/sandbox", base=root, problems=problems)
     if layer is None:
         return None
     problems.extend(_located(document, "/sandbox", loosening(base, layer, root=root)))
@@ -187,6 +244,9 @@ def call_plan(
     support = support or detect_support()
     sandboxed = policy.mode != "off" and support.available
     masks = denied_paths(root, reads) if sandboxed else NO_MASKS
+    secret_files = tuple(c.file for c in policy.credentials if c.file and os.path.isfile(c.file))
+    if sandboxed and secret_files:  # the host's credential files read as empty, as denied files do
+        masks = Masks(tuple(dict.fromkeys((*masks.files, *secret_files))), masks.directories)
     plan = plan_sandbox(
         policy.widened_for_call(directories),
         support,
@@ -228,6 +288,8 @@ def sandbox_status(policy: SandboxPolicy, support: Support | None = None) -> str
         refused = "; process tools are refused: the locked file requires a sandbox" if policy.required else ""
         return f"{support.describe()}{refused}"
     network = "network on" if policy.network else "network off"
+    if not policy.network and policy.network_rules is not None and support.net_namespace:
+        network = f"network: {len(policy.network_rules.allow[0])} allowed names through toolrt's proxy"
     return f"{support.describe()} ({policy.mode}, {network})"
 
 

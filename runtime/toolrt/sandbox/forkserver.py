@@ -38,6 +38,7 @@ Unprivileged processes need a user namespace for steps 2 and 3; the server enter
 own uid and gid mapped to themselves, so files keep their owners) when it cannot unshare without.
 
 Status channel, server → client, one line each: `P<pid>` once the program is running (carrying the
+proxy listener of a request with `proxy_net`, made in the process's own network namespace, then the
 seccomp listener of a request with `supervise_unix`), or
 `E<errno> <step>` when it could not start; then `X<code>` when it exits (negative: killed by that
 signal). A request is `<length:4 bytes big-endian><JSON>` on the same channel.
@@ -57,9 +58,10 @@ from collections.abc import Callable
 from typing import Any
 
 if __package__:
-    from . import kernel, seccomp
+    from . import kernel, loopback, seccomp
 else:  # run by path under `python -I -S`, outside the package
     import kernel  # type: ignore[no-redef,import-not-found]
+    import loopback  # type: ignore[no-redef,import-not-found]
     import seccomp  # type: ignore[no-redef,import-not-found]
 
 __all__ = ["main"]
@@ -284,6 +286,13 @@ def _child(
             kernel.setns(mounts, kernel.CLONE_NEWNS)
         if network is not None:
             kernel.setns(network, kernel.CLONE_NEWNET)
+        elif request.get("proxy_net"):  # a namespace of its own, whose one listener goes to toolrt's proxy
+            step = "network"
+            kernel.unshare(kernel.CLONE_NEWNET)
+            listener = loopback.proxy_listener()
+            socket.send_fds(socket.socket(fileno=os.dup(report)), [b"N"], [listener])
+            os.close(listener)
+            step = "sandbox"
         own_pids = bool(request.get("pid"))
         if own_pids:
             kernel.unshare(kernel.CLONE_NEWPID)
@@ -439,8 +448,8 @@ class _Server:
             channel.sendall(f"E{error.errno or 0} sandbox\n".encode())
             channel.close()
             return
-        supervised = bool(request.get("supervise_unix"))
-        if supervised:  # a seqpacket pair: the child sends its seccomp listener first, then any failure
+        supervised = bool(request.get("supervise_unix") or request.get("proxy_net"))
+        if supervised:  # a seqpacket pair: the child sends its listeners first (proxy, seccomp), then any failure
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             report_read, report_write = ours.detach(), theirs.detach()
         else:
@@ -486,7 +495,7 @@ class _Server:
             channel.sendall(b"E" + failure + b"\n")
             channel.close()
             return
-        socket.send_fds(channel, [f"P{pid}\n".encode()], listeners[:1])
+        socket.send_fds(channel, [f"P{pid}\n".encode()], listeners[:2])
         for fd in listeners:
             os.close(fd)
         pidfd = os.pidfd_open(pid)

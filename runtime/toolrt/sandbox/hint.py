@@ -71,6 +71,13 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | Non
             "agent, a database by socket path) and no hypervisor host can be reached from here. Use TCP on "
             "127.0.0.1 where the service offers it, or ask the person to run the command outside toolrt."
         )
+    if plan.network_rules is not None and _NETWORK.search(output):
+        return (
+            "toolrt: this tool reaches the network only through toolrt's proxy (sandbox.network names the "
+            "allowed hosts; HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it): a program that ignores those "
+            "variables, or a host not on the list, has no route out. Use the proxy, or ask the person to add "
+            "the host to sandbox.network.allow in the host settings."
+        )
     if plan.deny_network and _NETWORK.search(output):
         return (
             "toolrt: the sandbox has the network off for this tool (sandbox.network: false), so connections "
@@ -155,7 +162,9 @@ def _silent(plan: SandboxPlan, exit_code: int | None) -> str | None:
     if plan.no_unix_sockets:
         refused.append("UNIX sockets other than sandbox.sockets" if plan.sockets else "UNIX sockets (local daemons)")
         refused.append("sockets other than IP and netlink (vsock, packet, Bluetooth)")
-    if plan.deny_network:
+    if plan.network_rules is not None:
+        refused.append("network connections except to the allowed hosts through the proxy")
+    elif plan.deny_network:
         refused.append("every network connection")
     status = f"killed by signal {-exit_code}" if exit_code < 0 else f"exit status {exit_code}"
     return (

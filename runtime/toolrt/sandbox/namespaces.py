@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import kernel, seccomp
+from . import kernel, loopback, seccomp
 
 __all__ = [
     "covered_namespace",
@@ -110,7 +110,7 @@ def ruleset(rules: kernel.LandlockRules) -> int:
         return fd
 
 
-def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | None]:
+def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
     kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock, then drop
     every capability of the programs it starts (root's included; the thread keeps its permitted set, see
@@ -118,7 +118,9 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
 
     Returns the fd of a single-use mount namespace (a request with a `cover`), which the caller hands
     to `release_after` once the process is started (this thread may start no thread by then), or None;
-    and the seccomp listener of a request with a socket allow-list (`supervise_unix`), or None."""
+    the seccomp listener of a request with a socket allow-list (`supervise_unix`), or None; and the proxy
+    listener made in the thread's own network namespace for a request with `proxy_net` (see `loopback`),
+    or None."""
     read_only = [str(p) for p in request.get("read_only", ())]
     pinned = [str(p) for p in request.get("pinned", ())]
     masks = kernel.request_masks(request)
@@ -135,28 +137,33 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
             mounts = mount_namespace(read_only, masks, bool(request.get("dev")), pinned)
         kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
         kernel.setns(mounts, kernel.CLONE_NEWNS)
+    proxy = None
     if request.get("unshare_net"):
         kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
-    if request.get("pid"):
-        kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
-    if landlock is not None:
-        if rules is not None and request.get("dev"):
-            kernel.grant_own_terminals(landlock, rules)  # this namespace's own devpts
-        kernel.restrict_with(landlock)
+    elif request.get("proxy_net"):
+        kernel.unshare(kernel.CLONE_NEWNET)
+        proxy = loopback.proxy_listener()
     listener = None
-    if request.get("no_unix_sockets"):
-        kernel.set_no_new_privs()
-        if request.get("supervise_unix"):
-            listener = seccomp.supervise_unix_sockets()
-        else:
-            seccomp.refuse_unix_sockets()
     try:
+        if request.get("pid"):
+            kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
+        if landlock is not None:
+            if rules is not None and request.get("dev"):
+                kernel.grant_own_terminals(landlock, rules)  # this namespace's own devpts
+            kernel.restrict_with(landlock)
+        if request.get("no_unix_sockets"):
+            kernel.set_no_new_privs()
+            if request.get("supervise_unix"):
+                listener = seccomp.supervise_unix_sockets()
+            else:
+                seccomp.refuse_unix_sockets()
         kernel.drop_capabilities(keep_permitted=True)  # this thread stays alive beside the program
     except BaseException:
-        if listener is not None:
-            os.close(listener)
+        for fd in (listener, proxy):
+            if fd is not None:
+                os.close(fd)
         raise
-    return single_use, listener
+    return single_use, listener, proxy
 
 
 _spares: OrderedDict[tuple[Any, ...], int] = OrderedDict()

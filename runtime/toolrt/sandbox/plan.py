@@ -20,7 +20,9 @@ from ..permissions.model import usable_exempt
 from . import kernel
 from .bwrap import bwrap_argv
 from .cover import absent_names, cover_request
+from .credentials import Credential
 from .masks import NO_MASKS, Masks, empty_file
+from .netrules import NetworkRules
 from .policy import SandboxPolicy
 from .seatbelt import seatbelt_argv
 from .seccomp import supported as seccomp_supported
@@ -81,6 +83,12 @@ class SandboxPlan:
     root: str = ""
     pinned: tuple[str, ...] = ()
     """Directories bound onto themselves, writable, in the mount namespace (see `pinned_directories`)."""
+    credentials: tuple[Credential, ...] = ()
+    """The host's credentials list: denied variables are dropped from the process's environment, masked
+    ones replaced by placeholders the proxy substitutes (see `credentials`)."""
+    network_rules: NetworkRules | None = None
+    """`network:` names: the process gets a network namespace of its own whose one listener, on
+    127.0.0.1, is toolrt's proxy (see `proxy`), which lets through what these rules allow."""
 
     def _cover(self) -> dict[str, object] | None:
         if not self.covered:
@@ -94,11 +102,12 @@ class SandboxPlan:
             "landlock": {
                 "abi": self.landlock_abi,
                 "paths": [list(rule) for rule in self.rules],
-                "deny_tcp": self.deny_network,
+                "deny_tcp": self.deny_network and self.network_rules is None,
                 "scope_signals": True,
                 "scope_abstract_unix": self.deny_network,
             },
-            "unshare_net": self.unshare_net,
+            "unshare_net": self.unshare_net and self.network_rules is None,
+            "proxy_net": self.network_rules is not None,
             "dev": self.minimal_dev,
             "pid": self.pid_namespace,
             "no_unix_sockets": self.no_unix_sockets,
@@ -191,12 +200,15 @@ def plan_sandbox(
     rules.extend((device, _DEVICE) for device in DEVICE_FILES)
     rules.extend((path, _WRITABLE) for path in writable)
     unshare_net = deny_network and support.net_namespace
+    proxied = policy.network_rules if unshare_net else None
     read_only = protected if support.mount_namespace else ()
     absent = absent_names(root, policy.protected) if policy.mode == "workspace-write" else ()
     cover = cover_request(root, absent, output_dir, support.launch) if absent and support.mount_namespace else None
     parts = [f"landlock ABI {support.landlock_abi} {policy.mode}"]
     if deny_network:
-        if unshare_net:
+        if proxied is not None:
+            parts.append("netns + proxy")
+        elif unshare_net:
             parts.append("netns")
         elif support.landlock_abi >= 4:
             parts.append("network off: TCP only (no network namespace)")
@@ -242,6 +254,8 @@ def plan_sandbox(
         cover_dirs=(cover["lower"], cover["work"]) if cover is not None else ("", ""),
         root=str(root),
         pinned=pinned,
+        network_rules=proxied,
+        credentials=policy.credentials,
     )
 
 

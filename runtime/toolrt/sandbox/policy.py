@@ -14,6 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from .credentials import Credential
+from .netrules import NetworkRules
+
 __all__ = ["MODES", "Mode", "SandboxLayer", "SandboxPolicy", "loosening", "merge_tighter"]
 
 Mode = Literal["read-only", "workspace-write", "off"]
@@ -34,6 +37,12 @@ class SandboxLayer:
     sockets: tuple[str, ...] | None = None
     """Host only: pathname UNIX sockets a tool needs (`$SSH_AUTH_SOCK`), absolute and normalised."""
     source: str = ""
+    allow: tuple[str, ...] | None = None
+    """`network: {allow: [...]}`: the host names (and presets) reachable through toolrt's proxy; `network`
+    is then False (no route of the process's own)."""
+    deny: tuple[str, ...] | None = None
+    credentials: tuple[Credential, ...] = ()
+    """Host only: the environment variables kept out of the sandbox or masked (see `credentials`)."""
     """Where the block came from, for messages (`toolrt.yaml:12`, `TOOLRT_SANDBOX__MODE`)."""
 
 
@@ -59,6 +68,10 @@ class SandboxPolicy:
     sockets: tuple[str, ...] = ()
     """The host's socket allow-list: the UNIX sockets a sandboxed process may connect to (see
     `supervisor`); empty, no process may make a UNIX socket at all."""
+    network_rules: NetworkRules | None = None
+    """With `network` False: the names reachable through toolrt's proxy (see `proxy`); None: none."""
+    credentials: tuple[Credential, ...] = ()
+    """The host's credentials list (see `credentials`)."""
 
     def widened_for_call(self, directories: tuple[Path, ...]) -> SandboxPolicy:
         """This policy with `directories` writable too (an allowed `external_directory` request),
@@ -72,6 +85,14 @@ class SandboxPolicy:
         """Apply a tighten-only layer (project or tool file); call `loosening` first to report misuse."""
         mode = self.mode if layer.mode is None else min(self.mode, layer.mode, key=MODES.index)
         network = self.network and (layer.network if layer.network is not None else True)
+        rules = self.network_rules
+        if layer.network is False and layer.allow is None:
+            rules = None
+        elif layer.allow is not None or layer.deny is not None:
+            if self.network:  # names narrow an open network
+                rules = NetworkRules(()).narrowed(layer.allow, layer.deny)
+            elif rules is not None:
+                rules = rules.narrowed(layer.allow, layer.deny)
         writable = self.writable
         if layer.writable is not None:
             inside = tuple(p for p in layer.writable if _within(p, root))
@@ -79,7 +100,7 @@ class SandboxPolicy:
                 writable = tuple(p for p in inside if any(_within(p, w) for w in self.writable))
             elif mode == "read-only":
                 writable = inside
-        return replace(self, mode=mode, network=network, writable=writable)
+        return replace(self, mode=mode, network=network, writable=writable, network_rules=rules)
 
 
 def loosening(policy: SandboxPolicy, layer: SandboxLayer, *, root: Path) -> list[tuple[str, str]]:
@@ -91,6 +112,14 @@ def loosening(policy: SandboxPolicy, layer: SandboxLayer, *, root: Path) -> list
                 "mode",
                 f"sandbox mode '{layer.mode}' would loosen '{policy.mode}': a project may only tighten the "
                 "sandbox; set a looser mode on the host (--sandbox, TOOLRT_SANDBOX__MODE, the user settings file)",
+            )
+        )
+    if layer.allow is not None and not policy.network and policy.network_rules is None:
+        found.append(
+            (
+                "network",
+                "sandbox network names hosts, but the network is off: a project may only narrow the host's "
+                "list; name the hosts on the host (sandbox.network.allow in the user settings file)",
             )
         )
     if layer.network is True and not policy.network:
@@ -124,6 +153,7 @@ def merge_tighter(host: SandboxLayer, locked: SandboxLayer | None) -> tuple[Sand
     mode: Mode = host.mode or "workspace-write"
     network = True if host.network is None else host.network
     writable = host.writable or ()
+    rules = _names(host)
     ceiling: Mode = "off"
     fixed_writable = False
     if locked is not None:
@@ -141,6 +171,14 @@ def merge_tighter(host: SandboxLayer, locked: SandboxLayer | None) -> tuple[Sand
             if network and not locked.network and host.network is True:
                 warnings.append(f"{host.source}: sandbox network ignored: the locked file turns the network off")
             network = network and locked.network if host.network is not None else locked.network
+            fixed = _names(locked)
+            if fixed is not None:  # the locked file's names widen the host's (or fix them when it had none)
+                rules = NetworkRules(
+                    ((*(rules.allow[0] if rules is not None else ()), *fixed.allow[0]),),
+                    tuple(dict.fromkeys((*(rules.deny if rules is not None else ()), *fixed.deny))),
+                )
+            elif not locked.network:
+                rules = None
         if locked.writable is not None:
             fixed_writable = True
             if host.writable and set(host.writable) - set(locked.writable):
@@ -156,8 +194,17 @@ def merge_tighter(host: SandboxLayer, locked: SandboxLayer | None) -> tuple[Sand
         ceiling=ceiling,
         external_writable=not fixed_writable,
         sockets=host.sockets or (),
+        network_rules=rules if not network else None,
+        credentials=host.credentials,
     )
     return policy, warnings
+
+
+def _names(layer: SandboxLayer) -> NetworkRules | None:
+    """A host or locked layer's `network: {allow, deny}` as the first (widest) list, or None."""
+    if layer.allow is None:
+        return None
+    return NetworkRules(()).narrowed(layer.allow, layer.deny)
 
 
 def _within(path: Path, root: Path) -> bool:
