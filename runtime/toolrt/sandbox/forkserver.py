@@ -16,7 +16,8 @@ a process that has only ever had one thread, then:
    `cover` (absent protected names of the project root made unwritable, `kernel.cover_absent`), a mount
    namespace for this process alone instead: an overlay caches what it looked up, so none is shared;
    the next one is made after this request is answered, and each is closed (unmounted) once its
-   process has ended and the server is idle;
+   process has ended and the server is idle; with a minimal `/dev`, a devpts of its own on `/dev/pts`
+   (in a copy of a kept namespace) and a ruleset of its own granting it (`devices.own_terminals`);
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
 4. installs the seccomp filter that refuses `socket(AF_UNIX)` (see `seccomp`), or with a socket
@@ -255,7 +256,8 @@ class _Kept:
         return (
             mounts,
             self.network() if request.get("unshare_net") else None,
-            self.ruleset(rules) if rules is not None else None,
+            # With a minimal /dev the child builds a ruleset of its own (see `_child`).
+            self.ruleset(rules) if rules is not None and not request.get("dev") else None,
         )
 
 
@@ -280,17 +282,22 @@ def _child(
             signal.signal(signum, signal.SIG_DFL)
         step = "sandbox"
         mounts, network, ruleset = kept
+        rules = kernel.landlock_rules(request) if request.get("dev") else None
+        if rules is not None:  # its own, before joining: it gains a rule on this process's devpts below
+            ruleset = kernel.build_ruleset(rules)
         if mounts is not None:
             kernel.setns(mounts, kernel.CLONE_NEWNS)
+            if request.get("dev") and not request.get("cover"):  # a copy of the kept one, for its terminals
+                kernel.unshare(kernel.CLONE_NEWNS)
+                kernel.own_terminals()
         if network is not None:
             kernel.setns(network, kernel.CLONE_NEWNET)
         own_pids = bool(request.get("pid"))
         if own_pids:
             kernel.unshare(kernel.CLONE_NEWPID)
         if ruleset is not None:
-            rules = kernel.landlock_rules(request) if request.get("dev") else None
             if rules is not None:
-                kernel.grant_own_terminals(ruleset, rules)  # this namespace's own devpts
+                kernel.grant_own_terminals(ruleset, rules)  # this process's own devpts
             kernel.restrict_with(ruleset)
         if request.get("no_unix_sockets"):
             step = "seccomp"

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 if __package__:
-    from .devices import minimal_dev, own_proc
+    from .devices import minimal_dev, own_proc, own_terminals
 else:  # run by path under `python -I -S`, outside the package (the fork server)
-    from devices import minimal_dev, own_proc  # type: ignore[import-not-found,no-redef]
+    from devices import minimal_dev, own_proc, own_terminals  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
     "CLONE_FS",
@@ -40,6 +40,7 @@ __all__ = [
     "bind_read_only",
     "drop_capabilities",
     "grant_own_terminals",
+    "own_terminals",
     "empty_bounding_set",
     "wants_mounts",
     "landlock_abi",
@@ -295,8 +296,9 @@ TERMINALS = "/dev/pts"
 def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
     """Add to `ruleset` the rights its rules give `/dev/pts`, on the `/dev/pts` of the mount namespace
     the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
-    devpts of its own there (see `devices`), whose root is another inode. Landlock merges a rule
-    repeated on one inode, so a ruleset gains one entry per devpts instance (one per kept namespace)."""
+    devpts of its own there, one per process (`devices.own_terminals`), whose root is another inode.
+    So `ruleset` must be this process's own (`build_ruleset`), never a kept one: each process it served
+    would add its instance, and every later one would be granted them all."""
     rights = 0
     for path, granted in rules.paths:
         if path == TERMINALS:
@@ -442,10 +444,13 @@ def mount_key(
 
 def make_mounts(key: tuple[Any, ...], *, dev: bool = True) -> None:
     """In a fresh private mount namespace: the mounts a `mount_key` describes (`dev`: its minimal /dev
-    and own /proc too; False: they came with the namespace this one was copied from)."""
+    and own /proc too; False: they came with the namespace this one was copied from, and only its
+    terminals are made anew, see `own_terminals`)."""
     if key[0] and dev:
         minimal_dev()
         own_proc()
+    elif key[0]:
+        own_terminals()
     bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]])
     if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
