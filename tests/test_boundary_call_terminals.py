@@ -65,9 +65,14 @@ def test_a_call_cannot_reach_the_terminal_another_call_holds(tmp_path: Path, lau
     # `covered`: an absent protected name, so each process gets a covered namespace copied from a kept base.
     root = tmp_path / "project"
     root.mkdir()
-    policy = SandboxPolicy(protected=(root / "tools.d",)) if covered else SandboxPolicy()
-    plan = plan_sandbox(policy, support, root=root, output_dir=root / "o")
-    assert plan is not None and bool(plan.covered) == covered
+    protected = (root / "tools.d",) if covered else ()
+    plan = plan_sandbox(SandboxPolicy(protected=protected), support, root=root, output_dir=root / "o")
+    # The other call runs under stricter rules (no network; read-only where no name is covered), whose
+    # processes were nonetheless started from the same kept namespace as the holder's.
+    strict = SandboxPolicy(protected=protected, network=False, mode="workspace-write" if covered else "read-only")
+    strict_plan = plan_sandbox(strict, support, root=root, output_dir=root / "o")
+    assert plan is not None and strict_plan is not None
+    assert bool(plan.covered) == covered and bool(strict_plan.covered) == covered
     # Outside the root: a FIFO seen through the covered root's overlay is another pipe than the real one.
     ready, done = tmp_path / "ready", tmp_path / "done"
     os.mkfifo(ready)
@@ -88,7 +93,7 @@ def test_a_call_cannot_reach_the_terminal_another_call_holds(tmp_path: Path, lau
             held.append(os.read(ready_fd, 64).decode())
             argv = ["bash", "-c", STEAL]
             try:
-                outcomes["thief"] = await run_process(argv, cwd=root, env=build_env(), timeout=30, sandbox=plan)
+                outcomes["thief"] = await run_process(argv, cwd=root, env=build_env(), timeout=30, sandbox=strict_plan)
             finally:
                 os.write(done_fd, b"x")
 
