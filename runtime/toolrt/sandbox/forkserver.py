@@ -126,6 +126,8 @@ class _Kept:
         self.net: int | None = None
         self.rulesets: dict[tuple[object, ...], int] = {}
         """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
+        self.templates: dict[tuple[object, ...], kernel.RuleTemplate] = {}
+        """The same keys → the rules' template, for requests that each need a ruleset of their own."""
 
     def _made_by_holder(
         self,
@@ -241,6 +243,16 @@ class _Kept:
         self.rulesets[key] = kernel.build_ruleset(rules)
         return self.rulesets[key]
 
+    def own_ruleset(self, rules: kernel.LandlockRules) -> int:
+        """A new ruleset for one child to add its own rules to, from a kept template (close it after the fork)."""
+        key = rules.key()
+        template = self.templates.get(key)
+        if template is None:
+            if len(self.templates) >= 64:
+                self.templates.pop(next(iter(self.templates))).close()
+            template = self.templates[key] = kernel.RuleTemplate(rules)
+        return template.build()
+
     def prepare(self, request: dict[str, object]) -> tuple[int | None, int | None, int | None]:
         """(mount namespace, network namespace, ruleset) fds for a request; built before the fork, so
         that what is kept outlives the child."""
@@ -249,16 +261,19 @@ class _Kept:
         masks = kernel.request_masks(request)
         rules = kernel.landlock_rules(request)
         mounts: int | None = None
-        if request.get("cover"):
-            mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
-        elif kernel.wants_mounts(request):
-            mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
-        return (
-            mounts,
-            self.network() if request.get("unshare_net") else None,
-            # With a minimal /dev the child builds a ruleset of its own (see `_child`).
-            self.ruleset(rules) if rules is not None and not request.get("dev") else None,
-        )
+        landlock: int | None = None
+        if rules is not None:  # with a minimal /dev, one of the child's own: it adds its devpts (`_child`)
+            landlock = self.own_ruleset(rules) if request.get("dev") else self.ruleset(rules)
+        try:
+            if request.get("cover"):
+                mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
+            elif kernel.wants_mounts(request):
+                mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
+            return mounts, self.network() if request.get("unshare_net") else None, landlock
+        except BaseException:
+            if landlock is not None and request.get("dev"):
+                os.close(landlock)
+            raise
 
 
 def _child(
@@ -283,8 +298,6 @@ def _child(
         step = "sandbox"
         mounts, network, ruleset = kept
         rules = kernel.landlock_rules(request) if request.get("dev") else None
-        if rules is not None:  # its own, before joining: it gains a rule on this process's devpts below
-            ruleset = kernel.build_ruleset(rules)
         if mounts is not None:
             kernel.setns(mounts, kernel.CLONE_NEWNS)
             if request.get("dev") and not request.get("cover"):  # a copy of the kept one, for its terminals
@@ -458,6 +471,8 @@ class _Server:
             os.close(report_read)
             _child(request, stdio, report_write, kept, server)
         os.close(report_write)
+        if request.get("dev") and kept[2] is not None:
+            os.close(kept[2])  # the child's own (`_Kept.own_ruleset`)
         failure = b""
         listeners: list[int] = []
         report = socket.socket(fileno=report_read) if supervised else None

@@ -28,6 +28,7 @@ __all__ = [
     "SandboxSetupError",
     "cover_absent",
     "build_ruleset",
+    "RuleTemplate",
     "identity_key",
     "landlock_rules",
     "restrict_with",
@@ -211,34 +212,62 @@ def identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
 def build_ruleset(rules: LandlockRules) -> int:
     """A Landlock ruleset fd holding `rules` (close it when done). Paths that do not exist are skipped
     (a missing /dev/tty is no reason to fail). Raises OSError when the kernel refuses."""
-    numbers = _numbers()
-    if numbers is None:
-        raise OSError(38, "Landlock is only available on Linux")
-    create, add_rule, _ = numbers
-    attr = _RulesetAttr(rules.fs, rules.net, rules.scoped)
-    size = 8 if rules.abi < 4 else 16 if rules.abi < 6 else 24
-    ruleset = int(_libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
-    if ruleset < 0:
-        raise _fail("landlock_create_ruleset")
+    template = RuleTemplate(rules)
     try:
-        for path, rights in rules.paths:
-            try:
-                fd = _open_rule_path(path, rights)
-            except (FileNotFoundError, _LinkOnTheWay):
-                continue
-            try:
+        return template.build()
+    finally:
+        template.close()
+
+
+_NO_FLAGS = ctypes.c_uint32(0)
+
+
+class RuleTemplate:
+    """`rules` with each path opened once (O_PATH) and its rights worked out: a ruleset of its own for
+    each process (see `grant_own_terminals`) then costs one system call per rule, not four. Holds the
+    inodes its paths had when made, as a built ruleset does (keep it by `LandlockRules.key`). Paths
+    that do not exist are skipped. Raises OSError when Landlock is missing."""
+
+    def __init__(self, rules: LandlockRules) -> None:
+        numbers = _numbers()
+        if numbers is None:
+            raise OSError(38, "Landlock is only available on Linux")
+        self._create, self._add_rule = numbers[0], numbers[1]
+        self._attr = _RulesetAttr(rules.fs, rules.net, rules.scoped)
+        self._size = 8 if rules.abi < 4 else 16 if rules.abi < 6 else 24
+        self._rules: list[tuple[str, _PathBeneathAttr]] = []
+        try:
+            for path, rights in rules.paths:
+                try:
+                    fd = _open_rule_path(path, rights)
+                except (FileNotFoundError, _LinkOnTheWay):
+                    continue
                 allowed = rights & rules.fs
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     allowed &= FS_FILE_ONLY
-                beneath = _PathBeneathAttr(allowed, fd)
-                if _libc.syscall(add_rule, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
+                self._rules.append((path, _PathBeneathAttr(allowed, fd)))
+        except BaseException:
+            self.close()
+            raise
+
+    def build(self) -> int:
+        """A new ruleset fd holding the rules (close it when done)."""
+        ruleset = int(_libc.syscall(self._create, ctypes.byref(self._attr), ctypes.c_size_t(self._size), _NO_FLAGS))
+        if ruleset < 0:
+            raise _fail("landlock_create_ruleset")
+        try:
+            for path, beneath in self._rules:
+                if _libc.syscall(self._add_rule, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), _NO_FLAGS) < 0:
                     raise _fail(f"landlock_add_rule {path}")
-            finally:
-                os.close(fd)
-    except BaseException:
-        os.close(ruleset)
-        raise
-    return ruleset
+        except BaseException:
+            os.close(ruleset)
+            raise
+        return ruleset
+
+    def close(self) -> None:
+        for _, beneath in self._rules:
+            os.close(beneath.parent_fd)
+        self._rules.clear()
 
 
 class _LinkOnTheWay(OSError):

@@ -32,6 +32,7 @@ __all__ = [
     "enter_from_thread",
     "mount_namespace",
     "network_namespace",
+    "own_ruleset",
     "release_after",
     "ruleset",
 ]
@@ -44,6 +45,8 @@ _mounts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 _network: list[int] = []
 _rulesets: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
+_templates: OrderedDict[tuple[Any, ...], kernel.RuleTemplate] = OrderedDict()
+"""The same keys → the rules' template, for processes that each need a ruleset of their own."""
 
 
 def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
@@ -112,6 +115,21 @@ def ruleset(rules: kernel.LandlockRules) -> int:
         return fd
 
 
+def own_ruleset(rules: kernel.LandlockRules) -> int:
+    """A new ruleset fd for `rules`, for one process to add its own rules to (close it once enforced),
+    built from a kept template (`kernel.RuleTemplate`): a third of the cost of building it anew."""
+    key = rules.key()
+    with _lock:  # built under the lock: an eviction by another thread never closes what is in use
+        template = _templates.get(key)
+        if template is None:
+            template = _templates[key] = kernel.RuleTemplate(rules)
+            while len(_templates) > _MAX_RULESETS:
+                _templates.popitem(last=False)[1].close()
+        else:
+            _templates.move_to_end(key)
+        return template.build()
+
+
 def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
     kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock, then drop
@@ -129,7 +147,7 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
     # same in every namespace (a covered root's overlay sits on the real root, which Landlock walks through).
     # With a minimal /dev, one of the process's own: it gains a rule on the process's own devpts below.
-    landlock = (kernel.build_ruleset(rules) if dev else ruleset(rules)) if rules is not None else None
+    landlock = (own_ruleset(rules) if dev else ruleset(rules)) if rules is not None else None
     try:
         single_use = None
         if kernel.wants_mounts(request):
