@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["DEVICES", "DIRECTORIES", "minimal_dev", "own_proc"]
+__all__ = ["DEVICES", "DIRECTORIES", "minimal_dev", "own_proc", "own_terminals"]
 
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 DIRECTORIES = ("shm",)
@@ -81,6 +81,19 @@ def minimal_dev() -> None:
     finally:
         for fd in kept.values():
             os.close(fd)
+
+
+def own_terminals() -> None:
+    """In a mount namespace made for ONE process, copied from one with a minimal `/dev`: a new devpts on
+    `/dev/pts`, over the instance the namespace was copied with, which every process copied from the
+    same kept namespace shares. Its terminals (a `script` session of another call) are then out of this
+    process's reach, and its own out of theirs. Raises OSError when none can be mounted over an instance
+    that holds terminals: the shared one would stay in reach."""
+    try:
+        _mount("devpts", "/dev/pts", _MS_NOSUID | _MS_NOEXEC, "devpts", _PTS_OPTIONS)
+    except OSError:
+        if os.path.exists("/dev/pts/ptmx"):
+            raise
 
 
 def own_proc() -> bool:

@@ -16,7 +16,8 @@ a process that has only ever had one thread, then:
    `cover` (absent protected names of the project root made unwritable, `kernel.cover_absent`), a mount
    namespace for this process alone instead: an overlay caches what it looked up, so none is shared;
    the next one is made after this request is answered, and each is closed (unmounted) once its
-   process has ended and the server is idle;
+   process has ended and the server is idle; with a minimal `/dev`, a devpts of its own on `/dev/pts`
+   (in a copy of a kept namespace) and a ruleset of its own granting it (`devices.own_terminals`);
 3. enforces the Landlock ruleset it was sent (inherited by everything it starts, across setsid,
    nohup and double forks; a Landlocked process cannot undo mounts);
 4. installs the seccomp filter that refuses `socket(AF_UNIX)` (see `seccomp`), or with a socket
@@ -127,6 +128,8 @@ class _Kept:
         self.net: int | None = None
         self.rulesets: dict[tuple[object, ...], int] = {}
         """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
+        self.templates: dict[tuple[object, ...], kernel.RuleTemplate] = {}
+        """The same keys → the rules' template, for requests that each need a ruleset of their own."""
 
     def _made_by_holder(
         self,
@@ -242,6 +245,16 @@ class _Kept:
         self.rulesets[key] = kernel.build_ruleset(rules)
         return self.rulesets[key]
 
+    def own_ruleset(self, rules: kernel.LandlockRules) -> int:
+        """A new ruleset for one child to add its own rules to, from a kept template (close it after the fork)."""
+        key = rules.key()
+        template = self.templates.get(key)
+        if template is None:
+            if len(self.templates) >= 64:
+                self.templates.pop(next(iter(self.templates))).close()
+            template = self.templates[key] = kernel.RuleTemplate(rules)
+        return template.build()
+
     def prepare(self, request: dict[str, object]) -> tuple[int | None, int | None, int | None]:
         """(mount namespace, network namespace, ruleset) fds for a request; built before the fork, so
         that what is kept outlives the child."""
@@ -250,15 +263,19 @@ class _Kept:
         masks = kernel.request_masks(request)
         rules = kernel.landlock_rules(request)
         mounts: int | None = None
-        if request.get("cover"):
-            mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
-        elif kernel.wants_mounts(request):
-            mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
-        return (
-            mounts,
-            self.network() if request.get("unshare_net") else None,
-            self.ruleset(rules) if rules is not None else None,
-        )
+        landlock: int | None = None
+        if rules is not None:  # with a minimal /dev, one of the child's own: it adds its devpts (`_child`)
+            landlock = self.own_ruleset(rules) if request.get("dev") else self.ruleset(rules)
+        try:
+            if request.get("cover"):
+                mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
+            elif kernel.wants_mounts(request):
+                mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
+            return mounts, self.network() if request.get("unshare_net") else None, landlock
+        except BaseException:
+            if landlock is not None and request.get("dev"):
+                os.close(landlock)
+            raise
 
 
 def _child(
@@ -282,8 +299,12 @@ def _child(
             signal.signal(signum, signal.SIG_DFL)
         step = "sandbox"
         mounts, network, ruleset = kept
+        rules = kernel.landlock_rules(request) if request.get("dev") else None
         if mounts is not None:
             kernel.setns(mounts, kernel.CLONE_NEWNS)
+            if request.get("dev") and not request.get("cover"):  # a copy of the kept one, for its terminals
+                kernel.unshare(kernel.CLONE_NEWNS)
+                kernel.own_terminals()
         if network is not None:
             kernel.setns(network, kernel.CLONE_NEWNET)
         elif request.get("proxy_net"):  # a namespace of its own, whose one listener goes to toolrt's proxy
@@ -297,9 +318,8 @@ def _child(
         if own_pids:
             kernel.unshare(kernel.CLONE_NEWPID)
         if ruleset is not None:
-            rules = kernel.landlock_rules(request) if request.get("dev") else None
             if rules is not None:
-                kernel.grant_own_terminals(ruleset, rules)  # this namespace's own devpts
+                kernel.grant_own_terminals(ruleset, rules)  # this process's own devpts
             kernel.restrict_with(ruleset)
         if request.get("no_unix_sockets"):
             step = "seccomp"
@@ -460,6 +480,8 @@ class _Server:
             os.close(report_read)
             _child(request, stdio, report_write, kept, server)
         os.close(report_write)
+        if request.get("dev") and kept[2] is not None:
+            os.close(kept[2])  # the child's own (`_Kept.own_ruleset`)
         failure = b""
         listeners: list[int] = []
         report = socket.socket(fileno=report_read) if supervised else None

@@ -19,15 +19,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 if __package__:
-    from .devices import minimal_dev, own_proc
+    from .devices import minimal_dev, own_proc, own_terminals
 else:  # run by path under `python -I -S`, outside the package (the fork server)
-    from devices import minimal_dev, own_proc  # type: ignore[import-not-found,no-redef]
+    from devices import minimal_dev, own_proc, own_terminals  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
     "CLONE_FS",
     "SandboxSetupError",
     "cover_absent",
     "build_ruleset",
+    "RuleTemplate",
     "identity_key",
     "landlock_rules",
     "restrict_with",
@@ -40,6 +41,7 @@ __all__ = [
     "bind_read_only",
     "drop_capabilities",
     "grant_own_terminals",
+    "own_terminals",
     "empty_bounding_set",
     "wants_mounts",
     "landlock_abi",
@@ -210,34 +212,62 @@ def identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
 def build_ruleset(rules: LandlockRules) -> int:
     """A Landlock ruleset fd holding `rules` (close it when done). Paths that do not exist are skipped
     (a missing /dev/tty is no reason to fail). Raises OSError when the kernel refuses."""
-    numbers = _numbers()
-    if numbers is None:
-        raise OSError(38, "Landlock is only available on Linux")
-    create, add_rule, _ = numbers
-    attr = _RulesetAttr(rules.fs, rules.net, rules.scoped)
-    size = 8 if rules.abi < 4 else 16 if rules.abi < 6 else 24
-    ruleset = int(_libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
-    if ruleset < 0:
-        raise _fail("landlock_create_ruleset")
+    template = RuleTemplate(rules)
     try:
-        for path, rights in rules.paths:
-            try:
-                fd = _open_rule_path(path, rights)
-            except (FileNotFoundError, _LinkOnTheWay):
-                continue
-            try:
+        return template.build()
+    finally:
+        template.close()
+
+
+_NO_FLAGS = ctypes.c_uint32(0)
+
+
+class RuleTemplate:
+    """`rules` with each path opened once (O_PATH) and its rights worked out: a ruleset of its own for
+    each process (see `grant_own_terminals`) then costs one system call per rule, not four. Holds the
+    inodes its paths had when made, as a built ruleset does (keep it by `LandlockRules.key`). Paths
+    that do not exist are skipped. Raises OSError when Landlock is missing."""
+
+    def __init__(self, rules: LandlockRules) -> None:
+        numbers = _numbers()
+        if numbers is None:
+            raise OSError(38, "Landlock is only available on Linux")
+        self._create, self._add_rule = numbers[0], numbers[1]
+        self._attr = _RulesetAttr(rules.fs, rules.net, rules.scoped)
+        self._size = 8 if rules.abi < 4 else 16 if rules.abi < 6 else 24
+        self._rules: list[tuple[str, _PathBeneathAttr]] = []
+        try:
+            for path, rights in rules.paths:
+                try:
+                    fd = _open_rule_path(path, rights)
+                except (FileNotFoundError, _LinkOnTheWay):
+                    continue
                 allowed = rights & rules.fs
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     allowed &= FS_FILE_ONLY
-                beneath = _PathBeneathAttr(allowed, fd)
-                if _libc.syscall(add_rule, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
+                self._rules.append((path, _PathBeneathAttr(allowed, fd)))
+        except BaseException:
+            self.close()
+            raise
+
+    def build(self) -> int:
+        """A new ruleset fd holding the rules (close it when done)."""
+        ruleset = int(_libc.syscall(self._create, ctypes.byref(self._attr), ctypes.c_size_t(self._size), _NO_FLAGS))
+        if ruleset < 0:
+            raise _fail("landlock_create_ruleset")
+        try:
+            for path, beneath in self._rules:
+                if _libc.syscall(self._add_rule, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), _NO_FLAGS) < 0:
                     raise _fail(f"landlock_add_rule {path}")
-            finally:
-                os.close(fd)
-    except BaseException:
-        os.close(ruleset)
-        raise
-    return ruleset
+        except BaseException:
+            os.close(ruleset)
+            raise
+        return ruleset
+
+    def close(self) -> None:
+        for _, beneath in self._rules:
+            os.close(beneath.parent_fd)
+        self._rules.clear()
 
 
 class _LinkOnTheWay(OSError):
@@ -295,8 +325,9 @@ TERMINALS = "/dev/pts"
 def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
     """Add to `ruleset` the rights its rules give `/dev/pts`, on the `/dev/pts` of the mount namespace
     the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
-    devpts of its own there (see `devices`), whose root is another inode. Landlock merges a rule
-    repeated on one inode, so a ruleset gains one entry per devpts instance (one per kept namespace)."""
+    devpts of its own there, one per process (`devices.own_terminals`), whose root is another inode.
+    So `ruleset` must be this process's own (`build_ruleset`), never a kept one: each process it served
+    would add its instance, and every later one would be granted them all."""
     rights = 0
     for path, granted in rules.paths:
         if path == TERMINALS:
@@ -442,10 +473,13 @@ def mount_key(
 
 def make_mounts(key: tuple[Any, ...], *, dev: bool = True) -> None:
     """In a fresh private mount namespace: the mounts a `mount_key` describes (`dev`: its minimal /dev
-    and own /proc too; False: they came with the namespace this one was copied from)."""
+    and own /proc too; False: they came with the namespace this one was copied from, and only its
+    terminals are made anew, see `own_terminals`)."""
     if key[0] and dev:
         minimal_dev()
         own_proc()
+    elif key[0]:
+        own_terminals()
     bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]])
     if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])

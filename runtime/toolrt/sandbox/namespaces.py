@@ -9,8 +9,10 @@ replaced on disk or a path made later gets a fresh ruleset; a read-only mount na
 protected path's device and inode, so a file replaced on disk (an editor's save) gets a fresh
 namespace instead of showing the old file. The one empty network namespace is a fact of the process:
 it has only a downed loopback, and Landlock's scoping keeps abstract UNIX sockets of different calls
-apart. Only usable where this process may create namespaces itself (CAP_SYS_ADMIN); otherwise the
-fork server creates them per process (and keeps its own, the same way).
+apart. A process with a minimal `/dev` gets a devpts of its own and a ruleset of its own granting it
+(`devices.own_terminals`): what is kept is shared by the processes of every call. Only usable where
+this process may create namespaces itself (CAP_SYS_ADMIN); otherwise the fork server creates them per
+process (and keeps its own, the same way).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "enter_from_thread",
     "mount_namespace",
     "network_namespace",
+    "own_ruleset",
     "release_after",
     "ruleset",
 ]
@@ -42,6 +45,8 @@ _mounts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 _network: list[int] = []
 _rulesets: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
+_templates: OrderedDict[tuple[Any, ...], kernel.RuleTemplate] = OrderedDict()
+"""The same keys → the rules' template, for processes that each need a ruleset of their own."""
 
 
 def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
@@ -110,6 +115,21 @@ def ruleset(rules: kernel.LandlockRules) -> int:
         return fd
 
 
+def own_ruleset(rules: kernel.LandlockRules) -> int:
+    """A new ruleset fd for `rules`, for one process to add its own rules to (close it once enforced),
+    built from a kept template (`kernel.RuleTemplate`): a third of the cost of building it anew."""
+    key = rules.key()
+    with _lock:  # built under the lock: an eviction by another thread never closes what is in use
+        template = _templates.get(key)
+        if template is None:
+            template = _templates[key] = kernel.RuleTemplate(rules)
+            while len(_templates) > _MAX_RULESETS:
+                _templates.popitem(last=False)[1].close()
+        else:
+            _templates.move_to_end(key)
+        return template.build()
+
+
 def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
     """Put the calling thread (and every process it starts) in the sandbox a request describes: join the
     kept namespaces first (a Landlocked thread may not change mounts), then enforce Landlock, then drop
@@ -125,32 +145,39 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     pinned = [str(p) for p in request.get("pinned", ())]
     masks = kernel.request_masks(request)
     rules = kernel.landlock_rules(request)
+    dev = bool(request.get("dev"))
     # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
     # same in every namespace (a covered root's overlay sits on the real root, which Landlock walks through).
-    landlock = ruleset(rules) if rules is not None else None
-    single_use = None
-    if kernel.wants_mounts(request):
-        cover = request.get("cover")
-        if cover:
-            mounts = single_use = covered_namespace(read_only, masks, bool(request.get("dev")), cover, pinned)
-        else:
-            mounts = mount_namespace(read_only, masks, bool(request.get("dev")), pinned)
-        kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
-        kernel.setns(mounts, kernel.CLONE_NEWNS)
-    proxy = None
-    if request.get("unshare_net"):
-        kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
-    elif request.get("proxy_net"):
-        kernel.unshare(kernel.CLONE_NEWNET)
-        proxy = loopback.proxy_listener()
-    listener = None
+    # With a minimal /dev, one of the process's own: it gains a rule on the process's own devpts below.
+    landlock = (own_ruleset(rules) if dev else ruleset(rules)) if rules is not None else None
+    single_use = listener = proxy = None
     try:
-        if request.get("pid"):
-            kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
-        if landlock is not None:
-            if rules is not None and request.get("dev"):
-                kernel.grant_own_terminals(landlock, rules)  # this namespace's own devpts
-            kernel.restrict_with(landlock)
+        try:
+            if kernel.wants_mounts(request):
+                cover = request.get("cover")
+                if cover:  # made for this process, its devpts included (`kernel.make_mounts`)
+                    mounts = single_use = covered_namespace(read_only, masks, dev, cover, pinned)
+                else:
+                    mounts = mount_namespace(read_only, masks, dev, pinned)
+                kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
+                kernel.setns(mounts, kernel.CLONE_NEWNS)
+                if dev and single_use is None:  # a copy of the kept one, for its terminals alone
+                    kernel.unshare(kernel.CLONE_NEWNS)
+                    kernel.own_terminals()
+            if request.get("unshare_net"):
+                kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
+            elif request.get("proxy_net"):
+                kernel.unshare(kernel.CLONE_NEWNET)
+                proxy = loopback.proxy_listener()
+            if request.get("pid"):
+                kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
+            if landlock is not None and rules is not None:
+                if dev:
+                    kernel.grant_own_terminals(landlock, rules)  # this process's own devpts
+                kernel.restrict_with(landlock)
+        finally:
+            if landlock is not None and dev:
+                os.close(landlock)
         if request.get("no_unix_sockets"):
             kernel.set_no_new_privs()
             if request.get("supervise_unix"):
