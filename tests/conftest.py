@@ -128,11 +128,17 @@ class _WorkerHomeWrites:
 
 
 _LONGEST = (
+    "tests/test_conformance.py::test_the_official_conformance_suite_passes_every_tools_scenario",
     "tests/test_quality.py::test_mypy_strict_finds_nothing",
-    "tests/test_bash_differential.py::test_the_analyzer_is_never_weaker_than_what_bash_did_with_the_corpus",
     "tests/test_docs.py::test_page_blocks_run_and_parse",
+    "tests/test_bash_differential.py::test_the_analyzer_is_never_weaker_than_what_bash_did_with_the_corpus",
+    "tests/test_bash_differential.py::test_generated_lines_are_never_weaker_than_bash",
+    "tests/test_mutation_fuzz.py::test_mutated_shipped_files_are_located_problems",
+    "tests/test_store_sessions.py::test_replicas_over_one_store_serve_one_session_round_robin_when_the_one_that_asked_dies",
 )
-"""The longest tests (a cold mypy run, the bash oracle, the docs pages), started first."""
+"""The longest tests, longest first (the official MCP conformance suite, a cold mypy run, the docs pages, the
+bash oracle, the config fuzzer, three replicas over one store): a long test handed out last kept one worker
+running alone (a fresh-clone CI run's tail)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -79,3 +79,33 @@ def test_validate_imports_from_the_project_root_too(make_project: Factory, name:
 
     snapshot = build_snapshot(make_project({"whoami": TOOL}, modules={"handlers": handlers(name)}))
     assert python_handler_problems(snapshot) == []
+
+
+class _CountedRoot:
+    """A guarded root that counts how often an import asked whether a module lies beneath it."""
+
+    asked = 0
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        _CountedRoot.asked += 1
+        return self.path
+
+
+def test_an_installed_module_is_imported_without_looking_at_the_guarded_roots(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process that loaded many projects guards many roots: an import of the standard library or of an
+    # installed package (thousands, for an SDK) must not be checked against each of them.
+    from toolrt.build import project_import
+
+    rt = Runtime.load(make_project({"greet": TOOL}, modules={"handlers": handlers("a")}))
+    rt.close()
+    roots = {f"_toolrt_project_{n}": (_CountedRoot(f"/nonexistent/root{n}"), None) for n in range(50)}
+    monkeypatch.setattr(project_import, "_guards", {**project_import._guards, **roots})
+    for name in ("calendar", "yaml.composer", "pytest"):  # the standard library, site-packages
+        assert project_import._finder.find_spec(name, None) is None
+    assert _CountedRoot.asked == 0
+    assert project_import._finder.find_spec("helpers_nowhere_to_be_found", None) is None

@@ -86,8 +86,10 @@ def test_a_swap_settles_the_heap_after_its_notification_once_requests_stop(
                             }
                         )
                         await notified.wait()
-                        listed = await client.list_tools()  # the request a client makes on list_changed
+                        # Taken before the request: the server counts its idle time from when the request
+                        # started, which a client that reads the answer later (a busy machine) would miss.
                         requested = time.monotonic()
+                        listed = await client.list_tools()  # the request a client makes on list_changed
                         assert sorted(tool.name for tool in listed.tools) == ["echo_n", "second"]
                         while len(events) < 2:
                             await anyio.sleep(0.01)

@@ -70,14 +70,15 @@ def test_validate_of_a_new_project_imports_no_pydantic_and_no_builtin_handler(tm
 
 
 @pytest.mark.parametrize(
-    ("variable", "value", "shown", "adapter_built"),
+    ("variable", "value", "shown", "adapter_built", "read_by_pydantic_settings"),
     [
-        ("TOOLRT_TRUNCATE__MAX_LINES", "7", "truncate.max_lines=7", True),  # text to convert: pydantic checks it
-        ("TOOLRT_DATA_DIR", "~/elsewhere", "data_dir=HOME/elsewhere", False),  # a path: already what pydantic makes
+        ("TOOLRT_TRUNCATE__MAX_LINES", "7", "truncate.max_lines=7", True, False),  # text to convert: pydantic checks it
+        ("TOOLRT_DATA_DIR", "~/elsewhere", "data_dir=HOME/elsewhere", False, False),  # a path: what pydantic makes
+        ("TOOLRT_TRUNCATE", '{"max_lines": 7}', "truncate.max_lines=7", False, True),  # a section: JSON
     ],
 )
-def test_a_setting_in_the_environment_is_read_by_pydantic_settings(
-    tmp_path: Path, variable: str, value: str, shown: str, adapter_built: bool
+def test_a_setting_in_the_environment_is_read_by_pydantic_settings_unless_it_is_plain_text(
+    tmp_path: Path, variable: str, value: str, shown: str, adapter_built: bool, read_by_pydantic_settings: bool
 ) -> None:
     env = {**_fresh_user(tmp_path), variable: value, "HOME": str(tmp_path)}
     code = (
@@ -90,7 +91,7 @@ def test_a_setting_in_the_environment_is_read_by_pydantic_settings(
     lines = run.stdout.split("\n")
     assert shown.replace("HOME", str(tmp_path)) in lines[0].split()
     assert lines[1] == ("1" if adapter_built else "0")
-    assert "pydantic_settings" in run.stderr
+    assert ("pydantic_settings" in run.stderr) is read_by_pydantic_settings
 
 
 @pytest.mark.parametrize(

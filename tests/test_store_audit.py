@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pg_server import postgres_server, postgres_uri  # noqa: F401  (fixtures)
 
 from toolrt import Runtime
 from toolrt.audit import read_records
+from toolrt.errors import StoreError
 from toolrt.store import AuditQuery, open_store, session_id
 from toolrt.store.migrations import LATEST, MIGRATIONS
 
@@ -243,14 +245,25 @@ def test_serve_keeps_its_state_in_sqlite_unless_the_store_setting_says_otherwise
     assert not (tmp_path / "other" / "state.sqlite3").exists()
 
 
-def test_serve_exits_2_within_10_seconds_when_the_store_is_unreachable(tmp_path: Path) -> None:
-    started = time.monotonic()
+def test_serve_exits_2_when_the_store_is_unreachable_instead_of_waiting(tmp_path: Path) -> None:
+    # `_serve`'s 60 s timeout is the hang guard. The 10 s this used to assert counted the interpreter's and
+    # the MCP SDK's start, which a loaded machine stretched past it (13.5 s): no time goal in a test.
     done = _serve(tmp_path, "postgresql://toolrt:s3cret-pw@127.0.0.1:1/state")
-    assert time.monotonic() - started < 10
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("toolrt: the store setting (postgresql://toolrt:***@127.0.0.1:1/state): postgresql store")
     assert "127.0.0.1" in last and "s3cret" not in done.stderr + done.stdout
+
+
+def test_a_postgresql_server_that_accepts_and_never_answers_is_given_up_on_within_10_seconds(tmp_path: Path) -> None:
+    # In this process, so the time is the store's alone (serve's exit adds only the interpreter's start):
+    # a listener that takes the connection and says nothing holds libpq until its connect timeout.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="postgresql store"):
+            open_store(f"postgresql://toolrt:pw@127.0.0.1:{port}/state", tmp_path)
+        assert time.monotonic() - started < 10
 
 
 def test_serve_refuses_a_store_with_a_newer_schema_naming_the_version(tmp_path: Path) -> None:

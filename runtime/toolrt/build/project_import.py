@@ -70,9 +70,11 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
             return spec if guard is not None else None  # not found, or a namespace package (no code)
         origin = Path(spec.origin)
         if guard is None:  # a project file reached by another name (a handler put the root on sys.path)
+            if _installed(origin):
+                return None  # an environment's (inside a root too): imported as always, no root looked at
             guard = next((g for g in list(_guards.values()) if origin.is_relative_to(g[0])), None)
-            if guard is None or _installed(origin):
-                return None  # not a project's (an environment inside the root is not): imported as always
+            if guard is None:
+                return None  # not a project's: imported as always
         root, journal = guard
         if type(spec.loader) is not importlib.machinery.SourceFileLoader:
             # Bytecode (a package whose `__init__.pyc` shadows the person's `handlers.py`) or an extension

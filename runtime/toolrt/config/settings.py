@@ -555,13 +555,48 @@ def _environment_layer(environ: Mapping[str, str], flags: tuple[str, ...]) -> _L
     layer = _Layer("environment", False, None)
     if not any(k.upper().startswith(ENV_PREFIX) for k in environ):
         return layer
+    raw = _plain_environment(environ, flags)
+    if raw is None:
+        raw = _pydantic_environment(environ, flags)
+    layer.values = _env_values(raw, flags)
+    layer.origins = {key: f"environment {_env_name(key)}" for key in layer.values}
+    return layer
+
+
+def _pydantic_environment(environ: Mapping[str, str], flags: tuple[str, ...]) -> dict[str, Any]:
+    """What pydantic-settings reads from `environ` for `_env_model(flags)`: JSON values, nested keys."""
     from pydantic_settings import EnvSettingsSource
 
     source = EnvSettingsSource(_env_model(flags))
     source.env_vars = {k.lower(): v for k, v in environ.items()}  # the given mapping, not os.environ
-    layer.values = _env_values(source(), flags)
-    layer.origins = {key: f"environment {_env_name(key)}" for key in layer.values}
-    return layer
+    return source()
+
+
+def _plain_environment(environ: Mapping[str, str], flags: tuple[str, ...]) -> dict[str, Any] | None:
+    """`_pydantic_environment` without importing pydantic-settings (a sixth of a second at every start of
+    a process with, say, TOOLRT_DATA_DIR set), when every TOOLRT_ variable names a setting of a plain
+    type (`_scalar_fields`: TOOLRT_DATA_DIR, TOOLRT_LSP__ENABLED), a declared flag, or nothing (ignored,
+    as pydantic-settings ignores it): each is then its text, as pydantic-settings reads it. None when any
+    needs more (a JSON list, a section as one JSON object, a deeper key): pydantic-settings reads those."""
+    plain = _scalar_fields()
+    names = {f.name for f in dataclasses.fields(Settings)}
+    found: dict[str, Any] = {}
+    for key, value in environ.items():
+        name = key.lower()
+        if not name.startswith(ENV_PREFIX.lower()):
+            continue
+        name = name[len(ENV_PREFIX) :]
+        head, nested, leaf = name.partition("__")
+        flag = [f for f in flags if f"flag_{f.lower()}" == name]
+        if nested and head in _SECTIONS and f"{head}.{leaf}" in plain:
+            found.setdefault(head, {})[leaf] = value
+        elif not nested and "." not in name and name in plain:
+            found[name] = value
+        elif flag == [name[5:]]:  # declared once, in lower case (pydantic-settings matches any case of it)
+            found[name] = value
+        elif head in names or name.startswith("flag_"):
+            return None
+    return found
 
 
 def _dotenv_layer(path: Path, flags: tuple[str, ...], display: str) -> _Layer:
