@@ -18,12 +18,20 @@ import json
 import logging
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
 __all__ = ["AuditLog", "read_records"]
 
 logger = logging.getLogger("toolrt.audit")
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 class AuditLog:
@@ -37,6 +45,7 @@ class AuditLog:
         self.path = path
         self.last_error: str | None = None
         self._fd: int | None = None
+        self._closer: weakref.finalize[[int], AuditLog] | None = None  # closes the fd of a log never closed
         self._warned = False
         self._lock = threading.Lock()
 
@@ -78,6 +87,7 @@ class AuditLog:
                 os.close(fd)
                 raise
             self._fd = fd
+            self._closer = weakref.finalize(self, _close_quietly, fd)
             return fd
 
     @staticmethod
@@ -97,6 +107,9 @@ class AuditLog:
         """Close the file; a later `append_line` opens it again."""
         with self._lock:
             fd, self._fd = self._fd, None
+            closer, self._closer = self._closer, None
+        if closer is not None:
+            closer.detach()
         if fd is not None:
             try:
                 os.close(fd)

@@ -17,7 +17,6 @@ end when the process has exited.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import threading
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from ..attribution import Confinement, Journal
 from ..errors import ToolFailure
+from ..sandbox.kernel import wait_readable
 from ..sandbox.plan import SandboxPlan
 from .spawn import PidfdProcess, ServedProcess, open_process
 
@@ -129,7 +129,7 @@ class BackgroundProcesses:
         process = running.process
         exit_fd = process.pidfd if isinstance(process, PidfdProcess) else process.channel.fileno()
         try:
-            while process.returncode is None and not select.select([exit_fd], [], [], RENEW_SECONDS / 2)[0]:
+            while process.returncode is None and not wait_readable(exit_fd, RENEW_SECONDS / 2):
                 journal.extend(running.span_id, 2 * RENEW_SECONDS + 60)  # as far ahead as a new span's
             process.wait_blocking()
         finally:

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import selectors
 import signal
 import socket
@@ -344,7 +343,7 @@ def _child(
             _wait_for_init(os.fork(), report)  # never returns in this process; the child goes on
             kernel.set_parent_death_signal(signal.SIGKILL)
             # The init's parent is outside its namespace (getppid() is 0): its pidfd says whether it died first.
-            if select.select([stand_in], [], [], 0)[0]:
+            if kernel.wait_readable(stand_in, 0):
                 os._exit(127)
             os.close(stand_in)
         step = "exec"

@@ -13,6 +13,7 @@ import ctypes
 import errno
 import os
 import platform
+import select
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -355,6 +356,14 @@ def restrict_with(ruleset: int) -> None:
     set_no_new_privs()
     if _libc.syscall(numbers[2], ruleset, ctypes.c_uint32(0)) < 0:
         raise _fail("landlock_restrict_self")
+
+
+def wait_readable(fd: int, timeout: float | None = None) -> bool:
+    """Whether `fd` (a pidfd, a socket) became readable within `timeout` seconds (None: wait for it).
+    `poll`, not `select`: a process with many descriptors open hands out numbers past select's 1024."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else timeout * 1000))
 
 
 def set_parent_death_signal(signum: int) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import _thread
 import os
-import select
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +38,8 @@ __all__ = [
 
 _MAX_MOUNT_NAMESPACES = 16
 _MAX_RULESETS = 64
+_MAX_TEMPLATES = 8
+"""Each template holds a descriptor per rule path (about a dozen): a few cover a project's calls."""
 _lock = threading.Lock()
 _mounts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 """`kernel.mount_key` of the protected paths and masks → mount namespace fd."""
@@ -123,7 +124,7 @@ def own_ruleset(rules: kernel.LandlockRules) -> int:
         template = _templates.get(key)
         if template is None:
             template = _templates[key] = kernel.RuleTemplate(rules)
-            while len(_templates) > _MAX_RULESETS:
+            while len(_templates) > _MAX_TEMPLATES:
                 _templates.popitem(last=False)[1].close()
         else:
             _templates.move_to_end(key)
@@ -311,7 +312,7 @@ def release_after(pid: int, namespace: int) -> None:
 
     def body() -> None:
         try:
-            select.select([pidfd], [], [])
+            kernel.wait_readable(pidfd)
         finally:
             os.close(pidfd)
             os.close(namespace)
