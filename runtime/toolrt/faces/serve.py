@@ -215,7 +215,9 @@ class McpFace:
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
         self._not_approved: set[tuple[str, str]] = set()
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
-        self._tasks = McpTasks(MemoryTaskStore(), rt.sessions, lambda ctx: self._mcp_sessions.identify(ctx)[0])
+        self._tasks = McpTasks(
+            MemoryTaskStore(), rt.sessions, lambda ctx, session: self._mcp_sessions.owns(ctx, session)
+        )
         """The calls running as MCP tasks, and their records (`serve_tasks`)."""
         self.skills = SkillsFace(
             rt,

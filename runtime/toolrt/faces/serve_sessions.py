@@ -119,7 +119,36 @@ class McpSessions:
             if carried == name or self._knows(name):
                 self._store.get(name)
                 return name, token
+        elif self._carried_here(carried, mine):  # a sessionless retry with the requestState its call was given
+            assert carried is not None
+            self._store.get(carried)
+            return carried, carried[len(_TOKEN_PREFIX) : len(carried) - len(mine)]
         token = secrets.token_urlsafe(18)
         name = _TOKEN_PREFIX + token + mine
         self._begin(name)  # held from now on, even if the call never reaches the pipeline
         return name, token
+
+    def _carried_here(self, carried: str | None, mine: str) -> bool:
+        return (
+            carried is not None
+            and carried.startswith(_TOKEN_PREFIX)
+            and carried.endswith(mine)
+            and len(carried) > len(_TOKEN_PREFIX) + len(mine)
+            and self._knows(carried)
+        )
+
+    def owns(self, ctx: Ctx, session: str) -> bool:
+        """Whether this request reaches what `session` holds (its MCP tasks), without opening a session:
+        the request's own session; or, for a sessionless 2026-07-28 request on a shared store (where each
+        such request is a session of its own), any token session of the same caller, since the task id it
+        names is the capability, returned only to the client that created the task."""
+        connection = connection_of(ctx)
+        mine = principal_suffix()
+        if connection.session_id is not None:
+            return session == _MCP_SESSION_PREFIX + connection.session_id + mine
+        token = (ctx.meta or {}).get(SESSION_META_KEY)
+        if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS or (token is None and not self._shared):
+            return session == self._default + mine
+        if isinstance(token, str):
+            return session == _TOKEN_PREFIX + token + mine
+        return token is None and session.startswith(_TOKEN_PREFIX) and session.endswith(mine)

@@ -76,8 +76,8 @@ TERMINAL: frozenset[str] = frozenset(("completed", "failed", "cancelled"))
 METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 
 Ctx = ServerRequestContext[Any, Any]
-Identify = Callable[[Ctx], str]
-"""The toolrt session of a request (`serve_sessions.McpSessions.identify`)."""
+Owns = Callable[[Ctx, str], bool]
+"""Whether a request reaches what a toolrt session holds (`serve_sessions.McpSessions.owns`)."""
 Finish = Callable[[ToolResult], "dict[str, Any] | MCPError"]
 """A call's result as the wire result of `tools/call`, or the protocol error it ended with."""
 
@@ -215,9 +215,9 @@ class _Waiting:
 class McpTasks:
     """The tasks of one `toolrt serve`: their records (`store`), their running calls, the `tasks/*` handlers."""
 
-    def __init__(self, store: TaskStore, sessions: SessionStore[Any], identify: Identify) -> None:
+    def __init__(self, store: TaskStore, sessions: SessionStore[Any], owns: Owns) -> None:
         self._store = store
-        self._identify = identify
+        self._owns = owns
         self._running: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, _Waiting] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -379,7 +379,7 @@ class McpTasks:
                 {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
             )
         record = self._store.get(task_id)
-        if record is None or record.session != self._identify(ctx):
+        if record is None or not self._owns(ctx, record.session):
             raise MCPError(types.INVALID_PARAMS, f"Unknown task: {task_id[:80]!r}")
         return record
 
