@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import gc
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,56 @@ def test_the_collector_is_paused_inside_nested_and_concurrent_blocks_and_restore
     release.set()
     thread.join(10)
     assert gc.isenabled()
+
+
+class _Built:
+    """A container made inside a paused block (tracked by the collector, like a snapshot's objects)."""
+
+
+def _generation_of(target: object) -> int | None:
+    return next((g for g in range(3) if any(o is target for o in gc.get_objects(g))), None)
+
+
+def test_what_a_paused_block_kept_is_handed_to_the_oldest_generation_without_a_collector_pass() -> None:
+    with collector_paused():
+        kept = [_Built() for _ in range(5000)]
+        cycle = _Built()
+        cycle.itself = cycle  # type: ignore[attr-defined]
+        gone = weakref.ref(cycle)
+        del cycle
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 100  # no young pass left owed for the block's objects
+    assert _generation_of(kept[0]) == 2
+    assert _generation_of(kept) == 2
+    assert gone() is not None  # a cycle the block left behind waits in the oldest generation ...
+    gc.collect()
+    assert gone() is None  # ... and goes at the next full collection
+
+
+def test_a_frozen_heap_stays_frozen_across_a_paused_block() -> None:
+    before = [_Built()]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused():
+            made = [_Built()]
+        assert gc.get_freeze_count() == frozen  # `toolrt serve`'s settled heap is not thawed by a reload
+        assert _generation_of(before) is None  # still in the permanent generation
+        assert _generation_of(made) is not None
+    finally:
+        gc.unfreeze()
+
+
+def test_mapping_keys_are_one_string_per_name_across_files() -> None:
+    first = load_yaml_text("description: a\nparameters: {type: object}\n", path=Path("a.yaml"), display="a.yaml")
+    second = load_yaml_text("parameters: {type: object}\ndescription: b\n", path=Path("b.yaml"), display="b.yaml")
+    keys = {id(k): k for k in first[0].data} | {id(k): k for k in first[0].data["parameters"]}
+    assert all(id(k) in keys for k in second[0].data)
+    assert all(id(k) in keys for k in second[0].data["parameters"])
+    assert first[0].data == {"description": "a", "parameters": {"type": "object"}}
+    assert list(second[0].data) == ["parameters", "description"]
+    anchored = load_yaml_text("base: &b {type: object}\nother: *b\n", path=Path("c.yaml"), display="c.yaml")
+    assert next(iter(anchored[0].data["other"])) is next(iter(first[0].data["parameters"]))
 
 
 def test_a_located_load_records_the_positions_a_lookup_would_find() -> None:

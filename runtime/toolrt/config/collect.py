@@ -3,7 +3,7 @@
 Loading thousands of tool files allocates millions of small containers and almost no reference
 cycles; the collector's generation passes then walk everything built so far again and again (a
 quarter of a 10,000-file load). Reference counting still frees what the build drops; the collector
-runs again, as usual, once the build is over.
+runs again, as usual, once the build is over, with what the build kept already in its oldest generation.
 """
 
 from __future__ import annotations
@@ -35,4 +35,19 @@ def collector_paused() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _was_enabled:
+                _age_young()
                 gc.enable()
+
+
+def _age_young() -> None:
+    """Move what the block left alive into the oldest generation without a collector pass.
+
+    Everything allocated while paused is still young: the first young collection after `gc.enable()`
+    would walk all of it, the next middle one again, and only then hand it to the oldest generation
+    (a tenth of a 10,000-file load). `gc.freeze()` then `gc.unfreeze()` moves it there directly; a
+    cycle among it is freed by the next full collection, as any old object's is. Skipped while a
+    process keeps its heap frozen (`toolrt serve`'s `settle_heap`), whose frozen objects must stay so.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
