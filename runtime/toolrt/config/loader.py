@@ -7,6 +7,7 @@ plain Python values itself, so that every value keeps its position for error mes
 from __future__ import annotations
 
 import datetime
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,11 @@ def _resolve(self: Any, kind: Any, value: Any, implicit: tuple[bool, bool]) -> s
                     return str(tag)
         return _STR_TAG
     return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
+
+
+_intern = sys.intern
+"""Mapping keys are interned: the same few dozen names recur in every tool file, so a large config holds
+one string per name instead of one per occurrence (and looks them up by identity)."""
 
 
 def _no_path_resolvers(self: Any, *_: Any) -> None:
@@ -234,7 +240,7 @@ def _build(
         loader.flatten_mapping(node)  # resolves `<<` merge keys
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = key_node.value if key_node.tag == _STR_TAG else _construct(loader, key_node, link, expansion)
+            key = _intern(key_node.value) if key_node.tag == _STR_TAG else _construct(loader, key_node, link, expansion)
             if not isinstance(key, str):
                 key = str(key) if isinstance(key, (int, float, bool)) or key is None else repr(key)
             if key in result:
@@ -281,7 +287,7 @@ def _build_plain(
     result: dict[str, Any] = {}
     for key_node, value_node in node.value:
         if key_node.tag == _STR_TAG:
-            key = key_node.value
+            key = _intern(key_node.value)
         else:
             if type(key_node) is not yaml.ScalarNode:
                 raise _problem_at(key_node, link, display, "a mapping key must be a plain value, not a list or mapping")
