@@ -21,7 +21,10 @@ __all__ = ["load_documents", "load_yaml_text"]
 _STR_TAG = "tag:yaml.org,2002:str"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
+_INT_TAG = "tag:yaml.org,2002:int"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BOOLS: dict[str, bool] = dict(_SafeLoader.bool_values)
 _WILDCARD = tuple(_SafeLoader.yaml_implicit_resolvers.get(None, ()))
 _IMPLICIT: dict[str, tuple[tuple[str, Any], ...]] = {
     first: (*resolvers, *_WILDCARD)
@@ -272,8 +275,14 @@ def _build_plain(
     """`_build` for a document without anchors or merge keys: every node is visited once."""
     kind = type(node)
     if kind is yaml.ScalarNode:
-        if node.tag == _STR_TAG:
+        tag = node.tag
+        if tag == _STR_TAG:
             return node.value
+        text = node.value
+        if tag == _INT_TAG and text.isdigit() and text.isascii() and (text[0] != "0" or len(text) == 1):
+            return int(text)  # a plain decimal (a leading 0 is YAML 1.1's octal: the constructor's)
+        if tag == _BOOL_TAG and (known := _BOOLS.get(text.lower())) is not None:
+            return known
         value = loader.construct_object(node, deep=True)
         return value.isoformat() if isinstance(value, (datetime.date, datetime.datetime)) else value
     if depth > MAX_DEPTH:
