@@ -638,7 +638,10 @@ def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Pr
             seen.add(flag["name"])
     for layer in config.layers:
         for source in layer.tools:
-            for pointer, flag in _when_flags(source.document.data.get("when", {}), "/when"):
+            when = source.document.data.get("when")
+            if not when:
+                continue  # most tools: no flag to check
+            for pointer, flag in _when_flags(when, "/when"):
                 name = flag.lstrip("!")
                 if name not in declared:
                     line, column = source.document.locate(pointer)
