@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from toolrt.config.collect import collector_paused
+from toolrt.config.document import child_pointer
 from toolrt.config.loader import MAX_DEPTH, load_yaml_text
 from toolrt.errors import ConfigError
 
@@ -178,3 +179,14 @@ def test_a_located_load_records_the_positions_a_lookup_would_find() -> None:
     for fast, slow in zip(located, lazy, strict=True):
         assert [fast.locate(p) for p in pointers] == [slow.locate(p) for p in pointers]
     assert located[1].locate("/parameters/properties/list/1/c") == (8, 16)
+
+
+def test_pointers_escape_tilde_and_slash_and_leave_other_keys_as_written() -> None:
+    assert child_pointer("/a", "b/c~d") == "/a/b~1c~0d"
+    assert child_pointer("", "~1") == "/~01"
+    assert child_pointer("/x", "plain key") == "/x/plain key"
+    assert child_pointer("/list", 3) == "/list/3"
+    text = "tools:\n  a/b: {x~y: [1]}\n"
+    located = load_yaml_text(text, path=Path("t.yaml"), display="t.yaml", located=True)[0]
+    assert located.locate("/tools/a~1b/x~0y/0") == (2, 15)
+    assert located.locate("/tools/a~1b/x~0y") == (2, 9)
