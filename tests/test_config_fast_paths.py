@@ -129,7 +129,7 @@ def _generation_of(target: object) -> int | None:
 
 
 def test_what_a_paused_block_kept_is_handed_to_the_oldest_generation_without_a_collector_pass() -> None:
-    with collector_paused():
+    with collector_paused(age=True):
         kept = [_Built() for _ in range(5000)]
         cycle = _Built()
         cycle.itself = cycle  # type: ignore[attr-defined]
@@ -144,12 +144,20 @@ def test_what_a_paused_block_kept_is_handed_to_the_oldest_generation_without_a_c
     assert gone() is None  # ... and goes at the next full collection
 
 
+def test_a_block_that_does_not_ask_leaves_what_it_made_young_as_before() -> None:
+    gc.collect()
+    with collector_paused():  # a reload: no walk over a frozen heap to decide
+        with collector_paused(age=False):
+            made = [_Built()]
+    assert _generation_of(made) == 0
+
+
 def test_a_frozen_heap_stays_frozen_across_a_paused_block() -> None:
     before = [_Built()]
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with collector_paused():
+        with collector_paused(age=True):
             made = [_Built()]
         assert gc.get_freeze_count() == frozen  # `toolrt serve`'s settled heap is not thawed by a reload
         assert _generation_of(before) is None  # still in the permanent generation

@@ -262,7 +262,7 @@ def build_snapshot(
     """
     earlier = previous.reuse if previous is not None else BuildReuse()
     reusing = _Reusing(earlier, Reused(earlier.files))
-    with collector_paused():
+    with collector_paused(age=previous is None):
         root_path = Path(root).resolve()
         if config is None:
             _guard_before_plugins(root_path, cli, reusing)

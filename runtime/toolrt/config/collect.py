@@ -18,25 +18,34 @@ __all__ = ["collector_paused"]
 _lock = threading.Lock()
 _depth = 0  # process-wide on purpose: the cyclic collector is the process's, not a Runtime's
 _was_enabled = False
+_age = False
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
-    """Disable `gc` inside the block; nested and concurrent blocks re-enable it when the last one ends."""
-    global _depth, _was_enabled
+def collector_paused(*, age: bool = False) -> Iterator[None]:
+    """Disable `gc` inside the block; nested and concurrent blocks re-enable it when the last one ends.
+
+    `age`: what the blocks kept goes to the oldest generation when the last one ends (`_age_young`); for
+    a cold build (a new Runtime), whose result is what a process keeps. A reload does not ask: checking
+    whether the heap is frozen walks the frozen objects, which `toolrt serve` keeps many of."""
+    global _depth, _was_enabled, _age
     with _lock:
         if _depth == 0:
             _was_enabled = gc.isenabled()
             gc.disable()
         _depth += 1
+        _age = _age or age
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _was_enabled:
-                _age_young()
-                gc.enable()
+            if _depth == 0:
+                if _was_enabled and _age:
+                    _age_young()
+                _age = False
+                if _was_enabled:
+                    gc.enable()
 
 
 def _age_young() -> None:
