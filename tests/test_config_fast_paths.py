@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import gc
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from toolrt.config.collect import collector_paused, pause_collector_during_builds
+from toolrt.config.document import child_pointer
 from toolrt.config.loader import MAX_DEPTH, load_yaml_text
 from toolrt.errors import ConfigError
 
@@ -56,6 +58,7 @@ SCALARS = [
     *(".inf", "-.Inf", ".NaN", "1e3", "yes", "No", "ON", "off", "y", "n", "True", "FALSE", "~", "null", "Null"),
     *("2001-12-14", "2001-12-14t21:59:43.10-05:00", "'quoted 1'", '"2"', "plain text", "0.0.1", "1-2", ".", "+"),
     *("!!str 3", "!!int '4'", "!!float 1", "|\n  block 5\n", ">\n  folded yes\n", "~/path", "_", "1:2"),
+    *("10", "1234567890123456789012", "!!int 010", "!!int '0'", "!!bool yes", "!!bool 'Off'", "yEs", "00"),
 ]
 
 
@@ -151,6 +154,67 @@ def test_the_collector_is_paused_inside_nested_and_concurrent_blocks_and_restore
     assert gc.isenabled()
 
 
+class _Built:
+    """A container made inside a paused block (tracked by the collector, like a snapshot's objects)."""
+
+
+def _generation_of(target: object) -> int | None:
+    return next((g for g in range(3) if any(o is target for o in gc.get_objects(g))), None)
+
+
+@pytest.mark.usefixtures("opted_in")
+def test_what_a_paused_block_kept_is_handed_to_the_oldest_generation_without_a_collector_pass() -> None:
+    with collector_paused(age=True):
+        kept = [_Built() for _ in range(5000)]
+        cycle = _Built()
+        cycle.itself = cycle  # type: ignore[attr-defined]
+        gone = weakref.ref(cycle)
+        del cycle
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 100  # no young pass left owed for the block's objects
+    assert _generation_of(kept[0]) == 2
+    assert _generation_of(kept) == 2
+    assert gone() is not None  # a cycle the block left behind waits in the oldest generation ...
+    gc.collect()
+    assert gone() is None  # ... and goes at the next full collection
+
+
+@pytest.mark.usefixtures("opted_in")
+def test_a_block_that_does_not_ask_leaves_what_it_made_young_as_before() -> None:
+    gc.collect()
+    with collector_paused():  # a reload: no walk over a frozen heap to decide
+        with collector_paused(age=False):
+            made = [_Built()]
+    assert _generation_of(made) == 0
+
+
+@pytest.mark.usefixtures("opted_in")
+def test_a_frozen_heap_stays_frozen_across_a_paused_block() -> None:
+    before = [_Built()]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused(age=True):
+            made = [_Built()]
+        assert gc.get_freeze_count() == frozen  # `toolrt serve`'s settled heap is not thawed by a reload
+        assert _generation_of(before) is None  # still in the permanent generation
+        assert _generation_of(made) is not None
+    finally:
+        gc.unfreeze()
+
+
+def test_mapping_keys_are_one_string_per_name_across_files() -> None:
+    first = load_yaml_text("description: a\nparameters: {type: object}\n", path=Path("a.yaml"), display="a.yaml")
+    second = load_yaml_text("parameters: {type: object}\ndescription: b\n", path=Path("b.yaml"), display="b.yaml")
+    keys = {id(k): k for k in first[0].data} | {id(k): k for k in first[0].data["parameters"]}
+    assert all(id(k) in keys for k in second[0].data)
+    assert all(id(k) in keys for k in second[0].data["parameters"])
+    assert first[0].data == {"description": "a", "parameters": {"type": "object"}}
+    assert list(second[0].data) == ["parameters", "description"]
+    anchored = load_yaml_text("base: &b {type: object}\nother: *b\n", path=Path("c.yaml"), display="c.yaml")
+    assert next(iter(anchored[0].data["other"])) is next(iter(first[0].data["parameters"]))
+
+
 def test_a_located_load_records_the_positions_a_lookup_would_find() -> None:
     text = "---\nfirst: 1\n---\nid: x\nparameters:\n  properties:\n    a/b: {type: string}\n    list: [1, {c: 2}]\n"
     located = load_yaml_text(text, path=Path("t.yaml"), display="t.yaml", located=True)
@@ -160,3 +224,14 @@ def test_a_located_load_records_the_positions_a_lookup_would_find() -> None:
     for fast, slow in zip(located, lazy, strict=True):
         assert [fast.locate(p) for p in pointers] == [slow.locate(p) for p in pointers]
     assert located[1].locate("/parameters/properties/list/1/c") == (8, 16)
+
+
+def test_pointers_escape_tilde_and_slash_and_leave_other_keys_as_written() -> None:
+    assert child_pointer("/a", "b/c~d") == "/a/b~1c~0d"
+    assert child_pointer("", "~1") == "/~01"
+    assert child_pointer("/x", "plain key") == "/x/plain key"
+    assert child_pointer("/list", 3) == "/list/3"
+    text = "tools:\n  a/b: {x~y: [1]}\n"
+    located = load_yaml_text(text, path=Path("t.yaml"), display="t.yaml", located=True)[0]
+    assert located.locate("/tools/a~1b/x~0y/0") == (2, 15)
+    assert located.locate("/tools/a~1b/x~0y") == (2, 9)

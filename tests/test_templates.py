@@ -291,3 +291,20 @@ def test_fast_templates_render_exactly_as_jinja(
     slow_command = render_shell(slow, {"v": value}, params, ROOT)
     assert fast_command.shown == slow_command.shown
     assert set(fast_command.env.values()) == set(slow_command.env.values())
+
+
+def test_a_simple_template_compiles_once_per_source_and_parameters_and_a_broken_one_fails_every_time() -> None:
+    names = frozenset({"path", "limit"})
+    first = compile_template("{{ path }} at {{ limit }}", names)
+    assert compile_template("{{ path }} at {{ limit }}", frozenset({"limit", "path"})) is first
+    assert compile_template("{{ path }} at {{ limit }}", frozenset({"path", "limit", "x"})) is not first
+    assert first.render({"path": "a", "limit": 3}) == "a at 3"
+    shell = compile_template("grep -- {{ path }}", names, shell=True)  # noqa: S604
+    assert compile_template("grep -- {{ path }}", names, shell=True) is shell  # noqa: S604
+    assert compile_argv(["git", "{{ path }}"], names).elements == compile_argv(["git", "{{ path }}"], names).elements
+    for _ in range(2):
+        with pytest.raises(TemplateProblem, match="template uses 'other', which is not a declared parameter"):
+            compile_template("{{ other }}", names)
+        with pytest.raises(TemplateProblem, match="template uses 'other'") as raised:
+            compile_argv(["echo", "{{ other }}"], names)
+        assert raised.value.element == 1

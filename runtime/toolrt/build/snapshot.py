@@ -282,7 +282,7 @@ def build_snapshot(
     """
     earlier = previous.reuse if previous is not None else BuildReuse()
     reusing = _Reusing(earlier, Reused(earlier.files))
-    with collector_paused():
+    with collector_paused(age=previous is None):
         root_path = Path(root).resolve()
         if config is None:
             _guard_before_plugins(root_path, cli, reusing)
@@ -673,7 +673,10 @@ def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Pr
             seen.add(flag["name"])
     for layer in config.layers:
         for source in layer.tools:
-            for pointer, flag in _when_flags(source.document.data.get("when", {}), "/when"):
+            when = source.document.data.get("when")
+            if not when:
+                continue  # most tools: no flag to check
+            for pointer, flag in _when_flags(when, "/when"):
                 name = flag.lstrip("!")
                 if name not in declared:
                     line, column = source.document.locate(pointer)

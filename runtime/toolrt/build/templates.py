@@ -534,6 +534,36 @@ def render_shell(
 # --- compile and render ----------------------------------------------------------------------------
 
 
+_FAST_CACHE_SIZE = 4096
+"""Fast-path templates kept compiled, by source and declared parameters: the same few templates
+(`{{ path }}`, `git`, `--`) recur across the tools of a large config, and what they compile to is immutable.
+A template with a problem is not kept (its error is raised again on every compile)."""
+
+
+@functools.lru_cache(maxsize=_FAST_CACHE_SIZE)
+def _fast_template(source: str, parameters: frozenset[str], shell: bool) -> Template | None:
+    """`compile_template`'s simple subset (None when Jinja2 must handle `source`)."""
+    parts = _fast_parts(source)
+    if parts is None:
+        return None
+    _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
+    if shell:
+        return ShellTemplate(tuple(parts), _check_shell_positions(source, parts))
+    return _FastTemplate(tuple(parts))
+
+
+@functools.lru_cache(maxsize=_FAST_CACHE_SIZE)
+def _fast_argv_element(element: str, parameters: frozenset[str]) -> tuple[Any, bool] | None:
+    """`_compile_argv_element`'s simple subset (None when Jinja2 must handle `element`)."""
+    parts = _fast_parts(element)
+    if parts is None:
+        return None
+    _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
+    if len(parts) == 1 and not isinstance(parts[0], str):
+        return _FastExpression(*parts[0]), True
+    return _FastTemplate(tuple(parts)), False
+
+
 def compile_template(
     source: str, parameters: frozenset[str], *, shell: bool = False, packaged: bool = False
 ) -> Template:
@@ -541,12 +571,9 @@ def compile_template(
 
     `packaged`: the source is the installed built-in layer's (checked by the package's tests), so a
     text template Jinja2 must handle is compiled by its first render (`_PackagedTemplate`)."""
-    parts = _fast_parts(source)
-    if parts is not None:
-        _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
-        if shell:
-            return ShellTemplate(tuple(parts), _check_shell_positions(source, parts))
-        return _FastTemplate(tuple(parts))
+    fast = _fast_template(source, parameters, shell)
+    if fast is not None:
+        return fast
     if packaged and not shell:
         return _PackagedTemplate(source)
     _jinja_check(source, parameters, shell=shell)
@@ -590,12 +617,9 @@ def compile_argv(elements: Sequence[str], parameters: frozenset[str]) -> ArgvTem
 
 def _compile_argv_element(element: str, parameters: frozenset[str]) -> tuple[Any, bool]:
     """One argv element: (template, whether it is a whole expression that may expand to several words)."""
-    parts = _fast_parts(element)
-    if parts is not None:
-        _check_names([p[0] for p in parts if not isinstance(p, str)], parameters)
-        if len(parts) == 1 and not isinstance(parts[0], str):
-            return _FastExpression(*parts[0]), True
-        return _FastTemplate(tuple(parts)), False
+    fast = _fast_argv_element(element, parameters)
+    if fast is not None:
+        return fast
     tree = _jinja_check(element, parameters)
     expression = _single_expression(tree, element)
     if expression is not None:

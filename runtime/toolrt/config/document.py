@@ -12,7 +12,9 @@ __all__ = ["Document", "child_pointer", "node_marks"]
 
 def child_pointer(pointer: str, key: str | int) -> str:
     """`/a` + `b/c` → `/a/b~1c` (RFC 6901 escaping)."""
-    token = str(key).replace("~", "~0").replace("/", "~1")
+    token = key if type(key) is str else str(key)
+    if "~" in token or "/" in token:  # most keys need no escaping: `validate` makes a pointer per value
+        token = token.replace("~", "~0").replace("/", "~1")
     return f"{pointer}/{token}"
 
 

@@ -7,6 +7,7 @@ plain Python values itself, so that every value keeps its position for error mes
 from __future__ import annotations
 
 import datetime
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,10 @@ __all__ = ["load_documents", "load_yaml_text"]
 _STR_TAG = "tag:yaml.org,2002:str"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
+_INT_TAG = "tag:yaml.org,2002:int"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BOOLS: dict[str, bool] = dict(_SafeLoader.bool_values)
 _WILDCARD = tuple(_SafeLoader.yaml_implicit_resolvers.get(None, ()))
 _IMPLICIT: dict[str, tuple[tuple[str, Any], ...]] = {
     first: (*resolvers, *_WILDCARD)
@@ -41,6 +45,11 @@ def _resolve(self: Any, kind: Any, value: Any, implicit: tuple[bool, bool]) -> s
                     return str(tag)
         return _STR_TAG
     return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
+
+
+_intern = sys.intern
+"""Mapping keys are interned: the same few dozen names recur in every tool file, so a large config holds
+one string per name instead of one per occurrence (and looks them up by identity)."""
 
 
 def _no_path_resolvers(self: Any, *_: Any) -> None:
@@ -234,7 +243,7 @@ def _build(
         loader.flatten_mapping(node)  # resolves `<<` merge keys
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = key_node.value if key_node.tag == _STR_TAG else _construct(loader, key_node, link, expansion)
+            key = _intern(key_node.value) if key_node.tag == _STR_TAG else _construct(loader, key_node, link, expansion)
             if not isinstance(key, str):
                 key = str(key) if isinstance(key, (int, float, bool)) or key is None else repr(key)
             if key in result:
@@ -266,8 +275,14 @@ def _build_plain(
     """`_build` for a document without anchors or merge keys: every node is visited once."""
     kind = type(node)
     if kind is yaml.ScalarNode:
-        if node.tag == _STR_TAG:
+        tag = node.tag
+        if tag == _STR_TAG:
             return node.value
+        text = node.value
+        if tag == _INT_TAG and text.isdigit() and text.isascii() and (text[0] != "0" or len(text) == 1):
+            return int(text)  # a plain decimal (a leading 0 is YAML 1.1's octal: the constructor's)
+        if tag == _BOOL_TAG and (known := _BOOLS.get(text.lower())) is not None:
+            return known
         value = loader.construct_object(node, deep=True)
         return value.isoformat() if isinstance(value, (datetime.date, datetime.datetime)) else value
     if depth > MAX_DEPTH:
@@ -281,7 +296,7 @@ def _build_plain(
     result: dict[str, Any] = {}
     for key_node, value_node in node.value:
         if key_node.tag == _STR_TAG:
-            key = key_node.value
+            key = _intern(key_node.value)
         else:
             if type(key_node) is not yaml.ScalarNode:
                 raise _problem_at(key_node, link, display, "a mapping key must be a plain value, not a list or mapping")
