@@ -34,7 +34,9 @@ from test_store_sessions import _start, _stop, _wait_listening
 from toolrt.faces.serve_idempotency import IDEMPOTENCY_META_KEY
 from toolrt.faces.serve_sessions import SESSION_META_KEY
 
-pytestmark = pytest.mark.slow  # three servers start (each importing the MCP SDK), once per test worker
+# Three servers start (each importing the MCP SDK) once per test worker; under `-n` every test of this
+# module runs on one worker (tests/conftest.py's `_ONE_WORKER`), so once per run.
+pytestmark = pytest.mark.slow
 
 HANDLERS = """\
 import time
@@ -71,14 +73,17 @@ class Replicas:
     store: str
     served: list[tuple[str, subprocess.Popen[bytes], BinaryIO]] = field(default_factory=list)
 
-    def start(self, index: int) -> None:
-        port, process, log = _start(self.roots[index], self.data, self.store)
-        _wait_listening(port, process, self.data / f"serve-{port}.log")
-        entry = (f"http://127.0.0.1:{port}/mcp", process, log)
-        if index < len(self.served):
-            self.served[index] = entry
-        else:
-            self.served.append(entry)
+    def start(self, *indices: int) -> None:
+        """Start the replicas `indices` together (their imports overlap), then wait until each listens."""
+        starting = [(index, *_start(self.roots[index], self.data, self.store)) for index in indices]
+        for index, port, process, log in starting:
+            entry = (f"http://127.0.0.1:{port}/mcp", process, log)
+            if index < len(self.served):
+                self.served[index] = entry
+            else:
+                self.served.append(entry)
+        for _, port, process, _ in starting:
+            _wait_listening(port, process, self.data / f"serve-{port}.log")
 
     def url(self, index: int) -> str:
         return self.served[index][0]
@@ -110,8 +115,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> 
     data.mkdir()
     served = Replicas([root, root, copy], data, store)
     try:
-        for index in range(3):
-            served.start(index)
+        served.start(0, 1, 2)
         yield served
     finally:
         for _, process, log in served.served:
