@@ -71,6 +71,8 @@ class Replicas:
     roots: list[Path]
     data: Path
     store: str
+    application_name: str
+    """The name the replicas' connections give the server (in its pg_stat_activity)."""
     served: list[tuple[str, subprocess.Popen[bytes], BinaryIO]] = field(default_factory=list)
 
     def start(self, *indices: int) -> None:
@@ -110,10 +112,11 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> 
     schema = f"replicas{os.getpid()}"
     with psycopg.connect(postgres_server.get_uri(), autocommit=True) as connection:
         connection.execute(f'CREATE SCHEMA "{schema}"')
-    store = f"{postgres_server.get_uri()}&options=-csearch_path%3D{schema}"
+    # Named, so that a test can end these replicas' connections and no other worker's.
+    store = f"{postgres_server.get_uri()}&options=-csearch_path%3D{schema}&application_name={schema}"
     data = base / "data"
     data.mkdir()
-    served = Replicas([root, root, copy], data, store)
+    served = Replicas([root, root, copy], data, store, schema)
     try:
         served.start(0, 1, 2)
         yield served
@@ -317,10 +320,12 @@ def test_the_store_lost_while_serving_fails_calls_closed_and_the_replicas_recove
     status, opened = call(replicas.url(0), "count", {"marker": str(marker), "word": "a"}, **{SESSION_META_KEY: "new"})
     token = opened["result"]["_meta"][SESSION_META_KEY]
     with psycopg.connect(postgres_server.get_uri(), autocommit=True) as admin:  # every replica's connection ends
-        admin.execute(
+        ended = admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
-            " AND backend_type = 'client backend'"
-        )
+            " AND backend_type = 'client backend' AND application_name = %s",
+            (replicas.application_name,),
+        ).fetchall()
+    assert len(ended) >= 3, ended  # at least one connection of each replica
     answers = []
     for attempt in range(12):  # each replica's pool drops its dead connections as it meets them
         status, reply = call(
