@@ -159,6 +159,52 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
+# First of the module's tests: a replica killed by a later test stays listed in the store (and by
+# `toolrt status`) until its report goes stale, which this one would wait out.
+def test_replicas_report_their_snapshot_in_health_and_store_and_status_names_those_that_differ(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = [_health(replicas.url(index)) for index in range(3)]
+    assert [status for status, _ in states] == [200, 200, 200]
+    assert all(state["ready"] is True and state["store"] == "postgresql" for _, state in states)
+    digest = states[0][1]["digest"]
+    assert all(state["digest"] == digest for _, state in states)  # one config, whatever its path and port
+    monkeypatch.setenv("TOOLRT_STORE", replicas.store)
+    wait_for(lambda: len(_status()["replicas"]) == 3, "the replicas never all reported")
+    assert {r["id"]: r["digest"] for r in _status()["replicas"]} == {s["replica"]: digest for _, s in states}
+    code, out, err = run("status", "--root", str(replicas.roots[0]))
+    assert (code, out.count(f"ready  snapshot {digest[:12]}"), err) == (0, 3, "")
+
+    tool = replicas.roots[2] / "tools.d" / "count.yaml"
+    kept = tool.read_text()
+    tool.write_text(kept.replace("Appends a line", "Adds a line"))  # replica 2's copy of the config changes
+    try:
+        wait_for(lambda: _health(replicas.url(2))[1]["digest"] != digest, "replica 2 never reloaded")
+        changed = _health(replicas.url(2))[1]["digest"]
+        wait_for(lambda: changed in {r["digest"] for r in _status()["replicas"]}, "replica 2 never reported")
+        code, out, _ = run("status", "--root", str(replicas.roots[0]))
+        assert code == 1
+        assert f"replicas serve 2 different snapshots: {', '.join(sorted([digest[:12], changed[:12]]))}" in out
+
+        tool.write_text("id: count\nparameters: [not, a, schema\n")  # broken: the last good tools go on
+        wait_for(lambda: _health(replicas.url(2))[0] == 503, "the broken config never made the replica unready")
+        status, state = _health(replicas.url(2))
+        assert state["ready"] is False and any("count.yaml" in problem for problem in state["problems"]), state
+        port = replicas.url(2).rsplit(":", 1)[1].split("/")[0]
+        code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
+        assert code == 1 and json.loads(out)["ready"] is False
+    finally:
+        tool.write_text(kept)
+    wait_for(
+        lambda: (
+            _health(replicas.url(2))[1] == {**states[2][1], "generation": _health(replicas.url(2))[1]["generation"]}
+        ),
+        "never ready again",
+    )
+    code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
+    assert code == 0 and json.loads(out)["ready"] is True and json.loads(out)["digest"] == digest
+
+
 def test_replicas_over_one_store_serve_one_session_round_robin_when_the_one_that_asked_dies(
     replicas: Replicas, tmp_path: Path
 ) -> None:
@@ -256,50 +302,6 @@ def _health(url: str) -> tuple[int, dict[str, Any]]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
-
-
-def test_replicas_report_their_snapshot_in_health_and_store_and_status_names_those_that_differ(
-    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    states = [_health(replicas.url(index)) for index in range(3)]
-    assert [status for status, _ in states] == [200, 200, 200]
-    assert all(state["ready"] is True and state["store"] == "postgresql" for _, state in states)
-    digest = states[0][1]["digest"]
-    assert all(state["digest"] == digest for _, state in states)  # one config, whatever its path and port
-    monkeypatch.setenv("TOOLRT_STORE", replicas.store)
-    wait_for(lambda: len(_status()["replicas"]) == 3, "the replicas never all reported")
-    assert {r["id"]: r["digest"] for r in _status()["replicas"]} == {s["replica"]: digest for _, s in states}
-    code, out, err = run("status", "--root", str(replicas.roots[0]))
-    assert (code, out.count(f"ready  snapshot {digest[:12]}"), err) == (0, 3, "")
-
-    tool = replicas.roots[2] / "tools.d" / "count.yaml"
-    kept = tool.read_text()
-    tool.write_text(kept.replace("Appends a line", "Adds a line"))  # replica 2's copy of the config changes
-    try:
-        wait_for(lambda: _health(replicas.url(2))[1]["digest"] != digest, "replica 2 never reloaded")
-        changed = _health(replicas.url(2))[1]["digest"]
-        wait_for(lambda: changed in {r["digest"] for r in _status()["replicas"]}, "replica 2 never reported")
-        code, out, _ = run("status", "--root", str(replicas.roots[0]))
-        assert code == 1
-        assert f"replicas serve 2 different snapshots: {', '.join(sorted([digest[:12], changed[:12]]))}" in out
-
-        tool.write_text("id: count\nparameters: [not, a, schema\n")  # broken: the last good tools go on
-        wait_for(lambda: _health(replicas.url(2))[0] == 503, "the broken config never made the replica unready")
-        status, state = _health(replicas.url(2))
-        assert state["ready"] is False and any("count.yaml" in problem for problem in state["problems"]), state
-        port = replicas.url(2).rsplit(":", 1)[1].split("/")[0]
-        code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
-        assert code == 1 and json.loads(out)["ready"] is False
-    finally:
-        tool.write_text(kept)
-    wait_for(
-        lambda: (
-            _health(replicas.url(2))[1] == {**states[2][1], "generation": _health(replicas.url(2))[1]["generation"]}
-        ),
-        "never ready again",
-    )
-    code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
-    assert code == 0 and json.loads(out)["ready"] is True and json.loads(out)["digest"] == digest
 
 
 def _status() -> dict[str, Any]:
