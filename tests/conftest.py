@@ -119,6 +119,36 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_WorkerHomeWrites(), "toolrt-worker-home-writes")
 
 
+_ONE_WORKER = ("tests/test_store_replicas.py::",)
+"""Modules whose tests share servers a session-scoped fixture starts (test_store_replicas' three
+replicas): run on one worker, so that they start once per run, not once per worker."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n` without `--dist`: `load` scheduling (one test at a time, see `pytest_configure`), except that
+    the tests of each `_ONE_WORKER` module go to one worker together, first (the largest unit).
+
+    Not `--dist loadgroup` with `xdist_group` marks: under pytest 9 a worker can no longer rename its
+    tests by group, so the marks have no effect."""
+    if config.option.dist != "load" or _dist_chosen(config):
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class OneWorkerModules(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return next((module for module in _ONE_WORKER if nodeid.startswith(module)), nodeid)
+
+    return OneWorkerModules(config, log)
+
+
+def _dist_chosen(config: pytest.Config) -> bool:
+    """Whether the person named a pytest-xdist scheduling (`--dist`, `-d`), on the command line or in
+    PYTEST_ADDOPTS."""
+    given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    return any(arg == "-d" or arg == "--dist" or arg.startswith("--dist=") for arg in given)
+
+
 class _WorkerHomeWrites:
     """pytest-xdist: a worker's writes under the real toolrt directories fail the whole run."""
 

@@ -1,17 +1,19 @@
 """A real PostgreSQL server for the state store's tests, started by the test session itself.
 
 `pgserver` (a test dependency) ships PostgreSQL's binaries. Its data directory is a fresh temporary
-directory; each pytest-xdist worker starts its own server once (a session-scoped fixture) and stops it
-at the end. Run as root, pgserver adds a `pgserver` system user to run the server as and opens its
-paths' parent directories for others to traverse (g+rx, o+rx up to `/`). Each test gets a schema of
-its own (`fresh_database`), so tests never see each other's rows.
+directory, one per run: the first pytest-xdist worker to need it starts the server (a session-scoped
+fixture), the others use the same one, and the last to finish stops it and removes the directory. Run
+as root, pgserver adds a `pgserver` system user to run the server as and opens its paths' parent
+directories for others to traverse (g+rx, o+rx up to `/`). Each test gets a schema of its own
+(`fresh_database`), so tests never see each other's rows (a test that ends connections ends only its
+own, by their `application_name`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -38,15 +40,23 @@ def postgres_server() -> Iterator[Any]:
             import pgserver
     except ImportError as error:  # the test extra installs it; a bare environment says what is missing
         pytest.skip(f"pgserver is not installed ({error}): pip install -e '.[test]'")
-    directory = Path(tempfile.mkdtemp(prefix="toolrt-postgresql-"))
-    server = pgserver.postgres_server.get_server(directory / "data", cleanup_mode="stop")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of one run
+    if run is None:
+        directory = Path(tempfile.mkdtemp(prefix="toolrt-postgresql-"))
+    else:
+        directory = Path(tempfile.gettempdir()) / f"toolrt-postgresql-{run}"
+        directory.mkdir(exist_ok=True)
+    # pgserver counts the processes using the server (under an inter-process lock): the last one's
+    # cleanup stops it and deletes its data directory.
+    server = pgserver.postgres_server.get_server(directory / "data", cleanup_mode="delete")
     # A throwaway server: no fsync, so the shutdown checkpoint does not wait on the disk.
     server.psql("ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off; SELECT pg_reload_conf();")
     try:
         yield server
     finally:
         server.cleanup()
-        shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # fails while another worker's server data is still in it
 
 
 @pytest.fixture

@@ -304,6 +304,30 @@ def test_a_skill_added_changed_or_removed_is_announced(tmp_path: Path) -> None:
         reader.join(10)
 
 
+def test_a_cancelled_skill_watch_ends_at_once_not_after_the_watchers_timeout(tmp_path: Path) -> None:
+    """A server shutting down cancels its watch of the skill directories: watchfiles' thread wakes only
+    on its stop event or after its 5 s timeout, so the cancellation must set the event."""
+    from toolrt.faces.serve_skills import watch_skills
+
+    root = project(tmp_path)
+    (tmp_path / "home").mkdir()
+    announced: list[str] = []
+
+    async def announce() -> None:
+        announced.append("changed")
+
+    async def main() -> float:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch_skills, root, tmp_path / "home", announce)
+            await anyio.sleep(0.3)  # the watcher thread is inside its wait (a 5 s one without a change)
+            cancelled = anyio.current_time()
+            group.cancel_scope.cancel()
+        return anyio.current_time() - cancelled
+
+    assert anyio.run(main) < 2.5  # watchfiles' own timeout is 5 s
+    assert announced == []
+
+
 def test_a_skill_over_the_extensions_file_limit_is_not_served_and_a_changed_file_is_hashed_again(
     tmp_path: Path,
 ) -> None:

@@ -34,7 +34,9 @@ from test_store_sessions import _start, _stop, _wait_listening
 from toolrt.faces.serve_idempotency import IDEMPOTENCY_META_KEY
 from toolrt.faces.serve_sessions import SESSION_META_KEY
 
-pytestmark = pytest.mark.slow  # three servers start (each importing the MCP SDK), once per test worker
+# Three servers start (each importing the MCP SDK) once per test worker; under `-n` every test of this
+# module runs on one worker (tests/conftest.py's `_ONE_WORKER`), so once per run.
+pytestmark = pytest.mark.slow
 
 HANDLERS = """\
 import time
@@ -69,16 +71,21 @@ class Replicas:
     roots: list[Path]
     data: Path
     store: str
+    application_name: str
+    """The name the replicas' connections give the server (in its pg_stat_activity)."""
     served: list[tuple[str, subprocess.Popen[bytes], BinaryIO]] = field(default_factory=list)
 
-    def start(self, index: int) -> None:
-        port, process, log = _start(self.roots[index], self.data, self.store)
-        _wait_listening(port, process, self.data / f"serve-{port}.log")
-        entry = (f"http://127.0.0.1:{port}/mcp", process, log)
-        if index < len(self.served):
-            self.served[index] = entry
-        else:
-            self.served.append(entry)
+    def start(self, *indices: int) -> None:
+        """Start the replicas `indices` together (their imports overlap), then wait until each listens."""
+        starting = [(index, *_start(self.roots[index], self.data, self.store)) for index in indices]
+        for index, port, process, log in starting:
+            entry = (f"http://127.0.0.1:{port}/mcp", process, log)
+            if index < len(self.served):
+                self.served[index] = entry
+            else:
+                self.served.append(entry)
+        for _, port, process, _ in starting:
+            _wait_listening(port, process, self.data / f"serve-{port}.log")
 
     def url(self, index: int) -> str:
         return self.served[index][0]
@@ -105,13 +112,13 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> 
     schema = f"replicas{os.getpid()}"
     with psycopg.connect(postgres_server.get_uri(), autocommit=True) as connection:
         connection.execute(f'CREATE SCHEMA "{schema}"')
-    store = f"{postgres_server.get_uri()}&options=-csearch_path%3D{schema}"
+    # Named, so that a test can end these replicas' connections and no other worker's.
+    store = f"{postgres_server.get_uri()}&options=-csearch_path%3D{schema}&application_name={schema}"
     data = base / "data"
     data.mkdir()
-    served = Replicas([root, root, copy], data, store)
+    served = Replicas([root, root, copy], data, store, schema)
     try:
-        for index in range(3):
-            served.start(index)
+        served.start(0, 1, 2)
         yield served
     finally:
         for _, process, log in served.served:
@@ -150,6 +157,52 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.05)
+
+
+# First of the module's tests: a replica killed by a later test stays listed in the store (and by
+# `toolrt status`) until its report goes stale, which this one would wait out.
+def test_replicas_report_their_snapshot_in_health_and_store_and_status_names_those_that_differ(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = [_health(replicas.url(index)) for index in range(3)]
+    assert [status for status, _ in states] == [200, 200, 200]
+    assert all(state["ready"] is True and state["store"] == "postgresql" for _, state in states)
+    digest = states[0][1]["digest"]
+    assert all(state["digest"] == digest for _, state in states)  # one config, whatever its path and port
+    monkeypatch.setenv("TOOLRT_STORE", replicas.store)
+    wait_for(lambda: len(_status()["replicas"]) == 3, "the replicas never all reported")
+    assert {r["id"]: r["digest"] for r in _status()["replicas"]} == {s["replica"]: digest for _, s in states}
+    code, out, err = run("status", "--root", str(replicas.roots[0]))
+    assert (code, out.count(f"ready  snapshot {digest[:12]}"), err) == (0, 3, "")
+
+    tool = replicas.roots[2] / "tools.d" / "count.yaml"
+    kept = tool.read_text()
+    tool.write_text(kept.replace("Appends a line", "Adds a line"))  # replica 2's copy of the config changes
+    try:
+        wait_for(lambda: _health(replicas.url(2))[1]["digest"] != digest, "replica 2 never reloaded")
+        changed = _health(replicas.url(2))[1]["digest"]
+        wait_for(lambda: changed in {r["digest"] for r in _status()["replicas"]}, "replica 2 never reported")
+        code, out, _ = run("status", "--root", str(replicas.roots[0]))
+        assert code == 1
+        assert f"replicas serve 2 different snapshots: {', '.join(sorted([digest[:12], changed[:12]]))}" in out
+
+        tool.write_text("id: count\nparameters: [not, a, schema\n")  # broken: the last good tools go on
+        wait_for(lambda: _health(replicas.url(2))[0] == 503, "the broken config never made the replica unready")
+        status, state = _health(replicas.url(2))
+        assert state["ready"] is False and any("count.yaml" in problem for problem in state["problems"]), state
+        port = replicas.url(2).rsplit(":", 1)[1].split("/")[0]
+        code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
+        assert code == 1 and json.loads(out)["ready"] is False
+    finally:
+        tool.write_text(kept)
+    wait_for(
+        lambda: (
+            _health(replicas.url(2))[1] == {**states[2][1], "generation": _health(replicas.url(2))[1]["generation"]}
+        ),
+        "never ready again",
+    )
+    code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
+    assert code == 0 and json.loads(out)["ready"] is True and json.loads(out)["digest"] == digest
 
 
 def test_replicas_over_one_store_serve_one_session_round_robin_when_the_one_that_asked_dies(
@@ -251,50 +304,6 @@ def _health(url: str) -> tuple[int, dict[str, Any]]:
         return error.code, json.loads(error.read())
 
 
-def test_replicas_report_their_snapshot_in_health_and_store_and_status_names_those_that_differ(
-    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    states = [_health(replicas.url(index)) for index in range(3)]
-    assert [status for status, _ in states] == [200, 200, 200]
-    assert all(state["ready"] is True and state["store"] == "postgresql" for _, state in states)
-    digest = states[0][1]["digest"]
-    assert all(state["digest"] == digest for _, state in states)  # one config, whatever its path and port
-    monkeypatch.setenv("TOOLRT_STORE", replicas.store)
-    wait_for(lambda: len(_status()["replicas"]) == 3, "the replicas never all reported")
-    assert {r["id"]: r["digest"] for r in _status()["replicas"]} == {s["replica"]: digest for _, s in states}
-    code, out, err = run("status", "--root", str(replicas.roots[0]))
-    assert (code, out.count(f"ready  snapshot {digest[:12]}"), err) == (0, 3, "")
-
-    tool = replicas.roots[2] / "tools.d" / "count.yaml"
-    kept = tool.read_text()
-    tool.write_text(kept.replace("Appends a line", "Adds a line"))  # replica 2's copy of the config changes
-    try:
-        wait_for(lambda: _health(replicas.url(2))[1]["digest"] != digest, "replica 2 never reloaded")
-        changed = _health(replicas.url(2))[1]["digest"]
-        wait_for(lambda: changed in {r["digest"] for r in _status()["replicas"]}, "replica 2 never reported")
-        code, out, _ = run("status", "--root", str(replicas.roots[0]))
-        assert code == 1
-        assert f"replicas serve 2 different snapshots: {', '.join(sorted([digest[:12], changed[:12]]))}" in out
-
-        tool.write_text("id: count\nparameters: [not, a, schema\n")  # broken: the last good tools go on
-        wait_for(lambda: _health(replicas.url(2))[0] == 503, "the broken config never made the replica unready")
-        status, state = _health(replicas.url(2))
-        assert state["ready"] is False and any("count.yaml" in problem for problem in state["problems"]), state
-        port = replicas.url(2).rsplit(":", 1)[1].split("/")[0]
-        code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
-        assert code == 1 and json.loads(out)["ready"] is False
-    finally:
-        tool.write_text(kept)
-    wait_for(
-        lambda: (
-            _health(replicas.url(2))[1] == {**states[2][1], "generation": _health(replicas.url(2))[1]["generation"]}
-        ),
-        "never ready again",
-    )
-    code, out, _ = run("serve", "--health", "--port", port, "--root", str(replicas.roots[2]))
-    assert code == 0 and json.loads(out)["ready"] is True and json.loads(out)["digest"] == digest
-
-
 def _status() -> dict[str, Any]:
     code, out, err = run("status", "--json", "--root", ".")
     assert code in (0, 1), err
@@ -313,10 +322,12 @@ def test_the_store_lost_while_serving_fails_calls_closed_and_the_replicas_recove
     status, opened = call(replicas.url(0), "count", {"marker": str(marker), "word": "a"}, **{SESSION_META_KEY: "new"})
     token = opened["result"]["_meta"][SESSION_META_KEY]
     with psycopg.connect(postgres_server.get_uri(), autocommit=True) as admin:  # every replica's connection ends
-        admin.execute(
+        ended = admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
-            " AND backend_type = 'client backend'"
-        )
+            " AND backend_type = 'client backend' AND application_name = %s",
+            (replicas.application_name,),
+        ).fetchall()
+    assert len(ended) >= 3, ended  # at least one connection of each replica
     answers = []
     for attempt in range(12):  # each replica's pool drops its dead connections as it meets them
         status, reply = call(

@@ -467,16 +467,28 @@ async def watch_skills(root: Path, home: Path, announce: Callable[[], Awaitable[
     known = await anyio.to_thread.run_sync(fingerprint, root, home, digests)
     while watched := targets():
         stop = anyio.Event()
-        async for _batch in watchfiles.awatch(
-            *watched,
-            watch_filter=lambda _change, path: relevant(path),
-            step=step_ms,
-            stop_event=stop,
-            ignore_permission_denied=True,
-        ):
-            now = await anyio.to_thread.run_sync(fingerprint, root, home, digests)
-            if now != known:
-                known = now
-                await announce()
-            if targets() != watched:
-                stop.set()  # a skill directory appeared or went: watch again from where it is now
+        async with anyio.create_task_group() as group:
+            group.start_soon(_set_when_cancelled, stop)
+            async for _batch in watchfiles.awatch(
+                *watched,
+                watch_filter=lambda _change, path: relevant(path),
+                step=step_ms,
+                stop_event=stop,
+                ignore_permission_denied=True,
+            ):
+                now = await anyio.to_thread.run_sync(fingerprint, root, home, digests)
+                if now != known:
+                    known = now
+                    await announce()
+                if targets() != watched:
+                    stop.set()  # a skill directory appeared or went: watch again from where it is now
+            group.cancel_scope.cancel()
+
+
+async def _set_when_cancelled(stop: anyio.Event) -> None:
+    """Set `stop` when the watch is cancelled: watchfiles' thread notices `stop`, not cancellation, and a
+    cancelled watch (a server shutting down) would otherwise wait for its 5 s timeout."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        stop.set()
