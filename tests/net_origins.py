@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import gzip
 import http.server
 import socket
 import ssl
@@ -130,12 +131,15 @@ class _Reflect(http.server.BaseHTTPRequestHandler):
         seen = {k.lower(): v for k, v in self.headers.items()}
         seen.update(path=self.path, body=body)
         self.server.seen.append(seen)
-        if self.path.startswith("/reflect"):  # a reply that carries the credential back
+        if self.path.startswith(("/reflect", "/gzip")):  # a reply that carries the credential back
             text = str(self.headers.get("Authorization"))
         else:
             text = f"host={self.headers.get('Host')} auth={self.headers.get('Authorization')}"
         data = text.encode()
         self.send_response(200)
+        if "gzip" in (self.headers.get("Accept-Encoding") or "") or self.path.startswith("/gzip"):  # even unasked
+            data = gzip.compress(data)
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

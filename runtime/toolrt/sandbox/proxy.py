@@ -23,7 +23,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +39,10 @@ from .netrules import NetworkRules
 
 __all__ = ["ProxySession", "Refusal", "proxy_running", "serve", "stop_proxy", "trust_upstream", "use_resolver"]
 
+MAX_CONNECTIONS = 128
+"""The most connections one sandboxed process may have open through the proxy at once."""
+MAX_REFUSALS = 1000
+"""The most distinct refusals kept for one process (a flood of refused connections must not grow memory)."""
 MAX_HEAD = 64 * 1024
 """The longest request head (request line and headers) the proxy reads."""
 CONNECT_TIMEOUT = 10.0
@@ -71,8 +75,11 @@ class ProxySession:
     masked: tuple[Masked, ...] = ()
     """The process's masked credentials (see `credentials`): TLS to their hosts is intercepted."""
     refused: list[Refusal] = field(default_factory=list)
+    """Each distinct refusal, the first MAX_REFUSALS of them."""
     connected: list[tuple[str, int]] = field(default_factory=list)
     """(host, port) of each connection let through."""
+    open: int = 0
+    """Connections from the process the proxy holds now."""
     _scope: anyio.CancelScope | None = None
     _closed: threading.Event = field(default_factory=threading.Event)
 
@@ -208,6 +215,10 @@ class _Refused(Exception):
 
 async def _handle(client: anyio.abc.SocketStream, session: ProxySession) -> None:
     async with client:
+        if session.open >= MAX_CONNECTIONS:  # each one holds a descriptor of the whole toolrt process
+            _refuse(session, Refusal("?", 0, f"more than {MAX_CONNECTIONS} connections open at once"))
+            return
+        session.open += 1
         reader = BufferedByteReceiveStream(client)
         try:
             with anyio.fail_after(_FIRST_BYTES_TIMEOUT):
@@ -217,11 +228,18 @@ async def _handle(client: anyio.abc.SocketStream, session: ProxySession) -> None
             else:
                 await _http(client, reader, first, session)
         except _Refused as refused:
-            session.refused.append(refused.refusal)
+            _refuse(session, refused.refusal)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError, TimeoutError):
             pass
         except (ValueError, UnicodeError, OverflowError):  # a malformed request: that connection ends
             pass
+        finally:
+            session.open -= 1
+
+
+def _refuse(session: ProxySession, refusal: Refusal) -> None:
+    if len(session.refused) < MAX_REFUSALS and refusal not in session.refused:
+        session.refused.append(refusal)
 
 
 async def _destination(host: str, port: int, rules: NetworkRules) -> str:
@@ -274,7 +292,8 @@ async def _http(
     client: anyio.abc.SocketStream, reader: BufferedByteReceiveStream, first: bytes, session: ProxySession
 ) -> None:
     try:
-        head = first + await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
+        with anyio.fail_after(_FIRST_BYTES_TIMEOUT):  # a head that never ends (slowloris) is not waited for
+            head = first + await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
     except anyio.DelimiterNotFound:
         await client.send(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n")
         raise _Refused("?", 0, f"a request head over {MAX_HEAD} bytes") from None
@@ -324,11 +343,33 @@ async def _http(
 
 
 async def _socks5(client: anyio.abc.SocketStream, reader: BufferedByteReceiveStream, session: ProxySession) -> None:
+    with anyio.fail_after(_FIRST_BYTES_TIMEOUT):
+        found = await _socks5_request(client, reader)
+    if found is None:
+        return
+    host, port, command = found
+    if command != 1:  # CONNECT only: no BIND, no UDP
+        await client.send(b"\x05\x07\x00\x01" + bytes(6))
+        raise _Refused(host, port, "SOCKS5 BIND and UDP are not offered")
+    try:
+        address = await _destination(host, port, session.rules)
+    except _Refused:
+        await client.send(b"\x05\x02\x00\x01" + bytes(6))  # connection not allowed by ruleset
+        raise
+    await client.send(b"\x05\x00\x00\x01" + bytes(6))
+    await _tunnel(client, reader, host, port, address, session)
+
+
+async def _socks5_request(
+    client: anyio.abc.SocketStream, reader: BufferedByteReceiveStream
+) -> tuple[str, int, int] | None:
+    """(host, port, command) of a SOCKS5 request; None when it was answered already (no usable method
+    or address type)."""
     (count,) = await reader.receive_exactly(1)
     methods = await reader.receive_exactly(count)
     if 0 not in methods:
         await client.send(b"\x05\xff")
-        return
+        return None
     await client.send(b"\x05\x00")
     version, command, _, kind = await reader.receive_exactly(4)
     if kind == 1:
@@ -340,18 +381,9 @@ async def _socks5(client: anyio.abc.SocketStream, reader: BufferedByteReceiveStr
         host = (await reader.receive_exactly(length)).decode("latin-1")
     else:
         await client.send(b"\x05\x08\x00\x01" + bytes(6))
-        return
+        return None
     port = int.from_bytes(await reader.receive_exactly(2), "big")
-    if version != 5 or command != 1:  # CONNECT only: no BIND, no UDP
-        await client.send(b"\x05\x07\x00\x01" + bytes(6))
-        raise _Refused(host, port, "SOCKS5 BIND and UDP are not offered")
-    try:
-        address = await _destination(host, port, session.rules)
-    except _Refused:
-        await client.send(b"\x05\x02\x00\x01" + bytes(6))  # connection not allowed by ruleset
-        raise
-    await client.send(b"\x05\x00\x00\x01" + bytes(6))
-    await _tunnel(client, reader, host, port, address, session)
+    return host, port, command if version == 5 else 0
 
 
 async def _tunnel(
@@ -388,9 +420,15 @@ async def _connect(address: str, port: int) -> anyio.abc.SocketStream:
         return await anyio.connect_tcp(address, port)
 
 
-async def _relay(client: anyio.abc.ByteStream, upstream: anyio.abc.ByteStream, redact: tuple[Masked, ...] = ()) -> None:
+async def _relay(
+    client: anyio.abc.ByteStream,
+    upstream: anyio.abc.ByteStream,
+    redact: tuple[Masked, ...] = (),
+    refuse: Callable[[str], None] | None = None,
+) -> None:
     """Copy both ways until either side ends (what `reader` had buffered was sent already); each real
-    value of `redact` that comes back from upstream is starred out (same length: the framing holds)."""
+    value of `redact` that comes back from upstream is starred out (same length: the framing holds),
+    and a response with a compressed body (where it could not be found) is not let in at all."""
     secrets = [m.value.encode() for m in redact]
     keep = max((len(s) for s in secrets), default=1) - 1
 
@@ -404,10 +442,28 @@ async def _relay(client: anyio.abc.ByteStream, upstream: anyio.abc.ByteStream, r
             group.cancel_scope.cancel()
 
     async def redacted(source: anyio.abc.ByteReceiveStream, target: anyio.abc.ByteSendStream) -> None:
+        answer = BufferedByteReceiveStream(source)
+        try:
+            head = await answer.receive_until(b"\r\n\r\n", MAX_HEAD)
+        except (anyio.DelimiterNotFound, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
+            group.cancel_scope.cancel()
+            return
+        unredactable = _unredactable(head)
+        if unredactable:  # a compressed echo of the real value could not be starred out: nothing of it goes in
+            if refuse is not None:
+                refuse(f"{unredactable}: toolrt could not redact it")
+            group.cancel_scope.cancel()
+            return
+
+        async def received() -> AsyncIterator[bytes]:
+            yield head + b"\r\n\r\n" + answer.buffer
+            async for chunk in source:
+                yield chunk
+
         pending = b""
         try:
             try:
-                async for chunk in source:
+                async for chunk in received():
                     pending += chunk
                     for secret in secrets:
                         pending = pending.replace(secret, b"*" * len(secret))
@@ -461,39 +517,77 @@ async def _intercept(
 ) -> None:
     """TLS to a masked credential's host: ended here with the per-run authority's certificate, the
     request's declared header given the real value, the response's real value starred out."""
-    inner = await TLSStream.wrap(
-        _Replay(client, first), server_side=True, ssl_context=authority().server_context(host.lower())
-    )
-    reader = BufferedByteReceiveStream(inner)
+    with anyio.fail_after(_FIRST_BYTES_TIMEOUT):
+        inner = await TLSStream.wrap(
+            _Replay(client, first), server_side=True, ssl_context=authority().server_context(host.lower())
+        )
+        reader = BufferedByteReceiveStream(inner)
+        try:
+            head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
+        except anyio.DelimiterNotFound:
+            raise _Refused(host, port, f"a request head over {MAX_HEAD} bytes") from None
     try:
-        head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
-    except anyio.DelimiterNotFound:
-        raise _Refused(host, port, f"a request head over {MAX_HEAD} bytes") from None
+        request = with_credentials(head, masked)
+    except ValueError as error:
+        _refuse(session, Refusal(host, port, str(error)))  # said before the process can see the answer
+        async with inner:
+            await inner.send(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        return
     context = ssl.create_default_context(cafile=_upstream_ca)
     with anyio.fail_after(CONNECT_TIMEOUT):
         upstream = await anyio.connect_tcp(address, port, tls=True, ssl_context=context, tls_hostname=host)
     session.connected.append((host, port))
     async with upstream, inner:
-        await upstream.send(with_credentials(head, masked) + b"\r\n\r\n" + reader.buffer)
-        await _relay(inner, upstream, redact=masked)
+        await upstream.send(request + b"\r\n\r\n" + reader.buffer)
+
+        def refuse(rule: str) -> None:
+            _refuse(session, Refusal(host, port, rule))
+
+        await _relay(inner, upstream, redact=masked, refuse=refuse)
+
+
+def _unredactable(head: bytes) -> str:
+    """Why the body after a response head could hide a real value from the starring: content or transfer
+    codings other than `identity` and `chunked`, or an interim response (`100 Continue`, `101 Switching
+    Protocols`) whose final response's head would not be looked at; empty when it could not."""
+    line, *headers = head.split(b"\r\n")
+    status = line.split(b" ")[1:2]
+    if status and status[0].startswith(b"1"):
+        return f"an interim response ({line.decode('latin-1')})"
+    found = []
+    for header in headers:
+        name, _, value = header.partition(b":")
+        if name.strip().lower() in (b"content-encoding", b"transfer-encoding"):
+            found += [c.strip() for c in value.decode("latin-1").lower().split(",")]
+    encodings = ", ".join(c for c in found if c not in ("", "identity", "chunked"))
+    return f"the response is encoded ({encodings})" if encodings else ""
+
+
+_NOT_SENT = (b"connection", b"keep-alive", b"proxy-connection", b"accept-encoding", b"te", b"expect", b"upgrade")
 
 
 def with_credentials(head: bytes, masked: tuple[Masked, ...]) -> bytes:
     """A request head with each mask's placeholder replaced by the real value in its declared header only
-    (never the request line or another header), asking the server to close the connection after it (each
-    next request comes on a new connection, whose head is rewritten again)."""
+    (never the request line or another header), asking the server for an uncompressed reply (one the
+    proxy can redact) and to close the connection after it (each next request comes on a new
+    connection, whose head is rewritten again). A head with a line a server could join to another
+    header (a folded line, a space in a name) is refused (ValueError)."""
     line, *headers = head.split(b"\r\n")
     kept = [line]
     for header in headers:
+        if not header:
+            continue
         name, colon, value = header.partition(b":")
-        key = name.strip().lower()
-        if not header or key in (b"connection", b"keep-alive", b"proxy-connection"):
+        if not colon or name != name.strip() or not name or b" " in name or b"\t" in name:
+            raise ValueError("a header line toolrt will not rewrite (folded, or a space in its name)")
+        key = name.lower()
+        if key in _NOT_SENT:
             continue
         for mask in masked:
             if key == mask.header.lower().encode():
                 value = value.replace(mask.placeholder.encode(), mask.value.encode())
         kept.append(name + colon + value)
-    return b"\r\n".join([*kept, b"Connection: close"])
+    return b"\r\n".join([*kept, b"Accept-Encoding: identity", b"Connection: close"])
 
 
 def _authority(text: str, default_port: int) -> tuple[str, int]:
