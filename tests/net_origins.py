@@ -8,6 +8,7 @@ import datetime
 import functools
 import gzip
 import http.server
+import re
 import socket
 import ssl
 import threading
@@ -136,7 +137,10 @@ class _Reflect(http.server.BaseHTTPRequestHandler):
         else:
             text = f"host={self.headers.get('Host')} auth={self.headers.get('Authorization')}"
         data = text.encode()
-        self.send_response(200)
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range") or "")
+        if wanted:  # as servers that honour ranges on any body do
+            data = data[int(wanted[1]) : int(wanted[2]) + 1]
+        self.send_response(206 if wanted else 200)
         if "gzip" in (self.headers.get("Accept-Encoding") or "") or self.path.startswith("/gzip"):  # even unasked
             data = gzip.compress(data)
             self.send_header("Content-Encoding", "gzip")

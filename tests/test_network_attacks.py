@@ -92,6 +92,12 @@ print("forced", repr(forced))
 interim = exchange(f"POST /gzip HTTP/1.1\r\nHost: tls.test\r\nAuthorization: Bearer {token}\r\n"
                    "Expect: 100-continue\r\nContent-Length: 1\r\n\r\nx")
 print("interim", repr(interim))
+pieces = []
+for start in range(0, 120, 6):  # six bytes at a time: no piece is the whole value the proxy stars out
+    piece = exchange(f"GET /reflect HTTP/1.1\r\nHost: tls.test\r\nAuthorization: Bearer {token}\r\n"
+                     f"Range: bytes={start}-{start + 5}\r\n\r\n")
+    pieces.append(piece.partition(b"\r\n\r\n")[2].decode(errors="replace"))
+print("ranges", "".join(pieces))
 folded = exchange(f"GET /echo HTTP/1.1\r\nHost: tls.test\r\nX-Echo: a\r\n Authorization: Bearer {token}\r\n\r\n")
 print("folded", folded.split(b"\r\n")[0].decode(errors="replace"))
 spaced = exchange(f"GET /echo HTTP/1.1\r\nHost: tls.test\r\nAuthorization : Bearer {token}\r\n\r\n")
@@ -102,9 +108,10 @@ print("spaced", spaced.split(b"\r\n")[0].decode(errors="replace"))
 def test_a_masked_secret_does_not_come_back_compressed_nor_go_out_in_a_folded_header(
     tmp_path: Path, resolved: None, authority: Authority, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An echoing declared host answers gzip when asked (or unasked): the starring of the reply must not be
-    skipped by compression; an obsolete folded line (` Authorization: ...` continuing `X-Echo`) or a name with a space
-    before its colon is another header for the server, and must not be given the real value."""
+    """An echoing declared host answers gzip when asked (or unasked), or the byte range asked for: the
+    starring of the reply must not be skipped by compression or by asking for the value piece by piece;
+    an obsolete folded line (` Authorization: ...` continuing `X-Echo`) or a name with a space before its
+    colon is another header for the server, and must not be given the real value."""
     secret = "ghp_canary" + os.urandom(12).hex()
     monkeypatch.setenv("GITHUB_TOKEN", secret)
     api = Reflecting(tmp_path, tls=authority)
@@ -125,10 +132,13 @@ def test_a_masked_secret_does_not_come_back_compressed_nor_go_out_in_a_folded_he
     assert compressed == f"compressed Bearer {'*' * len(secret)}"  # asked for gzip, answered plain and starred
     assert api.seen[0]["accept-encoding"] == "identity"
     assert api.seen[0]["authorization"] == f"Bearer {secret}"  # still works toward its host
-    assert [seen["path"] for seen in api.seen] == ["/reflect", "/gzip", "/gzip"]  # the folded heads were not sent
+    # the folded heads were not sent
+    assert [seen["path"] for seen in api.seen] == ["/reflect", "/gzip", "/gzip", *["/reflect"] * 20]
     for seen in api.seen:
         assert secret not in json.dumps({k: v for k, v in seen.items() if k != "authorization"}), seen
     assert "folded HTTP/1.1 400 Bad Request" in result.output and "spaced HTTP/1.1 400 Bad Request" in result.output
+    assert f"ranges Bearer {'*' * len(secret)}Bearer {'*' * len(secret)}" in result.output  # each whole
+    assert "range" not in api.seen[3]
     assert "forced b''" in result.output  # a server that compresses unasked: nothing of its reply comes in
     assert "interim b''" in result.output and "expect" not in api.seen[2]  # no 100 Continue before it
     assert result.network_refused == (

@@ -563,15 +563,18 @@ def _unredactable(head: bytes) -> str:
     return f"the response is encoded ({encodings})" if encodings else ""
 
 
-_NOT_SENT = (b"connection", b"keep-alive", b"proxy-connection", b"accept-encoding", b"te", b"expect", b"upgrade")
+_NOT_SENT = (
+    *(b"connection", b"keep-alive", b"proxy-connection", b"accept-encoding", b"te", b"expect", b"upgrade"),
+    *(b"range", b"if-range"),  # an echo cut in pieces shorter than the value would pass the starring
+)
 
 
 def with_credentials(head: bytes, masked: tuple[Masked, ...]) -> bytes:
     """A request head with each mask's placeholder replaced by the real value in its declared header only
-    (never the request line or another header), asking the server for an uncompressed reply (one the
-    proxy can redact) and to close the connection after it (each next request comes on a new
-    connection, whose head is rewritten again). A head with a line a server could join to another
-    header (a folded line, a space in a name) is refused (ValueError)."""
+    (never the request line or another header), asking the server for a whole, uncompressed reply (one
+    the proxy can redact: no `Range`, `Accept-Encoding: identity`) and to close the connection after it
+    (each next request comes on a new connection, whose head is rewritten again). A head with a line a
+    server could join to another header (a folded line, a space in a name) is refused (ValueError)."""
     line, *headers = head.split(b"\r\n")
     kept = [line]
     for header in headers:
