@@ -23,7 +23,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -455,20 +455,24 @@ async def _relay(
             group.cancel_scope.cancel()
             return
 
-        async def received() -> AsyncIterator[bytes]:
-            yield head + b"\r\n\r\n" + answer.buffer
-            async for chunk in source:
-                yield chunk
-
         pending = b""
+
+        def starred(chunk: bytes) -> bytes:
+            """What of the bytes so far can go on: the real values starred out, the last `keep` bytes
+            held back (they may begin one)."""
+            nonlocal pending
+            pending += chunk
+            for secret in secrets:
+                pending = pending.replace(secret, b"*" * len(secret))
+            ready, pending = (pending[:-keep], pending[-keep:]) if keep else (pending, b"")
+            return ready
+
         try:
             try:
-                async for chunk in received():
-                    pending += chunk
-                    for secret in secrets:
-                        pending = pending.replace(secret, b"*" * len(secret))
-                    ready, pending = (pending[:-keep], pending[-keep:]) if keep else (pending, b"")
-                    if ready:
+                if ready := starred(head + b"\r\n\r\n" + answer.buffer):
+                    await target.send(ready)
+                async for chunk in source:
+                    if ready := starred(chunk):
                         await target.send(ready)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 pass  # an upstream that ends without TLS's close_notify: what it sent still goes on
