@@ -263,3 +263,47 @@ def test_names_and_addresses_that_look_allowed_reach_nothing_else(tmp_path: Path
     # tls.test's own server answers the first request; the second never reaches evilwild.test
     assert found["pipelined"].startswith("HTTP/1.0 200") and "host=tls.test" in found["pipelined"]
     assert site.accepted == 1
+
+
+TAMPER = r"""
+import os
+bundle = os.environ["SSL_CERT_FILE"]
+info = os.stat(bundle)
+with open(bundle, "r+b") as handle:  # same length, same times: only the change time tells
+    data = handle.read()
+    handle.seek(0)
+    handle.write(data.replace(b"MII", b"!!!"))
+os.utime(bundle, ns=(info.st_atime_ns, info.st_mtime_ns))
+with open(os.environ["NODE_EXTRA_CA_CERTS"], "ab") as handle:
+    handle.write(b"an authority of the model's own\n")
+print("tampered", bundle)
+"""
+
+READ = r"""
+import os
+print("bundle", os.environ["SSL_CERT_FILE"], open(os.environ["SSL_CERT_FILE"], "rb").read().count(b"!!!"))
+print("ca", open(os.environ["NODE_EXTRA_CA_CERTS"]).read().count("model's own"))
+"""
+
+
+def test_the_trusted_authorities_a_process_changed_are_not_what_the_next_process_trusts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundle of authorities a sandboxed process trusts lies in a temp directory it may write: one
+    process rewrites it (keeping its size and times) and adds to toolrt's authority file; the next
+    process gets files as toolrt wrote them."""
+    from toolrt.sandbox.credentials import authority
+
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_canary")
+    root = tmp_path / "project"
+    root.mkdir()
+    rules = NetworkRules((("tls.test",),))
+    credentials = (Credential("GITHUB_TOKEN", "mask", "tls.test", "Authorization"),)
+    first = _run([sys.executable, "-c", TAMPER], root, rules, credentials)
+    assert first.output.startswith("tampered"), first.output
+    tampered = first.output.split()[1]
+    assert Path(tampered).read_bytes().count(b"!!!") > 0  # the attack itself works: the file is writable
+    second = _run([sys.executable, "-c", READ], root, rules, credentials)
+    bundle = second.output.split()[1]
+    assert bundle != tampered and f"bundle {bundle} 0\nca 0\n" == second.output
+    assert authority().files()[0] == bundle

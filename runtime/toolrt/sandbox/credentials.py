@@ -112,26 +112,33 @@ class _Authority:
         self._serialization = serialization
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._files: tuple[str, str] | None = None
-        self._directory = tempfile.mkdtemp(prefix="toolrt-proxy-ca-")
-        os.chmod(self._directory, 0o755)
+        self._stamps: tuple[tuple[int, int, int], ...] = ()
 
     def files(self) -> tuple[str, str]:
-        """(a bundle of the system's authorities and this one, this one alone), as readable files."""
+        """(a bundle of the system's authorities and this one, this one alone), as readable files.
+
+        They lie in a temp directory, which sandboxed processes may write: a process that changed them
+        (an authority of its own added, the system's removed) would change what every later process
+        trusts. So each call checks them (one `stat` each: inode, size and change time, which no
+        process can set back) and writes them anew, in a new directory, when either changed."""
         with _lock:
-            if self._files is None:
+            if self._files is None or _stamps(self._files) != self._stamps:
                 system = ssl.get_default_verify_paths().openssl_cafile
                 try:
                     with open(system, "rb") as handle:
                         trusted = handle.read()
                 except OSError:
                     trusted = b""
-                ca = os.path.join(self._directory, "ca.pem")
-                bundle = os.path.join(self._directory, "bundle.pem")
+                directory = tempfile.mkdtemp(prefix="toolrt-proxy-ca-")
+                os.chmod(directory, 0o755)
+                ca = os.path.join(directory, "ca.pem")
+                bundle = os.path.join(directory, "bundle.pem")
                 for path, data in ((ca, self._pem), (bundle, trusted.rstrip() + b"\n" + self._pem)):
                     with open(path, "wb") as handle:
                         handle.write(data)
                     os.chmod(path, 0o644)
                 self._files = (bundle, ca)
+                self._stamps = _stamps(self._files)
             return self._files
 
     def server_context(self, host: str) -> ssl.SSLContext:
@@ -172,6 +179,14 @@ class _Authority:
             context.set_alpn_protocols(["http/1.1"])
             self._contexts[host] = context
             return context
+
+
+def _stamps(paths: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+    try:
+        found = [os.stat(path) for path in paths]
+    except OSError:
+        return ()
+    return tuple((info.st_ino, info.st_size, info.st_ctime_ns) for info in found)
 
 
 _authority: _Authority | None = None
