@@ -141,6 +141,7 @@ def test_a_masked_secret_does_not_come_back_compressed_nor_go_out_in_a_folded_he
     assert "range" not in api.seen[3]
     assert "forced b''" in result.output  # a server that compresses unasked: nothing of its reply comes in
     assert "interim b''" in result.output and "expect" not in api.seen[2]  # no 100 Continue before it
+    assert "ask the person" not in result.output  # the allow list is not what refused them
     assert result.network_refused == (
         f"tls.test:{api.port}: the response is encoded (gzip): toolrt could not redact it",
         f"tls.test:{api.port}: a header line toolrt will not rewrite (folded, or a space in its name)",
@@ -192,6 +193,8 @@ def test_a_flood_of_unfinished_connections_holds_a_bounded_number_of_descriptors
     assert counts and counts[0] - before <= proxy.MAX_CONNECTIONS + 20, (counts, before)
     # 200 refusals, kept once (each distinct refusal is kept, at most MAX_REFUSALS of them)
     assert result.network_refused == (f"?:0: more than {proxy.MAX_CONNECTIONS} connections open at once",)
+    said = f"toolrt's network proxy refused a connection: more than {proxy.MAX_CONNECTIONS} connections open at once"
+    assert result.output.endswith(said + "\n") and "ask the person" not in result.output
 
 
 def test_an_unfinished_request_head_is_dropped_after_the_timeout(

@@ -58,8 +58,14 @@ class Refusal:
     port: int
     rule: str
     """What decided: the rule (`not in the allow list (host list)`, `deny: *.evil.test`) or the check."""
+    listed: bool = True
+    """Whether a change to the allow list would let it through (not so for a flood, a malformed request,
+    or a reply the proxy could not redact): only then does the message say how to ask for it."""
 
     def describe(self) -> str:
+        if not self.listed:
+            where = "a connection" if self.host == "?" else f"{self.host}:{self.port}"
+            return f"toolrt's network proxy refused {where}: {self.rule}"
         fix = (
             f"if the task needs it, ask the person to add '{self.host}' (or '{self.host}:{self.port}') to "
             "sandbox.network.allow in the host's settings (the user settings file, TOOLRT_SANDBOX__NETWORK)"
@@ -208,15 +214,15 @@ async def _end_with(pidfd: int, scope: anyio.CancelScope) -> None:
 
 
 class _Refused(Exception):
-    def __init__(self, host: str, port: int, rule: str) -> None:
+    def __init__(self, host: str, port: int, rule: str, listed: bool = True) -> None:
         super().__init__(rule)
-        self.refusal = Refusal(host, port, rule)
+        self.refusal = Refusal(host, port, rule, listed)
 
 
 async def _handle(client: anyio.abc.SocketStream, session: ProxySession) -> None:
     async with client:
         if session.open >= MAX_CONNECTIONS:  # each one holds a descriptor of the whole toolrt process
-            _refuse(session, Refusal("?", 0, f"more than {MAX_CONNECTIONS} connections open at once"))
+            _refuse(session, Refusal("?", 0, f"more than {MAX_CONNECTIONS} connections open at once", listed=False))
             return
         session.open += 1
         reader = BufferedByteReceiveStream(client)
@@ -296,7 +302,7 @@ async def _http(
             head = first + await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
     except anyio.DelimiterNotFound:
         await client.send(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n")
-        raise _Refused("?", 0, f"a request head over {MAX_HEAD} bytes") from None
+        raise _Refused("?", 0, f"a request head over {MAX_HEAD} bytes", listed=False) from None
     line, *header_lines = head.split(b"\r\n")
     parts = line.split(b" ")
     if len(parts) != 3:
@@ -529,11 +535,11 @@ async def _intercept(
         try:
             head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
         except anyio.DelimiterNotFound:
-            raise _Refused(host, port, f"a request head over {MAX_HEAD} bytes") from None
+            raise _Refused(host, port, f"a request head over {MAX_HEAD} bytes", listed=False) from None
     try:
         request = with_credentials(head, masked)
     except ValueError as error:
-        _refuse(session, Refusal(host, port, str(error)))  # said before the process can see the answer
+        _refuse(session, Refusal(host, port, str(error), listed=False))  # said before the process can see the answer
         async with inner:
             await inner.send(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         return
@@ -545,7 +551,7 @@ async def _intercept(
         await upstream.send(request + b"\r\n\r\n" + reader.buffer)
 
         def refuse(rule: str) -> None:
-            _refuse(session, Refusal(host, port, rule))
+            _refuse(session, Refusal(host, port, rule, listed=False))
 
         await _relay(inner, upstream, redact=masked, refuse=refuse)
 
