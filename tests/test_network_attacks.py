@@ -216,7 +216,7 @@ def test_an_unfinished_request_head_is_dropped_after_the_timeout(
 
 
 PROBES = r"""
-import json, socket, sys
+import json, socket, ssl, sys
 port = int(sys.argv[1])
 found = {}
 
@@ -240,6 +240,44 @@ found["userinfo"] = status(f"GET http://a.wild.test:{port}@evilwild.test:{port}/
 first = f"GET http://tls.test:{port}/echo HTTP/1.1\r\nHost: tls.test:{port}\r\n\r\n"
 second = f"GET http://evilwild.test:{port}/secret HTTP/1.1\r\nHost: evilwild.test:{port}\r\n\r\n"
 found["pipelined"] = ask(first + second)
+
+def socks(command):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(b"\x05\x01\x00")
+    s.recv(2)
+    s.sendall(b"\x05" + bytes([command]) + b"\x00\x03\x08tls.test" + port.to_bytes(2, "big"))
+    return s.recv(10)[1]
+
+found["socks bind"], found["socks udp associate"] = socks(2), socks(3)
+
+def hello(name):
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=name)
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+def tunnel_with(first):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(f"CONNECT tls.test:{port} HTTP/1.1\r\n\r\n".encode())
+    s.recv(4096)
+    s.sendall(first)
+    try:
+        return s.recv(100) == b""
+    except OSError:
+        return True
+
+found["no server name"] = tunnel_with(hello(None))
+record = hello("tls.test")
+body = record[5:]  # one handshake message, cut in two records before its extensions
+cut = 60
+found["hello split across records"] = tunnel_with(
+    record[:3] + cut.to_bytes(2, "big") + body[:cut] + record[:3] + (len(body) - cut).to_bytes(2, "big") + body[cut:]
+)
 print(json.dumps(found))
 """
 
@@ -247,7 +285,9 @@ print(json.dumps(found))
 def test_names_and_addresses_that_look_allowed_reach_nothing_else(tmp_path: Path, resolved: None) -> None:
     """`*.wild.test` covers neither `wild.test` nor `evilwild.test`; every spelling of this machine's
     addresses (IPv4 in IPv6, the unspecified address that reaches loopback) is refused; userinfo names
-    no host; a second request pipelined after an allowed one goes to the allowed host's address only."""
+    no host; a second request pipelined after an allowed one goes to the allowed host's address only;
+    SOCKS5 offers CONNECT only; a tunnel whose ClientHello has no server name, or has it in a second
+    record, connects nothing."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "secret").write_text("the allowed site's own file")
     site = Origin(tmp_path / "site")
@@ -265,7 +305,12 @@ def test_names_and_addresses_that_look_allowed_reach_nothing_else(tmp_path: Path
     assert found["userinfo"] == forbidden
     # tls.test's own server answers the first request; the second never reaches evilwild.test
     assert found["pipelined"].startswith("HTTP/1.0 200") and "host=tls.test" in found["pipelined"]
+    assert found["socks bind"] == found["socks udp associate"] == 7  # command not supported
+    assert found["no server name"] is True and found["hello split across records"] is True
     assert site.accepted == 1
+    said = "\n".join(result.network_refused)
+    assert "SOCKS5 BIND and UDP are not offered" in said
+    assert said.count("the TLS ClientHello names 'no server', not tls.test") == 1  # both, kept once
 
 
 TAMPER = r"""
