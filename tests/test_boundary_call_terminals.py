@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from toolrt.execute import ProcessOutcome, build_env, run_process
-from toolrt.sandbox import namespaces
+from toolrt.sandbox import kernel, namespaces
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
@@ -112,9 +112,9 @@ def test_a_call_cannot_reach_the_terminal_another_call_holds(tmp_path: Path, lau
     assert "holder /dev/pts/0 screen" in holder and "SPOOFED" not in holder, holder
 
 
-def _spare_with_ruleset(deadline: float) -> None:
-    """Wait until a covered namespace made ahead holds its own ruleset (made off the call's path)."""
-    while not any(rules is not None for _, rules in namespaces._spares.values()):
+def _spare_with_ruleset(root: Path, deadline: float) -> None:
+    """Wait until a covered namespace made ahead for `root` holds its own ruleset (made off the call's path)."""
+    while not any(repr(str(root)) in key[1] and made[1] is not None for key, made in list(namespaces._spares.items())):
         if time.monotonic() > deadline:
             raise TimeoutError("no covered namespace was made ahead with its ruleset")
         time.sleep(0.005)
@@ -138,23 +138,23 @@ def test_processes_made_ahead_each_get_their_own_terminal_granted(tmp_path: Path
     built: list[int] = []
     real_own_ruleset = namespaces.own_ruleset
 
-    def counted(rules: object) -> int:
+    def counted(rules: kernel.LandlockRules) -> int:
         built.append(1)
-        return real_own_ruleset(rules)  # type: ignore[arg-type]
+        return real_own_ruleset(rules)
 
     async def run(name: str, argv: list[str]) -> None:
         outcomes[name] = await run_process(argv, cwd=root, env=build_env(), timeout=30, sandbox=plan)
 
     async def main() -> None:
         await run("warm", ["true"])  # keeps the rules' template; the next namespace is made ahead
-        namespaces.own_ruleset = counted  # type: ignore[assignment]
+        namespaces.own_ruleset = counted
         async with anyio.create_task_group() as group:
-            await anyio.to_thread.run_sync(_spare_with_ruleset, time.monotonic() + 20)
+            await anyio.to_thread.run_sync(_spare_with_ruleset, root, time.monotonic() + 20)
             group.start_soon(run, "holder", ["python3", "-c", HOLD, str(ready), str(done)])
             await anyio.to_thread.run_sync(_wait_readable, ready_fd)
             held.append(os.read(ready_fd, 64).decode())
             try:
-                await anyio.to_thread.run_sync(_spare_with_ruleset, time.monotonic() + 20)
+                await anyio.to_thread.run_sync(_spare_with_ruleset, root, time.monotonic() + 20)
                 await run("thief", ["bash", "-c", STEAL])
             finally:
                 os.write(done_fd, b"x")
