@@ -265,8 +265,7 @@ def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
     if not kernel.base_usable(cover):
         kernel.unshare(kernel.CLONE_NEWNS)
         kernel.make_mounts_private()
-        kernel.cover_absent(cover)
-        kernel.make_mounts(mounts)
+        kernel.covered_mounts(mounts, cover, lower=True, dev=True)
         return
     base = _base(mounts, cover)
     try:
@@ -275,8 +274,7 @@ def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
     finally:
         os.close(base)
     kernel.unshare(kernel.CLONE_NEWNS)
-    kernel.cover_root(cover)
-    kernel.make_mounts(mounts, dev=False)
+    kernel.covered_mounts(mounts, cover, lower=False, dev=False)
 
 
 def _base(mounts: tuple[Any, ...], cover: Any) -> int:
