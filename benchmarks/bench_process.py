@@ -5,9 +5,10 @@
    and by ru_maxrss (whole process), plus throughput.
 3. The OS sandbox through `rt.call`, sandboxed (the default policy) against `--sandbox off`,
    alternating call by call, medians of single calls: `true` (goal: ratio <= 1.5) and `git status` in a
-   small repository (goal: ratio <= 1.2); the same two in a repository whose `read` rules deny two
-   files, which the sandbox masks (`masked_*`, same goals: the walk and the masks' mount namespace
-   included); and
+   small repository (goal: ratio <= 1.2), and the CPU time per call of each (toolrt's threads and its
+   processes, in blocks of one kind: on a busy machine wall time swings, CPU time much less); the
+   same two in a repository whose `read` rules deny two files, which the sandbox masks (`masked_*`,
+   same goals: the walk and the masks' mount namespace included); and
    `true` through the fork server (the path of unprivileged users) against the thread launcher.
 4. `network:` names: a sandboxed `curl` fetching 64 KiB from a local server through toolrt's proxy
    (its own network namespace, the listener, the proxy's checks) against the same fetch with the
@@ -162,11 +163,28 @@ async def sandbox_overhead(root: Path, calls: int, repeats: int, label: str = ""
             await unsandboxed.call(tool, {})
             on.append(middle - start)
             off.append(time.perf_counter() - middle)
+        for name, runtime in (("sandboxed", sandboxed), ("unsandboxed", unsandboxed)):
+            results[f"{label}{tool}_{name}_cpu_ms"] = await _cpu_per_call(runtime, tool, calls) * 1000
         results[f"{label}{tool}_sandboxed_ms"] = statistics.median(on) * 1000
         results[f"{label}{tool}_unsandboxed_ms"] = statistics.median(off) * 1000
         results[f"{label}{tool}_ratio"] = statistics.median(on) / statistics.median(off)
     results[f"{label}sandbox"] = probe.metadata["sandbox"]  # type: ignore[assignment]
     return results
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+async def _cpu_per_call(runtime: Runtime, tool: str, calls: int) -> float:
+    """CPU seconds per call, toolrt's threads (the namespaces made ahead and unmounted after, included)
+    and the processes it waited for: what a busy machine's other work cannot inflate, unlike wall time.
+    A block of calls of one kind: work a call leaves to a thread lands in its own block."""
+    start = _cpu_seconds()
+    for _ in range(calls):
+        await runtime.call(tool, {})
+    return (_cpu_seconds() - start) / calls
 
 
 async def launcher_overhead(root: Path, calls: int, repeats: int) -> dict[str, float]:
@@ -289,6 +307,10 @@ def _table(r: dict[str, float], calls: int, repeats: int) -> str:
         ("rt.call `git status`: sandboxed", f"{r['git_status_sandboxed_ms']:.3f} ms", "median per call"),
         ("rt.call `git status`: sandbox off", f"{r['git_status_unsandboxed_ms']:.3f} ms", "median per call"),
         ("ratio (goal <= 1.2)", f"{r['git_status_ratio']:.3f}", "PASS" if r["git_status_ratio"] <= 1.2 else "FAIL"),
+        ("CPU per call `true`: sandboxed", f"{r['true_tool_sandboxed_cpu_ms']:.3f} ms", "toolrt + its processes"),
+        ("CPU per call `true`: sandbox off", f"{r['true_tool_unsandboxed_cpu_ms']:.3f} ms", ""),
+        ("CPU per call `git status`: sandboxed", f"{r['git_status_sandboxed_cpu_ms']:.3f} ms", ""),
+        ("CPU per call `git status`: off", f"{r['git_status_unsandboxed_cpu_ms']:.3f} ms", ""),
         ("masked sandbox", str(r["masked_sandbox"]), ""),
         ("rt.call `true`: masked", f"{r['masked_true_tool_sandboxed_ms']:.3f} ms", "median per call"),
         ("rt.call `true`: masked, sandbox off", f"{r['masked_true_tool_unsandboxed_ms']:.3f} ms", "median per call"),

@@ -164,3 +164,37 @@ def test_the_cover_holds_when_its_lower_directory_is_replaced_between_calls(proj
     for output in (first, second, third):
         assert "MADE" not in output and ".vscode\nDONE" in output, output
     assert not (project / ".vscode").exists()
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_read_only_paths_beneath_a_covered_root_are_the_real_tree_and_stay_read_only(
+    project: Path, launch: Launch
+) -> None:
+    """`.git` (read-only) is bound from the real tree, not from the root's overlay: git's lookups below it
+    skip the overlay. It is as read-only as before, cannot be moved away, and the root stays covered."""
+    snapshot = build_snapshot(project, partial=True)
+    plan = call_plan(
+        snapshot.sandbox, root=project, output_dir=snapshot.truncation_dir, support=replace(SUPPORT, launch=launch)
+    )
+    assert plan is not None and plan.covered
+    assert str(project / ".git") in plan.request()["read_only"]  # type: ignore[operator]
+    command = (
+        "stat -c 'root %d' . && stat -c 'git %d %i' .git && stat -c 'index %d %i' .git/index;"
+        " touch .git/x 2>&1; echo x >> .git/config 2>&1; mv .git gone 2>&1; mkdir .vscode 2>&1; git status --short"
+    )
+
+    async def main() -> ProcessOutcome:
+        return await run_process(["bash", "-c", command], cwd=project, env=build_env(), timeout=30, sandbox=plan)
+
+    output = anyio.run(main).output
+    real = os.stat(project / ".git")
+    index = os.stat(project / ".git" / "index")
+    assert f"git {real.st_dev} {real.st_ino}\n" in output, output  # the real directory, not the overlay's
+    assert f"index {index.st_dev} {index.st_ino}\n" in output, output
+    assert f"root {real.st_dev}\n" not in output, output  # the root itself is the overlay
+    assert "touch: cannot touch '.git/x': Read-only file system" in output, output
+    assert ".git/config: Read-only file system" in output, output
+    assert "mv: cannot move '.git' to 'gone': Device or resource busy" in output, output
+    assert "mkdir: cannot create directory '.vscode': File exists" in output.replace("‘", "'").replace("’", "'")
+    assert not (project / ".git" / "x").exists() and not (project / "gone").exists()
+    assert not (project / ".vscode").exists() and "x\n" not in (project / ".git" / "config").read_text()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import select
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import anyio
 import pytest
 
 from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox import kernel, namespaces
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
@@ -107,4 +109,67 @@ def test_a_call_cannot_reach_the_terminal_another_call_holds(tmp_path: Path, lau
     assert SECRET not in thief and "<- read" not in thief and "wrote" not in thief, thief
     assert thief.startswith("ptmx\n"), thief  # nothing but its own instance's ptmx to list
     assert "own /dev/pts/0 b'own\\r\\n'" in thief, thief  # a terminal of its own still works
+    assert "holder /dev/pts/0 screen" in holder and "SPOOFED" not in holder, holder
+
+
+def _spare_with_ruleset(root: Path, deadline: float) -> None:
+    """Wait until a covered namespace made ahead for `root` holds its own ruleset (made off the call's path)."""
+    while not any(repr(str(root)) in key[1] and made[1] is not None for key, made in list(namespaces._spares.items())):
+        if time.monotonic() > deadline:
+            raise TimeoutError("no covered namespace was made ahead with its ruleset")
+        time.sleep(0.005)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the thread launcher makes namespaces itself only as root")
+def test_processes_made_ahead_each_get_their_own_terminal_granted(tmp_path: Path) -> None:
+    """The covered namespace and Landlock ruleset made ahead for the next process (its devpts granted off
+    the call's path): the holder and the thief both start from one, and each reaches its own terminal only."""
+    support = replace(SUPPORT, launch="thread")
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = plan_sandbox(SandboxPolicy(protected=(root / "tools.d",)), support, root=root, output_dir=root / "o")
+    assert plan is not None and plan.covered and plan.request().get("dev")
+    ready, done = tmp_path / "ready", tmp_path / "done"
+    os.mkfifo(ready)
+    os.mkfifo(done)
+    ready_fd = os.open(ready, os.O_RDONLY | os.O_NONBLOCK)
+    done_fd = os.open(done, os.O_RDWR)
+    outcomes: dict[str, ProcessOutcome] = {}
+    built: list[int] = []
+    real_own_ruleset = namespaces.own_ruleset
+
+    def counted(rules: kernel.LandlockRules) -> int:
+        built.append(1)
+        return real_own_ruleset(rules)
+
+    async def run(name: str, argv: list[str]) -> None:
+        outcomes[name] = await run_process(argv, cwd=root, env=build_env(), timeout=30, sandbox=plan)
+
+    async def main() -> None:
+        await run("warm", ["true"])  # keeps the rules' template; the next namespace is made ahead
+        namespaces.own_ruleset = counted
+        async with anyio.create_task_group() as group:
+            await anyio.to_thread.run_sync(_spare_with_ruleset, root, time.monotonic() + 20)
+            group.start_soon(run, "holder", ["python3", "-c", HOLD, str(ready), str(done)])
+            await anyio.to_thread.run_sync(_wait_readable, ready_fd)
+            held.append(os.read(ready_fd, 64).decode())
+            try:
+                await anyio.to_thread.run_sync(_spare_with_ruleset, root, time.monotonic() + 20)
+                await run("thief", ["bash", "-c", STEAL])
+            finally:
+                os.write(done_fd, b"x")
+
+    held: list[str] = []
+    try:
+        anyio.run(main)
+    finally:
+        namespaces.own_ruleset = real_own_ruleset
+        os.close(ready_fd)
+        os.close(done_fd)
+    assert built == [], "a ruleset was built on the call's path although one was made ahead"
+    thief, holder = outcomes["thief"].output, outcomes["holder"].output
+    assert held == ["/dev/pts/0"], held
+    assert SECRET not in thief and "<- read" not in thief and "wrote" not in thief, thief
+    assert thief.startswith("ptmx\n"), thief
+    assert "own /dev/pts/0 b'own\\r\\n'" in thief, thief  # its ruleset grants its own instance
     assert "holder /dev/pts/0 screen" in holder and "SPOOFED" not in holder, holder

@@ -157,11 +157,11 @@ class _Kept:
                 elif mounts is not None:
                     if base is None:
                         kernel.make_mounts_private()
-                    if cover is not None and base is not None:
-                        kernel.cover_root(cover["cover"])  # type: ignore[arg-type]
-                    elif cover is not None:
-                        kernel.cover_absent(cover["cover"])  # type: ignore[arg-type]
-                    kernel.make_mounts(mounts, dev=base is None)
+                    if cover is not None:
+                        covered = cover["cover"]
+                        kernel.covered_mounts(mounts, covered, lower=base is None, dev=base is None)  # type: ignore[arg-type]
+                    else:
+                        kernel.make_mounts(mounts, dev=base is None)
                 os.write(ready_write, b"1")
                 os.read(done_read, 1)  # stay alive until the server holds the namespace
             finally:

@@ -28,6 +28,7 @@ __all__ = [
     "CLONE_FS",
     "SandboxSetupError",
     "cover_absent",
+    "covered_mounts",
     "build_ruleset",
     "RuleTemplate",
     "identity_key",
@@ -406,22 +407,28 @@ def make_mounts_private() -> None:
     _mount(b"none", b"/", MS_REC | MS_PRIVATE)
 
 
-def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = ()) -> None:
+def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: str | None = None) -> None:
     """Bind-mount each existing path of `paths` onto itself, read-only, and each existing directory of
     `pinned` onto itself, writable (in a private mount namespace), the shallowest first, so a deeper
     mount lands on the one above it. A mount point can be neither renamed nor removed (EBUSY): pinning
     the directories above a read-only path keeps it where toolrt looks for it, and a pinned directory
-    beneath a read-only one (the tool-output directory in toolrt's data directory) stays writable."""
+    beneath a read-only one (the tool-output directory in toolrt's data directory) stays writable.
+
+    `beneath`: a covered root (`covered_mounts`), whose real directory, under the overlay, is the working
+    directory: a path strictly beneath it is bound from the real tree, not from the overlay, so nothing
+    looked up below it (the whole of `.git`) pays the overlay's first lookup of each name."""
     read_only = set(paths)
+    prefix = beneath.rstrip("/") + "/" if beneath else None
     for path in sorted(read_only | set(pinned), key=lambda p: (p.rstrip("/").count("/"), p)):
+        source = path[len(prefix) :] if prefix and path.startswith(prefix) and path != prefix else path
         try:
-            kept = os.statvfs(path).f_flag & _KEPT_FLAGS
+            kept = os.statvfs(source).f_flag & _KEPT_FLAGS
         except FileNotFoundError:
             continue
-        if path not in read_only and not os.path.isdir(path):
+        if path not in read_only and not os.path.isdir(source):
             continue
         target = os.fsencode(path)
-        _mount(target, target, MS_BIND | MS_REC)
+        _mount(os.fsencode(source), target, MS_BIND | MS_REC)
         _mount(None, target, MS_REMOUNT | MS_BIND | (MS_RDONLY if path in read_only else 0) | kept)
 
 
@@ -480,16 +487,16 @@ def mount_key(
     )
 
 
-def make_mounts(key: tuple[Any, ...], *, dev: bool = True) -> None:
+def make_mounts(key: tuple[Any, ...], *, dev: bool = True, beneath: str | None = None) -> None:
     """In a fresh private mount namespace: the mounts a `mount_key` describes (`dev`: its minimal /dev
     and own /proc too; False: they came with the namespace this one was copied from, and only its
-    terminals are made anew, see `own_terminals`)."""
+    terminals are made anew, see `own_terminals`; `beneath`: see `bind_read_only`)."""
     if key[0] and dev:
         minimal_dev()
         own_proc()
     elif key[0]:
         own_terminals()
-    bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]])
+    bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]], beneath)
     if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
 
@@ -547,6 +554,22 @@ def cover_absent(cover: Mapping[str, Any]) -> None:
     can come from a kept base (`cover_base`), then only `cover_root` is made per process."""
     cover_lower(cover)
     cover_root(cover)
+
+
+def covered_mounts(key: tuple[Any, ...], cover: Mapping[str, Any], *, lower: bool, dev: bool) -> None:
+    """In a fresh private mount namespace for ONE process: the cover (`cover_absent`, or only `cover_root`
+    on a copy of a base that holds the lower layer: not `lower`), then the mounts `key` describes
+    (`make_mounts`), those beneath the root bound from the real tree. The working directory is the real
+    root while the overlay is mounted on it (an overlay mounted on a directory does not move a working
+    directory in it), and `/` again at the end."""
+    os.chdir(str(cover["root"]))
+    try:
+        if lower:
+            cover_lower(cover)
+        cover_root(cover)
+        make_mounts(key, dev=dev, beneath=str(cover["root"]))
+    finally:
+        os.chdir("/")
 
 
 def cover_lower(cover: Mapping[str, Any]) -> None:

@@ -150,14 +150,26 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
     # same in every namespace (a covered root's overlay sits on the real root, which Landlock walks through).
     # With a minimal /dev, one of the process's own: it gains a rule on the process's own devpts below.
-    landlock = (own_ruleset(rules) if dev else ruleset(rules)) if rules is not None else None
-    single_use = listener = proxy = None
+    # A covered namespace made ahead (with a minimal /dev) may come with its ruleset made ahead too, its
+    # own devpts already granted (see `_make_spare`): nothing of Landlock is left for the call's path.
+    cover = request.get("cover") if kernel.wants_mounts(request) else None
+    single_use = granted = None
+    if cover:  # made for this process, its devpts included (`kernel.make_mounts`)
+        single_use, granted = covered_namespace(read_only, masks, dev, cover, pinned, rules)
+    try:
+        landlock = granted
+        if landlock is None and rules is not None:
+            landlock = own_ruleset(rules) if dev else ruleset(rules)
+    except BaseException:
+        if single_use is not None:
+            _forget(single_use)
+        raise
+    listener = proxy = None
     try:
         try:
             if kernel.wants_mounts(request):
-                cover = request.get("cover")
-                if cover:  # made for this process, its devpts included (`kernel.make_mounts`)
-                    mounts = single_use = covered_namespace(read_only, masks, dev, cover, pinned)
+                if single_use is not None:
+                    mounts = single_use
                 else:
                     mounts = mount_namespace(read_only, masks, dev, pinned)
                 kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
@@ -173,7 +185,7 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
             if request.get("pid"):
                 kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
             if landlock is not None and rules is not None:
-                if dev:
+                if dev and granted is None:
                     kernel.grant_own_terminals(landlock, rules)  # this process's own devpts
                 kernel.restrict_with(landlock)
         finally:
@@ -190,12 +202,15 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
         for fd in (listener, proxy):
             if fd is not None:
                 os.close(fd)
+        if single_use is not None:
+            _forget(single_use)
         raise
     return single_use, listener, proxy
 
 
-_spares: OrderedDict[tuple[Any, ...], int] = OrderedDict()
-"""Covered mount namespaces made ahead of use, one per key, each for one process (see `covered_namespace`)."""
+_spares: OrderedDict[tuple[Any, ...], tuple[int, int | None]] = OrderedDict()
+"""Covered mount namespaces made ahead of use, one per key, each for one process (see `covered_namespace`),
+with the process's own Landlock ruleset when it has a minimal /dev (its devpts granted), else None."""
 _building: set[tuple[Any, ...]] = set()
 _wanted: dict[int, tuple[Any, ...]] = {}
 """Single-use namespace fd → what its successor is made of (made once the process using it started)."""
@@ -206,23 +221,42 @@ _MAX_BASES = 4
 
 
 def covered_namespace(
-    read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool, cover: Any, pinned: Sequence[str] = ()
-) -> int:
+    read_only: Sequence[str],
+    masks: Mapping[str, Any] | None,
+    dev: bool,
+    cover: Any,
+    pinned: Sequence[str] = (),
+    rules: kernel.LandlockRules | None = None,
+) -> tuple[int, int | None]:
     """An fd of a fresh mount namespace for ONE process: the kept mounts, and the absent protected names
     covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes
     under it, so no two processes share one. The next one is made ahead, in a thread, before it is
     needed (its overlay has looked nothing up until it is used), and the end of each (unmounting it, a
-    few milliseconds) is left to `release_after`: neither is on the path of a call."""
+    few milliseconds) is left to `release_after`: neither is on the path of a call.
+
+    With `dev` and `rules`, a namespace made ahead comes with the process's own ruleset made ahead too
+    (the second fd, to enforce and close; None when it was not made ahead): `rules` built from the kept
+    template and granted that namespace's own devpts (`kernel.grant_own_terminals`), which no other
+    process ever sees."""
     mounts = kernel.mount_key(read_only, masks, dev, pinned)
-    key = (mounts, repr(cover), kernel.identity_key([str(cover["root"])]))
+    landlock = (rules, rules.key()) if dev and rules is not None else None
+    key = (mounts, repr(cover), kernel.identity_key([str(cover["root"])]), landlock[1] if landlock else None)
     with _lock:
-        fd = _spares.pop(key, None)
-        _wanted[fd if fd is not None else -1] = (key, mounts, cover)
-    if fd is None:
+        spare = _spares.pop(key, None)
+        _wanted[spare[0] if spare is not None else -1] = (key, mounts, cover, landlock)
+    if spare is None:
         fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
         with _lock:
             _wanted[fd] = _wanted.pop(-1)
-    return fd
+        return fd, None
+    return spare
+
+
+def _forget(namespace: int) -> None:
+    """Close a single-use namespace fd whose process never started (no successor is made for it)."""
+    with _lock:
+        _wanted.pop(namespace, None)
+    os.close(namespace)
 
 
 def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
@@ -231,8 +265,7 @@ def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
     if not kernel.base_usable(cover):
         kernel.unshare(kernel.CLONE_NEWNS)
         kernel.make_mounts_private()
-        kernel.cover_absent(cover)
-        kernel.make_mounts(mounts)
+        kernel.covered_mounts(mounts, cover, lower=True, dev=True)
         return
     base = _base(mounts, cover)
     try:
@@ -241,8 +274,7 @@ def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
     finally:
         os.close(base)
     kernel.unshare(kernel.CLONE_NEWNS)
-    kernel.cover_root(cover)
-    kernel.make_mounts(mounts, dev=False)
+    kernel.covered_mounts(mounts, cover, lower=False, dev=False)
 
 
 def _base(mounts: tuple[Any, ...], cover: Any) -> int:
@@ -269,29 +301,54 @@ def _base(mounts: tuple[Any, ...], cover: Any) -> int:
         return os.dup(kept)
 
 
-def _make_spare(key: tuple[Any, ...], mounts: tuple[Any, ...], cover: Any) -> None:
+def _spare_ruleset(rules: kernel.LandlockRules, key: tuple[Any, ...]) -> int | None:
+    """In the thread that made a spare covered namespace: `rules` built from their kept template (`key`,
+    their `LandlockRules.key` taken outside this namespace, where the project's paths are the real ones;
+    the template is never made here) and granted this namespace's own devpts; None when none is kept."""
+    with _lock:  # under the lock: an eviction by another thread never closes what is in use
+        template = _templates.get(key)
+        if template is None:
+            return None
+        built = template.build()
+    try:
+        kernel.grant_own_terminals(built, rules)
+    except BaseException:
+        os.close(built)
+        raise
+    return built
+
+
+def _make_spare(
+    key: tuple[Any, ...],
+    mounts: tuple[Any, ...],
+    cover: Any,
+    landlock: tuple[kernel.LandlockRules, tuple[Any, ...]] | None = None,
+) -> None:
     with _lock:
         if key in _building or key in _spares:
             return
         _building.add(key)
 
     def body() -> None:  # a bare thread: no start handshake to wait for
-        fd = None
+        fd = built = None
         try:
             _make_covered(mounts, cover)
             fd = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            built = _spare_ruleset(*landlock) if landlock is not None else None
         except OSError:
-            pass  # the next process makes its own, and reports what fails
+            pass  # the next process makes its own (its ruleset too), and reports what fails
         finally:
             evicted = []
             with _lock:
                 _building.discard(key)
                 if fd is not None:
-                    _spares[key] = fd
+                    _spares[key] = (fd, built)
                     while len(_spares) > _MAX_SPARES:
                         evicted.append(_spares.popitem(last=False)[1])
-            for old in evicted:
-                os.close(old)
+            for old_fd, old_rules in evicted:
+                os.close(old_fd)
+                if old_rules is not None:
+                    os.close(old_rules)
 
     _thread.start_new_thread(body, ())
 
