@@ -152,6 +152,43 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     # With a minimal /dev, one of the process's own: it gains a rule on the process's own devpts below.
     # A covered namespace made ahead (with a minimal /dev) may come with its ruleset made ahead too, its
     # own devpts already granted (see `_make_spare`): nothing of Landlock is left for the call's path.
+    single_use, granted, landlock = _covered_and_ruleset(request, read_only, masks, dev, pinned, rules)
+    listener = proxy = None
+    try:
+        try:
+            _join_mounts(request, single_use, read_only, masks, dev, pinned)
+            proxy = _join_network(request)
+            if request.get("pid"):
+                kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
+            if landlock is not None and rules is not None:
+                if dev and granted is None:
+                    kernel.grant_own_terminals(landlock, rules)  # this process's own devpts
+                kernel.restrict_with(landlock)
+        finally:
+            if landlock is not None and dev:
+                os.close(landlock)
+        listener = _filter_sockets(request)
+        kernel.drop_capabilities(keep_permitted=True)  # this thread stays alive beside the program
+    except BaseException:
+        for fd in (listener, proxy):
+            if fd is not None:
+                os.close(fd)
+        if single_use is not None:
+            _forget(single_use)
+        raise
+    return single_use, listener, proxy
+
+
+def _covered_and_ruleset(
+    request: Mapping[str, Any],
+    read_only: list[str],
+    masks: dict[str, Any] | None,
+    dev: bool,
+    pinned: list[str],
+    rules: kernel.LandlockRules | None,
+) -> tuple[int | None, int | None, int | None]:
+    """(the single-use covered namespace of a request with a `cover`, the ruleset made ahead with it and
+    its devpts granted, the ruleset to enforce): that one, a kept one, or one of the process's own."""
     cover = request.get("cover") if kernel.wants_mounts(request) else None
     single_use = granted = None
     if cover:  # made for this process, its devpts included (`kernel.make_mounts`)
@@ -164,48 +201,49 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
         if single_use is not None:
             _forget(single_use)
         raise
-    listener = proxy = None
-    try:
-        try:
-            if kernel.wants_mounts(request):
-                if single_use is not None:
-                    mounts = single_use
-                else:
-                    mounts = mount_namespace(read_only, masks, dev, pinned)
-                kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
-                kernel.setns(mounts, kernel.CLONE_NEWNS)
-                if dev and single_use is None:  # a copy of the kept one, for its terminals alone
-                    kernel.unshare(kernel.CLONE_NEWNS)
-                    kernel.own_terminals()
-            if request.get("unshare_net"):
-                kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
-            elif request.get("proxy_net"):
-                kernel.unshare(kernel.CLONE_NEWNET)
-                proxy = loopback.proxy_listener()
-            if request.get("pid"):
-                kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
-            if landlock is not None and rules is not None:
-                if dev and granted is None:
-                    kernel.grant_own_terminals(landlock, rules)  # this process's own devpts
-                kernel.restrict_with(landlock)
-        finally:
-            if landlock is not None and dev:
-                os.close(landlock)
-        if request.get("no_unix_sockets"):
-            kernel.set_no_new_privs()
-            if request.get("supervise_unix"):
-                listener = seccomp.supervise_unix_sockets()
-            else:
-                seccomp.refuse_unix_sockets()
-        kernel.drop_capabilities(keep_permitted=True)  # this thread stays alive beside the program
-    except BaseException:
-        for fd in (listener, proxy):
-            if fd is not None:
-                os.close(fd)
-        if single_use is not None:
-            _forget(single_use)
-        raise
-    return single_use, listener, proxy
+    return single_use, granted, landlock
+
+
+def _join_mounts(
+    request: Mapping[str, Any],
+    single_use: int | None,
+    read_only: list[str],
+    masks: dict[str, Any] | None,
+    dev: bool,
+    pinned: list[str],
+) -> None:
+    """Join the request's mount namespace: its single-use covered one, or a kept one (with a minimal /dev,
+    a copy of it with a devpts of this process's own)."""
+    if not kernel.wants_mounts(request):
+        return
+    mounts = single_use if single_use is not None else mount_namespace(read_only, masks, dev, pinned)
+    kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
+    kernel.setns(mounts, kernel.CLONE_NEWNS)
+    if dev and single_use is None:  # a copy of the kept one, for its terminals alone
+        kernel.unshare(kernel.CLONE_NEWNS)
+        kernel.own_terminals()
+
+
+def _join_network(request: Mapping[str, Any]) -> int | None:
+    """Join the kept empty network namespace (`unshare_net`), or make one of this thread's own whose only
+    listener is the proxy's (`proxy_net`: that listener's fd is returned)."""
+    if request.get("unshare_net"):
+        kernel.setns(network_namespace(), kernel.CLONE_NEWNET)
+    elif request.get("proxy_net"):
+        kernel.unshare(kernel.CLONE_NEWNET)
+        return loopback.proxy_listener()
+    return None
+
+
+def _filter_sockets(request: Mapping[str, Any]) -> int | None:
+    """The seccomp filter on UNIX sockets a request asks for; the supervisor's listener fd, or None."""
+    if not request.get("no_unix_sockets"):
+        return None
+    kernel.set_no_new_privs()
+    if request.get("supervise_unix"):
+        return seccomp.supervise_unix_sockets()
+    seccomp.refuse_unix_sockets()
+    return None
 
 
 _spares: OrderedDict[tuple[Any, ...], tuple[int, int | None]] = OrderedDict()
