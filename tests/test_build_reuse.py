@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import gc
+import os
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from toolrt import attribution
 from toolrt.api import Runtime
+from toolrt.build.snapshot import build_snapshot
+from toolrt.errors import ConfigError
 
 Factory = Callable[..., Path]
 
@@ -89,3 +95,50 @@ def test_a_changed_description_file_is_a_change_on_reload(make_project: Factory)
     rt.reload()
     assert rt.snapshot.tools["described"].description == "Second, longer words.\n"
     assert rt.snapshot.digest != digest
+
+
+def _settle_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files count as settled as soon as they are checked (their times need not be a second old)."""
+    monkeypatch.setattr(attribution, "_SETTLED_NS", 0)
+
+
+def test_a_reload_checks_the_tool_files_it_takes_over_on_their_listing(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _settle_at_once(monkeypatch)
+    root = make_project(_tools(), permissions=PERMISSIONS)
+    rt = Runtime.load(root)
+    stated: list[str] = []
+    signature = attribution._signature
+
+    def counted(path: Path) -> tuple[int, ...] | None:
+        stated.append(path.name)
+        return signature(path)
+
+    monkeypatch.setattr(attribution, "_signature", counted)
+    (root / "tools.d" / "beta.yaml").write_text(TOOL.format(id="beta", v="22"), encoding="utf-8")
+    rt.reload()
+    assert "version 22" in rt.snapshot.tools["beta"].description
+    assert "beta.yaml" in stated  # parsed anew: checked on the bytes it was parsed from
+    assert "alpha.yaml" not in stated  # taken over: its listing's signature is the settled one
+
+
+def test_a_tool_file_rewritten_under_its_old_size_and_mtime_is_still_held(
+    make_project: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reuse key (mtime, size, inode) does not see this write, so the build takes the old document
+    # over; the listing's signature carries the new ctime, so the journal looks at the file again.
+    _settle_at_once(monkeypatch)
+    root = make_project(_tools(), permissions=PERMISSIONS)
+    rt = Runtime.load(root)
+    alpha = root / "tools.d" / "alpha.yaml"
+    before = alpha.stat()
+    with open(alpha, "r+b") as handle:  # in place: the same inode
+        changed = handle.read().replace(b"version 1", b"version 9")
+        handle.seek(0)
+        handle.write(changed)
+    os.utime(alpha, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = alpha.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    with pytest.raises(ConfigError, match=r"alpha\.yaml.*changed while toolrt read it"):
+        build_snapshot(root, previous=rt.snapshot)

@@ -38,7 +38,7 @@ from typing import Any
 
 from .errors import ToolFailure
 
-__all__ = ["Confinement", "Hold", "Journal", "approved_files", "digest_of", "journal_for"]
+__all__ = ["Confinement", "Hold", "Journal", "approved_files", "digest_of", "journal_for", "signature_of"]
 
 logger = logging.getLogger("toolrt.attribution")
 
@@ -286,16 +286,29 @@ class Journal:
         state.offset += complete
         return state
 
-    def hold(self, path: Path, root: Path, *, data: bytes | None = None, text: str | None = None) -> Hold | None:
+    def hold(
+        self,
+        path: Path,
+        root: Path,
+        *,
+        data: bytes | None = None,
+        text: str | None = None,
+        listed: tuple[int, ...] | None = None,
+    ) -> Hold | None:
         """Whether `path`'s current content is the model's and not approved (None: it is the person's,
         or the file is unreadable, which the loader reports). `root`: the project root, above which
         directories are not looked at. Content found to be the person's is recorded as such. `data`:
         the content, when the caller read it already (and will use exactly that). `text`: what the caller
         parsed from the file earlier (read as text): held (`changed`) unless it is the content checked, so
-        a file swapped between the parse and this check never passes for the content it was swapped to."""
+        a file swapped between the parse and this check never passes for the content it was swapped to.
+        `listed`: the file's signature (`signature_of`) from the directory listing of this build, given
+        only for a document the build took over unparsed from the previous one (whose text was checked
+        then): it answers when it is the settled one; anything else is looked at afresh."""
         key = str(path)
-        signature = _signature(path)
         settled = self._settled.get(key)
+        if listed is not None and settled is not None and settled[0] == listed and data is None:
+            return None  # the content the previous build used, the person's, and its file unchanged since
+        signature = _signature(path)
         if settled is not None and settled[0] == signature and data is None:
             return None  # the person's when last looked at, and not changed since (nothing can make it the model's)
         if data is None:
@@ -417,6 +430,11 @@ def _signature(path: Path) -> tuple[int, ...] | None:
         link, target = os.lstat(path), os.stat(path)
     except OSError:
         return None
+    return signature_of(link, target)
+
+
+def signature_of(link: os.stat_result, target: os.stat_result) -> tuple[int, ...]:
+    """The signature `Journal.hold` settles a file on, from its `lstat` (`link`) and its `stat` (`target`)."""
     return (
         link.st_ino,
         link.st_ctime_ns,

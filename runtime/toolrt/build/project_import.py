@@ -70,9 +70,10 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
             return spec if guard is not None else None  # not found, or a namespace package (no code)
         origin = Path(spec.origin)
         if guard is None:  # a project file reached by another name (a handler put the root on sys.path)
-            if _installed(origin):
+            parts = origin.parts
+            if _installed(parts):
                 return None  # an environment's (inside a root too): imported as always, no root looked at
-            guard = next((g for g in list(_guards.values()) if origin.is_relative_to(g[0])), None)
+            guard = next((g for g in list(_guards.values()) if _within(parts, g[0].parts)), None)
             if guard is None:
                 return None  # not a project's: imported as always
         root, journal = guard
@@ -108,12 +109,23 @@ class _CheckedFinder(importlib.abc.MetaPathFinder):
 _finder = _CheckedFinder()
 
 
-def _installed(origin: Path) -> bool:
-    """Whether `origin` belongs to a Python environment (a virtualenv kept inside the project root)."""
-    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix}
-    return any(part in ("site-packages", "dist-packages") for part in origin.parts) or any(
-        origin.is_relative_to(prefix) for prefix in prefixes
-    )
+def _installed(parts: tuple[str, ...]) -> bool:
+    """Whether the path of `parts` belongs to a Python environment (a virtualenv kept inside the project
+    root). Runs for every import once a project is guarded, so it compares parts (what
+    `Path.is_relative_to` compares) without making a Path per prefix."""
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    return any(_within(parts, prefix) for prefix in _prefix_parts(sys.prefix, sys.exec_prefix, sys.base_prefix))
+
+
+def _within(parts: tuple[str, ...], base: tuple[str, ...]) -> bool:
+    """`Path(*parts).is_relative_to(Path(*base))` on parts already split."""
+    return parts[: len(base)] == base
+
+
+@functools.lru_cache(maxsize=8)
+def _prefix_parts(*prefixes: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(dict.fromkeys(Path(prefix).parts for prefix in prefixes))
 
 
 def environments_inside(root: Path) -> tuple[Path, ...]:

@@ -349,7 +349,7 @@ def _build_snapshot(
     output_dir = tool_output_dir(data_dir, root_path)
     journal = journal_for(data_dir)
     guard_imports(root_path, journal)
-    held = hold_untrusted(config, journal, problems)  # before anything of it is compiled or imported
+    held = hold_untrusted(config, journal, problems, reusing.files.listed)  # before anything is compiled or imported
     config = held.config
     locked_doc = None
     locked_path = resolved.values.locked_permissions

@@ -36,19 +36,28 @@ class HeldConfig:
     holds: tuple[Hold, ...]
 
 
-def hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]) -> HeldConfig:
-    """Check the project layer's files against `journal` (see the module); problems are appended."""
+def hold_untrusted(
+    config: ConfigSet,
+    journal: Journal,
+    problems: list[Problem],
+    listed: Mapping[str, tuple[int, ...]] | None = None,
+) -> HeldConfig:
+    """Check the project layer's files against `journal` (see the module); problems are appended.
+    `listed`: path → signature from this build's listing of the tool files it took over unparsed from
+    the previous build (`Reused.listed`), which spares the check a stat of each (`Journal.hold`)."""
     with journal.batch():
-        return _hold_untrusted(config, journal, problems)
+        return _hold_untrusted(config, journal, problems, listed or {})
 
 
-def _hold_untrusted(config: ConfigSet, journal: Journal, problems: list[Problem]) -> HeldConfig:
+def _hold_untrusted(
+    config: ConfigSet, journal: Journal, problems: list[Problem], listed: Mapping[str, tuple[int, ...]]
+) -> HeldConfig:
     root = config.root
     verdicts: dict[Path, Hold | None] = {}
 
     def held(path: Path, text: str | None = None) -> Hold | None:
         if path not in verdicts:
-            verdicts[path] = journal.hold(path, root, text=text)
+            verdicts[path] = journal.hold(path, root, text=text, listed=listed.get(str(path)))
         return verdicts[path]
 
     layers: list[Layer] = []

@@ -243,8 +243,7 @@ def _inside(path: Path, root: Path) -> bool:
 def add_doom_loop(requests: list[PermissionRequest], name: str, args: Mapping[str, Any], session: SessionState) -> bool:
     """Append a `doom_loop` request on the third identical consecutive call of the session."""
     key = (name, args)  # compared by value: the same tool with equal arguments
-    session.recent.append(key)
-    if len(session.recent) == session.recent.maxlen and all(k == key for k in session.recent):
+    if session.repeated(key):
         requests.append(PermissionRequest("doom_loop", (name,), (name,), {"tool": name, "input": dict(args)}))
         return True
     return False

@@ -116,7 +116,7 @@ async def _dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, 
     except CallError as error:
         status = status_of(error)
         if isinstance(error, InputRequired) and requests is not None and state.recent:
-            state.recent.pop()  # a round that waits for the client is not a call of its own; its retry is
+            state.recent = state.recent[:-1]  # a round that waits for the client is not a call of its own; its retry is
         if decision is None and requests is not None and isinstance(error, PermissionBlocked):
             # The record names the rules that blocked the call; authorize raised before returning them.
             permissions = snapshot.permissions

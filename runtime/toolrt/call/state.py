@@ -6,7 +6,6 @@ One `Services` per Runtime; nothing here is shared between Runtimes. Every cache
 from __future__ import annotations
 
 import secrets
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +49,17 @@ class Runnable(NamedTuple):
 class SessionState:
     tools: dict[str, Any] = field(default_factory=dict)
     """`ToolContext.session_state`: shared by the tools of one session (read times, todos)."""
-    recent: deque[tuple[str, Mapping[str, Any]]] = field(default_factory=lambda: deque(maxlen=DOOM_LOOP_THRESHOLD))
+    recent: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """The session's last calls (at most `DOOM_LOOP_THRESHOLD`), oldest first, for the doom-loop check: a
+    tuple replaced on each call, since a deque's block is ~0.6 KiB of every session `toolrt serve` holds."""
     agent: str | None = None
     """The session-held agent (`plan_enter`/`plan_exit` set it): the agent of calls whose host names none."""
+
+    def repeated(self, key: tuple[str, Mapping[str, Any]]) -> bool:
+        """Record the call `key` (tool, arguments); whether it is the session's `DOOM_LOOP_THRESHOLD`th
+        identical call in a row."""
+        recent = self.recent = (*self.recent[1 - DOOM_LOOP_THRESHOLD :], key)
+        return len(recent) == DOOM_LOOP_THRESHOLD and all(k == key for k in recent)
 
 
 @dataclass
@@ -115,10 +122,7 @@ class Services:
     def forget_loops(self, tools: Set[str]) -> None:
         """Drop `tools`' calls from every session's doom-loop history (a reload changed what they run)."""
         for state in self.sessions.states():
-            kept = [entry for entry in state.recent if entry[0] not in tools]
-            if len(kept) != len(state.recent):
-                state.recent.clear()
-                state.recent.extend(kept)
+            state.recent = tuple(entry for entry in state.recent if entry[0] not in tools)
 
     def session(self, name: str) -> SessionState:
         """The state of session `name` (see `sessions.SessionStore`: idle and surplus sessions are released).

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from ..attribution import signature_of
 from ..errors import ConfigError, Problem
 from .document import Document
 from .loader import load_documents
@@ -71,13 +72,14 @@ def _display(path: Path, base: Path, prefix: str = "") -> str:
         return str(path)
 
 
-def tool_files(directory: Path) -> list[tuple[str, str, os.stat_result]]:
-    """(name, path, stat) of the YAML files of a `tools.d/` directory, sorted by name (hidden files skipped)."""
+def tool_files(directory: Path) -> list[tuple[str, str, os.stat_result, os.stat_result]]:
+    """(name, path, stat, lstat) of the YAML files of a `tools.d/` directory, sorted by name (hidden files
+    skipped). For a file that is no symlink the two are one `lstat`, which the listing makes anyway."""
     found = []
     with os.scandir(directory) as entries:
         for entry in entries:
             if entry.name.endswith(_YAML_SUFFIXES) and not entry.name.startswith(".") and entry.is_file():
-                found.append((entry.name, entry.path, entry.stat()))
+                found.append((entry.name, entry.path, entry.stat(), entry.stat(follow_symlinks=False)))
     found.sort()
     return found
 
@@ -149,14 +151,19 @@ def _file_key(kind: str, path: str, display: str, stat: os.stat_result) -> FileK
     return (kind, path, display, stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
-def _tool_file(path: str, display: str, stat: os.stat_result, reused: Reused, located: bool) -> _ToolFile:
+def _tool_file(
+    path: str, display: str, stat: os.stat_result, link: os.stat_result, reused: Reused, located: bool
+) -> _ToolFile:
     """The valid tool sources of one file, its problems, and the ids it defines (or would, if valid).
 
     Taken from `reused` when the file's path and stat signature are unchanged (a file with a
-    `description_file` is always read again: the description may have changed on its own)."""
+    `description_file` is always read again: the description may have changed on its own); its
+    listing's attribution signature is then kept in `reused.listed` for the attribution check."""
     key = _file_key("tool", path, display, stat)
     found_before: _ToolFile | None = reused.get(key)
     if found_before is not None:
+        if reused.taken_over(key):
+            reused.listed[path] = signature_of(link, stat)
         return found_before
     problems: list[Problem] = []
     sources: list[ToolSource] = []
@@ -217,9 +224,9 @@ def read_layer(
             )
             files = []
         shown = _display(tools_dir, base, prefix)
-        for file_name, path, stat in files:
+        for file_name, path, stat, link in files:
             display = f"{shown}/{file_name}"
-            sources, found, ids = _tool_file(path, display, stat, reused, located)
+            sources, found, ids = _tool_file(path, display, stat, link, reused, located)
             tools.extend(sources)
             problems.extend(found)
             file_ids.append((display, ids))
@@ -361,7 +368,7 @@ def _layer_signature(base: Path) -> tuple[object, ...]:
     files: list[object] = []
     tools_dir = base / TOOLS_DIR
     try:
-        files.extend((name, stat.st_mtime_ns, stat.st_size, stat.st_ino) for name, _, stat in tool_files(tools_dir))
+        files.extend((name, stat.st_mtime_ns, stat.st_size, stat.st_ino) for name, _, stat, _ in tool_files(tools_dir))
     except OSError:
         files.append(None)
     for name in (PERMISSIONS_FILE, SETTINGS_FILE):

@@ -134,7 +134,7 @@ def schema_copy_problems(root: Path, texts: Mapping[str, str] | None = None) -> 
     kinds = {file_name: name for name, file_name in SCHEMA_NAMES.items()}
     files = [("permissions.yaml", root / "permissions.yaml"), ("toolrt.yaml", root / "toolrt.yaml")]
     if (root / "tools.d").is_dir():
-        files += [(f"tools.d/{name}", Path(path)) for name, path, _ in tool_files(root / "tools.d")]
+        files += [(f"tools.d/{name}", Path(path)) for name, path, _, _ in tool_files(root / "tools.d")]
     problems: list[Problem] = []
     reported: set[Path] = set()
     for shown, file in files:

@@ -20,7 +20,6 @@ from .credentials import Credential
 from .masks import NO_MASKS, DenyTest, Masks, denied_paths
 from .netrules import entry_problem
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
-from .supervisor import pin, refusal
 from .support import Support, detect_support
 
 if TYPE_CHECKING:
@@ -68,11 +67,14 @@ def host_layer(
                 Problem(source, 0, 0, "", f"sandbox.writable names '{path}', which is not an existing directory")
             )
     listed = tuple(dict.fromkeys(os.path.normpath(p) for p in sockets or ()))
-    pinned = {path for path, _, _ in pin((p for p in listed if os.path.isabs(p)), journal)}
-    for named in listed:
-        if named not in pinned:
-            why = refusal(named, journal) or "is not a UNIX socket now (or is a symlink)"
-            problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
+    if listed:  # the supervisor (its system calls, socket) is imported by a host that lists sockets
+        from .supervisor import pin, refusal
+
+        pinned = {path for path, _, _ in pin((p for p in listed if os.path.isabs(p)), journal)}
+        for named in listed:
+            if named not in pinned:
+                why = refusal(named, journal) or "is not a UNIX socket now (or is a symlink)"
+                problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
     known: Mode | None = next((m for m in MODES if m == mode), None)
     allow, deny = _names(getattr(network, "allow", None), getattr(network, "deny", None), source, problems)
     return SandboxLayer(

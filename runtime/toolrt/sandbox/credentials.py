@@ -14,12 +14,14 @@ from __future__ import annotations
 import datetime
 import os
 import secrets
-import ssl
 import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # imported where a proxy runs: a build without masked credentials never loads ssl
+    import ssl
 
 __all__ = ["Credential", "Masked", "authority", "sandbox_environment"]
 
@@ -123,6 +125,8 @@ class _Authority:
         process can set back) and writes them anew, in a new directory, when either changed."""
         with _lock:
             if self._files is None or _stamps(self._files) != self._stamps:
+                import ssl
+
                 system = ssl.get_default_verify_paths().openssl_cafile
                 try:
                     with open(system, "rb") as handle:
@@ -174,6 +178,8 @@ class _Authority:
                     handle.write(chain)
                 with open(os.open(key_path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as handle:
                     handle.write(secret)
+                import ssl
+
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 context.load_cert_chain(chain_path, key_path)
             context.set_alpn_protocols(["http/1.1"])
