@@ -190,7 +190,9 @@ def test_a_flood_of_unfinished_connections_holds_a_bounded_number_of_descriptors
     assert result.exit_code == 0, result.output
     # each connect succeeds (the kernel's backlog); the proxy closes what is over its limit
     assert f"held {flood} closed by the proxy {flood - proxy.MAX_CONNECTIONS}" in result.output
-    assert counts and counts[0] - before <= proxy.MAX_CONNECTIONS + 20, (counts, before)
+    # (the margin: descriptors the process opens meanwhile, e.g. namespaces and rulesets made ahead; the
+    # flood is 200 past the limit)
+    assert counts and counts[0] - before <= proxy.MAX_CONNECTIONS + 60, (counts, before)
     # 200 refusals, kept once (each distinct refusal is kept, at most MAX_REFUSALS of them)
     assert result.network_refused == (f"?:0: more than {proxy.MAX_CONNECTIONS} connections open at once",)
     said = f"toolrt's network proxy refused a connection: more than {proxy.MAX_CONNECTIONS} connections open at once"
