@@ -664,3 +664,35 @@ def test_a_masked_credential_file_reads_as_its_placeholder_and_still_works_towar
     assert renamed.startswith("toolrt-masked-file-") and renamed != placeholder
     assert api.seen[4]["authorization"] == f"Bearer {renewed}"  # the new content, as the host has it now
     assert path.read_text() == renewed + "\n"
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_placeholder_file_swapped_for_a_link_to_the_secret_fails_the_start(tmp_path: Path, launch: str) -> None:
+    """The placeholder lies in a temp directory a sandboxed process may write: one that became a symlink
+    to the real file after toolrt checked it (as a concurrent process could make it) is not mounted."""
+    from toolrt.errors import ToolFailure
+    from toolrt.sandbox.config import call_plan
+    from toolrt.sandbox.credentials import Credential
+
+    path = tmp_path / "token"
+    path.write_text("swapped-canary\n")
+    root = _project(tmp_path)
+    credentials = (Credential("", "mask", "tls.test", file=str(path)),)
+    support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+    plan = call_plan(SandboxPolicy(credentials=credentials), root=root, output_dir=root / "o", support=support)
+    assert plan is not None and len(plan.masks.sources) == 1
+    placeholder = Path(plan.masks.sources[0][1])
+    placeholder.parent.chmod(0o755)
+    placeholder.unlink()
+    placeholder.symlink_to(path)
+
+    async def main() -> ProcessOutcome:
+        return await run_process(["cat", str(path)], cwd=root, env=build_env(), timeout=60, sandbox=plan)
+
+    with pytest.raises(ToolFailure, match="the sandbox could not be set up") as failed:
+        anyio.run(main)
+    assert "Nothing was run" in str(failed.value) and "swapped-canary" not in str(failed.value)
+    if launch == "thread":  # the fork server reports its failures in fewer words
+        assert f"{placeholder}, is no regular file" in str(failed.value)
+    again = call_plan(SandboxPolicy(credentials=credentials), root=root, output_dir=root / "o", support=support)
+    assert again is not None and again.masks.sources[0][1] != str(placeholder)  # a new one is written

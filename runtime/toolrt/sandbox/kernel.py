@@ -431,7 +431,13 @@ def mask(
     """Cover each existing directory with an empty read-only tmpfs and each existing regular file with
     the empty file `empty` (or the file `sources` names for it), bound read-only (in a private mount
     namespace). A path that is gone, or is no longer what it was (a symlink now), is left alone: a mount
-    would follow the link."""
+    would follow the link. The sources lie in a temp directory a sandboxed process may write: one that
+    is no regular file, or that another file took the place of while it was mounted (a symlink to a
+    secret put there between the check and the mount), fails the setup rather than show what it points to.
+
+    Raises:
+        SandboxSetupError: a source is no regular file, or the file mounted is not the one checked.
+    """
     hidden = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
     for path in directories:
         if _is(path, stat.S_ISDIR):
@@ -440,8 +446,14 @@ def mask(
     for path in files:
         if _is(path, stat.S_ISREG):
             source, target = sources.get(path, empty), os.fsencode(path)
+            checked = os.lstat(source)
+            if not stat.S_ISREG(checked.st_mode):
+                raise SandboxSetupError(f"the file to mask {path} with, {source}, is no regular file")
             kept = os.statvfs(source).f_flag & _KEPT_FLAGS
             _mount(os.fsencode(source), target, MS_BIND)
+            mounted = os.stat(target)
+            if (mounted.st_dev, mounted.st_ino) != (checked.st_dev, checked.st_ino):
+                raise SandboxSetupError(f"the file to mask {path} with, {source}, was replaced while it was mounted")
             _mount(None, target, MS_REMOUNT | MS_BIND | hidden | kept)
 
 
