@@ -559,3 +559,140 @@ def test_a_denied_credential_file_reads_as_empty_inside(tmp_path: Path, launch: 
     assert outcomes[0].output == "aws_secret_access_key = canary\n"  # the control: readable without the entry
     assert outcomes[1].exit_code == 0 and outcomes[1].output == ""
     assert secret.read_text() == "aws_secret_access_key = canary\n"
+
+
+FILE_CANARY = r"""
+import os, ssl, subprocess, sys, urllib.request
+path, api, echo = sys.argv[1], sys.argv[2], sys.argv[3]
+directory = os.path.dirname(path)
+def run(*argv):
+    done = subprocess.run(argv, capture_output=True, text=True)
+    return (done.stdout + done.stderr).replace("\n", " ")
+token = open(path).read().strip()
+print("placeholder", token)
+print("cat", run("cat", path))
+print("hexdump", run("hexdump", "-C", path))
+print("proc root", open(f"/proc/self/root{path}").read().strip())
+with open(path) as held:
+    print("proc fd", open(f"/proc/self/fd/{held.fileno()}").read().strip())
+print("mountinfo", open("/proc/self/mountinfo").read().count("credentials"))
+print("link", run("ln", path, os.path.join(directory, "linked")), run("cat", os.path.join(directory, "linked")))
+print("directory", run("grep", "-r", "", directory), sorted(os.listdir(directory)))
+print("umount", run("umount", path), run("cat", path))
+context = ssl.create_default_context()  # SSL_CERT_FILE: toolrt's bundle, with the proxy's authority
+context.load_verify_locations(sys.argv[4])
+def fetch(url, headers, body=None):
+    request = urllib.request.Request(url, headers=headers, data=body)
+    return urllib.request.urlopen(request, timeout=20, context=context).read().decode()
+print("declared", fetch(f"{api}/echo", {"Authorization": f"Bearer {token}"}))
+print("reflected", fetch(f"{api}/reflect", {"Authorization": f"Bearer {token}"}))
+print("elsewhere", fetch(f"{api}/echo?t={token}", {"X-Other": token}, token.encode()))
+print("other host", fetch(f"{echo}/echo", {"Authorization": f"Bearer {token}"}))
+"""
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_masked_credential_file_reads_as_its_placeholder_and_still_works_toward_its_host(
+    tmp_path: Path, resolved: list[str], authority: Authority, launch: str
+) -> None:
+    import secrets as random
+
+    from net_origins import Reflecting
+
+    from toolrt.sandbox.config import call_plan
+    from toolrt.sandbox.credentials import Credential
+
+    def canary() -> str:  # no hex digit: no piece of it can turn up inside a hex placeholder by chance
+        return "ghp_" + "".join(random.choice("ghijklmnopqrstuvwxyz") for _ in range(32))
+
+    secret = canary()
+    path = tmp_path / "home" / ".config" / "credentials"
+    path.parent.mkdir(parents=True)
+    path.write_text(secret + "\n")
+    (tmp_path / "home" / ".config" / "other").write_text("not a secret\n")
+    api = Reflecting(tmp_path, tls=authority)
+    echo = Reflecting(tmp_path, tls=authority)
+    credentials = (Credential("", "mask", "tls.test", "Authorization", file=str(path.resolve())),)
+    rules = NetworkRules(((f"tls.test:{api.port}", f"other.test:{echo.port}"),))
+    support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+    root = _project(tmp_path)
+    policy = SandboxPolicy(network=False, network_rules=rules, credentials=credentials)
+    urls = [f"https://tls.test:{api.port}", f"https://other.test:{echo.port}", str(authority.ca)]
+
+    def call(script: str) -> ProcessOutcome:
+        plan = call_plan(policy, root=root, output_dir=root / "o", support=support)
+        assert plan is not None
+
+        async def main() -> ProcessOutcome:
+            argv = [sys.executable, "-c", script, str(path), *urls]
+            return await run_process(argv, cwd=root, env=build_env(), timeout=60, sandbox=plan)
+
+        return anyio.run(main)
+
+    proxy.trust_upstream(str(authority.ca))
+    try:
+        result = call(FILE_CANARY)
+        renewed = canary()
+        path.write_text(renewed + "\n")  # changed on the host: read again when the next process starts
+        again = call(FILE_CANARY)
+    finally:
+        proxy.trust_upstream(None)
+        api.stop()
+        echo.stop()
+    assert result.exit_code == 0, result.output
+    for output, value in ((result.output, secret), (again.output, renewed)):
+        assert not any(value[k : k + 5] in output for k in range(len(value) - 4)), output  # no piece of it
+    placeholder = next(line.split()[1] for line in result.output.splitlines() if line.startswith("placeholder"))
+    assert placeholder.startswith("toolrt-masked-file-")
+    for read in ("cat", "proc root", "proc fd"):
+        assert f"{read} {placeholder}" in result.output
+    assert "hexdump 00000000  74 6f 6f 6c 72 74 2d 6d" in result.output  # "toolrt-m"
+    assert "mountinfo 1" in result.output  # the file is a mount point: the real one lies beneath it
+    assert "link ln: failed to create hard link" in result.output
+    assert f"{path}:{placeholder}" in result.output and f"{path.parent / 'other'}:not a secret" in result.output
+    assert "must be superuser to unmount." in result.output and f"unmount.  {placeholder}" in result.output
+    stars = "*" * len(secret)
+    assert f"declared host=tls.test:{api.port} auth=Bearer {stars}" in result.output  # its reply is redacted
+    assert api.seen[0]["authorization"] == f"Bearer {secret}"  # the declared host got the real value
+    assert f"reflected Bearer {stars}" in result.output
+    elsewhere = api.seen[2]
+    assert elsewhere["path"] == f"/echo?t={placeholder}" and elsewhere["x-other"] == placeholder
+    assert elsewhere["body"] == placeholder and secret not in json.dumps(elsewhere)
+    assert echo.seen[0]["authorization"] == f"Bearer {placeholder}"  # another host gets the placeholder
+    assert again.exit_code == 0, again.output
+    renamed = next(line.split()[1] for line in again.output.splitlines() if line.startswith("placeholder"))
+    assert renamed.startswith("toolrt-masked-file-") and renamed != placeholder
+    assert api.seen[4]["authorization"] == f"Bearer {renewed}"  # the new content, as the host has it now
+    assert path.read_text() == renewed + "\n"
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_placeholder_file_swapped_for_a_link_to_the_secret_fails_the_start(tmp_path: Path, launch: str) -> None:
+    """The placeholder lies in a temp directory a sandboxed process may write: one that became a symlink
+    to the real file after toolrt checked it (as a concurrent process could make it) is not mounted."""
+    from toolrt.errors import ToolFailure
+    from toolrt.sandbox.config import call_plan
+    from toolrt.sandbox.credentials import Credential
+
+    path = tmp_path / "token"
+    path.write_text("swapped-canary\n")
+    root = _project(tmp_path)
+    credentials = (Credential("", "mask", "tls.test", file=str(path)),)
+    support = replace(SUPPORT, launch=launch)  # type: ignore[arg-type]
+    plan = call_plan(SandboxPolicy(credentials=credentials), root=root, output_dir=root / "o", support=support)
+    assert plan is not None and len(plan.masks.sources) == 1
+    placeholder = Path(plan.masks.sources[0][1])
+    placeholder.parent.chmod(0o755)
+    placeholder.unlink()
+    placeholder.symlink_to(path)
+
+    async def main() -> ProcessOutcome:
+        return await run_process(["cat", str(path)], cwd=root, env=build_env(), timeout=60, sandbox=plan)
+
+    with pytest.raises(ToolFailure, match="the sandbox could not be set up") as failed:
+        anyio.run(main)
+    assert "Nothing was run" in str(failed.value) and "swapped-canary" not in str(failed.value)
+    if launch == "thread":  # the fork server reports its failures in fewer words
+        assert f"{placeholder}, is no regular file" in str(failed.value)
+    again = call_plan(SandboxPolicy(credentials=credentials), root=root, output_dir=root / "o", support=support)
+    assert again is not None and again.masks.sources[0][1] != str(placeholder)  # a new one is written

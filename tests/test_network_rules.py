@@ -161,6 +161,7 @@ def test_credentials_are_a_host_setting(tmp_path: Path, make_project: object) ->
         "sandbox:\n  credentials:\n    - {env: GITHUB_TOKEN, action: mask, host: api.github.com}\n"
         "    - {env: AWS_SECRET_ACCESS_KEY}\n"
         "    - {file: /nonexistent/credentials}\n"
+        "    - {file: /nonexistent/token, action: mask, host: api.github.com, header: X-Token}\n"
     )
     try:
         rt = Runtime.load(factory({"runner": tool}))
@@ -174,6 +175,7 @@ def test_credentials_are_a_host_setting(tmp_path: Path, make_project: object) ->
         Credential("GITHUB_TOKEN", "mask", "api.github.com", "Authorization"),
         Credential("AWS_SECRET_ACCESS_KEY", "deny", "", "Authorization"),
         Credential("", "deny", "", "Authorization", "/nonexistent/credentials"),
+        Credential("", "mask", "api.github.com", "X-Token", "/nonexistent/token"),
     )
     project = factory({"runner": tool}, settings="sandbox:\n  credentials: [{env: GITHUB_TOKEN}]\n")
     with pytest.raises(ConfigError, match="credentials"):

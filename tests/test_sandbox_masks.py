@@ -204,3 +204,44 @@ def test_bubblewrap_and_seatbelt_hide_the_masked_paths(tmp_path: Path) -> None:
     assert '(deny file-read* (subpath (param "MASKED_0")) (subpath (param "MASKED_1")))' in seatbelt_profile(
         1, 0, network=True, masked_count=2
     )
+    (tmp_path / "token").write_text("y")
+    masks = Masks((str(tmp_path / "a.env"), str(tmp_path / "token")), (), ((str(tmp_path / "token"), "/p"),))
+    argv = bwrap_argv("bwrap", [], [], network=True, masks=masks, empty="/e")
+    assert argv[-7:] == ["--ro-bind", "/e", str(tmp_path / "a.env"), "--ro-bind", "/p", str(tmp_path / "token"), "--"]
+
+
+def test_a_masked_credential_file_gets_a_placeholder_file_only_when_its_content_fits_a_header(
+    tmp_path: Path,
+) -> None:
+    from toolrt.sandbox.credentials import Credential, masked_files, sandbox_environment
+
+    token, lines, bare = tmp_path / "token", tmp_path / "credentials", tmp_path / "hostless"
+    token.write_text("tok-1\n")
+    lines.write_text("[default]\nkey = 1\n")  # no single line a header could carry: reads as empty
+    bare.write_text("tok-2")
+    credentials = (
+        Credential("", "mask", "API.test.", "X-Key", file=str(token)),
+        Credential("", "mask", "api.test", file=str(lines)),
+        Credential("", "mask", "", file=str(bare)),  # no host to send it to: reads as empty
+        Credential("", "deny", file=str(tmp_path / "gone")),
+    )
+    files, sources = masked_files(credentials)
+    assert files == (str(token), str(lines), str(bare)) and [path for path, _ in sources] == [str(token)]
+    placeholder_file = sources[0][1]
+    placeholder = Path(placeholder_file).read_text()
+    assert placeholder.startswith("toolrt-masked-file-") and placeholder.endswith("\n")
+    env, masked = sandbox_environment({"PATH": "/bin"}, credentials, {}, sources)
+    assert [(m.host, m.header, m.placeholder, m.value) for m in masked] == [
+        ("api.test", "X-Key", placeholder.strip(), "tok-1")
+    ]
+    assert env["SSL_CERT_FILE"].endswith("bundle.pem")  # the sandbox trusts the proxy's authority
+    assert masked_files(credentials)[1] == sources  # the same file while it is untouched
+    Path(placeholder_file).parent.chmod(0o755)  # as a sandboxed process that may write the temp dir could
+    Path(placeholder_file).chmod(0o644)
+    Path(placeholder_file).write_text("something else\n")
+    ((_, renewed),) = masked_files(credentials)[1]
+    assert renewed != placeholder_file and Path(renewed).read_text() == placeholder
+    token.write_text("tok-3\n")  # the host's file changed: a new placeholder for the new value
+    ((_, changed),) = masked_files(credentials)[1]
+    assert Path(changed).read_text() != placeholder
+    assert sandbox_environment({}, (), {}, ((str(token), changed),))[1][0].value == "tok-3"

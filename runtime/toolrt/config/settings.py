@@ -110,16 +110,17 @@ class NetworkNames:
 
 @dataclass(frozen=True, slots=True)
 class CredentialSettings:
-    """One `sandbox.credentials` entry: an environment variable that never enters the sandbox (`deny`),
-    or enters it as a placeholder the network proxy replaces with the real value only in `header` of
-    requests to `host` (`mask`; see `toolrt.sandbox.credentials`)."""
+    """One `sandbox.credentials` entry: an environment variable (or a file) that never enters the sandbox
+    (`deny`), or enters it as a placeholder the network proxy replaces with the real value only in
+    `header` of requests to `host` (`mask`; see `toolrt.sandbox.credentials`)."""
 
     env: str = ""
     action: Literal["deny", "mask"] = "deny"
     host: str = ""
     header: str = "Authorization"
     file: Path | None = None
-    """A file that reads as empty in the sandbox (`deny` only); `~` is expanded."""
+    """A file that reads as empty in the sandbox (`deny`), or as a placeholder the proxy replaces with the
+    file's content (`mask`); `~` is expanded."""
 
 
 @dataclass(frozen=True, slots=True)

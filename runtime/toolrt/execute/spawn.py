@@ -402,8 +402,8 @@ async def open_process(
     """
     stderr = subprocess.PIPE if split_stderr else subprocess.STDOUT
     masked: tuple[Masked, ...] = ()
-    if sandbox is not None and sandbox.credentials:
-        env, masked = sandbox_environment(env, sandbox.credentials)
+    if sandbox is not None and (sandbox.credentials or sandbox.masks.sources):
+        env, masked = sandbox_environment(env, sandbox.credentials, files=sandbox.masks.sources)
     if sandbox is not None and sandbox.network_rules is not None:
         env = proxy_environment(dict(env))
     if sandbox is not None and sandbox.launch == "forkserver":

@@ -27,7 +27,8 @@ def bwrap_argv(
     pinned: Sequence[str] = (),
 ) -> list[str]:
     """`bwrap ... --` to put in front of a command; paths that do not exist are left out. Masked
-    directories become empty read-only tmpfs mounts, masked files the empty file `empty`, read-only;
+    directories become empty read-only tmpfs mounts, masked files the empty file `empty` (or their
+    placeholder, `masks.sources`), read-only;
     `pinned` directories are bound writable among the read-only paths, the shallowest first (see
     `kernel.bind_read_only`)."""
     argv = [bwrap, "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
@@ -42,9 +43,10 @@ def bwrap_argv(
     for path in masks.directories:
         if os.path.isdir(path) and not os.path.islink(path):
             argv += ["--tmpfs", path, "--remount-ro", path]
+    sources = dict(masks.sources)
     for path in masks.files:
         if os.path.isfile(path) and not os.path.islink(path):
-            argv += ["--ro-bind", empty, path]
+            argv += ["--ro-bind", sources.get(path, empty), path]
     if not network:
         argv.append("--unshare-net")
     return [*argv, "--"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
-from .credentials import Credential
+from .credentials import Credential, masked_files
 from .masks import NO_MASKS, DenyTest, Masks, denied_paths
 from .netrules import entry_problem
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
@@ -246,9 +246,9 @@ def call_plan(
     support = support or detect_support()
     sandboxed = policy.mode != "off" and support.available
     masks = denied_paths(root, reads) if sandboxed else NO_MASKS
-    secret_files = tuple(c.file for c in policy.credentials if c.file and os.path.isfile(c.file))
-    if sandboxed and secret_files:  # the host's credential files read as empty, as denied files do
-        masks = Masks(tuple(dict.fromkeys((*masks.files, *secret_files))), masks.directories)
+    secret_files, placeholders = masked_files(policy.credentials) if sandboxed else ((), ())
+    if secret_files:  # the host's credential files read as empty (as denied files do), or as placeholders
+        masks = Masks(tuple(dict.fromkeys((*masks.files, *secret_files))), masks.directories, placeholders)
     plan = plan_sandbox(
         policy.widened_for_call(directories),
         support,

@@ -6,24 +6,28 @@ variable holds a placeholder there (random, per toolrt process); toolrt's proxy 
 place of the placeholder only in the one declared header of requests to the one declared host, over
 TLS it intercepts with a per-run certificate authority (made with `cryptography`) that the sandbox
 trusts through the usual variables; a response carrying the real value has it starred out. Anywhere
-else (the URL, the body, another header, another host) the placeholder stays what it is.
+else (the URL, the body, another header, another host) the placeholder stays what it is. A `mask`
+entry's file reads as its placeholder there (a read-only file of toolrt's bound over it), and the
+proxy puts the file's content (without its trailing newline) in its place the same way.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import secrets
+import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # imported where a proxy runs: a build without masked credentials never loads ssl
     import ssl
 
-__all__ = ["Credential", "Masked", "authority", "sandbox_environment"]
+__all__ = ["Credential", "Masked", "authority", "masked_files", "sandbox_environment"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,8 @@ class Credential:
     header: str = "Authorization"
     """`mask`: the one request header it is put in."""
     file: str = ""
-    """A file (absolute, resolved) that reads as empty in the sandbox (`deny`; `env` is then empty)."""
+    """A file (absolute, resolved; `env` is then empty) that reads as empty in the sandbox (`deny`), or as
+    a placeholder the proxy replaces with its content (`mask`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +59,96 @@ _placeholders: dict[tuple[str, str], str] = {}
 _lock = threading.Lock()
 
 
+_file_placeholders: dict[tuple[str, str], str] = {}
+_placeholder_files: dict[str, tuple[str, Masked]] = {}
+"""A placeholder file's path → (its content, the mask of the credential file it stands for)."""
+
+
+def masked_files(credentials: Iterable[Credential]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The credential files to hide in a process's mount namespace (those that are regular files now):
+    all of them, and (file, its placeholder file) for each `mask` one, bound over it instead of the
+    empty file. A masked file is read now, at each process's start (a changed file gets a new
+    placeholder); one whose content is no single line of UTF-8 text a header can carry, or that has no
+    declared host, reads as empty, as a denied one does."""
+    files: list[str] = []
+    sources: list[tuple[str, str]] = []
+    for credential in credentials:
+        path = credential.file
+        if not path or not os.path.isfile(path):
+            continue
+        files.append(path)
+        value = _file_value(path) if credential.action == "mask" and credential.host else ""
+        if value:
+            sources.append((path, _placeholder_file(credential, value)))
+    return tuple(dict.fromkeys(files)), tuple(sources)
+
+
+def _file_value(path: str) -> str:
+    """The file's content without its trailing newline; "" when it cannot go in a header."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(16385)
+        text = data.decode()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    text = text.removesuffix("\n").removesuffix("\r")
+    if len(data) > 16384 or any(c in text for c in "\r\n\0"):
+        return ""
+    return text
+
+
+def _placeholder_file(credential: Credential, value: str) -> str:
+    """A read-only file of this process holding the placeholder of (`credential.file`, `value`), written
+    anew (in a new directory) when the one made before is gone or changed."""
+    with _lock:
+        placeholder = _file_placeholders.setdefault(
+            (credential.file, value), f"toolrt-masked-file-{secrets.token_hex(16)}"
+        )
+        mask = Masked(credential.host.lower().rstrip("."), credential.header, placeholder, value)
+        content = placeholder + "\n"
+        for path, (held, kept) in _placeholder_files.items():
+            if kept == mask and _holds(path, held):
+                return path
+        directory = tempfile.mkdtemp(prefix="toolrt-credential-")
+        path = os.path.join(directory, "placeholder")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444), "w") as handle:
+            handle.write(content)
+        os.chmod(directory, 0o555)
+        atexit.register(_remove, directory)
+        _placeholder_files[path] = (content, mask)
+        return path
+
+
+def _holds(path: str, content: str) -> bool:
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW)) as handle:
+            return handle.read(len(content) + 1) == content
+    except OSError:
+        return False
+
+
+def _remove(directory: str) -> None:
+    try:
+        os.chmod(directory, 0o700)
+    except OSError:
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def sandbox_environment(
-    env: Mapping[str, str], credentials: tuple[Credential, ...], host_env: Mapping[str, str] | None = None
+    env: Mapping[str, str],
+    credentials: tuple[Credential, ...],
+    host_env: Mapping[str, str] | None = None,
+    files: tuple[tuple[str, str], ...] = (),
 ) -> tuple[dict[str, str], tuple[Masked, ...]]:
     """`env` without the denied variables and with each masked one's placeholder (when the host has the
-    variable); and the masks the proxy applies. With masks, the variables that make programs trust the
-    proxy's authority are set too."""
+    variable); and the masks the proxy applies, with those of the masked `files` ((file, placeholder
+    file), see `masked_files`). With masks, the variables that make programs trust the proxy's
+    authority are set too."""
     host_env = os.environ if host_env is None else host_env
     found = dict(env)
-    masked: list[Masked] = []
+    with _lock:
+        masked = [_placeholder_files[source][1] for _, source in files if source in _placeholder_files]
     for credential in credentials:
         if not credential.env:
             continue

@@ -432,20 +432,35 @@ def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: st
         _mount(None, target, MS_REMOUNT | MS_BIND | (MS_RDONLY if path in read_only else 0) | kept)
 
 
-def mask(files: Iterable[str], directories: Iterable[str], empty: str) -> None:
+def mask(
+    files: Iterable[str], directories: Iterable[str], empty: str, sources: Mapping[str, str] | None = None
+) -> None:
     """Cover each existing directory with an empty read-only tmpfs and each existing regular file with
-    the empty file `empty`, bound read-only (in a private mount namespace). A path that is gone, or is
-    no longer what it was (a symlink now), is left alone: a mount would follow the link."""
+    the empty file `empty` (or the file `sources` names for it), bound read-only (in a private mount
+    namespace). A path that is gone, or is no longer what it was (a symlink now), is left alone: a mount
+    would follow the link. The sources lie in a temp directory a sandboxed process may write: one that
+    is no regular file, or that another file took the place of while it was mounted (a symlink to a
+    secret put there between the check and the mount), fails the setup rather than show what it points to.
+
+    Raises:
+        SandboxSetupError: a source is no regular file, or the file mounted is not the one checked.
+    """
     hidden = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
     for path in directories:
         if _is(path, stat.S_ISDIR):
             _mount(b"toolrt-masked", os.fsencode(path), hidden, b"tmpfs")
-    source = os.fsencode(empty)
-    kept = os.statvfs(empty).f_flag & _KEPT_FLAGS if files else 0
+    sources = sources or {}
     for path in files:
         if _is(path, stat.S_ISREG):
-            target = os.fsencode(path)
-            _mount(source, target, MS_BIND)
+            source, target = sources.get(path, empty), os.fsencode(path)
+            checked = os.lstat(source)
+            if not stat.S_ISREG(checked.st_mode):
+                raise SandboxSetupError(f"the file to mask {path} with, {source}, is no regular file")
+            kept = os.statvfs(source).f_flag & _KEPT_FLAGS
+            _mount(os.fsencode(source), target, MS_BIND)
+            mounted = os.stat(target)
+            if (mounted.st_dev, mounted.st_ino) != (checked.st_dev, checked.st_ino):
+                raise SandboxSetupError(f"the file to mask {path} with, {source}, was replaced while it was mounted")
             _mount(None, target, MS_REMOUNT | MS_BIND | hidden | kept)
 
 
@@ -457,7 +472,8 @@ def _is(path: str, kind: Callable[[int], bool]) -> bool:
 
 
 def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The masks a request carries (`{"files": [...], "directories": [...], "empty": path}`), or None."""
+    """The masks a request carries (`{"files": [...], "directories": [...], "empty": path, "sources":
+    [[file, source], ...]}`), or None."""
     masks = request.get("masks")
     if not isinstance(masks, Mapping) or not (masks.get("files") or masks.get("directories")):
         return None
@@ -465,6 +481,7 @@ def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
         "files": [str(p) for p in masks.get("files", ())],
         "directories": [str(p) for p in masks.get("directories", ())],
         "empty": str(masks["empty"]),
+        "sources": [[str(path), str(source)] for path, source in masks.get("sources", ())],
     }
 
 
@@ -473,10 +490,10 @@ def mount_key(
 ) -> tuple[Any, ...]:
     """What a kept mount namespace is made of: whether `/dev` is the minimal one (and `/proc` lists only
     the process's own tree), the identity of each protected path, of each masked path and of each pinned
-    directory (see `bind_read_only`), so a file replaced on disk (or a new denied file) gets a fresh
-    namespace."""
+    directory (see `bind_read_only`), and each masked file's own source (a credential's placeholder),
+    so a file replaced on disk (or a new denied file, or a new placeholder) gets a fresh namespace."""
     if masks is None:
-        return (dev, identity_key(read_only), (), (), "", identity_key(pinned))
+        return (dev, identity_key(read_only), (), (), "", identity_key(pinned), ())
     return (
         dev,
         identity_key(read_only),
@@ -484,6 +501,7 @@ def mount_key(
         identity_key(masks["directories"]),
         masks["empty"],
         identity_key(pinned),
+        tuple(sorted((str(path), str(source)) for path, source in masks.get("sources", ()))),
     )
 
 
@@ -498,7 +516,7 @@ def make_mounts(key: tuple[Any, ...], *, dev: bool = True, beneath: str | None =
         own_terminals()
     bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]], beneath)
     if key[4]:
-        mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4])
+        mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4], dict(key[6]))
 
 
 def cover_base_key(key: tuple[Any, ...], cover: Mapping[str, Any]) -> tuple[Any, ...]:

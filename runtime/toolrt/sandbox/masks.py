@@ -46,6 +46,9 @@ class Masks:
 
     files: tuple[str, ...] = ()
     directories: tuple[str, ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()
+    """(file of `files`, the read-only file bound over it instead of the empty one): a masked credential
+    file's placeholder (see `credentials.masked_files`)."""
 
     def __bool__(self) -> bool:
         return bool(self.files or self.directories)

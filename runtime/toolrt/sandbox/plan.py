@@ -128,6 +128,7 @@ class SandboxPlan:
                 "files": list(self.masks.files),
                 "directories": list(self.masks.directories),
                 "empty": self.mask_source,
+                "sources": [list(pair) for pair in self.masks.sources],
             },
         }
 
