@@ -245,3 +245,27 @@ def test_a_masked_credential_file_gets_a_placeholder_file_only_when_its_content_
     ((_, changed),) = masked_files(credentials)[1]
     assert Path(changed).read_text() != placeholder
     assert sandbox_environment({}, (), {}, ((str(token), changed),))[1][0].value == "tok-3"
+
+
+def test_the_host_credentials_are_kept_out_of_a_process_bubblewrap_starts(tmp_path: Path) -> None:
+    """The exec launchers' plan carries the host's credentials list, so the process's environment is
+    built from it as under Landlock (it did not: a denied variable reached the process). bubblewrap is a
+    stand-in here that runs what follows its `--`, so the environment toolrt hands over is what is seen."""
+    from toolrt.execute import build_env, run_process
+    from toolrt.sandbox.credentials import Credential
+    from toolrt.sandbox.support import Support
+
+    stand_in = tmp_path / "bwrap"
+    stand_in.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
+    stand_in.chmod(0o755)
+    support = Support(landlock_abi=0, mount_namespace=False, net_namespace=False, launch="exec", bwrap=str(stand_in))
+    policy = SandboxPolicy(credentials=(Credential("TOOLRT_TEST_DENIED"), Credential("TOOLRT_TEST_MASKED", "mask")))
+    plan = plan_sandbox(policy, support, root=tmp_path, output_dir=tmp_path / "out")
+    assert plan is not None and plan.launch == "exec" and plan.credentials == policy.credentials
+    env = build_env(set={"TOOLRT_TEST_DENIED": "s3cret-1", "TOOLRT_TEST_MASKED": "s3cret-2"})  # as `env_allow` would
+
+    async def main() -> Any:
+        return await run_process(["sh", "-c", "env"], cwd=tmp_path, env=env, timeout=30, sandbox=plan)
+
+    outcome = anyio.run(main)
+    assert "s3cret" not in outcome.output and "TOOLRT_TEST_DENIED" not in outcome.output

@@ -326,6 +326,7 @@ def _exec_plan(
         prefix=tuple(prefix),
         masks=masks,
         mask_source=source,
+        credentials=policy.credentials,  # denied variables are dropped, masked ones hold their placeholder
     )
 
 
