@@ -13,6 +13,7 @@ import os
 
 import pytest
 from conftest import ProjectFactory
+from processes import after_the_last_process, before_the_next_process
 
 from toolrt import Runtime
 from toolrt.sandbox.support import detect_support
@@ -29,8 +30,10 @@ def _open_descriptors() -> int:
 
 def _run_in_new_projects(make_project: ProjectFactory, count: int) -> None:
     for _ in range(count):
+        after_the_last_process()  # the person's project, not the last call's (which could write in /tmp)
         root = make_project(permissions=PERMISSIONS, builtin_tools=True)
         rt = Runtime.load(root)
+        before_the_next_process()
         result = rt.call_sync("bash", {"command": "true", "description": "nothing"})
         assert result.error is None, result.error
         rt.close()
