@@ -3,6 +3,7 @@ the project's lists combine (a project only narrows), the presets, and `toolrt i
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,16 @@ def test_credentials_are_a_host_setting(tmp_path: Path, make_project: object) ->
     project = factory({"runner": tool}, settings="sandbox:\n  credentials: [{env: GITHUB_TOKEN}]\n")
     with pytest.raises(ConfigError, match="credentials"):
         Runtime.load(project)
+
+
+def test_the_machines_own_addresses_are_every_interfaces_not_only_its_names() -> None:
+    """A wildcard-allowed name resolving to an address of one of this machine's interfaces would reach
+    its listeners bound to every address: the proxy's list of its own addresses is the kernel's, every
+    interface included (before: only what the host name resolved to)."""
+    from toolrt.sandbox import proxy
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: the kernel picks the outgoing interface's address
+        outgoing = probe.getsockname()[0]
+    own = proxy._own_addresses()
+    assert {"127.0.0.1", "::1", outgoing} <= own

@@ -20,9 +20,11 @@ Every refusal is kept on the process's `ProxySession`, which the call reports (s
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -279,19 +281,51 @@ async def _destination(host: str, port: int, rules: NetworkRules) -> str:
     return addresses[0]
 
 
-_own: frozenset[str] | None = None
+_own: tuple[float, frozenset[str]] | None = None
+_OWN_SECONDS = 5.0
+"""How long the machine's own addresses are kept before they are read again (an interface may change)."""
 
 
 def _own_addresses() -> frozenset[str]:
-    """This machine's own addresses (its name's), found once."""
+    """This machine's own addresses: every interface's, as the kernel lists them (IPv4: the LOCAL routes of
+    /proc/net/fib_trie; IPv6: /proc/net/if_inet6), and its name's. Read again after `_OWN_SECONDS`."""
     global _own
-    if _own is None:
-        try:
-            infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
-        except OSError:
-            infos = []
-        _own = frozenset(str(info[4][0]) for info in infos)
-    return _own
+    now = time.monotonic()
+    if _own is not None and now - _own[0] < _OWN_SECONDS:
+        return _own[1]
+    found: set[str] = set()
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
+        found.update(str(info[4][0]) for info in infos)
+    except OSError:
+        pass
+    found.update(_interface_addresses())
+    _own = (now, frozenset(found))
+    return _own[1]
+
+
+def _interface_addresses() -> set[str]:
+    found: set[str] = set()
+    try:
+        with open("/proc/net/fib_trie", encoding="ascii") as trie:
+            last = ""
+            for line in trie:
+                text = line.strip()
+                if text.startswith(("|--", "+--")):
+                    last = text[3:].strip().split("/")[0]
+                elif text == "/32 host LOCAL" and last:
+                    found.add(last)
+    except OSError:
+        pass
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii") as table:
+            for line in table:
+                digits = line.split()[0] if line.strip() else ""
+                if len(digits) == 32:
+                    found.add(str(ipaddress.IPv6Address(bytes.fromhex(digits))))
+    except (OSError, ValueError):
+        pass
+    return found
 
 
 async def _http(
