@@ -13,16 +13,16 @@ proxy puts the file's content (without its trailing newline) in its place the sa
 
 from __future__ import annotations
 
-import atexit
 import datetime
 import os
 import secrets
-import shutil
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from .masks import remove_at_exit
 
 if TYPE_CHECKING:  # imported where a proxy runs: a build without masked credentials never loads ssl
     import ssl
@@ -114,7 +114,7 @@ def _placeholder_file(credential: Credential, value: str) -> str:
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444), "w") as handle:
             handle.write(content)
         os.chmod(directory, 0o555)
-        atexit.register(_remove, directory)
+        remove_at_exit(directory)
         _placeholder_files[path] = (content, mask)
         return path
 
@@ -125,14 +125,6 @@ def _holds(path: str, content: str) -> bool:
             return handle.read(len(content) + 1) == content
     except OSError:
         return False
-
-
-def _remove(directory: str) -> None:
-    try:
-        os.chmod(directory, 0o700)
-    except OSError:
-        return
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def sandbox_environment(

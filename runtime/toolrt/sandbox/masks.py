@@ -31,7 +31,7 @@ from typing import Protocol
 
 from ..errors import ToolFailure
 
-__all__ = ["MAX_MASKS", "MAX_WALK", "NO_MASKS", "DenyTest", "Masks", "denied_paths", "empty_file"]
+__all__ = ["MAX_MASKS", "MAX_WALK", "NO_MASKS", "DenyTest", "Masks", "denied_paths", "empty_file", "remove_at_exit"]
 
 MAX_MASKS = 256
 """At most this many masks per root (each costs two mounts when a mount namespace is made)."""
@@ -159,8 +159,13 @@ def empty_file() -> str:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
         os.chmod(directory, 0o555)
         _empty[:] = [path]
-        atexit.register(_remove, directory)
+        remove_at_exit(directory)
         return path
+
+
+def remove_at_exit(directory: str) -> None:
+    """Remove `directory` (a read-only one of toolrt's, such as the empty file's) when the interpreter exits."""
+    atexit.register(_remove, directory)
 
 
 def _remove(directory: str) -> None:
