@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
-__all__ = ["ip_literal", "private_address"]
+__all__ = ["address_forms", "ip_literal", "private_address"]
 
 _LOCAL_NAMES = ("localhost", ".localhost", ".local", ".internal", ".lan", ".home.arpa")
 
@@ -50,6 +50,21 @@ def ip_literal(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
         return ipaddress.IPv4Address(socket.inet_aton(name))
     except OSError:
         return None
+
+
+def address_forms(host: str) -> frozenset[str]:
+    """Every canonical spelling of the address the kernel connects `host` to: the address itself and, for
+    an IPv6 one carrying an IPv4 address (mapped, NAT64, 6to4, Teredo), that IPv4 address; `host` alone
+    for a name."""
+    address = ip_literal(host.strip("[]").split("%")[0])
+    if address is None:
+        return frozenset({host})
+    forms = {str(address)}
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            forms.add(str(embedded))
+    return frozenset(forms)
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:

@@ -35,7 +35,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.tls import TLSStream
 
-from ..addresses import ip_literal, private_address
+from ..addresses import address_forms, ip_literal, private_address
 from .credentials import Masked, authority
 from .netrules import NetworkRules
 
@@ -270,7 +270,8 @@ async def _destination(host: str, port: int, rules: NetworkRules) -> str:
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise _Refused(host, port, "the name does not resolve")
-    inside = [a for a in addresses if private_address(a) or a in _own_addresses()]
+    own = _own_addresses()
+    inside = [a for a in addresses if private_address(a) or not address_forms(a).isdisjoint(own)]
     if inside and not verdict.named:
         raise _Refused(
             host,
