@@ -193,10 +193,11 @@ def test_a_frozen_heap_stays_frozen_across_a_paused_block() -> None:
     before = [_Built()]
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
         with collector_paused(age=True):
             made = [_Built()]
-        assert gc.get_freeze_count() == frozen  # `toolrt serve`'s settled heap is not thawed by a reload
+        # `toolrt serve`'s settled heap is not thawed by a reload. The count itself may fall by a few: a
+        # frozen object whose last reference goes (another thread's temporary) is freed as any other is.
+        assert gc.get_freeze_count() > 0
         assert _generation_of(before) is None  # still in the permanent generation
         assert _generation_of(made) is not None
     finally:
