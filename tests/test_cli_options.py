@@ -11,7 +11,7 @@ from cli_helpers import run
 from mcp import Client
 
 from toolrt.api import Runtime
-from toolrt.faces.cli import SELECTION_OPTIONS, _parser
+from toolrt.faces.cli import SELECTION_OPTIONS, _handler, _parser
 from toolrt.faces.serve import build_server
 from toolrt.scope import CallScope
 
@@ -42,6 +42,14 @@ def test_selecting_commands_share_one_set_of_options() -> None:
                 ours.metavar,
                 ours.default,
             ), f"toolrt {command} --{name} differs from toolrt list --{name}"
+
+
+def test_every_command_runs_a_function_of_its_own_module() -> None:
+    handlers = {name: _handler(name) for name in _commands()}
+    assert {name: handler.__name__ for name, handler in handlers.items()} == {
+        name: f"cmd_{name}" for name in _commands()
+    }
+    assert all(handler.__module__.startswith("toolrt.faces.cli_") for handler in handlers.values())
 
 
 def test_every_option_has_help_and_every_help_ends_with_examples() -> None:

@@ -22,7 +22,7 @@ HIDDEN = "rm -rf ~/important\rls -la  \x1b[2K\u202eyrtne"
 def test_a_carriage_return_cannot_hide_the_start_of_a_command_at_the_terminal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from toolrt.faces.cli import _terminal_asker
+    from toolrt.faces.prompts import terminal_asker
 
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n", encoding="utf-8")
     (tmp_path / "permissions.yaml").write_text("permission:\n  bash: ask\n", encoding="utf-8")
@@ -31,7 +31,7 @@ def test_a_carriage_return_cannot_hide_the_start_of_a_command_at_the_terminal(
 
     async def main() -> Any:
         rt = Runtime.load(tmp_path)
-        return await rt.call("bash", {"command": HIDDEN, "description": "tidy"}, ask=_terminal_asker(sys.stdout))
+        return await rt.call("bash", {"command": HIDDEN, "description": "tidy"}, ask=terminal_asker(sys.stdout))
 
     result = anyio.run(main)
     assert result.error is not None and "rejected" in result.error
@@ -68,8 +68,8 @@ def test_escaping_is_unambiguous_and_leaves_ordinary_text_alone() -> None:
 
 
 def test_replies_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolrt.faces.cli import _terminal_asker
+    from toolrt.faces.prompts import terminal_asker
 
     monkeypatch.setattr(builtins, "input", lambda prompt="": "o")
-    reply = anyio.run(_terminal_asker(sys.stdout), _request("echo hi"))
+    reply = anyio.run(terminal_asker(sys.stdout), _request("echo hi"))
     assert reply == Reply("once")

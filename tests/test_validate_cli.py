@@ -244,7 +244,7 @@ def test_default_specs_are_opencodes_tool_set(tmp_path: Path, model: str, expect
     ],
 )
 def test_terminal_answers_pick_options_or_keep_words(reply: str, multiple: bool, chosen: list[str]) -> None:
-    from toolrt.faces.cli import _chosen
+    from toolrt.faces.prompts import _chosen
 
     assert _chosen(reply, ["Postgres", "SQLite"], multiple=multiple) == chosen
 
@@ -252,7 +252,7 @@ def test_terminal_answers_pick_options_or_keep_words(reply: str, multiple: bool,
 def test_terminal_questioner_asks_each_question(monkeypatch: pytest.MonkeyPatch) -> None:
     import anyio
 
-    from toolrt.faces.cli import _terminal_questioner
+    from toolrt.faces.prompts import terminal_questioner
 
     replies = iter(["1", "tabs"])
     monkeypatch.setattr("builtins.input", lambda prompt: next(replies))
@@ -260,4 +260,4 @@ def test_terminal_questioner_asks_each_question(monkeypatch: pytest.MonkeyPatch)
         {"question": "Which database?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]},
         {"question": "Indentation?", "options": [{"label": "spaces"}]},
     ]
-    assert anyio.run(_terminal_questioner(), questions) == [["Postgres"], ["tabs"]]
+    assert anyio.run(terminal_questioner(), questions) == [["Postgres"], ["tabs"]]

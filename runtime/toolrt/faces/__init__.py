@@ -1,7 +1,13 @@
 """The front ends: each turns the Runtime into something a person or a client uses.
 
 ```
-cli             the `toolrt` command: parsing, dispatch to the others, the small commands
+cli             the `toolrt` command: its arguments, and dispatch to the module of each command
+cli_project     `validate`, `schema`, `init`, `settings`, `trust`, `watch`, `lsp check`
+cli_tools       `list`, `specs`, `check`
+cli_call        `call`, `chat`, and the session files `toolrt call` keeps
+cli_serve       `serve`, `status`, `audit`
+cli_runtime     the Runtime, scope and host settings a command's options select
+prompts         asks and questions put to the person at the terminal
 chat            `toolrt chat`: a terminal agent loop over OpenAI
 validate        `toolrt validate`'s checks beyond a build: imports, lint, self-tests, specs
 validate_report which problems `toolrt validate` shows, where, in which format (text, json, github, sarif)
