@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrt.config.settings import _plain_environment, _pydantic_environment
+from toolrt.config.settings_sources import _plain_environment, _pydantic_environment
 
 NAMES = (
     "TOOLRT_DATA_DIR",

@@ -20,7 +20,7 @@ from toolrt.build.snapshot import build_snapshot
 from toolrt.build.templates import compile_template
 from toolrt.config import resources
 from toolrt.config.resources import read_yaml
-from toolrt.config.settings import _build, _plain_settings
+from toolrt.config.settings_values import checked_settings, plain_settings
 from toolrt.errors import Problem
 from toolrt.faces.validate import python_handler_problems
 
@@ -83,10 +83,10 @@ def test_a_setting_in_the_environment_is_read_by_pydantic_settings_unless_it_is_
 ) -> None:
     env = {**_fresh_user(tmp_path), variable: value, "HOME": str(tmp_path)}
     code = (
-        f"WATCHED = {WATCHED}\nfrom pathlib import Path\nfrom toolrt.config import settings\n"
+        f"WATCHED = {WATCHED}\nfrom pathlib import Path\nfrom toolrt.config import settings, settings_values\n"
         "values = settings.resolve_settings(Path('.')).values\n"
         "print(f'truncate.max_lines={values.truncate.max_lines}', f'data_dir={values.data_dir}')\n"
-        "print(settings._adapter.cache_info().currsize)\n" + REPORT
+        "print(settings_values._adapter.cache_info().currsize)\n" + REPORT
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     lines = run.stdout.split("\n")
@@ -105,9 +105,9 @@ def test_a_setting_in_the_environment_is_read_by_pydantic_settings_unless_it_is_
     ],
 )
 def test_plainly_typed_settings_are_what_pydantic_makes_of_them(values: dict[str, Any]) -> None:
-    plain = _plain_settings(values)
+    plain = plain_settings(values)
     assert plain is not None
-    assert plain == _build(values, {})
+    assert plain == checked_settings(values, {})
     assert type(plain.timeout) is float and type(plain.lsp.wait) is float
 
 
@@ -124,7 +124,7 @@ def test_plainly_typed_settings_are_what_pydantic_makes_of_them(values: dict[str
     ],
 )
 def test_any_other_value_goes_to_pydantic(values: dict[str, Any]) -> None:
-    assert _plain_settings(values) is None
+    assert plain_settings(values) is None
 
 
 def _compiled_beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
