@@ -16,7 +16,9 @@ from .prompts import fixed_asker, terminal_asker, terminal_questioner
 if TYPE_CHECKING:
     from ..api import Runtime
     from ..errors import UsageError
+    from ..result import ToolResult
     from ..scope import CallScope
+    from .terminal import LiveOutput
 
 __all__ = ["cmd_call", "cmd_chat"]
 
@@ -44,17 +46,8 @@ def cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     unknown = _unknown_tool(rt, options.tool, selected_scope(options))
     if unknown is not None:
         raise unknown
-    if options.yes:
-        asker = fixed_asker("once")
-    elif options.no:
-        asker = fixed_asker("reject")
-    elif sys.stdin.isatty() and sys.stderr.isatty():
-        asker = terminal_asker(out)
-        if rt.snapshot.held:
-            _review_held(rt, options.err)
-    else:
-        asker = None
-    questioner = terminal_questioner() if sys.stdin.isatty() and sys.stderr.isatty() else None
+    asker = _asker(rt, options, out)
+    questioner = terminal_questioner() if _at_terminal() else None
     state_file = _session_file(rt, options.session)
     _tell_unasked_once(rt, options, state_file.with_suffix(".notice"))
     rt.restore_session(options.session, _read_json(state_file))
@@ -62,22 +55,8 @@ def cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     approvals_file = state_file.with_suffix(".approvals.json")
     approvals = _read_json(approvals_file)
     agent = options.agent or rt.snapshot.permissions.default_agent
-    kept = approvals.get(agent)
-    if isinstance(kept, list):
-        pairs = [
-            (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
-        ]
-        rt.restore_approvals(options.session, pairs)
-    live = None
-    call_id = ""
-    if not options.json and _is_terminal(out):  # the output as it is produced, as MCP progress carries it
-        import secrets
-
-        from .terminal import LiveOutput
-
-        call_id = f"cli_{secrets.token_hex(4)}"
-        live = LiveOutput(out, call_id)
-        rt.subscribe(live.listen)
+    _restore_approvals(rt, options.session, approvals.get(agent))
+    live, call_id = _live_output(rt, options, out)
     result = anyio.run(
         lambda: rt.call(
             options.tool, options.args, selected_scope(options), ask=asker, questioner=questioner, call_id=call_id
@@ -85,8 +64,57 @@ def cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     )
     _write_json(state_file, rt.session_state(options.session))
     now = [list(pair) for pair in rt.approvals(options.session, agent)]
+    kept = approvals.get(agent)
     if now != kept and (now or kept):
         _write_json(approvals_file, {**approvals, agent: now})
+    _print_result(result, live, options, out)
+    return 0 if result.error is None else 1
+
+
+def _at_terminal() -> bool:
+    """Whether a person can be asked: stdin and stderr are a terminal."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _asker(rt: Runtime, options: argparse.Namespace, out: TextIO) -> Any:
+    """Who answers what asks: `--yes`, `--no`, the person at the terminal (who first reviews the config the
+    model changed), or nobody (the call is denied what asks)."""
+    if options.yes:
+        return fixed_asker("once")
+    if options.no:
+        return fixed_asker("reject")
+    if not _at_terminal():
+        return None
+    if rt.snapshot.held:
+        _review_held(rt, options.err)
+    return terminal_asker(out)
+
+
+def _restore_approvals(rt: Runtime, session: str, kept: Any) -> None:
+    """The agent's "always" approvals kept by an earlier `toolrt call` of the session (malformed pairs left out)."""
+    if isinstance(kept, list):
+        pairs = [
+            (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+        ]
+        rt.restore_approvals(session, pairs)
+
+
+def _live_output(rt: Runtime, options: argparse.Namespace, out: TextIO) -> tuple[LiveOutput | None, str]:
+    """At a terminal, the output as it is produced (as MCP progress carries it), and the call id it follows."""
+    if options.json or not _is_terminal(out):
+        return None, ""
+    import secrets
+
+    from .terminal import LiveOutput
+
+    call_id = f"cli_{secrets.token_hex(4)}"
+    live = LiveOutput(out, call_id)
+    rt.subscribe(live.listen)
+    return live, call_id
+
+
+def _print_result(result: ToolResult, live: LiveOutput | None, options: argparse.Namespace, out: TextIO) -> None:
+    """The result as JSON, its error on stderr, or its output (what `live` has not shown yet)."""
     if options.json:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
         out.write("\n")
@@ -104,7 +132,6 @@ def cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         out.write(text)
         if not (live.shown + text if live is not None else text).endswith("\n"):
             out.write("\n")
-    return 0 if result.error is None else 1
 
 
 def _is_terminal(stream: TextIO) -> bool:
