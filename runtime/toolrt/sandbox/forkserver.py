@@ -58,9 +58,10 @@ from collections.abc import Callable
 from typing import Any
 
 if __package__:
-    from . import kernel, loopback, seccomp
+    from . import kernel, launch_request, loopback, seccomp
 else:  # run by path under `python -I -S`, outside the package
     import kernel  # type: ignore[no-redef,import-not-found]
+    import launch_request  # type: ignore[no-redef,import-not-found]
     import loopback  # type: ignore[no-redef,import-not-found]
     import seccomp  # type: ignore[no-redef,import-not-found]
 
@@ -123,7 +124,7 @@ class _Kept:
         """The spare to make once the current request is answered."""
         self.mounts: dict[tuple[object, ...], int] = {}
         self.bases: dict[tuple[object, ...], int] = {}
-        """Namespaces each covered one is copied from (`kernel.cover_base_key` → fd)."""
+        """Namespaces each covered one is copied from (`launch_request.cover_base_key` → fd)."""
         self.net: int | None = None
         self.rulesets: dict[tuple[object, ...], int] = {}
         """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
@@ -178,7 +179,7 @@ class _Kept:
             os.waitpid(pid, 0)
 
     def mount(self, read_only: list[str], masks: dict[str, object] | None, dev: bool, pinned: list[str]) -> int:
-        key = kernel.mount_key(read_only, masks, dev, pinned)
+        key = launch_request.mount_key(read_only, masks, dev, pinned)
         if key not in self.mounts:
             if len(self.mounts) >= 16:
                 os.close(self.mounts.pop(next(iter(self.mounts))))
@@ -189,7 +190,7 @@ class _Kept:
         self, read_only: list[str], masks: dict[str, object] | None, dev: bool, cover: object, pinned: list[str]
     ) -> int:
         """A single-use mount namespace with the absent protected names covered (a spare when there is one)."""
-        key = kernel.mount_key(read_only, masks, dev, pinned)
+        key = launch_request.mount_key(read_only, masks, dev, pinned)
         full = (key, repr(cover), kernel.identity_key([str(cover["root"])]))  # type: ignore[index]
         spec = {"cover": cover, "masks": masks}
         fd = self.spares.pop(full, None)
@@ -201,9 +202,9 @@ class _Kept:
     def _covered(self, key: tuple[object, ...], spec: dict[str, object]) -> int:
         """A covered namespace, copied from its kept base where one can serve (see `kernel.cover_base`)."""
         cover: Any = spec["cover"]
-        if not kernel.base_usable(cover):
+        if not launch_request.base_usable(cover):
             return self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec)
-        base_key = kernel.cover_base_key(key, cover)
+        base_key = launch_request.cover_base_key(key, cover)
         base = self.bases.get(base_key)
         if base is None:
             if len(self.bases) >= 4:
@@ -259,8 +260,8 @@ class _Kept:
         that what is kept outlives the child."""
         read_only = [str(p) for p in request.get("read_only", ())]  # type: ignore[attr-defined]
         pinned = [str(p) for p in request.get("pinned", ())]  # type: ignore[attr-defined]
-        masks = kernel.request_masks(request)
-        rules = kernel.landlock_rules(request)
+        masks = launch_request.request_masks(request)
+        rules = launch_request.landlock_rules(request)
         mounts: int | None = None
         landlock: int | None = None
         if rules is not None:  # with a minimal /dev, one of the child's own: it adds its devpts (`_child`)
@@ -268,7 +269,7 @@ class _Kept:
         try:
             if request.get("cover"):
                 mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
-            elif kernel.wants_mounts(request):
+            elif launch_request.wants_mounts(request):
                 mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
             return mounts, self.network() if request.get("unshare_net") else None, landlock
         except BaseException:
@@ -292,7 +293,7 @@ def _child(
         _attach_stdio(stdio)
         step = "sandbox"
         mounts, network, ruleset = kept
-        rules = kernel.landlock_rules(request) if request.get("dev") else None
+        rules = launch_request.landlock_rules(request) if request.get("dev") else None
         if mounts is not None:
             _join_mounts(request, mounts)
         if network is not None:
