@@ -306,52 +306,67 @@ class Journal:
         then): it answers when it is the settled one; anything else is looked at afresh."""
         key = str(path)
         settled = self._settled.get(key)
-        if listed is not None and settled is not None and settled[0] == listed and data is None:
+        if data is None and _settled_on(settled, listed):
             return None  # the content the previous build used, the person's, and its file unchanged since
         signature = _signature(path)
-        if settled is not None and settled[0] == signature and data is None:
+        if data is None and _settled_on(settled, signature):
             return None  # the person's when last looked at, and not changed since (nothing can make it the model's)
         if data is None:
-            try:
-                data = path.read_bytes()
-            except OSError:
+            data = _read_bytes(path)
+            if data is None:
                 return None
         digest = digest_of(data)
         if text is not None and _as_text(data) != text:
             return Hold(path, digest, "", "changed")
-        if settled is not None and settled == (signature, digest):
+        if settled == (signature, digest):
             return None
+        return self._judge(path, root, data, digest, signature)
+
+    def _judge(
+        self, path: Path, root: Path, data: bytes, digest: str, signature: tuple[int, ...] | None
+    ) -> Hold | None:
+        """`hold` for content not settled: the journal's record of it, else the process span its change falls in."""
+        key = str(path)
         fresh = False
         with self._lock:
             state = self._read()
             if (key, digest) in state.person:
-                if signature is not None:
-                    self._settled[key] = (signature, digest)
+                self._settle(key, signature, digest)
                 return None
             written = state.model.get((key, digest)) or state.model.get((os.path.realpath(path), digest))
             if written is not None:
                 return Hold(path, digest, written[0], written[1])
             times = _change_times(path, root)
             call = _inside_span(state, times)
-            if call is None and (written := _by_inode(state, path, digest)) is not None:
-                # written in place by a file tool through another name of this file (a hard link)
-                return Hold(path, digest, written[0], written[1])
             if call is None:
+                if (written := _by_inode(state, path, digest)) is not None:
+                    # written in place by a file tool through another name of this file (a hard link)
+                    return Hold(path, digest, written[0], written[1])
                 fresh = state.last_person.get(key) != digest
                 # Settled once every time is well before now: a span recorded later starts after them.
-                if signature is not None and all(moment < time.time_ns() - _SETTLED_NS for _, moment in times):
-                    self._settled[key] = (signature, digest)
-        if call is None:
-            if fresh:  # the person's content, seen for the first time: kept for `toolrt trust`'s diffs
-                self._keep(digest, data)
-                record = {"kind": "person", "path": key, "digest": digest, "via": "loaded"}
-                if self._batching.get(threading.get_ident()) is not None:
-                    self._batching[threading.get_ident()].append(record)
-                else:
-                    self._append(record)
-            return None
-        self._append({"kind": "model", "path": key, "digest": digest, "call": call, "via": "process"})
-        return Hold(path, digest, call, "process")
+                if all(moment < time.time_ns() - _SETTLED_NS for _, moment in times):
+                    self._settle(key, signature, digest)
+        if call is not None:
+            self._append({"kind": "model", "path": key, "digest": digest, "call": call, "via": "process"})
+            return Hold(path, digest, call, "process")
+        if fresh:  # the person's content, seen for the first time: kept for `toolrt trust`'s diffs
+            self._keep_person(key, digest, data)
+        return None
+
+    def _settle(self, key: str, signature: tuple[int, ...] | None, digest: str) -> None:
+        """Remember `key`'s content as the person's while its file keeps `signature` (None: unreadable, never)."""
+        if signature is not None:
+            self._settled[key] = (signature, digest)
+
+    def _keep_person(self, key: str, digest: str, data: bytes) -> None:
+        """Keep the person's content and journal it (in this thread's batch, when it has one)."""
+        self._keep(digest, data)
+        record = {"kind": "person", "path": key, "digest": digest, "via": "loaded"}
+        batch = self._batching.get(threading.get_ident())
+        if batch is not None:
+            batch.append(record)
+        else:
+            self._append(record)
 
     def span_at(self, path: str, moment_ns: int) -> str | None:
         """The call of a journalled process span that `moment_ns` (a file's `st_ctime`) falls inside, at a
@@ -422,6 +437,19 @@ def _by_inode(state: _State, path: Path, digest: str) -> tuple[str, str] | None:
     except OSError:
         return None
     return state.model_inodes.get((status.st_dev, status.st_ino, digest))
+
+
+def _settled_on(settled: tuple[tuple[int, ...], str] | None, signature: tuple[int, ...] | None) -> bool:
+    """Whether the file was settled (`Journal._settled`) with this signature (None: never)."""
+    return signature is not None and settled is not None and settled[0] == signature
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """The file's content, or None when it cannot be read (the loader reports that)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:

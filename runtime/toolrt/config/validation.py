@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jsonschema_rs
@@ -281,43 +281,105 @@ def _type_hint(error: Any) -> str:
 
 
 def _message(error: Any) -> str:
-    validator, value, instance = error.validator, error.validator_value, error.instance
-    if validator in ("oneOf", "anyOf") and isinstance(value, list):
-        forms = " or ".join(dict.fromkeys(_branch_word(b) for b in value))
-        return f"expected {forms}, found {describe_value(instance)}{_did_you_mean(instance, _enum_values(value))}"
-    field = error.absolute_path[-1] if error.absolute_path else None
-    if validator == "type":
-        expected = value if isinstance(value, str) else " or ".join(value)
-        expected = _TYPE_WORDS.get(expected, expected)
-        return f"expected {expected}, found {describe_value(instance)}{_type_hint(error)}"
-    if validator == "required":
-        missing = [name for name in value if isinstance(instance, dict) and name not in instance]
-        return f"missing required key '{missing[0] if missing else value[0]}'"
-    if validator == "pattern":
-        if field in ("id", "overrides") or (
-            error.schema.get("pattern", "").startswith("^[a-zA-Z_][a-zA-Z0-9_-]{0,63}")
-        ):
-            return f"{instance!r} is not a valid tool id: {_ID_HINT}"
-        if ":" in error.schema.get("pattern", "") and "A-Za-z_" in error.schema.get("pattern", ""):
-            hint = ""
-            if isinstance(instance, str) and ":" not in instance and "." in instance:
-                module, function = instance.rsplit(".", 1)
-                hint = f"; did you mean '{module}:{function}'?"
-            return f"{instance!r} is not of the form 'package.module:function'{hint}"
-        return f"{describe_value(instance)} does not match the pattern {value!r}"
-    if validator == "minLength" and value == 1:
-        return f"'{field}' is empty" if field is not None else "empty string"
-    if validator == "enum":
-        choices = [v for v in value if isinstance(v, str)]
-        listed = ", ".join(map(str, value))
-        return f"{describe_value(instance)} is not one of: {listed}{_did_you_mean(instance, choices)}"
-    if validator == "const" and value == "object":
-        return f"the root of 'parameters' must be 'type: object', found {describe_value(instance)}"
-    if validator == "not" and isinstance(instance, dict) and {"description", "description_file"} <= set(instance):
+    """The plain-words message for one schema error (jsonschema's own when no better one applies)."""
+    explain = _EXPLAINERS.get(error.validator)
+    message = explain(error) if explain is not None else None
+    return message if message is not None else str(error.message)
+
+
+def _field(error: Any) -> Any:
+    """The key or index the error is at (None at the document's root)."""
+    return error.absolute_path[-1] if error.absolute_path else None
+
+
+def _one_of_message(error: Any) -> str | None:
+    value, instance = error.validator_value, error.instance
+    if not isinstance(value, list):
+        return None
+    forms = " or ".join(dict.fromkeys(_branch_word(b) for b in value))
+    return f"expected {forms}, found {describe_value(instance)}{_did_you_mean(instance, _enum_values(value))}"
+
+
+def _type_message(error: Any) -> str:
+    value = error.validator_value
+    expected = value if isinstance(value, str) else " or ".join(value)
+    expected = _TYPE_WORDS.get(expected, expected)
+    return f"expected {expected}, found {describe_value(error.instance)}{_type_hint(error)}"
+
+
+def _required_message(error: Any) -> str:
+    value, instance = error.validator_value, error.instance
+    missing = [name for name in value if isinstance(instance, dict) and name not in instance]
+    return f"missing required key '{missing[0] if missing else value[0]}'"
+
+
+def _pattern_message(error: Any) -> str:
+    instance, pattern = error.instance, error.schema.get("pattern", "")
+    if _field(error) in ("id", "overrides") or pattern.startswith("^[a-zA-Z_][a-zA-Z0-9_-]{0,63}"):
+        return f"{instance!r} is not a valid tool id: {_ID_HINT}"
+    if ":" in pattern and "A-Za-z_" in pattern:
+        return f"{instance!r} is not of the form 'package.module:function'{_import_path_hint(instance)}"
+    return f"{describe_value(instance)} does not match the pattern {error.validator_value!r}"
+
+
+def _import_path_hint(instance: Any) -> str:
+    """The fix for a dotted path where `package.module:function` belongs."""
+    if not (isinstance(instance, str) and ":" not in instance and "." in instance):
+        return ""
+    module, function = instance.rsplit(".", 1)
+    return f"; did you mean '{module}:{function}'?"
+
+
+def _min_length_message(error: Any) -> str | None:
+    if error.validator_value != 1:
+        return None
+    field = _field(error)
+    return f"'{field}' is empty" if field is not None else "empty string"
+
+
+def _enum_message(error: Any) -> str:
+    value, instance = error.validator_value, error.instance
+    choices = [v for v in value if isinstance(v, str)]
+    listed = ", ".join(map(str, value))
+    return f"{describe_value(instance)} is not one of: {listed}{_did_you_mean(instance, choices)}"
+
+
+def _const_message(error: Any) -> str | None:
+    if error.validator_value != "object":
+        return None
+    return f"the root of 'parameters' must be 'type: object', found {describe_value(error.instance)}"
+
+
+def _not_message(error: Any) -> str | None:
+    instance = error.instance
+    if isinstance(instance, dict) and {"description", "description_file"} <= set(instance):
         return "give either 'description' or 'description_file', not both"
-    if validator in ("minItems", "minProperties"):
-        return f"'{field}' must not be empty" if field is not None else "must not be empty"
-    if validator in ("exclusiveMinimum", "minimum"):
-        bound = ">" if validator == "exclusiveMinimum" else ">="
-        return f"{describe_value(instance)} is too small (must be {bound} {value})"
-    return str(error.message)
+    return None
+
+
+def _not_empty_message(error: Any) -> str:
+    field = _field(error)
+    return f"'{field}' must not be empty" if field is not None else "must not be empty"
+
+
+def _minimum_message(error: Any) -> str:
+    bound = ">" if error.validator == "exclusiveMinimum" else ">="
+    return f"{describe_value(error.instance)} is too small (must be {bound} {error.validator_value})"
+
+
+_EXPLAINERS: dict[str, Callable[[Any], str | None]] = {
+    "oneOf": _one_of_message,
+    "anyOf": _one_of_message,
+    "type": _type_message,
+    "required": _required_message,
+    "pattern": _pattern_message,
+    "minLength": _min_length_message,
+    "enum": _enum_message,
+    "const": _const_message,
+    "not": _not_message,
+    "minItems": _not_empty_message,
+    "minProperties": _not_empty_message,
+    "exclusiveMinimum": _minimum_message,
+    "minimum": _minimum_message,
+}
+"""Validator keyword → its message, or None where jsonschema's own says it better."""

@@ -22,7 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -261,6 +261,7 @@ def _served(
         in_read, in_write = os.pipe2(os.O_CLOEXEC)
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if in_read is None else None
     theirs = [in_read if in_read is not None else devnull, out_write, err_write if err_write is not None else out_write]
+    ours = (out_read, err_read, in_write)
     request = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), **plan.request()}
     # The server is not closed while the process runs on it: the last Runtime to close (a collected one
     # included) would otherwise close it, and with it kill this process.
@@ -269,13 +270,32 @@ def _served(
         channel = fork_server().submit(request, [fd for fd in theirs if fd is not None])
     except BaseException:
         release()
-        for fd in (out_read, err_read, in_write):
-            if fd is not None:
-                os.close(fd)
+        _close(ours)
         raise
     finally:
-        for fd in {fd for fd in theirs if fd is not None}:
+        _close({fd for fd in theirs if fd is not None})
+    line, rest, proxy = _first_report(channel, plan)
+    if not line.startswith(b"P") or (plan.network_rules is not None and not proxy):
+        _close(proxy)
+        release()
+        channel.close()
+        _close(ours)
+        raise _start_failure(line, argv, cwd)
+    served = ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
+    if plan.network_rules is not None:
+        served.network = serve(proxy[0], plan.network_rules, _pidfd_of(served.pid), masked)
+    return served
+
+
+def _close(fds: Iterable[int | None]) -> None:
+    for fd in fds:
+        if fd is not None:
             os.close(fd)
+
+
+def _first_report(channel: socket.socket, plan: SandboxPlan) -> tuple[bytes, bytes, list[int]]:
+    """The fork server's first line (`P<pid>`, or `E<errno> <step>`), what came after it, and the proxy
+    listener sent with it (a process with network rules); a seccomp listener sent with it goes to the supervisor."""
     first = b""
     proxy: list[int] = []
     while not first.endswith(b"\n"):
@@ -288,27 +308,20 @@ def _served(
             break
         first += chunk
     line, _, rest = first.partition(b"\n")
-    if not line.startswith(b"P") or (plan.network_rules is not None and not proxy):
-        for fd in proxy:
-            os.close(fd)
-        release()
-        channel.close()
-        for fd in (out_read, err_read, in_write):
-            if fd is not None:
-                os.close(fd)
-        code, _, step = line[1:].decode(errors="replace").partition(" ")
-        number = int(code) if code.isdigit() else 0
-        if step == "exec":
-            raise OSError(number, os.strerror(number), argv[0])
-        if step == "chdir":
-            raise OSError(number, os.strerror(number), str(cwd))
-        raise kernel.SandboxSetupError(
-            f"the sandbox could not be set up ({step}: {os.strerror(number) if number else 'failed'})"
-        )
-    served = ServedProcess(int(line[1:]), channel, out_read, err_read, in_write, rest, release)
-    if plan.network_rules is not None:
-        served.network = serve(proxy[0], plan.network_rules, _pidfd_of(served.pid), masked)
-    return served
+    return line, rest, proxy
+
+
+def _start_failure(line: bytes, argv: Sequence[str], cwd: Path) -> OSError:
+    """The error for the fork server's `E<errno> <step>` line: the program's or the directory's, or the sandbox's."""
+    code, _, step = line[1:].decode(errors="replace").partition(" ")
+    number = int(code) if code.isdigit() else 0
+    if step == "exec":
+        return OSError(number, os.strerror(number), argv[0])
+    if step == "chdir":
+        return OSError(number, os.strerror(number), str(cwd))
+    return kernel.SandboxSetupError(
+        f"the sandbox could not be set up ({step}: {os.strerror(number) if number else 'failed'})"
+    )
 
 
 def _pidfd_of(pid: int) -> int | None:
@@ -328,59 +341,75 @@ def _popen_in_sandbox(
     A bare `_thread` and a lock, not `threading.Thread`: its start handshake and join cost two more
     context switches per process, which on a busy machine weigh more than the whole sandbox.
     """
-    result: list[tuple[subprocess.Popen[bytes], int] | BaseException] = []
-    done = _thread.allocate_lock()
-    done.acquire()
-
-    single_use: list[int] = []
-    listener: list[int] = []
-    proxy: list[int] = []
-
-    def body() -> None:
-        try:
-            try:
-                namespace, supervised, proxied = enter_from_thread(plan.request())
-            except OSError as error:
-                raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
-            if namespace is not None:
-                single_use.append(namespace)
-            if supervised is not None:
-                listener.append(supervised)
-            if proxied is not None:
-                proxy.append(proxied)
-            popen = subprocess.Popen(list(argv), **options)
-            try:
-                pidfd = warden.watch(popen.pid)  # at once, from here: the one gap is this long
-            except OSError as error:  # fail closed: a process the warden does not know could outlive toolrt
-                os.killpg(popen.pid, signal.SIGKILL)
-                with popen:  # closes the pipes, reaps it
-                    raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
-            result.append((popen, pidfd))
-        except BaseException as error:  # handed to the caller's thread, raised there
-            result.append(error)
-        finally:
-            done.release()
-
     try:
         warden.start()  # here, outside the sandbox the thread enters
     except OSError as error:
         raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
-    _thread.start_new_thread(body, ())
-    done.acquire()
-    outcome = result[0]
+    handoff = _Handoff()
+    _thread.start_new_thread(_start_inside, (plan, argv, options, handoff))
+    handoff.done.acquire()
+    outcome = handoff.outcome
     if isinstance(outcome, BaseException):
-        for fd in (*single_use, *listener, *proxy):
-            os.close(fd)
+        _close((handoff.namespace, handoff.supervised, handoff.proxied))
         raise outcome
     popen, pidfd = outcome
-    for namespace in single_use:  # here: that thread may start no thread (its next PID namespace differs)
-        release_after(popen.pid, namespace)
-    for fd in listener:
-        supervise(fd, plan.sockets, network=not plan.deny_network)
+    if handoff.namespace is not None:  # here: that thread may start no thread (its next PID namespace differs)
+        release_after(popen.pid, handoff.namespace)
+    if handoff.supervised is not None:
+        supervise(handoff.supervised, plan.sockets, network=not plan.deny_network)
     process = PidfdProcess(popen, pidfd)
     if plan.network_rules is not None:
-        process.network = serve(proxy[0], plan.network_rules, os.dup(pidfd), masked)
+        if handoff.proxied is None:  # `enter_from_thread` makes one for every request with network rules
+            raise kernel.SandboxSetupError("the sandbox could not be set up: no proxy listener")
+        process.network = serve(handoff.proxied, plan.network_rules, os.dup(pidfd), masked)
     return process
+
+
+class _Handoff:
+    """What the thread that enters the sandbox (`_start_inside`) hands back to the caller's thread."""
+
+    __slots__ = ("done", "namespace", "outcome", "proxied", "supervised")
+
+    def __init__(self) -> None:
+        self.done = _thread.allocate_lock()
+        """Released once `outcome` is set."""
+        self.done.acquire()
+        self.outcome: tuple[subprocess.Popen[bytes], int] | BaseException = kernel.SandboxSetupError(
+            "the sandbox could not be set up: its thread ended without a word"
+        )
+        """The process and the warden's pidfd of it, or what kept it from starting."""
+        self.namespace: int | None = None
+        """The process's single-use mount namespace (see `namespaces.release_after`)."""
+        self.supervised: int | None = None
+        """The seccomp listener of a process with a socket allow-list."""
+        self.proxied: int | None = None
+        """The proxy listener in the process's network namespace."""
+
+
+def _start_inside(plan: SandboxPlan, argv: Sequence[str], options: dict[str, Any], handoff: _Handoff) -> None:
+    """In a fresh thread: enter the sandbox, then start the process (see `_popen_in_sandbox`)."""
+    try:
+        try:
+            handoff.namespace, handoff.supervised, handoff.proxied = enter_from_thread(plan.request())
+        except OSError as error:
+            raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
+        handoff.outcome = _popen_watched(argv, options)
+    except BaseException as error:  # handed to the caller's thread, raised there
+        handoff.outcome = error
+    finally:
+        handoff.done.release()
+
+
+def _popen_watched(argv: Sequence[str], options: dict[str, Any]) -> tuple[subprocess.Popen[bytes], int]:
+    """The process, and a pidfd of it the warden watches (it is killed when the warden cannot)."""
+    popen = subprocess.Popen(list(argv), **options)
+    try:
+        pidfd = warden.watch(popen.pid)  # at once, from here: the one gap is this long
+    except OSError as error:  # fail closed: a process the warden does not know could outlive toolrt
+        os.killpg(popen.pid, signal.SIGKILL)
+        with popen:  # closes the pipes, reaps it
+            raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
+    return popen, pidfd
 
 
 async def open_process(

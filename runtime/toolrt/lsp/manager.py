@@ -359,20 +359,11 @@ class LspManager:
     ) -> Mapping[Path, list[Diagnostic]]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + config.wait
-        for path in deleted:
-            for entry in self._servers_for(config, path):
-                entry.documents.discard(path)
-                if entry.client is not None and entry.client.alive:
-                    entry.client.close_document(path)
+        self._close_deleted(config, deleted)
         work = [(path, entry) for path in files for entry in self._servers_for(config, path)]
         if not work:
             return {}
-        texts: dict[Path, str] = {}
-        for path in {path for path, _ in work}:
-            try:
-                texts[path] = await loop.run_in_executor(None, _read_text, path)
-            except (OSError, UnicodeDecodeError):
-                continue
+        texts = await _read_texts(loop, {path for path, _ in work})
 
         async def one(path: Path, entry: _Entry) -> ServerClient | None:
             if path not in texts:
@@ -388,17 +379,15 @@ class LspManager:
             return client
 
         answered = await asyncio.gather(*(one(path, entry) for path, entry in work))
-        clients = list(dict.fromkeys(c for c in answered if c is not None))
-        found: dict[Path, list[Diagnostic]] = {}
-        for path in files:
-            for client in clients:
-                found.setdefault(path, []).extend(client.diagnostics.get(path.as_uri(), ()))
-        for client in clients:
-            for uri, items in client.diagnostics.items():
-                other = _uri_path(uri)
-                if other is not None and other not in files and items:
-                    found.setdefault(other, []).extend(items)
-        return found
+        return _collected(files, list(dict.fromkeys(c for c in answered if c is not None)))
+
+    def _close_deleted(self, config: LspConfig, deleted: Sequence[Path]) -> None:
+        """Close the deleted files in every server that has them open."""
+        for path in deleted:
+            for entry in self._servers_for(config, path):
+                entry.documents.discard(path)
+                if entry.client is not None and entry.client.alive:
+                    entry.client.close_document(path)
 
     async def _warm(self, config: LspConfig, path: Path) -> None:
         loop = asyncio.get_running_loop()
@@ -476,6 +465,31 @@ def unsupported() -> Any:
 def _consume(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # logged by `_failed`; nobody awaits a background restart
+
+
+async def _read_texts(loop: asyncio.AbstractEventLoop, paths: set[Path]) -> dict[Path, str]:
+    """The text of each of `paths` that can be read (read off the event loop)."""
+    texts: dict[Path, str] = {}
+    for path in paths:
+        try:
+            texts[path] = await loop.run_in_executor(None, _read_text, path)
+        except (OSError, UnicodeDecodeError):
+            continue
+    return texts
+
+
+def _collected(files: Sequence[Path], clients: list[ServerClient]) -> dict[Path, list[Diagnostic]]:
+    """Every client's diagnostics of `files` (each listed, empty or not), then those they published for other files."""
+    found: dict[Path, list[Diagnostic]] = {}
+    for path in files:
+        for client in clients:
+            found.setdefault(path, []).extend(client.diagnostics.get(path.as_uri(), ()))
+    for client in clients:
+        for uri, items in client.diagnostics.items():
+            other = _uri_path(uri)
+            if other is not None and other not in files and items:
+                found.setdefault(other, []).extend(items)
+    return found
 
 
 def _read_text(path: Path) -> str:

@@ -58,9 +58,10 @@ from collections.abc import Callable
 from typing import Any
 
 if __package__:
-    from . import kernel, loopback, seccomp
+    from . import kernel, launch_request, loopback, seccomp
 else:  # run by path under `python -I -S`, outside the package
     import kernel  # type: ignore[no-redef,import-not-found]
+    import launch_request  # type: ignore[no-redef,import-not-found]
     import loopback  # type: ignore[no-redef,import-not-found]
     import seccomp  # type: ignore[no-redef,import-not-found]
 
@@ -123,7 +124,7 @@ class _Kept:
         """The spare to make once the current request is answered."""
         self.mounts: dict[tuple[object, ...], int] = {}
         self.bases: dict[tuple[object, ...], int] = {}
-        """Namespaces each covered one is copied from (`kernel.cover_base_key` → fd)."""
+        """Namespaces each covered one is copied from (`launch_request.cover_base_key` → fd)."""
         self.net: int | None = None
         self.rulesets: dict[tuple[object, ...], int] = {}
         """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
@@ -178,7 +179,7 @@ class _Kept:
             os.waitpid(pid, 0)
 
     def mount(self, read_only: list[str], masks: dict[str, object] | None, dev: bool, pinned: list[str]) -> int:
-        key = kernel.mount_key(read_only, masks, dev, pinned)
+        key = launch_request.mount_key(read_only, masks, dev, pinned)
         if key not in self.mounts:
             if len(self.mounts) >= 16:
                 os.close(self.mounts.pop(next(iter(self.mounts))))
@@ -189,7 +190,7 @@ class _Kept:
         self, read_only: list[str], masks: dict[str, object] | None, dev: bool, cover: object, pinned: list[str]
     ) -> int:
         """A single-use mount namespace with the absent protected names covered (a spare when there is one)."""
-        key = kernel.mount_key(read_only, masks, dev, pinned)
+        key = launch_request.mount_key(read_only, masks, dev, pinned)
         full = (key, repr(cover), kernel.identity_key([str(cover["root"])]))  # type: ignore[index]
         spec = {"cover": cover, "masks": masks}
         fd = self.spares.pop(full, None)
@@ -201,9 +202,9 @@ class _Kept:
     def _covered(self, key: tuple[object, ...], spec: dict[str, object]) -> int:
         """A covered namespace, copied from its kept base where one can serve (see `kernel.cover_base`)."""
         cover: Any = spec["cover"]
-        if not kernel.base_usable(cover):
+        if not launch_request.base_usable(cover):
             return self._made_by_holder(kernel.CLONE_NEWNS, key, "mnt", spec)
-        base_key = kernel.cover_base_key(key, cover)
+        base_key = launch_request.cover_base_key(key, cover)
         base = self.bases.get(base_key)
         if base is None:
             if len(self.bases) >= 4:
@@ -259,8 +260,8 @@ class _Kept:
         that what is kept outlives the child."""
         read_only = [str(p) for p in request.get("read_only", ())]  # type: ignore[attr-defined]
         pinned = [str(p) for p in request.get("pinned", ())]  # type: ignore[attr-defined]
-        masks = kernel.request_masks(request)
-        rules = kernel.landlock_rules(request)
+        masks = launch_request.request_masks(request)
+        rules = launch_request.landlock_rules(request)
         mounts: int | None = None
         landlock: int | None = None
         if rules is not None:  # with a minimal /dev, one of the child's own: it adds its devpts (`_child`)
@@ -268,7 +269,7 @@ class _Kept:
         try:
             if request.get("cover"):
                 mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
-            elif kernel.wants_mounts(request):
+            elif launch_request.wants_mounts(request):
                 mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
             return mounts, self.network() if request.get("unshare_net") else None, landlock
         except BaseException:
@@ -287,76 +288,120 @@ def _child(
     """In the forked child of `server`: sandbox, then exec. Never returns."""
     step = "setsid"
     try:
-        os.setsid()
-        kernel.set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != server:  # the server died before the kernel watched it
-            os._exit(127)
+        _start_session(server)
         step = "stdio"
-        for target, fd in enumerate(stdio):
-            os.dup2(fd, target)
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
+        _attach_stdio(stdio)
         step = "sandbox"
         mounts, network, ruleset = kept
-        rules = kernel.landlock_rules(request) if request.get("dev") else None
+        rules = launch_request.landlock_rules(request) if request.get("dev") else None
         if mounts is not None:
-            kernel.setns(mounts, kernel.CLONE_NEWNS)
-            if request.get("dev") and not request.get("cover"):  # a copy of the kept one, for its terminals
-                kernel.unshare(kernel.CLONE_NEWNS)
-                kernel.own_terminals()
+            _join_mounts(request, mounts)
         if network is not None:
             kernel.setns(network, kernel.CLONE_NEWNET)
-        elif request.get("proxy_net"):  # a namespace of its own, whose one listener goes to toolrt's proxy
+        elif request.get("proxy_net"):
             step = "network"
-            kernel.unshare(kernel.CLONE_NEWNET)
-            listener = loopback.proxy_listener()
-            socket.send_fds(socket.socket(fileno=os.dup(report)), [b"N"], [listener])
-            os.close(listener)
+            _own_network(report)
             step = "sandbox"
         own_pids = bool(request.get("pid"))
         if own_pids:
             kernel.unshare(kernel.CLONE_NEWPID)
         if ruleset is not None:
-            if rules is not None:
-                kernel.grant_own_terminals(ruleset, rules)  # this process's own devpts
-            kernel.restrict_with(ruleset)
+            _restrict(ruleset, rules)
         if request.get("no_unix_sockets"):
             step = "seccomp"
-            kernel.set_no_new_privs()
-            if request.get("supervise_unix"):  # the listener goes to toolrt, whose supervisor answers it
-                listener = seccomp.supervise_unix_sockets()
-                socket.send_fds(socket.socket(fileno=os.dup(report)), [b"L"], [listener])
-                os.close(listener)
-            else:
-                seccomp.refuse_unix_sockets()
+            _filter_sockets(request, report)
         step = "capabilities"
         kernel.drop_capabilities()
         step = "chdir"
         os.chdir(str(request["cwd"]))
         if own_pids:
             step = "fork"
-            # The stand-in never execs: it holds the server's memory, toolrt's environment included,
-            # and sits in the program's Landlock domain. Untraceable from before the fork, the program
-            # can neither read it nor see it in /proc; its own exec makes the init dumpable again.
-            kernel.set_undumpable()
-            stand_in = os.pidfd_open(os.getpid())
-            _wait_for_init(os.fork(), report)  # never returns in this process; the child goes on
-            kernel.set_parent_death_signal(signal.SIGKILL)
-            # The init's parent is outside its namespace (getppid() is 0): its pidfd says whether it died first.
-            if kernel.wait_readable(stand_in, 0):
-                os._exit(127)
-            os.close(stand_in)
+            _become_init(report)
         step = "exec"
-        kernel.closerange_except([report])
-        argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
-        env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
-        os.execvpe(argv[0], argv, env)
+        _exec(request, report)
     except OSError as error:
         os.write(report, f"{error.errno or 0} {step}".encode())
     except BaseException as error:  # a bug must still reach the caller, and never run unsandboxed
         os.write(report, f"0 {step}: {type(error).__name__}: {error}".encode()[:512])
     finally:
         os._exit(127)
+
+
+# The steps of `_child`, each in the forked child (no threads, nothing that allocates much: every object
+# touched after the fork costs a copy-on-write page).
+
+
+def _start_session(server: int) -> None:
+    """A session of its own (its own process group, which toolrt kills whole), ended with the server."""
+    os.setsid()
+    kernel.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != server:  # the server died before the kernel watched it
+        os._exit(127)
+
+
+def _attach_stdio(stdio: list[int]) -> None:
+    """The request's descriptors as stdin, stdout and stderr, and the signals a program expects at default."""
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _join_mounts(request: dict[str, object], mounts: int) -> None:
+    """Join the kept mount namespace; with a minimal /dev, in a copy of it with a devpts of its own."""
+    kernel.setns(mounts, kernel.CLONE_NEWNS)
+    if request.get("dev") and not request.get("cover"):  # a copy of the kept one, for its terminals
+        kernel.unshare(kernel.CLONE_NEWNS)
+        kernel.own_terminals()
+
+
+def _own_network(report: int) -> None:
+    """A network namespace of its own, whose one listener goes to toolrt's proxy."""
+    kernel.unshare(kernel.CLONE_NEWNET)
+    listener = loopback.proxy_listener()
+    socket.send_fds(socket.socket(fileno=os.dup(report)), [b"N"], [listener])
+    os.close(listener)
+
+
+def _restrict(ruleset: int, rules: kernel.LandlockRules | None) -> None:
+    """Enforce the Landlock ruleset (with `rules`, a child's own: granting it its own devpts first)."""
+    if rules is not None:
+        kernel.grant_own_terminals(ruleset, rules)  # this process's own devpts
+    kernel.restrict_with(ruleset)
+
+
+def _filter_sockets(request: dict[str, object], report: int) -> None:
+    """The seccomp filter on UNIX sockets: refusing them, or with an allow-list supervised by toolrt."""
+    kernel.set_no_new_privs()
+    if request.get("supervise_unix"):  # the listener goes to toolrt, whose supervisor answers it
+        listener = seccomp.supervise_unix_sockets()
+        socket.send_fds(socket.socket(fileno=os.dup(report)), [b"L"], [listener])
+        os.close(listener)
+    else:
+        seccomp.refuse_unix_sockets()
+
+
+def _become_init(report: int) -> None:
+    """Fork the PID namespace's init, which returns to exec the program; this process stays its stand-in."""
+    # The stand-in never execs: it holds the server's memory, toolrt's environment included,
+    # and sits in the program's Landlock domain. Untraceable from before the fork, the program
+    # can neither read it nor see it in /proc; its own exec makes the init dumpable again.
+    kernel.set_undumpable()
+    stand_in = os.pidfd_open(os.getpid())
+    _wait_for_init(os.fork(), report)  # never returns in this process; the child goes on
+    kernel.set_parent_death_signal(signal.SIGKILL)
+    # The init's parent is outside its namespace (getppid() is 0): its pidfd says whether it died first.
+    if kernel.wait_readable(stand_in, 0):
+        os._exit(127)
+    os.close(stand_in)
+
+
+def _exec(request: dict[str, object], report: int) -> None:
+    """Close every descriptor but the report pipe (close-on-exec) and exec the program."""
+    kernel.closerange_except([report])
+    argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
+    env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
+    os.execvpe(argv[0], argv, env)
 
 
 def _wait_for_init(pid: int, report: int) -> None:
@@ -458,9 +503,7 @@ class _Server:
                 os.close(fd)
 
     def _spawn(self, channel: socket.socket, stdio: list[int]) -> None:
-        channel.settimeout(_REQUEST_TIMEOUT)
-        (size,) = struct.unpack(">I", _read_exact(channel, 4))
-        request = json.loads(_read_exact(channel, size))
+        request = _read_request(channel)
         try:
             kept = self.kept.prepare(request)
         except OSError as error:
@@ -481,38 +524,17 @@ class _Server:
         os.close(report_write)
         if request.get("dev") and kept[2] is not None:
             os.close(kept[2])  # the child's own (`_Kept.own_ruleset`)
-        failure = b""
-        listeners: list[int] = []
-        report = socket.socket(fileno=report_read) if supervised else None
-        while True:
-            if report is not None:
-                chunk, fds, _, _ = socket.recv_fds(report, 512, 1)
-            else:
-                chunk, fds = os.read(report_read, 512), []
-            listeners.extend(fds)
-            if not chunk:
-                break
-            if not fds:
-                failure += chunk
-        if report is not None:
-            report.close()
-        else:
-            os.close(report_read)
-        init = None
-        if failure.startswith(b"I"):  # the stand-in's report of its init, then maybe the init's failure
-            line, _, failure = failure.partition(b"\n")
-            try:
-                init = os.pidfd_open(int(line[1:]))
-            except (OSError, ValueError):
-                init = None  # already gone (reaped by its stand-in, which then exits too)
+        failure, listeners = _read_report(report_read, supervised)
+        init, failure = _init_of(failure)
+        single_use = kept[0] if request.get("cover") else None
         if failure:
             for fd in listeners:
                 os.close(fd)
             if init is not None:
                 os.close(init)
             os.waitpid(pid, 0)
-            if request.get("cover") and kept[0] is not None:
-                self.closing.append(kept[0])
+            if single_use is not None:
+                self.closing.append(single_use)
             channel.sendall(b"E" + failure + b"\n")
             channel.close()
             return
@@ -520,7 +542,7 @@ class _Server:
         for fd in listeners:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = (pid, channel, kept[0] if request.get("cover") else None, init)
+        self.children[pidfd] = (pid, channel, single_use, init)
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
         self.kept.make_spare()
 
@@ -541,6 +563,49 @@ class _Server:
         except OSError:
             pass  # the client went away; nothing left to tell
         channel.close()
+
+
+def _read_request(channel: socket.socket) -> dict[str, object]:
+    """One request: its length (4 bytes, big-endian), then its JSON."""
+    channel.settimeout(_REQUEST_TIMEOUT)
+    (size,) = struct.unpack(">I", _read_exact(channel, 4))
+    request: dict[str, object] = json.loads(_read_exact(channel, size))
+    return request
+
+
+def _read_report(report_read: int, supervised: bool) -> tuple[bytes, list[int]]:
+    """What the child reported until it exec'd or exited (its failure, or its stand-in's `I<pid>` line), and the
+    listeners it sent (`supervised`: over a seqpacket socket, else a pipe); closes `report_read`."""
+    failure = b""
+    listeners: list[int] = []
+    report = socket.socket(fileno=report_read) if supervised else None
+    while True:
+        if report is not None:
+            chunk, fds, _, _ = socket.recv_fds(report, 512, 1)
+        else:
+            chunk, fds = os.read(report_read, 512), []
+        listeners.extend(fds)
+        if not chunk:
+            break
+        if not fds:
+            failure += chunk
+    if report is not None:
+        report.close()
+    else:
+        os.close(report_read)
+    return failure, listeners
+
+
+def _init_of(report: bytes) -> tuple[int | None, bytes]:
+    """A pidfd of the init a stand-in reported (`I<pid>` first; None: none, or already gone), and the rest of
+    the report (the init's failure, if any)."""
+    if not report.startswith(b"I"):
+        return None, report
+    line, _, failure = report.partition(b"\n")
+    try:
+        return os.pidfd_open(int(line[1:])), failure
+    except (OSError, ValueError):
+        return None, failure  # already gone (reaped by its stand-in, which then exits too)
 
 
 def main(argv: list[str]) -> int:

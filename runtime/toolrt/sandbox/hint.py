@@ -50,6 +50,18 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | Non
     """The hint for a failed process's output, or None when nothing there points at the sandbox."""
     if not output.strip():
         return _silent(plan, exit_code)
+    hint = _socket_hint(output, plan) or _network_hint(output, plan)
+    if hint is not None:
+        return hint
+    for match in _REFUSED_PATH.finditer(output):
+        hint = _path_hint(match, output, plan, cwd)
+        if hint is not None:
+            return hint
+    return None
+
+
+def _socket_hint(output: str, plan: SandboxPlan) -> str | None:
+    """The hint for a UNIX socket the seccomp filter refused, or one not on the socket allow-list."""
     if plan.sockets and _UNLISTED_SOCKET.search(output):
         listed = ", ".join(path for path, _, _ in plan.sockets)
         return (
@@ -71,6 +83,11 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | Non
             "agent, a database by socket path) and no hypervisor host can be reached from here. Use TCP on "
             "127.0.0.1 where the service offers it, or ask the person to run the command outside toolrt."
         )
+    return None
+
+
+def _network_hint(output: str, plan: SandboxPlan) -> str | None:
+    """The hint for a connection the network rules (or the network being off) refused."""
     if plan.network_rules is not None and _NETWORK.search(output):
         return (
             "toolrt: this tool reaches the network only through toolrt's proxy (sandbox.network names the "
@@ -83,55 +100,63 @@ def refusal_hint(output: str, plan: SandboxPlan, cwd: Path, exit_code: int | Non
             "toolrt: the sandbox has the network off for this tool (sandbox.network: false), so connections "
             "fail. The person can turn it on in the host settings (TOOLRT_SANDBOX__NETWORK=true)."
         )
-    for match in _REFUSED_PATH.finditer(output):
-        raw = match.group("path") or match.group("path2")
-        why = match.group("why") or match.group("why2")
-        if raw.startswith(("/dev/tcp/", "/dev/udp/")):
-            continue
-        path = Path(os.path.expanduser(raw))
-        if not path.is_absolute():
-            path = cwd / path
-        path = Path(os.path.normpath(path))
-        line = _line_at(output, match.start())
-        covered = next((n for n in plan.covered if within(str(path), os.path.join(plan.root, n))), None)
-        if covered is not None:
-            return (
-                f"toolrt: {covered} is a protected name (toolrt's config, editor tasks, shell start-up files and the "
-                "like): the sandbox keeps it from being created at the project root, where it appears as an empty "
-                "read-only directory. Creating it needs the person: they can make it themselves, or approve it "
-                "through a file tool's `protected` question."
-            )
-        if why in _PLAIN_FAILURES:
-            continue
-        if any(within(str(path), p) for p in plan.read_only):
-            return (
-                f"toolrt: {path} is protected: it is read-only inside the sandbox (toolrt's config, handler code, "
-                "VCS internals and the like). Changing it needs the person: they can make the change themselves, "
-                "or approve it through a file tool's `protected` question."
-            )
-        if str(path) in plan.masks.files or any(within(str(path), d) for d in plan.masks.directories):
-            return (
-                f"toolrt: {path} is hidden in the sandbox because the read rules deny it (it reads as empty and "
-                "cannot be written). Leave it alone, or ask the person if the task needs it."
-            )
-        if why != "Read-only file system" and _MKNOD.search(line):
-            return (
-                "toolrt: the sandbox refuses to make device nodes (mknod b/c), for every user, root included. "
-                "Use a regular file, a FIFO (mkfifo) or a socket pair instead."
-            )
-        if not any(within(str(path), w) for w in plan.writable):
-            directory = path.parent if not path.is_dir() else path
-            where = (
-                "the project root, the temp and tool-output directories, and sandbox.writable"
-                if plan.mode == "workspace-write"
-                else "only the device files and sandbox.writable: the mode is read-only"
-            )
-            return (
-                f"toolrt: the sandbox refused a write to {directory} (writable here: {where}). The person can "
-                "allow that directory for one call as an external_directory, or add it to sandbox.writable in the "
-                "host settings (TOOLRT_SANDBOX__WRITABLE)."
-            )
     return None
+
+
+def _path_hint(match: re.Match[str], output: str, plan: SandboxPlan, cwd: Path) -> str | None:
+    """The hint for one refused path in the output, or None when the sandbox does not explain it."""
+    raw = match.group("path") or match.group("path2")
+    why = match.group("why") or match.group("why2")
+    if raw.startswith(("/dev/tcp/", "/dev/udp/")):
+        return None
+    path = Path(os.path.expanduser(raw))
+    if not path.is_absolute():
+        path = cwd / path
+    path = Path(os.path.normpath(path))
+    covered = next((n for n in plan.covered if within(str(path), os.path.join(plan.root, n))), None)
+    if covered is not None:
+        return (
+            f"toolrt: {covered} is a protected name (toolrt's config, editor tasks, shell start-up files and the "
+            "like): the sandbox keeps it from being created at the project root, where it appears as an empty "
+            "read-only directory. Creating it needs the person: they can make it themselves, or approve it "
+            "through a file tool's `protected` question."
+        )
+    if why in _PLAIN_FAILURES:
+        return None
+    return _write_hint(path, why, _line_at(output, match.start()), plan)
+
+
+def _write_hint(path: Path, why: str, line: str, plan: SandboxPlan) -> str | None:
+    """The hint for a refused write to `path` (`why`: the error's text, `line`: the output line it is on)."""
+    if any(within(str(path), p) for p in plan.read_only):
+        return (
+            f"toolrt: {path} is protected: it is read-only inside the sandbox (toolrt's config, handler code, "
+            "VCS internals and the like). Changing it needs the person: they can make the change themselves, "
+            "or approve it through a file tool's `protected` question."
+        )
+    if str(path) in plan.masks.files or any(within(str(path), d) for d in plan.masks.directories):
+        return (
+            f"toolrt: {path} is hidden in the sandbox because the read rules deny it (it reads as empty and "
+            "cannot be written). Leave it alone, or ask the person if the task needs it."
+        )
+    if why != "Read-only file system" and _MKNOD.search(line):
+        return (
+            "toolrt: the sandbox refuses to make device nodes (mknod b/c), for every user, root included. "
+            "Use a regular file, a FIFO (mkfifo) or a socket pair instead."
+        )
+    if any(within(str(path), w) for w in plan.writable):
+        return None
+    directory = path.parent if not path.is_dir() else path
+    where = (
+        "the project root, the temp and tool-output directories, and sandbox.writable"
+        if plan.mode == "workspace-write"
+        else "only the device files and sandbox.writable: the mode is read-only"
+    )
+    return (
+        f"toolrt: the sandbox refused a write to {directory} (writable here: {where}). The person can "
+        "allow that directory for one call as an external_directory, or add it to sandbox.writable in the "
+        "host settings (TOOLRT_SANDBOX__WRITABLE)."
+    )
 
 
 def _line_at(output: str, index: int) -> str:

@@ -32,7 +32,6 @@ __all__ = [
     "build_ruleset",
     "RuleTemplate",
     "identity_key",
-    "landlock_rules",
     "restrict_with",
     "setns",
     "CLONE_NEWNET",
@@ -45,7 +44,6 @@ __all__ = [
     "grant_own_terminals",
     "own_terminals",
     "empty_bounding_set",
-    "wants_mounts",
     "landlock_abi",
     "make_mounts_private",
     "open_in_root",
@@ -471,42 +469,8 @@ def _is(path: str, kind: Callable[[int], bool]) -> bool:
         return False
 
 
-def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The masks a request carries (`{"files": [...], "directories": [...], "empty": path, "sources":
-    [[file, source], ...]}`), or None."""
-    masks = request.get("masks")
-    if not isinstance(masks, Mapping) or not (masks.get("files") or masks.get("directories")):
-        return None
-    return {
-        "files": [str(p) for p in masks.get("files", ())],
-        "directories": [str(p) for p in masks.get("directories", ())],
-        "empty": str(masks["empty"]),
-        "sources": [[str(path), str(source)] for path, source in masks.get("sources", ())],
-    }
-
-
-def mount_key(
-    read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool = False, pinned: Sequence[str] = ()
-) -> tuple[Any, ...]:
-    """What a kept mount namespace is made of: whether `/dev` is the minimal one (and `/proc` lists only
-    the process's own tree), the identity of each protected path, of each masked path and of each pinned
-    directory (see `bind_read_only`), and each masked file's own source (a credential's placeholder),
-    so a file replaced on disk (or a new denied file, or a new placeholder) gets a fresh namespace."""
-    if masks is None:
-        return (dev, identity_key(read_only), (), (), "", identity_key(pinned), ())
-    return (
-        dev,
-        identity_key(read_only),
-        identity_key(masks["files"]),
-        identity_key(masks["directories"]),
-        masks["empty"],
-        identity_key(pinned),
-        tuple(sorted((str(path), str(source)) for path, source in masks.get("sources", ()))),
-    )
-
-
 def make_mounts(key: tuple[Any, ...], *, dev: bool = True, beneath: str | None = None) -> None:
-    """In a fresh private mount namespace: the mounts a `mount_key` describes (`dev`: its minimal /dev
+    """In a fresh private mount namespace: the mounts a `launch_request.mount_key` describes (`dev`: its minimal /dev
     and own /proc too; False: they came with the namespace this one was copied from, and only its
     terminals are made anew, see `own_terminals`; `beneath`: see `bind_read_only`)."""
     if key[0] and dev:
@@ -517,26 +481,6 @@ def make_mounts(key: tuple[Any, ...], *, dev: bool = True, beneath: str | None =
     bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]], beneath)
     if key[4]:
         mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4], dict(key[6]))
-
-
-def cover_base_key(key: tuple[Any, ...], cover: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What a covered namespace's base (`cover_base`) is made of: the minimal /dev, and the overlay's
-    lower layer. A lower directory removed and made again (a data directory cleaned up) gets a fresh
-    base: the old one's tmpfs went with the old directory. Its change time is part of the key, since a
-    new directory may get the old one's inode number."""
-    lower = str(cover["lower"])
-    try:
-        changed = os.lstat(lower).st_ctime_ns
-    except OSError:
-        changed = 0
-    return (key[0], tuple(map(str, cover["names"])), identity_key([lower]), changed)
-
-
-def base_usable(cover: Mapping[str, Any]) -> bool:
-    """Whether a covered namespace can be copied from a base (`cover_base`): not when the root holds
-    `/dev` or `/proc`, whose mounts the overlay on the root would hide."""
-    root = os.path.normpath(str(cover["root"])).rstrip("/") + "/"
-    return not any((path + "/").startswith(root) for path in ("/dev", "/proc"))
 
 
 def cover_base(dev: bool, cover: Mapping[str, Any]) -> None:
@@ -625,11 +569,6 @@ def cover_root(cover: Mapping[str, Any]) -> None:
         _mount(os.path.join(lower, os.fsencode(str(name))), placeholder, MS_BIND)
 
 
-def wants_mounts(request: Mapping[str, Any]) -> bool:
-    """Whether a request needs a mount namespace of its own (a minimal /dev, read-only paths, masks)."""
-    return bool(request.get("dev") or request.get("read_only") or request_masks(request) or request.get("cover"))
-
-
 _last_cap: list[int] = []
 
 
@@ -709,19 +648,3 @@ def closerange_except(keep: Sequence[int]) -> None:
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
-
-
-def landlock_rules(request: Mapping[str, Any]) -> LandlockRules | None:
-    """The Landlock rules a request carries, or None."""
-    landlock = request.get("landlock")
-    if not isinstance(landlock, Mapping):
-        return None
-    rules = LandlockRules(
-        int(landlock["abi"]),
-        deny_tcp=bool(landlock["deny_tcp"]),
-        scope_signals=bool(landlock["scope_signals"]),
-        scope_abstract_unix=bool(landlock["scope_abstract_unix"]),
-    )
-    for path, rights in landlock["paths"]:
-        rules.allow(str(path), int(rights))
-    return rules

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import kernel, loopback, seccomp
+from . import kernel, launch_request, loopback, seccomp
 
 __all__ = [
     "covered_namespace",
@@ -42,7 +42,7 @@ _MAX_TEMPLATES = 8
 """Each template holds a descriptor per rule path (about a dozen): a few cover a project's calls."""
 _lock = threading.Lock()
 _mounts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
-"""`kernel.mount_key` of the protected paths and masks → mount namespace fd."""
+"""`launch_request.mount_key` of the protected paths and masks → mount namespace fd."""
 _network: list[int] = []
 _rulesets: OrderedDict[tuple[Any, ...], int] = OrderedDict()
 """Rules and their paths' identities (`LandlockRules.key`) → ruleset fd."""
@@ -74,9 +74,9 @@ def mount_namespace(
     read_only: Sequence[str], masks: Mapping[str, Any] | None = None, dev: bool = False, pinned: Sequence[str] = ()
 ) -> int:
     """An fd of a private mount namespace where `read_only` are read-only bind mounts, `pinned` are
-    writable ones (see `kernel.bind_read_only`), the paths of `masks` (`kernel.request_masks`) are
+    writable ones (see `kernel.bind_read_only`), the paths of `masks` (`launch_request.request_masks`) are
     hidden, and with `dev` `/dev` is the minimal one."""
-    key = kernel.mount_key(read_only, masks, dev, pinned)
+    key = launch_request.mount_key(read_only, masks, dev, pinned)
     with _lock:
         fd = _mounts.get(key)
         if fd is not None:
@@ -144,8 +144,8 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     or None."""
     read_only = [str(p) for p in request.get("read_only", ())]
     pinned = [str(p) for p in request.get("pinned", ())]
-    masks = kernel.request_masks(request)
-    rules = kernel.landlock_rules(request)
+    masks = launch_request.request_masks(request)
+    rules = launch_request.landlock_rules(request)
     dev = bool(request.get("dev"))
     # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
     # same in every namespace (a covered root's overlay sits on the real root, which Landlock walks through).
@@ -189,7 +189,7 @@ def _covered_and_ruleset(
 ) -> tuple[int | None, int | None, int | None]:
     """(the single-use covered namespace of a request with a `cover`, the ruleset made ahead with it and
     its devpts granted, the ruleset to enforce): that one, a kept one, or one of the process's own."""
-    cover = request.get("cover") if kernel.wants_mounts(request) else None
+    cover = request.get("cover") if launch_request.wants_mounts(request) else None
     single_use = granted = None
     if cover:  # made for this process, its devpts included (`kernel.make_mounts`)
         single_use, granted = covered_namespace(read_only, masks, dev, cover, pinned, rules)
@@ -214,7 +214,7 @@ def _join_mounts(
 ) -> None:
     """Join the request's mount namespace: its single-use covered one, or a kept one (with a minimal /dev,
     a copy of it with a devpts of this process's own)."""
-    if not kernel.wants_mounts(request):
+    if not launch_request.wants_mounts(request):
         return
     mounts = single_use if single_use is not None else mount_namespace(read_only, masks, dev, pinned)
     kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
@@ -254,7 +254,7 @@ _wanted: dict[int, tuple[Any, ...]] = {}
 """Single-use namespace fd → what its successor is made of (made once the process using it started)."""
 _MAX_SPARES = 4
 _bases: OrderedDict[tuple[Any, ...], int] = OrderedDict()
-"""`kernel.cover_base_key` → the fd of a kept namespace each covered one of that key is copied from."""
+"""`launch_request.cover_base_key` → the fd of a kept namespace each covered one of that key is copied from."""
 _MAX_BASES = 4
 
 
@@ -276,7 +276,7 @@ def covered_namespace(
     (the second fd, to enforce and close; None when it was not made ahead): `rules` built from the kept
     template and granted that namespace's own devpts (`kernel.grant_own_terminals`), which no other
     process ever sees."""
-    mounts = kernel.mount_key(read_only, masks, dev, pinned)
+    mounts = launch_request.mount_key(read_only, masks, dev, pinned)
     landlock = (rules, rules.key()) if dev and rules is not None else None
     key = (mounts, repr(cover), kernel.identity_key([str(cover["root"])]), landlock[1] if landlock else None)
     with _lock:
@@ -300,7 +300,7 @@ def _forget(namespace: int) -> None:
 def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
     """In a throwaway thread: a covered namespace, copied from its kept base (`kernel.cover_base`: the
     lower layer, the minimal /dev and own /proc are copied, not made again) where one can serve."""
-    if not kernel.base_usable(cover):
+    if not launch_request.base_usable(cover):
         kernel.unshare(kernel.CLONE_NEWNS)
         kernel.make_mounts_private()
         kernel.covered_mounts(mounts, cover, lower=True, dev=True)
@@ -318,7 +318,7 @@ def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
 def _base(mounts: tuple[Any, ...], cover: Any) -> int:
     """A copy of the fd of the kept base namespace for `cover` (made now when missing): a copy, so that
     its eviction by another thread never closes what this one is about to join."""
-    key = kernel.cover_base_key(mounts, cover)
+    key = launch_request.cover_base_key(mounts, cover)
     with _lock:
         fd = _bases.get(key)
         if fd is not None:

@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolFailure
 from ..permissions.model import usable_exempt
@@ -205,29 +205,20 @@ def plan_sandbox(
     read_only = protected if support.mount_namespace else ()
     absent = absent_names(root, policy.protected) if policy.mode == "workspace-write" else ()
     cover = cover_request(root, absent, output_dir, support.launch) if absent and support.mount_namespace else None
-    parts = [f"landlock ABI {support.landlock_abi} {policy.mode}"]
-    if deny_network:
-        if proxied is not None:
-            parts.append("netns + proxy")
-        elif unshare_net:
-            parts.append("netns")
-        elif support.landlock_abi >= 4:
-            parts.append("network off: TCP only (no network namespace)")
-        else:
-            parts.append("network NOT off (no network namespace, Landlock ABI < 4)")
-    if read_only:
-        parts.append(_read_only_note(read_only, root))
-    elif protected:
-        parts.append("protected paths writable (no mount namespace)")
-    if cover is not None:
-        parts.append("absent protected covered")
-    elif absent:
-        parts.append("absent protected names: rules only")
-    if masks:
-        parts.append(f"masked {_count(masks)}")
     sockets = pin(policy.sockets, journal) if policy.sockets and seccomp_supported() else ()
-    if sockets:
-        parts.append(f"{len(sockets)} listed UNIX socket{'s' if len(sockets) > 1 else ''}")
+    description = _landlock_description(
+        policy,
+        support,
+        proxied=proxied,
+        unshare_net=unshare_net,
+        protected=protected,
+        read_only=read_only,
+        absent=absent,
+        cover=cover,
+        masks=masks,
+        sockets=sockets,
+        root=root,
+    )
     # A listed socket the process could rename aside, or put another socket in the place of, would be
     # pinned as that other one by the next toolrt: it is a mount point in the process's namespace.
     held = tuple(path for path, _, _ in sockets if any(within(path, w) for w in writable))
@@ -243,7 +234,7 @@ def plan_sandbox(
         deny_network=deny_network,
         unshare_net=unshare_net,
         read_only=read_only,
-        description=" + ".join(parts),
+        description=description,
         mode=policy.mode,
         masks=masks if support.mount_namespace else NO_MASKS,
         mask_source=source,
@@ -258,6 +249,50 @@ def plan_sandbox(
         network_rules=proxied,
         credentials=policy.credentials,
     )
+
+
+def _landlock_description(
+    policy: SandboxPolicy,
+    support: Support,
+    *,
+    proxied: NetworkRules | None,
+    unshare_net: bool,
+    protected: tuple[str, ...],
+    read_only: tuple[str, ...],
+    absent: tuple[str, ...],
+    cover: dict[str, Any] | None,
+    masks: Masks,
+    sockets: tuple[tuple[str, int, int], ...],
+    root: Path,
+) -> str:
+    """The plan's one-line description: the mechanisms in use and what each could not do here."""
+    parts = [f"landlock ABI {support.landlock_abi} {policy.mode}"]
+    if not policy.network:
+        parts.append(_network_note(proxied, unshare_net, support.landlock_abi))
+    if read_only:
+        parts.append(_read_only_note(read_only, root))
+    elif protected:
+        parts.append("protected paths writable (no mount namespace)")
+    if cover is not None:
+        parts.append("absent protected covered")
+    elif absent:
+        parts.append("absent protected names: rules only")
+    if masks:
+        parts.append(f"masked {_count(masks)}")
+    if sockets:
+        parts.append(f"{len(sockets)} listed UNIX socket{'s' if len(sockets) > 1 else ''}")
+    return " + ".join(parts)
+
+
+def _network_note(proxied: NetworkRules | None, unshare_net: bool, landlock_abi: int) -> str:
+    """How the network is kept off (or why it is not)."""
+    if proxied is not None:
+        return "netns + proxy"
+    if unshare_net:
+        return "netns"
+    if landlock_abi >= 4:
+        return "network off: TCP only (no network namespace)"
+    return "network NOT off (no network namespace, Landlock ABI < 4)"
 
 
 def pinned_directories(

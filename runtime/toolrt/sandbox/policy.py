@@ -150,54 +150,68 @@ def merge_tighter(host: SandboxLayer, locked: SandboxLayer | None) -> tuple[Sand
 
     Returns the policy and warnings for host values the locked file overrode."""
     warnings: list[str] = []
-    mode: Mode = host.mode or "workspace-write"
-    network = True if host.network is None else host.network
-    writable = host.writable or ()
-    rules = _names(host)
-    ceiling: Mode = "off"
-    fixed_writable = False
-    if locked is not None:
-        if locked.mode is not None:
-            ceiling = locked.mode
-            if MODES.index(mode) > MODES.index(locked.mode):
-                if host.mode is not None:
-                    warnings.append(
-                        f"{host.source}: sandbox mode '{mode}' ignored: the locked file fixes '{locked.mode}'"
-                    )
-                mode = locked.mode
-            elif host.mode is None:
-                mode = locked.mode
-        if locked.network is not None:
-            if network and not locked.network and host.network is True:
-                warnings.append(f"{host.source}: sandbox network ignored: the locked file turns the network off")
-            network = network and locked.network if host.network is not None else locked.network
-            fixed = _names(locked)
-            if fixed is not None:  # the locked file's names widen the host's (or fix them when it had none)
-                rules = NetworkRules(
-                    ((*(rules.allow[0] if rules is not None else ()), *fixed.allow[0]),),
-                    tuple(dict.fromkeys((*(rules.deny if rules is not None else ()), *fixed.deny))),
-                )
-            elif not locked.network:
-                rules = None
-        if locked.writable is not None:
-            fixed_writable = True
-            if host.writable and set(host.writable) - set(locked.writable):
-                warnings.append(f"{host.source}: sandbox writable paths ignored: the locked file fixes them")
-            writable = locked.writable
-    if locked is not None and locked.required and mode == "off":
+    mode = _mode_within(host, locked, warnings)
+    network, rules = _network_within(host, locked, warnings)
+    writable, fixed_writable = _writable_within(host, locked, warnings)
+    required = bool(locked is not None and locked.required)
+    if required and mode == "off":
         mode = "workspace-write"
     policy = SandboxPolicy(
         mode=mode,
         network=network,
         writable=tuple(writable),
-        required=bool(locked is not None and locked.required),
-        ceiling=ceiling,
+        required=required,
+        ceiling=locked.mode if locked is not None and locked.mode is not None else "off",
         external_writable=not fixed_writable,
         sockets=host.sockets or (),
         network_rules=rules if not network else None,
         credentials=host.credentials,
     )
     return policy, warnings
+
+
+def _mode_within(host: SandboxLayer, locked: SandboxLayer | None, warnings: list[str]) -> Mode:
+    """The host's mode (workspace-write when unset) at most as loose as the locked file's, which an unset one takes."""
+    mode: Mode = host.mode or "workspace-write"
+    if locked is None or locked.mode is None:
+        return mode
+    if MODES.index(mode) > MODES.index(locked.mode):
+        if host.mode is not None:
+            warnings.append(f"{host.source}: sandbox mode '{mode}' ignored: the locked file fixes '{locked.mode}'")
+        return locked.mode
+    return locked.mode if host.mode is None else mode
+
+
+def _network_within(
+    host: SandboxLayer, locked: SandboxLayer | None, warnings: list[str]
+) -> tuple[bool, NetworkRules | None]:
+    """Whether the network is on, and the names reachable through the proxy, within what the locked file fixes."""
+    network = True if host.network is None else host.network
+    rules = _names(host)
+    if locked is None or locked.network is None:
+        return network, rules
+    if network and not locked.network and host.network is True:
+        warnings.append(f"{host.source}: sandbox network ignored: the locked file turns the network off")
+    fixed = _names(locked)
+    if fixed is not None:  # the locked file's names widen the host's (or fix them when it had none)
+        rules = NetworkRules(
+            ((*(rules.allow[0] if rules is not None else ()), *fixed.allow[0]),),
+            tuple(dict.fromkeys((*(rules.deny if rules is not None else ()), *fixed.deny))),
+        )
+    elif not locked.network:
+        rules = None
+    return (network and locked.network if host.network is not None else locked.network), rules
+
+
+def _writable_within(
+    host: SandboxLayer, locked: SandboxLayer | None, warnings: list[str]
+) -> tuple[tuple[Path, ...], bool]:
+    """The writable paths (the locked file's when it fixes them) and whether it does."""
+    if locked is None or locked.writable is None:
+        return host.writable or (), False
+    if host.writable and set(host.writable) - set(locked.writable):
+        warnings.append(f"{host.source}: sandbox writable paths ignored: the locked file fixes them")
+    return locked.writable, True
 
 
 def _names(layer: SandboxLayer) -> NetworkRules | None:

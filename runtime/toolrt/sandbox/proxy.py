@@ -38,6 +38,7 @@ from anyio.streams.tls import TLSStream
 from ..addresses import address_forms, ip_literal, private_address
 from .credentials import Masked, authority
 from .netrules import NetworkRules
+from .starring import Starring
 
 __all__ = ["ProxySession", "Refusal", "proxy_running", "serve", "stop_proxy", "trust_upstream", "use_resolver"]
 
@@ -471,62 +472,62 @@ async def _relay(
     value of `redact` that comes back from upstream is starred out (same length: the framing holds),
     and a response with a compressed body (where it could not be found) is not let in at all."""
     secrets = [m.value.encode() for m in redact]
-    keep = max((len(s) for s in secrets), default=1) - 1
-
-    async def copy(source: anyio.abc.ByteReceiveStream, target: anyio.abc.ByteSendStream) -> None:
-        try:
-            async for chunk in source:
-                await target.send(chunk)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
-        finally:
-            group.cancel_scope.cancel()
-
-    async def redacted(source: anyio.abc.ByteReceiveStream, target: anyio.abc.ByteSendStream) -> None:
-        answer = BufferedByteReceiveStream(source)
-        try:
-            head = await answer.receive_until(b"\r\n\r\n", MAX_HEAD)
-        except (anyio.DelimiterNotFound, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
-            group.cancel_scope.cancel()
-            return
-        unredactable = _unredactable(head)
-        if unredactable:  # a compressed echo of the real value could not be starred out: nothing of it goes in
-            if refuse is not None:
-                refuse(f"{unredactable}: toolrt could not redact it")
-            group.cancel_scope.cancel()
-            return
-
-        pending = b""
-
-        def starred(chunk: bytes) -> bytes:
-            """What of the bytes so far can go on: the real values starred out, the last `keep` bytes
-            held back (they may begin one)."""
-            nonlocal pending
-            pending += chunk
-            for secret in secrets:
-                pending = pending.replace(secret, b"*" * len(secret))
-            ready, pending = (pending[:-keep], pending[-keep:]) if keep else (pending, b"")
-            return ready
-
-        try:
-            try:
-                if ready := starred(head + b"\r\n\r\n" + answer.buffer):
-                    await target.send(ready)
-                async for chunk in source:
-                    if ready := starred(chunk):
-                        await target.send(ready)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # an upstream that ends without TLS's close_notify: what it sent still goes on
-            if pending:  # shorter than any secret, and checked with the bytes before it
-                await target.send(pending)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
-        finally:
-            group.cancel_scope.cancel()
-
     async with anyio.create_task_group() as group:
-        group.start_soon(copy, client, upstream)
-        group.start_soon(redacted if secrets else copy, upstream, client)
+        group.start_soon(_copy, client, upstream, group.cancel_scope)
+        if secrets:
+            group.start_soon(_redacted, upstream, client, group.cancel_scope, Starring(secrets), refuse)
+        else:
+            group.start_soon(_copy, upstream, client, group.cancel_scope)
+
+
+async def _copy(
+    source: anyio.abc.ByteReceiveStream, target: anyio.abc.ByteSendStream, relay: anyio.CancelScope
+) -> None:
+    """Copy until `source` ends or `target` breaks, then end the `relay` (both ways)."""
+    try:
+        async for chunk in source:
+            await target.send(chunk)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass
+    finally:
+        relay.cancel()
+
+
+async def _redacted(
+    source: anyio.abc.ByteReceiveStream,
+    target: anyio.abc.ByteSendStream,
+    relay: anyio.CancelScope,
+    starring: Starring,
+    refuse: Callable[[str], None] | None,
+) -> None:
+    """Copy an upstream's response with the real values starred out, or none of it when its body is compressed."""
+    answer = BufferedByteReceiveStream(source)
+    try:
+        head = await answer.receive_until(b"\r\n\r\n", MAX_HEAD)
+    except (anyio.DelimiterNotFound, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
+        relay.cancel()
+        return
+    unredactable = _unredactable(head)
+    if unredactable:  # a compressed echo of the real value could not be starred out: nothing of it goes in
+        if refuse is not None:
+            refuse(f"{unredactable}: toolrt could not redact it")
+        relay.cancel()
+        return
+    try:
+        try:
+            if ready := starring.feed(head + b"\r\n\r\n" + answer.buffer):
+                await target.send(ready)
+            async for chunk in source:
+                if ready := starring.feed(chunk):
+                    await target.send(ready)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # an upstream that ends without TLS's close_notify: what it sent still goes on
+        if starring.pending:  # shorter than any secret, and checked with the bytes before it
+            await target.send(starring.pending)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass
+    finally:
+        relay.cancel()
 
 
 class _Replay(anyio.abc.ByteStream):

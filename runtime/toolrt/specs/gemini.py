@@ -93,39 +93,56 @@ class GeminiRewriter(Rewriter):
         out: Schema = {"type": types[0]} if types else {}
         if isinstance(schema.get("description"), str):
             out["description"] = schema["description"]
+        type_name = types[0] if types else ""
         for key, value in schema.items():
             if key in SILENT_KEYWORDS or key in _HANDLED or key == "description":
                 continue
-            here = child_pointer(pointer, key)
-            if key == "properties" and isinstance(value, dict):
-                out[key] = {name: self.node(sub, child_pointer(here, name)) for name, sub in value.items()}
-            elif key == "items" and isinstance(value, (dict, bool)):
-                out[key] = self.node(value, here)
-            elif key == "additionalProperties":
-                if value is not False:
-                    self.drop(key, value, pointer, notes, " (an object that takes any key)")
-            elif key == "examples" and isinstance(value, list) and value:
-                out["example"] = thaw(value[0])
-                if len(value) > 1:
-                    self.drop(key, value, pointer, notes, " (only one 'example')")
-            elif key == "format" and value not in GEMINI_FORMATS.get(types[0] if types else "", ()):
-                self.drop(key, value, pointer, notes, f" {value!r} here")
-            elif key in GEMINI_FIELDS:
-                out[key] = thaw(value)
-            else:
-                self.drop(key, value, pointer, notes)
+            self._keyword(key, value, out, pointer, notes, type_name)
         nullable = self._alternatives(schema, out, pointer, notes) or nullable
         nullable = self._enum(schema, out, pointer, notes) or nullable
         self._required(schema, out, pointer)
+        self._implied_type(out, pointer, root)
+        if nullable:
+            out["nullable"] = True
+        return self.describe(out, notes, root=root)
+
+    def _keyword(self, key: str, value: Any, out: Schema, pointer: str, notes: list[str], type_name: str) -> None:
+        """Copies one keyword Gemini keeps into `out` (`type_name`: the node's one type, or ""), or drops it."""
+        if self._nested(key, value, out, pointer):
+            return
+        if key == "additionalProperties":
+            if value is not False:
+                self.drop(key, value, pointer, notes, " (an object that takes any key)")
+        elif key == "examples" and isinstance(value, list) and value:
+            out["example"] = thaw(value[0])
+            if len(value) > 1:
+                self.drop(key, value, pointer, notes, " (only one 'example')")
+        elif key == "format" and value not in GEMINI_FORMATS.get(type_name, ()):
+            self.drop(key, value, pointer, notes, f" {value!r} here")
+        elif key in GEMINI_FIELDS:
+            out[key] = thaw(value)
+        else:
+            self.drop(key, value, pointer, notes)
+
+    def _nested(self, key: str, value: Any, out: Schema, pointer: str) -> bool:
+        """Rewrites `properties` or `items` into `out`; False for any other keyword (or form)."""
+        if key == "properties" and isinstance(value, dict):
+            here = child_pointer(pointer, key)
+            out[key] = {name: self.node(sub, child_pointer(here, name)) for name, sub in value.items()}
+            return True
+        if key == "items" and isinstance(value, (dict, bool)):
+            out[key] = self.node(value, child_pointer(pointer, key))
+            return True
+        return False
+
+    def _implied_type(self, out: Schema, pointer: str, root: bool) -> None:
+        """The type `properties` or `items` imply when none was declared; a warning for an open object."""
         if "properties" in out:
             out.setdefault("type", "object")
         elif "items" in out:
             out.setdefault("type", "array")
         if out.get("type") == "object" and not out.get("properties") and not root:
             self.warn("properties", pointer, "Gemini may refuse an object without 'properties' (an open dict)")
-        if nullable:
-            out["nullable"] = True
-        return self.describe(out, notes, root=root)
 
     def _split(self, schema: Schema, types: list[str], nullable: bool, pointer: str, root: bool) -> Any:
         """A type array as an `anyOf` of one branch per type, each with the keywords of its type."""

@@ -121,37 +121,16 @@ class StrictRewriter(Rewriter):
 
     def rewrite(self, schema: Schema, pointer: str, *, root: bool) -> Any:
         if "$ref" in schema:
-            if root:
-                raise NotStrict(pointer, "the root schema must be an object, not a '$ref'")
-            if self.refs.resolve(schema["$ref"]) is None:
-                self.unresolved(schema, pointer)
-            return {"$ref": schema["$ref"]}
+            return self._ref(schema, pointer, root)
         notes: list[str] = []
         out: Schema = {}
-        if "type" in schema:
-            out["type"] = thaw(schema["type"])
-        elif "anyOf" not in schema and "oneOf" not in schema:
-            inferred = inferred_type(schema)
-            if inferred is None:
-                raise NotStrict(pointer, "a schema without 'type' (any value) cannot be strict")
-            out["type"] = inferred
+        self._type(schema, out, pointer)
         if isinstance(schema.get("description"), str):
             out["description"] = schema["description"]
         for key, value in schema.items():
             if key in SILENT_KEYWORDS or key in _STRUCTURAL or key in ("type", "description"):
                 continue
-            if key in ("$defs", "definitions") and isinstance(value, dict):
-                out[key] = {name: self.node(sub, child_pointer(pointer, key, name)) for name, sub in value.items()}
-            elif key == "format" and value not in STRICT_FORMATS:
-                self.drop(key, value, pointer, notes, f" {value!r}")
-            elif key == "pattern" and isinstance(value, str) and _LOOKAROUND.search(value):
-                self.drop(key, value, pointer, notes, " with lookaround")
-            elif key in STRICT_KEYWORDS:
-                out[key] = thaw(value)
-                if key == "enum" and isinstance(value, list):
-                    self._enum_values += len(value)
-            else:
-                self.drop(key, value, pointer, notes)
+            self._keyword(key, value, out, pointer, notes)
         self._combinators(schema, out, pointer, root)
         types = type_names(out)
         if "object" in types or "properties" in schema:
@@ -163,6 +142,41 @@ class StrictRewriter(Rewriter):
             if key in out:
                 out[key] = out.pop(key)
         return self.describe(out, notes, root=root)
+
+    def _ref(self, schema: Schema, pointer: str, root: bool) -> Any:
+        """A `$ref` node, kept as the bare reference (strict mode allows nothing beside it)."""
+        if root:
+            raise NotStrict(pointer, "the root schema must be an object, not a '$ref'")
+        if self.refs.resolve(schema["$ref"]) is None:
+            self.unresolved(schema, pointer)
+        return {"$ref": schema["$ref"]}
+
+    def _type(self, schema: Schema, out: Schema, pointer: str) -> None:
+        """`out`'s type: the declared one, else the one its keywords imply (none for a combinator)."""
+        if "type" in schema:
+            out["type"] = thaw(schema["type"])
+            return
+        if "anyOf" in schema or "oneOf" in schema:
+            return
+        inferred = inferred_type(schema)
+        if inferred is None:
+            raise NotStrict(pointer, "a schema without 'type' (any value) cannot be strict")
+        out["type"] = inferred
+
+    def _keyword(self, key: str, value: Any, out: Schema, pointer: str, notes: list[str]) -> None:
+        """Copies one keyword strict mode keeps into `out`, or drops it with a note."""
+        if key in ("$defs", "definitions") and isinstance(value, dict):
+            out[key] = {name: self.node(sub, child_pointer(pointer, key, name)) for name, sub in value.items()}
+        elif key == "format" and value not in STRICT_FORMATS:
+            self.drop(key, value, pointer, notes, f" {value!r}")
+        elif key == "pattern" and isinstance(value, str) and _LOOKAROUND.search(value):
+            self.drop(key, value, pointer, notes, " with lookaround")
+        elif key in STRICT_KEYWORDS:
+            out[key] = thaw(value)
+            if key == "enum" and isinstance(value, list):
+                self._enum_values += len(value)
+        else:
+            self.drop(key, value, pointer, notes)
 
     def _combinators(self, schema: Schema, out: Schema, pointer: str, root: bool) -> None:
         any_of, one_of = schema.get("anyOf"), schema.get("oneOf")
