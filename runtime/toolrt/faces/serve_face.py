@@ -67,9 +67,9 @@ class McpFace:
         self._ids = itertools.count(1)
         store = rt.store
         self._nonces = StoreNonces(store) if store.persistent else NonceLedger(rt.snapshot.data_dir / NONCE_FILE)
+        """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._claims = CallClaims(store)
         """Calls recorded as started before they run, so that a retry never runs one twice."""
-        """The nonces of 2026-07-28 request states whose retry was accepted (a state is used once)."""
         self._not_approved: set[tuple[str, str]] = set()
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
         self._tasks = McpTasks(
