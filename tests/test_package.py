@@ -157,6 +157,7 @@ def test_importing_runtime_does_not_import_heavy_modules() -> None:
     assert output.strip() == "[]"
 
 
+@pytest.mark.slow  # starts `toolrt serve`
 def test_toolrt_serve_starts_without_the_sdk_client_side(tmp_path: Path) -> None:
     # The SDK's package `__init__` imports its whole client, which a server never uses (faces/serve_sdk.py).
     import os
