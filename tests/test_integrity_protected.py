@@ -340,11 +340,11 @@ def test_a_project_tools_declared_paths_ask(project: Path) -> None:
 
 
 def _shown(request: AskRequest) -> str:
-    from toolrt.faces.serve import _ask_text
+    from toolrt.faces.serve_ask import ask_text
     from toolrt.permissions.shown import ask_lines
 
     terminal = "\n".join(ask_lines(request, indent="  "))
-    elicitation = _ask_text(request)  # the same lines, without the terminal's indent
+    elicitation = ask_text(request)  # the same lines, without the terminal's indent
     assert [line.strip() for line in elicitation.split("\n")] == [line.strip() for line in terminal.split("\n")]
     return terminal
 

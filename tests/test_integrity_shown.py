@@ -46,16 +46,16 @@ def _request(pattern: str, *, title: str | None = None, message: str | None = No
 
 
 def test_the_mcp_elicitation_text_escapes_control_characters() -> None:
-    from toolrt.faces.serve import _ask_text, _question_schema
+    from toolrt.faces.serve_ask import ask_text, question_schema
 
-    text = _ask_text(_request(HIDDEN, title="Run\rsafe", message="line one\nline\x07two"))
+    text = ask_text(_request(HIDDEN, title="Run\rsafe", message="line one\nline\x07two"))
     assert text.splitlines() == [
         "Run\\rsafe",
         "line one",
         "line\\x07two",
         "bash: rm -rf ~/important\\rls -la  \\x1b[2K\\u202eyrtne",
     ]
-    schema = _question_schema({"question": "Pick\rone", "options": [{"label": "a"}]})
+    schema = question_schema({"question": "Pick\rone", "options": [{"label": "a"}]})
     assert schema["properties"]["answer"]["title"] == "Pick\\rone"
 
 

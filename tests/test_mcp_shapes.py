@@ -11,7 +11,7 @@ from pathlib import Path
 import mcp_types as types
 
 from toolrt import Runtime
-from toolrt.faces.serve import _to_mcp
+from toolrt.faces.serve_wire import to_mcp
 
 PNG_1X1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -27,7 +27,7 @@ def test_a_read_pdf_is_an_embedded_resource_and_an_image_is_image_content(
     (root / "dot.png").write_bytes(PNG_1X1)
     rt = Runtime.load(root)
 
-    pdf = _to_mcp(rt.call_sync("read", {"filePath": "my report.pdf"}))
+    pdf = to_mcp(rt.call_sync("read", {"filePath": "my report.pdf"}))
     assert not pdf.is_error
     text, resource = pdf.content
     assert isinstance(text, types.TextContent) and text.text == "PDF read successfully"
@@ -37,7 +37,7 @@ def test_a_read_pdf_is_an_embedded_resource_and_an_image_is_image_content(
     assert resource.resource.mime_type == "application/pdf"
     assert base64.b64decode(resource.resource.blob) == PDF
 
-    image = _to_mcp(rt.call_sync("read", {"filePath": "dot.png"}))
+    image = to_mcp(rt.call_sync("read", {"filePath": "dot.png"}))
     _, picture = image.content
     assert isinstance(picture, types.ImageContent)
     assert (picture.mime_type, base64.b64decode(picture.data)) == ("image/png", PNG_1X1)
@@ -59,7 +59,7 @@ def test_audio_resources_with_their_own_uri_and_links_are_their_mcp_content() ->
         {"uri": "test://blob", "mime": "application/pdf", "url": _data("application/pdf", PDF)},
         {"link": "file:///srv/report.pdf", "name": "report.pdf", "mime": "application/pdf"},
     )
-    audio, text, blob, link = _to_mcp(ToolResult(title="t", output="", attachments=attachments)).content
+    audio, text, blob, link = to_mcp(ToolResult(title="t", output="", attachments=attachments)).content
     assert isinstance(audio, types.AudioContent)
     assert (audio.mime_type, base64.b64decode(audio.data)) == ("audio/wav", WAV)
     assert isinstance(text, types.EmbeddedResource) and isinstance(text.resource, types.TextResourceContents)
@@ -73,6 +73,6 @@ def test_audio_resources_with_their_own_uri_and_links_are_their_mcp_content() ->
     assert isinstance(link, types.ResourceLink)
     assert (str(link.uri), link.name, link.mime_type) == ("file:///srv/report.pdf", "report.pdf", "application/pdf")
 
-    with_text = _to_mcp(ToolResult(title="t", output="Two files:", attachments=attachments[3:])).content
+    with_text = to_mcp(ToolResult(title="t", output="Two files:", attachments=attachments[3:])).content
     assert [block.type for block in with_text] == ["text", "resource_link"], "the text leads when there is one"
-    assert [block.type for block in _to_mcp(ToolResult(title="t", output="")).content] == ["text"]
+    assert [block.type for block in to_mcp(ToolResult(title="t", output="")).content] == ["text"]

@@ -17,7 +17,7 @@ from mcp import Client
 from test_serve_mcp import TOOL
 
 from toolrt import CallScope, Runtime
-from toolrt.faces import serve
+from toolrt.faces import serve_heap
 from toolrt.faces.serve import build_server, settle_heap
 
 
@@ -57,7 +57,7 @@ def test_a_swap_settles_the_heap_after_its_notification_once_requests_stop(
     (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
     rt = Runtime.load(root, settings={"data_dir": tmp_path / "data"})
     events: list[tuple[str, float]] = []
-    monkeypatch.setattr(serve, "settle_heap", lambda: events.append(("settled", time.monotonic())))
+    monkeypatch.setattr(serve_heap, "settle_heap", lambda: events.append(("settled", time.monotonic())))
     idle = 0.2
 
     async def main() -> None:
@@ -113,7 +113,7 @@ def test_a_server_that_never_goes_quiet_settles_the_heap_all_the_same(
     (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
     rt = Runtime.load(root, settings={"data_dir": tmp_path / "data"})
     settles: list[float] = []
-    monkeypatch.setattr(serve, "settle_heap", lambda: settles.append(time.monotonic()))
+    monkeypatch.setattr(serve_heap, "settle_heap", lambda: settles.append(time.monotonic()))
     listings = 0
 
     async def main() -> None:

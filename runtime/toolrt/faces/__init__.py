@@ -13,7 +13,18 @@ validate        `toolrt validate`'s checks beyond a build: imports, lint, self-t
 validate_report which problems `toolrt validate` shows, where, in which format (text, json, github, sarif)
 watch           `toolrt watch`: reload on every save and say what changed
 lsp_check       `toolrt lsp check`
-serve           `toolrt serve`: the MCP server (stdio and streamable HTTP)
+serve           `toolrt serve`: the MCP server (stdio and streamable HTTP), run from the serve_* modules:
+serve_server    the low-level server and its handlers' registration
+serve_face      the handlers: who is calling, tools/list, tools/call
+serve_listing   tools/list in wire form, paged
+serve_ask       approvals, questions and held changes as elicitation forms
+serve_notes     a call's log and progress notifications
+serve_wire      a call's result as MCP content
+serve_notify    list_changed and toolrt's log messages to every client
+serve_transport stdio and streamable HTTP
+serve_heap      the heap settled after start-up and swaps
+serve_limits    --page-size, --session-idle, --max-sessions
+serve_sdk       the mcp SDK's package without its client side (imported first by serve)
 serve_sessions  MCP sessions mapped to toolrt sessions
 init            `toolrt init`: a new project
 ```

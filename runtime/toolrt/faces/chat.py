@@ -23,6 +23,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..api import Runtime, SnapshotChange
     from ..call.events import CallEvent
+    from ..providers.openai import StreamAccumulator
     from ..scope import CallScope
 
 __all__ = ["MAX_ROUNDS", "run_chat"]
@@ -113,8 +114,6 @@ async def run_chat(
     """
     import openai
 
-    from ..providers.openai import StreamAccumulator
-
     screen = _Screen(out)
     unsubscribe = rt.subscribe(screen.call_event)
     stop_swaps = rt.on_swap(screen.swapped)
@@ -140,28 +139,17 @@ async def run_chat(
             start = len(messages)
             messages.append({"role": "user", "content": line})
             for _ in range(MAX_ROUNDS):
-                status = rt.reload()
-                if status.last_error is not None:
-                    screen.reload_failed(status.last_error)
-                else:
-                    screen.last_error = None
+                _reload(rt, screen)
                 request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
                 specs = rt.specs("openai", scope)
                 if specs:
                     request["tools"] = specs
-                turn = StreamAccumulator()
                 try:
-                    stream = await client.chat.completions.create(**request)
-                    async for chunk in stream:
-                        shown = len(turn.text)
-                        turn.feed(chunk)
-                        out.write(turn.text[shown:])
-                        out.flush()
+                    turn = await _streamed_turn(client, request, out)
                 except openai.OpenAIError as error:
                     screen.line(f"\n[the endpoint failed: {error}; this message was dropped, try again]")
                     del messages[start:]
                     break
-                turn.finish()
                 if turn.text:
                     out.write("\n")
                 messages.append(turn.message())
@@ -174,3 +162,27 @@ async def run_chat(
     finally:
         unsubscribe()
         stop_swaps()
+
+
+def _reload(rt: Runtime, screen: _Screen) -> None:
+    """Load what was saved since the last request; a failed reload is shown once, until it is fixed."""
+    status = rt.reload()
+    if status.last_error is not None:
+        screen.reload_failed(status.last_error)
+    else:
+        screen.last_error = None
+
+
+async def _streamed_turn(client: Any, request: dict[str, Any], out: TextIO) -> StreamAccumulator:
+    """One model turn, its text written to `out` as it streams in. Raises `openai.OpenAIError`."""
+    from ..providers.openai import StreamAccumulator
+
+    turn = StreamAccumulator()
+    stream = await client.chat.completions.create(**request)
+    async for chunk in stream:
+        shown = len(turn.text)
+        turn.feed(chunk)
+        out.write(turn.text[shown:])
+        out.flush()
+    turn.finish()
+    return turn
