@@ -157,32 +157,6 @@ def test_importing_runtime_does_not_import_heavy_modules() -> None:
     assert output.strip() == "[]"
 
 
-@pytest.mark.slow  # starts `toolrt serve`
-def test_toolrt_serve_starts_without_the_sdk_client_side(tmp_path: Path) -> None:
-    # The SDK's package `__init__` imports its whole client, which a server never uses (faces/serve_sdk.py).
-    import os
-    import subprocess
-    import sys
-
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "toolrt.yaml").write_text("builtin_tools: false\n", encoding="utf-8")
-    env = {**os.environ, "TOOLRT_DATA_DIR": str(tmp_path / "data")}
-    argv = [sys.executable, "-X", "importtime", "-m", "toolrt", "serve", "--root", str(root)]
-    served = subprocess.run(  # stdin at its end: the stdio server starts, reads EOF and stops
-        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, cwd=root, timeout=120
-    )
-    assert served.returncode == 0, served.stderr[-2000:]
-    imported = {line.rsplit("|", 1)[-1].strip() for line in served.stderr.splitlines() if line.startswith("import")}
-    assert {"mcp.server.lowlevel", "mcp.server.stdio", "toolrt.faces.serve"} <= imported
-    assert sorted(name for name in imported if name.split(".")[:2] == ["mcp", "client"]) == []
-
-    # What else in the process uses the package gets all of it, client included, on first use.
-    code = "import toolrt.faces.serve, mcp; from mcp import Client; print(Client.__module__, mcp.Client.__name__)"
-    later = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert later.stdout.split() == ["mcp.client.client", "Client"]
-
-
 def _defined_types() -> set[str]:
     """Names of the classes and type aliases the package defines (found statically, nothing imported)."""
     names = set()

@@ -24,7 +24,6 @@ serve_notify    list_changed and toolrt's log messages to every client
 serve_transport stdio and streamable HTTP
 serve_heap      the heap settled after start-up and swaps
 serve_limits    --page-size, --session-idle, --max-sessions
-serve_sdk       the mcp SDK's package without its client side (imported first by serve)
 serve_sessions  MCP sessions mapped to toolrt sessions
 init            `toolrt init`: a new project
 ```

@@ -44,7 +44,6 @@ from ..errors import UsageError
 from ..reload import Reloader
 from ..scope import CallScope
 from ..telemetry import observe
-from . import serve_sdk  # noqa: F401  (imported first for its effect: the SDK without its client side)
 from .serve_face import McpFace
 from .serve_health import Health
 from .serve_heap import settle_heap
