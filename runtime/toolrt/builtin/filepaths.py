@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ..attribution import journal_for
-from ..beneath import changed, open_checked, open_parent, stat_checked, steady_realpath
+from ..beneath import changed, is_within, open_checked, open_parent, stat_checked, steady_realpath
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from ..permissions.model import usable_exempt
@@ -36,7 +36,6 @@ __all__ = [
     "checked_real",
     "guard",
     "guard_read",
-    "is_within",
     "left_out_note",
     "readable",
     "decode_text",
@@ -54,11 +53,6 @@ __all__ = [
 Kind = Literal["file", "directory"]
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def is_within(path: str, root: str) -> bool:
-    """Whether the absolute, normalised `path` is `root` or lies below it (purely lexical)."""
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def relative(path: Path, root: Path) -> str:

@@ -50,7 +50,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..api import Runtime
 from ..attribution import journal_for
-from ..beneath import open_checked
+from ..beneath import is_within, open_checked
 from ..builtin.skill import discover_skills, split_frontmatter
 from ..errors import PathChanged
 from ..scope import CallScope
@@ -232,7 +232,7 @@ def _walk(directory: Path, confine: Path | None) -> Iterator[tuple[str, Path, os
                 status = path.lstat()
             except OSError:
                 continue
-            if not stat.S_ISREG(status.st_mode) or (confine is not None and not path.is_relative_to(confine)):
+            if not stat.S_ISREG(status.st_mode) or (confine is not None and not is_within(path, confine)):
                 continue
             yield path.relative_to(directory).as_posix(), path, status
 
@@ -461,7 +461,7 @@ async def watch_skills(root: Path, home: Path, announce: Callable[[], Awaitable[
         return [target for target in found if target.is_dir()]
 
     def relevant(path: str) -> bool:
-        return any(Path(path) == base or Path(path).is_relative_to(base) for base in bases)
+        return any(is_within(path, base) for base in bases)
 
     digests = Digests()
     known = await anyio.to_thread.run_sync(fingerprint, root, home, digests)
