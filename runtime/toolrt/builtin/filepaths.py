@@ -31,6 +31,8 @@ __all__ = [
     "attribute_writes",
     "Kind",
     "describe_mode",
+    "is_a_directory",
+    "not_regular",
     "exempt_directories",
     "external_patterns",
     "checked_real",
@@ -226,6 +228,19 @@ def stat_or_none(path: Path, display: str) -> os.stat_result | None:
         raise ToolFailure(f"Cannot access {display}: {error.strerror}.") from error
 
 
+def is_a_directory(display: str) -> ToolFailure:
+    """The refusal to read, write or edit a directory as a file."""
+    return ToolFailure(f"Path is a directory, not a file: {display}")
+
+
+def not_regular(display: str, mode: int) -> ToolFailure:
+    """The refusal to write over what is not a regular file (a FIFO, a device, a socket)."""
+    return ToolFailure(
+        f"Cannot write {display}: it is {describe_mode(mode)}, not a regular file. "
+        "Choose a path that is a regular file or does not exist yet."
+    )
+
+
 def describe_mode(mode: int) -> str:
     """What kind of filesystem object a `st_mode` describes, with an article ("a FIFO (named pipe)")."""
     if stat.S_ISDIR(mode):
@@ -355,10 +370,7 @@ def write_regular(path: Path, data: bytes, display: str) -> os.stat_result:
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
-            raise ToolFailure(
-                f"Cannot write {display}: it is {describe_mode(status.st_mode)}, not a regular file. "
-                "Choose a path that is a regular file or does not exist yet."
-            )
+            raise not_regular(display, status.st_mode)
         # Only now that the target is known to be a regular file is it safe to drop its old content.
         os.ftruncate(fd, 0)
         view = memoryview(data)

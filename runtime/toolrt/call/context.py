@@ -13,6 +13,7 @@ import anyio
 from ..attribution import journal_for
 from ..errors import DeniedError, ToolFailure
 from ..permissions.denied_reads import ReadDenies
+from ..permissions.evaluate import unapprovable
 from ..permissions.model import PermissionRequest
 from ..result import ToolResult
 from ..sandbox.config import call_plan
@@ -56,7 +57,7 @@ async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Tool
 async def _deny_without_asker(requests: Sequence[PermissionRequest]) -> None:
     """The default asker: nobody can approve, so every request is denied (fail closed)."""
     wanted = ", ".join(f"{r.permission} `{p}`" for r in requests for p in r.patterns) or "a permission"
-    raise DeniedError(f"This call needs approval ({wanted}) but no one is available to approve it, so it was not run.")
+    raise DeniedError(unapprovable(wanted))
 
 
 def _permit_nothing(permission: str, pattern: str) -> bool:

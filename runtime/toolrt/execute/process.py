@@ -40,7 +40,7 @@ from .spawn import PidfdProcess, ServedProcess, open_process
 
 _Process = PidfdProcess | ServedProcess | anyio.abc.Process
 
-__all__ = ["CHUNK_SIZE", "ProcessOutcome", "run_process"]
+__all__ = ["CHUNK_SIZE", "ProcessOutcome", "nul_refusal", "run_process"]
 
 CHUNK_SIZE = 64 * 1024
 _POLL_INTERVAL = 0.01
@@ -228,12 +228,17 @@ def _spawn_attributes(argv: Sequence[str], sandbox: SandboxPlan | None) -> dict[
     }
 
 
+def nul_refusal(what: str) -> ToolFailure:
+    """The refusal of a command whose `what` (an argument, a variable's value) holds a NUL byte."""
+    return ToolFailure(f"{what} contains a NUL byte, which a command line cannot carry.")
+
+
 def _check_argv(argv: Sequence[str]) -> None:
     if not argv:
         raise ToolFailure("Cannot run an empty command: argv has no elements.")
     for index, arg in enumerate(argv):
         if "\0" in arg:
-            raise ToolFailure(f"Argument {index} contains a NUL byte, which a command line cannot carry.")
+            raise nul_refusal(f"Argument {index}")
 
 
 def _signal_group(pgid: int, signum: int) -> bool:

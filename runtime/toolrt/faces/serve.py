@@ -56,7 +56,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..api import Runtime, SnapshotChange
-from ..build.selection import ToolSet
+from ..build.selection import ToolSet, unavailable
 from ..build.snapshot import degraded_lines
 from ..call.client import ClientRequest
 from ..call.events import CallEvent
@@ -358,11 +358,9 @@ class McpFace:
         await self._review_held(ctx)
         scope = self._request_scope()
         if params.name not in self._toolset(scope):
-            withheld = self._rt.snapshot.withheld.get(params.name)
-            if withheld:  # a tool whose file is broken: say why, as a result the model can read
-                listed = "; ".join(str(problem) for problem in withheld)
-                text = f"The {params.name} tool is unavailable until its definition is fixed: {listed}"
-                return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+            withheld = unavailable(self._rt.snapshot, params.name)
+            if withheld is not None:  # a tool whose file is broken: say why, as a result the model can read
+                return types.CallToolResult(content=[types.TextContent(type="text", text=withheld)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token, replay = self._session_and_replay(ctx)
         if tracer() is not None:  # the SDK's server span of this request names the session (an id) and caller
