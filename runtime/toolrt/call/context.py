@@ -29,7 +29,7 @@ __all__ = ["LanguageServers", "ToolContext"]
 
 
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
-Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
+PermissionAsker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
 BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 AgentSwitch = Callable[[str], None]
 Permits = Callable[[str, str], bool]
@@ -105,7 +105,7 @@ class ToolContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Host-supplied values (e.g. the `task` tool's runner)."""
     on_metadata: MetadataSink | None = None
-    asker: Asker = _deny_without_asker
+    asker: PermissionAsker = _deny_without_asker
     """How the handler's own requests are decided; without one, every request is denied."""
     batch: BatchRunner = _no_batch
     permits: Permits = _permit_nothing
