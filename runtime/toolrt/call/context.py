@@ -30,7 +30,7 @@ __all__ = ["LanguageServers", "ToolContext"]
 
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
 PermissionAsker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
-BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
+SubcallRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 AgentSwitch = Callable[[str], None]
 Permits = Callable[[str, str], bool]
 """Whether the rules allow (permission, pattern) outright, without asking anyone."""
@@ -107,7 +107,7 @@ class ToolContext:
     on_metadata: MetadataSink | None = None
     asker: PermissionAsker = _deny_without_asker
     """How the handler's own requests are decided; without one, every request is denied."""
-    batch: BatchRunner = _no_batch
+    batch: SubcallRunner = _no_batch
     permits: Permits = _permit_nothing
     """`permits(permission, pattern)`: whether the rules allow it without asking. The search tools leave
     out files `read` would not allow; without a pipeline behind the context nothing is permitted."""
