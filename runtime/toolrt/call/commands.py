@@ -12,7 +12,7 @@ from ..config.model import ArgvHandler, ShellHandler
 from ..errors import ToolFailure
 from ..execute.confinement import confinement
 from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
-from ..execute.notes import outcome_notes, with_notes
+from ..execute.notes import outcome_notes, with_tagged_notes
 from ..execute.process import nul_refusal, run_process
 from ..result import ToolResult
 from ..sandbox.config import call_plan
@@ -135,7 +135,9 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
             sandbox=plan,
         )
     ok_exit = options.ok_exit
-    output = with_notes(outcome.output, outcome_notes(tool.id, outcome, timeout * 1000, ok_exit), "toolrt_metadata")
+    output = with_tagged_notes(
+        outcome.output, outcome_notes(tool.id, outcome, timeout * 1000, ok_exit), "toolrt_metadata"
+    )
     metadata: dict[str, Any] = {
         "exit": outcome.exit_code,
         "output_bytes": outcome.total_bytes,
