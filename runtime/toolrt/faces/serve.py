@@ -121,7 +121,7 @@ _ASK_SCHEMA: dict[str, Any] = {
     "required": ["decision"],
 }
 
-Ctx = ServerRequestContext[Any, Any]
+RequestContext = ServerRequestContext[Any, Any]
 _CallResult = types.CallToolResult | types.InputRequiredResult
 
 
@@ -284,7 +284,7 @@ class McpFace:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
         return self._rt.tools(scope or self._request_scope())
 
-    def _listing(self, ctx: Ctx) -> tuple[dict[str, Any], ...]:
+    def _listing(self, ctx: RequestContext) -> tuple[dict[str, Any], ...]:
         """The served tools as MCP `Tool`s in wire form, built once per snapshot, selection and kind of
         client (a request copies none of it; a reload validates again only the tools it changed): a client
         that cannot be asked is not offered the tools whose every call asks (`build.unaskable`), and a
@@ -304,7 +304,7 @@ class McpFace:
             cached = self._listed[(hide, inline, scope.agent)] = _Listing.build(toolset, specs, cached)
         return cached.tools
 
-    def _inlines(self, ctx: Ctx) -> bool:
+    def _inlines(self, ctx: RequestContext) -> bool:
         """Whether this client gets every `$ref` inlined: `serve.inline_refs` is `always`, or `auto` and the
         client's `clientInfo.name` is one known to drop `$defs` (`specs.mcp.DROPS_DEFS`)."""
         setting = self._rt.settings.values.serve.inline_refs
@@ -315,7 +315,7 @@ class McpFace:
         params = ctx.session.client_params
         return params is not None and drops_defs(params.client_info.name)
 
-    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+    async def list_tools(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
         """`tools/list`: the cached listing (`_listing`), paged above `--page-size`."""
         self._last_request = time.monotonic()
         tools = self._listing(ctx)
@@ -334,7 +334,7 @@ class McpFace:
 
     # --- tools/call -------------------------------------------------------------------------------
 
-    def _session_and_replay(self, ctx: Ctx) -> tuple[str, str | None, ReplayState | None]:
+    def _session_and_replay(self, ctx: RequestContext) -> tuple[str, str | None, ReplayState | None]:
         """The request's toolrt session (and its token), and on 2026-07-28 its replay state: a new one, or
         the one its `requestState` carries with the client's `inputResponses` (verified and opened by
         the RequestStateBoundary). Raises `MCPError` for a state that is not this session's or was used."""
@@ -352,7 +352,7 @@ class McpFace:
         return session, token, replay
 
     async def call_tool(
-        self, ctx: Ctx, params: types.CallToolRequestParams
+        self, ctx: RequestContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         self._last_request = time.monotonic()
         await self._review_held(ctx)
@@ -391,7 +391,7 @@ class McpFace:
 
     async def _run_call(
         self,
-        ctx: Ctx,
+        ctx: RequestContext,
         params: types.CallToolRequestParams,
         scope: CallScope,
         session: str,
@@ -438,7 +438,7 @@ class McpFace:
             raise MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
         return _to_mcp(result, token)
 
-    def _task_start(self, ctx: Ctx, session: str, name: str) -> TaskStart | None:
+    def _task_start(self, ctx: RequestContext, session: str, name: str) -> TaskStart | None:
         """How this call may become an MCP task (`serve_tasks`): at once for a tool whose YAML says `task:`
         or that `serve.task_tools` names, else when its handler asks; None when the client cannot hold one."""
         tool = self._rt.snapshot.tools.get(name)
@@ -451,7 +451,7 @@ class McpFace:
         timeout = definition.timeout or self._rt.snapshot.resolved.values.timeout
         return self._tasks.start(ctx, session, name, timeout, mode)
 
-    def _log_allowed(self, ctx: Ctx) -> Callable[[str], bool]:
+    def _log_allowed(self, ctx: RequestContext) -> Callable[[str], bool]:
         """Whether a handler's log message at a level reaches this client: at or above the level its
         request's `_meta` names (2026-07-28; none named, none sent), or the connection's
         `logging/setLevel` (`warning` until set)."""
@@ -461,7 +461,7 @@ class McpFace:
         listener = self._listener(ctx)
         return lambda level: _at_least(level, listener.level)
 
-    def _can_ask(self, ctx: Ctx) -> bool:
+    def _can_ask(self, ctx: RequestContext) -> bool:
         """Whether toolrt can ask this client's person: it declared elicitation, and the request can carry
         a request to it (a server request on handshake-era versions, an input-required result on 2026-07-28)."""
         capabilities = ctx.session.client_capabilities
@@ -469,7 +469,7 @@ class McpFace:
             return False
         return ctx.session.can_send_request or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
-    def _asker(self, ctx: Ctx, channel: McpChannel) -> Callable[[AskRequest], Any] | None:
+    def _asker(self, ctx: RequestContext, channel: McpChannel) -> Callable[[AskRequest], Any] | None:
         """How to ask this client's person: an elicitation form (`elicitation/create` on handshake-era
         versions, an input-required result on 2026-07-28) showing what "always" would keep; None when
         toolrt cannot ask it (no elicitation declared). `tools/list` leaves out the tools that only ask
@@ -495,7 +495,7 @@ class McpFace:
 
         return ask
 
-    async def _load_skill(self, ctx: Ctx, name: str) -> types.InputRequiredResult | None:
+    async def _load_skill(self, ctx: RequestContext, name: str) -> types.InputRequiredResult | None:
         """A skill file read at ask (`serve_skills`): a call of the `skill` tool in the request's session,
         whose ask goes to the person as a tool call's does (`elicitation/create`; on 2026-07-28 an
         input-required result with the sealed state, the read's retry resuming it). Raises `MCPError`
@@ -527,7 +527,7 @@ class McpFace:
             except Exception:  # the client went away; stop telling it
                 self._connections.pop(listener.connection, None)
 
-    async def _review_held(self, ctx: Ctx) -> None:
+    async def _review_held(self, ctx: RequestContext) -> None:
         """Before a call, when the config holds changes the model made (`toolrt.attribution`) and the client
         can put a form to the person: each change, with its diff, once; an approved one loads now."""
         if not self._rt.snapshot.held or not self._can_ask(ctx) or not ctx.session.can_send_request:
@@ -551,7 +551,9 @@ class McpFace:
                     pass  # changed since it was shown: asked again with the new content next time
             self._not_approved.add((str(hold.path), hold.digest))
 
-    def _questioner(self, ctx: Ctx, channel: McpChannel) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
+    def _questioner(
+        self, ctx: RequestContext, channel: McpChannel
+    ) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
         """The `question` tool's questions as elicitation forms, one per question, in one round; None
         without elicitation."""
         if not self._can_ask(ctx):
@@ -583,7 +585,7 @@ class McpFace:
 
     # --- list_changed -----------------------------------------------------------------------------
 
-    async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
+    async def remember_session(self, ctx: RequestContext, params: types.NotificationParams) -> None:
         """`notifications/initialized`: a handshake-era connection that wants list_changed and toolrt's log
         messages (until it closes), and the notice.
 
@@ -600,7 +602,7 @@ class McpFace:
         """What is wrong now: the snapshot's withheld and blocking problems, and handler code that did not import."""
         return degraded_lines(self._rt.snapshot) + self._start_problems
 
-    def _listener(self, ctx: Ctx) -> _Listener:
+    def _listener(self, ctx: RequestContext) -> _Listener:
         connection = connection_of(ctx)
         listener = self._connections.get(connection)
         if listener is None:
@@ -608,7 +610,7 @@ class McpFace:
             connection.exit_stack.callback(self._connections.pop, connection, None)
         return listener
 
-    async def set_log_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    async def set_log_level(self, ctx: RequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
         """`logging/setLevel`: toolrt's own log messages to this connection at `params.level` and above
         (`warning` until the client sets a level)."""
         self._listener(ctx).level = params.level
@@ -721,7 +723,9 @@ class McpFace:
 
     # --- 2026-07-28: log messages only where a request's `_meta` names a level -------------------
 
-    async def listen(self, ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    async def listen(
+        self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
         """`subscriptions/listen`; a subscription whose `_meta` names a log level also carries toolrt's log
         messages at that level and above (the standing problems and the notice first, then each reload's)."""
         level = _requested_level(ctx)
@@ -753,7 +757,7 @@ class McpFace:
             subscriber.close()
         return result[0]
 
-    async def _log_on_call(self, ctx: Ctx, session: str) -> None:
+    async def _log_on_call(self, ctx: RequestContext, session: str) -> None:
         """On a 2026-07-28 call whose `_meta` names a log level: the standing problems and the notice, once
         per toolrt session (and again when they change)."""
         if _requested_level(ctx) is None:
@@ -803,14 +807,14 @@ def _at_least(level: str, threshold: str) -> bool:
     return _LEVELS.index(level) >= _LEVELS.index(threshold)
 
 
-def _requested_level(ctx: Ctx) -> str | None:
+def _requested_level(ctx: RequestContext) -> str | None:
     """The log level a 2026-07-28 request's `_meta` names (None: it asked for no log messages)."""
     meta: Mapping[str, Any] = ctx.meta or {}
     level = meta.get(types.LOG_LEVEL_META_KEY)
     return level if isinstance(level, str) and level in _LEVELS else None
 
 
-async def _log_on_request(ctx: Ctx, entry: _LogEntry) -> None:
+async def _log_on_request(ctx: RequestContext, entry: _LogEntry) -> None:
     """A log message on the request's own stream (the SDK drops levels below the one its `_meta` names)."""
     import warnings
 
@@ -885,7 +889,7 @@ def _offer(send: MemoryObjectSendStream[Any], item: Any) -> None:
         pass
 
 
-def _wants_progress(ctx: Ctx) -> bool:
+def _wants_progress(ctx: RequestContext) -> bool:
     meta: Mapping[str, Any] | None = ctx.meta
     if not meta:
         return False
@@ -897,7 +901,7 @@ class _Notes:
     progress when the client sent a token), sent in order by a task started with the first one: a call
     that sends none costs no task. `post` may be called from a handler's worker thread."""
 
-    def __init__(self, ctx: Ctx, wants_progress: bool) -> None:
+    def __init__(self, ctx: RequestContext, wants_progress: bool) -> None:
         self._ctx = ctx
         self.wants_progress = wants_progress
         self._bridge = _LoopBridge()
@@ -1100,10 +1104,13 @@ def build_server(
         get_tool_input_schema=face.input_schema,
         # The listing is cached in wire form: a mapping, which the SDK shapes for the protocol version.
         on_list_tools=cast(
-            "Callable[[Ctx, types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]", face.list_tools
+            "Callable[[RequestContext, types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]",
+            face.list_tools,
         ),
         # A task handle (`serve_tasks`) is a mapping: the SDK passes a result of an extension's resultType as is.
-        on_call_tool=cast("Callable[[Ctx, types.CallToolRequestParams], Awaitable[_CallResult]]", face.call_tool),
+        on_call_tool=cast(
+            "Callable[[RequestContext, types.CallToolRequestParams], Awaitable[_CallResult]]", face.call_tool
+        ),
         on_subscriptions_listen=face.listen,
         on_list_resources=face.skills.list_resources,
         on_read_resource=face.skills.read_resource,

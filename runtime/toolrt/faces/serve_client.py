@@ -63,7 +63,7 @@ _KEY_FILE = "mcp-request-state.key"
 NONCE_FILE = "mcp-request-state.nonces"
 _STATE_VERSION = 2
 
-Ctx = ServerRequestContext[Any, Any]
+RequestContext = ServerRequestContext[Any, Any]
 ClientNote = tuple[str, Any]
 """A notification a channel queued for the call's forwarder: ("log", (level, data, logger)) or
 ("progress", (progress, total, message))."""
@@ -331,7 +331,7 @@ def valid_answer(method: Any, raw: Any) -> Any:
         return None
 
 
-def client_info(ctx: Ctx) -> ClientInfo:
+def client_info(ctx: RequestContext) -> ClientInfo:
     """`ctx.client` for an MCP request: the capabilities, name and version the client declared."""
     session = ctx.session
     capabilities = session.client_capabilities
@@ -366,7 +366,7 @@ class McpChannel:
 
     def __init__(
         self,
-        ctx: Ctx,
+        ctx: RequestContext,
         post: Callable[[ClientNote], None] | None,
         replay: ReplayState | None,
         log_allowed: Callable[[str], bool],
