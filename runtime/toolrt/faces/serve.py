@@ -47,7 +47,6 @@ import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.connection import Connection
-from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary
@@ -74,7 +73,16 @@ from ..result import ToolResult
 from ..scope import CallScope
 from ..store.model import session_id
 from ..telemetry import enrich_request_span, observe, tracer
-from .serve_client import NONCE_FILE, ClientNote, McpChannel, NonceLedger, ReplayState, StoreNonces, state_security
+from .serve_client import (
+    NONCE_FILE,
+    ClientNote,
+    McpChannel,
+    NonceLedger,
+    ReplayState,
+    RequestContext,
+    StoreNonces,
+    state_security,
+)
 from .serve_health import Health
 from .serve_idempotency import CallClaims
 from .serve_loopback import loopback_only
@@ -121,7 +129,6 @@ _ASK_SCHEMA: dict[str, Any] = {
     "required": ["decision"],
 }
 
-RequestContext = ServerRequestContext[Any, Any]
 _CallResult = types.CallToolResult | types.InputRequiredResult
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "McpChannel",
     "NonceLedger",
     "ReplayState",
+    "RequestContext",
     "client_info",
     "state_security",
     "valid_answer",
@@ -64,6 +65,7 @@ NONCE_FILE = "mcp-request-state.nonces"
 _STATE_VERSION = 2
 
 RequestContext = ServerRequestContext[Any, Any]
+"""The MCP SDK's context of one request, as every serve module's handlers receive it."""
 ClientNote = tuple[str, Any]
 """A notification a channel queued for the call's forwarder: ("log", (level, data, logger)) or
 ("progress", (progress, total, message))."""

@@ -26,13 +26,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.connection import Connection
-from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..call.sessions import SessionStore
 from ..errors import StoreError
+from .serve_client import RequestContext
 from .serve_principal import principal_suffix
 
 __all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
@@ -44,8 +44,6 @@ DEFAULT_SESSION = "mcp"
 _TOKEN_PREFIX = "mcp-token:"
 _MCP_SESSION_PREFIX = "mcp:"
 _RELEASE_REGISTERED = "toolrt/session-release"
-
-RequestContext = ServerRequestContext[Any, Any]
 
 
 def _store_away(error: StoreError) -> MCPError:

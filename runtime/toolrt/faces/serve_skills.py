@@ -45,7 +45,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 import yaml
-from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from ..api import Runtime
@@ -54,6 +53,7 @@ from ..beneath import is_within, open_checked
 from ..builtin.skill import discover_skills, split_frontmatter
 from ..errors import PathChanged
 from ..scope import CallScope
+from .serve_client import RequestContext
 
 __all__ = [
     "EXTENSION",
@@ -77,8 +77,6 @@ _MAX_DEPTH = 64
 DIRECTORY = "inode/directory"
 _NAME = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 _SCHEME = "skill://"
-
-RequestContext = ServerRequestContext[Any, Any]
 
 
 class GetSkillParams(types.RequestParams):

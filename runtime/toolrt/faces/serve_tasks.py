@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 import mcp_types as types
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
@@ -48,7 +48,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..call.client import MISSING_CAPABILITY, ClientRequest
 from ..call.sessions import SessionStore
 from ..result import ToolResult
-from .serve_client import valid_answer, wire_request
+from .serve_client import RequestContext, valid_answer, wire_request
 
 __all__ = [
     "EXTENSION",
@@ -75,7 +75,6 @@ Status = Literal["working", "input_required", "completed", "failed", "cancelled"
 TERMINAL: frozenset[str] = frozenset(("completed", "failed", "cancelled"))
 METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 
-RequestContext = ServerRequestContext[Any, Any]
 Owns = Callable[[RequestContext, str], bool]
 """Whether a request reaches what a toolrt session holds (`serve_sessions.McpSessions.owns`)."""
 Finish = Callable[[ToolResult], "dict[str, Any] | MCPError"]
