@@ -29,7 +29,7 @@ from urllib.parse import quote
 from ..beneath import is_within
 from ..config.resources import builtin_root
 from ..errors import Problem, UsageError
-from .validate import validate
+from .project_checks import validate
 
 __all__ = [
     "Outcome",
