@@ -15,7 +15,7 @@ from .core import (
     SILENT_KEYWORDS,
     Schema,
     as_json,
-    child_pointer,
+    descendant_pointer,
     inferred_type,
     thaw,
     type_names,
@@ -96,9 +96,9 @@ class GeminiRewriter(Rewriter):
         for key, value in schema.items():
             if key in SILENT_KEYWORDS or key in _HANDLED or key == "description":
                 continue
-            here = child_pointer(pointer, key)
+            here = descendant_pointer(pointer, key)
             if key == "properties" and isinstance(value, dict):
-                out[key] = {name: self.node(sub, child_pointer(here, name)) for name, sub in value.items()}
+                out[key] = {name: self.node(sub, descendant_pointer(here, name)) for name, sub in value.items()}
             elif key == "items" and isinstance(value, (dict, bool)):
                 out[key] = self.node(value, here)
             elif key == "additionalProperties":
@@ -149,7 +149,7 @@ class GeminiRewriter(Rewriter):
         if not isinstance(branches, list):
             return False
         kept = [
-            self.node(b, child_pointer(pointer, keyword, i))
+            self.node(b, descendant_pointer(pointer, keyword, i))
             for i, b in enumerate(branches)
             if not (isinstance(b, dict) and type_names(b) == ("null",))
         ]
