@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..config.document import child_pointer
+
 __all__ = [
     "ANNOTATIONS",
     "LIST_KEYWORDS",
@@ -78,9 +80,9 @@ def thaw(value: Any) -> Any:
 
 
 def descendant_pointer(pointer: str, *tokens: str | int) -> str:
-    """`pointer` extended by `tokens`, each escaped per RFC 6901."""
+    """`pointer` extended by `tokens`, each a `child_pointer` step (escaped per RFC 6901)."""
     for token in tokens:
-        pointer += "/" + str(token).replace("~", "~0").replace("/", "~1")
+        pointer = child_pointer(pointer, token)
     return pointer
 
 
