@@ -215,9 +215,12 @@ def test_on_stdout_takes_stdout_apart_from_stderr_and_may_stop_the_whole_tree() 
     """The one runner also serves a streaming consumer (ripgrep's records): stdout goes to it chunk by
     chunk, stderr stays the outcome's output, and a False from it stops the process group."""
     chunks: list[bytes] = []
-    outcome = run(
-        ["sh", "-c", "echo out; echo err >&2; echo out2"], on_stdout=lambda chunk: chunks.append(chunk) or True
-    )
+
+    def keep(chunk: bytes) -> bool:
+        chunks.append(chunk)
+        return True
+
+    outcome = run(["sh", "-c", "echo out; echo err >&2; echo out2"], on_stdout=keep)
     assert (b"".join(chunks), outcome.output, outcome.exit_code, outcome.stopped) == (b"out\nout2\n", "err\n", 0, False)
 
     seen = bytearray()
