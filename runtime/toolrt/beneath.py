@@ -75,7 +75,11 @@ def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> boo
     No symlink is followed: a caller that must know where a path leads compares the real paths of
     both (`steady_realpath`), and one that must refuse either way checks both forms.
     """
-    whole, base = _normal(os.fspath(path)), _normal(os.fspath(root))
+    whole, base = _normpath(path), _normpath(root)
+    if whole[:2] == "//":
+        whole = whole[1:]
+    if base[:2] == "//":
+        base = base[1:]
     if base == "/":
         return whole[0] == "/"
     if base == ".":  # a relative root: every relative path that does not climb out of it
@@ -83,9 +87,7 @@ def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> boo
     return whole == base or whole.startswith(base + "/")
 
 
-def _normal(path: str) -> str:
-    normal = posixpath.normpath(path)
-    return normal[1:] if normal[:2] == "//" else normal
+_normpath = posixpath.normpath  # takes a str or a PathLike
 
 
 def steady_realpath(path: Path | str) -> str:
