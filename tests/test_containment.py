@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from toolrt.beneath import is_within, steady_realpath
 from toolrt.builtin.filepaths import external_patterns
+from toolrt.builtin.skill import discover_skills
 from toolrt.call.permissions import external_directories
 from toolrt.lsp.servers import resolve_program
 from toolrt.permissions.model import CallSite
@@ -185,3 +186,15 @@ def test_the_protected_paths_apply_root_relative_patterns_only_inside_the_root()
     assert protected.matches("/proj/conf/secret/key"), "beneath a protected directory"
     assert not protected.matches("/proj2/conf/secret")
     assert ProtectedPaths("/", ("conf/secret",)).matches("/conf/secret"), "the filesystem root as the root"
+
+
+def test_a_project_skill_leading_to_a_sibling_that_shares_the_root_prefix_is_not_loaded(tmp_path: Path) -> None:
+    root, sibling, home = tmp_path / "proj", tmp_path / "proj2", tmp_path / "home"
+    skills = root / ".toolrt" / "skills"
+    for directory, name in ((skills / "kept", "kept"), (sibling / "stolen", "stolen")):
+        directory.mkdir(parents=True)
+        (directory / "SKILL.md").write_text(f"---\nname: {name}\ndescription: d\n---\nbody\n", encoding="utf-8")
+    (skills / "stolen").mkdir()
+    (skills / "stolen" / "SKILL.md").symlink_to(sibling / "stolen" / "SKILL.md")
+    home.mkdir()
+    assert sorted(discover_skills(root, home)) == ["kept"]
