@@ -32,7 +32,7 @@ import yaml
 
 from toolrt.api import Runtime
 from toolrt.config.collect import pause_collector_during_builds
-from toolrt.faces.validate import validate
+from toolrt.faces.project_checks import validate
 
 GOAL_LOAD = 1.3
 GOAL_VALIDATE = 2.0

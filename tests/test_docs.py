@@ -21,7 +21,7 @@ from doc_blocks import MARKERS, PAGES, REPO, Block, blocks, sample_repository, t
 
 from toolrt.build.snapshot import build_snapshot
 from toolrt.config.resources import SCHEMA_NAMES, builtin_root, schema
-from toolrt.faces.validate import RUNTIME_PERMISSIONS
+from toolrt.faces.project_checks import RUNTIME_PERMISSIONS
 
 DOCS = REPO / "docs"
 

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from toolrt import Runtime
-from toolrt.faces.validate import validate
+from toolrt.faces.project_checks import validate
 from toolrt.permissions.ask import AskRequest, Reply
 
 

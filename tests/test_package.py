@@ -123,6 +123,29 @@ def test_no_two_units_import_each_other() -> None:
     assert cycles == []
 
 
+def _texts(path: Path) -> set[str]:
+    """The string literals of a module that are not docstrings nor names (`__all__` entries)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if not node.value.isidentifier()
+    }
+
+
+def test_a_message_is_written_in_one_module() -> None:
+    """A text of 25 characters or more (a refusal, a reason, a hint) is written once: two copies of a
+    message drift apart. Say it in one function or constant and import that."""
+    places: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for text in _texts(path):
+            if len(text) >= 25:
+                places.setdefault(text, []).append(module)
+    assert {text: sorted(found) for text, found in places.items() if len(found) > 1} == {}
+
+
 def test_the_package_top_holds_at_most_twelve_modules() -> None:
     top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
     assert len(top) <= 12, top

@@ -211,6 +211,32 @@ def test_a_failing_output_callback_kills_the_tree_and_propagates() -> None:
     assert wait_gone(pids.pids) == []
 
 
+def test_on_stdout_takes_stdout_apart_from_stderr_and_may_stop_the_whole_tree() -> None:
+    """The one runner also serves a streaming consumer (ripgrep's records): stdout goes to it chunk by
+    chunk, stderr stays the outcome's output, and a False from it stops the process group."""
+    chunks: list[bytes] = []
+
+    def keep(chunk: bytes) -> bool:
+        chunks.append(chunk)
+        return True
+
+    outcome = run(["sh", "-c", "echo out; echo err >&2; echo out2"], on_stdout=keep)
+    assert (b"".join(chunks), outcome.output, outcome.exit_code, outcome.stopped) == (b"out\nout2\n", "err\n", 0, False)
+
+    seen = bytearray()
+
+    def take(chunk: bytes) -> bool:
+        seen.extend(chunk)
+        return len(seen.split()) < 3  # stop once the shell and both children have said their pids
+
+    script = "sleep 60 & echo $!; sleep 60 & echo $!; echo $$; while :; do sleep 60; done"
+    outcome = run(["sh", "-c", script], timeout=30, on_stdout=take, kill_grace=0.0)
+    assert (outcome.stopped, outcome.timed_out, outcome.aborted, outcome.exit_code) == (True, False, False, None)
+    assert outcome.duration < 10
+    pids = [int(word) for word in seen.split()]
+    assert len(pids) == 3 and wait_gone(pids) == []
+
+
 def test_live_output_matches_the_final_output() -> None:
     chunks: list[str] = []
     outcome = run(["sh", "-c", "seq 1 50000; echo done >&2"], on_output=chunks.append)

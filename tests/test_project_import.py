@@ -75,7 +75,7 @@ def test_installed_modules_import_normally(make_project: Factory) -> None:
 @pytest.mark.parametrize("name", ["first", "second"])
 def test_validate_imports_from_the_project_root_too(make_project: Factory, name: str) -> None:
     from toolrt.build.snapshot import build_snapshot
-    from toolrt.faces.validate import python_handler_problems
+    from toolrt.faces.project_checks import python_handler_problems
 
     snapshot = build_snapshot(make_project({"whoami": TOOL}, modules={"handlers": handlers(name)}))
     assert python_handler_problems(snapshot) == []

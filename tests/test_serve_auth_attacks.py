@@ -44,7 +44,7 @@ from test_serve_tasks import project as tasks_project
 from toolrt.api import Runtime
 from toolrt.audit import read_records
 from toolrt.config.settings import AuthSettings
-from toolrt.faces import serve_auth
+from toolrt.faces import asgi, serve_auth
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
@@ -259,7 +259,7 @@ def test_a_websocket_upgrade_reaches_nothing_behind_authentication(tmp_path: Pat
     reached: list[str] = []
     sent: list[MutableMapping[str, Any]] = []
 
-    async def inner(scope: MutableMapping[str, Any], receive: serve_auth.Receive, send: serve_auth.Send) -> None:
+    async def inner(scope: MutableMapping[str, Any], receive: asgi.Receive, send: asgi.Send) -> None:
         reached.append(scope["type"])
 
     async def send(message: MutableMapping[str, Any]) -> None:

@@ -22,7 +22,7 @@ from toolrt.config import resources
 from toolrt.config.resources import read_yaml
 from toolrt.config.settings_values import checked_settings, plain_settings
 from toolrt.errors import Problem
-from toolrt.faces.validate import python_handler_problems
+from toolrt.faces.project_checks import python_handler_problems
 
 REPORT = "import sys; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in WATCHED)), file=sys.stderr)"
 WATCHED = "('toolrt', 'pydantic', 'pydantic_settings', 'jinja2', 'mcp', 'ssl')"

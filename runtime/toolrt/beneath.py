@@ -9,6 +9,9 @@ directory descriptor with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOL
 with `mkdirat` beneath their opened parent, and the opened descriptor's own path (`/proc/self/fd`) must
 be the checked one. A name swapped for a symlink, or a directory moved, after the check is
 `PathChanged` (a refusal with an audit record), never a file read or written somewhere else.
+
+`is_within` is the one answer to "is this path inside that root" for every floor (the permission
+step, the file tools, the bash analysis, the language servers' program lookup, the protected paths).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import posixpath
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +30,7 @@ from .errors import PathChanged
 __all__ = [
     "changed",
     "descriptor_path",
+    "is_within",
     "open_checked",
     "open_parent",
     "replace_checked",
@@ -59,6 +64,30 @@ def changed(path: Path | str) -> PathChanged:
         f"{path} changed while the call ran (a name on the way became a symlink or was moved after the "
         "permission check), so nothing was read or written. Check what is at that path and call the tool again."
     )
+
+
+def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """Whether `path` is `root` or lies below it, compared lexically and whole component by component.
+
+    Both sides are normalised first (`.`, `..`, repeated and trailing slashes; a leading `//` is `/`,
+    as Linux reads it), so `/proj/../etc` is not within `/proj` and `/proj2` is not either. Names
+    compare case-sensitively, and an absolute path is never within a relative root nor the reverse.
+    No symlink is followed: a caller that must know where a path leads compares the real paths of
+    both (`steady_realpath`), and one that must refuse either way checks both forms.
+    """
+    whole, base = _normpath(path), _normpath(root)
+    if whole[:2] == "//":
+        whole = whole[1:]
+    if base[:2] == "//":
+        base = base[1:]
+    if base == "/":
+        return whole[0] == "/"
+    if base == ".":  # a relative root: every relative path that does not climb out of it
+        return whole[0] != "/" and whole != ".." and not whole.startswith("../")
+    return whole == base or whole.startswith(base + "/")
+
+
+_normpath = posixpath.normpath  # takes a str or a PathLike
 
 
 def steady_realpath(path: Path | str) -> str:

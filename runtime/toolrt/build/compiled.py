@@ -17,7 +17,7 @@ import jsonschema_rs
 
 from ..config.document import Document
 from ..config.model import ArgvHandler, HostHandler, PythonHandler, ShellHandler, ToolDefinition
-from ..config.validation import parameter_schema_problems
+from ..config.schema_check import parameter_schema_problems
 from ..errors import Problem
 from ..permissions.model import PermissionRequest
 from ..specs.properties import declared_properties, value_types

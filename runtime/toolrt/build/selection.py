@@ -21,7 +21,7 @@ from .compiled import OFFERED_MARK, CompiledTool
 from .locked_tools import locked_denial
 from .snapshot import Snapshot
 
-__all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "display_title", "select", "spec_of"]
+__all__ = ["Hidden", "Offered", "ToolSet", "describe_offered", "display_title", "select", "spec_of", "unavailable"]
 
 
 @functools.lru_cache(maxsize=512)
@@ -109,6 +109,16 @@ class ToolSet:
         """One offered tool's spec in `format` (shared: never mutate it); None when `name` is not offered."""
         offered = self._by_name.get(name)
         return None if offered is None else spec_of(offered, format, self._names)
+
+
+def unavailable(snapshot: Snapshot, name: str) -> str | None:
+    """What a call of `name` answers when its tool file is broken (`snapshot.withheld`), rather than
+    pretend the tool never existed; None when it is not withheld."""
+    problems = snapshot.withheld.get(name)
+    if not problems:
+        return None
+    listed = "; ".join(str(problem) for problem in problems)
+    return f"The {name} tool is unavailable until its definition is fixed: {listed}"
 
 
 def display_title(name: str, title: str | None) -> str:

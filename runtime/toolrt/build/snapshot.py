@@ -780,7 +780,7 @@ def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
     """A new snapshot with one tool added or replaced, validated exactly like a file (ToolRegistry.register)."""
 
     from ..config.layers import _description
-    from ..config.validation import check_document
+    from ..config.schema_check import check_document
 
     document = Document(Path("<registered>"), dict(data), {}, f"<registered {data.get('id', '?')}>")
     problems = check_document(document, "tool")

@@ -19,7 +19,7 @@ from ..call.context import ToolContext
 from ..errors import ToolFailure
 from ..execute import build_env, run_process
 from ..execute.confinement import confinement
-from ..execute.notes import outcome_notes, with_notes
+from ..execute.notes import outcome_notes, with_tagged_notes
 from ..truncate import tool_output_dir
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "MAX_METADATA_LENGTH", "bash", "shell_program"]
@@ -109,7 +109,7 @@ async def bash(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
             spill_dir=tool_output_dir(ctx.data_dir, ctx.root),
             sandbox=plan,
         )
-    output = with_notes(outcome.output, outcome_notes("bash", outcome, timeout), "bash_metadata")
+    output = with_tagged_notes(outcome.output, outcome_notes("bash", outcome, timeout), "bash_metadata")
     return {
         "title": description,
         "output": output,

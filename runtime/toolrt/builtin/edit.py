@@ -30,6 +30,7 @@ from .filepaths import (
     describe_mode,
     encode_text,
     guard,
+    is_a_directory,
     read_regular,
     relative,
     stat_or_none,
@@ -59,7 +60,7 @@ def _to_endings(text: str, crlf: bool) -> str:
 
 def _check_target(status: os.stat_result, display: str) -> None:
     if stat.S_ISDIR(status.st_mode):
-        raise ToolFailure(f"Path is a directory, not a file: {display}")
+        raise is_a_directory(display)
     if not stat.S_ISREG(status.st_mode):
         raise ToolFailure(
             f"Cannot edit {display}: it is {describe_mode(status.st_mode)}, not a regular file. "

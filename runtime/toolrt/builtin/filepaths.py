@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ..attribution import journal_for
-from ..beneath import changed, open_checked, open_parent, stat_checked, steady_realpath
+from ..beneath import changed, is_within, open_checked, open_parent, stat_checked, steady_realpath
 from ..call.context import ToolContext
 from ..errors import PathChanged, ToolFailure
 from ..permissions.model import usable_exempt
@@ -31,12 +31,13 @@ __all__ = [
     "attribute_writes",
     "Kind",
     "describe_mode",
+    "is_a_directory",
+    "not_regular",
     "exempt_directories",
     "external_patterns",
     "checked_real",
     "guard",
     "guard_read",
-    "is_within",
     "left_out_note",
     "readable",
     "decode_text",
@@ -54,11 +55,6 @@ __all__ = [
 Kind = Literal["file", "directory"]
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def is_within(path: str, root: str) -> bool:
-    """Whether the absolute, normalised `path` is `root` or lies below it (purely lexical)."""
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def relative(path: Path, root: Path) -> str:
@@ -232,6 +228,19 @@ def stat_or_none(path: Path, display: str) -> os.stat_result | None:
         raise ToolFailure(f"Cannot access {display}: {error.strerror}.") from error
 
 
+def is_a_directory(display: str) -> ToolFailure:
+    """The refusal to read, write or edit a directory as a file."""
+    return ToolFailure(f"Path is a directory, not a file: {display}")
+
+
+def not_regular(display: str, mode: int) -> ToolFailure:
+    """The refusal to write over what is not a regular file (a FIFO, a device, a socket)."""
+    return ToolFailure(
+        f"Cannot write {display}: it is {describe_mode(mode)}, not a regular file. "
+        "Choose a path that is a regular file or does not exist yet."
+    )
+
+
 def describe_mode(mode: int) -> str:
     """What kind of filesystem object a `st_mode` describes, with an article ("a FIFO (named pipe)")."""
     if stat.S_ISDIR(mode):
@@ -361,10 +370,7 @@ def write_regular(path: Path, data: bytes, display: str) -> os.stat_result:
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
-            raise ToolFailure(
-                f"Cannot write {display}: it is {describe_mode(status.st_mode)}, not a regular file. "
-                "Choose a path that is a regular file or does not exist yet."
-            )
+            raise not_regular(display, status.st_mode)
         # Only now that the target is known to be a regular file is it safe to drop its old content.
         os.ftruncate(fd, 0)
         view = memoryview(data)

@@ -6,23 +6,18 @@ prints, and a caller that has seen enough (glob after 101 files) stops rg instea
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
-import subprocess
 import sys
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from ..errors import ToolFailure
 from ..execute.environment import build_env
-from ..execute.spawn import open_process
+from ..execute.process import run_process
 from ..sandbox.plan import SandboxPlan
 
 __all__ = ["RipgrepRun", "find_ripgrep", "ripgrep_binary", "run_ripgrep"]
@@ -84,52 +79,48 @@ async def run_ripgrep(
     A record longer than `max_record` bytes is cut to that length, since no caller shows more.
     `consume` returns False to stop: rg is killed and the result's exit_code is None. Setting
     `abort` kills rg and raises ToolFailure; cancellation kills it too. With `sandbox`, rg runs inside
-    that OS sandbox like every process toolrt starts.
+    that OS sandbox like every process toolrt starts (`run_process`, the one process runner).
+
+    Raises:
+        ToolFailure: rg could not start, or `abort` was set before it finished.
     """
-    argv = [ripgrep_binary(), *_BASE_FLAGS, *args]
-    stderr = bytearray()
-    stopped = False
-    try:
-        process = await open_process(
-            argv, stdin=subprocess.DEVNULL, cwd=cwd, env=build_env(), sandbox=sandbox, split_stderr=True
-        )
-    except OSError as error:
-        raise ToolFailure(f"Could not start ripgrep: {error.strerror or error}.") from error
-    try:
-        if process.stdout is None or process.stderr is None:
-            raise RuntimeError("rg was started without pipes")
-        try:
-            async with anyio.create_task_group() as group:
-                watcher = anyio.CancelScope()
-                group.start_soon(_collect_stderr, process.stderr, stderr)
-                group.start_soon(_watch_abort, abort, group.cancel_scope, watcher)
-                stopped = not await _split_records(process.stdout, separator, max_record, consume)
-                if stopped:
-                    _kill(process)
-                watcher.cancel()
-            if group.cancel_scope.cancel_called:
-                raise ToolFailure("The search was aborted before it finished.")
-        except BaseException:
-            # Cancelled, timed out or aborted: rg must not outlive the call.
-            _kill(process)
-            raise
-    finally:
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
+    records = _Records(separator, max_record, consume)
+    outcome = await run_process(
+        [ripgrep_binary(), *_BASE_FLAGS, *args],
+        cwd=cwd,
+        env=build_env(),
+        timeout=None,  # the call's own deadline cancels it
+        abort=abort,
+        on_stdout=records.feed,
+        memory_cap=_STDERR_CAP,
+        kill_grace=0.0,  # rg writes nothing worth a grace period: SIGKILL at once
+        sandbox=sandbox,
+    )
+    if outcome.aborted:
+        raise ToolFailure("The search was aborted before it finished.")
+    stopped = outcome.stopped or not records.finish()
     return RipgrepRun(
-        None if stopped else process.returncode,
-        stderr.decode("utf-8", "replace").strip(),
+        None if stopped else outcome.exit_code,
+        outcome.output.strip(),
         sandbox.description if sandbox is not None else "none",
     )
 
 
-async def _split_records(
-    stream: AsyncIterable[bytes], separator: bytes, max_record: int, consume: Callable[[bytes], bool]
-) -> bool:
-    """Feed `consume` record by record; False when it asked to stop."""
-    pending = bytearray()  # the start of a record split across chunks, never more than max_record bytes
-    async for chunk in stream:
-        pieces = chunk.split(separator)
+class _Records:
+    """rg's output split into records as its chunks arrive, each cut to `max_record` bytes."""
+
+    __slots__ = ("_consume", "_max_record", "_pending", "_separator")
+
+    def __init__(self, separator: bytes, max_record: int, consume: Callable[[bytes], bool]) -> None:
+        self._separator = separator
+        self._max_record = max_record
+        self._consume = consume
+        self._pending = bytearray()  # the start of a record split across chunks, never more than max_record
+
+    def feed(self, chunk: bytes) -> bool:
+        """Hand `consume` every record `chunk` completes; False when it asked to stop."""
+        pending, max_record = self._pending, self._max_record
+        pieces = chunk.split(self._separator)
         tail = pieces.pop()
         for piece in pieces:
             if pending:
@@ -138,25 +129,11 @@ async def _split_records(
                 pending.clear()
             else:
                 record = piece[:max_record]
-            if not consume(record):
+            if not self._consume(record):
                 return False
         pending += tail[: max_record - len(pending)]
-    return not pending or consume(bytes(pending))
+        return True
 
-
-def _kill(process: Any) -> None:
-    # rg leads its own process group; it may exit between the check and the signal, a harmless race.
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-
-
-async def _collect_stderr(stream: AsyncIterable[bytes], sink: bytearray) -> None:
-    async for chunk in stream:
-        sink += chunk[: max(0, _STDERR_CAP - len(sink))]
-
-
-async def _watch_abort(abort: anyio.Event, target: anyio.CancelScope, own: anyio.CancelScope) -> None:
-    with own:
-        await abort.wait()
-        target.cancel()
+    def finish(self) -> bool:
+        """Hand `consume` the last record when the output did not end with a separator."""
+        return not self._pending or self._consume(bytes(self._pending))

@@ -21,7 +21,7 @@ import anyio
 import yaml
 
 from ..attribution import journal_for
-from ..beneath import open_checked
+from ..beneath import is_within, open_checked
 from ..errors import PathChanged, ToolFailure
 
 if TYPE_CHECKING:  # imported for annotations only: a build loads this module for its describe hook
@@ -62,7 +62,7 @@ def discover_skills(root: Path, home: Path) -> dict[str, Skill]:
 
 def _held(skill: Skill, root: Path, data_dir: Path) -> Hold | None:
     """Why a project skill's SKILL.md, as read, is held (the model wrote it; the person has not approved it)."""
-    if not skill.directory.is_relative_to(root):
+    if not is_within(skill.directory, root):
         return None
     return journal_for(data_dir).hold(skill.directory / "SKILL.md", root, text=skill.text)
 
@@ -98,7 +98,7 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     name = str(args["name"])
     skills = await anyio.to_thread.run_sync(discover_skills, ctx.root, Path.home())
     chosen = skills.get(name)
-    if chosen is not None and chosen.directory.is_relative_to(ctx.root):
+    if chosen is not None and is_within(chosen.directory, ctx.root):
         hold = _held(chosen, ctx.root, ctx.data_dir)
         if hold is not None:
             raise ToolFailure(
@@ -128,7 +128,7 @@ def _load(path: Path, confine: Path | None) -> Skill | None:
     that was checked, see `beneath`)."""
     try:
         real = path.resolve(strict=True)
-        if confine is not None and not real.is_relative_to(confine.resolve()):
+        if confine is not None and not is_within(real, confine.resolve()):
             return None
         fd = open_checked(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as handle:

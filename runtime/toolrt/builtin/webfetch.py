@@ -139,6 +139,14 @@ async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return _present(url, output_format, *download)
 
 
+def _not_followed(url: str, target: str) -> ToolFailure:
+    """The refusal of a redirect from `url` into the network (`target` says where it led)."""
+    return ToolFailure(
+        f"{url} redirected to {target} inside the network; it was not followed. "
+        "Fetch that URL directly if it is really needed, so the person can approve it."
+    )
+
+
 def _refuse_private_redirect(url: str) -> Any:
     """A request hook: a redirect may not lead into the network unless the URL itself pointed there."""
     allowed = urlsplit(url).hostname or ""
@@ -148,10 +156,7 @@ def _refuse_private_redirect(url: str) -> Any:
         if host == allowed:
             return
         if private_address(host):
-            raise ToolFailure(
-                f"{url} redirected to {request.url}, an address inside the network; it was not followed. "
-                "Fetch that URL directly if it is really needed, so the person can approve it."
-            )
+            raise _not_followed(url, f"{request.url}, an address")
         # A public-looking name is checked by what it resolves to, like the URL the call started with.
         try:
             infos = await anyio.getaddrinfo(host, request.url.port or (443 if request.url.scheme == "https" else 80))
@@ -159,10 +164,7 @@ def _refuse_private_redirect(url: str) -> Any:
             return  # unresolvable: the request itself fails with the resolver's message
         inside = sorted({str(info[4][0]) for info in infos if private_address(str(info[4][0]))})
         if inside:
-            raise ToolFailure(
-                f"{url} redirected to {request.url}, which resolves to {', '.join(inside)} inside the network; "
-                "it was not followed. Fetch that URL directly if it is really needed, so the person can approve it."
-            )
+            raise _not_followed(url, f"{request.url}, which resolves to {', '.join(inside)}")
 
     return check
 
@@ -229,10 +231,7 @@ async def _resolve_outside(host: str, port: int, url: str) -> tuple[str, ...]:
     addresses = tuple(dict.fromkeys(str(info[4][0]) for info in infos))
     inside = sorted(address for address in addresses if private_address(address))
     if inside or private_address(host):
-        raise ToolFailure(
-            f"{url} redirected to {host}, which resolves to {', '.join(inside) or host} inside the network; "
-            "it was not followed. Fetch that URL directly if it is really needed, so the person can approve it."
-        )
+        raise _not_followed(url, f"{host}, which resolves to {', '.join(inside) or host}")
     return addresses
 
 

@@ -23,9 +23,10 @@ from . import filetime
 from .diff import MAX_DIFF_CHARS, omitted_diff, trim_diff, unified_diff
 from .filepaths import (
     attribute_writes,
-    describe_mode,
     encode_text,
     guard,
+    is_a_directory,
+    not_regular,
     read_regular,
     relative,
     stat_or_none,
@@ -48,12 +49,9 @@ def _write_sync(path: Path, real: Path, content: str, session_state: MutableMapp
     old: str | None = ""
     if status is not None:
         if stat.S_ISDIR(status.st_mode):
-            raise ToolFailure(f"Path is a directory, not a file: {display}")
+            raise is_a_directory(display)
         if not stat.S_ISREG(status.st_mode):
-            raise ToolFailure(
-                f"Cannot write {display}: it is {describe_mode(status.st_mode)}, not a regular file. "
-                "Choose a path that is a regular file or does not exist yet."
-            )
+            raise not_regular(display, status.st_mode)
         filetime.assert_fresh(session_state, real, display)
         # A file too large to diff is not read at all: its old text would only feed the diff.
         old = read_regular(real, display)[0] if status.st_size <= MAX_DIFF_CHARS else None

@@ -12,8 +12,8 @@ from ..config.model import ArgvHandler, ShellHandler
 from ..errors import ToolFailure
 from ..execute.confinement import confinement
 from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
-from ..execute.notes import outcome_notes, with_notes
-from ..execute.process import run_process
+from ..execute.notes import outcome_notes, with_tagged_notes
+from ..execute.process import nul_refusal, run_process
 from ..result import ToolResult
 from ..sandbox.config import call_plan
 from ..sandbox.plan import SandboxPlan
@@ -93,7 +93,7 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
         shown = f"{handler.shell} -c {command.shown}"
         for name, value in values.items():
             if "\0" in value:
-                raise ToolFailure(f"The value in {name} contains a NUL byte, which a command line cannot carry.")
+                raise nul_refusal(f"The value in {name}")
     options = handler.options
     cwd = root / render(tool.cwd, args, names, root) if tool.cwd is not None else root
     allow = (
@@ -135,7 +135,9 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
             sandbox=plan,
         )
     ok_exit = options.ok_exit
-    output = with_notes(outcome.output, outcome_notes(tool.id, outcome, timeout * 1000, ok_exit), "toolrt_metadata")
+    output = with_tagged_notes(
+        outcome.output, outcome_notes(tool.id, outcome, timeout * 1000, ok_exit), "toolrt_metadata"
+    )
     metadata: dict[str, Any] = {
         "exit": outcome.exit_code,
         "output_bytes": outcome.total_bytes,

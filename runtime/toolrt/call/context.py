@@ -13,6 +13,7 @@ import anyio
 from ..attribution import journal_for
 from ..errors import DeniedError, ToolFailure
 from ..permissions.denied_reads import ReadDenies
+from ..permissions.evaluate import unapprovable
 from ..permissions.model import PermissionRequest
 from ..result import ToolResult
 from ..sandbox.config import call_plan
@@ -28,8 +29,8 @@ __all__ = ["LanguageServers", "ToolContext"]
 
 
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
-Asker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
-BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
+PermissionAsker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
+SubcallRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 AgentSwitch = Callable[[str], None]
 Permits = Callable[[str, str], bool]
 """Whether the rules allow (permission, pattern) outright, without asking anyone."""
@@ -56,7 +57,7 @@ async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Tool
 async def _deny_without_asker(requests: Sequence[PermissionRequest]) -> None:
     """The default asker: nobody can approve, so every request is denied (fail closed)."""
     wanted = ", ".join(f"{r.permission} `{p}`" for r in requests for p in r.patterns) or "a permission"
-    raise DeniedError(f"This call needs approval ({wanted}) but no one is available to approve it, so it was not run.")
+    raise DeniedError(unapprovable(wanted))
 
 
 def _permit_nothing(permission: str, pattern: str) -> bool:
@@ -104,9 +105,9 @@ class ToolContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Host-supplied values (e.g. the `task` tool's runner)."""
     on_metadata: MetadataSink | None = None
-    asker: Asker = _deny_without_asker
+    asker: PermissionAsker = _deny_without_asker
     """How the handler's own requests are decided; without one, every request is denied."""
-    batch: BatchRunner = _no_batch
+    batch: SubcallRunner = _no_batch
     permits: Permits = _permit_nothing
     """`permits(permission, pattern)`: whether the rules allow it without asking. The search tools leave
     out files `read` would not allow; without a pipeline behind the context nothing is permitted."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from ..beneath import steady_realpath
+from ..beneath import is_within, steady_realpath
 from ..build.compiled import CompiledTool, import_ref, project_root_of
 from ..build.locked_tools import locked_denial
 from ..build.snapshot import Snapshot
@@ -229,15 +229,11 @@ def external_directories(value: str, site: CallSite, *, directory: bool) -> list
     exempt = [Path(directory) for directory in usable_exempt(site.exempt)] if site.exempt else []
     found: list[str] = []
     for candidate in (lexical, real):
-        if any(_inside(candidate, root) for root in roots) or any(_inside(candidate, e) for e in exempt):
+        if any(is_within(candidate, root) for root in roots) or any(is_within(candidate, e) for e in exempt):
             continue
         is_dir = directory or candidate.is_dir()
         found.append(str(candidate if is_dir else candidate.parent))
     return list(dict.fromkeys(found))
-
-
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def add_doom_loop(requests: list[PermissionRequest], name: str, args: Mapping[str, Any], session: SessionState) -> bool:

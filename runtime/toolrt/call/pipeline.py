@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from ..build.selection import Offered, ToolSet
+from ..build.selection import Offered, ToolSet, unavailable
 from ..build.snapshot import Snapshot, blocked_message
 from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError, RejectedError, StoreError
 from ..permissions.evaluate import decide
@@ -264,10 +264,9 @@ def _repair(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple
         offered = toolset.get(lowered)
         if offered is not None:
             return offered, request.args, None
-    withheld = snapshot.withheld.get(request.tool)
-    if withheld:  # its file is broken: say so rather than pretend the tool never existed
-        listed = "; ".join(str(problem) for problem in withheld)
-        return None, request.args, f"The {request.tool} tool is unavailable until its definition is fixed: {listed}"
+    withheld = unavailable(snapshot, request.tool)
+    if withheld is not None:
+        return None, request.args, withheld
     names = toolset.names()
     close = difflib.get_close_matches(request.tool, names, n=3, cutoff=0.5)
     ordered = close + [n for n in names if n not in close]

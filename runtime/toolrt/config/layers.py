@@ -23,7 +23,7 @@ from .document import Document
 from .loader import load_documents
 from .resources import REGISTRY_ORDER, builtin_root
 from .reuse import FileKey, Reused
-from .validation import check_document
+from .schema_check import check_document
 
 __all__ = ["ConfigSet", "Layer", "read_config", "read_layer", "read_single", "tool_files"]
 

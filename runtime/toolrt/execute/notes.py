@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .process import ProcessOutcome
 
-__all__ = ["outcome_notes", "with_notes"]
+__all__ = ["outcome_notes", "with_tagged_notes"]
 
 
 def outcome_notes(
@@ -57,7 +57,7 @@ def outcome_notes(
     return notes
 
 
-def with_notes(output: str, notes: list[str], tag: str) -> str:
+def with_tagged_notes(output: str, notes: list[str], tag: str) -> str:
     """`output` followed by the notes in a `<tag>` block (OpenCode's layout: a blank line, then the block)."""
     if not notes:
         return output

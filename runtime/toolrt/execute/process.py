@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import anyio
 import anyio.abc
@@ -40,7 +40,7 @@ from .spawn import PidfdProcess, ServedProcess, open_process
 
 _Process = PidfdProcess | ServedProcess | anyio.abc.Process
 
-__all__ = ["CHUNK_SIZE", "ProcessOutcome", "run_process"]
+__all__ = ["CHUNK_SIZE", "ProcessOutcome", "nul_refusal", "run_process"]
 
 CHUNK_SIZE = 64 * 1024
 _POLL_INTERVAL = 0.01
@@ -71,6 +71,8 @@ class ProcessOutcome:
     """What the OS sandbox enforced on the process (`SandboxPlan.description`); None: no sandbox."""
     network_refused: tuple[str, ...] = ()
     """`host:port: why` of each connection toolrt's proxy refused the process (`network:` names)."""
+    stopped: bool = False
+    """`on_stdout` asked to stop, so the process group was stopped (exit_code None)."""
 
 
 class _Capture:
@@ -226,12 +228,17 @@ def _spawn_attributes(argv: Sequence[str], sandbox: SandboxPlan | None) -> dict[
     }
 
 
+def nul_refusal(what: str) -> ToolFailure:
+    """The refusal of a command whose `what` (an argument, a variable's value) holds a NUL byte."""
+    return ToolFailure(f"{what} contains a NUL byte, which a command line cannot carry.")
+
+
 def _check_argv(argv: Sequence[str]) -> None:
     if not argv:
         raise ToolFailure("Cannot run an empty command: argv has no elements.")
     for index, arg in enumerate(argv):
         if "\0" in arg:
-            raise ToolFailure(f"Argument {index} contains a NUL byte, which a command line cannot carry.")
+            raise nul_refusal(f"Argument {index}")
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
@@ -272,15 +279,120 @@ async def _feed_stdin(process: _Process, data: bytes) -> None:
         await stream.aclose()
 
 
-async def _pump(process: _Process, capture: _Capture) -> None:
-    stream = process.stdout
+class _Receiving(Protocol):
+    async def receive(self, max_bytes: int) -> bytes: ...
+
+
+async def _read(stream: _Receiving | None, take: Callable[[bytes], bool | None]) -> bool:
+    """Hand `take` each chunk of `stream` until its end; False as soon as `take` returns False."""
     if stream is not None:
         try:
             while True:
-                capture.feed(await stream.receive(CHUNK_SIZE))
+                if take(await stream.receive(CHUNK_SIZE)) is False:
+                    return False
         except anyio.EndOfStream:
             pass
+    return True
+
+
+@dataclass(slots=True)
+class _Ending:
+    """How the supervision of one process ended."""
+
+    completed: bool = False
+    """The process exited and its output was read to the end."""
+    aborted: bool = False
+    stopped: bool = False
+    """`on_stdout` asked to stop."""
+
+
+async def _watch_abort(event: anyio.Event, deadline: anyio.CancelScope, ending: _Ending) -> None:
+    await event.wait()
+    ending.aborted = True
+    deadline.cancel()
+
+
+async def _read_all(process: _Process, capture: _Capture, on_stdout: Callable[[bytes], bool] | None) -> bool:
+    """Read the process's output to its end and wait for it: stdout to `on_stdout` and stderr to the
+    capture when given, else the merged stream to the capture. False when `on_stdout` stopped it."""
+    if on_stdout is None:
+        await _read(process.stdout, capture.feed)
+    else:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_read, process.stderr, capture.feed)
+            if not await _read(process.stdout, on_stdout):
+                group.cancel_scope.cancel()  # its stderr no longer matters
+                return False
     await process.wait()
+    return True
+
+
+async def _supervise(
+    process: _Process,
+    capture: _Capture,
+    deadline: anyio.CancelScope,
+    abort: anyio.Event | None,
+    stdin: bytes | None,
+    on_stdout: Callable[[bytes], bool] | None,
+) -> _Ending:
+    """Read `process` to its end within `deadline`, feeding `stdin` and watching `abort` beside it."""
+    ending = _Ending()
+    with deadline:
+        if abort is None and stdin is None:
+            # The common case skips the task group: one less layer on every call.
+            ending.completed = await _read_all(process, capture, on_stdout)
+        else:
+            async with anyio.create_task_group() as group:
+                if abort is not None:
+                    group.start_soon(_watch_abort, abort, deadline, ending)
+                if stdin is not None:
+                    group.start_soon(_feed_stdin, process, stdin)
+                ending.completed = await _read_all(process, capture, on_stdout)
+                group.cancel_scope.cancel()
+    ending.stopped = not ending.completed and not deadline.cancel_called
+    return ending
+
+
+async def _start(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    sandbox: SandboxPlan | None,
+    *,
+    stdin: bool,
+    split_stderr: bool,
+    traced: bool,
+) -> _Process:
+    try:
+        with span("sandbox spawn", _spawn_attributes(argv, sandbox)) if traced else nullcontext():
+            return await open_process(
+                argv,
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                cwd=cwd,
+                env=env,
+                sandbox=sandbox,
+                split_stderr=split_stderr,
+            )
+    except OSError as error:
+        raise _spawn_error(argv, cwd, error) from error
+    except ValueError as error:  # includes UnicodeEncodeError for unencodable arguments
+        raise ToolFailure(f"Could not start '{argv[0]}': {error}.") from error
+
+
+def _network_notes(process: _Process, output: str) -> tuple[str, tuple[str, ...]]:
+    """`output` with the connections toolrt's proxy refused the process named, and all of them."""
+    network = getattr(process, "network", None)
+    if network is None:
+        return output, ()
+    network.close()
+    found = list(dict.fromkeys(network.refused))
+    notes = "\n".join(r.describe() for r in found[:_REFUSALS_SHOWN])
+    more = len(found) - _REFUSALS_SHOWN
+    if more > 0:
+        notes += f"\n(and {more} more refused connection{'s' if more > 1 else ''})"
+    if notes:
+        output = f"{output.rstrip()}\n{notes}\n" if output.strip() else f"{notes}\n"
+    return output, tuple(f"{r.host}:{r.port}: {r.rule}" for r in found)
 
 
 async def run_process(
@@ -292,6 +404,7 @@ async def run_process(
     stdin: bytes | None = None,
     abort: anyio.Event | None = None,
     on_output: Callable[[str], None] | None = None,
+    on_stdout: Callable[[bytes], bool] | None = None,
     spill_dir: Path | None = None,
     memory_cap: int = 1 << 20,
     kill_grace: float = 0.2,
@@ -300,9 +413,12 @@ async def run_process(
     """Run `argv` (no shell) to completion, timeout, abort or cancellation, and report what it did.
 
     `env` is the complete environment (see `build_env`). `stdin` bytes are fed to the child, else its
-    stdin is /dev/null. `on_output` receives decoded text as it arrives. Cancelling the calling task
-    stops the process group the same way a timeout does, then the cancellation propagates. An
-    `abort` already set returns at once without starting anything.
+    stdin is /dev/null. `on_output` receives decoded text as it arrives. With `on_stdout`, stdout
+    is its own pipe and goes, chunk by chunk as read, to `on_stdout` only (the outcome's `output`
+    is then stderr's); when it returns False the process group is stopped as a timeout stops it
+    (the outcome's `stopped`). Cancelling the calling task stops the process group the same way a
+    timeout does, then the cancellation propagates. An `abort` already set returns at once without
+    starting anything.
 
     Raises:
         ToolFailure: the command cannot be started (not found, not executable, NUL byte, too long,
@@ -315,68 +431,24 @@ async def run_process(
     traced = tracer() is not None
     if traced:  # the process continues the call's trace (`toolrt.telemetry`)
         env = with_traceparent(env)
-    try:
-        with span("sandbox spawn", _spawn_attributes(argv, sandbox)) if traced else nullcontext():
-            process = await open_process(
-                argv,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                cwd=cwd,
-                env=env,
-                sandbox=sandbox,
-            )
-    except OSError as error:
-        raise _spawn_error(argv, cwd, error) from error
-    except ValueError as error:  # includes UnicodeEncodeError for unencodable arguments
-        raise ToolFailure(f"Could not start '{argv[0]}': {error}.") from error
-
+    process = await _start(
+        argv, cwd, env, sandbox, stdin=stdin is not None, split_stderr=on_stdout is not None, traced=traced
+    )
     capture = _Capture(memory_cap, spill_dir, on_output)
-    aborted = False
-    completed = False
     deadline = anyio.CancelScope(deadline=anyio.current_time() + timeout if timeout is not None else float("inf"))
-
-    async def watch_abort(event: anyio.Event) -> None:
-        nonlocal aborted
-        await event.wait()
-        aborted = True
-        deadline.cancel()
-
+    ending = _Ending()
     with span("process", {"process.pid": process.pid}) if traced else nullcontext():
         try:
-            with deadline:
-                if abort is None and stdin is None:
-                    # The common case skips the task group: one less layer on every call.
-                    await _pump(process, capture)
-                    completed = True
-                else:
-                    async with anyio.create_task_group() as group:
-                        if abort is not None:
-                            group.start_soon(watch_abort, abort)
-                        if stdin is not None:
-                            group.start_soon(_feed_stdin, process, stdin)
-                        await _pump(process, capture)
-                        completed = True
-                        group.cancel_scope.cancel()
+            ending = await _supervise(process, capture, deadline, abort, stdin, on_stdout)
         finally:
             with anyio.CancelScope(shield=True):
-                if not completed:
+                if not ending.completed:
                     await _terminate_group(process, kill_grace)
                 capture.close()
                 await process.aclose()
 
-    output = capture.finish()
-    exit_code = process.returncode if completed else None
-    network = getattr(process, "network", None)
-    refused: tuple[str, ...] = ()
-    if network is not None:
-        network.close()
-        found = list(dict.fromkeys(network.refused))
-        refused = tuple(f"{r.host}:{r.port}: {r.rule}" for r in found)
-        notes = "\n".join(r.describe() for r in found[:_REFUSALS_SHOWN])
-        more = len(found) - _REFUSALS_SHOWN
-        if more > 0:
-            notes += f"\n(and {more} more refused connection{'s' if more > 1 else ''})"
-        if notes:
-            output = f"{output.rstrip()}\n{notes}\n" if output.strip() else f"{notes}\n"
+    exit_code = process.returncode if ending.completed else None
+    output, refused = _network_notes(process, capture.finish())
     if sandbox is not None and exit_code and not refused:
         hint = refusal_hint(output, sandbox, cwd, exit_code)
         if hint is not None:
@@ -384,11 +456,12 @@ async def run_process(
     return ProcessOutcome(
         output=output,
         exit_code=exit_code,
-        timed_out=not completed and not aborted,
-        aborted=aborted and not completed,
+        timed_out=not ending.completed and not ending.aborted and not ending.stopped,
+        aborted=ending.aborted and not ending.completed,
         total_bytes=capture.total,
         spill_path=capture.spill_path,
         duration=time.monotonic() - start,
         sandbox=sandbox.description if sandbox is not None else None,
         network_refused=refused,
+        stopped=ending.stopped,
     )

@@ -144,7 +144,7 @@ def _unasked_permission(rt: Runtime, permission: str) -> str | None:
     stands for the rules, but no call will ever meet it."""
     import difflib
 
-    from .validate import RUNTIME_PERMISSIONS
+    from .project_checks import RUNTIME_PERMISSIONS
 
     tools = rt.snapshot.tools.values()
     known = sorted({tool.permission_key for tool in tools} | {tool.id for tool in tools} | RUNTIME_PERMISSIONS)

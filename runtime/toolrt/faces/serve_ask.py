@@ -16,8 +16,7 @@ from ..call.client import ClientRequest
 from ..errors import UsageError
 from ..permissions.ask import AskRequest, Reply
 from ..permissions.shown import ask_lines, escape_controls
-from .serve_client import McpChannel
-from .serve_sessions import Ctx
+from .serve_client import McpChannel, RequestContext
 
 _DECISIONS = ("once", "always", "reject")
 _TRUST_SCHEMA: dict[str, Any] = {
@@ -41,7 +40,7 @@ _ASK_SCHEMA: dict[str, Any] = {
 }
 
 
-def can_ask(ctx: Ctx) -> bool:
+def can_ask(ctx: RequestContext) -> bool:
     """Whether toolrt can ask this client's person: it declared elicitation, and the request can carry
     a request to it (a server request on handshake-era versions, an input-required result on 2026-07-28)."""
     capabilities = ctx.session.client_capabilities
@@ -50,7 +49,7 @@ def can_ask(ctx: Ctx) -> bool:
     return ctx.session.can_send_request or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def asker(ctx: Ctx, channel: McpChannel) -> Callable[[AskRequest], Any] | None:
+def asker(ctx: RequestContext, channel: McpChannel) -> Callable[[AskRequest], Any] | None:
     """How to ask this client's person: an elicitation form (`elicitation/create` on handshake-era
     versions, an input-required result on 2026-07-28) showing what "always" would keep; None when
     toolrt cannot ask it (no elicitation declared). `tools/list` leaves out the tools that only ask
@@ -77,7 +76,7 @@ def asker(ctx: Ctx, channel: McpChannel) -> Callable[[AskRequest], Any] | None:
     return ask
 
 
-async def review_held(rt: Runtime, ctx: Ctx, not_approved: set[tuple[str, str]]) -> None:
+async def review_held(rt: Runtime, ctx: RequestContext, not_approved: set[tuple[str, str]]) -> None:
     """Before a call, when the config holds changes the model made (`toolrt.attribution`) and the client
     can put a form to the person: each change, with its diff, once; an approved one loads now."""
     if not rt.snapshot.held or not can_ask(ctx) or not ctx.session.can_send_request:
@@ -101,7 +100,7 @@ async def review_held(rt: Runtime, ctx: Ctx, not_approved: set[tuple[str, str]])
         not_approved.add((str(hold.path), hold.digest))
 
 
-def questioner(ctx: Ctx, channel: McpChannel) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
+def questioner(ctx: RequestContext, channel: McpChannel) -> Callable[[Sequence[Mapping[str, Any]]], Any] | None:
     """The `question` tool's questions as elicitation forms, one per question, in one round; None
     without elicitation."""
     if not can_ask(ctx):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -37,6 +37,7 @@ from mcp.server.auth.routes import build_resource_metadata_url
 from pydantic import AnyHttpUrl
 
 from ..errors import UsageError
+from .asgi import App, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from ..config.settings import AuthSettings
@@ -83,11 +84,6 @@ _MAX_BODY = 4 * 1024 * 1024
 
 _PUBLIC_KEY_TYPES = frozenset(("RSA", "EC", "OKP"))
 """The JWK `kty`s whose keys `ASYMMETRIC_ALGORITHMS` verify with."""
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class JwksKeys:

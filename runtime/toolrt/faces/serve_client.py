@@ -50,6 +50,7 @@ __all__ = [
     "McpChannel",
     "NonceLedger",
     "ReplayState",
+    "RequestContext",
     "client_info",
     "state_security",
     "valid_answer",
@@ -63,7 +64,8 @@ _KEY_FILE = "mcp-request-state.key"
 NONCE_FILE = "mcp-request-state.nonces"
 _STATE_VERSION = 2
 
-Ctx = ServerRequestContext[Any, Any]
+RequestContext = ServerRequestContext[Any, Any]
+"""The MCP SDK's context of one request, as every serve module's handlers receive it."""
 ClientNote = tuple[str, Any]
 """A notification a channel queued for the call's forwarder: ("log", (level, data, logger)) or
 ("progress", (progress, total, message))."""
@@ -331,7 +333,7 @@ def valid_answer(method: Any, raw: Any) -> Any:
         return None
 
 
-def client_info(ctx: Ctx) -> ClientInfo:
+def client_info(ctx: RequestContext) -> ClientInfo:
     """`ctx.client` for an MCP request: the capabilities, name and version the client declared."""
     session = ctx.session
     capabilities = session.client_capabilities
@@ -366,7 +368,7 @@ class McpChannel:
 
     def __init__(
         self,
-        ctx: Ctx,
+        ctx: RequestContext,
         post: Callable[[ClientNote], None] | None,
         replay: ReplayState | None,
         log_allowed: Callable[[str], bool],

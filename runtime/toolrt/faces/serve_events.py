@@ -23,7 +23,7 @@ from __future__ import annotations
 import secrets
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,8 @@ from mcp.server.streamable_http import (
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, jsonrpc_message_adapter
 
+from .asgi import App, Receive, Scope, Send
+
 __all__ = ["RETRY_MS", "STREAM_EVENTS", "TOTAL_BYTES", "EventBuffer", "SessionEvents", "resumable", "size_of"]
 
 STREAM_EVENTS = 1_000
@@ -52,11 +54,6 @@ _EVENT_OVERHEAD = 128
 """What an event's bookkeeping counts against `TOTAL_BYTES`, besides its message."""
 _PRIMING_BYTES = 512
 """What a priming event (no message) counts: it opens a stream, whose bookkeeping it stands for."""
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 @dataclass(eq=False, slots=True)

@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..api import Runtime, SnapshotChange
-from ..build.selection import ToolSet
+from ..build.selection import ToolSet, unavailable
 from ..call.pipeline import PROTOCOL_ERROR
 from ..config.model import ToolDefinition
 from ..permissions.principals import agent_for
@@ -26,7 +26,7 @@ from ..scope import CallScope
 from ..store.model import session_id
 from ..telemetry import enrich_request_span, tracer
 from .serve_ask import asker, can_ask, questioner, review_held
-from .serve_client import NONCE_FILE, McpChannel, NonceLedger, ReplayState, StoreNonces
+from .serve_client import NONCE_FILE, McpChannel, NonceLedger, ReplayState, RequestContext, StoreNonces
 from .serve_heap import SETTLE_IDLE_SECONDS, SETTLE_LATEST_SECONDS, HeapSettler
 from .serve_idempotency import CallClaims
 from .serve_limits import ServeLimits
@@ -34,7 +34,7 @@ from .serve_listing import Listing, listing_page
 from .serve_notes import CallNotes, wants_progress_token
 from .serve_notify import Notifier
 from .serve_principal import current_caller, refusal
-from .serve_sessions import SESSION_META_KEY, Ctx, McpSessions
+from .serve_sessions import SESSION_META_KEY, McpSessions
 from .serve_skills import SkillsFace
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
 from .serve_wire import task_result, to_mcp, token_meta, wire_form
@@ -140,7 +140,7 @@ class McpFace:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
         return self._rt.tools(scope or self._request_scope())
 
-    def _listing(self, ctx: Ctx) -> tuple[dict[str, Any], ...]:
+    def _listing(self, ctx: RequestContext) -> tuple[dict[str, Any], ...]:
         """The served tools as MCP `Tool`s in wire form, built once per snapshot, selection and kind of
         client (a request copies none of it; a reload validates again only the tools it changed): a client
         that cannot be asked is not offered the tools whose every call asks (`build.unaskable`), and a
@@ -160,7 +160,7 @@ class McpFace:
             cached = self._listed[(hide, inline, scope.agent)] = Listing.build(toolset, specs, cached)
         return cached.tools
 
-    def _inlines(self, ctx: Ctx) -> bool:
+    def _inlines(self, ctx: RequestContext) -> bool:
         """Whether this client gets every `$ref` inlined: `serve.inline_refs` is `always`, or `auto` and the
         client's `clientInfo.name` is one known to drop `$defs` (`specs.mcp.DROPS_DEFS`)."""
         setting = self._rt.settings.values.serve.inline_refs
@@ -171,7 +171,7 @@ class McpFace:
         params = ctx.session.client_params
         return params is not None and drops_defs(params.client_info.name)
 
-    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+    async def list_tools(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
         """`tools/list`: the cached listing (`_listing`), paged above `--page-size`."""
         self._heap.last_request = time.monotonic()
         return listing_page(self._listing(ctx), params.cursor if params is not None else None, self._limits.page_size)
@@ -183,7 +183,7 @@ class McpFace:
 
     # --- tools/call -------------------------------------------------------------------------------
 
-    def _session_and_replay(self, ctx: Ctx) -> tuple[str, str | None, ReplayState | None]:
+    def _session_and_replay(self, ctx: RequestContext) -> tuple[str, str | None, ReplayState | None]:
         """The request's toolrt session (and its token), and on 2026-07-28 its replay state: a new one, or
         the one its `requestState` carries with the client's `inputResponses` (verified and opened by
         the RequestStateBoundary). Raises `MCPError` for a state that is not this session's or was used."""
@@ -201,17 +201,15 @@ class McpFace:
         return session, token, replay
 
     async def call_tool(
-        self, ctx: Ctx, params: types.CallToolRequestParams
+        self, ctx: RequestContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         self._heap.last_request = time.monotonic()
         await review_held(self._rt, ctx, self._not_approved)
         scope = self._request_scope()
         if params.name not in self._toolset(scope):
-            withheld = self._rt.snapshot.withheld.get(params.name)
-            if withheld:  # a tool whose file is broken: say why, as a result the model can read
-                listed = "; ".join(str(problem) for problem in withheld)
-                text = f"The {params.name} tool is unavailable until its definition is fixed: {listed}"
-                return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+            withheld = unavailable(self._rt.snapshot, params.name)
+            if withheld is not None:  # a tool whose file is broken: say why, as a result the model can read
+                return types.CallToolResult(content=[types.TextContent(type="text", text=withheld)], is_error=True)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         session, token, replay = self._session_and_replay(ctx)
         if tracer() is not None:  # the SDK's server span of this request names the session (an id) and caller
@@ -242,7 +240,7 @@ class McpFace:
 
     async def _run_call(
         self,
-        ctx: Ctx,
+        ctx: RequestContext,
         params: types.CallToolRequestParams,
         scope: CallScope,
         session: str,
@@ -289,7 +287,7 @@ class McpFace:
             raise MCPError(int(protocol["code"]), str(protocol["message"]), protocol.get("data"))
         return to_mcp(result, token)
 
-    def _task_start(self, ctx: Ctx, session: str, name: str) -> TaskStart | None:
+    def _task_start(self, ctx: RequestContext, session: str, name: str) -> TaskStart | None:
         """How this call may become an MCP task (`serve_tasks`): at once for a tool whose YAML says `task:`
         or that `serve.task_tools` names, else when its handler asks; None when the client cannot hold one."""
         tool = self._rt.snapshot.tools.get(name)
@@ -302,7 +300,7 @@ class McpFace:
         timeout = definition.timeout or self._rt.snapshot.resolved.values.timeout
         return self._tasks.start(ctx, session, name, timeout, mode)
 
-    async def _load_skill(self, ctx: Ctx, name: str) -> types.InputRequiredResult | None:
+    async def _load_skill(self, ctx: RequestContext, name: str) -> types.InputRequiredResult | None:
         """A skill file read at ask (`serve_skills`): a call of the `skill` tool in the request's session,
         whose ask goes to the person as a tool call's does (`elicitation/create`; on 2026-07-28 an
         input-required result with the sealed state, the read's retry resuming it). Raises `MCPError`
@@ -326,15 +324,17 @@ class McpFace:
 
     # --- what every client is told (`serve_notify`) and the heap (`serve_heap`) -------------------
 
-    async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
+    async def remember_session(self, ctx: RequestContext, params: types.NotificationParams) -> None:
         """`notifications/initialized` (`Notifier.remember_session`)."""
         await self._notifier.remember_session(ctx, params)
 
-    async def set_log_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    async def set_log_level(self, ctx: RequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
         """`logging/setLevel` (`Notifier.set_log_level`)."""
         return await self._notifier.set_log_level(ctx, params)
 
-    async def listen(self, ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    async def listen(
+        self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
         """`subscriptions/listen` (`Notifier.listen`)."""
         return await self._notifier.listen(ctx, params)
 

@@ -18,7 +18,6 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
@@ -27,6 +26,7 @@ import anyio.to_thread
 from ..api import Runtime
 from ..errors import StoreError
 from ..store import Replica
+from .asgi import App, Receive, Scope, Send
 
 __all__ = ["HEALTH_PATH", "HEARTBEAT_SECONDS", "STALE_SECONDS", "Health"]
 
@@ -36,10 +36,6 @@ HEARTBEAT_SECONDS = 5.0
 STALE_SECONDS = 3 * HEARTBEAT_SECONDS
 """A replica that has not reported for this long is taken as gone (killed, or cut off from the store)."""
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 logger = logging.getLogger("toolrt.store")
 

@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+
+from .asgi import App, Receive, Scope, Send
 
 __all__ = ["is_loopback_host", "loopback_only"]
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PROXY_HEADERS = {b"forwarded": "Forwarded", b"x-forwarded-for": "X-Forwarded-For"}
 

@@ -15,8 +15,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from ..call.events import CallEvent
-from .serve_client import ClientNote
-from .serve_sessions import Ctx
+from .serve_client import ClientNote, RequestContext
 
 
 class LoopBridge:
@@ -46,7 +45,7 @@ def offer(send: MemoryObjectSendStream[Any], item: Any) -> None:
         pass
 
 
-def wants_progress_token(ctx: Ctx) -> bool:
+def wants_progress_token(ctx: RequestContext) -> bool:
     meta: Mapping[str, Any] | None = ctx.meta
     if not meta:
         return False
@@ -58,7 +57,7 @@ class CallNotes:
     progress when the client sent a token), sent in order by a task started with the first one: a call
     that sends none costs no task. `post` may be called from a handler's worker thread."""
 
-    def __init__(self, ctx: Ctx, wants_progress: bool) -> None:
+    def __init__(self, ctx: RequestContext, wants_progress: bool) -> None:
         self._ctx = ctx
         self.wants_progress = wants_progress
         self._bridge = LoopBridge()

@@ -24,8 +24,9 @@ from ..api import Runtime, SnapshotChange
 from ..build.snapshot import degraded_lines
 from ..reload import ReloadEvent
 from ..scope import CallScope
+from .serve_client import RequestContext
 from .serve_notes import LoopBridge, offer
-from .serve_sessions import Ctx, connection_of
+from .serve_sessions import connection_of
 
 
 class Notifier:
@@ -54,7 +55,7 @@ class Notifier:
         self._changes_send.close()
         self._changes_receive.close()
 
-    def log_allowed(self, ctx: Ctx) -> Callable[[str], bool]:
+    def log_allowed(self, ctx: RequestContext) -> Callable[[str], bool]:
         """Whether a handler's log message at a level reaches this client: at or above the level its
         request's `_meta` names (2026-07-28; none named, none sent), or the connection's
         `logging/setLevel` (`warning` until set)."""
@@ -74,7 +75,7 @@ class Notifier:
             except Exception:  # the client went away; stop telling it
                 self._connections.pop(listener.connection, None)
 
-    async def remember_session(self, ctx: Ctx, params: types.NotificationParams) -> None:
+    async def remember_session(self, ctx: RequestContext, params: types.NotificationParams) -> None:
         """`notifications/initialized`: a handshake-era connection that wants list_changed and toolrt's log
         messages (until it closes), and the notice.
 
@@ -91,7 +92,7 @@ class Notifier:
         """What is wrong now: the snapshot's withheld and blocking problems, and handler code that did not import."""
         return degraded_lines(self._rt.snapshot) + self._start_problems
 
-    def _listener(self, ctx: Ctx) -> _Listener:
+    def _listener(self, ctx: RequestContext) -> _Listener:
         connection = connection_of(ctx)
         listener = self._connections.get(connection)
         if listener is None:
@@ -99,7 +100,7 @@ class Notifier:
             connection.exit_stack.callback(self._connections.pop, connection, None)
         return listener
 
-    async def set_log_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    async def set_log_level(self, ctx: RequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
         """`logging/setLevel`: toolrt's own log messages to this connection at `params.level` and above
         (`warning` until the client sets a level)."""
         self._listener(ctx).level = params.level
@@ -195,7 +196,9 @@ class Notifier:
 
     # --- 2026-07-28: log messages only where a request's `_meta` names a level -------------------
 
-    async def listen(self, ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    async def listen(
+        self, ctx: RequestContext, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
         """`subscriptions/listen`; a subscription whose `_meta` names a log level also carries toolrt's log
         messages at that level and above (the standing problems and the notice first, then each reload's)."""
         level = _requested_level(ctx)
@@ -227,7 +230,7 @@ class Notifier:
             subscriber.close()
         return result[0]
 
-    async def log_on_call(self, ctx: Ctx, session: str) -> None:
+    async def log_on_call(self, ctx: RequestContext, session: str) -> None:
         """On a 2026-07-28 call whose `_meta` names a log level: the standing problems and the notice, once
         per toolrt session (and again when they change)."""
         if _requested_level(ctx) is None:
@@ -251,14 +254,14 @@ def _at_least(level: str, threshold: str) -> bool:
     return _LEVELS.index(level) >= _LEVELS.index(threshold)
 
 
-def _requested_level(ctx: Ctx) -> str | None:
+def _requested_level(ctx: RequestContext) -> str | None:
     """The log level a 2026-07-28 request's `_meta` names (None: it asked for no log messages)."""
     meta: Mapping[str, Any] = ctx.meta or {}
     level = meta.get(types.LOG_LEVEL_META_KEY)
     return level if isinstance(level, str) and level in _LEVELS else None
 
 
-async def _log_on_request(ctx: Ctx, entry: _LogEntry) -> None:
+async def _log_on_request(ctx: RequestContext, entry: _LogEntry) -> None:
     """A log message on the request's own stream (the SDK drops levels below the one its `_meta` names)."""
     import warnings
 

@@ -13,10 +13,9 @@ from mcp.server.request_state import RequestStateBoundary
 
 from ..api import Runtime
 from ..scope import CallScope
-from .serve_client import state_security
+from .serve_client import RequestContext, state_security
 from .serve_face import McpFace
 from .serve_limits import ServeLimits
-from .serve_sessions import Ctx
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams
 from .serve_tasks import register as serve_tasks
 
@@ -52,10 +51,13 @@ def build_server(
         get_tool_input_schema=face.input_schema,
         # The listing is cached in wire form: a mapping, which the SDK shapes for the protocol version.
         on_list_tools=cast(
-            "Callable[[Ctx, types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]", face.list_tools
+            "Callable[[RequestContext, types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]",
+            face.list_tools,
         ),
         # A task handle (`serve_tasks`) is a mapping: the SDK passes a result of an extension's resultType as is.
-        on_call_tool=cast("Callable[[Ctx, types.CallToolRequestParams], Awaitable[_CallResult]]", face.call_tool),
+        on_call_tool=cast(
+            "Callable[[RequestContext, types.CallToolRequestParams], Awaitable[_CallResult]]", face.call_tool
+        ),
         on_subscriptions_listen=face.listen,
         on_list_resources=face.skills.list_resources,
         on_read_resource=face.skills.read_resource,

@@ -13,18 +13,15 @@ initializes a new one; its toolrt session is released with it (the connection's 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from .asgi import App, Receive, Scope, Send
+
 __all__ = ["SessionLimit"]
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _SESSION_HEADER = b"mcp-session-id"
 

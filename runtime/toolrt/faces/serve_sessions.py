@@ -26,13 +26,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.connection import Connection
-from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..call.sessions import SessionStore
 from ..errors import StoreError
+from .serve_client import RequestContext
 from .serve_principal import principal_suffix
 
 __all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
@@ -45,14 +45,12 @@ _TOKEN_PREFIX = "mcp-token:"
 _MCP_SESSION_PREFIX = "mcp:"
 _RELEASE_REGISTERED = "toolrt/session-release"
 
-Ctx = ServerRequestContext[Any, Any]
-
 
 def _store_away(error: StoreError) -> MCPError:
     return MCPError(INTERNAL_ERROR, f"the state store cannot be reached; try again ({error})")
 
 
-def connection_of(ctx: Ctx) -> Connection:
+def connection_of(ctx: RequestContext) -> Connection:
     """The request's connection (its `exit_stack` runs when the client's connection or MCP session ends).
 
     The low-level context does not expose it yet (the SDK's own `Context` does); `ServerSession` holds it.
@@ -92,7 +90,7 @@ class McpSessions:
         except StoreError as error:
             raise _store_away(error) from None
 
-    def identify(self, ctx: Ctx, carried: str | None = None) -> tuple[str, str | None]:
+    def identify(self, ctx: RequestContext, carried: str | None = None) -> tuple[str, str | None]:
         """(the toolrt session of this request, the token its result must carry, or None).
 
         `carried`: the session a verified `requestState` names; a token the server issued before a
@@ -137,7 +135,7 @@ class McpSessions:
             and self._knows(carried)
         )
 
-    def owns(self, ctx: Ctx, session: str) -> bool:
+    def owns(self, ctx: RequestContext, session: str) -> bool:
         """Whether this request reaches what `session` holds (its MCP tasks), without opening a session:
         the request's own session; or, for a sessionless 2026-07-28 request on a shared store (where each
         such request is a session of its own), any token session of the same caller, since the task id it

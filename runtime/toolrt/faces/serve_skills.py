@@ -45,15 +45,15 @@ from typing import Any
 import anyio
 import mcp_types as types
 import yaml
-from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from ..api import Runtime
 from ..attribution import journal_for
-from ..beneath import open_checked
+from ..beneath import is_within, open_checked
 from ..builtin.skill import discover_skills, split_frontmatter
 from ..errors import PathChanged
 from ..scope import CallScope
+from .serve_client import RequestContext
 
 __all__ = [
     "EXTENSION",
@@ -77,8 +77,6 @@ _MAX_DEPTH = 64
 DIRECTORY = "inode/directory"
 _NAME = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 _SCHEME = "skill://"
-
-Ctx = ServerRequestContext[Any, Any]
 
 
 class GetSkillParams(types.RequestParams):
@@ -232,7 +230,7 @@ def _walk(directory: Path, confine: Path | None) -> Iterator[tuple[str, Path, os
                 status = path.lstat()
             except OSError:
                 continue
-            if not stat.S_ISREG(status.st_mode) or (confine is not None and not path.is_relative_to(confine)):
+            if not stat.S_ISREG(status.st_mode) or (confine is not None and not is_within(path, confine)):
                 continue
             yield path.relative_to(directory).as_posix(), path, status
 
@@ -297,9 +295,9 @@ class SkillsFace:
         rt: Runtime,
         scope_of: Callable[[], CallScope],
         *,
-        session_of: Callable[[Ctx], str],
-        can_ask: Callable[[Ctx], bool],
-        load: Callable[[Ctx, str], Awaitable[types.InputRequiredResult | None]],
+        session_of: Callable[[RequestContext], str],
+        can_ask: Callable[[RequestContext], bool],
+        load: Callable[[RequestContext, str], Awaitable[types.InputRequiredResult | None]],
         offer_unaskable: bool,
     ) -> None:
         self._rt = rt
@@ -326,7 +324,7 @@ class SkillsFace:
         )
         return decision.action
 
-    async def _visible(self, ctx: Ctx) -> dict[str, ServedSkill]:
+    async def _visible(self, ctx: RequestContext) -> dict[str, ServedSkill]:
         """The skills this request may see: none without the `skill` tool; not denied, not held; at
         ask only for a client that can be asked (or with `--offer-unaskable`)."""
         if not self._offered():
@@ -354,18 +352,18 @@ class SkillsFace:
 
     # --- handlers ---------------------------------------------------------------------------------
 
-    async def list_skills(self, ctx: Ctx, params: types.PaginatedRequestParams) -> dict[str, Any]:
+    async def list_skills(self, ctx: RequestContext, params: types.PaginatedRequestParams) -> dict[str, Any]:
         skills = await self._visible(ctx)
         entries = [skills[name].entry() for name in sorted(skills)]
         return {"resultType": "complete", "skills": entries, "ttlMs": 0, "cacheScope": "private"}
 
-    async def get_skill(self, ctx: Ctx, params: GetSkillParams) -> dict[str, Any]:
+    async def get_skill(self, ctx: RequestContext, params: GetSkillParams) -> dict[str, Any]:
         skill = (await self._visible(ctx)).get(_skill_name(params.uri) or "")
         if skill is None or skill.uri != params.uri:
             raise MCPError(types.INVALID_PARAMS, f"No skill is served at {params.uri}")
         return {"resultType": "complete", "skill": skill.entry(), "ttlMs": 0, "cacheScope": "private"}
 
-    async def read_directory(self, ctx: Ctx, params: ReadDirectoryParams) -> dict[str, Any]:
+    async def read_directory(self, ctx: RequestContext, params: ReadDirectoryParams) -> dict[str, Any]:
         """`resources/directory/read`: the direct children of a skill's directory, in one page."""
         name, _, directory = params.uri.removeprefix(_SCHEME).partition("/")
         skill = (await self._visible(ctx)).get(name) if params.uri.startswith(_SCHEME) else None
@@ -375,18 +373,20 @@ class SkillsFace:
         resources = [child.model_dump(by_alias=True, exclude_none=True) for child in sorted(children, key=_by_uri)]
         return {"resultType": "complete", "resources": resources}
 
-    async def list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    async def list_resources(
+        self, ctx: RequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
         skills = await self._visible(ctx)
         return types.ListResourcesResult(resources=[skills[name].resource() for name in sorted(skills)])
 
     async def list_resource_templates(
-        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+        self, ctx: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         """None: every file of a skill is named by its entry."""
         return types.ListResourceTemplatesResult(resource_templates=[])
 
     async def read_resource(
-        self, ctx: Ctx, params: types.ReadResourceRequestParams
+        self, ctx: RequestContext, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
         name, _, path = uri.removeprefix(_SCHEME).partition("/") if uri.startswith(_SCHEME) else ("", "", "")
@@ -412,7 +412,7 @@ class SkillsFace:
             contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(data).decode())
         return types.ReadResourceResult(contents=[contents])
 
-    async def _authorize(self, ctx: Ctx, skill: ServedSkill) -> types.InputRequiredResult | None:
+    async def _authorize(self, ctx: RequestContext, skill: ServedSkill) -> types.InputRequiredResult | None:
         """Reading a skill's file is loading the skill: allowed as the `skill` tool's rules allow it in the
         request's session; at ask, a call of the `skill` tool puts the ask to the person as any call's is."""
         action = self._action(skill.name, self._session_of(ctx))
@@ -461,7 +461,7 @@ async def watch_skills(root: Path, home: Path, announce: Callable[[], Awaitable[
         return [target for target in found if target.is_dir()]
 
     def relevant(path: str) -> bool:
-        return any(Path(path) == base or Path(path).is_relative_to(base) for base in bases)
+        return any(is_within(path, base) for base in bases)
 
     digests = Digests()
     known = await anyio.to_thread.run_sync(fingerprint, root, home, digests)

@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 import mcp_types as types
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
@@ -48,7 +48,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..call.client import MISSING_CAPABILITY, ClientRequest
 from ..call.sessions import SessionStore
 from ..result import ToolResult
-from .serve_client import valid_answer, wire_request
+from .serve_client import RequestContext, valid_answer, wire_request
 
 __all__ = [
     "EXTENSION",
@@ -75,8 +75,7 @@ Status = Literal["working", "input_required", "completed", "failed", "cancelled"
 TERMINAL: frozenset[str] = frozenset(("completed", "failed", "cancelled"))
 METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 
-Ctx = ServerRequestContext[Any, Any]
-Owns = Callable[[Ctx, str], bool]
+Owns = Callable[[RequestContext, str], bool]
 """Whether a request reaches what a toolrt session holds (`serve_sessions.McpSessions.owns`)."""
 Finish = Callable[[ToolResult], "dict[str, Any] | MCPError"]
 """A call's result as the wire result of `tools/call`, or the protocol error it ended with."""
@@ -229,7 +228,7 @@ class McpTasks:
     # --- who gets tasks ---------------------------------------------------------------------------
 
     @staticmethod
-    def supported(ctx: Ctx) -> bool:
+    def supported(ctx: RequestContext) -> bool:
         """Whether this request's client declared the tasks extension (MCP 2026-07-28 only)."""
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return False
@@ -237,7 +236,12 @@ class McpTasks:
         return capabilities is not None and EXTENSION in (capabilities.extensions or {})
 
     def start(
-        self, ctx: Ctx, session: str, tool: str, timeout: float, mode: Literal["never", "optional", "required"]
+        self,
+        ctx: RequestContext,
+        session: str,
+        tool: str,
+        timeout: float,
+        mode: Literal["never", "optional", "required"],
     ) -> TaskStart | None:
         """How a call of `tool` may become a task; None when this client cannot hold one.
 
@@ -366,7 +370,7 @@ class McpTasks:
 
     # --- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
 
-    def _owned(self, ctx: Ctx, task_id: str) -> TaskRecord:
+    def _owned(self, ctx: RequestContext, task_id: str) -> TaskRecord:
         """The task `task_id` of this request's session.
 
         Raises:
@@ -383,7 +387,7 @@ class McpTasks:
             raise MCPError(types.INVALID_PARAMS, f"Unknown task: {task_id[:80]!r}")
         return record
 
-    async def get(self, ctx: Ctx, params: TaskParams) -> dict[str, Any]:
+    async def get(self, ctx: RequestContext, params: TaskParams) -> dict[str, Any]:
         record = self._owned(ctx, params.task_id)
         if not record.finished and record.task_id not in self._running:
             # Its call is not running in this process (a server restart; a shared store later).
@@ -395,7 +399,7 @@ class McpTasks:
             ) or self._owned(ctx, params.task_id)
         return record.wire(detailed=True)
 
-    async def update(self, ctx: Ctx, params: UpdateTaskParams) -> dict[str, Any]:
+    async def update(self, ctx: RequestContext, params: UpdateTaskParams) -> dict[str, Any]:
         """Answers to a waiting task's requests: valid ones for requests still pending resume it; answers
         to other keys are ignored; an answer of the wrong shape is -32602 and nothing is taken."""
         record = self._owned(ctx, params.task_id)
@@ -422,7 +426,7 @@ class McpTasks:
         waiting.wake = anyio.Event()
         return {}
 
-    async def cancel(self, ctx: Ctx, params: TaskParams) -> dict[str, Any]:
+    async def cancel(self, ctx: RequestContext, params: TaskParams) -> dict[str, Any]:
         record = self._owned(ctx, params.task_id)
         if not record.finished:
             self._cancel(record.task_id)
@@ -505,7 +509,7 @@ class TaskStart:
             self._tasks._progress(self.record.task_id, progress, total, message)
 
 
-async def check_task_name_header(ctx: Ctx, call_next: CallNext) -> HandlerResult:
+async def check_task_name_header(ctx: RequestContext, call_next: CallNext) -> HandlerResult:
     """Server middleware: over HTTP, `tasks/get`, `tasks/update` and `tasks/cancel` carry `Mcp-Name` equal to
     their `taskId` (SEP-2663's routing header; the SDK checks it for `tools/call` only): else -32020."""
     if ctx.method in METHODS and ctx.request is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:

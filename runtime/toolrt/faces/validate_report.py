@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from ..beneath import is_within
 from ..config.resources import builtin_root
 from ..errors import Problem, UsageError
-from .validate import validate
+from .project_checks import validate
 
 __all__ = [
     "Outcome",
@@ -179,7 +180,7 @@ def validate_paths(root: Path, files: Sequence[str], *, all_files: bool, cwd: Pa
         for problem in report.errors + report.warnings:
             location = _location(problem, project)
             shown = replace(problem, file=_shown(problem, location, cwd))
-            inside = location is not None and _is_under(location, project)
+            inside = location is not None and is_within(location, project.absolute())
             if problem.severity == "error":
                 errors.append(shown)
             elif problem.file == "<sandbox>" or inside and (not chosen or all_files or location in chosen):
@@ -205,16 +206,10 @@ def _location(problem: Problem, root: Path) -> Path | None:
     return Path(os.path.normpath(root.absolute() / name))
 
 
-def _is_under(path: Path, directory: Path) -> bool:
-    # Both are normalised absolute paths: a prefix test (walking `path.parents` cost more than the check).
-    base = str(directory.absolute())
-    return path == directory or str(path).startswith(base if base.endswith(os.sep) else base + os.sep)
-
-
 def _shown(problem: Problem, location: Path | None, cwd: Path) -> str:
     if location is None:
         return problem.file
-    if _is_under(location, cwd):
+    if is_within(location, cwd.absolute()):
         return location.relative_to(cwd).as_posix()
     if problem.file.startswith(_BUILTIN):
         return problem.file
@@ -267,7 +262,7 @@ def _strict_summary(outcome: Outcome) -> str:
 
 def _shown_root(root: Path) -> str:
     cwd = Path.cwd().absolute()
-    return "." if root == cwd else (root.relative_to(cwd).as_posix() if _is_under(root, cwd) else str(root))
+    return "." if root == cwd else (root.relative_to(cwd).as_posix() if is_within(root, cwd) else str(root))
 
 
 def problem_text(problem: Problem, severity: str | None = None) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..beneath import open_checked
+from ..beneath import is_within, open_checked
 from ..errors import LspError, PathChanged
 from ..sandbox.plan import SandboxPlan
 from .client import ServerClient
@@ -232,7 +232,7 @@ class LspManager:
 
     def _servers_for(self, config: LspConfig, path: Path) -> list[_Entry]:
         root = config.root
-        if not path.is_relative_to(root):
+        if not is_within(path, root):
             return []
         found = []
         for server in config.servers:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..beneath import steady_realpath
+from ..beneath import is_within, steady_realpath
 from ..config.resources import read_yaml
 from ..config.settings import LspSettings
 from ..errors import Problem
@@ -129,9 +129,7 @@ def configured_servers(settings: LspSettings) -> tuple[ServerDef, ...]:
 
 
 def _inside(path: str, root: Path) -> bool:
-    real = steady_realpath(path)
-    base = steady_realpath(root)
-    return real == base or real.startswith(base.rstrip("/") + "/")
+    return is_within(steady_realpath(path), steady_realpath(root))
 
 
 def resolve_program(program: str, root: Path, *, path: str | None = None) -> str | None:

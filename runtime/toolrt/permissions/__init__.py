@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .ask import Asker, AskRequest, PermissionBroker, Reply
-    from .config import AgentInfo, Layer, PermissionConfig, build_permission_config
+    from .config import AgentInfo, PermissionConfig, RuleLayer, build_permission_config
     from .evaluate import approval_required_message, check, decide, denied_message, disabled
     from .lint import covers, lint
     from .model import ACTIONS, Action, CallSite, Decision, PatternDecision, PermissionRequest, Rule, strictest
@@ -31,7 +31,7 @@ _LAZY = {
     "Asker": "ask",
     "CallSite": "model",
     "Decision": "model",
-    "Layer": "config",
+    "RuleLayer": "config",
     "PatternDecision": "model",
     "PermissionBroker": "ask",
     "PermissionConfig": "config",
@@ -75,7 +75,7 @@ __all__ = [
     "Asker",
     "CallSite",
     "Decision",
-    "Layer",
+    "RuleLayer",
     "PatternDecision",
     "PermissionBroker",
     "PermissionConfig",

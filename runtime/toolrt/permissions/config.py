@@ -22,7 +22,7 @@ from .parse import AgentMode, AgentSpec, FileSpec, LayerRule, Location, Permissi
 from .principals import PrincipalRule
 from .rules import Ruleset
 
-__all__ = ["AgentInfo", "Layer", "PermissionConfig", "build_permission_config"]
+__all__ = ["AgentInfo", "RuleLayer", "PermissionConfig", "build_permission_config"]
 
 TRUNCATION_SOURCE = "built-in: truncation output directory"
 PROTECTED_SOURCE = "built-in: protected paths"
@@ -45,7 +45,7 @@ class AgentInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class Layer:
+class RuleLayer:
     """The rules one file scope wrote, in order: the unit lint checks for unreachable rules."""
 
     name: str
@@ -64,7 +64,7 @@ class PermissionConfig:
     agents: Mapping[str, AgentInfo]
     locked: Ruleset
     tests: tuple[PermissionTest, ...]
-    layers: tuple[Layer, ...]
+    layers: tuple[RuleLayer, ...]
     rulesets: Mapping[str, Ruleset]
     protected: tuple[str, ...] = ()
     """Protected path patterns of every file (built-in, project, locked), see `permissions.protected`."""
@@ -206,10 +206,10 @@ def build_permission_config(
         chain.append(PROTECTED_RULE)
         rulesets[name] = Ruleset(chain, root=anchor)
 
-    layers: list[Layer] = []
+    layers: list[RuleLayer] = []
     for scoped in [spec for spec in (base, user, admin) if spec is not None]:
-        layers.append(Layer(scoped.scope, scoped.scope, scoped.file, scoped.rules))
-        layers += [Layer(f"agent:{a.name}", scoped.scope, scoped.file, a.rules) for a in scoped.agents]
+        layers.append(RuleLayer(scoped.scope, scoped.scope, scoped.file, scoped.rules))
+        layers += [RuleLayer(f"agent:{a.name}", scoped.scope, scoped.file, a.rules) for a in scoped.agents]
 
     # The built-in file's own tests describe the built-in defaults; a project changes those, so
     # they only run when there is no project file (validating toolrt's own permissions.yaml).

@@ -27,7 +27,7 @@ from .model import (
 )
 from .rules import Ruleset
 
-__all__ = ["approval_required_message", "check", "decide", "denied_message", "disabled"]
+__all__ = ["approval_required_message", "check", "decide", "denied_message", "disabled", "unapprovable"]
 
 DENIED_OPENING = "The user has specified a rule which prevents you from using this specific tool call."
 
@@ -166,6 +166,11 @@ def denied_message(decision: Decision) -> str:
     )
 
 
+def unapprovable(asked: str) -> str:
+    """The opening of every refusal of a call that needs approval (`asked` names what) when no one can give it."""
+    return f"This call needs approval ({asked}) but no one is available to approve it, so it was not run."
+
+
 def approval_required_message(decision: Decision) -> str:
     """The model-facing text of an ask that nobody can answer (headless runs)."""
     asking = [d for d in decision.decisions if d.action == "ask"]
@@ -174,7 +179,7 @@ def approval_required_message(decision: Decision) -> str:
         summary += f" and {len(asking) - 3} more"
     return "\n".join(
         [
-            f"This call needs approval ({summary}) but no one is available to approve it, so it was not run.",
+            unapprovable(summary),
             *_verdict_lines(asking),
             "Use a call the rules allow instead, or ask the user to run it or to allow it in permissions.yaml.",
         ]

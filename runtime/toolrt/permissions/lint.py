@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import Problem
-from .config import Layer, PermissionConfig
+from .config import PermissionConfig, RuleLayer
 from .parse import LayerRule
 from .rules import Ruleset
 from .shapes import never_matches
@@ -106,7 +106,7 @@ def covers(later: str, earlier: str) -> bool:
     return True
 
 
-def _shadow(earlier: LayerRule, later: LayerRule, layer: Layer) -> Problem:
+def _shadow(earlier: LayerRule, later: LayerRule, layer: RuleLayer) -> Problem:
     a, b = earlier.rule, later.rule
     identical = (a.permission, a.pattern, a.action) == (b.permission, b.pattern, b.action)
     what = "duplicates" if identical else "can never decide: it is covered by"
@@ -122,7 +122,7 @@ def _wild(text: str) -> bool:
     return "*" in text or "?" in text
 
 
-def _unreachable(layer: Layer) -> list[Problem]:
+def _unreachable(layer: RuleLayer) -> list[Problem]:
     problems: list[Problem] = []
     entries = layer.rules
     # A rule that is one literal string is covered exactly when a later rule matches that string,
@@ -146,7 +146,7 @@ def _unreachable(layer: Layer) -> list[Problem]:
     return problems
 
 
-def _unused(layer: Layer, known: Collection[str]) -> list[Problem]:
+def _unused(layer: RuleLayer, known: Collection[str]) -> list[Problem]:
     problems: list[Problem] = []
     reported: set[str] = set()
     for entry in layer.rules:
@@ -160,7 +160,7 @@ def _unused(layer: Layer, known: Collection[str]) -> list[Problem]:
     return problems
 
 
-def _unmatchable(layer: Layer) -> list[Problem]:
+def _unmatchable(layer: RuleLayer) -> list[Problem]:
     """A warning, with the pattern to write, for each rule no request of its permission can match."""
     problems: list[Problem] = []
     for entry in layer.rules:

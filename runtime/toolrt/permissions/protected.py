@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..beneath import steady_realpath
+from ..beneath import is_within, steady_realpath
 from .model import UNNAMED, PermissionRequest
 from .wildcard import Matcher, compile_matcher, fold
 
@@ -71,7 +71,7 @@ class ProtectedPaths:
         if any(matcher(fold(candidate)) for candidate in candidates for matcher in absolute):
             return True
         root = self.root
-        if path == root or path.startswith(root.rstrip("/") + "/"):
+        if is_within(path, root):
             inside = path[len(root.rstrip("/")) + 1 :]
             if inside and any(matcher(fold(candidate)) for candidate in _ancestors(inside) for matcher in relative):
                 return True

@@ -68,12 +68,12 @@ def host_layer(
             )
     listed = tuple(dict.fromkeys(os.path.normpath(p) for p in sockets or ()))
     if listed:  # the supervisor (its system calls, socket) is imported by a host that lists sockets
-        from .supervisor import pin, refusal
+        from .supervisor import NOT_A_SOCKET, pin, refusal
 
         pinned = {path for path, _, _ in pin((p for p in listed if os.path.isabs(p)), journal)}
         for named in listed:
             if named not in pinned:
-                why = refusal(named, journal) or "is not a UNIX socket now (or is a symlink)"
+                why = refusal(named, journal) or NOT_A_SOCKET
                 problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
     known: Mode | None = next((m for m in MODES if m == mode), None)
     allow, deny = _names(getattr(network, "allow", None), getattr(network, "deny", None), source, problems)

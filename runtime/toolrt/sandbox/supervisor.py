@@ -46,7 +46,10 @@ from . import kernel
 if TYPE_CHECKING:
     from ..attribution import Journal
 
-__all__ = ["pin", "refusal", "supervise"]
+__all__ = ["NOT_A_SOCKET", "pin", "refusal", "supervise"]
+
+NOT_A_SOCKET = "is not a UNIX socket now (or is a symlink)"
+"""Why a listed socket path is refused when it cannot be opened as a socket without following a link."""
 
 _NOTIF_RECV = 0xC0502100  # _IOWR('!', 0, struct seccomp_notif)
 _NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
@@ -128,7 +131,7 @@ def _look(path: str, journal: Journal | None) -> tuple[int, int] | str:
     try:
         fd = kernel.open_in_root(root, path)
     except OSError:
-        return "is not a UNIX socket now (or is a symlink)"
+        return NOT_A_SOCKET
     finally:
         os.close(root)
     try:
@@ -136,7 +139,7 @@ def _look(path: str, journal: Journal | None) -> tuple[int, int] | str:
     finally:
         os.close(fd)
     if not stat.S_ISSOCK(info.st_mode):
-        return "is not a UNIX socket now (or is a symlink)"
+        return NOT_A_SOCKET
     if info.st_nlink != 1:  # a daemon's socket has one name: a second is a link a process may have made
         return "is a socket with a second name (a hard link a process may have made)"
     call = journal.span_at(path, info.st_ctime_ns) if journal is not None else None

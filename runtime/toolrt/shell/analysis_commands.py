@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from .analysis_scripts import ScriptChecks
-from .analysis_state import GLOB_CHARS, brief, env_reason
+from .analysis_state import GLOB_CHARS, brief, env_reason, unanalysed_substitution, unknown_until_run
 from .analysis_variables import NAME_BUILTINS, evaluated_names
 from .arity import prefix
 from .braces import expand_braces
@@ -134,7 +134,7 @@ class CommandChecks(ScriptChecks):
     def _hidden_in_word(self, node: Node, raw: str) -> None:
         """`\\`rm\\`` inside backticks: bash unescapes and runs it; tree-sitter sees a plain word."""
         if _hidden(raw):
-            self._fail(node, f"`{brief(raw)}` holds a command substitution that could not be analysed")
+            self._fail(node, unanalysed_substitution(raw))
 
     def _expand_words(self, words: list[Word]) -> list[Word] | None:
         """Brace expansion makes words (`{rm,-rf,x}` is three): bash does it before anything else."""
@@ -231,7 +231,7 @@ class CommandChecks(ScriptChecks):
             self._glob_names(head.value, args)
         elif head.variables:
             self.deferred_names.append((head, args))
-        self.findings.fail_closed(text, f"the command name `{brief(head.raw)}` is only known when it runs")
+        self.findings.fail_closed(text, unknown_until_run("the command name", head.raw))
 
     def _shell_state(self, head: str, args: list[str | None], text: str) -> None:
         """What a command changes in the shell for the rest of the line: a trap, xtrace, glob options."""

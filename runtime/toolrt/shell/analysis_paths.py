@@ -9,7 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..permissions.model import UNNAMED
-from .analysis_state import GLOB_CHARS, UNKNOWN_CWD, AnalysisState, brief
+from .analysis_state import GLOB_CHARS, UNKNOWN_CWD, AnalysisState, brief, runtime_path, unknown_until_run
 from .braces import expand_braces
 from .findings import MAX_READ_PATHS
 from .globs import glob_paths
@@ -141,7 +141,7 @@ class PathChecks(AnalysisState):
             self.deferred.append((word, cwds))
         elif word.variables is None or path_like(word.shape):
             # `cat $(echo ../x)`, `cat ${x/a/../x}`: what a substitution or an edited value gives may be any path
-            self.findings.fail_closed(word.raw, f"`{brief(word.raw)}` is a path only known when it runs")
+            self.findings.fail_closed(word.raw, runtime_path(word.raw))
 
     def _external(self, path: str, cwds: tuple[str | None, ...] | None = None) -> None:
         if path.startswith("~-"):
@@ -182,7 +182,7 @@ class PathChecks(AnalysisState):
                 continue
             word = evaluate(destination, self.known, source=self.source)
             if word.value is None:
-                self._fail(parent or node, f"the redirect target `{brief(word.raw)}` is only known when it runs")
+                self._fail(parent or node, unknown_until_run("the redirect target", word.raw))
                 slash = word.prefix.rfind("/")
                 if slash >= 0:
                     self._external(word.prefix[: slash + 1])

@@ -21,7 +21,16 @@ from .wrappers import WrapperTable
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["GLOB_CHARS", "UNKNOWN_CWD", "AnalysisState", "brief", "env_reason"]
+__all__ = [
+    "GLOB_CHARS",
+    "UNKNOWN_CWD",
+    "AnalysisState",
+    "brief",
+    "env_reason",
+    "runtime_path",
+    "unanalysed_substitution",
+    "unknown_until_run",
+]
 
 GLOB_CHARS = re.compile(r"[*?\[]")
 UNKNOWN_CWD = "\0unknown"  # not yet computed; NUL never occurs in a path
@@ -113,6 +122,22 @@ class AnalysisState(ABC):
 def brief(text: str) -> str:
     """Source text quoted in a reason, cut short: reasons are read by people."""
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def unanalysed_substitution(text: str) -> str:
+    """The reason a word fails closed when its command substitution could not be analysed."""
+    return f"`{brief(text)}` holds a command substitution that could not be analysed"
+
+
+def runtime_path(text: str) -> str:
+    """The reason a path operand fails closed when what it names is only known when the line runs."""
+    return f"`{brief(text)}` is a path only known when it runs"
+
+
+def unknown_until_run(subject: str, text: str) -> str:
+    """The reason a line fails closed when its `subject` (a command name, a redirect target) is only
+    known when it runs."""
+    return f"{subject} `{brief(text)}` is only known when it runs"
 
 
 def env_reason(name: str) -> str:

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from .analysis_paths import PathChecks, path_like
-from .analysis_state import GLOB_CHARS, brief, env_reason
+from .analysis_state import GLOB_CHARS, brief, env_reason, runtime_path, unanalysed_substitution
 from .arity import prefix
 from .globs import GLOB_VARIABLES
 from .variables import CODE_VARIABLES, PROMPTS, prompt_code
@@ -179,7 +179,7 @@ class VariableChecks(PathChecks):
             value = evaluate(word, self.known, source=self.source).value if word is not None else ""
             self._assign(name, value, text, how=f"`{brief(text)}`")
         if HIDDEN.search(text):
-            self._fail(node, f"`{brief(text)}` holds a command substitution that could not be analysed")
+            self._fail(node, unanalysed_substitution(text))
         elif text.startswith("${!"):
             self._fail(node, f"`{brief(text)}` expands a variable named by another value")
         elif "@P" in text:
@@ -209,7 +209,7 @@ class VariableChecks(PathChecks):
     def _leaf(self, node: Node) -> None:
         text = self._slice(node.start_byte, node.end_byte)
         if HIDDEN.search(text):
-            self._fail(node, f"`{brief(text)}` holds a command substitution that could not be analysed")
+            self._fail(node, unanalysed_substitution(text))
 
     def _for_values(self, node: Node) -> None:
         """`for NAME in WORDS` and `select NAME in WORDS`: NAME is assigned each word (or the
@@ -281,7 +281,7 @@ class VariableChecks(PathChecks):
             # path; one it never sets comes from the environment, and counts where it is path-like.
             assigned_unknown = any(None in self.assigned.get(name, ()) for name in word.variables or ())
             if assigned_unknown or path_like(word.shape):
-                self.findings.fail_closed(word.raw, f"`{brief(word.raw)}` is a path only known when it runs")
+                self.findings.fail_closed(word.raw, runtime_path(word.raw))
 
     def _values(self, word: Word) -> list[tuple[str, bool]] | None:
         """Every value `word` takes with the values the text assigns its variables (bounded), or None."""

@@ -15,7 +15,7 @@ import re
 import stat
 from functools import lru_cache
 
-from ..beneath import steady_realpath
+from ..beneath import is_within, steady_realpath
 from ..permissions.model import CallSite, usable_exempt
 from .listings import Listings
 
@@ -54,12 +54,6 @@ def _realpath(path: str) -> str:
     # The project root and the exempt directories are resolved once per process: they are the
     # fixed frame every call is measured against, not arguments the model controls.
     return steady_realpath(path)
-
-
-def _contains(parent: str, child: str) -> bool:
-    if parent == "/":
-        return child.startswith("/")
-    return child == parent or child.startswith(parent + "/")
 
 
 class PathScope:
@@ -101,7 +95,7 @@ class PathScope:
 
     def inside(self, lexical: str) -> bool:
         """True when a normalised absolute path is in the project (lexically)."""
-        return _contains(self.root, lexical)
+        return is_within(lexical, self.root)
 
     def external(self, word: str, cwd: str | None, listings: Listings | None = None) -> list[str]:
         """The directories (0, 1 or 2) outside the project that `word` reaches, lexically or really.
@@ -120,7 +114,7 @@ class PathScope:
                 if (listings or Listings()).kind(base, word) != "link":
                     return []
                 real = steady_realpath(base + "/" + word)
-                if self._exempt(real) or _contains(self.root_real, real):
+                if self._exempt(real) or is_within(real, self.root_real):
                     return []
                 return [_directory_of(real)]
         absolute = self.expand(word, cwd)
@@ -133,10 +127,10 @@ class PathScope:
             # `/dev/stderr` is a symlink into /proc: the name is what is exempt, not its target.
             return []
         found: list[str] = []
-        if not _contains(self.root, lexical) and not self._exempt(lexical):
+        if not is_within(lexical, self.root) and not self._exempt(lexical):
             found.append(_directory_of(lexical))
         resolved = self._real(absolute, lexical, listings)
-        if resolved is not None and not self._exempt(resolved) and not _contains(self.root_real, resolved):
+        if resolved is not None and not self._exempt(resolved) and not is_within(resolved, self.root_real):
             directory = _directory_of(resolved)
             if directory not in found:
                 found.append(directory)
@@ -147,7 +141,7 @@ class PathScope:
         if absolute is None:
             return []
         lexical = posixpath.normpath(absolute)
-        if self._exempt(lexical) or _contains(self.root, lexical):
+        if self._exempt(lexical) or is_within(lexical, self.root):
             return []
         return [posixpath.dirname(lexical)]
 
@@ -156,14 +150,14 @@ class PathScope:
         `listings` answers for each component (one listing per directory, not a call per name)."""
         if directory == self.root:
             return self._root_base
-        if not _contains(self.root, directory) or not fs_safe(directory):
+        if not is_within(directory, self.root) or not fs_safe(directory):
             return None
         walked = self._walk(directory[len(self.root) :].strip("/"), listings)
         return None if walked is None or walked[1] else walked[0]
 
     def _real(self, absolute: str, lexical: str, listings: Listings | None) -> str | None:
         """The symlink-resolved path when it may differ from `lexical`, else None."""
-        if "/.." not in absolute and _contains(self.root, lexical):
+        if "/.." not in absolute and is_within(lexical, self.root):
             # Walk the components under the root; only a symlink among them can lead out.
             relative = lexical[len(self.root) :].lstrip("/")
             if not relative:
@@ -202,7 +196,7 @@ class PathScope:
     def _exempt(self, path: str) -> bool:
         if _device(path):
             return True
-        inside = [directory for directory in self.exempt if _contains(directory, path)]
+        inside = [directory for directory in self.exempt if is_within(path, directory)]
         return bool(inside) and bool(usable_exempt(inside))
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..beneath import steady_realpath
+from ..beneath import is_within, steady_realpath
 from . import limits
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def model_script(journal: Journal, root_real: str, absolute: str) -> ModelScript
     be told, or the model's that cannot be read as text, is a `ModelScript` with a problem."""
     real = steady_realpath(absolute)
     shown = posixpath.basename(absolute) or absolute
-    if real != root_real and not real.startswith(root_real.rstrip("/") + "/"):
+    if not is_within(real, root_real):
         # A link out of the project (a virtual environment's `bin/python`): not read (what a reason
         # quotes reaches the model), only whether the model wrote what it leads to.
         hold = journal.hold(Path(real), Path(root_real)) if os.path.isfile(real) else None

@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..config.document import child_pointer
+
 __all__ = [
     "ANNOTATIONS",
     "LIST_KEYWORDS",
@@ -19,7 +21,7 @@ __all__ = [
     "SINGLE_KEYWORDS",
     "Schema",
     "as_json",
-    "child_pointer",
+    "descendant_pointer",
     "inferred_type",
     "json_type",
     "map_children",
@@ -77,10 +79,10 @@ def thaw(value: Any) -> Any:
     return value
 
 
-def child_pointer(pointer: str, *tokens: str | int) -> str:
-    """`pointer` extended by `tokens`, each escaped per RFC 6901."""
+def descendant_pointer(pointer: str, *tokens: str | int) -> str:
+    """`pointer` extended by `tokens`, each a `child_pointer` step (escaped per RFC 6901)."""
     for token in tokens:
-        pointer += "/" + str(token).replace("~", "~0").replace("/", "~1")
+        pointer = child_pointer(pointer, token)
     return pointer
 
 
@@ -145,11 +147,11 @@ def map_children(schema: Schema, pointer: str, rewrite: Callable[[Any, str], Any
     out: Schema = {}
     for key, value in schema.items():
         if key in SINGLE_KEYWORDS and isinstance(value, (Mapping, bool)):
-            out[key] = rewrite(value, child_pointer(pointer, key))
+            out[key] = rewrite(value, descendant_pointer(pointer, key))
         elif key in MAP_KEYWORDS and isinstance(value, Mapping):
-            out[key] = {name: rewrite(sub, child_pointer(pointer, key, name)) for name, sub in value.items()}
+            out[key] = {name: rewrite(sub, descendant_pointer(pointer, key, name)) for name, sub in value.items()}
         elif (key in LIST_KEYWORDS or key == "items") and isinstance(value, list):
-            out[key] = [rewrite(sub, child_pointer(pointer, key, i)) for i, sub in enumerate(value)]
+            out[key] = [rewrite(sub, descendant_pointer(pointer, key, i)) for i, sub in enumerate(value)]
         else:
             out[key] = thaw(value)
     return out

@@ -15,7 +15,7 @@ from .core import (
     SILENT_KEYWORDS,
     Schema,
     as_json,
-    child_pointer,
+    descendant_pointer,
     inferred_type,
     thaw,
     type_names,
@@ -127,11 +127,11 @@ class GeminiRewriter(Rewriter):
     def _nested(self, key: str, value: Any, out: Schema, pointer: str) -> bool:
         """Rewrites `properties` or `items` into `out`; False for any other keyword (or form)."""
         if key == "properties" and isinstance(value, dict):
-            here = child_pointer(pointer, key)
-            out[key] = {name: self.node(sub, child_pointer(here, name)) for name, sub in value.items()}
+            here = descendant_pointer(pointer, key)
+            out[key] = {name: self.node(sub, descendant_pointer(here, name)) for name, sub in value.items()}
             return True
         if key == "items" and isinstance(value, (dict, bool)):
-            out[key] = self.node(value, child_pointer(pointer, key))
+            out[key] = self.node(value, descendant_pointer(pointer, key))
             return True
         return False
 
@@ -166,7 +166,7 @@ class GeminiRewriter(Rewriter):
         if not isinstance(branches, list):
             return False
         kept = [
-            self.node(b, child_pointer(pointer, keyword, i))
+            self.node(b, descendant_pointer(pointer, keyword, i))
             for i, b in enumerate(branches)
             if not (isinstance(b, dict) and type_names(b) == ("null",))
         ]

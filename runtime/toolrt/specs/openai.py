@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from .core import SILENT_KEYWORDS, Schema, child_pointer, inferred_type, thaw, type_names, with_notes
+from .core import SILENT_KEYWORDS, Schema, descendant_pointer, inferred_type, thaw, type_names, with_notes
 from .lift import lift_root
 from .model import CompiledSpec, SpecWarning
 from .rewriter import Rewriter
@@ -166,7 +166,7 @@ class StrictRewriter(Rewriter):
     def _keyword(self, key: str, value: Any, out: Schema, pointer: str, notes: list[str]) -> None:
         """Copies one keyword strict mode keeps into `out`, or drops it with a note."""
         if key in ("$defs", "definitions") and isinstance(value, dict):
-            out[key] = {name: self.node(sub, child_pointer(pointer, key, name)) for name, sub in value.items()}
+            out[key] = {name: self.node(sub, descendant_pointer(pointer, key, name)) for name, sub in value.items()}
         elif key == "format" and value not in STRICT_FORMATS:
             self.drop(key, value, pointer, notes, f" {value!r}")
         elif key == "pattern" and isinstance(value, str) and _LOOKAROUND.search(value):
@@ -191,7 +191,7 @@ class StrictRewriter(Rewriter):
             raise NotStrict(pointer, f"the root schema cannot use '{keyword}'")
         if not isinstance(branches, list) or not branches:
             raise NotStrict(pointer, f"'{keyword}' must be a non-empty list of schemas")
-        out["anyOf"] = [self.node(b, child_pointer(pointer, keyword, i)) for i, b in enumerate(branches)]
+        out["anyOf"] = [self.node(b, descendant_pointer(pointer, keyword, i)) for i, b in enumerate(branches)]
 
     def _object(self, schema: Schema, out: Schema, pointer: str, root: bool) -> None:
         extra = schema.get("additionalProperties", False)
@@ -209,7 +209,7 @@ class StrictRewriter(Rewriter):
                 raise NotStrict(pointer, f"objects are nested more than {MAX_OBJECT_DEPTH} levels deep")
             rewritten: Schema = {}
             for name, sub in properties.items():
-                child = self.node(sub, child_pointer(pointer, "properties", name))
+                child = self.node(sub, descendant_pointer(pointer, "properties", name))
                 rewritten[name] = child if name in required else nullable(child)
         finally:
             self._depth -= 1
@@ -224,7 +224,7 @@ class StrictRewriter(Rewriter):
         items = schema.get("items")
         if not isinstance(items, (dict, bool)):
             raise NotStrict(pointer, "an array needs one 'items' schema (untyped and tuple arrays cannot be strict)")
-        out["items"] = self.node(items, child_pointer(pointer, "items"))
+        out["items"] = self.node(items, descendant_pointer(pointer, "items"))
 
 
 def _fallback(parameters: Schema, format: str, error: NotStrict) -> tuple[Schema, list[str], list[SpecWarning]]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from .core import Schema, child_pointer
+from .core import Schema, descendant_pointer
 
 __all__ = ["RefIndex", "walk"]
 
@@ -54,7 +54,7 @@ class RefIndex:
                 node = node[int(token)]
             else:
                 return None
-            pointer = child_pointer(pointer, token)
+            pointer = descendant_pointer(pointer, token)
         return node, pointer
 
     def _anchor_index(self) -> dict[str, tuple[Any, str]]:
@@ -72,7 +72,7 @@ def walk(node: Any, pointer: str) -> Iterator[tuple[Schema, str]]:
     if isinstance(node, dict):
         yield node, pointer
         for key, value in node.items():
-            yield from walk(value, child_pointer(pointer, key))
+            yield from walk(value, descendant_pointer(pointer, key))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from walk(value, child_pointer(pointer, i))
+            yield from walk(value, descendant_pointer(pointer, i))

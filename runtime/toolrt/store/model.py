@@ -33,8 +33,6 @@ __all__ = [
 DECISIONS = ("allow", "ask", "deny")
 """A call's permission decision as recorded: the strictest action the rules gave its requests."""
 
-Decision = Literal["allow", "ask", "deny"]
-
 
 def session_id(token: str) -> str:
     """The id records and state name a session by: a digest of its token (the token itself is a credential)."""

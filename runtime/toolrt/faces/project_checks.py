@@ -176,7 +176,7 @@ def schema_copy_problems(root: Path, texts: Mapping[str, str] | None = None) -> 
 
 
 def _keyword_problems(snapshot: Snapshot) -> list[Problem]:
-    from ..config.validation import parameter_keyword_warnings
+    from ..config.schema_check import parameter_keyword_warnings
 
     problems: list[Problem] = []
     for tool in snapshot.tools.values():
