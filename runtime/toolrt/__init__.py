@@ -25,9 +25,10 @@ if _sys.argv[:1] == ["-m"] and _sys.path and not getattr(_sys.flags, "safe_path"
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import ReloadStatus, Runtime, SnapshotChange
+    from .api import Runtime
     from .attribution import Hold
     from .audit import AuditLog
+    from .build.changes import ReloadStatus, SnapshotChange
     from .build.selection import Hidden, Offered, ToolSet
     from .build.snapshot import Snapshot
     from .call.client import ClientChannel, ClientInfo, ClientRequest, Elicited
@@ -83,9 +84,9 @@ _LAZY = {
     "PermissionRequest": "permissions.model",
     "Rule": "permissions.model",
     "ToolResult": "result",
-    "ReloadStatus": "api",
+    "ReloadStatus": "build.changes",
     "Runtime": "api",
-    "SnapshotChange": "api",
+    "SnapshotChange": "build.changes",
     "CallEvent": "call.events",
     "ClientChannel": "call.client",
     "ClientInfo": "call.client",

@@ -17,7 +17,6 @@ import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,6 +26,7 @@ import anyio.to_thread
 
 from .attribution import Hold, digest_of, journal_for
 from .audit import AuditLog
+from .build.changes import ReloadStatus, SnapshotChange, changes_between
 from .build.handler_code import changed_files, compile_code, import_code
 from .build.selection import ToolSet, select
 from .build.snapshot import Snapshot, build_snapshot, with_tool
@@ -61,32 +61,6 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 Dispatcher = Callable[[CallRequest, Snapshot, ToolSet, "Services"], Awaitable[ToolResult]]
 
 
-@dataclass(frozen=True, slots=True)
-class ReloadStatus:
-    generation: int
-    digest: str
-    loaded_at: float
-    last_error: ConfigError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotChange:
-    """What a swap changed, for listeners (`toolrt watch`, the MCP server)."""
-
-    old: Snapshot
-    new: Snapshot
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    changed: tuple[str, ...]
-    permissions_changed: bool
-    code_changed: tuple[str, ...] = ()
-    """Tools whose handler code (their module, or a project module it imports) changed."""
-    code_files: tuple[str, ...] = ()
-    """The project module files that changed, relative to the root."""
-    settings_changed: bool = False
-    """`toolrt.yaml`, the environment, the host's settings or the sandbox gave other values."""
-
-
 def _nothing() -> None:
     """What closing releases before a Runtime's first call."""
 
@@ -111,44 +85,6 @@ def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -
             return await function(request)
 
     return wrapped
-
-
-def _change(old: Snapshot, snapshot: Snapshot) -> SnapshotChange:
-    """What swapping `old` for `snapshot` changed."""
-    added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
-    removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
-    changed = tuple(
-        sorted(
-            t
-            for t in set(snapshot.tools) & set(old.tools)
-            if snapshot.tools[t] is not old.tools[t]  # unchanged files keep their compiled tool
-            and (
-                snapshot.tools[t].definition != old.tools[t].definition
-                or snapshot.tools[t].description != old.tools[t].description
-            )
-        )
-    )
-    permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
-        layer.rules for layer in old.permissions.layers
-    ]
-    files = changed_files(snapshot.handler_files, old.handler_files)
-    code_changed = tuple(
-        sorted(
-            t
-            for t, code in snapshot.tool_code.items()
-            if t in old.tools and t not in changed and not code.isdisjoint(files)
-        )
-    )
-    settings_changed = (
-        snapshot.settings != old.settings
-        or snapshot.sandbox != old.sandbox
-        or list(snapshot.resolved.items()) != list(old.resolved.items())
-    )
-    root = snapshot.root
-    shown = tuple(sorted(str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in files))
-    return SnapshotChange(
-        old, snapshot, added, removed, changed, permissions_changed, code_changed, shown, settings_changed
-    )
 
 
 class Runtime:
@@ -628,7 +564,7 @@ class Runtime:
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()
-        change = _change(old, snapshot)
+        change = changes_between(old, snapshot)
         if self._services_ is not None:  # a changed tool's earlier calls are no loop of the new one
             self._services_.forget_loops({*change.changed, *change.code_changed, *change.removed})
             self._services_.read_denies.clear()  # the old snapshot's rules go with it

@@ -25,7 +25,8 @@ from pathlib import Path
 import anyio
 import watchfiles
 
-from .api import ReloadStatus, Runtime, SnapshotChange
+from .api import Runtime
+from .build.changes import ReloadStatus, SnapshotChange
 from .build.snapshot import Snapshot
 from .config.layers import TOOLS_DIR
 from .errors import ConfigError

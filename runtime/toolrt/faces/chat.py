@@ -21,7 +21,8 @@ import anyio
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..api import Runtime, SnapshotChange
+    from ..api import Runtime
+    from ..build.changes import SnapshotChange
     from ..call.events import CallEvent
     from ..scope import CallScope
 

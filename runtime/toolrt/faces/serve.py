@@ -55,7 +55,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..api import Runtime, SnapshotChange
+from ..api import Runtime
+from ..build.changes import SnapshotChange
 from ..build.selection import ToolSet
 from ..build.snapshot import degraded_lines
 from ..call.client import ClientRequest

@@ -22,7 +22,8 @@ from typing import Any, TextIO
 
 import anyio
 
-from ..api import Runtime, SnapshotChange
+from ..api import Runtime
+from ..build.changes import SnapshotChange
 from ..reload import Reloader, ReloadEvent
 
 __all__ = ["change_summary", "event_json", "format_event", "run_watch"]
