@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"store.*"},  # state that outlives a call
     {"call.*"},  # the pipeline, and the handler context
     {"builtin.*"},  # the built-in tools
+    {"host.*"},  # the Runtime's parts of their own: sessions, deprecated names
     {"api", "reload", "__init__", "context"},  # top: the Runtime, its reloader, the package face, 0.1's name
     {"faces.*", "__main__"},  # the front ends
 ]

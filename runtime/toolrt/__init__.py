@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from .execute.background import BackgroundProcess
+    from .host.sessions import Sessions
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
     from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
@@ -79,6 +80,7 @@ _LAZY = {
     "ToolrtError": "errors",
     "UnknownToolError": "errors",
     "UsageError": "errors",
+    "Sessions": "host.sessions",
     "Decision": "permissions.model",
     "PatternDecision": "permissions.model",
     "PermissionRequest": "permissions.model",
@@ -163,6 +165,7 @@ __all__ = [
     "ScopeFields",
     "ServerStatus",
     "SessionStore",
+    "Sessions",
     "Settings",
     "Snapshot",
     "SnapshotChange",

@@ -16,10 +16,10 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import anyio
 import anyio.to_thread
@@ -32,9 +32,10 @@ from .build.selection import ToolSet, select
 from .build.snapshot import Snapshot, build_snapshot, with_tool
 from .call.client import ClientChannel
 from .call.request import CallRequest
-from .call.sessions import SessionStore
 from .config.settings import CommandLineSettings, ResolvedSettings
 from .errors import ConfigError, Problem, UsageError
+from .host.deprecated import DeprecatedNames
+from .host.sessions import Sessions
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
 from .permissions.evaluate import decide
@@ -87,7 +88,7 @@ def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -
     return wrapped
 
 
-class Runtime:
+class Runtime(DeprecatedNames):
     """A loaded toolrt configuration that answers spec, check and call requests."""
 
     def __init__(self, snapshot: Snapshot, *, cli: CommandLineSettings | None = None) -> None:
@@ -97,6 +98,7 @@ class Runtime:
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
         self._store: Store | None = None
+        self._sessions: Sessions | None = None
         self.default_store = "memory"
         """The store opened when no layer sets the `store` setting: `memory` for hosts, `sqlite` for
         `toolrt serve` (set before the store's first use)."""
@@ -217,32 +219,44 @@ class Runtime:
             self._store = store
         return self._store
 
-    def knows_session(self, name: str) -> bool:
-        """Whether session `name` is held here or, with a persistent store, kept there (another process or
-        an earlier run of this server issued it): `toolrt serve` honours such a 2026-07-28 token."""
-        services = self._services
-        return name in services.sessions or (services.keeper is not None and services.keeper.known(name))
-
-    def begin_session(self, name: str) -> None:
-        """Hold a new session `name` (a token just issued; with a persistent store, it is not looked up
-        there: nothing can be kept of a name nobody had)."""
-        services = self._services
-        services.sessions.get(name)
-        if services.keeper is not None:
-            services.keeper.fresh(name)
-
     @property
     def audit(self) -> AuditLog:
         return self._services.recorder.audit
 
     @property
-    def sessions(self) -> SessionStore[Any]:
-        """Every session's state (approvals, read stamps, doom-loop history, todos).
+    def sessions(self) -> Sessions:
+        """The sessions this Runtime holds: `release`, `limit`, `len`, `in`, and their state and approvals
+        to keep between processes (`state`/`restore`, `approvals`/`restore_approvals`)."""
+        if self._sessions is None:
+            self._sessions = Sessions(self._services, lambda: self._snapshot.permissions.default_agent)
+        return self._sessions
 
-        `release(name)` ends a session; `limit(idle_seconds=..., max_sessions=...)` sets when idle
-        sessions expire (default 30 minutes) and how many are held (default 4096, the most idle go first).
+    @overload
+    def subscribe(
+        self, listener: Callable[[CallEvent], None], *, to: Literal["calls"] = "calls"
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def subscribe(self, listener: Callable[[SnapshotChange], None], *, to: Literal["swaps"]) -> Callable[[], None]: ...
+
+    def subscribe(
+        self, listener: Callable[[Any], None], *, to: Literal["calls", "swaps"] = "calls"
+    ) -> Callable[[], None]:
+        """Receive call events (`to="calls"`: running, metadata, completed, error, agent) or, with
+        `to="swaps"`, a `SnapshotChange` after every snapshot swap (reload or register); returns a function
+        that unsubscribes.
+
+        Raises:
+            UsageError: `to` is neither `calls` nor `swaps`.
         """
-        return self._services.sessions
+        if to == "calls":
+            listeners: list[Callable[[Any], None]] = self._services.listeners
+        elif to == "swaps":
+            listeners = self._swap_listeners
+        else:
+            raise UsageError(f"subscribe(to={to!r}): a listener subscribes to 'calls' or 'swaps'")
+        listeners.append(listener)
+        return lambda: listeners.remove(listener)
 
     @property
     def development(self) -> bool:
@@ -457,39 +471,6 @@ class Runtime:
         """Supply the handler of `handler: {host: NAME}` tools (e.g. `task`); they become visible."""
         self._host_handlers[name] = handler
         self._selections.clear()
-
-    def session_state(self, session: str) -> dict[str, Any]:
-        """The tools' memory of `session` (read times, todos), to persist between processes.
-
-        Keep it JSON-serialisable; `restore_session` puts it back (`toolrt call` does both).
-        """
-        return dict(self._services.session(session).tools)
-
-    def restore_session(self, session: str, state: Mapping[str, Any]) -> None:
-        """Put back what `session_state` returned in an earlier process."""
-        self._services.session(session).tools.update(state)
-
-    def approvals(self, session: str, agent: str | None = None) -> list[tuple[str, str]]:
-        """The (permission, pattern) pairs the person approved "always" for `agent` (default: the default
-        agent) in `session`, to persist between processes (`toolrt call --session` keeps them per session
-        and agent); `restore_approvals` puts them back."""
-        return self._services.broker.approvals(session, agent or self._snapshot.permissions.default_agent)
-
-    def restore_approvals(
-        self, session: str, approvals: Iterable[tuple[str, str]], *, agent: str | None = None
-    ) -> None:
-        """Put back what `approvals` returned in an earlier process."""
-        self._services.broker.restore(session, agent or self._snapshot.permissions.default_agent, approvals)
-
-    def subscribe(self, listener: Callable[[CallEvent], None]) -> Callable[[], None]:
-        """Receive call events (running, metadata, completed, error); returns an unsubscribe function."""
-        self._services.listeners.append(listener)
-        return lambda: self._services.listeners.remove(listener)
-
-    def on_swap(self, listener: Callable[[SnapshotChange], None]) -> Callable[[], None]:
-        """Be told after every snapshot swap (reload or register); returns an unsubscribe function."""
-        self._swap_listeners.append(listener)
-        return lambda: self._swap_listeners.remove(listener)
 
     # --- reload -----------------------------------------------------------------------------------
 

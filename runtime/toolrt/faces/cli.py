@@ -783,7 +783,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     questioner = _terminal_questioner() if sys.stdin.isatty() and sys.stderr.isatty() else None
     state_file = _session_file(rt, options.session)
     _tell_unasked_once(rt, options, state_file.with_suffix(".notice"))
-    rt.restore_session(options.session, _read_json(state_file))
+    rt.sessions.restore(options.session, _read_json(state_file))
     # "always" approvals outlive the process: kept per session (the file) and agent (the key).
     approvals_file = state_file.with_suffix(".approvals.json")
     approvals = _read_json(approvals_file)
@@ -793,7 +793,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
         pairs = [
             (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
         ]
-        rt.restore_approvals(options.session, pairs)
+        rt.sessions.restore_approvals(options.session, pairs)
     live = None
     call_id = ""
     if not options.json and _is_terminal(out):  # the output as it is produced, as MCP progress carries it
@@ -807,8 +807,8 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     result = anyio.run(
         lambda: rt.call(options.tool, options.args, _scope(options), ask=asker, questioner=questioner, call_id=call_id)
     )
-    _write_json(state_file, rt.session_state(options.session))
-    now = [list(pair) for pair in rt.approvals(options.session, agent)]
+    _write_json(state_file, rt.sessions.state(options.session))
+    now = [list(pair) for pair in rt.sessions.approvals(options.session, agent)]
     if now != kept and (now or kept):
         _write_json(approvals_file, {**approvals, agent: now})
     if options.json:

@@ -203,7 +203,7 @@ class McpFace:
         """2026-07-28 sessions: the problems and notice their calls were last told."""
 
         self._mcp_sessions = McpSessions(
-            rt.sessions, rt.knows_session, shared=rt.store.persistent, begin=rt.begin_session
+            rt.sessions.held, rt.sessions.knows, shared=rt.store.persistent, begin=rt.sessions.begin
         )
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
@@ -217,7 +217,7 @@ class McpFace:
         self._not_approved: set[tuple[str, str]] = set()
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
         self._tasks = McpTasks(
-            MemoryTaskStore(), rt.sessions, lambda ctx, session: self._mcp_sessions.owns(ctx, session)
+            MemoryTaskStore(), rt.sessions.held, lambda ctx, session: self._mcp_sessions.owns(ctx, session)
         )
         """The calls running as MCP tasks, and their records (`serve_tasks`)."""
         self.skills = SkillsFace(
@@ -625,7 +625,7 @@ class McpFace:
         return unasked_notice(runs_without_asking(self._rt.snapshot, toolset, self._scope.agent))
 
     def swap_listener(self) -> Callable[[SnapshotChange], None]:
-        """A `Runtime.on_swap` listener that queues the change for `notify_changes` (any thread)."""
+        """A `Runtime.subscribe(..., to="swaps")` listener that queues the change for `notify_changes` (any thread)."""
         bridge = _LoopBridge()
 
         def on_swap(change: SnapshotChange) -> None:
@@ -634,7 +634,7 @@ class McpFace:
         return on_swap
 
     def reload_listener(self) -> Callable[[ReloadEvent], None]:
-        """A `Reloader.on_reload` listener: a reload's problems (and their fix) become log messages."""
+        """A `Reloader.subscribe` listener: a reload's problems (and their fix) become log messages."""
 
         def on_reload(event: ReloadEvent) -> None:
             if event.error is not None and not event.repeated:
@@ -1166,14 +1166,14 @@ def run_serve(
         notice = face.unasked_notice()
         if notice is not None:
             print(notice, file=sys.stderr, flush=True)
-        unsubscribe = rt.on_swap(face.swap_listener())
+        unsubscribe = rt.subscribe(face.swap_listener(), to="swaps")
         observe(lambda: len(rt.sessions), lambda: rt.status().generation)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
                 group.start_soon(face.settle_when_idle)
                 reloader = Reloader(rt)
-                reloader.on_reload(face.reload_listener())
+                reloader.subscribe(face.reload_listener())
                 group.start_soon(reloader.run)
                 group.start_soon(watch_skills, rt.root, Path.home(), face.announce_skills_changed)
                 if transport == "stdio":
