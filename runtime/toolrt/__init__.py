@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .attribution import Hold
     from .audit import AuditLog
     from .build.changes import ReloadStatus, SnapshotChange
+    from .build.compiled import DescribeInfo
     from .build.selection import Hidden, Offered, ToolSet
     from .build.snapshot import Snapshot
     from .call.client import ClientChannel, ClientInfo, ClientRequest, Elicited
@@ -43,10 +44,12 @@ if TYPE_CHECKING:
         DeniedError,
         InputRequired,
         InvalidArgumentsError,
+        LspError,
         PermissionBlocked,
         Problem,
         ProtocolError,
         RejectedError,
+        Severity,
         StoreError,
         ToolFailure,
         ToolrtError,
@@ -57,7 +60,8 @@ if TYPE_CHECKING:
     from .host.sessions import Sessions
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
-    from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
+    from .permissions.model import Action, Decision, PatternDecision, PermissionRequest, Rule
+    from .providers.model import StreamAccumulator, ToolCall
     from .result import ToolResult
     from .scope import CallScope, Questioner, ScopeFields
     from .store.model import Store
@@ -80,7 +84,13 @@ _LAZY = {
     "ToolrtError": "errors",
     "UnknownToolError": "errors",
     "UsageError": "errors",
+    "LspError": "errors",
+    "Severity": "errors",
+    "Action": "permissions.model",
+    "DescribeInfo": "build.compiled",
     "Sessions": "host.sessions",
+    "StreamAccumulator": "providers.model",
+    "ToolCall": "providers.model",
     "Decision": "permissions.model",
     "PatternDecision": "permissions.model",
     "PermissionRequest": "permissions.model",
@@ -130,6 +140,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.2.0"
 
 __all__ = [
+    "Action",
     "AskRequest",
     "Asker",
     "AuditLog",
@@ -144,11 +155,13 @@ __all__ = [
     "CorrectedError",
     "Decision",
     "DeniedError",
+    "DescribeInfo",
     "Elicited",
     "Hidden",
     "Hold",
     "InputRequired",
     "InvalidArgumentsError",
+    "LspError",
     "Offered",
     "PatternDecision",
     "PermissionBlocked",
@@ -167,10 +180,13 @@ __all__ = [
     "SessionStore",
     "Sessions",
     "Settings",
+    "Severity",
     "Snapshot",
     "SnapshotChange",
     "Store",
     "StoreError",
+    "StreamAccumulator",
+    "ToolCall",
     "ToolContext",
     "ToolFailure",
     "ToolResult",
