@@ -33,7 +33,7 @@ from .build.snapshot import Snapshot, build_snapshot, with_tool
 from .call.client import ClientChannel
 from .call.request import CallRequest
 from .config.settings import CommandLineSettings, ResolvedSettings
-from .errors import ConfigError, Problem, UsageError
+from .errors import ConfigError, InvalidArgumentsError, Problem, UsageError
 from .host.deprecated import DeprecatedNames
 from .host.sessions import Sessions
 from .permissions.ask import Asker
@@ -425,8 +425,8 @@ class Runtime(DeprecatedNames):
             raise UsageError(f"unknown tool '{tool}' (tools: {', '.join(sorted(snapshot.tools))})")
         try:
             arguments = parse_arguments(compiled, args)
-        except Exception as exc:
-            raise UsageError(str(exc)) from None
+        except InvalidArgumentsError as exc:  # the caller's arguments; anything else is a bug, raised as itself
+            raise UsageError(str(exc)) from exc
         requests = permission_requests(compiled, arguments, snapshot, agent)
         permissions = snapshot.permissions
         approved = None
@@ -609,10 +609,38 @@ class Runtime(DeprecatedNames):
         return self._dispatcher(request, snapshot, toolset, self._services)
 
     def call_sync(
-        self, tool: str, args: Mapping[str, Any] | str | None = None, scope: CallScope | None = None, **options: Any
+        self,
+        tool: str,
+        args: Mapping[str, Any] | str | None = None,
+        scope: CallScope | None = None,
+        *,
+        ask: Asker | None = None,
+        questioner: Questioner | None = None,
+        abort: anyio.Event | None = None,
+        call_id: str = "",
+        message_id: str = "",
+        extra: Mapping[str, Any] | None = None,
+        channel: ClientChannel | None = None,
+        **fields: Unpack[ScopeFields],
     ) -> ToolResult:
-        """`call` for scripts without an event loop (same options)."""
-        return anyio.run(lambda: self.call(tool, args, scope, **options))
+        """`call` for scripts without an event loop (the same arguments).
+
+        Raises:
+            UsageError: the scope names an agent or tool set the config does not define.
+        """
+        request = CallRequest(
+            tool,
+            args,
+            scope_of(scope, fields),
+            call_id,
+            message_id,
+            ask,
+            abort,
+            questioner,
+            extra or _EMPTY,
+            client=channel,
+        )
+        return anyio.run(lambda: self._dispatch(request))
 
     async def call_many(
         self,
