@@ -276,9 +276,7 @@ class Runtime(DeprecatedNames):
     def language_servers(self) -> list[ServerStatus]:
         """The language servers this Runtime started (name, root, state, pid, restarts, last error)."""
         services = self._services_
-        if services is None or services.lsp is None:
-            return []
-        return services.lsp.status()
+        return [] if services is None else services.language_servers.status()
 
     def background_processes(
         self, *, session: str | None = None, call_id: str | None = None
@@ -319,12 +317,8 @@ class Runtime(DeprecatedNames):
         services = self._services_
         if services is None:
             return
-        services.background().close()
+        services.close()
         self._release_fork_server()
-        services.lsp_closed = True
-        services._lsp_access.clear()
-        if services.lsp is not None:
-            services.lsp.close()
 
     async def aclose(self) -> None:
         """`close` from async code, without blocking the event loop."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..audit import AuditLog
+from ..lsp.held import LanguageServers
 from ..permissions.ask import PermissionBroker
 from ..permissions.denied_reads import ReadDenies
 from ..permissions.model import Decision
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from ..build.snapshot import Snapshot
     from ..execute.background import BackgroundProcesses
     from ..lsp.access import LspAccess
-    from ..lsp.manager import LspManager
     from .persist import SessionKeeper
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Runnable", "Services", "SessionState"]
@@ -94,12 +94,10 @@ class Services:
     call_prefix: str = field(default_factory=lambda: f"call_{secrets.token_hex(4)}_")
     """What a generated call id starts with: random per Runtime, so ids never repeat across runs or
     processes (the audit log and the attribution journal outlive a process), then the counter."""
-    lsp: LspManager | None = None
-    """The Runtime's language servers; made on the first call that needs them."""
-    lsp_closed: bool = False
+    language_servers: LanguageServers = field(default_factory=LanguageServers)
+    """The Runtime's language servers, started on the first call that needs them."""
     keeper: SessionKeeper | None = None
     """Sessions loaded from and saved to a persistent state store; None with the `memory` store."""
-    _lsp_access: dict[str, LspAccess | None] = field(default_factory=dict)
     _background: BackgroundProcesses | None = None
 
     def __post_init__(self) -> None:
@@ -136,21 +134,13 @@ class Services:
 
     def lsp_for(self, snapshot: Snapshot) -> LspAccess | None:
         """The language servers as `snapshot`'s settings declare them; None when none is configured."""
-        if snapshot.digest in self._lsp_access:
-            return self._lsp_access[snapshot.digest]
-        from ..lsp.access import LspAccess, lsp_config
-        from ..lsp.manager import LspManager
+        return self.language_servers.for_snapshot(snapshot)
 
-        config = lsp_config(snapshot)
-        access = None
-        if config.servers and not self.lsp_closed:
-            if self.lsp is None:
-                self.lsp = LspManager()
-            access = LspAccess(self.lsp, config)
-        if len(self._lsp_access) > 16:
-            self._lsp_access.clear()
-        self._lsp_access[snapshot.digest] = access
-        return access
+    def close(self) -> None:
+        """End what the calls started and left running: background processes and language servers (later
+        calls start neither)."""
+        self.background().close()
+        self.language_servers.close()
 
     def emit(self, event: CallEvent) -> None:
         for listener in tuple(self.listeners):
