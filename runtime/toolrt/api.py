@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import anyio
 import anyio.to_thread
@@ -36,6 +36,7 @@ from .config.settings import CommandLineSettings, ResolvedSettings
 from .errors import ConfigError, InvalidArgumentsError, Problem, UsageError
 from .host.deprecated import DeprecatedNames
 from .host.sessions import Sessions
+from .host.turns import Turn, one_at_a_time, run_together
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
 from .permissions.evaluate import decide
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
 
-_T = TypeVar("_T")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 Dispatcher = Callable[[CallRequest, Snapshot, ToolSet, "Services"], Awaitable[ToolResult]]
 
@@ -76,16 +76,6 @@ def _with_scope_flags(values: Mapping[str, bool], scope_flags: Mapping[str, bool
         known = ", ".join(sorted(values)) or "none"
         raise UsageError(f"unknown flag {', '.join(map(repr, unknown))} (declared flags: {known})")
     return {**values, **scope_flags}
-
-
-def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -> Callable[[_T], Awaitable[Any]]:
-    """`function` made to wait for the one before it: concurrent calls' asks reach a person one by one."""
-
-    async def wrapped(request: _T) -> Any:
-        async with lock:
-            return await function(request)
-
-    return wrapped
 
 
 class Runtime(DeprecatedNames):
@@ -205,18 +195,9 @@ class Runtime(DeprecatedNames):
             StoreError: the store cannot be opened (unreachable, a newer schema); the text names the setting.
         """
         if self._store is None:
-            import time
+            from .store.uri import open_configured
 
-            from .store import open_store
-
-            resolved = self._snapshot.resolved
-            values = resolved.values
-            setting = values.store if resolved.origins.get("store", "default") != "default" else self.default_store
-            store = open_store(setting, self._snapshot.data_dir)
-            if store.persistent:
-                retention = values.retention
-                store.prune(time.time(), audit_days=retention.audit_days, session_days=retention.session_days)
-            self._store = store
+            self._store = open_configured(self._snapshot.resolved, self._snapshot.data_dir, self.default_store)
         return self._store
 
     @property
@@ -655,32 +636,11 @@ class Runtime(DeprecatedNames):
     async def _run_many(
         self, base: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]]
     ) -> list[ToolResult]:
-        return await self._together(
-            [tool for tool, _ in calls], lambda i: self._dispatch(base._replace(tool=calls[i][0], args=calls[i][1]))
+        return await run_together(
+            self._snapshot,
+            [tool for tool, _ in calls],
+            lambda i: self._dispatch(base._replace(tool=calls[i][0], args=calls[i][1])),
         )
-
-    async def _together(self, tools: Sequence[str], run: Callable[[int], Awaitable[ToolResult]]) -> list[ToolResult]:
-        """`run(i)` for every call: `parallel: true` tools concurrently, the rest in order; results in call order."""
-        results: list[ToolResult | None] = [None] * len(tools)
-        snapshot = self._snapshot
-        sequential: list[int] = []
-
-        async def one(index: int) -> None:
-            results[index] = await run(index)
-
-        async def run_sequential() -> None:
-            for index in sequential:
-                await one(index)
-
-        async with anyio.create_task_group() as group:
-            for index, tool in enumerate(tools):
-                compiled = snapshot.tools.get(tool) or snapshot.tools.get(tool.lower())
-                if compiled is not None and compiled.definition.parallel:
-                    group.start_soon(one, index)
-                else:
-                    sequential.append(index)
-            group.start_soon(run_sequential)
-        return [r for r in results if r is not None]
 
     async def run_tool_calls(
         self,
@@ -712,15 +672,8 @@ class Runtime(DeprecatedNames):
         Raises:
             UsageError: `format` is unknown, or `agent` names no agent.
         """
-        from .providers import ToolCall, adapter
-        from .providers.duplicates import answered_once, refusal, repeated_ids
-
-        module = adapter(format)
-        if isinstance(response, (list, tuple)) and response and all(isinstance(c, ToolCall) for c in response):
-            calls: list[ToolCall] = list(response)
-        else:
-            calls = module.tool_calls(response)
-        if not calls:
+        turn = Turn.of(format, response)
+        if not turn.calls:
             return []
         who = scope_of(scope, fields)
         self._snapshot.permissions.ruleset(who.agent)  # an unknown agent: the host's mistake, raised
@@ -729,31 +682,14 @@ class Runtime(DeprecatedNames):
             "",
             None,
             who,
-            ask=None if ask is None else _one_at_a_time(ask, lock),
+            ask=None if ask is None else one_at_a_time(ask, lock),
             abort=abort,
-            questioner=None if questioner is None else _one_at_a_time(questioner, lock),
+            questioner=None if questioner is None else one_at_a_time(questioner, lock),
             extra=_EMPTY if extra is None else extra,
         )
-        needs_id = format != "gemini"
-        repeated = repeated_ids(calls)
-
-        async def run(index: int) -> ToolResult:
-            call = calls[index]
-            request = base._replace(tool=call.name, args=call.arguments, call_id=call.id)
-            if needs_id and not call.id:  # not run, but recorded (under a generated id) like any call
-                request = request._replace(
-                    refused=(
-                        f"This call to '{call.name}' came without a call id, so its result could not be matched "
-                        "to it and it was not run. Call the tool again."
-                    ),
-                )
-            elif call.id in repeated:  # refused before any call of the turn runs: never run twice
-                request = request._replace(refused=refusal(call, sum(c.id == call.id for c in calls)))
-            return await self._dispatch(request)
-
-        results = await self._together([call.name for call in calls], run)
-        pairs = list(zip(calls, results, strict=True))
-        return module.result_messages(answered_once(pairs) if needs_id else pairs)
+        requests = turn.requests(base)
+        results = await run_together(self._snapshot, [r.tool for r in requests], lambda i: self._dispatch(requests[i]))
+        return turn.messages(results)
 
     async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
         # Sub-calls keep the whole scope (flags and tool set too), the asker, the questioner and the abort.
