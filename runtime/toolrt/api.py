@@ -513,17 +513,15 @@ class Runtime(DeprecatedNames):
         return problems
 
     def _swap(self, snapshot: Snapshot) -> None:
-        old = self._snapshot
-        changed_files_ = changed_files(snapshot.handler_files, old.handler_files)
-        if changed_files_ and self._services_ is not None:
-            self._services_.handlers.clear()  # the modules were imported again before the swap
+        old, services = self._snapshot, self._services_
+        if services is not None and changed_files(snapshot.handler_files, old.handler_files):
+            services.code_reloaded()  # the modules were imported again before the swap
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()
         change = changes_between(old, snapshot)
-        if self._services_ is not None:  # a changed tool's earlier calls are no loop of the new one
-            self._services_.forget_loops({*change.changed, *change.code_changed, *change.removed})
-            self._services_.read_denies.clear()  # the old snapshot's rules go with it
+        if services is not None:
+            services.snapshot_swapped({*change.changed, *change.code_changed, *change.removed})
         for listener in tuple(self._swap_listeners):
             listener(change)
 

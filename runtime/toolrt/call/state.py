@@ -1,6 +1,8 @@
-"""The mutable side of a Runtime that outlives snapshots: sessions, approvals, the audit log, listeners, caches.
+"""What the calls of one Runtime share across snapshots (`Services`): sessions, approvals, the audit log,
+listeners, caches, and what calls start and leave running (language servers, background processes).
 
-One `Services` per Runtime; nothing here is shared between Runtimes. Every cache is bounded.
+One `Services` per Runtime; nothing here is shared between Runtimes. Every cache is bounded. The Runtime tells
+it of a swap (`code_reloaded`, `snapshot_swapped`) and closes it (`close`) without reaching into its caches.
 """
 
 from __future__ import annotations
@@ -117,8 +119,14 @@ class Services:
         if self._background is not None and self._background.running(session=session):
             self._background.end(session=session, wait=False)
 
-    def forget_loops(self, tools: Set[str]) -> None:
-        """Drop `tools`' calls from every session's doom-loop history (a reload changed what they run)."""
+    def code_reloaded(self) -> None:
+        """The project's handler modules were imported again: the handlers resolved from the old ones go."""
+        self.handlers.clear()
+
+    def snapshot_swapped(self, tools: Set[str]) -> None:
+        """A new snapshot serves: the old one's read rules go with it, and `tools` (changed, removed, or whose
+        code changed) leave every session's doom-loop history: their earlier calls are no loop of the new ones."""
+        self.read_denies.clear()
         for state in self.sessions.states():
             state.recent = tuple(entry for entry in state.recent if entry[0] not in tools)
 
