@@ -150,16 +150,11 @@ class Runtime(DeprecatedNames):
                     session_days=retention.session_days,
                 ),
                 host_handlers=self._host_handlers,
+                run_batch=self._batch,
                 doom_loop_warns=self._development,
             )
-            self._services_.run_batch = self._batch
             if self.store.persistent:
-                from .call.persist import SessionKeeper
-
-                sessions = self._services_.sessions
-                self._services_.keeper = SessionKeeper(
-                    self.store, self._services_.broker, lambda: sessions.idle_seconds
-                )
+                self._services_.keep_sessions_in(self.store)
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
             self._release_fork_server = hold_fork_server()

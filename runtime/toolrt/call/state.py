@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..build.snapshot import Snapshot
     from ..execute.background import BackgroundProcesses
     from ..lsp.access import LspAccess
+    from ..store.model import Store
     from .persist import SessionKeeper
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Runnable", "Services", "SessionState"]
@@ -118,6 +119,14 @@ class Services:
         """A released session's background processes end (in a thread: a release may happen mid-call)."""
         if self._background is not None and self._background.running(session=session):
             self._background.end(session=session, wait=False)
+
+    def keep_sessions_in(self, store: Store) -> None:
+        """Load each session from the persistent `store` before its calls and save it after them (another
+        process, a replica or an earlier run shares it)."""
+        from .persist import SessionKeeper
+
+        sessions = self.sessions
+        self.keeper = SessionKeeper(store, self.broker, lambda: sessions.idle_seconds)
 
     def code_reloaded(self) -> None:
         """The project's handler modules were imported again: the handlers resolved from the old ones go."""
