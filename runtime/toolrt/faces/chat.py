@@ -112,10 +112,6 @@ async def run_chat(
 
     `interactive=False` (input not a terminal): asks are refused and ask answers are not sent (module docstring).
     """
-    import openai
-
-    from ..providers.openai import StreamAccumulator
-
     screen = _Screen(out)
     unsubscribe = rt.subscribe(screen.call_event)
     stop_swaps = rt.subscribe(screen.swapped, to="swaps")
@@ -141,37 +137,58 @@ async def run_chat(
             start = len(messages)
             messages.append({"role": "user", "content": line})
             for _ in range(MAX_ROUNDS):
-                status = rt.reload()
-                if status.last_error is not None:
-                    screen.reload_failed(status.last_error)
-                else:
-                    screen.last_error = None
-                request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
-                specs = rt.specs("openai", scope)
-                if specs:
-                    request["tools"] = specs
-                turn = StreamAccumulator()
-                try:
-                    stream = await client.chat.completions.create(**request)
-                    async for chunk in stream:
-                        shown = len(turn.text)
-                        turn.feed(chunk)
-                        out.write(turn.text[shown:])
-                        out.flush()
-                except openai.OpenAIError as error:
-                    screen.line(f"\n[the endpoint failed: {error}; this message was dropped, try again]")
-                    del messages[start:]
+                if not await _round(rt, client, model, scope, ask, questioner, screen, messages, start):
                     break
-                turn.finish()
-                if turn.text:
-                    out.write("\n")
-                messages.append(turn.message())
-                results = await rt.run_tool_calls("openai", turn.calls, scope, ask=ask, questioner=questioner)
-                if not results:
-                    break
-                messages += results
             else:
                 screen.line(f"[stopped after {MAX_ROUNDS} requests in one turn; say how to go on]")
     finally:
         unsubscribe()
         stop_swaps()
+
+
+async def _round(
+    rt: Runtime,
+    client: Any,
+    model: str,
+    scope: CallScope,
+    ask: Any,
+    questioner: Any,
+    screen: _Screen,
+    messages: list[Any],
+    start: int,
+) -> bool:
+    """One request to the model (after a reload) and the calls it made, appended to `messages`; whether the
+    model wants another round (it made calls). An endpoint that fails drops the person's message (from `start`)."""
+    import openai
+
+    from ..providers.openai import StreamAccumulator
+
+    status = rt.reload()
+    if status.last_error is not None:
+        screen.reload_failed(status.last_error)
+    else:
+        screen.last_error = None
+    request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+    specs = rt.specs("openai", scope)
+    if specs:
+        request["tools"] = specs
+    turn = StreamAccumulator()
+    out = screen.out
+    try:
+        stream = await client.chat.completions.create(**request)
+        async for chunk in stream:
+            shown = len(turn.text)
+            turn.feed(chunk)
+            out.write(turn.text[shown:])
+            out.flush()
+    except openai.OpenAIError as error:
+        screen.line(f"\n[the endpoint failed: {error}; this message was dropped, try again]")
+        del messages[start:]
+        return False
+    turn.finish()
+    if turn.text:
+        out.write("\n")
+    messages.append(turn.message())
+    results = await rt.run_tool_calls("openai", turn.calls, scope, ask=ask, questioner=questioner)
+    messages += results
+    return bool(results)
