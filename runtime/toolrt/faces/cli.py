@@ -783,17 +783,8 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     questioner = _terminal_questioner() if sys.stdin.isatty() and sys.stderr.isatty() else None
     state_file = _session_file(rt, options.session)
     _tell_unasked_once(rt, options, state_file.with_suffix(".notice"))
-    rt.sessions.restore(options.session, _read_json(state_file))
-    # "always" approvals outlive the process: kept per session (the file) and agent (the key).
-    approvals_file = state_file.with_suffix(".approvals.json")
-    approvals = _read_json(approvals_file)
     agent = options.agent or rt.snapshot.permissions.default_agent
-    kept = approvals.get(agent)
-    if isinstance(kept, list):
-        pairs = [
-            (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
-        ]
-        rt.sessions.restore_approvals(options.session, pairs)
+    approvals, kept = _restore_session(rt, options.session, agent, state_file)
     live = None
     call_id = ""
     if not options.json and _is_terminal(out):  # the output as it is produced, as MCP progress carries it
@@ -807,10 +798,7 @@ def _cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     result = anyio.run(
         lambda: rt.call(options.tool, options.args, _scope(options), ask=asker, questioner=questioner, call_id=call_id)
     )
-    _write_json(state_file, rt.sessions.state(options.session))
-    now = [list(pair) for pair in rt.sessions.approvals(options.session, agent)]
-    if now != kept and (now or kept):
-        _write_json(approvals_file, {**approvals, agent: now})
+    _keep_session(rt, options.session, agent, state_file, approvals, kept)
     if options.json:
         json.dump(result.to_json(), out, indent=2, ensure_ascii=False, default=str)
         out.write("\n")
@@ -854,6 +842,31 @@ def _tell_unasked_once(rt: Runtime, options: argparse.Namespace, seen: Path) -> 
         seen.write_text(notice, encoding="utf-8")
     except OSError as error:
         print(f"toolrt: could not remember the notice in {seen}: {error}", file=options.err)
+
+
+def _restore_session(rt: Runtime, session: str, agent: str, state_file: Path) -> tuple[dict[str, Any], Any]:
+    """Put back what earlier `toolrt call --session` runs kept of `session`: the tools' memory, and the
+    "always" approvals, which outlive the process kept per session (the file) and agent (the key); the
+    approvals file's content and `agent`'s entry in it."""
+    rt.sessions.restore(session, _read_json(state_file))
+    approvals = _read_json(state_file.with_suffix(".approvals.json"))
+    kept = approvals.get(agent)
+    if isinstance(kept, list):
+        pairs = [
+            (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+        ]
+        rt.sessions.restore_approvals(session, pairs)
+    return approvals, kept
+
+
+def _keep_session(
+    rt: Runtime, session: str, agent: str, state_file: Path, approvals: dict[str, Any], kept: Any
+) -> None:
+    """Keep `session`'s memory and, when they changed, `agent`'s "always" approvals for the next run."""
+    _write_json(state_file, rt.sessions.state(session))
+    now = [list(pair) for pair in rt.sessions.approvals(session, agent)]
+    if now != kept and (now or kept):
+        _write_json(state_file.with_suffix(".approvals.json"), {**approvals, agent: now})
 
 
 def _session_file(rt: Runtime, session: str) -> Path:
