@@ -855,7 +855,7 @@ def _restore_session(rt: Runtime, session: str, agent: str, state_file: Path) ->
         pairs = [
             (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
         ]
-        rt.sessions.restore_approvals(session, pairs)
+        rt.sessions.restore_approvals(session, pairs, agent=agent)
     return approvals, kept
 
 
