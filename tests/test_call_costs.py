@@ -168,7 +168,7 @@ def test_a_calls_read_rules_are_built_once_until_an_approval_changes_them(make_p
     rt.register_handler("h", keep)
     for _ in range(2):
         assert rt.call_sync("hosted", {}, session="s").output == "kept"
-    rt.restore_approvals("s", [("read", "secret.env")])
+    rt.sessions.restore_approvals("s", [("read", "secret.env")])
     assert rt.call_sync("hosted", {}, session="s").output == "kept"
     first, second, approved = seen
     assert first is second and first.denies("a.env") and first.denies("secret.env")

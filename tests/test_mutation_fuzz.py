@@ -231,7 +231,7 @@ def _check_reload(target: Target) -> None:
 
     reloader = Reloader(rt, changes=one_batch())
     events: list[ReloadEvent] = []
-    reloader.on_reload(events.append)
+    reloader.subscribe(events.append)
     anyio.run(reloader.run)
     assert len(events) == 1
     if events[0].error is not None:

@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"store.*"},  # state that outlives a call
     {"call.*"},  # the pipeline, and the handler context
     {"builtin.*"},  # the built-in tools
+    {"host.*"},  # the Runtime's parts of their own: sessions, deprecated names
     {"api", "reload", "__init__", "context"},  # top: the Runtime, its reloader, the package face, 0.1's name
     {"faces.*", "__main__"},  # the front ends
 ]
@@ -194,30 +195,89 @@ def _defined_types() -> set[str]:
     return names
 
 
-@pytest.mark.slow
-def test_the_public_surface_names_every_type_runtime_takes_or_returns() -> None:
-    import re
+HOST_FACING = {"api.py": "Runtime", "host/sessions.py": "Sessions", "host/deprecated.py": "DeprecatedNames"}
+"""The classes whose public members a host calls: the Runtime (with its deprecated names) and `rt.sessions`."""
+INSIDES = {"Snapshot", "Store", "Settings", "ResolvedSettings"}
+"""Exported for annotations; what they hold is the config's and the store's, not members a host calls."""
+TOUCHED_ELSEWHERE = {"LspError", "ToolCall", "StreamAccumulator", "DescribeInfo", "Action", "Severity"}
+"""Types a host meets outside the Runtime's signatures: `ctx.lsp` raises `LspError`, a host's own loop gets
+`ToolCall`s from a `StreamAccumulator`, a `describe:` hook receives `DescribeInfo`, and the two literals are
+what `Decision.action` and `Problem.severity` hold."""
 
-    defined = _defined_types()
-    source = (PACKAGE / "api.py").read_text(encoding="utf-8")
-    runtime_class = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == "Runtime")
+
+def _types_named(function: ast.FunctionDef | ast.AsyncFunctionDef, defined: set[str]) -> set[str]:
+    """The package's types in a public function's annotations (but `self`'s) and in its docstring's Raises."""
+    arguments = function.args
+    parameters = [*arguments.posonlyargs, *arguments.args][1:]  # every host-facing function here is a method
+    annotations = [a.annotation for a in [*parameters, *arguments.kwonlyargs] if a.annotation is not None]
+    if arguments.kwarg is not None and arguments.kwarg.annotation is not None:
+        annotations.append(arguments.kwarg.annotation)
+    if function.returns is not None:
+        annotations.append(function.returns)
+    found = {name for a in annotations for name in re.findall(r"[A-Za-z_]\w*", ast.unparse(a)) if name in defined}
+    _, _, raises = (ast.get_docstring(function) or "").partition("Raises:")
+    return found | {name for name in re.findall(r"^\s+(\w+):", raises, re.M) if name in defined}
+
+
+def _members_types(node: ast.ClassDef, defined: set[str]) -> dict[str, str]:
+    """Each package type a class's public methods take, return or raise and its public fields hold → where."""
     used: dict[str, str] = {}
-    for method in runtime_class.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method.name.startswith("_"):
-            continue
-        arguments = method.args
-        annotations = [a.annotation for a in [*arguments.args, *arguments.kwonlyargs] if a.annotation is not None]
-        if arguments.kwarg is not None and arguments.kwarg.annotation is not None:
-            annotations.append(arguments.kwarg.annotation)
-        if method.returns is not None:
-            annotations.append(method.returns)
-        for annotation in annotations:
-            for name in re.findall(r"[A-Za-z_]\w*", ast.unparse(annotation)):
-                if name in defined:
-                    used.setdefault(name, method.name)
-    assert {"CallScope", "ToolResult", "ToolSet", "Decision", "ScopeFields"} <= set(used)
-    missing = {name: method for name, method in used.items() if name not in toolrt.__all__}
+    for member in node.body:
+        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and not member.name.startswith("_"):
+            for name in _types_named(member, defined):
+                used.setdefault(name, f"{node.name}.{member.name}")
+        elif isinstance(member, ast.AnnAssign) and isinstance(member.target, ast.Name):
+            if not member.target.id.startswith("_"):
+                for name in re.findall(r"[A-Za-z_]\w*", ast.unparse(member.annotation)):
+                    if name in defined:
+                        used.setdefault(name, f"{node.name}.{member.target.id}")
+    return used
+
+
+def _classes() -> dict[str, list[ast.ClassDef]]:
+    found: dict[str, list[ast.ClassDef]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(node)
+    return found
+
+
+@pytest.mark.slow
+def test_the_public_surface_names_every_type_a_host_touches() -> None:
+    """Every type the Runtime's and `rt.sessions`' public methods take, return or raise, and every type the
+    fields and methods of those types name in turn, is importable from `toolrt` (one level down: the
+    snapshot's, the store's and the settings' insides are theirs)."""
+    defined = _defined_types()
+    classes = _classes()
+    used: dict[str, str] = {}
+    for path, name in HOST_FACING.items():
+        tree = ast.parse((PACKAGE / path).read_text(encoding="utf-8"))
+        [host] = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == name]
+        used.update(_members_types(host, defined))
+    for name in sorted(set(used) - INSIDES):
+        for node in classes.get(name, []):
+            for inner, where in _members_types(node, defined).items():
+                used.setdefault(inner, where)
+    assert {"CallScope", "ToolResult", "ToolSet", "Decision", "ScopeFields", "Sessions", "PatternDecision"} <= set(used)
+    assert {"UsageError", "StoreError", "ConfigError"} <= set(used)  # named in the Raises of load, store, approve
+    missing = {name: where for name, where in used.items() if name not in toolrt.__all__ and not name.startswith("_")}
     assert missing == {}
+    assert TOUCHED_ELSEWHERE - set(toolrt.__all__) == set()
+
+
+def test_the_types_hosts_met_before_they_were_exported_are_the_ones_the_package_uses() -> None:
+    """`LspError`, `ToolCall` and `DescribeInfo` are the package's own classes, not copies, and every
+    provider's stream accumulator is a `toolrt.StreamAccumulator`."""
+    from toolrt.build.compiled import DescribeInfo
+    from toolrt.errors import LspError
+    from toolrt.providers import anthropic, gemini, openai, openai_responses
+    from toolrt.providers.model import ToolCall
+
+    assert (toolrt.LspError, toolrt.ToolCall, toolrt.DescribeInfo) == (LspError, ToolCall, DescribeInfo)
+    for module in (openai, openai_responses, anthropic, gemini):
+        assert isinstance(module.StreamAccumulator(), toolrt.StreamAccumulator), module.__name__
+    assert not isinstance(object(), toolrt.StreamAccumulator)
 
 
 OLD_STARTER = """

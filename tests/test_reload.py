@@ -60,7 +60,7 @@ def test_broken_save_keeps_last_good_then_fix_clears(tmp_path: Path, caplog: pyt
 
     async def main() -> None:
         reloader = Reloader(rt, changes=changes())
-        reloader.on_reload(events.append)
+        reloader.subscribe(events.append)
         await reloader.run()
 
     with caplog.at_level(logging.INFO, logger="toolrt.reload"):
@@ -183,7 +183,7 @@ async def _until(reloader: Reloader, done: Callable[[], bool]) -> None:
     """Wait, reload after reload, until `done()` holds (listeners run on the loop: no thread hand-off)."""
     while not done():
         reloaded = anyio.Event()
-        unsubscribe = reloader.on_reload(functools.partial(_set_event, reloaded))
+        unsubscribe = reloader.subscribe(functools.partial(_set_event, reloaded))
         try:
             await reloaded.wait()
         finally:
@@ -293,7 +293,7 @@ def _events(tmp_path: Path, edits: list[tuple[str, str]]) -> list[ReloadEvent]:
             yield {(2, str(target))}
 
     reloader = Reloader(rt, changes=changes())
-    reloader.on_reload(events.append)
+    reloader.subscribe(events.append)
     anyio.run(reloader.run)
     return events
 

@@ -55,7 +55,7 @@ def _reloads(rt: Runtime, edits: list[tuple[str, str]], outputs: list[str] | Non
 
     async def main() -> None:
         reloader = Reloader(rt, changes=changes())
-        reloader.on_reload(events.append)
+        reloader.subscribe(events.append)
         await reloader.run()
 
     anyio.run(main)

@@ -433,7 +433,7 @@ def test_a_session_is_bound_to_its_principal(tmp_path: Path) -> None:
             assert refused.status_code == 404  # as if the session did not exist
             done = await call(http, url, alices, "mark", name="alice")
             assert done.status_code == 200, done.text
-            names = [name for name in list(rt.sessions._states) if name.startswith("mcp:")]
+            names = [name for name in list(rt.sessions.held._states) if name.startswith("mcp:")]
             assert len(names) == 1 and names[0].startswith(f"mcp:{alices['mcp-session-id']}@")
 
     rt = run(tmp_path, body)
@@ -457,7 +457,7 @@ def test_a_sessionless_token_of_one_principal_is_nobody_elses(tmp_path: Path) ->
         assert await call_as("alice", alices) == alices  # hers, on her next request
         taken = await call_as("bob", alices)  # bob naming her token gets a session of his own
         assert taken != alices
-        names = sorted(name for name in list(rt.sessions._states) if name.startswith("mcp-token:"))
+        names = sorted(name for name in list(rt.sessions.held._states) if name.startswith("mcp-token:"))
         assert len(names) == 2 and all("@" in name for name in names)
         assert {name.split("@")[0] for name in names} == {f"mcp-token:{alices}", f"mcp-token:{taken}"}
 

@@ -62,7 +62,7 @@ def test_a_swap_settles_the_heap_after_its_notification_once_requests_stop(
 
     async def main() -> None:
         server, face = build_server(rt, CallScope())
-        unsubscribe = rt.on_swap(face.swap_listener())
+        unsubscribe = rt.subscribe(face.swap_listener(), to="swaps")
         notified = anyio.Event()
 
         async def on_message(message: Any) -> None:
@@ -119,7 +119,7 @@ def test_a_server_that_never_goes_quiet_settles_the_heap_all_the_same(
     async def main() -> None:
         nonlocal listings
         server, face = build_server(rt, CallScope())
-        unsubscribe = rt.on_swap(face.swap_listener())
+        unsubscribe = rt.subscribe(face.swap_listener(), to="swaps")
         notified = anyio.Event()
 
         async def on_message(message: Any) -> None:

@@ -66,7 +66,7 @@ async def serving(
 ) -> AsyncIterator[Served]:
     """`run_serve`'s wiring around an in-memory client instead of stdio."""
     server, face = build_server(rt, scope or CallScope(), ServeLimits(), offer_unaskable=offer_unaskable)
-    unsubscribe = rt.on_swap(face.swap_listener())
+    unsubscribe = rt.subscribe(face.swap_listener(), to="swaps")
     saves, changes = anyio.create_memory_object_stream[ChangeSet](8)
     changed = anyio.Event()
     logged: list[types.LoggingMessageNotificationParams] = []
@@ -80,8 +80,8 @@ async def serving(
 
     reloads: list[ReloadEvent] = []
     reloader = Reloader(rt, changes=changes)
-    reloader.on_reload(face.reload_listener())
-    reloader.on_reload(reloads.append)
+    reloader.subscribe(face.reload_listener())
+    reloader.subscribe(reloads.append)
     try:
         with anyio.fail_after(LIMIT):
             async with saves, changes, anyio.create_task_group() as group:

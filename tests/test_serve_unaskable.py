@@ -87,7 +87,7 @@ def test_a_2026_client_that_declares_elicitation_is_asked_through_input_required
 
 def test_the_host_may_offer_unaskable_tools_and_approvals_count_for_calls(make_project: ProjectFactory) -> None:
     rt = Runtime.load(_project(make_project))
-    rt.restore_approvals("mcp", [("asks", "*")])  # the server's default session holds an "always"
+    rt.sessions.restore_approvals("mcp", [("asks", "*")])  # the server's default session holds an "always"
 
     async def main() -> None:
         async with serving(rt, offer_unaskable=True) as served:

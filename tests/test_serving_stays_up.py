@@ -185,9 +185,9 @@ def test_mcp_clients_hear_of_problems_at_initialize_and_on_reload(make_project: 
                 async with anyio.create_task_group() as group:
                     group.start_soon(face.notify_changes)
                     reloader = Reloader(rt, changes=one_save())
-                    reloader.on_reload(face.reload_listener())
+                    reloader.subscribe(face.reload_listener())
                     events: list[ReloadEvent] = []
-                    reloader.on_reload(events.append)
+                    reloader.subscribe(events.append)
                     await reloader.run()
                     assert events[0].error is not None
                     blocked = await client.call_tool("echo", {"text": "x"})

@@ -300,7 +300,7 @@ def test_a_session_state_is_written_when_a_call_changed_it_and_read_before_each_
         other.save_session(session_id(TOKEN), {"tools": {"todos": [{"content": "x"}]}, "agent": "plan"}, 1.0)
         other.close()
         assert rt.call_sync("echo", {"text": "c"}, session=TOKEN).output == "c"
-        assert rt.session_state(TOKEN) == {"todos": [{"content": "x"}]}
+        assert rt.sessions.state(TOKEN) == {"todos": [{"content": "x"}]}
         assert touched() != [1.0]  # read before the call, and the session counted as used after it
     finally:
         rt.close()
@@ -334,15 +334,15 @@ def test_a_session_idle_on_every_replica_expires_for_all_of_them(
         for rt in (first, second):
             rt.sessions.limit(idle_seconds=100, max_sessions=10)
         assert first.call_sync("echo", {"text": "a"}, session=TOKEN).output == "a"
-        assert second.knows_session(TOKEN) is True
+        assert second.sessions.knows(TOKEN) is True
         for _ in range(3):  # used every 60 s on the first replica, its state unchanged: still known
             clock.now += 60
             assert first.call_sync("echo", {"text": "b"}, session=TOKEN).output == "b"
-            assert second.knows_session(TOKEN) is True
+            assert second.sessions.knows(TOKEN) is True
         clock.now += 101  # nobody used it for longer than the idle time
-        assert second.knows_session(TOKEN) is False
+        assert second.sessions.knows(TOKEN) is False
         assert first.store.load_session(session_id(TOKEN)) is None  # removed from the store, for every replica
-        assert first.knows_session("never-issued") is False
+        assert first.sessions.knows("never-issued") is False
     finally:
         first.close()
         second.close()

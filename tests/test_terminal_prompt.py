@@ -132,6 +132,26 @@ def test_always_is_kept_across_runs_of_a_session_and_agent(project: Path, tmp_pa
     assert other_agent.returncode == 1 and "approval" in other_agent.stderr
 
 
+@pytest.mark.slow
+def test_always_under_another_agent_is_kept_for_that_agent_and_no_other(project: Path, tmp_path: Path) -> None:
+    """`--agent plan`'s "always" is put back as plan's on the next `--agent plan` run (it used to be put back
+    as the default agent's, so plan asked again), and never becomes the default agent's."""
+    data = tmp_path / "data"
+    terminal = Terminal(project, data, "--session", "s1", "--agent", "plan")
+    terminal.wait_for("allow? ")
+    terminal.type(b"a\n")
+    assert terminal.finish() == (0, "hi\n")
+
+    def headless(*args: str) -> subprocess.CompletedProcess[str]:  # nobody to ask: an ask is denied
+        argv = [sys.executable, "-m", "toolrt", "call", "echo", '{"text": "again"}', "--root", str(project), *args]
+        return subprocess.run(argv, env=_env(data), cwd=project, capture_output=True, text=True, timeout=60)
+
+    again = headless("--session", "s1", "--agent", "plan")
+    assert (again.returncode, again.stdout) == (0, "again\n"), again.stderr
+    default_agent = headless("--session", "s1")
+    assert default_agent.returncode == 1 and "approval" in default_agent.stderr
+
+
 def test_serve_on_a_port_in_use_is_one_line_and_exit_2(project: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -25,9 +25,11 @@ if _sys.argv[:1] == ["-m"] and _sys.path and not getattr(_sys.flags, "safe_path"
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import ReloadStatus, Runtime, SnapshotChange
+    from .api import Runtime
     from .attribution import Hold
     from .audit import AuditLog
+    from .build.changes import ReloadStatus, SnapshotChange
+    from .build.compiled import DescribeInfo
     from .build.selection import Hidden, Offered, ToolSet
     from .build.snapshot import Snapshot
     from .call.client import ClientChannel, ClientInfo, ClientRequest, Elicited
@@ -42,10 +44,12 @@ if TYPE_CHECKING:
         DeniedError,
         InputRequired,
         InvalidArgumentsError,
+        LspError,
         PermissionBlocked,
         Problem,
         ProtocolError,
         RejectedError,
+        Severity,
         StoreError,
         ToolFailure,
         ToolrtError,
@@ -53,9 +57,11 @@ if TYPE_CHECKING:
         UsageError,
     )
     from .execute.background import BackgroundProcess
+    from .host.sessions import Sessions
     from .lsp.manager import ServerStatus
     from .permissions.ask import Asker, AskRequest, Reply
-    from .permissions.model import Decision, PatternDecision, PermissionRequest, Rule
+    from .permissions.model import Action, Decision, PatternDecision, PermissionRequest, Rule
+    from .providers.model import StreamAccumulator, ToolCall
     from .result import ToolResult
     from .scope import CallScope, Questioner, ScopeFields
     from .store.model import Store
@@ -78,14 +84,21 @@ _LAZY = {
     "ToolrtError": "errors",
     "UnknownToolError": "errors",
     "UsageError": "errors",
+    "LspError": "errors",
+    "Severity": "errors",
+    "Action": "permissions.model",
+    "DescribeInfo": "build.compiled",
+    "Sessions": "host.sessions",
+    "StreamAccumulator": "providers.model",
+    "ToolCall": "providers.model",
     "Decision": "permissions.model",
     "PatternDecision": "permissions.model",
     "PermissionRequest": "permissions.model",
     "Rule": "permissions.model",
     "ToolResult": "result",
-    "ReloadStatus": "api",
+    "ReloadStatus": "build.changes",
     "Runtime": "api",
-    "SnapshotChange": "api",
+    "SnapshotChange": "build.changes",
     "CallEvent": "call.events",
     "ClientChannel": "call.client",
     "ClientInfo": "call.client",
@@ -127,6 +140,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.2.0"
 
 __all__ = [
+    "Action",
     "AskRequest",
     "Asker",
     "AuditLog",
@@ -141,11 +155,13 @@ __all__ = [
     "CorrectedError",
     "Decision",
     "DeniedError",
+    "DescribeInfo",
     "Elicited",
     "Hidden",
     "Hold",
     "InputRequired",
     "InvalidArgumentsError",
+    "LspError",
     "Offered",
     "PatternDecision",
     "PermissionBlocked",
@@ -162,11 +178,15 @@ __all__ = [
     "ScopeFields",
     "ServerStatus",
     "SessionStore",
+    "Sessions",
     "Settings",
+    "Severity",
     "Snapshot",
     "SnapshotChange",
     "Store",
     "StoreError",
+    "StreamAccumulator",
+    "ToolCall",
     "ToolContext",
     "ToolFailure",
     "ToolResult",

@@ -16,25 +16,27 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import anyio
 import anyio.to_thread
 
 from .attribution import Hold, digest_of, journal_for
 from .audit import AuditLog
+from .build.changes import ReloadStatus, SnapshotChange, changes_between
 from .build.handler_code import changed_files, compile_code, import_code
 from .build.selection import ToolSet, select
 from .build.snapshot import Snapshot, build_snapshot, with_tool
 from .call.client import ClientChannel
 from .call.request import CallRequest
-from .call.sessions import SessionStore
 from .config.settings import CommandLineSettings, ResolvedSettings
-from .errors import ConfigError, Problem, UsageError
+from .errors import ConfigError, InvalidArgumentsError, Problem, UsageError
+from .host.deprecated import DeprecatedNames
+from .host.sessions import Sessions
+from .host.turns import Turn, one_at_a_time, run_together
 from .permissions.ask import Asker
 from .permissions.evaluate import check as check_pattern
 from .permissions.evaluate import decide
@@ -56,35 +58,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ReloadStatus", "Runtime", "SnapshotChange"]
 
-_T = TypeVar("_T")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 Dispatcher = Callable[[CallRequest, Snapshot, ToolSet, "Services"], Awaitable[ToolResult]]
-
-
-@dataclass(frozen=True, slots=True)
-class ReloadStatus:
-    generation: int
-    digest: str
-    loaded_at: float
-    last_error: ConfigError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotChange:
-    """What a swap changed, for listeners (`toolrt watch`, the MCP server)."""
-
-    old: Snapshot
-    new: Snapshot
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    changed: tuple[str, ...]
-    permissions_changed: bool
-    code_changed: tuple[str, ...] = ()
-    """Tools whose handler code (their module, or a project module it imports) changed."""
-    code_files: tuple[str, ...] = ()
-    """The project module files that changed, relative to the root."""
-    settings_changed: bool = False
-    """`toolrt.yaml`, the environment, the host's settings or the sandbox gave other values."""
 
 
 def _nothing() -> None:
@@ -103,55 +78,7 @@ def _with_scope_flags(values: Mapping[str, bool], scope_flags: Mapping[str, bool
     return {**values, **scope_flags}
 
 
-def _one_at_a_time(function: Callable[[_T], Awaitable[Any]], lock: anyio.Lock) -> Callable[[_T], Awaitable[Any]]:
-    """`function` made to wait for the one before it: concurrent calls' asks reach a person one by one."""
-
-    async def wrapped(request: _T) -> Any:
-        async with lock:
-            return await function(request)
-
-    return wrapped
-
-
-def _change(old: Snapshot, snapshot: Snapshot) -> SnapshotChange:
-    """What swapping `old` for `snapshot` changed."""
-    added = tuple(sorted(set(snapshot.tools) - set(old.tools)))
-    removed = tuple(sorted(set(old.tools) - set(snapshot.tools)))
-    changed = tuple(
-        sorted(
-            t
-            for t in set(snapshot.tools) & set(old.tools)
-            if snapshot.tools[t] is not old.tools[t]  # unchanged files keep their compiled tool
-            and (
-                snapshot.tools[t].definition != old.tools[t].definition
-                or snapshot.tools[t].description != old.tools[t].description
-            )
-        )
-    )
-    permissions_changed = [layer.rules for layer in snapshot.permissions.layers] != [
-        layer.rules for layer in old.permissions.layers
-    ]
-    files = changed_files(snapshot.handler_files, old.handler_files)
-    code_changed = tuple(
-        sorted(
-            t
-            for t, code in snapshot.tool_code.items()
-            if t in old.tools and t not in changed and not code.isdisjoint(files)
-        )
-    )
-    settings_changed = (
-        snapshot.settings != old.settings
-        or snapshot.sandbox != old.sandbox
-        or list(snapshot.resolved.items()) != list(old.resolved.items())
-    )
-    root = snapshot.root
-    shown = tuple(sorted(str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in files))
-    return SnapshotChange(
-        old, snapshot, added, removed, changed, permissions_changed, code_changed, shown, settings_changed
-    )
-
-
-class Runtime:
+class Runtime(DeprecatedNames):
     """A loaded toolrt configuration that answers spec, check and call requests."""
 
     def __init__(self, snapshot: Snapshot, *, cli: CommandLineSettings | None = None) -> None:
@@ -161,6 +88,7 @@ class Runtime:
         self._host_handlers: dict[str, Callable[..., Any]] = {}
         self._services_: Services | None = None
         self._store: Store | None = None
+        self._sessions: Sessions | None = None
         self.default_store = "memory"
         """The store opened when no layer sets the `store` setting: `memory` for hosts, `sqlite` for
         `toolrt serve` (set before the store's first use)."""
@@ -222,16 +150,11 @@ class Runtime:
                     session_days=retention.session_days,
                 ),
                 host_handlers=self._host_handlers,
+                run_batch=self._batch,
                 doom_loop_warns=self._development,
             )
-            self._services_.run_batch = self._batch
             if self.store.persistent:
-                from .call.persist import SessionKeeper
-
-                sessions = self._services_.sessions
-                self._services_.keeper = SessionKeeper(
-                    self.store, self._services_.broker, lambda: sessions.idle_seconds
-                )
+                self._services_.keep_sessions_in(self.store)
             # A Runtime that runs calls holds the process's sandbox fork server: the last one closed (or
             # collected unclosed) ends it.
             self._release_fork_server = hold_fork_server()
@@ -267,46 +190,49 @@ class Runtime:
             StoreError: the store cannot be opened (unreachable, a newer schema); the text names the setting.
         """
         if self._store is None:
-            import time
+            from .store.uri import open_configured
 
-            from .store import open_store
-
-            resolved = self._snapshot.resolved
-            values = resolved.values
-            setting = values.store if resolved.origins.get("store", "default") != "default" else self.default_store
-            store = open_store(setting, self._snapshot.data_dir)
-            if store.persistent:
-                retention = values.retention
-                store.prune(time.time(), audit_days=retention.audit_days, session_days=retention.session_days)
-            self._store = store
+            self._store = open_configured(self._snapshot.resolved, self._snapshot.data_dir, self.default_store)
         return self._store
-
-    def knows_session(self, name: str) -> bool:
-        """Whether session `name` is held here or, with a persistent store, kept there (another process or
-        an earlier run of this server issued it): `toolrt serve` honours such a 2026-07-28 token."""
-        services = self._services
-        return name in services.sessions or (services.keeper is not None and services.keeper.known(name))
-
-    def begin_session(self, name: str) -> None:
-        """Hold a new session `name` (a token just issued; with a persistent store, it is not looked up
-        there: nothing can be kept of a name nobody had)."""
-        services = self._services
-        services.sessions.get(name)
-        if services.keeper is not None:
-            services.keeper.fresh(name)
 
     @property
     def audit(self) -> AuditLog:
         return self._services.recorder.audit
 
     @property
-    def sessions(self) -> SessionStore[Any]:
-        """Every session's state (approvals, read stamps, doom-loop history, todos).
+    def sessions(self) -> Sessions:
+        """The sessions this Runtime holds: `release`, `limit`, `len`, `in`, and their state and approvals
+        to keep between processes (`state`/`restore`, `approvals`/`restore_approvals`)."""
+        if self._sessions is None:
+            self._sessions = Sessions(self._services, lambda: self._snapshot.permissions.default_agent)
+        return self._sessions
 
-        `release(name)` ends a session; `limit(idle_seconds=..., max_sessions=...)` sets when idle
-        sessions expire (default 30 minutes) and how many are held (default 4096, the most idle go first).
+    @overload
+    def subscribe(
+        self, listener: Callable[[CallEvent], None], *, to: Literal["calls"] = "calls"
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def subscribe(self, listener: Callable[[SnapshotChange], None], *, to: Literal["swaps"]) -> Callable[[], None]: ...
+
+    def subscribe(
+        self, listener: Callable[[Any], None], *, to: Literal["calls", "swaps"] = "calls"
+    ) -> Callable[[], None]:
+        """Receive call events (`to="calls"`: running, metadata, completed, error, agent) or, with
+        `to="swaps"`, a `SnapshotChange` after every snapshot swap (reload or register); returns a function
+        that unsubscribes.
+
+        Raises:
+            UsageError: `to` is neither `calls` nor `swaps`.
         """
-        return self._services.sessions
+        if to == "calls":
+            listeners: list[Callable[[Any], None]] = self._services.listeners
+        elif to == "swaps":
+            listeners = self._swap_listeners
+        else:
+            raise UsageError(f"subscribe(to={to!r}): a listener subscribes to 'calls' or 'swaps'")
+        listeners.append(listener)
+        return lambda: listeners.remove(listener)
 
     @property
     def development(self) -> bool:
@@ -326,9 +252,7 @@ class Runtime:
     def language_servers(self) -> list[ServerStatus]:
         """The language servers this Runtime started (name, root, state, pid, restarts, last error)."""
         services = self._services_
-        if services is None or services.lsp is None:
-            return []
-        return services.lsp.status()
+        return [] if services is None else services.language_servers.status()
 
     def background_processes(
         self, *, session: str | None = None, call_id: str | None = None
@@ -369,12 +293,8 @@ class Runtime:
         services = self._services_
         if services is None:
             return
-        services.background().close()
+        services.close()
         self._release_fork_server()
-        services.lsp_closed = True
-        services._lsp_access.clear()
-        if services.lsp is not None:
-            services.lsp.close()
 
     async def aclose(self) -> None:
         """`close` from async code, without blocking the event loop."""
@@ -475,8 +395,8 @@ class Runtime:
             raise UsageError(f"unknown tool '{tool}' (tools: {', '.join(sorted(snapshot.tools))})")
         try:
             arguments = parse_arguments(compiled, args)
-        except Exception as exc:
-            raise UsageError(str(exc)) from None
+        except InvalidArgumentsError as exc:  # the caller's arguments; anything else is a bug, raised as itself
+            raise UsageError(str(exc)) from exc
         requests = permission_requests(compiled, arguments, snapshot, agent)
         permissions = snapshot.permissions
         approved = None
@@ -521,39 +441,6 @@ class Runtime:
         """Supply the handler of `handler: {host: NAME}` tools (e.g. `task`); they become visible."""
         self._host_handlers[name] = handler
         self._selections.clear()
-
-    def session_state(self, session: str) -> dict[str, Any]:
-        """The tools' memory of `session` (read times, todos), to persist between processes.
-
-        Keep it JSON-serialisable; `restore_session` puts it back (`toolrt call` does both).
-        """
-        return dict(self._services.session(session).tools)
-
-    def restore_session(self, session: str, state: Mapping[str, Any]) -> None:
-        """Put back what `session_state` returned in an earlier process."""
-        self._services.session(session).tools.update(state)
-
-    def approvals(self, session: str, agent: str | None = None) -> list[tuple[str, str]]:
-        """The (permission, pattern) pairs the person approved "always" for `agent` (default: the default
-        agent) in `session`, to persist between processes (`toolrt call --session` keeps them per session
-        and agent); `restore_approvals` puts them back."""
-        return self._services.broker.approvals(session, agent or self._snapshot.permissions.default_agent)
-
-    def restore_approvals(
-        self, session: str, approvals: Iterable[tuple[str, str]], *, agent: str | None = None
-    ) -> None:
-        """Put back what `approvals` returned in an earlier process."""
-        self._services.broker.restore(session, agent or self._snapshot.permissions.default_agent, approvals)
-
-    def subscribe(self, listener: Callable[[CallEvent], None]) -> Callable[[], None]:
-        """Receive call events (running, metadata, completed, error); returns an unsubscribe function."""
-        self._services.listeners.append(listener)
-        return lambda: self._services.listeners.remove(listener)
-
-    def on_swap(self, listener: Callable[[SnapshotChange], None]) -> Callable[[], None]:
-        """Be told after every snapshot swap (reload or register); returns an unsubscribe function."""
-        self._swap_listeners.append(listener)
-        return lambda: self._swap_listeners.remove(listener)
 
     # --- reload -----------------------------------------------------------------------------------
 
@@ -621,17 +508,15 @@ class Runtime:
         return problems
 
     def _swap(self, snapshot: Snapshot) -> None:
-        old = self._snapshot
-        changed_files_ = changed_files(snapshot.handler_files, old.handler_files)
-        if changed_files_ and self._services_ is not None:
-            self._services_.handlers.clear()  # the modules were imported again before the swap
+        old, services = self._snapshot, self._services_
+        if services is not None and changed_files(snapshot.handler_files, old.handler_files):
+            services.code_reloaded()  # the modules were imported again before the swap
         self._snapshot = snapshot
         self._generation += 1
         self._selections.clear()
-        change = _change(old, snapshot)
-        if self._services_ is not None:  # a changed tool's earlier calls are no loop of the new one
-            self._services_.forget_loops({*change.changed, *change.code_changed, *change.removed})
-            self._services_.read_denies.clear()  # the old snapshot's rules go with it
+        change = changes_between(old, snapshot)
+        if services is not None:
+            services.snapshot_swapped({*change.changed, *change.code_changed, *change.removed})
         for listener in tuple(self._swap_listeners):
             listener(change)
 
@@ -692,10 +577,38 @@ class Runtime:
         return self._dispatcher(request, snapshot, toolset, self._services)
 
     def call_sync(
-        self, tool: str, args: Mapping[str, Any] | str | None = None, scope: CallScope | None = None, **options: Any
+        self,
+        tool: str,
+        args: Mapping[str, Any] | str | None = None,
+        scope: CallScope | None = None,
+        *,
+        ask: Asker | None = None,
+        questioner: Questioner | None = None,
+        abort: anyio.Event | None = None,
+        call_id: str = "",
+        message_id: str = "",
+        extra: Mapping[str, Any] | None = None,
+        channel: ClientChannel | None = None,
+        **fields: Unpack[ScopeFields],
     ) -> ToolResult:
-        """`call` for scripts without an event loop (same options)."""
-        return anyio.run(lambda: self.call(tool, args, scope, **options))
+        """`call` for scripts without an event loop (the same arguments).
+
+        Raises:
+            UsageError: the scope names an agent or tool set the config does not define.
+        """
+        request = CallRequest(
+            tool,
+            args,
+            scope_of(scope, fields),
+            call_id,
+            message_id,
+            ask,
+            abort,
+            questioner,
+            extra or _EMPTY,
+            client=channel,
+        )
+        return anyio.run(lambda: self._dispatch(request))
 
     async def call_many(
         self,
@@ -716,32 +629,11 @@ class Runtime:
     async def _run_many(
         self, base: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any] | str | None]]
     ) -> list[ToolResult]:
-        return await self._together(
-            [tool for tool, _ in calls], lambda i: self._dispatch(base._replace(tool=calls[i][0], args=calls[i][1]))
+        return await run_together(
+            self._snapshot,
+            [tool for tool, _ in calls],
+            lambda i: self._dispatch(base._replace(tool=calls[i][0], args=calls[i][1])),
         )
-
-    async def _together(self, tools: Sequence[str], run: Callable[[int], Awaitable[ToolResult]]) -> list[ToolResult]:
-        """`run(i)` for every call: `parallel: true` tools concurrently, the rest in order; results in call order."""
-        results: list[ToolResult | None] = [None] * len(tools)
-        snapshot = self._snapshot
-        sequential: list[int] = []
-
-        async def one(index: int) -> None:
-            results[index] = await run(index)
-
-        async def run_sequential() -> None:
-            for index in sequential:
-                await one(index)
-
-        async with anyio.create_task_group() as group:
-            for index, tool in enumerate(tools):
-                compiled = snapshot.tools.get(tool) or snapshot.tools.get(tool.lower())
-                if compiled is not None and compiled.definition.parallel:
-                    group.start_soon(one, index)
-                else:
-                    sequential.append(index)
-            group.start_soon(run_sequential)
-        return [r for r in results if r is not None]
 
     async def run_tool_calls(
         self,
@@ -773,15 +665,8 @@ class Runtime:
         Raises:
             UsageError: `format` is unknown, or `agent` names no agent.
         """
-        from .providers import ToolCall, adapter
-        from .providers.duplicates import answered_once, refusal, repeated_ids
-
-        module = adapter(format)
-        if isinstance(response, (list, tuple)) and response and all(isinstance(c, ToolCall) for c in response):
-            calls: list[ToolCall] = list(response)
-        else:
-            calls = module.tool_calls(response)
-        if not calls:
+        turn = Turn.of(format, response)
+        if not turn.calls:
             return []
         who = scope_of(scope, fields)
         self._snapshot.permissions.ruleset(who.agent)  # an unknown agent: the host's mistake, raised
@@ -790,31 +675,14 @@ class Runtime:
             "",
             None,
             who,
-            ask=None if ask is None else _one_at_a_time(ask, lock),
+            ask=None if ask is None else one_at_a_time(ask, lock),
             abort=abort,
-            questioner=None if questioner is None else _one_at_a_time(questioner, lock),
+            questioner=None if questioner is None else one_at_a_time(questioner, lock),
             extra=_EMPTY if extra is None else extra,
         )
-        needs_id = format != "gemini"
-        repeated = repeated_ids(calls)
-
-        async def run(index: int) -> ToolResult:
-            call = calls[index]
-            request = base._replace(tool=call.name, args=call.arguments, call_id=call.id)
-            if needs_id and not call.id:  # not run, but recorded (under a generated id) like any call
-                request = request._replace(
-                    refused=(
-                        f"This call to '{call.name}' came without a call id, so its result could not be matched "
-                        "to it and it was not run. Call the tool again."
-                    ),
-                )
-            elif call.id in repeated:  # refused before any call of the turn runs: never run twice
-                request = request._replace(refused=refusal(call, sum(c.id == call.id for c in calls)))
-            return await self._dispatch(request)
-
-        results = await self._together([call.name for call in calls], run)
-        pairs = list(zip(calls, results, strict=True))
-        return module.result_messages(answered_once(pairs) if needs_id else pairs)
+        requests = turn.requests(base)
+        results = await run_together(self._snapshot, [r.tool for r in requests], lambda i: self._dispatch(requests[i]))
+        return turn.messages(results)
 
     async def _batch(self, request: CallRequest, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
         # Sub-calls keep the whole scope (flags and tool set too), the asker, the questioner and the abort.

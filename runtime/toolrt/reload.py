@@ -25,10 +25,12 @@ from pathlib import Path
 import anyio
 import watchfiles
 
-from .api import ReloadStatus, Runtime, SnapshotChange
+from .api import Runtime
+from .build.changes import ReloadStatus, SnapshotChange
 from .build.snapshot import Snapshot
 from .config.layers import TOOLS_DIR
 from .errors import ConfigError
+from .host.deprecated import deprecated
 
 __all__ = [
     "WATCH_DEBOUNCE_MS",
@@ -136,7 +138,7 @@ class Reloader:
     """Turns change batches into `Runtime.reload()` calls and reports each outcome.
 
     Reloads are serialised: one runs at a time, and a batch that arrives meanwhile waits for it.
-    Listeners (`on_reload`) run on the event loop thread after each reload.
+    Listeners (`subscribe`) run on the event loop thread after each reload.
     """
 
     def __init__(
@@ -160,10 +162,15 @@ class Reloader:
     def status(self) -> ReloadStatus:
         return self._rt.status()
 
-    def on_reload(self, listener: Callable[[ReloadEvent], None]) -> Callable[[], None]:
+    def subscribe(self, listener: Callable[[ReloadEvent], None]) -> Callable[[], None]:
         """Be told the outcome of every reload; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
+
+    def on_reload(self, listener: Callable[[ReloadEvent], None]) -> Callable[[], None]:
+        """Deprecated: `subscribe(listener)`."""
+        deprecated("Reloader.on_reload", "Reloader.subscribe")
+        return self.subscribe(listener)
 
     async def reload_once(self, *, report_unchanged: bool = True) -> ReloadEvent:
         """Rebuild from disk now (in a worker thread), swap on success, report the outcome.
@@ -172,7 +179,7 @@ class Reloader:
         """
         async with self._lock:
             self._last_change = None
-            unsubscribe = self._rt.on_swap(self._remember)
+            unsubscribe = self._rt.subscribe(self._remember, to="swaps")
             try:
                 before = self._rt.status().generation
                 status = await anyio.to_thread.run_sync(self._rt.reload)

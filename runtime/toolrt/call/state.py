@@ -1,6 +1,8 @@
-"""The mutable side of a Runtime that outlives snapshots: sessions, approvals, the audit log, listeners, caches.
+"""What the calls of one Runtime share across snapshots (`Services`): sessions, approvals, the audit log,
+listeners, caches, and what calls start and leave running (language servers, background processes).
 
-One `Services` per Runtime; nothing here is shared between Runtimes. Every cache is bounded.
+One `Services` per Runtime; nothing here is shared between Runtimes. Every cache is bounded. The Runtime tells
+it of a swap (`code_reloaded`, `snapshot_swapped`) and closes it (`close`) without reaching into its caches.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..audit import AuditLog
+from ..lsp.held import LanguageServers
 from ..permissions.ask import PermissionBroker
 from ..permissions.denied_reads import ReadDenies
 from ..permissions.model import Decision
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from ..build.snapshot import Snapshot
     from ..execute.background import BackgroundProcesses
     from ..lsp.access import LspAccess
-    from ..lsp.manager import LspManager
+    from ..store.model import Store
     from .persist import SessionKeeper
 
 __all__ = ["DOOM_LOOP_THRESHOLD", "BatchRunner", "Runnable", "Services", "SessionState"]
@@ -94,12 +97,10 @@ class Services:
     call_prefix: str = field(default_factory=lambda: f"call_{secrets.token_hex(4)}_")
     """What a generated call id starts with: random per Runtime, so ids never repeat across runs or
     processes (the audit log and the attribution journal outlive a process), then the counter."""
-    lsp: LspManager | None = None
-    """The Runtime's language servers; made on the first call that needs them."""
-    lsp_closed: bool = False
+    language_servers: LanguageServers = field(default_factory=LanguageServers)
+    """The Runtime's language servers, started on the first call that needs them."""
     keeper: SessionKeeper | None = None
     """Sessions loaded from and saved to a persistent state store; None with the `memory` store."""
-    _lsp_access: dict[str, LspAccess | None] = field(default_factory=dict)
     _background: BackgroundProcesses | None = None
 
     def __post_init__(self) -> None:
@@ -119,8 +120,22 @@ class Services:
         if self._background is not None and self._background.running(session=session):
             self._background.end(session=session, wait=False)
 
-    def forget_loops(self, tools: Set[str]) -> None:
-        """Drop `tools`' calls from every session's doom-loop history (a reload changed what they run)."""
+    def keep_sessions_in(self, store: Store) -> None:
+        """Load each session from the persistent `store` before its calls and save it after them (another
+        process, a replica or an earlier run shares it)."""
+        from .persist import SessionKeeper
+
+        sessions = self.sessions
+        self.keeper = SessionKeeper(store, self.broker, lambda: sessions.idle_seconds)
+
+    def code_reloaded(self) -> None:
+        """The project's handler modules were imported again: the handlers resolved from the old ones go."""
+        self.handlers.clear()
+
+    def snapshot_swapped(self, tools: Set[str]) -> None:
+        """A new snapshot serves: the old one's read rules go with it, and `tools` (changed, removed, or whose
+        code changed) leave every session's doom-loop history: their earlier calls are no loop of the new ones."""
+        self.read_denies.clear()
         for state in self.sessions.states():
             state.recent = tuple(entry for entry in state.recent if entry[0] not in tools)
 
@@ -136,21 +151,13 @@ class Services:
 
     def lsp_for(self, snapshot: Snapshot) -> LspAccess | None:
         """The language servers as `snapshot`'s settings declare them; None when none is configured."""
-        if snapshot.digest in self._lsp_access:
-            return self._lsp_access[snapshot.digest]
-        from ..lsp.access import LspAccess, lsp_config
-        from ..lsp.manager import LspManager
+        return self.language_servers.for_snapshot(snapshot)
 
-        config = lsp_config(snapshot)
-        access = None
-        if config.servers and not self.lsp_closed:
-            if self.lsp is None:
-                self.lsp = LspManager()
-            access = LspAccess(self.lsp, config)
-        if len(self._lsp_access) > 16:
-            self._lsp_access.clear()
-        self._lsp_access[snapshot.digest] = access
-        return access
+    def close(self) -> None:
+        """End what the calls started and left running: background processes and language servers (later
+        calls start neither)."""
+        self.background().close()
+        self.language_servers.close()
 
     def emit(self, event: CallEvent) -> None:
         for listener in tuple(self.listeners):

@@ -21,7 +21,8 @@ import anyio
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..api import Runtime, SnapshotChange
+    from ..api import Runtime
+    from ..build.changes import SnapshotChange
     from ..call.events import CallEvent
     from ..providers.openai import StreamAccumulator
     from ..scope import CallScope
@@ -116,7 +117,7 @@ async def run_chat(
 
     screen = _Screen(out)
     unsubscribe = rt.subscribe(screen.call_event)
-    stop_swaps = rt.on_swap(screen.swapped)
+    stop_swaps = rt.subscribe(screen.swapped, to="swaps")
     messages: list[Any] = [{"role": "system", "content": system}] if system else []
     screen.line(f"toolrt chat with {model}: {len(rt.tools(scope).offered)} tools. /exit or Ctrl-D to leave.")
     if not interactive:

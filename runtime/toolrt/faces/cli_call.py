@@ -50,20 +50,20 @@ def cmd_call(options: argparse.Namespace, out: TextIO) -> int:
     questioner = terminal_questioner() if _at_terminal() else None
     state_file = _session_file(rt, options.session)
     _tell_unasked_once(rt, options, state_file.with_suffix(".notice"))
-    rt.restore_session(options.session, _read_json(state_file))
+    rt.sessions.restore(options.session, _read_json(state_file))
     # "always" approvals outlive the process: kept per session (the file) and agent (the key).
     approvals_file = state_file.with_suffix(".approvals.json")
     approvals = _read_json(approvals_file)
     agent = options.agent or rt.snapshot.permissions.default_agent
-    _restore_approvals(rt, options.session, approvals.get(agent))
+    _restore_approvals(rt, options.session, agent, approvals.get(agent))
     live, call_id = _live_output(rt, options, out)
     result = anyio.run(
         lambda: rt.call(
             options.tool, options.args, selected_scope(options), ask=asker, questioner=questioner, call_id=call_id
         )
     )
-    _write_json(state_file, rt.session_state(options.session))
-    now = [list(pair) for pair in rt.approvals(options.session, agent)]
+    _write_json(state_file, rt.sessions.state(options.session))
+    now = [list(pair) for pair in rt.sessions.approvals(options.session, agent)]
     kept = approvals.get(agent)
     if now != kept and (now or kept):
         _write_json(approvals_file, {**approvals, agent: now})
@@ -90,13 +90,13 @@ def _asker(rt: Runtime, options: argparse.Namespace, out: TextIO) -> Any:
     return terminal_asker(out)
 
 
-def _restore_approvals(rt: Runtime, session: str, kept: Any) -> None:
+def _restore_approvals(rt: Runtime, session: str, agent: str, kept: Any) -> None:
     """The agent's "always" approvals kept by an earlier `toolrt call` of the session (malformed pairs left out)."""
     if isinstance(kept, list):
         pairs = [
             (p[0], p[1]) for p in kept if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
         ]
-        rt.restore_approvals(session, pairs)
+        rt.sessions.restore_approvals(session, pairs, agent=agent)
 
 
 def _live_output(rt: Runtime, options: argparse.Namespace, out: TextIO) -> tuple[LiveOutput | None, str]:

@@ -103,14 +103,14 @@ def run_serve(
         notice = face.unasked_notice()
         if notice is not None:
             print(notice, file=sys.stderr, flush=True)
-        unsubscribe = rt.on_swap(face.swap_listener())
+        unsubscribe = rt.subscribe(face.swap_listener(), to="swaps")
         observe(lambda: len(rt.sessions), lambda: rt.status().generation)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(face.notify_changes)
                 group.start_soon(face.settle_when_idle)
                 reloader = Reloader(rt)
-                reloader.on_reload(face.reload_listener())
+                reloader.subscribe(face.reload_listener())
                 group.start_soon(reloader.run)
                 group.start_soon(watch_skills, rt.root, Path.home(), face.announce_skills_changed)
                 if transport == "stdio":

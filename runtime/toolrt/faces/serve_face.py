@@ -16,7 +16,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..api import Runtime, SnapshotChange
+from ..api import Runtime
+from ..build.changes import SnapshotChange
 from ..build.selection import ToolSet, unavailable
 from ..call.pipeline import PROTOCOL_ERROR
 from ..config.model import ToolDefinition
@@ -62,7 +63,7 @@ class McpFace:
         """List_changed and toolrt's log messages to every client (`serve_notify`)."""
 
         self._mcp_sessions = McpSessions(
-            rt.sessions, rt.knows_session, shared=rt.store.persistent, begin=rt.begin_session
+            rt.sessions.held, rt.sessions.knows, shared=rt.store.persistent, begin=rt.sessions.begin
         )
         self._ids = itertools.count(1)
         store = rt.store
@@ -73,7 +74,7 @@ class McpFace:
         self._not_approved: set[tuple[str, str]] = set()
         """(file, digest) of held changes the person was shown and did not approve: not asked again."""
         self._tasks = McpTasks(
-            MemoryTaskStore(), rt.sessions, lambda ctx, session: self._mcp_sessions.owns(ctx, session)
+            MemoryTaskStore(), rt.sessions.held, lambda ctx, session: self._mcp_sessions.owns(ctx, session)
         )
         """The calls running as MCP tasks, and their records (`serve_tasks`)."""
         self.skills = SkillsFace(
@@ -347,11 +348,11 @@ class McpFace:
         return self._notifier.unasked_notice()
 
     def swap_listener(self) -> Callable[[SnapshotChange], None]:
-        """A `Runtime.on_swap` listener that queues the change for `notify_changes` (any thread)."""
+        """A `Runtime.subscribe(..., to="swaps")` listener that queues the change for `notify_changes` (any thread)."""
         return self._notifier.swap_listener()
 
     def reload_listener(self) -> Callable[[ReloadEvent], None]:
-        """A `Reloader.on_reload` listener: a reload's problems (and their fix) become log messages."""
+        """A `Reloader.subscribe` listener: a reload's problems (and their fix) become log messages."""
         return self._notifier.reload_listener()
 
     async def notify_changes(self) -> None:

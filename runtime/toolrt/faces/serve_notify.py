@@ -20,7 +20,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..api import Runtime, SnapshotChange
+from ..api import Runtime
+from ..build.changes import SnapshotChange
 from ..build.snapshot import degraded_lines
 from ..reload import ReloadEvent
 from ..scope import CallScope
@@ -114,7 +115,7 @@ class Notifier:
         return unasked_notice(runs_without_asking(self._rt.snapshot, toolset, self._scope.agent))
 
     def swap_listener(self) -> Callable[[SnapshotChange], None]:
-        """A `Runtime.on_swap` listener that queues the change for `notify_changes` (any thread)."""
+        """A `Runtime.subscribe(..., to="swaps")` listener that queues the change for `notify_changes` (any thread)."""
         bridge = LoopBridge()
 
         def on_swap(change: SnapshotChange) -> None:
@@ -123,7 +124,7 @@ class Notifier:
         return on_swap
 
     def reload_listener(self) -> Callable[[ReloadEvent], None]:
-        """A `Reloader.on_reload` listener: a reload's problems (and their fix) become log messages."""
+        """A `Reloader.subscribe` listener: a reload's problems (and their fix) become log messages."""
 
         def on_reload(event: ReloadEvent) -> None:
             if event.error is not None and not event.repeated:

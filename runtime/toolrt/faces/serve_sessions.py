@@ -73,7 +73,7 @@ class McpSessions:
         self._store = store
         self._known = known or store.__contains__
         self._begin = begin or store.get
-        """Hold a session for a token just issued (`Runtime.begin_session`: the store is not asked about it)."""
+        """Hold a session for a token just issued (`Sessions.begin`: the store is not asked about it)."""
         """Whether a session is held: here, or (a persistent state store) by another process or an earlier run."""
         self._shared = shared
         """The state store is shared with other processes: a 2026-07-28 request naming no session opens a

@@ -22,7 +22,8 @@ from typing import Any, TextIO
 
 import anyio
 
-from ..api import Runtime, SnapshotChange
+from ..api import Runtime
+from ..build.changes import SnapshotChange
 from ..reload import Reloader, ReloadEvent
 
 __all__ = ["change_summary", "event_json", "format_event", "run_watch"]
@@ -109,7 +110,7 @@ def run_watch(rt: Runtime, *, json_output: bool, out: TextIO, color: str = "auto
 
     async def main() -> None:
         reloader = Reloader(rt)
-        reloader.on_reload(show)
+        reloader.subscribe(show)
         ready = anyio.Event()
         async with anyio.create_task_group() as group:
             group.start_soon(lambda: reloader.run(ready=ready))

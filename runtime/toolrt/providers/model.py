@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ToolCall"]
+__all__ = ["StreamAccumulator", "ToolCall"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,3 +20,19 @@ class ToolCall:
     arguments: Any
     """As sent: JSON text (OpenAI's formats), an object (Anthropic, Gemini), None when absent, or
     whatever malformed value the response held (the argument step turns it into a message)."""
+
+
+@runtime_checkable
+class StreamAccumulator(Protocol):
+    """What every provider module's `StreamAccumulator` does: streamed events in, complete calls out.
+
+    Each also rebuilds the assistant turn for the history in its provider's shape (`message()` for Chat
+    Completions and Anthropic, `items` for Responses, `content()` for Gemini).
+    """
+
+    calls: list[ToolCall]
+    """Every call completed so far, in the order the stream finished them."""
+
+    def feed(self, event: Any) -> list[ToolCall]:
+        """Take one streamed event (or chunk); the calls it completed."""
+        ...

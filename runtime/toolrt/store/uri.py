@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import StoreError
 from .model import Store
 
-__all__ = ["ENGINES", "is_persistent", "open_store", "redact", "scrub"]
+if TYPE_CHECKING:
+    from ..config.settings import ResolvedSettings
+
+__all__ = ["ENGINES", "is_persistent", "open_configured", "open_store", "redact", "scrub"]
 
 ENGINES = ("memory", "sqlite", "postgresql://…")
 _SCHEMES = ("postgresql", "postgres")
@@ -55,6 +59,23 @@ def open_store(value: str, data_dir: Path) -> Store:
         return _open(text, data_dir)
     except StoreError as error:
         raise StoreError(f"the store setting ({redact(text)}): {error}") from None
+
+
+def open_configured(resolved: ResolvedSettings, data_dir: Path, default: str) -> Store:
+    """The store the host-only `store` setting names (`default` when no layer sets it), opened (its migrations
+    applied) and, when it persists, pruned once by the retention settings.
+
+    Raises:
+        StoreError: the store cannot be opened (unreachable, a newer schema); the text names the setting.
+    """
+    import time
+
+    values = resolved.values
+    store = open_store(values.store if resolved.origins.get("store", "default") != "default" else default, data_dir)
+    if store.persistent:
+        retention = values.retention
+        store.prune(time.time(), audit_days=retention.audit_days, session_days=retention.session_days)
+    return store
 
 
 def _open(text: str, data_dir: Path) -> Store:
