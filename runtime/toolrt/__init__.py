@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .build.snapshot import Snapshot
     from .call.client import ClientChannel, ClientInfo, ClientRequest, Elicited
     from .call.context import ToolContext
+    from .call.detached import DetachedCall
     from .call.events import CallEvent
     from .call.sessions import SessionStore
     from .config.settings import ResolvedSettings, Settings
@@ -95,6 +96,7 @@ _LAZY = {
     "Questioner": "scope",
     "ScopeFields": "scope",
     "ToolContext": "call.context",
+    "DetachedCall": "call.detached",
     "AskRequest": "permissions.ask",
     "Asker": "permissions.ask",
     "Reply": "permissions.ask",
@@ -141,6 +143,7 @@ __all__ = [
     "CorrectedError",
     "Decision",
     "DeniedError",
+    "DetachedCall",
     "Elicited",
     "Hidden",
     "Hold",
