@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -21,14 +21,9 @@ from typing import Any
 from ..attribution import Hold, journal_for
 from ..config.collect import collector_paused
 from ..config.document import Document
-from ..config.layers import ConfigSet, Layer, ToolSource, read_config, read_single
+from ..config.layers import ConfigSet, Layer, read_config, read_single
 from ..config.model import (
-    ArgvHandler,
     ProjectSettings,
-    PythonHandler,
-    ShellHandler,
-    ToolDefinition,
-    When,
     settings_from_documents,
     tool_from_document,
 )
@@ -41,50 +36,22 @@ from ..config.settings import (
     user_settings_file,
 )
 from ..errors import ConfigError, Problem, ToolrtError
-from ..permissions.config import PermissionConfig, build_permission_config
+from ..permissions.config import PermissionConfig
 from ..permissions.model import CallSite
 from ..permissions.protected import ProtectedPaths
 from ..sandbox.config import build_policy, concrete_protected, host_layer, tool_policy
 from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
-from .compiled import CompiledTool, DescribeInfo, compile_tool, import_ref, locate, project_root_of
-from .handler_code import imported_names, project_code
+from .checks import check_flags, check_references, unapproved_background
+from .code_files import code_digests, handler_modules, imported_modules
+from .compiled import CompiledTool, DescribeInfo
+from .handler_code import project_code
 from .project_import import environments_inside, guard_imports
+from .reuse import BuildReuse, Reusing, compile_cached, permission_config
+from .tool_layers import compile_with_description, keep_builtin_identity, merge_tools, subagents
 from .trusted import hold_untrusted
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
-
-
-_CompiledEntry = tuple[Document, str, str, CompiledTool | None, tuple[Problem, ...]]
-_PermissionEntry = tuple[tuple[Any, ...], PermissionConfig | None, tuple[Problem, ...]]
-
-
-@dataclass(frozen=True)
-class BuildReuse:
-    """What one build read and compiled, kept with its snapshot so that the next build of the same
-    Runtime (a reload) reads and compiles only what changed. Holds exactly what the build used:
-    bounded by the config, not by the number of reloads; never shared between Runtimes."""
-
-    files: Mapping[Any, Any] = field(default_factory=dict)
-    """Parsed and schema-checked project files by path and stat signature (`config.reuse`)."""
-    compiled: Mapping[int, _CompiledEntry] = field(default_factory=dict)
-    """Compiled tools by source document (held, so its id stays unique), description and layer."""
-    permissions: tuple[_PermissionEntry, ...] = ()
-    """The permission configs built, with the documents they came from: unchanged files keep their
-    compiled rulesets (and the per-permission indexes those build lazily)."""
-
-
-@dataclass
-class _Reusing:
-    """The reuse of one build in progress: the previous build's entries, and what this one uses."""
-
-    previous: BuildReuse
-    files: Reused
-    compiled: dict[int, _CompiledEntry] = field(default_factory=dict)
-    permissions: list[_PermissionEntry] = field(default_factory=list)
-
-    def done(self) -> BuildReuse:
-        return BuildReuse(self.files.done(), MappingProxyType(self.compiled), tuple(self.permissions))
 
 
 @dataclass(frozen=True)
@@ -164,91 +131,8 @@ class Snapshot:
         )
 
 
-def _merge_tools(
-    layers: tuple[Layer, ...], settings: ProjectSettings, problems: list[Problem]
-) -> dict[str, tuple[ToolSource, str]]:
-    merged: dict[str, tuple[ToolSource, str]] = {}
-    for layer in layers:
-        seen: dict[str, ToolSource] = {}
-        for source in layer.tools:
-            tool_id = source.document.data["id"]
-            if tool_id in seen:
-                first = seen[tool_id].document
-                line, column = source.document.locate("/id")
-                problems.append(
-                    Problem(
-                        source.document.name,
-                        line,
-                        column,
-                        "/id",
-                        f"duplicate tool id '{tool_id}' (also defined in {first.source('/id')})",
-                    )
-                )
-                continue
-            seen[tool_id] = source
-            if layer.name == "builtin" and settings.builtin_tools is not True:
-                if settings.builtin_tools is False or tool_id not in settings.builtin_tools:
-                    continue
-            if source.document.data.get("enabled", True) is False:
-                merged.pop(tool_id, None)
-                continue
-            merged[tool_id] = (source, layer.name)
-    return merged
-
-
-def _permission_config(
-    builtin: Document,
-    project: Document | None,
-    locked: Document | None,
-    data_dir: Path,
-    truncation_dir: Path,
-    root: Path,
-    problems: list[Problem],
-    reusing: _Reusing,
-) -> PermissionConfig | None:
-    key = (builtin, project, locked, Path.home(), data_dir, truncation_dir, root)
-    for cached_key, config, found in (*reusing.permissions, *reusing.previous.permissions):
-        same_files = all(a is b for a, b in zip(cached_key[:3], key[:3], strict=True))
-        if same_files and cached_key[3:] == key[3:]:
-            problems.extend(found)
-            reusing.permissions.append((cached_key, config, found))
-            return config
-    found_problems: list[Problem] = []
-    config = None
-    try:
-        config = build_permission_config(
-            builtin, project, locked, home=Path.home(), data_dir=data_dir, truncation_dir=truncation_dir, root=root
-        )
-    except ConfigError as error:
-        found_problems.extend(error.problems)
-    problems.extend(found_problems)
-    reusing.permissions.append((key, config, tuple(found_problems)))
-    return config
-
-
 def _data(document: Document | None) -> Any:
     return document.data if document is not None else None
-
-
-def _names(names: Iterable[str]) -> str:
-    """Names for a message: sorted, comma-separated, or `none`."""
-    return ", ".join(sorted(names)) or "none"
-
-
-def _code_digests(root: Path, files: Mapping[Path, tuple[int, int]]) -> list[tuple[str, str]]:
-    """(path relative to the project, digest of the content) of each handler code file."""
-    found = []
-    for path in files:
-        try:
-            content = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            content = "unreadable"
-        try:
-            shown = str(path.relative_to(root))
-        except ValueError:
-            shown = str(path)
-        found.append((shown, content))
-    return sorted(found)
 
 
 def _digest(parts: list[Any]) -> str:
@@ -281,7 +165,7 @@ def build_snapshot(
         UsageError: `cli` names a flag the config does not declare.
     """
     earlier = previous.reuse if previous is not None else BuildReuse()
-    reusing = _Reusing(earlier, Reused(earlier.files))
+    reusing = Reusing(earlier, Reused(earlier.files))
     with collector_paused(age=previous is None):
         root_path = Path(root).resolve()
         if config is None:
@@ -290,7 +174,7 @@ def build_snapshot(
         return _build_snapshot(root_path, config, cli, partial, reusing)
 
 
-def _guard_before_plugins(root_path: Path, cli: CommandLineSettings | None, reusing: _Reusing) -> None:
+def _guard_before_plugins(root_path: Path, cli: CommandLineSettings | None, reusing: Reusing) -> None:
     """Check the project's modules against the journal before `read_config` loads the plugins' entry
     points: a plugin installed in editable mode from inside the project (`pip install -e plugins/x`) is a
     project module the model may have changed. The data directory is the host's (no project file sets
@@ -328,14 +212,14 @@ def _settings_directory(root: Path) -> tuple[Path, ...]:
 
 
 def _build_snapshot(
-    root_path: Path, config: ConfigSet, cli: CommandLineSettings | None, partial: bool, reusing: _Reusing
+    root_path: Path, config: ConfigSet, cli: CommandLineSettings | None, partial: bool, reusing: Reusing
 ) -> Snapshot:
     problems = list(config.problems)
     warnings: list[Problem] = []
     settings = settings_from_documents(
         [layer.settings for layer in config.layers if layer.settings is not None], root=root_path
     )
-    _check_flags(config, settings, problems)
+    check_flags(config, settings, problems)
     project_settings = next((layer.settings for layer in config.layers if layer.name == "project"), None)
     try:
         resolved = resolve_settings(
@@ -362,11 +246,11 @@ def _build_snapshot(
     project_permissions = next((layer.permissions for layer in config.layers if layer.name == "project"), None)
     permissions: PermissionConfig | None = None
     if builtin_permissions is not None:
-        permissions = _permission_config(
+        permissions = permission_config(
             builtin_permissions, project_permissions, locked_doc, data_dir, output_dir, root_path, problems, reusing
         )
         if permissions is None and partial:  # listing only: every call is blocked by the problems
-            permissions = _permission_config(
+            permissions = permission_config(
                 builtin_permissions, None, None, data_dir, output_dir, root_path, [], reusing
             )
     else:
@@ -377,7 +261,7 @@ def _build_snapshot(
     describe_info = DescribeInfo(
         root=root_path,
         home=Path.home(),
-        subagents=_subagents(permissions),
+        subagents=subagents(permissions),
         data_dir=data_dir,
     )
     builtins = {
@@ -386,13 +270,13 @@ def _build_snapshot(
         if layer.name == "builtin"
         for source in layer.tools
     }
-    for tool_id, (source, layer) in _merge_tools(config.layers, settings, problems).items():
-        document = source.document if layer == "builtin" else _keep_builtin_identity(source.document, builtins)
+    for tool_id, (source, layer) in merge_tools(config.layers, settings, problems).items():
+        document = source.document if layer == "builtin" else keep_builtin_identity(source.document, builtins)
         if document is source.document:
-            compiled = _compile_cached(document, source.description or "", layer, describe_info, problems, reusing)
+            compiled = compile_cached(document, source.description or "", layer, describe_info, problems, reusing)
         else:
             definition = tool_from_document(document, description=source.description or "", layer=layer)
-            compiled = _compile_with_description(definition, describe_info, problems)
+            compiled = compile_with_description(definition, describe_info, problems)
         if compiled is not None:
             tools[tool_id] = compiled
     host = resolved.values.sandbox
@@ -420,10 +304,8 @@ def _build_snapshot(
         for tool_id in withheld:
             tools.pop(tool_id, None)
             tool_sandboxes.pop(tool_id, None)
-    _check_references(
-        tools, settings, [layer.settings for layer in config.layers if layer.settings], problems, withheld
-    )
-    problems.extend(_unapproved_background(tools, resolved.values.background))
+    check_references(tools, settings, [layer.settings for layer in config.layers if layer.settings], problems, withheld)
+    problems.extend(unapproved_background(tools, resolved.values.background))
     errors = [p for p in problems if p.severity == "error"]
     warnings.extend(p for p in problems if p.severity == "warning")
     blocked = None
@@ -466,7 +348,7 @@ def _build_snapshot(
             [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
             for layer in config.layers
         ]
-        + [_data(locked_doc), _code_digests(root_path, code.files), sorted(withheld), blocked is not None]
+        + [_data(locked_doc), code_digests(root_path, code.files), sorted(withheld), blocked is not None]
     )
     return Snapshot(
         root=root_path,
@@ -531,251 +413,6 @@ def _withheld(layers: Iterable[Layer], problems: list[Problem]) -> dict[str, tup
     return withheld
 
 
-def handler_modules(root: Path, tools: Mapping[str, CompiledTool]) -> dict[Path, tuple[int, int]]:
-    """The files inside the project root that hold `python:` handlers, with their (mtime_ns, size).
-
-    Found by path (`pkg.mod` → `pkg/mod.py` or `pkg/mod/__init__.py`), never by importing.
-    """
-    names = {
-        tool.definition.handler.ref.partition(":")[0]
-        for tool in tools.values()
-        if isinstance(tool.definition.handler, PythonHandler) and tool.definition.layer == "project"
-    }
-    found: dict[Path, tuple[int, int]] = {}
-    for name in sorted(names):
-        parts = name.split(".")
-        for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-            try:
-                stat = candidate.stat()
-            except OSError:
-                continue
-            found[candidate] = (stat.st_mtime_ns, stat.st_size)
-            break
-    return found
-
-
-def _keep_builtin_identity(document: Document, builtins: Mapping[str, Mapping[str, Any]]) -> Document:
-    """A tool that replaces a built-in (same id, or `overrides:` it) keeps the built-in's permission key
-    and analyzer, so the rules written for the built-in (a locked `bash` deny) still bind it; its own
-    `patterns`, `always` and `paths` stay. Returns `document` itself when nothing changes."""
-    data = document.data
-    base_id = data["id"] if data["id"] in builtins else data.get("overrides")
-    base = builtins.get(base_id) if isinstance(base_id, str) else None
-    if base is None:
-        return document
-    base_permission = base.get("permission") or {}
-    own = dict(data.get("permission") or {})
-    key, analyzer = base_permission.get("key", base["id"]), base_permission.get("analyzer")
-    if own.get("key", data["id"]) == key and own.get("analyzer") == analyzer:
-        return document
-    own["key"] = key
-    if analyzer is not None:
-        own["analyzer"] = analyzer
-        own.pop("patterns", None)
-        own.pop("always", None)
-    else:
-        own.pop("analyzer", None)
-    from dataclasses import replace
-
-    return replace(document, data={**data, "permission": own})
-
-
-MAX_IMPORTED_MODULES = 500
-
-
-def imported_modules(root: Path, modules: Iterable[Path]) -> tuple[Path, ...]:
-    """`modules` and the project modules they import, transitively (at most 500 files): all of them are
-    code toolrt runs, so each is a protected path. Imports are read from the source, never executed."""
-    import ast
-
-    found: dict[Path, None] = {}
-    pending = list(modules)
-    while pending and len(found) < MAX_IMPORTED_MODULES:
-        path = pending.pop()
-        if path in found:
-            continue
-        found[path] = None
-        try:
-            tree = ast.parse(path.read_bytes())
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for parts in imported_names(tree, path, root):
-            for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-                if parts and candidate.is_file() and candidate not in found:
-                    pending.append(candidate)
-    return tuple(found)
-
-
-def _subagents(permissions: PermissionConfig | None) -> Mapping[str, str]:
-    if permissions is None:
-        return {}
-    return {name: info.description or "" for name, info in permissions.agents.items() if info.mode != "primary"}
-
-
-def _compile_cached(
-    document: Document, description: str, layer: str, info: DescribeInfo, problems: list[Problem], reusing: _Reusing
-) -> CompiledTool | None:
-    """Compile a tool document, reusing the result for a document unchanged since the previous build."""
-    if "describe" in document.data:  # describe hooks read the world: always rerun them
-        definition = tool_from_document(document, description=description, layer=layer)
-        return _compile_with_description(definition, info, problems)
-    hit = reusing.compiled.get(id(document)) or reusing.previous.compiled.get(id(document))
-    if hit is not None and hit[0] is document and hit[1] == description and hit[2] == layer:
-        reusing.compiled[id(document)] = hit
-        problems.extend(hit[4])
-        return hit[3]
-    found: list[Problem] = []
-    definition = tool_from_document(document, description=description, layer=layer)
-    compiled = _compile_with_description(definition, info, found)
-    problems.extend(found)
-    reusing.compiled[id(document)] = (document, description, layer, compiled, tuple(found))
-    return compiled
-
-
-def _compile_with_description(
-    definition: ToolDefinition, info: DescribeInfo, problems: list[Problem]
-) -> CompiledTool | None:
-    description = definition.description
-    if definition.describe:
-        try:
-            hook: Callable[[str, DescribeInfo], str] = import_ref(
-                definition.describe, project_root_of(definition, info.root)
-            )
-            description = hook(description, info)
-        except Exception as exc:  # a hook is project code: report it as a config problem
-            problems.append(locate(definition, "/describe", f"describe hook failed: {type(exc).__name__}: {exc}"))
-            return None
-    return compile_tool(definition, description, problems)
-
-
-def _when_flags(when: Mapping[str, Any], pointer: str) -> Iterator[tuple[str, str]]:
-    """(JSON pointer, flag) of every flag a `when` block names, its `any` alternatives' included."""
-    for index, flag in enumerate(when.get("flags", ())):
-        yield f"{pointer}/flags/{index}", flag
-    for index, alternative in enumerate(when.get("any", ())):
-        yield from _when_flags(alternative, f"{pointer}/any/{index}")
-
-
-def _check_flags(config: ConfigSet, settings: ProjectSettings, problems: list[Problem]) -> None:
-    declared = settings.flags
-    seen: set[str] = set()
-    for document in (layer.settings for layer in config.layers):
-        if document is None:
-            continue
-        for index, flag in enumerate((document.data or {}).get("flags", ())):
-            if "description" not in flag and flag["name"] not in seen:
-                line, column = document.locate(f"/flags/{index}")
-                message = (
-                    f"flag '{flag['name']}' has no description: a new flag says what it switches on "
-                    f"(only a flag declared before, such as {_names(seen)}, may be given as name and default)"
-                )
-                problems.append(Problem(document.name, line, column, f"/flags/{index}", message))
-            seen.add(flag["name"])
-    for layer in config.layers:
-        for source in layer.tools:
-            when = source.document.data.get("when")
-            if not when:
-                continue  # most tools: no flag to check
-            for pointer, flag in _when_flags(when, "/when"):
-                name = flag.lstrip("!")
-                if name not in declared:
-                    line, column = source.document.locate(pointer)
-                    known = ", ".join(sorted(declared)) or "none declared"
-                    problems.append(
-                        Problem(
-                            source.document.name,
-                            line,
-                            column,
-                            pointer,
-                            f"unknown flag '{name}' (declared flags: {known}); declare it under 'flags:' in toolrt.yaml",  # noqa: E501
-                        )
-                    )
-    for key in os.environ:
-        if key.startswith("TOOLRT_FLAG_") and key[12:].lower() not in declared:
-            problems.append(
-                Problem(
-                    "<environment>",
-                    0,
-                    0,
-                    "",
-                    f"environment variable {key} names an unknown flag '{key[12:].lower()}' "
-                    f"(declared flags: {_names(declared)})",
-                )
-            )
-
-
-def _unapproved_background(tools: Mapping[str, CompiledTool], approved: Iterable[str]) -> list[Problem]:
-    """A located warning per tool declaring `background: true` that the host did not approve: its
-    processes end with each call, as every other tool's."""
-    found = []
-    for tool_id, tool in tools.items():
-        handler = tool.definition.handler
-        if isinstance(handler, (ArgvHandler, ShellHandler)) and handler.options.background and tool_id not in approved:
-            message = (
-                f"background: true needs the host's approval: the host setting `background` does not name "
-                f"'{tool_id}', so its processes end with each call (the host adds it with "
-                f"TOOLRT_BACKGROUND='[\"{tool_id}\"]' or `background: [{tool_id}]` in its settings file)"
-            )
-            found.append(locate(tool.definition, "/handler/background", message, "warning"))
-    return found
-
-
-def _check_references(
-    tools: Mapping[str, CompiledTool],
-    settings: ProjectSettings,
-    settings_documents: Iterable[Document],
-    problems: list[Problem],
-    withheld: Mapping[str, object],
-) -> None:
-    """Model groups, overrides and tool sets must name what exists; naming a withheld tool is a warning."""
-    groups = settings.model_groups
-    for tool in tools.values():
-        definition = tool.definition
-        for pointer, group in _when_groups(definition.when, "/when"):
-            if group not in groups:
-                problems.append(
-                    locate(definition, pointer, f"unknown model group '{group}' (groups: {_names(groups)})")
-                )
-        if definition.overrides is not None and definition.overrides not in tools:
-            if definition.overrides in withheld:
-                message = f"overrides '{definition.overrides}', which is left out (its file is invalid)"
-                problems.append(locate(definition, "/overrides", message, "warning"))
-            else:
-                message = f"overrides '{definition.overrides}', which is not a tool"
-                problems.append(locate(definition, "/overrides", message))
-    for document in settings_documents:
-        toolsets = document.data.get("toolsets") if isinstance(document.data, dict) else None
-        for name, ids in (toolsets or {}).items():
-            for index, tool_id in enumerate(ids):
-                if tool_id not in tools:
-                    pointer = f"/toolsets/{name}/{index}"
-                    line, column = document.locate(pointer)
-                    if tool_id in withheld:
-                        message = f"tool set '{name}' names '{tool_id}', which is left out (its file is invalid)"
-                        problems.append(Problem(document.name, line, column, pointer, message, "warning"))
-                    else:
-                        message = f"tool set '{name}' names unknown tool '{tool_id}'"
-                        problems.append(Problem(document.name, line, column, pointer, message))
-
-
-def _when_groups(when: When, pointer: str) -> Iterator[tuple[str, str]]:
-    """(JSON pointer, group) of every model group a `when` names, its `any` alternatives' included."""
-    if when.models_group is not None:
-        yield f"{pointer}/models", when.models_group
-    for index, selector in enumerate(when.models or ()):
-        for group in _selector_groups(selector):
-            yield f"{pointer}/models/{index}", group
-    for index, alternative in enumerate(when.any_):
-        yield from _when_groups(alternative, f"{pointer}/any/{index}")
-
-
-def _selector_groups(selector: Any) -> list[str]:
-    found = [selector.group] if selector.group else []
-    for inner in selector.not_:
-        found.extend(_selector_groups(inner))
-    return found
-
-
 def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
     """A new snapshot with one tool added or replaced, validated exactly like a file (ToolRegistry.register)."""
 
@@ -789,9 +426,9 @@ def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
         raise ConfigError(problems)
     definition = tool_from_document(document, description=description or "", layer="runtime")
     info = DescribeInfo(
-        root=snapshot.root, home=Path.home(), subagents=_subagents(snapshot.permissions), data_dir=snapshot.data_dir
+        root=snapshot.root, home=Path.home(), subagents=subagents(snapshot.permissions), data_dir=snapshot.data_dir
     )
-    compiled = _compile_with_description(definition, info, problems)
+    compiled = compile_with_description(definition, info, problems)
     if compiled is None or problems:
         raise ConfigError(problems)
     tightened = tool_policy(snapshot.sandbox, document, root=snapshot.root, problems=problems)
