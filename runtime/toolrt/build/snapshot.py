@@ -8,17 +8,14 @@ and matches.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..attribution import Hold, journal_for
+from ..attribution import Hold, Journal, journal_for
 from ..config.collect import collector_paused
 from ..config.document import Document
 from ..config.layers import ConfigSet, Layer, read_config, read_single
@@ -33,23 +30,23 @@ from ..config.settings import (
     ResolvedSettings,
     Settings,
     resolve_settings,
-    user_settings_file,
 )
 from ..errors import ConfigError, Problem, ToolrtError
 from ..permissions.config import PermissionConfig
 from ..permissions.model import CallSite
 from ..permissions.protected import ProtectedPaths
-from ..sandbox.config import build_policy, concrete_protected, host_layer, tool_policy
+from ..sandbox.config import build_policy, host_layer, tool_policy
 from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .checks import check_flags, check_references, unapproved_background
-from .code_files import code_digests, handler_modules, imported_modules
 from .compiled import CompiledTool, DescribeInfo
+from .digests import digest_of, snapshot_digests
 from .handler_code import project_code
-from .project_import import environments_inside, guard_imports
+from .project_import import guard_imports
 from .reuse import BuildReuse, Reusing, compile_cached, permission_config
 from .tool_layers import compile_with_description, keep_builtin_identity, merge_tools, subagents
 from .trusted import hold_untrusted
+from .walls import walls_of
 
 __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degraded_lines", "with_tool"]
 
@@ -131,15 +128,6 @@ class Snapshot:
         )
 
 
-def _data(document: Document | None) -> Any:
-    return document.data if document is not None else None
-
-
-def _digest(parts: list[Any]) -> str:
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 def build_snapshot(
     root: str | Path = ".",
     *,
@@ -187,89 +175,143 @@ def _guard_before_plugins(root_path: Path, cli: CommandLineSettings | None, reus
     guard_imports(root_path, journal_for(data_dir))
 
 
-def _state_directory(data_dir: Path, root: Path) -> Path:
-    """What stays read-only of toolrt's data directory in the sandbox: all of it (the journal, the
-    person's kept approvals and sessions; its tool-output directory is bound writable again), or only
-    the journal where the project lies inside it."""
-    if root == data_dir or data_dir in root.parents:
-        return data_dir / "attribution"
-    return data_dir
+class _Settled(NamedTuple):
+    """The settings stage: what toolrt.yaml declares, the project's own file, every setting's value."""
+
+    settings: ProjectSettings
+    project: Document | None
+    resolved: ResolvedSettings
 
 
-def _settings_directory(root: Path) -> tuple[Path, ...]:
-    """The directory of the person's settings file (`$XDG_CONFIG_HOME/toolrt`), made when missing so the
-    sandbox can keep it read-only: a settings file a process put there would turn the sandbox off at
-    toolrt's next start (it may set every host-only setting). None inside the project, whose own
-    settings files are the project's."""
-    directory = user_settings_file().parent.resolve()  # compared with the writable set, which is resolved
-    if directory == root or directory.is_relative_to(root) or root.is_relative_to(directory):
-        return ()
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        pass  # a read-only home: nothing can be put there either
-    return (directory,)
+class _Verdict(NamedTuple):
+    """The verdict stage: the build's rules, its warnings, and what blocks every call (partial builds)."""
+
+    permissions: PermissionConfig
+    warnings: tuple[Problem, ...]
+    blocked: ConfigError | None
 
 
 def _build_snapshot(
-    root_path: Path, config: ConfigSet, cli: CommandLineSettings | None, partial: bool, reusing: Reusing
+    root: Path, config: ConfigSet, cli: CommandLineSettings | None, partial: bool, reusing: Reusing
 ) -> Snapshot:
     problems = list(config.problems)
-    warnings: list[Problem] = []
+    settled = _settle(root, config, cli, problems, reusing)
+    data_dir = settled.resolved.values.data_dir
+    journal = journal_for(data_dir)
+    guard_imports(root, journal)
+    held = hold_untrusted(config, journal, problems, reusing.files.listed)  # before anything is compiled or imported
+    config = held.config
+    locked_path = settled.resolved.values.locked_permissions
+    locked = _locked_document(locked_path, problems, reusing)
+    permissions = _permissions(root, config, locked, data_dir, partial, problems, reusing)
+    tools = _compiled_tools(root, config, settled.settings, data_dir, permissions, problems, reusing)
+    sandbox, tool_sandboxes = _sandboxes(root, settled, locked, journal, tools, problems)
+    withheld = _withhold(config, tools, tool_sandboxes, problems) if partial else {}
+    _check_across(config, settled, tools, withheld, problems)
+    verdict = _verdict(permissions, problems, withheld, partial)
+    code = project_code(root, tools)
+    walls = walls_of(root, journal, locked_path, tools, verdict.permissions)
+    sandbox = walls.around(sandbox)
+    tool_sandboxes = {tool_id: walls.around(policy) for tool_id, policy in tool_sandboxes.items()}
+    digest, config_digest = snapshot_digests(
+        root, config, locked, code.files, sandbox, settled.resolved, withheld, verdict.blocked is not None, partial
+    )
+    return Snapshot(
+        root=root,
+        data_dir=data_dir,
+        tools=MappingProxyType(tools),
+        permissions=verdict.permissions,
+        settings=settled.settings,
+        resolved=settled.resolved,
+        digest=digest,
+        config_digest=config_digest,
+        warnings=verdict.warnings,
+        watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(code.files),
+        handler_files=code.files,
+        tool_code=code.by_tool,
+        protected_files=walls.files,
+        loaded_at=time.time(),
+        config=config,
+        sandbox=sandbox,
+        tool_sandboxes=MappingProxyType(tool_sandboxes),
+        withheld=MappingProxyType(withheld),
+        blocked=verdict.blocked,
+        held=held.holds,
+        reuse=reusing.done(),
+    )
+
+
+def _settle(
+    root: Path, config: ConfigSet, cli: CommandLineSettings | None, problems: list[Problem], reusing: Reusing
+) -> _Settled:
+    """The settings: toolrt.yaml's declarations (flags checked), then every setting's value and origin."""
     settings = settings_from_documents(
-        [layer.settings for layer in config.layers if layer.settings is not None], root=root_path
+        [layer.settings for layer in config.layers if layer.settings is not None], root=root
     )
     check_flags(config, settings, problems)
-    project_settings = next((layer.settings for layer in config.layers if layer.name == "project"), None)
+    project = next((layer.settings for layer in config.layers if layer.name == "project"), None)
     try:
-        resolved = resolve_settings(
-            root_path, project=project_settings, declared_flags=settings.flags, cli=cli, reused=reusing.files
-        )
+        resolved = resolve_settings(root, project=project, declared_flags=settings.flags, cli=cli, reused=reusing.files)
     except ConfigError as error:
         problems.extend(error.problems)
         resolved = ResolvedSettings(Settings(), MappingProxyType({}), MappingProxyType({}))
     problems.extend(resolved.warnings)
-    data_dir = resolved.values.data_dir
-    output_dir = tool_output_dir(data_dir, root_path)
-    journal = journal_for(data_dir)
-    guard_imports(root_path, journal)
-    held = hold_untrusted(config, journal, problems, reusing.files.listed)  # before anything is compiled or imported
-    config = held.config
-    locked_doc = None
-    locked_path = resolved.values.locked_permissions
-    if locked_path is not None:
-        if not locked_path.is_file():
-            problems.append(Problem(str(locked_path), 0, 0, "", "locked permissions file does not exist"))
-        else:
-            locked_doc = read_single(locked_path, "permissions", problems, reused=reusing.files)
-    builtin_permissions = next((layer.permissions for layer in config.layers if layer.name == "builtin"), None)
-    project_permissions = next((layer.permissions for layer in config.layers if layer.name == "project"), None)
-    permissions: PermissionConfig | None = None
-    if builtin_permissions is not None:
-        permissions = permission_config(
-            builtin_permissions, project_permissions, locked_doc, data_dir, output_dir, root_path, problems, reusing
-        )
-        if permissions is None and partial:  # listing only: every call is blocked by the problems
-            permissions = permission_config(
-                builtin_permissions, None, None, data_dir, output_dir, root_path, [], reusing
-            )
-    else:
+    return _Settled(settings, project, resolved)
+
+
+def _locked_document(locked_path: Path | None, problems: list[Problem], reusing: Reusing) -> Document | None:
+    """The host's locked permissions file, read (None when the host names none or it is missing)."""
+    if locked_path is None:
+        return None
+    if not locked_path.is_file():
+        problems.append(Problem(str(locked_path), 0, 0, "", "locked permissions file does not exist"))
+        return None
+    return read_single(locked_path, "permissions", problems, reused=reusing.files)
+
+
+def _permissions(
+    root: Path,
+    config: ConfigSet,
+    locked: Document | None,
+    data_dir: Path,
+    partial: bool,
+    problems: list[Problem],
+    reusing: Reusing,
+) -> PermissionConfig | None:
+    """The rules of the built-in, project and locked files; for a partial build whose rules are broken,
+    the built-in ones alone (the tools are listed, and every call is blocked by the problems)."""
+    builtin = next((layer.permissions for layer in config.layers if layer.name == "builtin"), None)
+    if builtin is None:
         problems.append(
             Problem("<builtin>/permissions.yaml", 0, 0, "", "the built-in permissions file is missing or invalid")
         )
-    tools: dict[str, CompiledTool] = {}
-    describe_info = DescribeInfo(
-        root=root_path,
-        home=Path.home(),
-        subagents=subagents(permissions),
-        data_dir=data_dir,
-    )
+        return None
+    project = next((layer.permissions for layer in config.layers if layer.name == "project"), None)
+    output_dir = tool_output_dir(data_dir, root)
+    permissions = permission_config(builtin, project, locked, data_dir, output_dir, root, problems, reusing)
+    if permissions is None and partial:
+        permissions = permission_config(builtin, None, None, data_dir, output_dir, root, [], reusing)
+    return permissions
+
+
+def _compiled_tools(
+    root: Path,
+    config: ConfigSet,
+    settings: ProjectSettings,
+    data_dir: Path,
+    permissions: PermissionConfig | None,
+    problems: list[Problem],
+    reusing: Reusing,
+) -> dict[str, CompiledTool]:
+    """Each tool id's winning definition, compiled (an unchanged document's compiled tool taken again)."""
+    describe_info = DescribeInfo(root=root, home=Path.home(), subagents=subagents(permissions), data_dir=data_dir)
     builtins = {
         source.document.data["id"]: source.document.data
         for layer in config.layers
         if layer.name == "builtin"
         for source in layer.tools
     }
+    tools: dict[str, CompiledTool] = {}
     for tool_id, (source, layer) in merge_tools(config.layers, settings, problems).items():
         document = source.document if layer == "builtin" else keep_builtin_identity(source.document, builtins)
         if document is source.document:
@@ -279,7 +321,20 @@ def _build_snapshot(
             compiled = compile_with_description(definition, describe_info, problems)
         if compiled is not None:
             tools[tool_id] = compiled
-    host = resolved.values.sandbox
+    return tools
+
+
+def _sandboxes(
+    root: Path,
+    settled: _Settled,
+    locked: Document | None,
+    journal: Journal,
+    tools: Mapping[str, CompiledTool],
+    problems: list[Problem],
+) -> tuple[SandboxPolicy, dict[str, SandboxPolicy]]:
+    """The sandbox of every process (host, locked file, then the project, tighten-only), and the
+    policies of the tools whose file tightens it further."""
+    host = settled.resolved.values.sandbox
     host_sandbox = host_layer(
         host.mode,
         host.network,
@@ -290,89 +345,66 @@ def _build_snapshot(
         journal=journal,
         credentials=host.credentials,
     )
-    sandbox = build_policy(
-        root=root_path, project=project_settings, locked=locked_doc, host=host_sandbox, problems=problems
-    )
+    sandbox = build_policy(root=root, project=settled.project, locked=locked, host=host_sandbox, problems=problems)
     tool_sandboxes = {}
-    for tool_id, compiled_tool in tools.items():
-        tightened = tool_policy(sandbox, compiled_tool.definition.document, root=root_path, problems=problems)
+    for tool_id, tool in tools.items():
+        tightened = tool_policy(sandbox, tool.definition.document, root=root, problems=problems)
         if tightened is not None:
             tool_sandboxes[tool_id] = tightened
-    withheld: dict[str, tuple[Problem, ...]] = {}
-    if partial:
-        withheld = _withheld(config.layers, problems)
-        for tool_id in withheld:
-            tools.pop(tool_id, None)
-            tool_sandboxes.pop(tool_id, None)
-    check_references(tools, settings, [layer.settings for layer in config.layers if layer.settings], problems, withheld)
-    problems.extend(unapproved_background(tools, resolved.values.background))
+    return sandbox, tool_sandboxes
+
+
+def _withhold(
+    config: ConfigSet,
+    tools: dict[str, CompiledTool],
+    tool_sandboxes: dict[str, SandboxPolicy],
+    problems: list[Problem],
+) -> dict[str, tuple[Problem, ...]]:
+    """A partial build leaves out the tools of invalid tool files; which, with their files' problems."""
+    withheld = _withheld(config.layers, problems)
+    for tool_id in withheld:
+        tools.pop(tool_id, None)
+        tool_sandboxes.pop(tool_id, None)
+    return withheld
+
+
+def _check_across(
+    config: ConfigSet,
+    settled: _Settled,
+    tools: Mapping[str, CompiledTool],
+    withheld: Mapping[str, object],
+    problems: list[Problem],
+) -> None:
+    """What only the whole build can check: the names tools and tool sets use, approved background."""
+    settings_documents = [layer.settings for layer in config.layers if layer.settings]
+    check_references(tools, settled.settings, settings_documents, problems, withheld)
+    problems.extend(unapproved_background(tools, settled.resolved.values.background))
+
+
+def _verdict(
+    permissions: PermissionConfig | None,
+    problems: list[Problem],
+    withheld: Mapping[str, tuple[Problem, ...]],
+    partial: bool,
+) -> _Verdict:
+    """The build stands or falls: a whole build raises on any error; a partial one is blocked by the
+    errors that are not a withheld file's, and raises only without rules at all.
+
+    Raises:
+        ConfigError: the errors (every problem when there are none but the rules are missing).
+    """
     errors = [p for p in problems if p.severity == "error"]
-    warnings.extend(p for p in problems if p.severity == "warning")
+    warnings = tuple(p for p in problems if p.severity == "warning")
     blocked = None
     if partial:
         left_out = {p for found in withheld.values() for p in found}
         blocking = [p for p in errors if p not in left_out]
         blocked = ConfigError(blocking) if blocking else None
-    elif errors or permissions is None:
-        raise ConfigError(errors or problems)
+    elif errors:
+        raise ConfigError(errors)
     if permissions is None:
         raise ConfigError(errors or problems)
-    modules = handler_modules(root_path, tools)
-    code = project_code(root_path, tools)
-    # toolrt's data directory (the journal, the person's kept approvals, sessions), the person's settings
-    # directory, the environment toolrt runs from and the locked file first: the other walls rest on them.
-    essential = (
-        (_state_directory(journal.directory.parent.resolve(), root_path),)
-        + _settings_directory(root_path)
-        + environments_inside(root_path)
-        + ((locked_path.resolve(),) if locked_path else ())
-    )
-    protected_files = essential + imported_modules(root_path, modules)
-    protected = concrete_protected(root_path, permissions.protected, protected_files, first=essential)
-    walls = tuple(Path(os.path.normpath(path)) for path in essential)
-    sandbox = replace(sandbox, protected=protected, essential=walls)
-    tool_sandboxes = {
-        tool_id: replace(policy, protected=protected, essential=walls) for tool_id, policy in tool_sandboxes.items()
-    }
-    digest = _digest(
-        [
-            [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
-            for layer in config.layers
-        ]
-        + [_data(locked_doc), [(str(path), stamp) for path, stamp in code.files.items()], repr(sandbox)]
-        + [list(resolved.items())]
-        + ([sorted(withheld), blocked is not None] if partial and (withheld or blocked) else [])
-    )
-    config_digest = _digest(
-        [
-            [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
-            for layer in config.layers
-        ]
-        + [_data(locked_doc), code_digests(root_path, code.files), sorted(withheld), blocked is not None]
-    )
-    return Snapshot(
-        root=root_path,
-        data_dir=data_dir,
-        tools=MappingProxyType(tools),
-        permissions=permissions,
-        settings=settings,
-        resolved=resolved,
-        digest=digest,
-        config_digest=config_digest,
-        warnings=tuple(warnings),
-        watched=config.watched + ((locked_path,) if locked_path else ()) + tuple(code.files),
-        handler_files=code.files,
-        tool_code=code.by_tool,
-        protected_files=protected_files,
-        loaded_at=time.time(),
-        config=config,
-        sandbox=sandbox,
-        tool_sandboxes=MappingProxyType(tool_sandboxes),
-        withheld=MappingProxyType(withheld),
-        blocked=blocked,
-        held=held.holds,
-        reuse=reusing.done(),
-    )
+    return _Verdict(permissions, warnings, blocked)
 
 
 def degraded_lines(snapshot: Snapshot) -> list[str]:
@@ -443,12 +475,12 @@ def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
             sandboxes[definition.id] = tightened
     else:
         tools.pop(definition.id, None)
-    digest = _digest([snapshot.digest, dict(data)])
+    digest = digest_of([snapshot.digest, dict(data)])
     return replace(
         snapshot,
         tools=MappingProxyType(tools),
         tool_sandboxes=MappingProxyType(sandboxes),
         digest=digest,
-        config_digest=_digest([snapshot.config_digest, dict(data)]),
+        config_digest=digest_of([snapshot.config_digest, dict(data)]),
         loaded_at=time.time(),
     )
