@@ -96,7 +96,8 @@ def test_a_context_takes_no_attribute_of_its_own(tmp_path: Path) -> None:
 
 
 def test_a_detached_context_fails_closed(tmp_path: Path) -> None:
-    ctx = ToolContext(DetachedCall(tool_id="t", root=tmp_path, data_dir=tmp_path / "data"))
+    ctx = ToolContext(DetachedCall(tool_id="t", root=tmp_path, data_dir=tmp_path / "data", call_id="c1"))
+    assert repr(ctx) == "ToolContext(tool='t', call_id='c1', session='default')"
     assert not ctx.permits("read", str(tmp_path / "a.py"))
     assert ctx.sandbox == SandboxPolicy() and ctx.lsp is None and ctx.reads is None
     with pytest.raises(ToolFailure, match="This call cannot switch agents: it runs outside a session."):

@@ -135,6 +135,9 @@ class ToolContext:
         self._live: dict[str, Any] | None = None
         self._requests_made = 0
 
+    def __repr__(self) -> str:
+        return f"ToolContext(tool={self.tool!r}, call_id={self.call_id!r}, session={self.session!r})"
+
     # --- the call (read-only) ----------------------------------------------------------------------
 
     @_shown
