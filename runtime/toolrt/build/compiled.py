@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema_rs
 
@@ -247,21 +247,23 @@ class _Templates:
             return None
 
 
-@dataclass(frozen=True)
-class _Command:
-    """The compiled parts of an argv or shell handler (all None or empty for other handlers)."""
+class _Command(NamedTuple):
+    """The compiled parts of an argv or shell handler (None and empty for other handlers)."""
 
-    argv: ArgvTemplate | None = None
-    shell: Any = None
-    cwd: Any = None
-    stdin: Any = None
-    env_set: dict[str, Any] = field(default_factory=dict)
+    argv: ArgvTemplate | None
+    shell: Any
+    cwd: Any
+    stdin: Any
+    env_set: Mapping[str, Any]
+
+
+_NO_COMMAND = _Command(None, None, None, None, {})
 
 
 def _command(tool: ToolDefinition, template: _Templates, names: frozenset[str], problems: list[Problem]) -> _Command:
     handler = tool.handler
     if not isinstance(handler, (ArgvHandler, ShellHandler)):
-        return _Command()
+        return _NO_COMMAND
     argv = shell = None
     if isinstance(handler, ArgvHandler):
         try:
