@@ -23,9 +23,9 @@ from .context import LanguageServers
 
 __all__ = ["DetachedCall"]
 
-HandlerAsk = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
+PermissionAsker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
 """Decides a handler's own permission requests: returns when allowed, raises when not."""
-BatchRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
+SubcallRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
 Permits = Callable[[str, str], bool]
 """Whether the rules allow (permission, pattern) outright, without asking anyone."""
 MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
@@ -77,9 +77,9 @@ class DetachedCall:
     reads: ReadDenies | None = None
     lsp: LanguageServers | None = None
     channel: ClientChannel = NO_CLIENT
-    ask: HandlerAsk = _deny_every_request
+    ask: PermissionAsker = _deny_every_request
     permits: Permits = _permit_nothing
-    batch: BatchRunner = _no_batch
+    batch: SubcallRunner = _no_batch
     switch_agent: Callable[[str], None] = _no_session
     on_metadata: MetadataSink = _drop_metadata
 
