@@ -12,6 +12,7 @@ import pytest
 from toolrt import CallScope, Runtime
 from toolrt.audit import read_records
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import DeniedError, UsageError
 from toolrt.store import session_id
 
@@ -141,7 +142,7 @@ def test_scopes_are_frozen_and_hashable() -> None:
 
 
 def test_a_context_without_an_asker_denies(tmp_path: Path) -> None:
-    ctx = ToolContext(tool="t", root=tmp_path, data_dir=tmp_path / "data")
+    ctx = ToolContext(DetachedCall(tool_id="t", root=tmp_path, data_dir=tmp_path / "data"))
 
     async def ask() -> None:
         await ctx.ask("edit", ["src/a.py"])
@@ -156,6 +157,6 @@ def test_a_context_asker_double_decides(tmp_path: Path) -> None:
     async def allow(requests: Any) -> None:
         asked.extend(requests)
 
-    ctx = ToolContext(tool="t", root=tmp_path, data_dir=tmp_path / "data", asker=allow)
+    ctx = ToolContext(DetachedCall(tool_id="t", root=tmp_path, data_dir=tmp_path / "data", ask=allow))
     anyio.run(lambda: ctx.ask("edit", ["src/a.py"]))
     assert [(r.permission, r.patterns) for r in asked] == [("edit", ("src/a.py",))]

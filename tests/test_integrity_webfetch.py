@@ -18,6 +18,7 @@ import pytest
 
 from toolrt.builtin.webfetch import _refuse_private_redirect, private_address, webfetch
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import DeniedError, ToolFailure
 from toolrt.permissions.model import PermissionRequest
 
@@ -143,7 +144,7 @@ def _context(tmp_path: Path, asked: list[PermissionRequest], *, approve: bool) -
         if not approve:
             raise DeniedError("private_network denied")
 
-    return ToolContext(tool="webfetch", root=tmp_path, data_dir=tmp_path / "data", asker=asker)
+    return ToolContext(DetachedCall(tool_id="webfetch", root=tmp_path, data_dir=tmp_path / "data", ask=asker))
 
 
 def test_a_rebinding_name_connects_to_the_address_it_was_checked_at(

@@ -27,6 +27,7 @@ from test_serve_sessions import _alive, _statuses
 
 from toolrt.api import Runtime
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.faces.serve import ServeLimits
 from toolrt.faces.serve_sessions import SESSION_META_KEY
 from toolrt.faces.serve_tasks import EXTENSION
@@ -411,7 +412,7 @@ def test_bash_in_the_background_is_a_task_and_runs_in_the_foreground_elsewhere(t
 
 
 def test_continue_as_task_is_false_where_no_client_can_hold_a_task(tmp_path: Path) -> None:
-    assert anyio.run(ToolContext(tool="t", root=tmp_path, data_dir=tmp_path).continue_as_task) is False
+    assert anyio.run(ToolContext(DetachedCall(tool_id="t", root=tmp_path, data_dir=tmp_path)).continue_as_task) is False
 
 
 def test_task_takes_true_false_or_required_and_nothing_else(tmp_path: Path) -> None:

@@ -14,11 +14,12 @@ from processes import holding
 
 from toolrt.builtin.bash import MAX_METADATA_LENGTH, bash, shell_program
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import ToolFailure
 
 
 def make_ctx(tmp_path: Path, **kwargs: Any) -> ToolContext:
-    return ToolContext(tool="bash", root=tmp_path, data_dir=tmp_path / "data", **kwargs)
+    return ToolContext(DetachedCall(tool_id="bash", root=tmp_path, data_dir=tmp_path / "data", **kwargs))
 
 
 def run(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -71,11 +72,9 @@ _SILENT = "The command printed no output."
 def test_output_is_interleaved_and_exit_code_reported(
     tmp_path: Path, command: str, output: str, exit_code: int
 ) -> None:
-    ctx = make_ctx(tmp_path)
-    if command.startswith("kill"):
-        # In the sandbox the program is its PID namespace's init, which ignores its own `kill -TERM $$`
-        # (test_boundary_processes); the report of a program ended by a signal is checked unsandboxed.
-        ctx.sandbox = None
+    # In the sandbox the program is its PID namespace's init, which ignores its own `kill -TERM $$`
+    # (test_boundary_processes); the report of a program ended by a signal is checked unsandboxed.
+    ctx = make_ctx(tmp_path, sandbox=None) if command.startswith("kill") else make_ctx(tmp_path)
     result = run({"command": command, "description": "Run it"}, ctx)
     assert result["output"] == output.format(root=tmp_path)
     assert result["metadata"]["exit"] == exit_code
@@ -127,13 +126,11 @@ def _alive(pid: int) -> bool:
 
 
 def test_abort_stops_the_command(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path)
-
     def on_metadata(title: str | None, metadata: Mapping[str, Any] | None) -> None:
         if metadata and "started" in metadata.get("output", ""):
             ctx.abort.set()
 
-    ctx.on_metadata = on_metadata
+    ctx = make_ctx(tmp_path, on_metadata=on_metadata)
     result = run({"command": "echo started; sleep 60", "description": "Wait"}, ctx)
     assert result["output"] == (
         "started\n\n\n<bash_metadata>\nUser aborted the command. Do not run it again unless the user asks you to."

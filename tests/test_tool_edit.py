@@ -128,7 +128,7 @@ def test_read_stamps_survive_a_json_round_trip_of_session_state(root: Path) -> N
     first = make_ctx(root)
     call(read, {"filePath": "f.txt"}, first)
     second = make_ctx(root)
-    second.session_state = json.loads(json.dumps(first.session_state))
+    second.session_state.update(json.loads(json.dumps(first.session_state)))
     call(edit, {"filePath": "f.txt", "oldString": "a", "newString": "b"}, second)
     assert (root / "f.txt").read_text() == "b\n"
 

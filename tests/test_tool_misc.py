@@ -23,6 +23,7 @@ from toolrt.builtin.skill import describe as describe_skills
 from toolrt.builtin.skill import discover_skills, skill
 from toolrt.builtin.todo import todo_path, todoread, todowrite
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import ToolFailure
 from toolrt.result import ToolResult
 from toolrt.scope import CallScope
@@ -46,7 +47,7 @@ Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 
 
 def make_ctx(tmp_path: Path, **fields: Any) -> ToolContext:
-    return ToolContext(tool="t", root=tmp_path / "project", data_dir=tmp_path / "data", **fields)
+    return ToolContext(DetachedCall(tool_id="t", root=tmp_path / "project", data_dir=tmp_path / "data", **fields))
 
 
 def call(handler: Handler, args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -297,8 +297,7 @@ def test_saved_truncated_output_reads_without_asking(root: Path) -> None:
     saved.parent.mkdir(parents=True)
     saved.write_text("full output")
     asked: list[PermissionRequest] = []
-    ctx = make_ctx(root, asked)
-    ctx.data_dir = data_dir
+    ctx = make_ctx(root, asked, data_dir=data_dir)
     assert "full output" in call(read, {"filePath": str(saved)}, ctx)["output"]
     assert asked == []
 

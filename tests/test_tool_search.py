@@ -16,6 +16,7 @@ from toolrt.builtin.glob import TRUNCATED_NOTE, glob
 from toolrt.builtin.grep import FileMatches, grep, render_matches
 from toolrt.builtin.ls import list_directory, render_tree
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import ToolFailure
 from toolrt.permissions.model import PermissionRequest
 
@@ -28,7 +29,9 @@ async def allow(requests: Sequence[PermissionRequest]) -> None:
 
 def make_ctx(root: Path) -> ToolContext:
     return ToolContext(
-        tool="search", root=root, data_dir=root / ".data", asker=allow, permits=lambda permission, pattern: True
+        DetachedCall(
+            tool_id="search", root=root, data_dir=root / ".data", ask=allow, permits=lambda permission, pattern: True
+        )
     )
 
 

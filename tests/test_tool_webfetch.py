@@ -15,6 +15,7 @@ import pytest
 
 from toolrt.builtin.webfetch import MAX_RESPONSE_SIZE, html_to_markdown, html_to_text, webfetch
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import ToolFailure
 
 PAGE = """<!doctype html>
@@ -128,7 +129,9 @@ def server() -> Iterator[Server]:
 def fetch(args: Mapping[str, Any], tmp_path: Path) -> dict[str, Any]:
     async def main() -> dict[str, Any]:
         with anyio.fail_after(30):
-            return await webfetch(args, ToolContext(tool="webfetch", root=tmp_path, data_dir=tmp_path / "data"))
+            return await webfetch(
+                args, ToolContext(DetachedCall(tool_id="webfetch", root=tmp_path, data_dir=tmp_path / "data"))
+            )
 
     return anyio.run(main)
 
@@ -229,7 +232,7 @@ def test_timeout_on_a_stalled_server(server: Server, tmp_path: Path) -> None:
 
 
 def test_abort_stops_a_stalled_fetch(server: Server, tmp_path: Path) -> None:
-    ctx = ToolContext(tool="webfetch", root=tmp_path, data_dir=tmp_path / "data")
+    ctx = ToolContext(DetachedCall(tool_id="webfetch", root=tmp_path, data_dir=tmp_path / "data"))
     failures: list[str] = []
 
     async def run() -> None:
@@ -343,7 +346,7 @@ def test_a_public_name_resolving_inside_the_network_asks(monkeypatch: pytest.Mon
         asked.extend(requests)
         raise DeniedError("private_network denied")
 
-    ctx = ToolContext(tool="webfetch", root=tmp_path, data_dir=tmp_path / "data", asker=asker)
+    ctx = ToolContext(DetachedCall(tool_id="webfetch", root=tmp_path, data_dir=tmp_path / "data", ask=asker))
     with pytest.raises(DeniedError, match="private_network denied"):
         anyio.run(lambda: webfetch({"url": "http://intranet.example.com/"}, ctx))
     assert [(r.permission, r.patterns) for r in asked] == [("private_network", ("intranet.example.com",))]

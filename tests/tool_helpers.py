@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import DeniedError
 from toolrt.permissions.model import PermissionRequest
 
@@ -16,10 +17,15 @@ Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
 
 
 def make_ctx(
-    root: Path, asked: list[PermissionRequest] | None = None, deny: str | None = None, *, tool: str = "tool"
+    root: Path,
+    asked: list[PermissionRequest] | None = None,
+    deny: str | None = None,
+    *,
+    tool: str = "tool",
+    data_dir: Path | None = None,
 ) -> ToolContext:
-    """A context rooted at `root` whose `ask` records requests in `asked` and denies permission `deny`
-    (which `permits` then refuses too)."""
+    """A context rooted at `root` (its data directory `data_dir`, else `root/data`) whose `ask` records
+    requests in `asked` and denies permission `deny` (which `permits` then refuses too)."""
 
     async def asker(requests: Sequence[PermissionRequest]) -> None:
         if asked is not None:
@@ -30,7 +36,9 @@ def make_ctx(
     def permits(permission: str, pattern: str) -> bool:
         return permission != deny
 
-    return ToolContext(tool=tool, root=root, data_dir=root / "data", asker=asker, permits=permits)
+    return ToolContext(
+        DetachedCall(tool_id=tool, root=root, data_dir=data_dir or root / "data", ask=asker, permits=permits)
+    )
 
 
 def call(handler: Handler, args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .build.snapshot import Snapshot
     from .call.client import ClientChannel, ClientInfo, ClientRequest, Elicited
     from .call.context import ToolContext
+    from .call.detached import DetachedCall
     from .call.events import CallEvent
     from .call.sessions import SessionStore
     from .config.settings import ResolvedSettings, Settings
@@ -108,6 +109,7 @@ _LAZY = {
     "Questioner": "scope",
     "ScopeFields": "scope",
     "ToolContext": "call.context",
+    "DetachedCall": "call.detached",
     "AskRequest": "permissions.ask",
     "Asker": "permissions.ask",
     "Reply": "permissions.ask",
@@ -156,6 +158,7 @@ __all__ = [
     "Decision",
     "DeniedError",
     "DescribeInfo",
+    "DetachedCall",
     "Elicited",
     "Hidden",
     "Hold",

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema_rs
 
@@ -191,65 +191,18 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         return None
     properties = declared_properties(tool.parameters)
     names = frozenset(properties)
-    for index, name in enumerate(tool.parameters.get("required", ())):
-        if name not in names:
-            problems.append(
-                locate(
-                    tool,
-                    f"/parameters/required/{index}",
-                    f"required names '{name}', which is not a property "
-                    f"(properties: {', '.join(sorted(names)) or 'none'})",
-                )
-            )
+    _check_required(tool, names, problems)
     validator = jsonschema_rs.validator_for(dict(tool.parameters))
     output_validator = _output_validator(tool, document, problems)
-
-    def template(pointer: str, source: str | None, *, quote_shell: bool = False) -> Any:
-        if source is None:
-            return None
-        if not quote_shell and "{" not in source:
-            return source  # constant text: nothing to render per call
-        try:
-            return compile_template(source, names, shell=quote_shell, packaged=tool.layer == "builtin")
-        except TemplateProblem as exc:
-            problems.append(locate(tool, pointer, str(exc)))
-            return None
-
-    if OFFERED_MARK in description and (tool.layer != "builtin" or tool.describe):
-        # the installed built-in descriptions are the package's own, checked by its tests (jinja2 not imported)
-        problem = description_problem(description)
-        if problem is not None:
-            problems.append(locate(tool, "/description", problem))
+    template = _Templates(tool, names, problems)
+    _check_description(tool, description, problems)
     spec = tool.permission
     patterns = tuple(template(f"/permission/patterns/{i}", p) for i, p in enumerate(spec.patterns))
     always = tuple(template(f"/permission/always/{i}", p) for i, p in enumerate(spec.always))
-    for index, path_arg in enumerate(spec.paths):
-        problem = _path_argument_problem(path_arg.arg, properties, tool.parameters)
-        if problem is not None:
-            problems.append(locate(tool, f"/permission/paths/{index}", problem))
-    handler = tool.handler
-    argv = shell = cwd = stdin = None
-    env_set: dict[str, Any] = {}
-    if isinstance(handler, ArgvHandler):
-        try:
-            argv = compile_argv(handler.argv, names)
-        except TemplateProblem as exc:
-            where = "/handler/argv" if exc.element is None else f"/handler/argv/{exc.element}"
-            problems.append(locate(tool, where, str(exc)))
-    if isinstance(handler, ShellHandler):
-        shell = template("/handler/shell", handler.script, quote_shell=True)
-        problem = shell_path_problem(handler.shell) if shell is not None and shell.has_values else None
-        if problem is not None:
-            problems.append(locate(tool, "/handler/shell_path", problem))
-    if isinstance(handler, (ArgvHandler, ShellHandler)):
-        cwd = template("/handler/cwd", handler.options.cwd)
-        stdin = template("/handler/stdin", handler.options.stdin)
-        env_set = {k: template(f"/handler/env/set/{k}", v) for k, v in handler.options.env_set.items()}
-    static = None
-    if spec.analyzer is None and not spec.paths and all(isinstance(t, str) for t in patterns + always):
-        static = (PermissionRequest(spec.key, tuple(patterns), tuple(always)),)
+    _check_path_arguments(tool, properties, problems)
+    command = _command(tool, template, names, problems)
     compiled = CompiledTool(
-        static_requests=static,
+        static_requests=_static_requests(tool, patterns, always),
         definition=tool,
         description=description,
         parameter_names=names,
@@ -263,14 +216,114 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         confirm_message=template("/confirm/message", tool.confirm_message),
         patterns=patterns,
         always=always,
-        argv=argv,
-        shell=shell,
-        cwd=cwd,
-        stdin=stdin,
-        env_set=MappingProxyType(env_set),
+        argv=command.argv,
+        shell=command.shell,
+        cwd=command.cwd,
+        stdin=command.stdin,
+        env_set=MappingProxyType(command.env_set),
     )
     _check_examples(compiled, problems)
     return compiled if len(problems) == before else None
+
+
+class _Templates:
+    """Compiles one tool's templates against its parameter names; a template that cannot compile is a
+    located problem, and None in its place."""
+
+    __slots__ = ("names", "problems", "tool")
+
+    def __init__(self, tool: ToolDefinition, names: frozenset[str], problems: list[Problem]) -> None:
+        self.tool, self.names, self.problems = tool, names, problems
+
+    def __call__(self, pointer: str, source: str | None, *, quote_shell: bool = False) -> Any:
+        if source is None:
+            return None
+        if not quote_shell and "{" not in source:
+            return source  # constant text: nothing to render per call
+        try:
+            return compile_template(source, self.names, shell=quote_shell, packaged=self.tool.layer == "builtin")
+        except TemplateProblem as exc:
+            self.problems.append(locate(self.tool, pointer, str(exc)))
+            return None
+
+
+class _Command(NamedTuple):
+    """The compiled parts of an argv or shell handler (None and empty for other handlers)."""
+
+    argv: ArgvTemplate | None
+    shell: Any
+    cwd: Any
+    stdin: Any
+    env_set: Mapping[str, Any]
+
+
+_NO_COMMAND = _Command(None, None, None, None, {})
+
+
+def _command(tool: ToolDefinition, template: _Templates, names: frozenset[str], problems: list[Problem]) -> _Command:
+    handler = tool.handler
+    if not isinstance(handler, (ArgvHandler, ShellHandler)):
+        return _NO_COMMAND
+    argv = shell = None
+    if isinstance(handler, ArgvHandler):
+        try:
+            argv = compile_argv(handler.argv, names)
+        except TemplateProblem as exc:
+            where = "/handler/argv" if exc.element is None else f"/handler/argv/{exc.element}"
+            problems.append(locate(tool, where, str(exc)))
+    else:
+        shell = template("/handler/shell", handler.script, quote_shell=True)
+        problem = shell_path_problem(handler.shell) if shell is not None and shell.has_values else None
+        if problem is not None:
+            problems.append(locate(tool, "/handler/shell_path", problem))
+    options = handler.options
+    return _Command(
+        argv=argv,
+        shell=shell,
+        cwd=template("/handler/cwd", options.cwd),
+        stdin=template("/handler/stdin", options.stdin),
+        env_set={k: template(f"/handler/env/set/{k}", v) for k, v in options.env_set.items()},
+    )
+
+
+def _check_required(tool: ToolDefinition, names: frozenset[str], problems: list[Problem]) -> None:
+    for index, name in enumerate(tool.parameters.get("required", ())):
+        if name not in names:
+            problems.append(
+                locate(
+                    tool,
+                    f"/parameters/required/{index}",
+                    f"required names '{name}', which is not a property "
+                    f"(properties: {', '.join(sorted(names)) or 'none'})",
+                )
+            )
+
+
+def _check_description(tool: ToolDefinition, description: str, problems: list[Problem]) -> None:
+    if OFFERED_MARK in description and (tool.layer != "builtin" or tool.describe):
+        # the installed built-in descriptions are the package's own, checked by its tests (jinja2 not imported)
+        problem = description_problem(description)
+        if problem is not None:
+            problems.append(locate(tool, "/description", problem))
+
+
+def _check_path_arguments(
+    tool: ToolDefinition, properties: Mapping[str, Mapping[str, Any]], problems: list[Problem]
+) -> None:
+    for index, path_arg in enumerate(tool.permission.paths):
+        problem = _path_argument_problem(path_arg.arg, properties, tool.parameters)
+        if problem is not None:
+            problems.append(locate(tool, f"/permission/paths/{index}", problem))
+
+
+def _static_requests(
+    tool: ToolDefinition, patterns: tuple[Any, ...], always: tuple[Any, ...]
+) -> tuple[PermissionRequest, ...] | None:
+    """The tool's permission requests when no argument changes them (constant patterns, no analyzer)."""
+    spec = tool.permission
+    if spec.analyzer is None and not spec.paths and all(isinstance(t, str) for t in patterns + always):
+        return (PermissionRequest(spec.key, tuple(patterns), tuple(always)),)
+    return None
 
 
 _PATH_TYPES = frozenset({"string", "array", "null"})

@@ -211,41 +211,80 @@ def select(
     `flags` are the resolved flag values (missing flags take their declared default); without them,
     the scope's own flags over the declared defaults.
     """
-    groups = snapshot.settings.model_groups
     values = {name: flag.default for name, flag in snapshot.settings.flags.items()}
     values.update((scope.flags or {}) if flags is None else flags)
-    ruleset = snapshot.permissions.ruleset(scope.agent)
-    agent = scope.agent or snapshot.permissions.default_agent
     hidden: dict[str, str] = {}
+    available = _available(snapshot, scope, values, host_handlers, hidden)
+    _hide_denied(snapshot, scope, available, hidden)
+    offered = _with_overrides(available, hidden)
+    if scope.toolset is not None:
+        _keep_toolset(snapshot, scope.toolset, offered, hidden)
+    for tool_id, problems in snapshot.withheld.items():
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        hidden[tool_id] = f"left out, its file is invalid: {problems[0]}{more}"
+    return ToolSet(
+        offered=tuple(offered.values()),
+        hidden=tuple(Hidden(tool_id, reason) for tool_id, reason in sorted(hidden.items())),
+    )
+
+
+def _available(
+    snapshot: Snapshot,
+    scope: CallScope,
+    flags: Mapping[str, bool],
+    host_handlers: Collection[str],
+    hidden: dict[str, str],
+) -> dict[str, CompiledTool]:
+    """The tools whose `when`, host handler and the locked file let `scope` have them; the others hidden."""
+    groups = snapshot.settings.model_groups
     available: dict[str, CompiledTool] = {}
     for tool_id, tool in snapshot.tools.items():
-        definition = tool.definition
-        reason = None
-        if definition.internal:
-            reason = "internal: never offered to the model (repair target)"
-        else:
-            reason = _when_reason(definition.when, scope, values, groups)
-        if (
-            reason is None
-            and isinstance(definition.handler, HostHandler)
-            and definition.handler.name not in host_handlers
-        ):
-            reason = f"no host handler registered for '{definition.handler.name}'"
-        if reason is None:
-            denial = locked_denial(tool, snapshot)
-            reason = denial.reason if denial is not None else None
+        reason = _unavailable(tool, snapshot, scope, flags, groups, host_handlers)
         if reason is None:
             available[tool_id] = tool
         else:
             hidden[tool_id] = reason
+    return available
+
+
+def _unavailable(
+    tool: CompiledTool,
+    snapshot: Snapshot,
+    scope: CallScope,
+    flags: Mapping[str, bool],
+    groups: Mapping[str, tuple[Selector, ...]],
+    host_handlers: Collection[str],
+) -> str | None:
+    """Why `scope` may not have `tool`, or None."""
+    definition = tool.definition
+    if definition.internal:
+        return "internal: never offered to the model (repair target)"
+    reason = _when_reason(definition.when, scope, flags, groups)
+    if reason is not None:
+        return reason
+    if isinstance(definition.handler, HostHandler) and definition.handler.name not in host_handlers:
+        return f"no host handler registered for '{definition.handler.name}'"
+    denial = locked_denial(tool, snapshot)
+    return denial.reason if denial is not None else None
+
+
+def _hide_denied(
+    snapshot: Snapshot, scope: CallScope, available: dict[str, CompiledTool], hidden: dict[str, str]
+) -> None:
+    """Moves the tools whose permission the agent's rules or the locked file deny outright to `hidden`."""
+    ruleset = snapshot.permissions.ruleset(scope.agent)
+    agent = scope.agent or snapshot.permissions.default_agent
     keys = {tool_id: tool.permission_key for tool_id, tool in available.items()}
     locked = snapshot.permissions.locked
-    denied = disabled(keys, ruleset) | disabled(keys, locked)
-    for tool_id in denied:
+    for tool_id in disabled(keys, ruleset) | disabled(keys, locked):
         key = available[tool_id].permission_key
         rule = locked.last_rule_for_permission(key) or ruleset.last_rule_for_permission(key)
         where = f" ({rule.source})" if rule is not None and rule.source else ""
         hidden[tool_id] = f"permission '{available.pop(tool_id).permission_key}' is denied for agent {agent}{where}"
+
+
+def _with_overrides(available: Mapping[str, CompiledTool], hidden: dict[str, str]) -> dict[str, Offered]:
+    """The available tools by offered name: an override takes its base's name and hides the base."""
     offered: dict[str, Offered] = {tool_id: Offered(tool_id, tool) for tool_id, tool in available.items()}
     for tool_id, tool in available.items():
         base = tool.definition.overrides
@@ -257,18 +296,19 @@ def select(
             hidden[base] = f"overridden by '{tool_id}' for this model"
         else:
             hidden[tool_id] = f"overrides '{base}', which is not available here"
-    if scope.toolset is not None:
-        members = snapshot.settings.toolsets.get(scope.toolset)
-        if members is None:
-            known = ", ".join(sorted(snapshot.settings.toolsets)) or "none declared"
-            raise UsageError(f"unknown tool set '{scope.toolset}' (tool sets: {known})")
-        for name in list(offered):
-            if name not in members:
-                hidden[offered.pop(name).tool.id] = f"not in tool set '{scope.toolset}'"
-    for tool_id, problems in snapshot.withheld.items():
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        hidden[tool_id] = f"left out, its file is invalid: {problems[0]}{more}"
-    return ToolSet(
-        offered=tuple(offered.values()),
-        hidden=tuple(Hidden(tool_id, reason) for tool_id, reason in sorted(hidden.items())),
-    )
+    return offered
+
+
+def _keep_toolset(snapshot: Snapshot, toolset: str, offered: dict[str, Offered], hidden: dict[str, str]) -> None:
+    """Hides the offered tools that are not in tool set `toolset`.
+
+    Raises:
+        UsageError: no such tool set.
+    """
+    members = snapshot.settings.toolsets.get(toolset)
+    if members is None:
+        known = ", ".join(sorted(snapshot.settings.toolsets)) or "none declared"
+        raise UsageError(f"unknown tool set '{toolset}' (tool sets: {known})")
+    for name in list(offered):
+        if name not in members:
+            hidden[offered.pop(name).tool.id] = f"not in tool set '{toolset}'"

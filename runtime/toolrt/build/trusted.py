@@ -133,7 +133,7 @@ def module_files(
     modules = list(_module_paths(root, refs))
     found: tuple[Path, ...] = ()
     if modules:
-        from .snapshot import imported_modules
+        from .code_files import imported_modules
 
         found = imported_modules(root, modules)
     if known is not None:

@@ -13,7 +13,8 @@ run          the execute step: result cache, the handler kind, the timeout
 truncation   cut long output, save the full text, say how to read the rest
 record       the audit line
 pipeline     dispatch(): repair → arguments → permission → run → truncate → record
-context      ToolContext: what a Python handler gets besides its arguments
+context      ToolContext: what a Python handler gets besides its arguments (a read-only view of its call)
+detached     DetachedCall: the call behind a ToolContext outside a Runtime (fails closed)
 sessions     SessionStore: the units that hold approvals, stamps, the loop history, todos
 ```
 """

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import anyio
 
 from ..build.compiled import CompiledTool
 from ..build.selection import ToolSet
@@ -16,9 +19,15 @@ from ..permissions.evaluate import decide
 from ..permissions.model import PermissionRequest
 from ..permissions.protected import PROTECTED
 from ..result import ToolResult
+from ..sandbox.policy import SandboxPolicy
+from ..scope import CallScope, Questioner
+from .client import NO_CLIENT, ClientChannel
 from .events import CallEvent
 from .request import CallRequest
 from .state import Services, SessionState
+
+if TYPE_CHECKING:
+    from .context import LanguageServers
 
 __all__ = ["ActiveCall"]
 
@@ -28,7 +37,10 @@ READ_DENIES_KEPT = 256
 
 
 class ActiveCall(NamedTuple):
-    """One call in flight, against the snapshot it started with (a tuple: one is built per call)."""
+    """One call in flight, against the snapshot it started with (a tuple: one is built per call).
+
+    A handler's `ToolContext` shows it (`context.HandlerCall`): the properties below are what the
+    context reads, computed when a handler reads them, never copied per call."""
 
     request: CallRequest
     snapshot: Snapshot
@@ -48,6 +60,59 @@ class ActiveCall(NamedTuple):
     @property
     def session(self) -> str:
         return self.request.scope.session
+
+    # --- what a handler's ToolContext reads (`context.HandlerCall`) --------------------------------
+
+    @property
+    def tool_id(self) -> str:
+        return self.tool.id
+
+    @property
+    def root(self) -> Path:
+        return self.snapshot.root
+
+    @property
+    def data_dir(self) -> Path:
+        return self.snapshot.data_dir
+
+    @property
+    def scope(self) -> CallScope:
+        return self.request.scope
+
+    @property
+    def message_id(self) -> str:
+        return self.request.message_id
+
+    @property
+    def abort(self) -> anyio.Event | None:
+        return self.request.abort
+
+    @property
+    def session_state(self) -> MutableMapping[str, Any]:
+        return self.state.tools
+
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        return self.request.extra
+
+    @property
+    def questioner(self) -> Questioner | None:
+        return self.request.questioner
+
+    @property
+    def available_tools(self) -> tuple[str, ...]:
+        return self.toolset.names()
+
+    @property
+    def sandbox(self) -> SandboxPolicy | None:
+        return self.snapshot.sandbox_for(self.tool.id)
+
+    @property
+    def channel(self) -> ClientChannel:
+        return self.request.client or NO_CLIENT
+
+    def language_servers(self) -> LanguageServers | None:
+        return self.services.lsp_for(self.snapshot)
 
     async def ask(self, requests: Sequence[PermissionRequest]) -> None:
         """`ToolContext.ask`: a handler's own requests, minus what this call was already allowed."""

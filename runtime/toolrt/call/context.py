@@ -1,39 +1,31 @@
-"""What a Python handler receives besides its arguments: who is calling, and ways to talk back."""
+"""What a Python handler receives besides its arguments: a read-only view of the call it serves, and
+ways to talk back (ask, report, reach the client). The call behind it is the pipeline's `ActiveCall`,
+or a `DetachedCall` for a handler run outside a Runtime (a unit test)."""
 
 from __future__ import annotations
 
 import os.path
-from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Collection, Mapping, MutableMapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from ..attribution import journal_for
-from ..errors import DeniedError, ToolFailure
 from ..permissions.denied_reads import ReadDenies
-from ..permissions.evaluate import unapprovable
 from ..permissions.model import PermissionRequest
 from ..result import ToolResult
 from ..sandbox.config import call_plan
 from ..sandbox.policy import SandboxPolicy
-from ..scope import DEFAULT_SCOPE, CallScope, Questioner
+from ..scope import CallScope, Questioner
 from ..truncate import tool_output_dir
-from .client import NO_CLIENT, ClientChannel, ClientInfo, ClientRequest, Elicited, check_capabilities
+from .client import ClientChannel, ClientInfo, ClientRequest, Elicited, check_capabilities
 
 if TYPE_CHECKING:
     from ..sandbox.plan import SandboxPlan
 
-__all__ = ["LanguageServers", "ToolContext"]
-
-
-MetadataSink = Callable[[str | None, Mapping[str, Any] | None], None]
-PermissionAsker = Callable[[Sequence[PermissionRequest]], Awaitable[None]]
-SubcallRunner = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], Awaitable[list[ToolResult]]]
-AgentSwitch = Callable[[str], None]
-Permits = Callable[[str, str], bool]
-"""Whether the rules allow (permission, pattern) outright, without asking anyone."""
+__all__ = ["HandlerCall", "LanguageServers", "ToolContext"]
 
 
 class LanguageServers(Protocol):
@@ -50,18 +42,61 @@ class LanguageServers(Protocol):
     def warm(self, path: Path) -> None: ...
 
 
-async def _no_batch(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
-    raise RuntimeError("this context cannot run other tools")
+class HandlerCall(Protocol):
+    """The call a `ToolContext` shows: what it reads, and what its methods do."""
+
+    @property
+    def tool_id(self) -> str: ...
+    @property
+    def root(self) -> Path: ...
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def scope(self) -> CallScope: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def abort(self) -> anyio.Event | None: ...
+    @property
+    def session_state(self) -> MutableMapping[str, Any]: ...
+    @property
+    def extra(self) -> Mapping[str, Any]: ...
+    @property
+    def questioner(self) -> Questioner | None: ...
+    @property
+    def available_tools(self) -> tuple[str, ...]: ...
+    @property
+    def sandbox(self) -> SandboxPolicy | None: ...
+    @property
+    def granted(self) -> Collection[tuple[str, str]]: ...
+    @property
+    def channel(self) -> ClientChannel: ...
+
+    def ask(self, requests: Sequence[PermissionRequest]) -> Awaitable[None]: ...
+    def permits(self, permission: str, pattern: str) -> bool: ...
+    def batch(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> Awaitable[list[ToolResult]]: ...
+    def switch_agent(self, agent: str) -> None: ...
+    def on_metadata(self, title: str | None, metadata: Mapping[str, Any] | None) -> None: ...
+    def read_denies(self) -> ReadDenies | None: ...
+    def language_servers(self) -> LanguageServers | None: ...
 
 
-async def _deny_without_asker(requests: Sequence[PermissionRequest]) -> None:
-    """The default asker: nobody can approve, so every request is denied (fail closed)."""
-    wanted = ", ".join(f"{r.permission} `{p}`" for r in requests for p in r.patterns) or "a permission"
-    raise DeniedError(unapprovable(wanted))
+if TYPE_CHECKING:
+    _shown = property
+else:
 
+    class _shown(property):
+        """A `ToolContext` member a handler reads; assigning it says why it cannot."""
 
-def _permit_nothing(permission: str, pattern: str) -> bool:
-    return False
+        def __set__(self, instance: object, value: object) -> None:
+            raise AttributeError(
+                f"ToolContext.{self.fget.__name__} is read-only: a handler reads the call it serves and acts "
+                "through the context's methods (a title or live output: ctx.metadata(title=..., metadata=...))"
+            )
 
 
 def _answer(request: ClientRequest, raw: Mapping[str, Any] | None) -> Any:
@@ -80,73 +115,212 @@ def _answer(request: ClientRequest, raw: Mapping[str, Any] | None) -> Any:
     return dict(result)
 
 
-@dataclass(slots=True)
 class ToolContext:
-    """OpenCode's `Tool.Context`: ids, the agent, an abort signal, live metadata and ask.
+    """OpenCode's `Tool.Context`, over the call a handler serves: ids, the agent, an abort signal, live
+    metadata, asking, and the client.
 
     Handlers treat paths relative to `root`, keep per-session state in `session_state`, and
     request extra permissions with `await ctx.ask(...)` (raises a `PermissionBlocked` error).
     Sync handlers run in a worker thread and reach async methods through `anyio.from_thread.run`.
+    Members are read-only: `ToolContext(DetachedCall(tool_id=..., root=..., data_dir=...))` gives a
+    context outside a Runtime.
     """
 
-    tool: str
-    root: Path
-    data_dir: Path
-    scope: CallScope = DEFAULT_SCOPE
-    """Who is calling, as the caller said it (model, provider, client, session, flags, tool set)."""
-    agent: str = "build"
-    """The agent whose rules apply: the scope's, or the config's default agent."""
-    message_id: str = ""
-    call_id: str = ""
-    abort_event: anyio.Event | None = None
-    """The caller's abort signal; None until a handler asks for `abort` (most never do)."""
-    session_state: MutableMapping[str, Any] = field(default_factory=dict)
-    """Per-session memory shared by the tools of one session (read times, todos)."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Host-supplied values (e.g. the `task` tool's runner)."""
-    on_metadata: MetadataSink | None = None
-    asker: PermissionAsker = _deny_without_asker
-    """How the handler's own requests are decided; without one, every request is denied."""
-    batch: SubcallRunner = _no_batch
-    permits: Permits = _permit_nothing
-    """`permits(permission, pattern)`: whether the rules allow it without asking. The search tools leave
-    out files `read` would not allow; without a pipeline behind the context nothing is permitted."""
-    questioner: Questioner | None = None
-    available_tools: tuple[str, ...] = ()
-    """Ids of the tools this call's model may use (for messages such as batch's "not in registry")."""
-    title: str | None = None
-    live_metadata: dict[str, Any] = field(default_factory=dict)
-    sandbox: SandboxPolicy | None = field(default_factory=SandboxPolicy)
-    """The OS sandbox around processes the handler starts through toolrt (`bash`, `rg`); None: none.
-    A context built without a Runtime gets the default policy, never none."""
-    granted: Collection[tuple[str, str]] = ()
-    """(permission, pattern) pairs this call was allowed: an allowed `external_directory` widens the sandbox."""
-    reads: ReadDenies | None = None
-    """The call's `read` rules when some could deny: the files they deny are masked in the sandbox."""
-    language_servers: Callable[[], LanguageServers | None] | None = None
-    """How `lsp` finds the Runtime's language servers (None: this context has none)."""
-    on_agent: AgentSwitch | None = None
-    """Makes an agent the session-held one (see `switch_agent`); None when nothing can hold it."""
-    channel: ClientChannel = NO_CLIENT
-    """The client the call came from (MCP), or the host's callbacks (`rt.call(..., client=...)`)."""
-    requests_made: int = 0
-    """Requests `elicit`, `sample` and `roots` sent so far: their keys (`toolrt_1`, ...) follow the
-    order, so a handler run again from the start (MCP 2026-07-28) finds its earlier answers."""
+    __slots__ = ("_abort", "_call", "_live", "_requests_made", "_title")
+
+    def __init__(self, call: HandlerCall, /) -> None:
+        self._call = call
+        self._abort = call.abort
+        self._title: str | None = None
+        self._live: dict[str, Any] | None = None
+        self._requests_made = 0
+
+    def __repr__(self) -> str:
+        return f"ToolContext(tool={self.tool!r}, call_id={self.call_id!r}, session={self.session!r})"
+
+    # --- the call (read-only) ----------------------------------------------------------------------
+
+    @_shown
+    def tool(self) -> str:
+        """The tool's id."""
+        return self._call.tool_id
+
+    @_shown
+    def root(self) -> Path:
+        """The project root: relative paths are relative to it (`resolve`)."""
+        return self._call.root
+
+    @_shown
+    def data_dir(self) -> Path:
+        return self._call.data_dir
+
+    @_shown
+    def scope(self) -> CallScope:
+        """Who is calling, as the caller said it (model, provider, client, session, flags, tool set)."""
+        return self._call.scope
+
+    @_shown
+    def session(self) -> str:
+        return self._call.scope.session
+
+    @_shown
+    def agent(self) -> str:
+        """The agent whose rules apply: the scope's, or the config's default agent."""
+        return self._call.agent
+
+    @_shown
+    def message_id(self) -> str:
+        return self._call.message_id
+
+    @_shown
+    def call_id(self) -> str:
+        return self._call.call_id
+
+    @_shown
+    def session_state(self) -> MutableMapping[str, Any]:
+        """Per-session memory shared by the tools of one session (read times, todos)."""
+        return self._call.session_state
+
+    @_shown
+    def extra(self) -> Mapping[str, Any]:
+        """Host-supplied values (e.g. the `task` tool's runner)."""
+        return self._call.extra
+
+    @_shown
+    def questioner(self) -> Questioner | None:
+        """The host's questioner (the `question` tool's), or None."""
+        return self._call.questioner
+
+    @_shown
+    def available_tools(self) -> tuple[str, ...]:
+        """Ids of the tools this call's model may use (for messages such as batch's "not in registry")."""
+        return self._call.available_tools
+
+    @_shown
+    def sandbox(self) -> SandboxPolicy | None:
+        """The OS sandbox around processes the handler starts through toolrt (`bash`, `rg`); None: none."""
+        return self._call.sandbox
+
+    @_shown
+    def granted(self) -> Collection[tuple[str, str]]:
+        """(permission, pattern) pairs this call was allowed: an allowed `external_directory` widens the sandbox."""
+        return self._call.granted
+
+    @_shown
+    def reads(self) -> ReadDenies | None:
+        """The call's `read` rules when some could deny: the files they deny are masked in the sandbox."""
+        return self._call.read_denies()
+
+    @_shown
+    def lsp(self) -> LanguageServers | None:
+        """The language servers configured for this project (`toolrt.lsp`), or None."""
+        return self._call.language_servers()
+
+    @_shown
+    def abort(self) -> anyio.Event:
+        """Set when the call is aborted: long-running handlers watch it and stop."""
+        if self._abort is None:
+            self._abort = anyio.Event()
+        return self._abort
+
+    @_shown
+    def title(self) -> str | None:
+        """The title the handler set last (`metadata(title=...)`)."""
+        return self._title
+
+    @_shown
+    def live_metadata(self) -> Mapping[str, Any]:
+        """The live metadata the handler published so far (`metadata(metadata=...)`), merged."""
+        return MappingProxyType(self._live if self._live is not None else {})
+
+    @_shown
+    def requests_made(self) -> int:
+        """Requests `elicit`, `sample` and `roots` sent so far: their keys (`toolrt_1`, ...) follow the
+        order, so a handler run again from the start (MCP 2026-07-28) finds its earlier answers."""
+        return self._requests_made
+
+    # --- what the handler does through the call ----------------------------------------------------
+
+    def metadata(self, *, title: str | None = None, metadata: Mapping[str, Any] | None = None) -> None:
+        """Publish live progress (a title, partial output) to listeners of the call."""
+        if title is not None:
+            self._title = title
+        if metadata:
+            if self._live is None:
+                self._live = {}
+            self._live.update(metadata)
+        self._call.on_metadata(title, metadata)
+
+    async def ask(
+        self,
+        permission: str,
+        patterns: Sequence[str],
+        *,
+        always: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Ask for a permission of the handler's own; returns when allowed, raises when not."""
+        request = PermissionRequest(permission, tuple(patterns), tuple(always), dict(metadata or {}))
+        await self._call.ask([request])
+
+    async def ask_requests(self, requests: Sequence[PermissionRequest]) -> None:
+        """Ask several requests as one decision (any deny denies, all allow runs)."""
+        await self._call.ask(requests)
+
+    def permits(self, permission: str, pattern: str) -> bool:
+        """Whether the rules allow (permission, pattern) outright, without asking anyone. The search tools
+        leave out files `read` would not allow; outside a Runtime nothing is permitted unless the
+        `DetachedCall` says so."""
+        return self._call.permits(permission, pattern)
+
+    async def batch(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[ToolResult]:
+        """Run other tools in this call's scope (flags and tool set included) with its asker and abort."""
+        return await self._call.batch(calls)
+
+    def switch_agent(self, agent: str) -> None:
+        """Make `agent` the session's agent: later calls whose host names no agent run under its rules
+        and are offered its tools; listeners get an `agent` event (`plan_enter`, `plan_exit`).
+
+        Raises:
+            ToolFailure: no such agent, or this context has no session to hold it.
+        """
+        self._call.switch_agent(agent)
+
+    def sandbox_plan(self) -> SandboxPlan | None:
+        """What to enforce on a process this call starts (None: no sandbox; raises ToolFailure when
+        the locked file requires one this machine lacks)."""
+        call = self._call
+        sandbox = call.sandbox
+        if sandbox is None:
+            return None
+        root, data_dir = call.root, call.data_dir
+        output_dir = tool_output_dir(data_dir, root)
+        journal = journal_for(data_dir)
+        return call_plan(
+            sandbox, root=root, output_dir=output_dir, granted=call.granted, reads=call.read_denies(), journal=journal
+        )
+
+    def resolve(self, path: str) -> Path:
+        """A path argument made absolute against the project root (no symlinks resolved)."""
+        candidate = Path(os.path.expanduser(path))  # an unknown user's `~name` stays as written, never raises
+        if not candidate.is_absolute():
+            candidate = self._call.root / candidate
+        return Path(os.path.normpath(candidate))
 
     # --- the client (MCP: the whole protocol; rt.call: the host's channel) -------------------------
 
-    @property
+    @_shown
     def client(self) -> ClientInfo:
         """`.capabilities`, `.name`, `.version`, `.protocol_version` of the client this call came from."""
-        return self.channel.info
+        return self._call.channel.info
 
     def log(self, level: str, message: str, data: Any = None) -> None:
         """A log message to the client (`notifications/message`, under the client's log level)."""
-        self.channel.log(level, message, data)
+        self._call.channel.log(level, message, data)
 
     def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Progress of this call (`notifications/progress` when the client sent a progress token)."""
-        self.channel.progress(progress, total, message)
+        self._call.channel.progress(progress, total, message)
 
     @staticmethod
     def elicit_request(message: str, schema: Mapping[str, Any]) -> ClientRequest:
@@ -175,13 +349,13 @@ class ToolContext:
         Raises:
             ProtocolError: -32021 when the client did not declare a capability a request needs.
         """
-        check_capabilities(self.channel.info, requests.values())
-        answers = await self.channel.request(requests)
+        check_capabilities(self._call.channel.info, requests.values())
+        answers = await self._call.channel.request(requests)
         return {key: _answer(request, answers.get(key)) for key, request in requests.items()}
 
     async def _one(self, request: ClientRequest) -> Any:
-        self.requests_made += 1
-        key = f"toolrt_{self.requests_made}"
+        self._requests_made += 1
+        key = f"toolrt_{self._requests_made}"
         return (await self.ask_client({key: request}))[key]
 
     async def elicit(self, message: str, schema: Mapping[str, Any]) -> Elicited:
@@ -205,77 +379,7 @@ class ToolContext:
         True when the call now runs as a task (or already did); False where the client cannot hold one
         (no tasks extension, an older protocol, `rt.call` without such a host), and the call goes on
         as before. On MCP 2026-07-28, code before it runs again on each round of answers gathered first."""
-        escalate = getattr(self.channel, "continue_as_task", None)
+        escalate = getattr(self._call.channel, "continue_as_task", None)
         if escalate is None:
             return False
         return bool(await escalate())
-
-    @property
-    def lsp(self) -> LanguageServers | None:
-        """The language servers configured for this project (`toolrt.lsp`), or None."""
-        return self.language_servers() if self.language_servers is not None else None
-
-    @property
-    def session(self) -> str:
-        return self.scope.session
-
-    @property
-    def abort(self) -> anyio.Event:
-        """Set when the call is aborted: long-running handlers watch it and stop."""
-        if self.abort_event is None:
-            self.abort_event = anyio.Event()
-        return self.abort_event
-
-    def metadata(self, *, title: str | None = None, metadata: Mapping[str, Any] | None = None) -> None:
-        """Publish live progress (a title, partial output) to listeners of the call."""
-        if title is not None:
-            self.title = title
-        if metadata:
-            self.live_metadata.update(metadata)
-        if self.on_metadata is not None:
-            self.on_metadata(title, metadata)
-
-    async def ask(
-        self,
-        permission: str,
-        patterns: Sequence[str],
-        *,
-        always: Sequence[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Ask for a permission of the handler's own; returns when allowed, raises when not."""
-        request = PermissionRequest(permission, tuple(patterns), tuple(always), dict(metadata or {}))
-        await self.asker([request])
-
-    async def ask_requests(self, requests: Sequence[PermissionRequest]) -> None:
-        """Ask several requests as one decision (any deny denies, all allow runs)."""
-        await self.asker(requests)
-
-    def switch_agent(self, agent: str) -> None:
-        """Make `agent` the session's agent: later calls whose host names no agent run under its rules
-        and are offered its tools; listeners get an `agent` event (`plan_enter`, `plan_exit`).
-
-        Raises:
-            ToolFailure: no such agent, or this context has no session to hold it.
-        """
-        if self.on_agent is None:
-            raise ToolFailure("This call cannot switch agents: it runs outside a session.")
-        self.on_agent(agent)
-
-    def sandbox_plan(self) -> SandboxPlan | None:
-        """What to enforce on a process this call starts (None: no sandbox; raises ToolFailure when
-        the locked file requires one this machine lacks)."""
-        if self.sandbox is None:
-            return None
-        output_dir = tool_output_dir(self.data_dir, self.root)
-        journal = journal_for(self.data_dir)
-        return call_plan(
-            self.sandbox, root=self.root, output_dir=output_dir, granted=self.granted, reads=self.reads, journal=journal
-        )
-
-    def resolve(self, path: str) -> Path:
-        """A path argument made absolute against the project root (no symlinks resolved)."""
-        candidate = Path(os.path.expanduser(path))  # an unknown user's `~name` stays as written, never raises
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
-        return Path(os.path.normpath(candidate))

@@ -22,7 +22,6 @@ from ..config.model import HostHandler, PythonHandler
 from ..errors import CallError, ToolFailure
 from ..result import ToolResult
 from .active import ActiveCall
-from .client import NO_CLIENT
 from .context import ToolContext
 from .deadline import stop_in_time
 from .state import Runnable, Services
@@ -46,7 +45,7 @@ async def run_handler(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     tool = call.tool
     handler = tool.definition.handler
     function, is_async = _resolve_handler(tool, call.services, call.snapshot.root)
-    ctx = _context(tool, call)
+    ctx = ToolContext(call)
     try:
         if is_async:
             outcome = await stop_in_time(function(args, ctx), timeout, tool.id, call.request.abort)
@@ -99,34 +98,6 @@ async def _in_thread(function: Callable[..., Any], args: dict[str, Any], ctx: To
     except anyio.get_cancelled_exc_class():
         ctx.abort.set()  # the worker thread cannot be cancelled: its handler watches `ctx.abort`
         raise
-
-
-def _context(tool: CompiledTool, call: ActiveCall) -> ToolContext:
-    request, snapshot = call.request, call.snapshot
-    return ToolContext(
-        tool=tool.id,
-        root=snapshot.root,
-        data_dir=snapshot.data_dir,
-        scope=request.scope,
-        agent=call.agent,
-        message_id=request.message_id,
-        call_id=call.call_id,
-        abort_event=request.abort,
-        session_state=call.state.tools,
-        extra=request.extra,
-        on_metadata=call.on_metadata,
-        asker=call.ask,
-        batch=call.batch,
-        permits=call.permits,
-        questioner=request.questioner,
-        available_tools=call.toolset.names(),
-        sandbox=snapshot.sandbox_for(tool.id),
-        granted=call.granted,
-        reads=call.read_denies(),
-        language_servers=lambda: call.services.lsp_for(snapshot),
-        on_agent=call.switch_agent,
-        channel=request.client or NO_CLIENT,
-    )
 
 
 def _normalize(tool: CompiledTool, args: Mapping[str, Any], outcome: Any, ctx: ToolContext, root: Path) -> ToolResult:

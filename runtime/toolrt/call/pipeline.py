@@ -61,89 +61,121 @@ async def _dispatch(request: CallRequest, snapshot: Snapshot, toolset: ToolSet, 
     services.call_counter += 1
     call_id = request.call_id or f"{services.call_prefix}{services.call_counter}"
     agent = request.scope.agent or snapshot.permissions.default_agent
-    offered, args, repair_note = _repair(request, toolset, snapshot)
-    if snapshot.blocked is not None:  # broken permissions or settings: nothing runs, every call says why
-        offered, repair_note = None, blocked_message(snapshot.blocked)
-    if request.refused is not None:
-        offered, repair_note = None, request.refused
-    if offered is not None and request.scope.token_scopes is not None:
-        refused = _lacks_scopes(offered, request.scope.token_scopes)
-        if refused is not None:
-            offered, repair_note = None, refused
+    offered, args, repair_note = _to_run(request, toolset, snapshot)
     if offered is None:
         assert repair_note is not None
         result = ToolResult(title="Invalid Tool", output="", error=repair_note)
         duration = time.perf_counter() - started
         entry = CallRecord(request.scope, agent, request.tool, call_id, args, None, "invalid", result, duration)
-        result = _recorded(services, entry)
-        _measured(entry)
-        return result
+        return _recorded_unrun(services, entry)
     try:
         state = services.session(request.scope.session)
     except StoreError as error:  # the store is away: nothing runs without its session state and record
         logger.error("the %s call did not run: the store cannot be read: %s", offered.name, error)
         result = ToolResult(title=offered.name, output="", error=STORE_AWAY)
         entry = CallRecord(request.scope, agent, offered.name, call_id, args, None, "error", result, 0.0)
-        result = _recorded(services, entry)
-        _measured(entry)
-        return result
+        return _recorded_unrun(services, entry)
     call = ActiveCall(request, snapshot, toolset, services, call_id, agent, offered.name, offered.tool, state, set())
     if services.listeners:
         call.emit("running", {"input": args})
     decision: Decision | None = None
     requests: list[PermissionRequest] | None = None
-    loop_warned = False
+    loop = _NO_LOOP
     status = "ok"
     try:
         args = parse_arguments(call.tool, args, snapshot.root)
         if repair_note is None:
             requests = await permission_requests_off_loop(call.tool, args, snapshot, agent)
-            doom_loop = add_doom_loop(requests, call.name, args, state)
-            if doom_loop and services.doom_loop_warns:  # development: a warning on the result, not an ask
-                requests.pop()
-                doom_loop, loop_warned = False, True
-                logger.warning(LOOP_WARNING.format(tool=call.name, times=DOOM_LOOP_THRESHOLD))
-            decision = await _authorized(call, args, requests, doom_loop)
+            loop = _doom_loop(call, args, requests)
+            decision = await _authorized(call, args, requests, loop is _LOOP_ASKS)
             call.granted.update((d.permission, d.pattern) for d in decision.decisions)
         # else: the call went to `invalid`, which only tells the model why it could not run and which
         # tools it has; no agent's rules may hide that text (a deny-all agent would read "invalid denied").
         result = truncate_result(call, await run_tool(call, args))
-        if loop_warned:
+        if loop is _LOOP_WARNS:
             result = _with_loop_warning(result, call.name)
         if repair_note is not None:
             result = ToolResult(result.title, result.output, result.metadata, result.attachments, result.output)
             status = "invalid"
     except CallError as error:
         status = status_of(error)
-        if isinstance(error, InputRequired) and requests is not None and state.recent:
-            state.recent = state.recent[:-1]  # a round that waits for the client is not a call of its own; its retry is
-        if decision is None and requests is not None and isinstance(error, PermissionBlocked):
-            # The record names the rules that blocked the call; authorize raised before returning them.
-            permissions = snapshot.permissions
-            decision = decide(
-                requests,
-                permissions.ruleset(agent),
-                locked=permissions.locked,
-                approved=services.broker.approved(call.session, agent),
-            )
-        title = call_title(call.tool, args, snapshot.root) or call.name
-        result = ToolResult(title=title, output="", error=str(error))
-        if isinstance(error, ProtocolError):  # the MCP server answers it as a JSON-RPC error
-            protocol = {"code": error.code, "message": error.message, "data": error.data}
-            result = replace(result, metadata=MappingProxyType({PROTOCOL_ERROR: protocol}))
+        decision, result = _failed(call, args, error, requests, decision)
     except Exception as error:  # a failure nobody turned into a CallError: still a result, recorded, logged
         logger.exception("the %s call failed unexpectedly", call.name)
         status = "error"
-        title = call_title(call.tool, args, snapshot.root) or call.name
         text = f"The {call.name} tool failed unexpectedly: {type(error).__name__}: {error}"
-        result = ToolResult(title=title, output="", error=text)
+        result = ToolResult(title=_title(call, args), output="", error=text)
     except anyio.get_cancelled_exc_class():
         # The caller cancelled (an MCP client's cancel, a host's cancel scope): the run step has
         # stopped the tool (a process tree is killed), the call is recorded, and the cancellation goes on.
-        title = call_title(call.tool, args, snapshot.root) or call.name
-        _finish(call, args, decision, "cancelled", ToolResult(title, "", error=CANCELLED), started)
+        _finish(call, args, decision, "cancelled", ToolResult(_title(call, args), "", error=CANCELLED), started)
         raise
     return _finish(call, args, decision, status, result, started)
+
+
+_NO_LOOP = "no loop"
+_LOOP_ASKS = "the doom loop is asked"
+_LOOP_WARNS = "the doom loop is a warning on the result"
+
+
+def _doom_loop(call: ActiveCall, args: Any, requests: list[PermissionRequest]) -> str:
+    """Whether this call repeats the session's last ones (`doom_loop`): then its ask is added to
+    `requests`, or in development (`doom_loop_warns`) the result gets a warning instead."""
+    if not add_doom_loop(requests, call.name, args, call.state):
+        return _NO_LOOP
+    if not call.services.doom_loop_warns:
+        return _LOOP_ASKS
+    requests.pop()
+    logger.warning(LOOP_WARNING.format(tool=call.name, times=DOOM_LOOP_THRESHOLD))
+    return _LOOP_WARNS
+
+
+def _failed(
+    call: ActiveCall, args: Any, error: CallError, requests: list[PermissionRequest] | None, decision: Decision | None
+) -> tuple[Decision | None, ToolResult]:
+    """The decision to record and the result of a call that ended in a `CallError`."""
+    state = call.state
+    if isinstance(error, InputRequired) and requests is not None and state.recent:
+        state.recent = state.recent[:-1]  # a round that waits for the client is not a call of its own; its retry is
+    if decision is None and requests is not None and isinstance(error, PermissionBlocked):
+        # The record names the rules that blocked the call; authorize raised before returning them.
+        permissions = call.snapshot.permissions
+        decision = decide(
+            requests,
+            permissions.ruleset(call.agent),
+            locked=permissions.locked,
+            approved=call.services.broker.approved(call.session, call.agent),
+        )
+    result = ToolResult(title=_title(call, args), output="", error=str(error))
+    if isinstance(error, ProtocolError):  # the MCP server answers it as a JSON-RPC error
+        protocol = {"code": error.code, "message": error.message, "data": error.data}
+        result = replace(result, metadata=MappingProxyType({PROTOCOL_ERROR: protocol}))
+    return decision, result
+
+
+def _title(call: ActiveCall, args: Any) -> str:
+    return call_title(call.tool, args, call.snapshot.root) or call.name
+
+
+def _recorded_unrun(services: Services, entry: CallRecord) -> ToolResult:
+    """The result of a call that never started (no such tool, a blocked config, no store), recorded."""
+    result = _recorded(services, entry)
+    _measured(entry)
+    return result
+
+
+def _to_run(request: CallRequest, toolset: ToolSet, snapshot: Snapshot) -> tuple[Offered | None, Any, str | None]:
+    """`_repair`'s tool, unless nothing may run: a blocked config, a call the caller refused, a token
+    without the tool's scopes (then None, with the reason)."""
+    repaired = _repair(request, toolset, snapshot)
+    note = request.refused
+    if note is None and snapshot.blocked is not None:  # broken permissions or settings: every call says why
+        note = blocked_message(snapshot.blocked)
+    if note is None and repaired[0] is not None and request.scope.token_scopes is not None:
+        note = _lacks_scopes(repaired[0], request.scope.token_scopes)
+    if note is None:
+        return repaired
+    return None, repaired[1], note
 
 
 async def _authorized(call: ActiveCall, args: Any, requests: list[PermissionRequest], doom_loop: bool) -> Decision:
