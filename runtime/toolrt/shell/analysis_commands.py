@@ -108,6 +108,15 @@ class CommandChecks(ScriptChecks):
                     self._hidden_in_word(child, word.raw)
                 words.append(word)
                 continue
+            if kind == "string" or kind == "raw_string":
+                raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
+                value = raw[1:-1]
+                if _QUOTED.fullmatch(raw) is not None and (not value or not value.isspace()):
+                    # `"x"`, `'x'`: its value is what the quotes hold (as `evaluate` gives it: it
+                    # reads a blank-only string as empty, so that one is left to it), and nothing
+                    # inside can run (no `$`, backtick or backslash): not walked.
+                    words.append(_new_word(Word, (raw, value, value, False, child, kind, (), value, ())))
+                    continue
             if kind not in REDIRECTS:
                 words.append(evaluate(child, known, kind, source=source))
             if kind not in PLAIN_WORDS:
@@ -116,6 +125,10 @@ class CommandChecks(ScriptChecks):
     def _name_word(self, name: Node) -> Word:
         children = name.named_children
         name_word = children[0] if len(children) == 1 else name
+        if name_word.type == "word":
+            raw = self.source[name_word.start_byte : name_word.end_byte].decode("utf-8", "surrogateescape")
+            if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
+                return _new_word(Word, (raw, raw, raw, False, name_word, "word", (), "", ()))
         word = evaluate(name_word, self.known, source=self.source)
         if word.kind == "word" and _hidden(word.raw):
             self._hidden_in_word(name_word, word.raw)
@@ -528,6 +541,9 @@ _new_command = tuple.__new__  # a `_Command` without the keyword-taking construc
 
 # A word without any of these is its own value (`evaluate`'s first case) and hides no substitution.
 _PLAIN_WORD = re.compile(r"[\\*?\[{`$]")
+# A quoted word whose value is the text between its quotes, and which holds nothing bash expands (nor a
+# control character but a tab, which tree-sitter may leave out of the string's content).
+_QUOTED = re.compile(r"\"[^\\`$\"\x00-\x08\n-\x1f\x7f]*\"|'[^'\x00-\x08\n-\x1f\x7f]*'")
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor, once per plain word
 
 
