@@ -51,9 +51,8 @@ _lock = threading.Lock()
 
 class Listings:
     """One analysis's view of the directories it asks about. The first `PER_NAME` names asked in a
-    directory are looked up one by one (an existence test costs half a `stat` of the directory, and
-    most lines name one or two); from the next one on, the directory is stat'ed once and its listing
-    answers."""
+    directory (none by default) are looked up one by one; from the next one on, the directory is
+    stat'ed once and its listing answers."""
 
     __slots__ = ("_asked", "_directories", "_names")
 
