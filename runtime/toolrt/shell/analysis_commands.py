@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple
 
 from .analysis_scripts import ScriptChecks
 from .analysis_state import GLOB_CHARS, brief, env_reason
@@ -189,16 +189,17 @@ class CommandChecks(ScriptChecks):
         own = list(inherited)
         redirects = command.rest if whole else ""
         facts = program_facts(self.table, head)
+        mine = values[first:last] if first or not whole else values  # the command's own values, sliced once
         if facts.plain:
             # No table has anything to say about it: its patterns, and what its `-o`-like options write.
-            self._emit(words, values[first:last], first, text, redirects, own)
-            self._writes(values[first:last], text, fed=feeder == "xargs")
+            self._emit(words, mine, first, text, redirects, own)
+            self._writes(mine, text, fed=feeder == "xargs")
             return []
         if head in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
             self._cd_segment(command, first, last, text, own, redirects)
             return []
         self._shell_state(head, values[first + 1 : last], text)
-        if head in INERT and not own and not redirects and _inert(head, values[first:last]):
+        if head in INERT and not own and not redirects and _inert(head, mine):
             return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
         wrapper = self.table.match(values, first) if facts.may_wrap else None
         if feeder and wrapper is not None:
@@ -208,7 +209,7 @@ class CommandChecks(ScriptChecks):
         inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
         if inner is not None:
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
-        self._emit(words, values[first:last], first, text, redirects, own)
+        self._emit(words, mine, first, text, redirects, own)
         if facts.described:
             self._unseen(command.node, command.parent, words, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
@@ -218,7 +219,7 @@ class CommandChecks(ScriptChecks):
             self._run_file(head, text, own)
         if facts.interpreter:
             self._interpreted(head, values[first + 1 : last], text)
-        self._writes(values[first:last], text, fed=feeder == "xargs")
+        self._writes(mine, text, fed=feeder == "xargs")
         if wrapper is None or inner is None:
             return []
         return self._wrapped(command, first, text, wrapper, inner, own)
@@ -417,7 +418,7 @@ class CommandChecks(ScriptChecks):
             tokens = [word.raw if word.value is None else word.value for word in words[first : first + len(values)]]
             literal = tokens[: values.index(None)]
         else:
-            tokens = literal = cast("list[str]", values)
+            tokens = literal = values  # type: ignore[assignment]  # no None among them (a `cast` is a call)
         patterns = [text, " ".join(tokens) + rest]
         base = tokens[0]
         if "/" in base:
