@@ -1,6 +1,6 @@
-"""The analyzer's fast paths (issue 33, item 6) decide exactly as the full reading: a plain or quoted word
-read straight from its text (`analysis_commands._PLAIN_WORD`, `_QUOTED`) gives the requests `evaluate` and
-the walk into the word give, on every line of both corpora and on generated lines."""
+"""The analyzer's fast paths (issue 33, item 6) decide exactly as the full reading: a plain word, number
+or quoted word read straight from its text (`analysis_commands._PLAIN_WORD`, `_QUOTED`) gives the
+requests `evaluate` and the walk into the word give, on every line of both corpora and on generated lines."""
 
 from __future__ import annotations
 
@@ -77,9 +77,11 @@ def test_every_corpus_line_gets_the_same_requests() -> None:
     assert differ == []
 
 
-QUOTED_BODY = st.text(st.sampled_from(list("ab./-_ *?[]{},~$`\\!\"'\n\t\r\x0b()=:;&|<>é")), max_size=12)
+QUOTED_BODY = st.text(st.sampled_from(list("ab./-_ *?[]{},~$`\\!\"'\n\t\r\x0b\x01\x7f()=:;&|<>é")), max_size=12)
 WORD = st.one_of(
-    st.sampled_from(["cat", "rm", "-rf", "ls", "-la", "git", "push", "../x", "src", "lnk", "lnk/x", "~", ".env"]),
+    st.sampled_from(
+        ["cat", "rm", "-rf", "ls", "-la", "git", "push", "../x", "src", "lnk", "lnk/x", "~", ".env", "-20", "42"]
+    ),
     QUOTED_BODY.map(lambda body: f'"{body}"'),
     QUOTED_BODY.map(lambda body: f"'{body}'"),
     QUOTED_BODY,

@@ -98,23 +98,23 @@ class CommandChecks(ScriptChecks):
         known, source = self.known, self.source
         for child in children[first:]:
             kind = child.type
-            if kind == "word":
+            if kind == "word" or kind == "number":
                 raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
                 if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
-                    words.append(_new_word(Word, (raw, raw, raw, False, child, kind, (), "", ())))
+                    shape = "" if kind == "word" else raw
+                    words.append(_new_word(Word, (raw, raw, raw, False, child, kind, (), shape, ())))
                     continue
                 word = evaluate(child, known, kind, source=source)
-                if _hidden(word.raw):
+                if kind == "word" and _hidden(word.raw):
                     self._hidden_in_word(child, word.raw)
                 words.append(word)
                 continue
             if kind == "string" or kind == "raw_string":
                 raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
-                value = raw[1:-1]
-                if _QUOTED.fullmatch(raw) is not None and (not value or not value.isspace()):
-                    # `"x"`, `'x'`: its value is what the quotes hold (as `evaluate` gives it: it
-                    # reads a blank-only string as empty, so that one is left to it), and nothing
-                    # inside can run (no `$`, backtick or backslash): not walked.
+                if _QUOTED.fullmatch(raw) is not None:
+                    # `"x"`, `'x'`: its value is what the quotes hold (as `evaluate` gives it), and
+                    # nothing inside can run (no `$`, backtick or backslash): not walked.
+                    value = raw[1:-1]
                     words.append(_new_word(Word, (raw, value, value, False, child, kind, (), value, ())))
                     continue
             if kind not in REDIRECTS:
@@ -542,9 +542,8 @@ _new_command = tuple.__new__  # a `_Command` without the keyword-taking construc
 
 # A word without any of these is its own value (`evaluate`'s first case) and hides no substitution.
 _PLAIN_WORD = re.compile(r"[\\*?\[{`$]")
-# A quoted word whose value is the text between its quotes, and which holds nothing bash expands (nor a
-# control character but a tab, which tree-sitter may leave out of the string's content).
-_QUOTED = re.compile(r"\"[^\\`$\"\x00-\x08\n-\x1f\x7f]*\"|'[^'\x00-\x08\n-\x1f\x7f]*'")
+# A quoted word whose value is the text between its quotes, and which holds nothing bash expands.
+_QUOTED = re.compile(r"\"[^\\`$\"]*\"|'[^']*'")
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor, once per plain word
 
 
