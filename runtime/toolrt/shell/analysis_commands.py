@@ -140,8 +140,8 @@ class CommandChecks(ScriptChecks):
             words[0].value == "cd"
             and self.depth == 0  # a script's last `cd` moves the shell that runs it (`eval 'cd ..'; cat x`)
             and not self.findings.trapped  # an EXIT trap set before it runs after it, in the new directory
+            and self._last_command(node, parent)  # before the words: most `cd`s are followed by more
             and all(word.value is not None for word in words)
-            and self._last_command(node, parent)
         )
 
     def _hidden_in_word(self, node: Node, raw: str) -> None:
