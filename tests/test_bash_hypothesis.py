@@ -112,6 +112,15 @@ def _commands(text: str) -> int:
 _QUIET = frozenset((b"cd", b"true", b"false", b":"))
 
 
+@pytest.mark.parametrize("text", ["bash ''", 'sh ""', "source ''", ". ''", "bash -x ''"])
+def test_a_script_with_an_empty_name_runs_nothing_and_does_not_raise(text: str) -> None:
+    """Found by the property below: `bash ''` raised IndexError (no file has an empty name; bash says so
+    and runs nothing). Its own patterns still meet the rules."""
+    requests = analyze_command(text, SITE)
+    assert [request.permission for request in requests] == ["bash"]
+    assert text in requests[0].patterns
+
+
 @pytest.mark.usefixtures("untraced")  # a property pass: see conftest.untraced
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

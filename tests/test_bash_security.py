@@ -11,6 +11,7 @@ Rulesets (the global `"*": allow` first, as OpenCode's defaults):
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,29 @@ def test_symlink_escape_asks_external_directory(tmp_path: Path, command: str) ->
     (outside / "secret").write_text("s")
     root.mkdir()
     os.symlink(outside / "inner" if ".." in command else outside, root / "link")
+    site = CallSite(root=root, cwd=root, home=tmp_path)
+    decision = decide(analyze_command(command, site), RULESETS["outside"], locked=Ruleset(()))
+    assert decision.action == "ask"
+    assert any(d.permission == "external_directory" and d.action == "ask" for d in decision.decisions)
+
+
+@pytest.mark.parametrize("name", ["a\nb", " ", "a\r\nb", "\t\n"])
+@pytest.mark.parametrize("template", ['cat "{name}/secret"', 'cat "{name}"/secret', 'cat "x" "{name}/secret"'])
+def test_a_symlink_named_with_blanks_or_line_breaks_asks_external_directory(
+    tmp_path: Path, name: str, template: str
+) -> None:
+    """tree-sitter leaves blanks and line breaks out of a double-quoted string's pieces: the value must
+    still be bash's (`"a⏎b/secret"` is not `ab/secret`), or a symlink so named leads out unasked. Real
+    bash is the oracle: it reads the secret through the link."""
+    root = tmp_path / "project"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("the secret")
+    root.mkdir()
+    os.symlink(outside, root / name)
+    command = template.format(name=name)
+    ran = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True, check=False, timeout=10)
+    assert "the secret" in ran.stdout
     site = CallSite(root=root, cwd=root, home=tmp_path)
     decision = decide(analyze_command(command, site), RULESETS["outside"], locked=Ruleset(()))
     assert decision.action == "ask"

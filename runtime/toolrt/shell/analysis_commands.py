@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple
 
 from .analysis_scripts import ScriptChecks
 from .analysis_state import GLOB_CHARS, brief, env_reason, unanalysed_substitution, unknown_until_run
@@ -98,16 +98,25 @@ class CommandChecks(ScriptChecks):
         known, source = self.known, self.source
         for child in children[first:]:
             kind = child.type
-            if kind == "word":
+            if kind == "word" or kind == "number":
                 raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
                 if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
-                    words.append(_new_word(Word, (raw, raw, raw, False, child, kind, (), "", ())))
+                    shape = "" if kind == "word" else raw
+                    words.append(_new_word(Word, (raw, raw, raw, False, child, kind, (), shape, ())))
                     continue
                 word = evaluate(child, known, kind, source=source)
-                if _hidden(word.raw):
+                if kind == "word" and _hidden(word.raw):
                     self._hidden_in_word(child, word.raw)
                 words.append(word)
                 continue
+            if kind == "string" or kind == "raw_string":
+                raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
+                if _QUOTED.fullmatch(raw) is not None:
+                    # `"x"`, `'x'`: its value is what the quotes hold (as `evaluate` gives it), and
+                    # nothing inside can run (no `$`, backtick or backslash): not walked.
+                    value = raw[1:-1]
+                    words.append(_new_word(Word, (raw, value, value, False, child, kind, (), value, ())))
+                    continue
             if kind not in REDIRECTS:
                 words.append(evaluate(child, known, kind, source=source))
             if kind not in PLAIN_WORDS:
@@ -116,6 +125,10 @@ class CommandChecks(ScriptChecks):
     def _name_word(self, name: Node) -> Word:
         children = name.named_children
         name_word = children[0] if len(children) == 1 else name
+        if name_word.type == "word":
+            raw = self.source[name_word.start_byte : name_word.end_byte].decode("utf-8", "surrogateescape")
+            if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
+                return _new_word(Word, (raw, raw, raw, False, name_word, "word", (), "", ()))
         word = evaluate(name_word, self.known, source=self.source)
         if word.kind == "word" and _hidden(word.raw):
             self._hidden_in_word(name_word, word.raw)
@@ -127,8 +140,8 @@ class CommandChecks(ScriptChecks):
             words[0].value == "cd"
             and self.depth == 0  # a script's last `cd` moves the shell that runs it (`eval 'cd ..'; cat x`)
             and not self.findings.trapped  # an EXIT trap set before it runs after it, in the new directory
+            and self._last_command(node, parent)  # before the words: most `cd`s are followed by more
             and all(word.value is not None for word in words)
-            and self._last_command(node, parent)
         )
 
     def _hidden_in_word(self, node: Node, raw: str) -> None:
@@ -176,16 +189,17 @@ class CommandChecks(ScriptChecks):
         own = list(inherited)
         redirects = command.rest if whole else ""
         facts = program_facts(self.table, head)
+        mine = values[first:last] if first or not whole else values  # the command's own values, sliced once
         if facts.plain:
             # No table has anything to say about it: its patterns, and what its `-o`-like options write.
-            self._emit(words, values[first:last], first, text, redirects, own)
-            self._writes(values[first:last], text, fed=feeder == "xargs")
+            self._emit(words, mine, first, text, redirects, own)
+            self._writes(mine, text, fed=feeder == "xargs")
             return []
         if head in ("cd", "pushd", "popd"):  # the builtins; `/x/cd` is some program
             self._cd_segment(command, first, last, text, own, redirects)
             return []
         self._shell_state(head, values[first + 1 : last], text)
-        if head in INERT and not own and not redirects and _inert(head, values[first:last]):
+        if head in INERT and not own and not redirects and _inert(head, mine):
             return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
         wrapper = self.table.match(values, first) if facts.may_wrap else None
         if feeder and wrapper is not None:
@@ -195,7 +209,7 @@ class CommandChecks(ScriptChecks):
         inner = unwrap(wrapper, values, first, last) if wrapper is not None else None
         if inner is not None:
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
-        self._emit(words, values[first:last], first, text, redirects, own)
+        self._emit(words, mine, first, text, redirects, own)
         if facts.described:
             self._unseen(command.node, command.parent, words, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
@@ -205,7 +219,7 @@ class CommandChecks(ScriptChecks):
             self._run_file(head, text, own)
         if facts.interpreter:
             self._interpreted(head, values[first + 1 : last], text)
-        self._writes(values[first:last], text, fed=feeder == "xargs")
+        self._writes(mine, text, fed=feeder == "xargs")
         if wrapper is None or inner is None:
             return []
         return self._wrapped(command, first, text, wrapper, inner, own)
@@ -404,7 +418,7 @@ class CommandChecks(ScriptChecks):
             tokens = [word.raw if word.value is None else word.value for word in words[first : first + len(values)]]
             literal = tokens[: values.index(None)]
         else:
-            tokens = literal = cast("list[str]", values)
+            tokens = literal = values  # type: ignore[assignment]  # no None among them (a `cast` is a call)
         patterns = [text, " ".join(tokens) + rest]
         base = tokens[0]
         if "/" in base:
@@ -528,6 +542,8 @@ _new_command = tuple.__new__  # a `_Command` without the keyword-taking construc
 
 # A word without any of these is its own value (`evaluate`'s first case) and hides no substitution.
 _PLAIN_WORD = re.compile(r"[\\*?\[{`$]")
+# A quoted word whose value is the text between its quotes, and which holds nothing bash expands.
+_QUOTED = re.compile(r"\"[^\\`$\"]*\"|'[^']*'")
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor, once per plain word
 
 

@@ -210,13 +210,10 @@ class PathChecks(AnalysisState):
         values = [None if value == "{}" else value for value in values]
         paths = written([*values, None] if fed else values)
         copied = copies(values)
+        if not paths and copied is None:
+            return  # the table's row names nothing this command writes (`git commit`, `sed -n`)
         if copied is not None and copied[1] is not None:
-            sources, destination = copied[0], copied[1]
-            for source in sources:
-                if source is None:
-                    continue  # an unknown source: the destination itself is already written
-                for cwd in self.cwds:
-                    paths.extend(self._copied_names(source, destination, cwd))
+            paths.extend(self._copies(copied[0], copied[1]))
         paths.extend(self._directories_below(values, paths))
         globbed = [path for path in paths if path and GLOB_CHARS.search(path) and not path.endswith(UNNAMED)]
         for pattern in globbed:
@@ -229,6 +226,16 @@ class PathChecks(AnalysisState):
                     absolute = self.scope.expand(path, cwd)
                     if absolute is not None:
                         self.findings.written[posixpath.normpath(absolute)] = None
+
+    def _copies(self, sources: list[str | None], destination: str) -> list[str | None]:
+        """What copying `sources` into `destination` writes besides the destination, in every working
+        directory (an unknown source adds nothing: the destination itself is already written)."""
+        out: list[str | None] = []
+        for source in sources:
+            if source is not None:
+                for cwd in self.cwds:
+                    out.extend(self._copied_names(source, destination, cwd))
+        return out
 
     def _directories_below(self, values: list[str | None], paths: list[str | None]) -> list[str | None]:
         """For each path git writes that is an existing directory, the files below it, unnamed

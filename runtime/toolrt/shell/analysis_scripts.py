@@ -60,6 +60,8 @@ class ScriptChecks(VariableChecks):
             self.findings.fail_closed(text, f"`{brief(text)}` runs a script produced when it runs")
             return
         value = operand.value
+        if not value:
+            return  # `bash ''`: no file has an empty name, so nothing runs (bash reports it and exits)
         if value == "-" or value.startswith(("/dev/", "/proc/")):
             self.findings.fail_closed(text, f"`{brief(text)}` runs commands fed to it")
             return

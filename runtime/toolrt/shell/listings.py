@@ -2,9 +2,10 @@
 
 Most operands are bare names in the working directory (`main`, `origin`, `src`), and only an existing
 entry of that name, a symlink, can lead out of the project. One analysis asks about each directory
-through a `Listings`: the first `PER_NAME` names one by one, the rest from one listing of the directory;
-a directory an earlier call listed is answered from that listing from the first name on, once one `stat`
-shows it unchanged.
+through a `Listings`: the first `PER_NAME` names one by one (none by default), the rest from one listing
+of the directory; a directory an earlier call listed is answered from that listing from the first name
+on, once one `stat` shows it unchanged. So an everyday line costs one `stat` per directory it names,
+not one `os.access` per operand (a `stat` of the directory costs about half of an `access` of a name).
 
 A listing is reused by later calls only while the directory is unchanged (the same modification and
 change times, inode and device) and was already settled when it was listed: both times at least
@@ -50,9 +51,8 @@ _lock = threading.Lock()
 
 class Listings:
     """One analysis's view of the directories it asks about. The first `PER_NAME` names asked in a
-    directory are looked up one by one (an existence test costs half a `stat` of the directory, and
-    most lines name one or two); from the next one on, the directory is stat'ed once and its listing
-    answers."""
+    directory (none by default) are looked up one by one; from the next one on, the directory is
+    stat'ed once and its listing answers."""
 
     __slots__ = ("_asked", "_directories", "_names")
 
@@ -84,9 +84,10 @@ class Listings:
 
 
 _UNASKED = object()
-PER_NAME = 1
-"""Names looked up one by one in each directory before its listing answers the rest (most lines name
-one or two; the listing a second name brings answers every later call while the directory is unchanged)."""
+PER_NAME = 0
+"""Names looked up one by one in each directory before its listing answers the rest: none, so the first
+name a line asks about lists the directory (once per process while it is unchanged; later lines pay one
+`stat` of it), and every later name in it is answered from that listing."""
 
 
 def _settled_listing(directory: str) -> _Listing | None:

@@ -157,12 +157,33 @@ def _piece(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Bui
 
 
 def _double_quoted(node: Node, known: Mapping[str, str], out: _Builder, source: bytes) -> None:
+    """`"…"`. tree-sitter leaves blanks and line breaks between its pieces out of every piece (`"a⏎b"`
+    is `a` and `b`, `" "` has none): the text between the pieces is read from the source, so the value
+    is the one bash gives (a symlink named `a⏎b` is the one `cat "a⏎b/x"` opens)."""
+    start, end = node.start_byte, node.end_byte
+    position = start + 1 if source[start : start + 1] == b'"' else start
+    if end - 1 >= position and source[end - 1 : end] == b'"':
+        end -= 1
     for child in node.named_children:
+        _between(source[position : child.start_byte], out)
         child_kind = child.type
         if child_kind == "string_content":
             out.add(_DOUBLE_QUOTE_ESCAPE.sub(_keep_escaped, _text(child, source)))
         else:
             _piece(child, child_kind, _text(child, source), known, out, source)
+        position = max(position, child.end_byte)
+    _between(source[position:end], out)
+
+
+def _between(gap: bytes, out: _Builder) -> None:
+    """Text of a double-quoted string that no piece holds: blanks and line breaks, taken literally. Anything
+    else there is not understood, and makes the word only known when it runs."""
+    if not gap:
+        return
+    if gap.isspace():
+        out.add(gap.decode("utf-8", "surrogateescape"))
+    else:
+        out.unknown(None)
 
 
 def _expansion(node: Node, kind: str, text: str, known: Mapping[str, str], out: _Builder, source: bytes) -> None:
