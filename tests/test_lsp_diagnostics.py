@@ -254,3 +254,67 @@ def test_no_server_outlives_a_killed_toolrt(tmp_path: Path) -> None:
             toolrt.send_signal(signal.SIGKILL)
             toolrt.wait(10)
     wait_until(lambda: all_gone(pids), timeout=10, message=f"a server outlived the toolrt that started it: {pids}")
+
+
+_HELD_START = r"""
+import json, os, sys, time
+
+release = sys.argv[1]
+opened = os.path.join(os.environ["XDG_CACHE_HOME"], "opened")
+
+
+def read():
+    length = 0
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            sys.exit(0)
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return json.loads(sys.stdin.buffer.read(length))
+
+
+def send(message):
+    data = json.dumps(message).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(data) + data)
+    sys.stdout.buffer.flush()
+
+
+while True:
+    message = read()
+    method = message.get("method")
+    if method == "initialize":
+        while not os.path.exists(release):  # a slow start, held until the test lets it end
+            time.sleep(0.01)
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
+    elif method == "shutdown":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+    elif method == "exit":
+        sys.exit(0)
+    elif method == "textDocument/didOpen":
+        with open(opened, "a") as f:
+            f.write(message["params"]["textDocument"]["uri"] + "\n")
+"""
+
+
+def test_a_file_written_while_its_server_starts_is_opened_once_the_server_is_up(tmp_path: Path) -> None:
+    """The edit does not wait past `lsp.wait` for a slow start; the server still hears of the file when it
+    is up, so its next diagnostics cover it (before, a file written during the start was never opened)."""
+    release, server, project = tmp_path / "release", tmp_path / "server.py", tmp_path / "proj"
+    server.write_text(_HELD_START, encoding="utf-8")
+    project.mkdir()
+    opened = tmp_path / "data" / "lsp-cache" / "opened"
+    settings = lsp_settings([sys.executable, str(server), str(release)], wait=0.2, data_dir=str(tmp_path / "data"))
+    with load(project, settings) as rt:
+        assert call(rt, "write", {"filePath": "app.py", "content": "x = 1\n"}) == "Wrote file successfully."
+        [status] = rt.language_servers()
+        assert status.state == "starting"
+        release.touch()
+        uri = (project / "app.py").resolve().as_uri()
+        wait_until(
+            lambda: opened.exists() and uri in opened.read_text(encoding="utf-8").split(),
+            message="the file written while the server started was never opened",
+        )

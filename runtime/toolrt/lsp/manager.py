@@ -368,9 +368,11 @@ class LspManager:
         async def one(path: Path, entry: _Entry) -> ServerClient | None:
             if path not in texts:
                 return None
+            # Kept before the wait: a server that finishes starting after `deadline` still opens the file
+            # (`_start` opens every kept document), instead of never hearing of a file written meanwhile.
+            entry.documents.add(path)
             try:
                 client = await self._client(entry, deadline)
-                entry.documents.add(path)
                 since = client.touch(path, texts[path])
                 await client.wait_diagnostics(path.as_uri(), since, deadline)
             except LspError as error:
