@@ -369,29 +369,7 @@ def report(
         }
         for key, found in samples.items()
     }
-    width = max(len(k) for k in kinds) + 11
-    header = f"{'transport':<18}{'clients':>8}" + "".join(
-        f"{k + ' calls/s':>{width}}{k + ' cpu ms':>{width}}{k + ' client ms':>{width}}" for k in kinds
-    )
-    if "toolrt" in kinds and "sdk" in kinds:
-        header += f"{'cpu toolrt/sdk':>16}"
-    print(header)
-    ratios: dict[str, float] = {}
-    for transport in transports:
-        for callers in counts:
-            row = f"{transport:<18}{callers:>8}"
-            for kind in kinds:
-                m = medians[f"{transport}|{callers}|{kind}"]
-                row += f"{m['calls_per_s']:>{width}.0f}{m['cpu_ms_per_call']:>{width}.3f}"
-                row += f"{m['client_cpu_ms_per_call']:>{width}.3f}"
-            if "toolrt" in kinds and "sdk" in kinds:
-                ratio = (
-                    medians[f"{transport}|{callers}|toolrt"]["cpu_ms_per_call"]
-                    / medians[f"{transport}|{callers}|sdk"]["cpu_ms_per_call"]
-                )
-                ratios[f"{transport}|{callers}"] = ratio
-                row += f"{ratio:>16.2f}"
-            print(row)
+    ratios = _table(medians, transports, counts, kinds)
     result: dict[str, Any] = {
         "benchmark": "serve",
         "cpus": os.cpu_count(),
@@ -411,34 +389,62 @@ def report(
         print(f"server CPU per call, toolrt / SDK: worst {max(ratios.values()):.2f} (goal <= 1.05)")
     stored = [kind for kind in kinds if kind.startswith("toolrt@")]
     if stored and "toolrt" in kinds:
-        store_ratios: dict[str, float] = {}
-        for kind in stored:
-            for transport in transports:
-                for callers in counts:
-                    key = f"{transport}|{callers}"
-                    store_ratios[f"{kind}|{key}"] = (
-                        medians[f"{key}|{kind}"]["cpu_ms_per_call"] / medians[f"{key}|toolrt"]["cpu_ms_per_call"]
-                    )
-                    print(
-                        f"server CPU per call, {kind} / in-process store, {transport}, {callers} clients: "
-                        f"{store_ratios[f'{kind}|{key}']:.2f} (goal <= 1.5)"
-                    )
-        result["cpu_ratio_store_memory"] = store_ratios
+        result["cpu_ratio_store_memory"] = {
+            f"{kind}|{key}": ratio
+            for kind in stored
+            for key, ratio in _against_plain(
+                medians, kind, transports, counts, f"{kind} / in-process store", 1.5
+            ).items()
+        }
     if "toolrt+auth" in kinds and "toolrt" in kinds:
-        auth_ratios: dict[str, float] = {}
-        for transport in transports:
-            for callers in counts:
-                key = f"{transport}|{callers}"
-                auth_ratios[key] = (
-                    medians[f"{key}|toolrt+auth"]["cpu_ms_per_call"] / medians[f"{key}|toolrt"]["cpu_ms_per_call"]
-                )
-                print(
-                    f"server CPU per call, authentication on / off, {transport}, {callers} clients: "
-                    f"{auth_ratios[key]:.2f} (goal <= 1.2)"
-                )
+        auth_ratios = _against_plain(medians, "toolrt+auth", transports, counts, "authentication on / off", 1.2)
         result["cpu_ratio_auth"] = auth_ratios
         result["cpu_ratio_auth_worst"] = max(auth_ratios.values())
     print(json.dumps(result))
+
+
+def _table(
+    medians: dict[str, dict[str, float]], transports: list[str], counts: list[int], kinds: list[str]
+) -> dict[str, float]:
+    """Print a row per transport and client count; toolrt's server CPU per call over the SDK's, by row."""
+    width = max(len(k) for k in kinds) + 11
+    both = "toolrt" in kinds and "sdk" in kinds
+    header = f"{'transport':<18}{'clients':>8}" + "".join(
+        f"{k + ' calls/s':>{width}}{k + ' cpu ms':>{width}}{k + ' client ms':>{width}}" for k in kinds
+    )
+    print(header + (f"{'cpu toolrt/sdk':>16}" if both else ""))
+    ratios: dict[str, float] = {}
+    for transport in transports:
+        for callers in counts:
+            key = f"{transport}|{callers}"
+            row = f"{transport:<18}{callers:>8}"
+            for kind in kinds:
+                m = medians[f"{key}|{kind}"]
+                row += f"{m['calls_per_s']:>{width}.0f}{m['cpu_ms_per_call']:>{width}.3f}"
+                row += f"{m['client_cpu_ms_per_call']:>{width}.3f}"
+            if both:
+                ratios[key] = medians[f"{key}|toolrt"]["cpu_ms_per_call"] / medians[f"{key}|sdk"]["cpu_ms_per_call"]
+                row += f"{ratios[key]:>16.2f}"
+            print(row)
+    return ratios
+
+
+def _against_plain(
+    medians: dict[str, dict[str, float]],
+    kind: str,
+    transports: list[str],
+    counts: list[int],
+    label: str,
+    goal: float,
+) -> dict[str, float]:
+    """`kind`'s server CPU per call over plain toolrt's, by transport and client count, each printed as `label`."""
+    ratios: dict[str, float] = {}
+    for transport in transports:
+        for callers in counts:
+            key = f"{transport}|{callers}"
+            ratios[key] = medians[f"{key}|{kind}"]["cpu_ms_per_call"] / medians[f"{key}|toolrt"]["cpu_ms_per_call"]
+            print(f"server CPU per call, {label}, {transport}, {callers} clients: {ratios[key]:.2f} (goal <= {goal})")
+    return ratios
 
 
 if __name__ == "__main__":

@@ -72,63 +72,62 @@ class Issuer:
         body = {name: value for name, value in body.items() if value is not None}
         return jwt.encode(body, self.key, algorithm="RS256", headers={"kid": self.kid, **(headers or {})})
 
+    async def _metadata(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "issuer": self.url,
+                "authorization_endpoint": f"{self.url}/authorize",  # required by the metadata's schema
+                "token_endpoint": f"{self.url}/token",
+                "jwks_uri": self.jwks_url,
+                "response_types_supported": ["code"],
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+            }
+        )
+
+    async def _keys(self, request: Request) -> Response:
+        self.jwks_hits += 1
+        if self.jwks_delay:
+            await anyio.sleep(self.jwks_delay)
+        if self.jwks_down:
+            return JSONResponse({"error": "down"}, status_code=503)
+        if self.jwks_redirect is not None:
+            return RedirectResponse(self.jwks_redirect, status_code=302)
+        if self.jwks_answer is not None:
+            return JSONResponse(self.jwks_answer)
+        if self.jwks_padding:
+            return StreamingResponse(self._padded_keys(self.jwks_padding), media_type="application/json")
+        return JSONResponse(self.jwks())
+
+    async def _padded_keys(self, padding: int) -> AsyncIterator[bytes]:
+        """The key set inside a JSON document `padding` bytes longer (a document past the size bound)."""
+        keys = json.dumps(self.jwks()["keys"]).encode()
+        yield b'{"keys": ' + keys + b', "padding": "'
+        for start in range(0, padding, 1 << 16):
+            yield b"x" * min(1 << 16, padding - start)
+        yield b'"}'
+
+    async def _token(self, request: Request) -> Response:
+        form = await request.form()
+        basic = request.headers.get("authorization", "")
+        client = str(form.get("client_id") or "")
+        if basic.lower().startswith("basic "):
+            client = base64.b64decode(basic[6:]).decode().partition(":")[0]
+        if form.get("grant_type") != "client_credentials" or not client:
+            return JSONResponse({"error": "invalid_request"}, status_code=400)
+        scope = str(form.get("scope") or "")
+        claims: dict[str, Any] = {"sub": client, "client_id": client, "scope": scope}
+        if client in self.groups:
+            claims["groups"] = self.groups[client]
+        access = self.mint(audience=str(form.get("resource") or ""), **claims)
+        return JSONResponse({"access_token": access, "token_type": "Bearer", "expires_in": 300, "scope": scope})
+
     def app(self) -> Starlette:
-        async def metadata(request: Request) -> Response:
-            return JSONResponse(
-                {
-                    "issuer": self.url,
-                    "authorization_endpoint": f"{self.url}/authorize",  # required by the metadata's schema
-                    "token_endpoint": f"{self.url}/token",
-                    "jwks_uri": self.jwks_url,
-                    "response_types_supported": ["code"],
-                    "grant_types_supported": ["client_credentials"],
-                    "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-                }
-            )
-
-        async def keys(request: Request) -> Response:
-            self.jwks_hits += 1
-            if self.jwks_delay:
-                await anyio.sleep(self.jwks_delay)
-            if self.jwks_down:
-                return JSONResponse({"error": "down"}, status_code=503)
-            if self.jwks_redirect is not None:
-                return RedirectResponse(self.jwks_redirect, status_code=302)
-            if self.jwks_answer is not None:
-                return JSONResponse(self.jwks_answer)
-            if self.jwks_padding:
-                keys = json.dumps(self.jwks()["keys"]).encode()
-                padding = self.jwks_padding
-
-                async def padded() -> AsyncIterator[bytes]:
-                    yield b'{"keys": ' + keys + b', "padding": "'
-                    for start in range(0, padding, 1 << 16):
-                        yield b"x" * min(1 << 16, padding - start)
-                    yield b'"}'
-
-                return StreamingResponse(padded(), media_type="application/json")
-            return JSONResponse(self.jwks())
-
-        async def token(request: Request) -> Response:
-            form = await request.form()
-            basic = request.headers.get("authorization", "")
-            client = str(form.get("client_id") or "")
-            if basic.lower().startswith("basic "):
-                client = base64.b64decode(basic[6:]).decode().partition(":")[0]
-            if form.get("grant_type") != "client_credentials" or not client:
-                return JSONResponse({"error": "invalid_request"}, status_code=400)
-            scope = str(form.get("scope") or "")
-            claims: dict[str, Any] = {"sub": client, "client_id": client, "scope": scope}
-            if client in self.groups:
-                claims["groups"] = self.groups[client]
-            access = self.mint(audience=str(form.get("resource") or ""), **claims)
-            return JSONResponse({"access_token": access, "token_type": "Bearer", "expires_in": 300, "scope": scope})
-
         return Starlette(
             routes=[
-                Route("/.well-known/oauth-authorization-server", metadata),
-                Route("/jwks", keys),
-                Route("/token", token, methods=["POST"]),
+                Route("/.well-known/oauth-authorization-server", self._metadata),
+                Route("/jwks", self._keys),
+                Route("/token", self._token, methods=["POST"]),
             ]
         )
 

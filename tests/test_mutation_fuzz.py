@@ -136,6 +136,9 @@ def _split_key(line: str) -> tuple[str, str, str] | None:
     return key, ":", value
 
 
+EDITS = ["delete", "duplicate", "indent", "tab", "swap", "key", "value", "quote", "template", "typo"]
+
+
 @st.composite
 def mutated(draw: st.DrawFn, text: str) -> tuple[str, list[str]]:
     """`text` after one to three random edits, and a description of each (for the failure report)."""
@@ -146,44 +149,48 @@ def mutated(draw: st.DrawFn, text: str) -> tuple[str, list[str]]:
             lines = [""]
         index = draw(st.integers(0, len(lines) - 1))
         line = lines[index]
-        kind = draw(
-            st.sampled_from(
-                ["delete", "duplicate", "indent", "tab", "swap", "key", "value", "quote", "template", "typo"]
-            )
-        )
+        kind = draw(st.sampled_from(EDITS))
         if kind == "delete":
             del lines[index]
         elif kind == "duplicate":
             lines.insert(index, line)
-        elif kind == "indent":
-            lines[index] = " " * draw(st.integers(0, 8)) + line.lstrip(" ")
-        elif kind == "tab":
-            lines[index] = "\t" + line
         elif kind == "swap":
             other = draw(st.integers(0, len(lines) - 1))
             lines[index], lines[other] = lines[other], line
-        elif kind == "key" and (parts := _split_key(line)):
-            key, colon, value = parts
-            position = draw(st.integers(0, max(len(key) - 1, 0)))
-            letter = draw(st.sampled_from(string.ascii_lowercase + "_-"))
-            lines[index] = key[:position] + letter + key[position + 1 :] + colon + value
-        elif kind == "value" and (parts := _split_key(line)):
-            key, colon, _ = parts
-            lines[index] = f"{key}{colon} {draw(st.sampled_from(VALUES))}"
-        elif kind == "quote":
-            position = draw(st.integers(0, len(line)))
-            quote = draw(st.sampled_from(["'", '"']))
-            lines[index] = line.replace(quote, "", 1) if quote in line else line[:position] + quote + line[position:]
-        elif kind == "template":
-            broken = draw(st.sampled_from(["}}", "{{", "| joinn }}", "{% endif %}", "{{ nope }}"]))
-            lines[index] = line.replace("}}", broken, 1) if "}}" in line else line + broken
-        elif kind == "typo" and line.strip():
-            position = draw(st.integers(0, len(line) - 1))
-            lines[index] = line[:position] + line[position + 1 :]
+        elif (edited := _edited_line(draw, kind, line)) is not None:
+            lines[index] = edited
         else:
             continue
         done.append(f"{kind} at line {index + 1}")
     return "\n".join(lines) + "\n", done
+
+
+def _edited_line(draw: st.DrawFn, kind: str, line: str) -> str | None:
+    """`line` after one edit of `kind` inside it; None where that kind does not apply to the line."""
+    parts = _split_key(line)
+    if kind == "indent":
+        return " " * draw(st.integers(0, 8)) + line.lstrip(" ")
+    if kind == "tab":
+        return "\t" + line
+    if kind == "key" and parts:
+        key, colon, value = parts
+        position = draw(st.integers(0, max(len(key) - 1, 0)))
+        letter = draw(st.sampled_from(string.ascii_lowercase + "_-"))
+        return key[:position] + letter + key[position + 1 :] + colon + value
+    if kind == "value" and parts:
+        key, colon, _ = parts
+        return f"{key}{colon} {draw(st.sampled_from(VALUES))}"
+    if kind == "quote":
+        position = draw(st.integers(0, len(line)))
+        quote = draw(st.sampled_from(["'", '"']))
+        return line.replace(quote, "", 1) if quote in line else line[:position] + quote + line[position:]
+    if kind == "template":
+        broken = draw(st.sampled_from(["}}", "{{", "| joinn }}", "{% endif %}", "{{ nope }}"]))
+        return line.replace("}}", broken, 1) if "}}" in line else line + broken
+    if kind == "typo" and line.strip():
+        position = draw(st.integers(0, len(line) - 1))
+        return line[:position] + line[position + 1 :]
+    return None
 
 
 # --- the checks -----------------------------------------------------------------------------------

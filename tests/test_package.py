@@ -152,6 +152,16 @@ def test_the_package_top_holds_at_most_twelve_modules() -> None:
     assert len(top) <= 12, top
 
 
+def test_no_module_is_over_700_lines() -> None:
+    """Small modules of one concern each: a module that grows past 700 lines is split by its concerns."""
+    longer = {
+        path.relative_to(PACKAGE).as_posix(): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 700
+    }
+    assert longer == {}
+
+
 def test_the_version_is_one_in_pyproject_the_package_and_the_changelog() -> None:
     """`toolrt.__version__`, pyproject's `version` and the CHANGELOG's newest release heading agree."""
     root = Path(__file__).resolve().parent.parent
