@@ -11,19 +11,21 @@ be the checked one. A name swapped for a symlink, or a directory moved, after th
 `PathChanged` (a refusal with an audit record), never a file read or written somewhere else.
 
 `is_within` is the one answer to "is this path inside that root" for every floor (the permission
-step, the file tools, the bash analysis, the language servers' program lookup, the protected paths).
+step, the file tools, the bash analysis, the language servers' program lookup, the protected paths,
+the sandbox's approved paths and cover, the config's description files, the served skills).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
+import functools
 import os
 import posixpath
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .errors import PathChanged
 
@@ -48,11 +50,6 @@ _RESOLVE = _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
 _DIRECTORY = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
 use_openat2 = True
 """False after the kernel refused `openat2` once (absent, or filtered by a container's seccomp); the
 tests set it to exercise the `O_NOFOLLOW` walk."""
@@ -111,16 +108,27 @@ def _parts(path: Path) -> list[str]:
     return [part for part in path.parts[1:] if part]
 
 
+@functools.cache
+def _syscall() -> tuple[Any, Any, Any]:
+    """ctypes, libc and `struct open_how`, made at the first open: the modules that only ask `is_within`
+    (the config's loaders among them, on `toolrt validate`'s start) do not import ctypes."""
+    import ctypes
+
+    class OpenHow(ctypes.Structure):
+        _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
+
+    return ctypes, ctypes.CDLL(None, use_errno=True), OpenHow
+
+
 def _openat2(directory: int, relative: str, flags: int, mode: int) -> int:
     """`openat2` with `_RESOLVE`; raises OSError (ENOSYS when this kernel or its filter refuses it)."""
     global use_openat2
     if not use_openat2:
         raise OSError(errno.ENOSYS, "openat2 not used")
-    how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, _RESOLVE)
+    ctypes, libc, open_how = _syscall()
+    how = open_how(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, _RESOLVE)
     fd = int(
-        _libc.syscall(
-            _OPENAT2, directory, os.fsencode(relative), ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))
-        )
+        libc.syscall(_OPENAT2, directory, os.fsencode(relative), ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
     )
     if fd >= 0:
         return fd

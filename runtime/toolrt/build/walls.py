@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..attribution import Journal
+from ..beneath import is_within
 from ..config.settings import user_settings_file
 from ..permissions.config import PermissionConfig
 from ..sandbox.config import concrete_protected
@@ -69,7 +70,7 @@ def _settings_directory(root: Path) -> tuple[Path, ...]:
     toolrt's next start (it may set every host-only setting). None inside the project, whose own
     settings files are the project's."""
     directory = user_settings_file().parent.resolve()  # compared with the writable set, which is resolved
-    if directory == root or directory.is_relative_to(root) or root.is_relative_to(directory):
+    if is_within(directory, root) or is_within(root, directory):
         return ()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..attribution import signature_of
+from ..beneath import is_within
 from ..errors import ConfigError, Problem
 from .document import Document
 from .loader import load_documents
@@ -104,7 +105,7 @@ def _description(document: Document, problems: list[Problem]) -> str | None:
     if "description_file" in data:
         path = document.path.parent / data["description_file"]
         layer = document.path.parent.parent if document.path.parent.name == TOOLS_DIR else document.path.parent
-        if not path.resolve().is_relative_to(layer.resolve()):
+        if not is_within(path.resolve(), layer.resolve()):
             message = (
                 f"description file {data['description_file']} lies outside the layer directory {layer} "
                 "(symlinks resolved): keep it beside the tool"

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..beneath import is_within
+
 __all__ = ["REGISTRY_ORDER", "SCHEMA_NAMES", "builtin_root", "read_yaml", "schema"]
 
 SCHEMA_NAMES = {
@@ -98,7 +100,7 @@ def _compiled_path(path: Path) -> Path | None:
     """Where the compiled copy of a file of the package goes; None for a file outside the package."""
     package = Path(__file__).resolve().parent.parent
     resolved = path.resolve()
-    if not resolved.is_relative_to(package):
+    if not is_within(resolved, package):
         return None
     return resolved.parent / "__pycache__" / f"{resolved.name}.{sys.implementation.cache_tag}.marshal"
 

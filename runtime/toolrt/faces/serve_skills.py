@@ -188,7 +188,7 @@ def catalog(root: Path, home: Path, digests: Digests | None = None) -> dict[str,
     for name, skill in discover_skills(root, home).items():
         if not _NAME.match(name):
             continue
-        project = skill.directory.is_relative_to(root)
+        project = is_within(skill.directory, root)
         found = _served(name, skill.directory.resolve(), real_root if project else None, project, digests)
         if found is not None:
             served[name] = found

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..beneath import is_within
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
 from .credentials import Credential, masked_files
@@ -272,11 +273,11 @@ def _approved(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     for pattern in patterns:
         if pattern.endswith("*"):
             base = Path(os.path.normpath(root / pattern[:-1].rstrip("/")))
-            if path == base or path.is_relative_to(base) or base.is_relative_to(path):
+            if is_within(path, base) or is_within(base, path):
                 return True
             continue
         named = Path(os.path.normpath(root / pattern))
-        if named == path or named.is_relative_to(path):
+        if is_within(named, path):
             return True
     return False
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..beneath import is_within
 from . import kernel
 
 __all__ = ["absent_names", "cover_request"]
@@ -48,7 +49,7 @@ def _directories(root: str, data_parent: str, key: str) -> tuple[str, str] | Non
     except OSError:
         return None
     for base in (Path(data_parent) / "sandbox" / key, Path(tempfile.gettempdir()) / f"toolrt-{os.getuid()}" / key):
-        if base.is_relative_to(root) or Path(root).is_relative_to(base):
+        if is_within(base, root) or is_within(root, base):
             continue  # overlayfs refuses a work directory inside its upper layer
         try:
             (base / "lower").mkdir(parents=True, exist_ok=True)
