@@ -16,10 +16,11 @@ from ..errors import Problem
 from ..sandbox.policy import SandboxPolicy
 from .code_files import code_digests
 
-__all__ = ["digest_of", "snapshot_digests"]
+__all__ = ["canonical_digest", "snapshot_digests"]
 
 
-def digest_of(parts: list[Any]) -> str:
+def canonical_digest(parts: list[Any]) -> str:
+    """SHA-256 of `parts` as canonical JSON (sorted keys, no spaces): equal data, equal digest."""
     canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -45,11 +46,13 @@ def snapshot_digests(
         [layer.name, [t.digest for t in layer.tools], _data(layer.permissions), _data(layer.settings)]
         for layer in config.layers
     ]
-    digest = digest_of(
+    digest = canonical_digest(
         layers
         + [_data(locked), [(str(path), stamp) for path, stamp in code_files.items()], repr(sandbox)]
         + [list(resolved.items())]
         + ([sorted(withheld), blocked] if partial and (withheld or blocked) else [])
     )
-    config_digest = digest_of(layers + [_data(locked), code_digests(root, code_files), sorted(withheld), blocked])
+    config_digest = canonical_digest(
+        layers + [_data(locked), code_digests(root, code_files), sorted(withheld), blocked]
+    )
     return digest, config_digest

@@ -40,7 +40,7 @@ from ..sandbox.policy import SandboxPolicy
 from ..truncate import tool_output_dir
 from .checks import check_flags, check_references, unapproved_background
 from .compiled import CompiledTool, DescribeInfo
-from .digests import digest_of, snapshot_digests
+from .digests import canonical_digest, snapshot_digests
 from .handler_code import project_code
 from .project_import import guard_imports
 from .reuse import BuildReuse, Reusing, compile_cached, permission_config
@@ -475,12 +475,12 @@ def with_tool(snapshot: Snapshot, data: Mapping[str, Any]) -> Snapshot:
             sandboxes[definition.id] = tightened
     else:
         tools.pop(definition.id, None)
-    digest = digest_of([snapshot.digest, dict(data)])
+    digest = canonical_digest([snapshot.digest, dict(data)])
     return replace(
         snapshot,
         tools=MappingProxyType(tools),
         tool_sandboxes=MappingProxyType(sandboxes),
         digest=digest,
-        config_digest=digest_of([snapshot.config_digest, dict(data)]),
+        config_digest=canonical_digest([snapshot.config_digest, dict(data)]),
         loaded_at=time.time(),
     )
