@@ -60,8 +60,11 @@ def test_a_process_waits_for_the_spare_being_made_instead_of_making_a_second(
     gate.set()
     real_make = namespaces._make_covered
 
+    making = threading.Event()
+
     def make_at_the_gate(mounts: Any, cover: Any) -> None:
         made.append(threading.get_ident())
+        making.set()
         assert gate.wait(10), "the gate never opened"
         real_make(mounts, cover)
 
@@ -77,6 +80,7 @@ def test_a_process_waits_for_the_spare_being_made_instead_of_making_a_second(
     first, _ = namespaces.covered_namespace(*arguments)  # no spare yet: made here
     assert len(made) == 1
     gate.clear()  # the successor is held half-made, as on a busy machine
+    making.clear()
     ended = subprocess.Popen(["true"])
     namespaces.release_after(ended.pid, first)  # starts making the successor
     outcome: list[tuple[int, int | None]] = []
@@ -84,7 +88,8 @@ def test_a_process_waits_for_the_spare_being_made_instead_of_making_a_second(
     second.start()
     try:
         assert waiting.wait(10), "the next process did not wait for the spare being made"
-        assert len(made) == 2 and not outcome  # still the one being made, and nothing returned yet
+        assert making.wait(10), "the spare was never made"
+        assert len(made) == 2 and not outcome  # the one being made, and nothing returned yet
     finally:
         gate.set()
         second.join(20)
