@@ -46,7 +46,25 @@ ROUTES = {
     "ln -s": "ln -s stage.yaml .env",
     "rename": 'cp stage.yaml staged2 && python3 -c \'import os; os.rename("staged2", "permissions.yaml")\'',
     "rename a directory": "mkdir -p dir/sub && mv dir tools.d",
+    # A directory renamed onto a placeholder (not into it): the overlay would make it the real name. Only
+    # the bind over each placeholder (a mount point: EBUSY) stops these two; without it both got through.
+    "rename a directory onto one": "mkdir -p onto/sub && mv -T onto tools.d",
+    "rename(2) an empty directory onto one": ('mkdir empty && python3 -c \'import os; os.rename("empty", ".vscode")\''),
+    # A placeholder's own metadata: overlayfs copies a lower directory up (into the real tree) before it
+    # changes its attributes, and whites a removed one out there. The read-only bind over each placeholder
+    # refuses all of them; an immutable placeholder would not (FS_IOC_SETFLAGS copies it up first).
+    "chattr": (
+        'python3 -c \'import fcntl, os, struct; fd = os.open(".vscode", os.O_RDONLY); flags = bytearray(4); '
+        "fcntl.ioctl(fd, 0x80086601, flags); "
+        'fcntl.ioctl(fd, 0x40086602, struct.pack("i", struct.unpack("i", flags)[0] | 0x80))\''
+    ),
+    "chmod": "chmod 700 .idea",
+    "touch": "touch .envrc",
+    "setxattr": 'python3 -c \'import os; os.setxattr(".env", "user.toolrt", b"1")\'',
+    "rmdir": "rmdir .vscode",
 }
+LEFT = {"ok.txt", "staged", "staged2", "dir", "onto", "empty"}
+"""What the refused routes leave behind, and the ordinary file."""
 ORDINARY = "echo fine > ok.txt && mkdir d && mv d d2 && rm -r d2 && sed -i s/one/two/ stage.yaml && echo ORDINARY-OK"
 
 
@@ -76,7 +94,7 @@ def _check_nothing_got_through(root: Path, output: str, before: set[str]) -> Non
     names = {p.name for p in protected if p.parent == root}
     assert {"tools.d", "toolrt.yaml", "permissions.yaml", ".envrc", ".vscode", ".idea", ".env"} <= names
     created = set(os.listdir(root)) - before
-    assert created == {"ok.txt", "staged", "staged2", "dir"}  # what the refused routes left, and the ordinary file
+    assert created == LEFT  # what the refused routes left, and the ordinary file
     assert not created & names
     assert (root / "stage.yaml").read_text() == "id: p\ntwo\n"
 
@@ -112,7 +130,7 @@ def test_a_script_the_rules_cannot_read_is_stopped_by_the_kernel(project: Path) 
     assert "got through" not in output and "ORDINARY-OK" in output, output
     assert not (project / "tools.d").exists() and not (project / "toolrt.yaml").exists()
     assert not (project / ".gitmodules").exists() and not (project / ".envrc").exists()
-    assert set(os.listdir(project)) - before <= {"ok.txt", "staged", "staged2", "dir"}
+    assert set(os.listdir(project)) - before <= LEFT
 
 
 def test_the_model_is_told_why_and_ordinary_directories_stay_its_own(project: Path) -> None:

@@ -23,7 +23,7 @@ import functools
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,18 @@ _probes: dict[tuple[int, str], bool] = {}
 _probe_lock = threading.Lock()
 
 
-def absent_names(root: Path, protected: Iterable[Path]) -> tuple[str, ...]:
-    """The protected names directly in `root` that do not exist now."""
-    return tuple(sorted({p.name for p in protected if p.parent == root and not os.path.lexists(p)}))
+def absent_names(
+    root: Path, protected: Iterable[Path], exists: Callable[[str], bool] = os.path.lexists
+) -> tuple[str, ...]:
+    """The protected names directly in `root` that do not exist now (`exists`: the check, which a plan
+    shares with its read-only mounts so that each path is looked at once per call)."""
+    directory = str(root)
+    names = set()
+    for path in map(str, protected):
+        parent, name = os.path.split(path)
+        if parent == directory and not exists(path):
+            names.add(name)
+    return tuple(sorted(names))
 
 
 @functools.lru_cache(maxsize=64)

@@ -250,6 +250,10 @@ _spares: OrderedDict[tuple[Any, ...], tuple[int, int | None]] = OrderedDict()
 """Covered mount namespaces made ahead of use, one per key, each for one process (see `covered_namespace`),
 with the process's own Landlock ruleset when it has a minimal /dev (its devpts granted), else None."""
 _building: set[tuple[Any, ...]] = set()
+_built = threading.Condition(_lock)
+"""Notified whenever a spare's making ends (made or failed)."""
+_SPARE_WAIT = 2.0
+"""How long a process waits for its spare being made before making its own (seconds)."""
 _wanted: dict[int, tuple[Any, ...]] = {}
 """Single-use namespace fd → what its successor is made of (made once the process using it started)."""
 _MAX_SPARES = 4
@@ -281,6 +285,10 @@ def covered_namespace(
     key = (mounts, repr(cover), kernel.identity_key([str(cover["root"])]), landlock[1] if landlock else None)
     with _lock:
         spare = _spares.pop(key, None)
+        # One being made (the last process's successor, not ready yet on a busy machine): waited for, not
+        # made a second time beside it, which would take the CPU it needs and leave it to be thrown away.
+        while spare is None and key in _building and _built.wait(_SPARE_WAIT):
+            spare = _spares.pop(key, None)
         _wanted[spare[0] if spare is not None else -1] = (key, mounts, cover, landlock)
     if spare is None:
         fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
@@ -383,6 +391,7 @@ def _make_spare(
                     _spares[key] = (fd, built)
                     while len(_spares) > _MAX_SPARES:
                         evicted.append(_spares.popitem(last=False)[1])
+                _built.notify_all()
             for old_fd, old_rules in evicted:
                 os.close(old_fd)
                 if old_rules is not None:

@@ -2,8 +2,9 @@
 
 A `SandboxPlan` is concrete: the Landlock rules (path, rights), whether the process gets its own
 network namespace, which protected paths become read-only bind mounts. It is built per call (an
-allowed `external_directory` widens the writable set for that call only) and costs a few
-microseconds: no file is read, only `os.path.exists` on the protected paths.
+allowed `external_directory` widens the writable set for that call only) and costs about a hundred
+microseconds: no file is read, one `lstat` of each protected path in the writable set (what depends on
+the policy alone is kept per policy).
 """
 
 from __future__ import annotations
@@ -157,6 +158,29 @@ def _fixed_writable(policy: SandboxPolicy, root: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
 
 
+@functools.lru_cache(maxsize=256)
+def _mountable(policy: SandboxPolicy, writable: tuple[str, ...]) -> tuple[str, ...]:
+    """The protected paths that need a read-only mount when they exist: those in the writable set (elsewhere
+    they are read-only anyway) but not in a directory the host declared writable, unless essential; in
+    read-only mode, where only what the host declared is writable, only essential ones. Cached: what it
+    compares is the policy's and the call's writable set, not the tree (existence is checked per call)."""
+    declared = _fixed_declared(policy)
+    essential = frozenset(policy.essential)
+    return tuple(
+        str(p)
+        for p in policy.protected
+        if (policy.mode == "workspace-write" or p in essential)
+        and any(within(str(p), w) for w in writable)
+        and (p in essential or not any(within(str(p), d) for d in declared))
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _fixed_declared(policy: SandboxPolicy) -> tuple[str, ...]:
+    """The host's declared writable directories, resolved (cached as `_fixed_writable` resolves them)."""
+    return tuple(os.path.realpath(p) for p in policy.writable)
+
+
 def plan_sandbox(
     policy: SandboxPolicy,
     support: Support,
@@ -180,16 +204,8 @@ def plan_sandbox(
     source = empty_file() if masks else ""
     writable = writable_set(policy, root=root, output_dir=output_dir)
     deny_network = not policy.network
-    declared = tuple(os.path.realpath(p) for p in policy.writable)
-    protected = tuple(
-        str(p)
-        for p in policy.protected
-        # in read-only mode only what the host declared is writable: only essential paths there need a mount
-        if (policy.mode == "workspace-write" or p in policy.essential)
-        and any(within(str(p), w) for w in writable)  # elsewhere it is read-only anyway
-        and (p in policy.essential or not any(within(str(p), d) for d in declared))
-        and os.path.lexists(p)
-    )
+    exists = functools.cache(os.path.lexists)  # one look at each path per plan: the mounts' and the cover's
+    protected = tuple(filter(exists, _mountable(policy, writable)))
     if not support.landlock_abi:
         return _exec_plan(policy, support, writable, protected, root, masks, source, granted)
     if masks and not support.mount_namespace:
@@ -203,7 +219,7 @@ def plan_sandbox(
     unshare_net = deny_network and support.net_namespace
     proxied = policy.network_rules if unshare_net else None
     read_only = protected if support.mount_namespace else ()
-    absent = absent_names(root, policy.protected) if policy.mode == "workspace-write" else ()
+    absent = absent_names(root, policy.protected, exists) if policy.mode == "workspace-write" else ()
     cover = cover_request(root, absent, output_dir, support.launch) if absent and support.mount_namespace else None
     sockets = pin(policy.sockets, journal) if policy.sockets and seccomp_supported() else ()
     description = _landlock_description(
@@ -295,6 +311,7 @@ def _network_note(proxied: NetworkRules | None, unshare_net: bool, landlock_abi:
     return "network NOT off (no network namespace, Landlock ABI < 4)"
 
 
+@functools.lru_cache(maxsize=256)
 def pinned_directories(
     read_only: tuple[str, ...], essential: tuple[Path, ...], writable: tuple[str, ...], approved: tuple[str, ...]
 ) -> tuple[str, ...]:
@@ -307,7 +324,9 @@ def pinned_directories(
     - every writable directory beneath a read-only path (the tool-output directory and the language
       servers' cache in the data directory, a host's `writable:` entry), which stays writable; one an
       approval widened this call by (`approved`: an `external_directory`) is not: no approval lifts
-      an essential path."""
+      an essential path.
+
+    A function of its arguments alone (strings and paths, not the tree), so cached."""
     walls = {str(path) for path in essential}
     found: list[str] = []
     for path in read_only:
