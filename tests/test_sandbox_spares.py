@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from toolrt.sandbox import kernel, namespaces
+from toolrt.sandbox import launch_request, namespaces
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
@@ -40,11 +40,11 @@ def _arguments(root: Path) -> tuple[Any, ...]:
     request = plan.request()
     return (
         [str(p) for p in request["read_only"]],  # type: ignore[attr-defined]
-        kernel.request_masks(request),
+        launch_request.request_masks(request),
         bool(request["dev"]),
         request["cover"],
         [str(p) for p in request["pinned"]],  # type: ignore[attr-defined]
-        kernel.landlock_rules(request),
+        launch_request.landlock_rules(request),
     )
 
 
