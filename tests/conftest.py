@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,22 @@ def pytest_configure(config: pytest.Config) -> None:
 _ONE_WORKER = ("tests/test_store_replicas.py::",)
 """Modules whose tests share servers a session-scoped fixture starts (test_store_replicas' three
 replicas): run on one worker, so that they start once per run, not once per worker."""
+
+
+WORKERS_PER_CPU = 1.5
+"""Workers `-n logical` (and `-n auto`) starts per CPU: a quarter to a third of the suite's time is spent
+waiting (on the processes, servers and sockets its tests start, and on their timeouts), time in which
+one worker per CPU left that CPU idle."""
+
+
+@pytest.hookimpl(wrapper=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> Generator[None, int, int]:
+    """pytest-xdist's count of CPUs, times `WORKERS_PER_CPU`, unless PYTEST_XDIST_AUTO_NUM_WORKERS
+    names the count."""
+    cpus: int = yield
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return cpus
+    return max(cpus, round(cpus * WORKERS_PER_CPU))
 
 
 @pytest.hookimpl(optionalhook=True)
