@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALTERNATIVE_OPERATORS", "Word", "alternative", "ansi_c", "evaluate"]
 
+_QUOTED_TILDE = ('"~', "'~", "\\~")
 _UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{]")
 # A `{...}` group without braces or blanks inside; whether it holds `,` or `..` is checked on the
 # match. (One regex with the check inside, `\{[^{}\s]*,[^{}\s]*\}`, backtracks quadratically on
@@ -111,6 +112,9 @@ def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, s
         builder.glob = True
     _piece(node, kind, raw, known, builder, source)
     prefix = "".join(builder.parts)
+    tilde = prefix[:1] == "~" and literal_tilde(raw)
+    if tilde:  # `"~/x"` is `./~/x`: bash expands only a tilde-prefix none of whose characters is quoted
+        prefix = "./" + prefix
     if not builder.dynamic:
         return Word(raw, prefix, prefix, builder.glob, node, kind, (), prefix)
     variables = tuple(builder.variables) if builder.variables is not None else None
@@ -119,7 +123,17 @@ def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, s
         again = _Builder(alternatives=True)
         _piece(node, kind, raw, known, again, source)
         defaults = (None if again.dynamic else "".join(again.parts),)
-    return Word(raw, None, prefix, builder.glob, node, kind, variables, "".join(builder.shape), defaults)
+    shape = "".join(builder.shape)
+    return Word(raw, None, prefix, builder.glob, node, kind, variables, "./" + shape if tilde else shape, defaults)
+
+
+def literal_tilde(raw: str) -> bool:
+    """Whether a word's text starts with a `~` bash leaves as it is: quoted (`"~/x"`, `'~'`, `$'~'`),
+    escaped (`\\~`), or heading a tilde-prefix that holds a quoted character (`~"/x"`, `~""`). Such a
+    word names `./~...`, an entry of the working directory, never the home directory."""
+    if raw[:2] in _QUOTED_TILDE or raw[:3] == "$'~":
+        return True
+    return raw[:1] == "~" and any(quote in raw.partition("/")[0] for quote in "\"'\\")
 
 
 def alternative(node: Node, source: bytes) -> tuple[str, str, Node | None] | None:
