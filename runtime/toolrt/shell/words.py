@@ -56,8 +56,9 @@ class Word(NamedTuple):
     """The value with each dynamic part as NUL (`"$d/../x"` → `\\0/../x`): what its literal parts say."""
     defaults: tuple[str | None, ...] = ()
     """The word as it is when each `${x:-word}`-like expansion in it (`:-`, `-`, `:=`, `=`, `:+`, `+`)
-    gives its word: `(value,)`, or `(None,)` when that is only known when it runs. Empty when the
-    word holds no such expansion."""
+    gives its word: `(value,)`, or `(None,)` when that is only known when it runs; a value starting
+    with `~` comes with its `./~` form too (`(value, "./" + value)`), as whether bash expands that tilde
+    depends on quotes. Empty when the word holds no such expansion."""
 
 
 # The named tuple's own constructor takes keywords and defaults, at several times the cost.
@@ -122,7 +123,9 @@ def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, s
     if builder.defaulted:
         again = _Builder(alternatives=True)
         _piece(node, kind, raw, known, again, source)
-        defaults = (None if again.dynamic else "".join(again.parts),)
+        default = None if again.dynamic else "".join(again.parts)
+        # `"${x:-~/y}"` gives `~/y` as it is (quoted), `${x:-~/y}` the home directory's: both are checked
+        defaults = (default,) if default is None or default[:1] != "~" else (default, "./" + default)
     shape = "".join(builder.shape)
     return Word(raw, None, prefix, builder.glob, node, kind, variables, "./" + shape if tilde else shape, defaults)
 
