@@ -84,8 +84,9 @@ class PathScope:
                     return None
                 word = cwd + slash + rest
             else:
-                # `~user/x`: the passwd lookup only happens for this rare form.
-                expanded = os.path.expanduser(head)
+                # `~user/x`: the passwd lookup only happens for this rare form; a name holding a NUL, which
+                # the lookup refuses (`ValueError`), is no user's.
+                expanded = os.path.expanduser(head) if "\x00" not in head else head
                 word = (expanded if expanded != head else "/nonexistent-user-home") + slash + rest
         if word[0] == "/":
             return word
