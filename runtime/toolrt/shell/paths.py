@@ -105,7 +105,7 @@ class PathScope:
         as OpenCode's `kind` rule. `/dev/null` and friends and the exempt directories give none.
         `listings` answers whether a name in a directory exists (one listing, not a call per name).
         """
-        if not fs_safe(word):
+        if not fs_safe(word) or (cwd is not None and not fs_safe(cwd)):  # `cd a<NUL>b; cat x/y` too
             return self._lexical_only(word, cwd)
         if cwd is not None and "/" not in word and word[0] != "~" and word != "." and word != "..":
             base = self.real_inside(cwd)
