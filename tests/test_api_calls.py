@@ -3,6 +3,7 @@ cause is kept) from a bug (raised as itself)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,28 @@ def test_check_call_raises_a_bug_as_itself_not_as_a_usage_error(make_project: Fa
     rt = _runtime(make_project)
     with pytest.raises(RuntimeError, match="the host's arguments object is broken"):
         rt.check_call("echo", _BrokenArguments())
+
+
+@pytest.mark.parametrize(
+    ("arguments", "where"),
+    [
+        ('{"text": ' + "[" * 300 + "]" * 300 + "}", "/text"),  # the validator cannot report an error this deep
+        ('{"more": ' + '{"a": ' * 300 + "1" + "}" * 300 + "}", "/more"),
+        ('{"text": ' + "[" * 100_000 + "]" * 100_000 + "}", "(root)"),  # json.loads runs out of stack
+        ("[" * 100_000 + "]" * 100_000, "(root)"),
+    ],
+)
+def test_arguments_nested_past_what_is_read_are_the_models_mistake_not_a_crash(
+    make_project: Factory, arguments: str, where: str
+) -> None:
+    """The model writes the arguments: nesting them hundreds or thousands deep is a refusal it can
+    read (in the pipeline and in `check_call`), never the validator's or the parser's `ValueError` /
+    `RecursionError` as an unexpected failure."""
+    rt = _runtime(make_project)
+    expected = rf"echo tool was called with invalid arguments: \n- {re.escape(where)}: nested more than 200 deep"
+    with pytest.raises(UsageError, match=expected) as refused:
+        rt.check_call("echo", arguments)
+    assert isinstance(refused.value.__cause__, InvalidArgumentsError)
+    result = rt.call_sync("echo", arguments)
+    assert result.error is not None and re.search(expected, result.error), result.error
+    assert "unexpectedly" not in result.error

@@ -334,3 +334,29 @@ def test_large_command_lines_are_analysed_off_the_event_loop(
     assert ordinary.error is None and ordinary.output.strip() == "hi"
     assert large.error is not None and "denied" in large.error.lower()
     assert threads == [True, False]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat ~root\x00x",
+        "cat ~\x00/x",
+        "x=1 cat ~a\x00b/c",
+        "cd ~u\x00 && ls",
+        "cd a\x00b; cat x/y",
+        "cd src\x00 && cat lnk/../y",
+        'cd a\x00b && cat "${x:-~/y}"',
+    ],
+)
+def test_a_nul_in_a_user_s_tilde_or_the_working_directory_is_a_refusal_not_a_crash(
+    make_project: ProjectFactory, command: str
+) -> None:
+    """`~user` is looked up in the user database and a path below a `cd` into a name with a NUL is
+    walked with `lstat`, neither of which takes a NUL: the line fails closed (asked, with the reason)
+    in a call and in `check_call`, never their `ValueError` as an unexpected failure."""
+    rt = Runtime.load(make_project(permissions='permission:\n  bash: {"*": allow, "rm *": deny}\n', builtin_tools=True))
+    decision, _ = rt.check_call("bash", {"command": command, "description": "d"})
+    assert decision.action == "ask"
+    result = rt.call_sync("bash", {"command": command, "description": "d"})
+    assert result.error is not None and "unexpectedly" not in result.error, result.error
+    assert "the command contains binary or invalid characters" in result.error

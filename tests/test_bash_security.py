@@ -239,3 +239,74 @@ def test_always_approval_of_a_wrapped_command_does_not_cover_other_inner_command
     approved = Ruleset(Rule(r.permission, p, "allow") for r in requests for p in r.always)
     later = decide(analyze_command("sudo rm -rf x", site), RULESETS["echo"], locked=Ruleset(()), approved=approved)
     assert later.action == "ask"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'cat "~/secret"',
+        "cat '~/secret'",
+        "cat \\~/secret",
+        'cat "~"/secret',
+        'cat ~"/secret"',
+        'cd "~" && cat secret',
+        'x="~/secret"; cat $x',
+        "echo x > '~/new'; cat \\~/secret",
+    ],
+)
+@pytest.mark.parametrize("home_is_root", [False, True])
+def test_a_quoted_tilde_is_a_name_in_the_working_directory_not_home(
+    tmp_path: Path, command: str, home_is_root: bool
+) -> None:
+    """bash expands a `~` only when no character of the tilde-prefix is quoted: `"~/secret"` opens
+    `./~/secret`, here a symlink named `~` out of the project. The ask must name where it leads, not
+    the home directory (which may be approved, or the project itself). Real bash is the oracle."""
+    root = tmp_path / "project"
+    outside = tmp_path / "outside"
+    home = tmp_path / "home"
+    for directory in (outside, root, home):
+        directory.mkdir()
+    (outside / "secret").write_text("the secret")
+    os.symlink(outside, root / "~")
+    ran = subprocess.run(
+        ["bash", "-c", command],
+        cwd=root,
+        env={"HOME": str(home), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=10,
+    )
+    assert ran.stdout == "the secret"
+    site = CallSite(root=root, cwd=root, home=root if home_is_root else home)
+    decision = decide(analyze_command(command, site), RULESETS["outside"], locked=Ruleset(()))
+    assert decision.action == "ask"
+    asked = [d.pattern for d in decision.decisions if d.permission == "external_directory" and d.action == "ask"]
+    assert f"{outside}/*" in asked, decision
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["diff --from-file=~/secret /dev/null", 'cat "${x:-~/secret}"'],
+)
+def test_a_tilde_bash_leaves_in_an_option_value_or_a_quoted_default_is_checked_as_a_name_too(
+    tmp_path: Path, command: str
+) -> None:
+    """bash expands `~` after `=` only in a word shaped like an assignment (`if=~/x`), and not in the
+    default of a double-quoted `${x:-~/x}`: the program opens `./~/secret`, here a symlink named `~` out
+    of the project, which must be asked about whatever the home directory is. Real bash is the oracle."""
+    root = tmp_path / "project"
+    outside = tmp_path / "outside"
+    for directory in (outside, root):
+        directory.mkdir()
+    (outside / "secret").write_text("the secret")
+    os.symlink(outside, root / "~")
+    environment = {"HOME": str(root), "PATH": os.environ["PATH"]}
+    ran = subprocess.run(
+        ["bash", "-c", command], cwd=root, env=environment, capture_output=True, text=True, check=False, timeout=10
+    )
+    assert "the secret" in ran.stdout, ran
+    site = CallSite(root=root, cwd=root, home=root)
+    decision = decide(analyze_command(command, site), RULESETS["outside"], locked=Ruleset(()))
+    asked = [d.pattern for d in decision.decisions if d.permission == "external_directory" and d.action == "ask"]
+    assert f"{outside}/*" in asked, decision

@@ -32,6 +32,8 @@ def parse_arguments(tool: CompiledTool, raw: Any, root: Path | None = None) -> d
             raise InvalidArgumentsError(
                 _invalid_text(tool, f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
             ) from None
+        except RecursionError:  # the parser ran out of stack: the text nests about a thousand deep
+            raise InvalidArgumentsError(_invalid_text(tool, f"\n- (root): {_TOO_DEEP}")) from None
     else:
         args = raw
     if type(args) is not dict and not isinstance(args, Mapping):  # the common case without the ABC check
@@ -47,6 +49,9 @@ def parse_arguments(tool: CompiledTool, raw: Any, root: Path | None = None) -> d
         args.setdefault(name, default)
     if tool.validator.is_valid(args):
         return args  # type: ignore[no-any-return]  # a dict of JSON values
+    deep = _too_deep(args)
+    if deep is not None:  # before anything walks it: the validator cannot report an error that deep
+        raise InvalidArgumentsError(_invalid_text(tool, f"\n- /{deep}: {_TOO_DEEP}"))
     stripped = strip_strict_nulls(args, tool.definition.parameters)
     if stripped != args and tool.validator.is_valid(stripped):
         return stripped  # nulls inside nested objects, left out the same way
@@ -57,6 +62,29 @@ def parse_arguments(tool: CompiledTool, raw: Any, root: Path | None = None) -> d
     if hook:
         raise InvalidArgumentsError(_formatted(hook, tool, root, errors, default_text))
     raise InvalidArgumentsError(default_text)
+
+
+MAX_DEPTH = 200
+"""How deeply the lists and objects of arguments that fail validation may nest before they are refused
+as such: the validator cannot report an error in a value 256 levels deep (it raises `ValueError`), and
+json's parser runs out of stack near 1,000. No tool's arguments need a tenth of it."""
+_TOO_DEEP = f"nested more than {MAX_DEPTH} deep (lists and objects), which no tool's arguments need"
+
+
+def _too_deep(args: Mapping[str, Any]) -> str | None:
+    """The name of the first argument whose lists and objects nest deeper than `MAX_DEPTH`, else None.
+    Walked with a stack of its own, not by recursion, as the value may nest as deep as the parser let it."""
+    for name, value in args.items():
+        stack: list[tuple[Any, int]] = [(value, 1)]
+        while stack:
+            node, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                return str(name)
+            if isinstance(node, Mapping):
+                stack.extend((child, depth + 1) for child in node.values())
+            elif isinstance(node, (list, tuple)):
+                stack.extend((child, depth + 1) for child in node)
+    return None
 
 
 def _formatted(hook: str, tool: CompiledTool, root: Path | None, errors: list[Any], default_text: str) -> str:

@@ -111,7 +111,7 @@ class CommandChecks(ScriptChecks):
                 continue
             if kind == "string" or kind == "raw_string":
                 raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
-                if _QUOTED.fullmatch(raw) is not None:
+                if raw[1:2] != "~" and _QUOTED.fullmatch(raw) is not None:  # `"~"` is `./~` (`evaluate`)
                     # `"x"`, `'x'`: its value is what the quotes hold (as `evaluate` gives it), and
                     # nothing inside can run (no `$`, backtick or backslash): not walked.
                     value = raw[1:-1]

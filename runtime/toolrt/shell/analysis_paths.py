@@ -94,8 +94,12 @@ class PathChecks(AnalysisState):
             key, equals, rest = value.partition("=")
             if equals and rest and "/" not in key:
                 candidates.append(rest)  # `dd if=../x`, `GIT_DIR=../x`
-        for candidate in candidates:
+        for position, candidate in enumerate(candidates):
             self._path(candidate, glob=word.glob)
+            if candidate[:1] == "~" and (position or value[0] == "-"):
+                # bash expands a `~` after `=` only in a word shaped like an assignment (`if=~/x`), never
+                # in `--file=~/x` or `-f~/x`: the program may open `./~/x`, so that is checked too
+                self._path("./" + candidate, glob=word.glob)
 
     def _path(self, candidate: str, *, glob: bool, cwds: tuple[str | None, ...] | None = None) -> None:
         """Check one path-like text; a glob or brace word is checked as every path it may become."""

@@ -10,7 +10,7 @@ from ..beneath import steady_realpath
 from ..permissions.model import CallSite, PermissionRequest
 from .analyzer import analyze_text
 from .findings import Findings
-from .paths import scope_for
+from .paths import fs_safe, scope_for
 from .wrappers import WrapperTable, default_wrappers
 
 __all__ = ["analyze_call", "analyze_command"]
@@ -61,7 +61,12 @@ def analyze_call(
         return requests
     # The bash tool also asks `read` for every path the line names (and its real path), so a rule that
     # denies or asks reading a file (`*.env`) binds `cat .env` as it binds the read tool.
-    paths = tuple(dict.fromkeys(form for path in findings.read for form in (path, steady_realpath(path))))
+    # A path the OS cannot take (a NUL after `cd a<NUL>b`) has no real path: its words fail closed already.
+    paths = tuple(
+        dict.fromkeys(
+            form for path in findings.read for form in ((path, steady_realpath(path)) if fs_safe(path) else (path,))
+        )
+    )
     return (*requests, PermissionRequest("read", paths, ()))
 
 

@@ -84,8 +84,9 @@ class PathScope:
                     return None
                 word = cwd + slash + rest
             else:
-                # `~user/x`: the passwd lookup only happens for this rare form.
-                expanded = os.path.expanduser(head)
+                # `~user/x`: the passwd lookup only happens for this rare form; a name holding a NUL, which
+                # the lookup refuses (`ValueError`), is no user's.
+                expanded = os.path.expanduser(head) if "\x00" not in head else head
                 word = (expanded if expanded != head else "/nonexistent-user-home") + slash + rest
         if word[0] == "/":
             return word
@@ -104,7 +105,7 @@ class PathScope:
         as OpenCode's `kind` rule. `/dev/null` and friends and the exempt directories give none.
         `listings` answers whether a name in a directory exists (one listing, not a call per name).
         """
-        if not fs_safe(word):
+        if not fs_safe(word) or (cwd is not None and not fs_safe(cwd)):  # `cd a<NUL>b; cat x/y` too
             return self._lexical_only(word, cwd)
         if cwd is not None and "/" not in word and word[0] != "~" and word != "." and word != "..":
             base = self.real_inside(cwd)

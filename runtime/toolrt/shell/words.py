@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALTERNATIVE_OPERATORS", "Word", "alternative", "ansi_c", "evaluate"]
 
+_QUOTED_TILDE = ('"~', "'~", "\\~")
 _UNQUOTED_SPECIAL = re.compile(r"[\\*?\[{]")
 # A `{...}` group without braces or blanks inside; whether it holds `,` or `..` is checked on the
 # match. (One regex with the check inside, `\{[^{}\s]*,[^{}\s]*\}`, backtracks quadratically on
@@ -55,8 +56,9 @@ class Word(NamedTuple):
     """The value with each dynamic part as NUL (`"$d/../x"` → `\\0/../x`): what its literal parts say."""
     defaults: tuple[str | None, ...] = ()
     """The word as it is when each `${x:-word}`-like expansion in it (`:-`, `-`, `:=`, `=`, `:+`, `+`)
-    gives its word: `(value,)`, or `(None,)` when that is only known when it runs. Empty when the
-    word holds no such expansion."""
+    gives its word: `(value,)`, or `(None,)` when that is only known when it runs; a value starting
+    with `~` comes with its `./~` form too (`(value, "./" + value)`), as whether bash expands that tilde
+    depends on quotes. Empty when the word holds no such expansion."""
 
 
 # The named tuple's own constructor takes keywords and defaults, at several times the cost.
@@ -111,6 +113,9 @@ def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, s
         builder.glob = True
     _piece(node, kind, raw, known, builder, source)
     prefix = "".join(builder.parts)
+    tilde = prefix[:1] == "~" and literal_tilde(raw)
+    if tilde:  # `"~/x"` is `./~/x`: bash expands only a tilde-prefix none of whose characters is quoted
+        prefix = "./" + prefix
     if not builder.dynamic:
         return Word(raw, prefix, prefix, builder.glob, node, kind, (), prefix)
     variables = tuple(builder.variables) if builder.variables is not None else None
@@ -118,8 +123,20 @@ def evaluate(node: Node, known: Mapping[str, str], kind: str | None = None, *, s
     if builder.defaulted:
         again = _Builder(alternatives=True)
         _piece(node, kind, raw, known, again, source)
-        defaults = (None if again.dynamic else "".join(again.parts),)
-    return Word(raw, None, prefix, builder.glob, node, kind, variables, "".join(builder.shape), defaults)
+        default = None if again.dynamic else "".join(again.parts)
+        # `"${x:-~/y}"` gives `~/y` as it is (quoted), `${x:-~/y}` the home directory's: both are checked
+        defaults = (default,) if default is None or default[:1] != "~" else (default, "./" + default)
+    shape = "".join(builder.shape)
+    return Word(raw, None, prefix, builder.glob, node, kind, variables, "./" + shape if tilde else shape, defaults)
+
+
+def literal_tilde(raw: str) -> bool:
+    """Whether a word's text starts with a `~` bash leaves as it is: quoted (`"~/x"`, `'~'`, `$'~'`),
+    escaped (`\\~`), or heading a tilde-prefix that holds a quoted character (`~"/x"`, `~""`). Such a
+    word names `./~...`, an entry of the working directory, never the home directory."""
+    if raw[:2] in _QUOTED_TILDE or raw[:3] == "$'~":
+        return True
+    return raw[:1] == "~" and any(quote in raw.partition("/")[0] for quote in "\"'\\")
 
 
 def alternative(node: Node, source: bytes) -> tuple[str, str, Node | None] | None:
