@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import pytest
 from cli_helpers import run
+from lsp_helpers import stand_in_server
 from test_boundary_attacks_journal import EVIL, TOOL, _reject, _run_the_script
 from test_boundary_attacks_startup import PAYLOAD, PERMISSIONS, _bash, _toolrt
 
@@ -222,42 +223,15 @@ def test_the_persons_settings_file_cannot_be_written_from_the_sandbox(project: P
     assert "landlock" in str(anyio.run(later).metadata.get("sandbox")), "the model turned the sandbox off"
 
 
-BUILDER = """\
-import json, os, subprocess, sys
-
-def read():
-    length = None
-    while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            sys.exit(0)
-        if line in (b"\\r\\n", b"\\n"):
-            break
-        name, _, value = line.decode().partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-    return json.loads(sys.stdin.buffer.read(length))
-
-def send(message):
-    data = json.dumps(message).encode()
-    sys.stdout.buffer.write(b"Content-Length: %d\\r\\n\\r\\n" % len(data) + data)
-    sys.stdout.buffer.flush()
-
-while True:
-    message = read()
-    method = message.get("method")
-    if method == "initialize":
-        send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
-    elif method == "shutdown":
-        send({"jsonrpc": "2.0", "id": message["id"], "result": None})
-    elif method == "exit":
-        sys.exit(0)
-    elif method == "textDocument/didOpen":  # as cargo runs a crate's build.rs: the project's own build step
-        done = subprocess.run([sys.executable, "build.py"], capture_output=True, text=True)
-        note = os.path.join(os.environ["XDG_CACHE_HOME"], "built")
-        with open(note, "w") as f:
-            f.write(str(done.returncode) + done.stderr)
-"""
+# As cargo runs a crate's build.rs when rust-analyzer opens a file: the project's own build step.
+BUILDER = stand_in_server(
+    on_open="""
+    done = subprocess.run([sys.executable, "build.py"], capture_output=True, text=True)
+    note = os.path.join(os.environ["XDG_CACHE_HOME"], "built")
+    with open(note, "w") as f:
+        f.write(str(done.returncode) + done.stderr)
+    """
+)
 
 
 def test_a_language_server_running_the_models_build_step_cannot_write_config(project: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from lsp_helpers import all_gone, load, lsp_settings, wait_until
+from lsp_helpers import all_gone, load, lsp_settings, stand_in_server, wait_until
 
 from toolrt import Runtime
 
@@ -256,48 +256,16 @@ def test_no_server_outlives_a_killed_toolrt(tmp_path: Path) -> None:
     wait_until(lambda: all_gone(pids), timeout=10, message=f"a server outlived the toolrt that started it: {pids}")
 
 
-_HELD_START = r"""
-import json, os, sys, time
-
-release = sys.argv[1]
-opened = os.path.join(os.environ["XDG_CACHE_HOME"], "opened")
-
-
-def read():
-    length = 0
-    while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            sys.exit(0)
-        if line in (b"\r\n", b"\n"):
-            break
-        name, _, value = line.decode().partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-    return json.loads(sys.stdin.buffer.read(length))
-
-
-def send(message):
-    data = json.dumps(message).encode()
-    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(data) + data)
-    sys.stdout.buffer.flush()
-
-
-while True:
-    message = read()
-    method = message.get("method")
-    if method == "initialize":
-        while not os.path.exists(release):  # a slow start, held until the test lets it end
-            time.sleep(0.01)
-        send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
-    elif method == "shutdown":
-        send({"jsonrpc": "2.0", "id": message["id"], "result": None})
-    elif method == "exit":
-        sys.exit(0)
-    elif method == "textDocument/didOpen":
-        with open(opened, "a") as f:
-            f.write(message["params"]["textDocument"]["uri"] + "\n")
-"""
+_HELD_START = stand_in_server(
+    before_initialize="""
+    while not os.path.exists(sys.argv[1]):  # a slow start, held until the test lets it end
+        time.sleep(0.01)
+    """,
+    on_open="""
+    with open(os.path.join(os.environ["XDG_CACHE_HOME"], "opened"), "a") as f:
+        f.write(message["params"]["textDocument"]["uri"] + "\\n")
+    """,
+)
 
 
 def test_a_file_written_while_its_server_starts_is_opened_once_the_server_is_up(tmp_path: Path) -> None:
