@@ -112,6 +112,12 @@ def test_an_unrecognised_answer_asks_again(project: Path, tmp_path: Path) -> Non
     assert terminal.finish() == (0, "hi\n")
 
 
+def _headless(project: Path, data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`toolrt call echo` with nobody to ask: an ask is denied."""
+    argv = [sys.executable, "-m", "toolrt", "call", "echo", '{"text": "again"}', "--root", str(project), *args]
+    return subprocess.run(argv, env=_env(data), cwd=project, capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.slow
 def test_always_is_kept_across_runs_of_a_session_and_agent(project: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -120,15 +126,11 @@ def test_always_is_kept_across_runs_of_a_session_and_agent(project: Path, tmp_pa
     terminal.type(b"a\n")
     assert terminal.finish() == (0, "hi\n")
 
-    def headless(*args: str) -> subprocess.CompletedProcess[str]:  # nobody to ask: an ask is denied
-        argv = [sys.executable, "-m", "toolrt", "call", "echo", '{"text": "again"}', "--root", str(project), *args]
-        return subprocess.run(argv, env=_env(data), cwd=project, capture_output=True, text=True, timeout=60)
-
-    again = headless("--session", "s1")
+    again = _headless(project, data, "--session", "s1")
     assert (again.returncode, again.stdout) == (0, "again\n"), again.stderr
-    other_session = headless("--session", "s2")
+    other_session = _headless(project, data, "--session", "s2")
     assert other_session.returncode == 1 and "approval" in other_session.stderr
-    other_agent = headless("--session", "s1", "--agent", "plan")
+    other_agent = _headless(project, data, "--session", "s1", "--agent", "plan")
     assert other_agent.returncode == 1 and "approval" in other_agent.stderr
 
 
@@ -142,13 +144,9 @@ def test_always_under_another_agent_is_kept_for_that_agent_and_no_other(project:
     terminal.type(b"a\n")
     assert terminal.finish() == (0, "hi\n")
 
-    def headless(*args: str) -> subprocess.CompletedProcess[str]:  # nobody to ask: an ask is denied
-        argv = [sys.executable, "-m", "toolrt", "call", "echo", '{"text": "again"}', "--root", str(project), *args]
-        return subprocess.run(argv, env=_env(data), cwd=project, capture_output=True, text=True, timeout=60)
-
-    again = headless("--session", "s1", "--agent", "plan")
+    again = _headless(project, data, "--session", "s1", "--agent", "plan")
     assert (again.returncode, again.stdout) == (0, "again\n"), again.stderr
-    default_agent = headless("--session", "s1")
+    default_agent = _headless(project, data, "--session", "s1")
     assert default_agent.returncode == 1 and "approval" in default_agent.stderr
 
 
