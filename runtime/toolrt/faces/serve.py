@@ -79,7 +79,7 @@ from .serve_health import Health
 from .serve_idempotency import CallClaims
 from .serve_loopback import loopback_only
 from .serve_principal import current_caller, refusal
-from .serve_sessions import SESSION_META_KEY, McpSessions, connection_of
+from .serve_sessions import SESSION_META_KEY, McpSessions, OnExit, connection_of
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams, SkillsFace, watch_skills
 from .serve_tasks import McpTasks, MemoryTaskStore, TaskRecord, TaskStart
 from .serve_tasks import register as serve_tasks
@@ -193,6 +193,7 @@ class McpFace:
         self._unsettled: anyio.Event | None = None
         """Set when a swap left a heap to settle (made by `settle_when_idle`, which waits on it)."""
         self._connections: dict[Connection, _Listener] = {}
+        self._last_notice: str | None = None
         """Handshake-era connections (after `notifications/initialized`) and what they were told."""
         self._subscribers: set[_Subscriber] = set()
         """2026-07-28 subscriptions whose `_meta` named a log level."""
@@ -607,8 +608,11 @@ class McpFace:
         listener = self._connections.get(connection)
         if listener is None:
             listener = self._connections[connection] = _Listener(connection)
-            connection.exit_stack.callback(self._connections.pop, connection, None)
+            connection.exit_stack.push(OnExit(self._forget_connection, connection))
         return listener
+
+    def _forget_connection(self, connection: Connection) -> None:
+        self._connections.pop(connection, None)
 
     async def set_log_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
         """`logging/setLevel`: toolrt's own log messages to this connection at `params.level` and above
@@ -691,7 +695,9 @@ class McpFace:
         notice = self.unasked_notice()
         if notice is None or notice == listener.notice:
             return
-        listener.notice = notice
+        if notice == self._last_notice:
+            notice = self._last_notice  # one string held by every connection told it, not one each
+        listener.notice = self._last_notice = notice
         await self._log_to(listener, _LogEntry("warning", notice))
 
     async def _tell_subscribers_notice(self) -> None:
