@@ -240,7 +240,7 @@ async def _replayed(events: SessionEvents, last: str) -> list[object]:
 def test_a_stream_holds_its_newest_events_up_to_its_bound_and_refuses_a_replay_past_them() -> None:
     async def main() -> None:
         buffer = EventBuffer()
-        events = buffer.session("one")
+        events = buffer.session()
         ids = [await events.store_event("7", _progress(n)) for n in range(STREAM_EVENTS + 5)]
         assert not events.holds_after(ids[3])  # the events after it were evicted: a gap, refused
         assert events.holds_after(ids[4])
@@ -256,7 +256,7 @@ def test_the_total_bound_evicts_the_oldest_events_of_any_session_and_sessions_st
     async def main() -> None:
         one_size = size_of(_progress(1).model_dump_json(by_alias=True, exclude_unset=True))
         buffer = EventBuffer(total_bytes=one_size * 10)
-        first, second = buffer.session("first"), buffer.session("second")
+        first, second = buffer.session(), buffer.session()
         early = [await first.store_event("1", _progress(n)) for n in range(5)]
         late = [await second.store_event("1", _progress(n)) for n in range(8)]  # the same request id
         assert buffer.held_bytes <= one_size * 10
@@ -288,7 +288,7 @@ def test_an_idle_session_holds_its_events_in_little_memory_and_equal_messages_on
         try:
             before, _ = tracemalloc.get_traced_memory()
             for n in range(2_000):
-                events = buffer.session(f"session-{n}")
+                events = buffer.session()
                 await events.store_event("1", None)
                 first = await events.store_event("1", _result(1, instructions))
                 await events.store_event("2", None)
@@ -309,7 +309,7 @@ def test_an_idle_session_holds_its_events_in_little_memory_and_equal_messages_on
 @pytest.mark.parametrize("suffix", ["1.²", "².1", "1." + "9" * 5_000, "1", "1.2.3", "x.1", "-1.1", ""])
 def test_a_last_event_id_not_of_this_session_s_numbers_is_refused_and_never_raises(suffix: str) -> None:
     async def main() -> None:
-        events = EventBuffer().session("one")
+        events = EventBuffer().session()
         first = await events.store_event("1", None)
         await events.store_event("1", _progress(1))
         key = first.partition(".")[0]

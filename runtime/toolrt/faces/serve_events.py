@@ -21,7 +21,6 @@ data and `retry`), stores every message it sends on a stream, and answers a GET 
 from __future__ import annotations
 
 import secrets
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -107,18 +106,13 @@ class EventBuffer:
         """The stream of every event in the order stored: whose oldest event goes first past `total_bytes`."""
         self._stale = 0
         """Entries of `_order` whose event its stream's own bound dropped (compacted past half of it)."""
-        self._sessions: weakref.WeakValueDictionary[str, SessionEvents] = weakref.WeakValueDictionary()
         self._texts: dict[str, str] = {}
         """The messages stored last (most recent last), each held once: every session's stream holds the same
         `initialize` result, and messages like it, rather than a copy of its own."""
 
-    def session(self, session_id: str) -> SessionEvents:
-        """The event store of one MCP session (held for as long as its transport holds it)."""
-        events = self._sessions[session_id] = SessionEvents(self)
-        return events
-
-    def of(self, session_id: str) -> SessionEvents | None:
-        return self._sessions.get(session_id)
+    def session(self) -> SessionEvents:
+        """A new event store of one MCP session (held for as long as its transport holds it)."""
+        return SessionEvents(self)
 
     def shared(self, data: str) -> str:
         """`data`, or the equal message stored recently (one string for many sessions' equal events)."""
@@ -283,7 +277,7 @@ def resumable(server: Server[Any], buffer: EventBuffer, **options: Any) -> App:
     def admit_session(requestor: Any) -> Any:
         transport = admit(requestor)
         if transport is not None and transport.mcp_session_id is not None:
-            transport._event_store = buffer.session(transport.mcp_session_id)
+            transport._event_store = buffer.session()
         return transport
 
     manager._admit_session = admit_session  # type: ignore[method-assign]
@@ -293,13 +287,19 @@ def resumable(server: Server[Any], buffer: EventBuffer, **options: Any) -> App:
             headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
             last = headers.get(LAST_EVENT_ID_HEADER)
             if last is not None:
-                events = buffer.of(headers.get(MCP_SESSION_ID_HEADER, ""))
+                events = _events_of(manager, headers.get(MCP_SESSION_ID_HEADER, ""))
                 if events is None or not events.holds_after(last):
                     await _refuse(send, f"No events after Last-Event-ID {last[:80]!r} are held for this session")
                     return
         await app(scope, receive, send)
 
     return guarded
+
+
+def _events_of(manager: StreamableHTTPSessionManager, session_id: str) -> SessionEvents | None:
+    """The event store of the open session `session_id` (its transport holds it: no map of its own here)."""
+    store = getattr(manager._server_instances.get(session_id), "_event_store", None)
+    return store if isinstance(store, SessionEvents) else None
 
 
 async def _refuse(send: Send, message: str) -> None:
