@@ -7,6 +7,7 @@ was found and what was expected, with the closest valid key for a typo.
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -102,7 +103,7 @@ def parameter_keyword_warnings(document: Document, pointer: str, parameters: Map
             elif key in _SCHEMA_ONE:
                 stack.append((here, value))
             elif key not in _KNOWN_KEYWORDS and not key.startswith("x-"):
-                close = _close_matches(key, sorted(_KNOWN_KEYWORDS), n=1, cutoff=0.6)
+                close = difflib.get_close_matches(key, sorted(_KNOWN_KEYWORDS), n=1, cutoff=0.6)
                 hint = f"; did you mean '{close[0]}'?" if close else " (extension keywords start with 'x-')"
                 message = f"unknown JSON Schema keyword '{key}' is ignored by validators and providers{hint}"
                 line, column = document.locate(here)
@@ -162,7 +163,7 @@ def _messages(error: Any) -> Iterator[tuple[str, str]]:
         for key in error.instance:
             if key in allowed:
                 continue
-            hint = _close_matches(key, allowed, n=1)
+            hint = difflib.get_close_matches(key, allowed, n=1)
             suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; expected one of: {', '.join(allowed)}"
             yield child_pointer(pointer, key), f"unknown key '{key}'{suggestion}"
         return
@@ -264,17 +265,10 @@ def _enum_values(branches: list[Any]) -> list[str]:
     return values
 
 
-def _close_matches(word: str, possibilities: list[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
-    """`difflib.get_close_matches`, imported only for a problem to report (not on every start-up)."""
-    import difflib
-
-    return difflib.get_close_matches(word, possibilities, n=n, cutoff=cutoff)
-
-
 def _did_you_mean(value: Any, choices: list[str]) -> str:
     if not isinstance(value, str) or not choices:
         return ""
-    close = _close_matches(value, choices, n=1, cutoff=0.5)
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
     return f"; did you mean '{close[0]}'?" if close else ""
 
 

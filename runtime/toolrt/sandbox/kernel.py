@@ -12,9 +12,9 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import platform
 import select
 import stat
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -163,8 +163,7 @@ def _fail(what: str) -> OSError:
 
 
 def _numbers() -> tuple[int, int, int] | None:
-    # os.uname() is what `platform.machine()` reads on Linux (without importing `platform` at start-up)
-    return _SYSCALLS.get(os.uname().machine) if sys.platform == "linux" else None
+    return _SYSCALLS.get(platform.machine()) if platform.system() == "Linux" else None
 
 
 def landlock_abi() -> int:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import platform
 
 __all__ = ["prepare", "refuse_unix_sockets", "supervise_unix_sockets", "supported"]
 
@@ -79,13 +80,13 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def supported() -> bool:
     """Whether this machine's architecture has a filter here."""
-    return os.uname().machine in _ARCHES
+    return platform.machine() in _ARCHES
 
 
 def _program(supervised: bool) -> list[tuple[int, int, int, int]]:
     """(code, jump if true, jump if false, k); a jump skips that many instructions after its own."""
-    arch, _, socket_nr, socketpair_nr, connect_nr = _ARCHES[os.uname().machine]
-    x32 = [(_JGE, "enosys", None, _X32_BIT)] if os.uname().machine == "x86_64" else []
+    arch, _, socket_nr, socketpair_nr, connect_nr = _ARCHES[platform.machine()]
+    x32 = [(_JGE, "enosys", None, _X32_BIT)] if platform.machine() == "x86_64" else []
     connect = [(_JEQ, "notify", None, connect_nr)] if supervised else []
     unix_socket = "type" if supervised else "refuse"
     labelled: list[tuple[str, list[tuple[int, str | None, str | None, int]]]] = [
@@ -151,7 +152,7 @@ def supervise_unix_sockets() -> int:
         OSError: the kernel refused the filter (the process must then not be started).
     """
     program = prepare(supervised=True)
-    seccomp_nr = _ARCHES[os.uname().machine][1]
+    seccomp_nr = _ARCHES[platform.machine()][1]
     for flags in (_FLAG_NEW_LISTENER | _FLAG_WAIT_KILLABLE_RECV, _FLAG_NEW_LISTENER):
         fd = int(_libc.syscall(seccomp_nr, _SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(program)))
         if fd >= 0:
