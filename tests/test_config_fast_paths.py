@@ -264,7 +264,6 @@ def test_tools_that_leave_defaults_share_one_value_each_and_a_set_value_is_its_o
     for attribute in ("when", "truncate", "annotations"):
         assert len({id(getattr(c.definition, attribute)) for c in plain}) == 1, attribute
     assert len({id(c.definition.handler.options) for c in plain}) == 1  # type: ignore[union-attr]
-    assert len({id(c.env_set) for c in plain}) == 1
     first = plain[0]
     assert first.definition.when.flags == () and first.definition.truncate is not None
     assert first.definition.truncate.max_lines is None and dict(first.env_set) == {}

@@ -267,15 +267,13 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         shell=shell,
         cwd=cwd,
         stdin=stdin,
-        env_set=MappingProxyType(env_set) if env_set else _NO_ENV,
+        env_set=MappingProxyType(env_set),
     )
     _check_examples(compiled, problems)
     return compiled if len(problems) == before else None
 
 
 _PATH_TYPES = frozenset({"string", "array", "null"})
-_NO_ENV: Mapping[str, Any] = MappingProxyType({})
-"""The `env_set` of every tool that sets no variable (one shared value)."""
 
 
 def _path_argument_problem(
