@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from toolrt.build.snapshot import build_snapshot
 from toolrt.config.collect import collector_paused, pause_collector_during_builds
 from toolrt.config.document import child_pointer
 from toolrt.config.loader import MAX_DEPTH, load_yaml_text
@@ -236,3 +237,39 @@ def test_pointers_escape_tilde_and_slash_and_leave_other_keys_as_written() -> No
     located = load_yaml_text(text, path=Path("t.yaml"), display="t.yaml", located=True)[0]
     assert located.locate("/tools/a~1b/x~0y/0") == (2, 15)
     assert located.locate("/tools/a~1b/x~0y") == (2, 9)
+
+
+_PLAIN_TOOL = """\
+id: plain_{i}
+description: A tool with no when, truncate, env or annotations.
+parameters: {{type: object, properties: {{name: {{type: string}}}}}}
+handler: {{argv: [echo, "{{{{ name }}}}"]}}
+"""
+
+
+def test_tools_that_leave_defaults_share_one_value_each_and_a_set_value_is_its_own(tmp_path: Path) -> None:
+    """A build holds one `when`, `truncate`, process options and empty mapping for every tool that sets none,
+    not one per tool (fewer objects the collector follows at 10,000 tools); a tool that sets them gets its own."""
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: false\n")
+    for i in range(3):
+        (tools / f"plain_{i}.yaml").write_text(_PLAIN_TOOL.format(i=i))
+    (tools / "set.yaml").write_text(
+        "id: set\ndescription: d\nparameters: {type: object}\nwhen: {flags: [plan_mode]}\ntruncate: {max_lines: 5}\n"
+        "annotations: {read_only: true}\nhandler: {argv: [env], env: {set: {A: b}}, ok_exit: [0, 1]}\n"
+    )
+    snapshot = build_snapshot(tmp_path)
+    plain = [snapshot.tools[f"plain_{i}"] for i in range(3)]
+    for attribute in ("when", "truncate", "annotations"):
+        assert len({id(getattr(c.definition, attribute)) for c in plain}) == 1, attribute
+    assert len({id(c.definition.handler.options) for c in plain}) == 1  # type: ignore[union-attr]
+    first = plain[0]
+    assert first.definition.when.flags == () and first.definition.truncate is not None
+    assert first.definition.truncate.max_lines is None and dict(first.env_set) == {}
+    assert first.definition.handler.options.ok_exit == (0,)  # type: ignore[union-attr]
+    own = snapshot.tools["set"]
+    assert own.definition.when.flags == ("plan_mode",) and own.definition.truncate is not None
+    assert own.definition.truncate.max_lines == 5 and dict(own.definition.annotations) == {"read_only": True}
+    assert own.definition.handler.options.ok_exit == (0, 1)  # type: ignore[union-attr]
+    assert dict(own.env_set) == {"A": "b"}

@@ -54,7 +54,7 @@ def test_a_long_stream_next_to_an_idle_one_does_not_grow_the_event_stores_memory
 
     async def main() -> None:
         buffer = EventBuffer(stream_events=10)
-        events = buffer.session("client")
+        events = buffer.session()
         first = await events.store_event("1", _progress(0))  # held at the front of the store, never evicted
         tracemalloc.start()
         try:

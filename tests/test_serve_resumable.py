@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -239,7 +240,7 @@ async def _replayed(events: SessionEvents, last: str) -> list[object]:
 def test_a_stream_holds_its_newest_events_up_to_its_bound_and_refuses_a_replay_past_them() -> None:
     async def main() -> None:
         buffer = EventBuffer()
-        events = buffer.session("one")
+        events = buffer.session()
         ids = [await events.store_event("7", _progress(n)) for n in range(STREAM_EVENTS + 5)]
         assert not events.holds_after(ids[3])  # the events after it were evicted: a gap, refused
         assert events.holds_after(ids[4])
@@ -255,7 +256,7 @@ def test_the_total_bound_evicts_the_oldest_events_of_any_session_and_sessions_st
     async def main() -> None:
         one_size = size_of(_progress(1).model_dump_json(by_alias=True, exclude_unset=True))
         buffer = EventBuffer(total_bytes=one_size * 10)
-        first, second = buffer.session("first"), buffer.session("second")
+        first, second = buffer.session(), buffer.session()
         early = [await first.store_event("1", _progress(n)) for n in range(5)]
         late = [await second.store_event("1", _progress(n)) for n in range(8)]  # the same request id
         assert buffer.held_bytes <= one_size * 10
@@ -268,3 +269,56 @@ def test_the_total_bound_evicts_the_oldest_events_of_any_session_and_sessions_st
         assert first.streams == 0  # every event of first's stream was evicted: the stream is let go
 
     anyio.run(main)
+
+
+def _result(request_id: int, text: str) -> types.JSONRPCResponse:
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result={"content": [{"type": "text", "text": text}]})
+
+
+def test_an_idle_session_holds_its_events_in_little_memory_and_equal_messages_once() -> None:
+    """Sessions opened like the SDK client's (a stream for `initialize`, whose result every session gets
+    equal, and one for a call) each hold both streams, replayable, in a small part of what an SDK session
+    costs; the equal `initialize` result is held once for all of them, not once per session."""
+    instructions = "Tools of the project. " * 30
+
+    async def main() -> None:
+        buffer = EventBuffer()
+        held: list[tuple[SessionEvents, str]] = []
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            for n in range(2_000):
+                events = buffer.session()
+                await events.store_event("1", None)
+                first = await events.store_event("1", _result(1, instructions))
+                await events.store_event("2", None)
+                await events.store_event("2", _result(2, f"s{n}"))
+                held.append((events, first))
+            after, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        per_session = (after - before) / 2_000
+        assert per_session < 1_500, f"an idle session's events take {per_session:.0f} B"
+        events, first = held[1_234]
+        assert events.streams == 2 and events.holds_after(first)
+        assert await _replayed(events, first.rpartition(".")[0] + ".1") == ["response"]
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("suffix", ["1.²", "².1", "1." + "9" * 5_000, "1", "1.2.3", "x.1", "-1.1", ""])
+def test_a_last_event_id_not_of_this_session_s_numbers_is_refused_and_never_raises(suffix: str) -> None:
+    async def main() -> None:
+        events = EventBuffer().session()
+        first = await events.store_event("1", None)
+        await events.store_event("1", _progress(1))
+        key = first.partition(".")[0]
+        assert events.holds_after(first)
+        assert not events.holds_after(f"{key}.{suffix}")
+        assert await events.replay_events_after(f"{key}.{suffix}", _never_called) is None
+
+    anyio.run(main)
+
+
+async def _never_called(event: EventMessage) -> None:
+    raise AssertionError(f"replayed {event}")

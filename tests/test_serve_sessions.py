@@ -8,8 +8,10 @@ still has its process tree killed.
 
 from __future__ import annotations
 
+import tracemalloc
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,7 +26,7 @@ from test_serve_mcp import SLEEPER
 from toolrt.api import Runtime
 from toolrt.audit import read_records
 from toolrt.call.sessions import SessionStore
-from toolrt.faces.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY
+from toolrt.faces.serve_sessions import DEFAULT_SESSION, SESSION_META_KEY, OnExit
 
 MODERN = "2026-07-28"
 ASKING = """\
@@ -186,3 +188,35 @@ def test_idle_sessions_expire_and_the_most_idle_is_evicted_first() -> None:
 
     with pytest.raises(UsageError, match="session limit must be at least 1, not 0"):
         store.limit(idle_seconds=None, max_sessions=0)
+
+
+def test_a_connection_exit_callback_runs_once_on_unwinding_never_swallows_an_error_and_stays_small() -> None:
+    """What an open session registers on its connection's exit stack (its session's release, its log listener's
+    removal): run once when the stack unwinds, normally or on an error, which goes on; and a fraction of the
+    closure `AsyncExitStack.callback` would keep for every open session."""
+    released: list[str] = []
+
+    async def main() -> None:
+        async with AsyncExitStack() as stack:
+            stack.push(OnExit(released.append, "mcp:one"))
+        assert released == ["mcp:one"]
+        with pytest.raises(ValueError, match="the handler failed"):
+            async with AsyncExitStack() as stack:
+                stack.push(OnExit(released.append, "mcp:two"))
+                raise ValueError("the handler failed")
+        assert released == ["mcp:one", "mcp:two"]
+
+    anyio.run(main)
+    stacks = [AsyncExitStack() for _ in range(1_000)]
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for n, stack in enumerate(stacks):
+            stack.push(OnExit(released.append, f"mcp:{n}"))
+        ours, _ = tracemalloc.get_traced_memory()
+        for n, stack in enumerate(stacks):
+            stack.callback(released.append, f"mcp:{n}")
+        closures, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (ours - before) * 2 < closures - ours, (ours - before, closures - ours)

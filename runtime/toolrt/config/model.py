@@ -182,7 +182,20 @@ def _selector(data: Mapping[str, Any]) -> Selector:
     )
 
 
+_ALWAYS = When()
+"""A tool without `when:`: one value shared by every such tool (a build holds fewer objects per tool)."""
+_NO_LIMITS = TruncateSpec()
+_DEFAULT_OPTIONS = ProcessOptions()
+
+
+def _frozen(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only copy of `data` (the one empty mapping when it is empty)."""
+    return MappingProxyType(dict(data)) if data else _EMPTY
+
+
 def _when(data: Mapping[str, Any]) -> When:
+    if not data:
+        return _ALWAYS
     models = data.get("models")
     providers, clients = data.get("providers"), data.get("clients")
     return When(
@@ -195,13 +208,18 @@ def _when(data: Mapping[str, Any]) -> When:
     )
 
 
+_PROCESS_KEYS = frozenset({"cwd", "env", "stdin", "ok_exit", "background"})
+
+
 def _process_options(data: Mapping[str, Any]) -> ProcessOptions:
+    if _PROCESS_KEYS.isdisjoint(data):
+        return _DEFAULT_OPTIONS
     env = data.get("env", {})
     allow = env.get("allow")
     return ProcessOptions(
         cwd=data.get("cwd"),
         env_allow=tuple(allow) if allow is not None else None,
-        env_set=MappingProxyType(dict(env.get("set", {}))),
+        env_set=_frozen(env.get("set", {})),
         stdin=data.get("stdin"),
         ok_exit=tuple(data.get("ok_exit", (0,))),
         background=bool(data.get("background", False)),
@@ -243,7 +261,8 @@ _TASK_MODES: Mapping[bool | str, Literal["never", "optional", "required"]] = {
 def _truncate(data: Any) -> TruncateSpec | None:
     if data is False:
         return None
-    data = data or {}
+    if not data:
+        return _NO_LIMITS
     return TruncateSpec(data.get("max_lines"), data.get("max_bytes"), data.get("direction"))
 
 
@@ -270,7 +289,7 @@ def tool_from_document(document: Document, *, description: str, layer: str) -> T
         internal=data.get("internal", False),
         timeout=data.get("timeout"),
         truncate=_truncate(data.get("truncate")),
-        annotations=MappingProxyType(dict(data.get("annotations", {}))),
+        annotations=_frozen(data.get("annotations", {})),
         parallel=data.get("parallel", False),
         task=_TASK_MODES[data.get("task", False)],
         scopes=tuple(data.get("scopes", ())),

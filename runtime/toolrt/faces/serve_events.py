@@ -7,7 +7,7 @@ data and `retry`), stores every message it sends on a stream, and answers a GET 
 
 - one per MCP session: the SDK names a stream by its JSON-RPC request id, which every client numbers
   from the start, so the streams of two sessions are kept apart (and a session never replays
-  another's events: an event id also carries a random key per stream);
+  another's events: an event id also carries a random key per session);
 - bounded: at most `STREAM_EVENTS` events per stream and `TOTAL_BYTES` of serialized messages over all
   sessions; past either bound the oldest events go first;
 - a replay sends what followed the client's last event and then follows the stream live until the
@@ -21,9 +21,7 @@ data and `retry`), stores every message it sends on a stream, and answers a GET 
 from __future__ import annotations
 
 import secrets
-import weakref
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,20 +52,31 @@ _EVENT_OVERHEAD = 128
 """What an event's bookkeeping counts against `TOTAL_BYTES`, besides its message."""
 _PRIMING_BYTES = 512
 """What a priming event (no message) counts: it opens a stream, whose bookkeeping it stands for."""
+SHARED_TEXTS = 64
+"""Distinct messages the buffer holds one string of, for every stream storing an equal one."""
+SHARED_TEXT_BYTES = 16 * 1024
+"""Longer messages are not shared (what `SHARED_TEXTS` holds beyond the events stays small)."""
 
 
 @dataclass(eq=False, slots=True)
 class _Stream:
-    """One SSE stream's held events: (sequence number, serialized message or None for a priming event).
+    """One SSE stream's held events: serialized messages (None for a priming event), the first numbered
+    `first_seq` and each next one more.
 
-    Kept small: a server holds one per request of every open session (a list rather than a deque, an
+    Kept small: a server holds one per request of every open session (a list of the messages only, an
     `arrived` event only while a replay follows the stream)."""
 
-    key: str
-    forget: Callable[[_Stream], None]
-    """Called once every event of the stream has been evicted: its session lets go of it."""
-    events: list[tuple[int, str | None]] = field(default_factory=list)
-    next_seq: int = 1
+    owner: SessionEvents
+    """The session holding it: lets go of it once every event of the stream has been evicted."""
+    stream_id: str
+    """The SDK's name of the stream (a request id, or the standalone GET stream's key)."""
+    number: int
+    """Its number within the session, which event ids carry (never reused by the session)."""
+    events: list[str | None] = field(default_factory=list)
+    first_seq: int = 1
+    """The sequence number of `events[0]` (of the next event while none is held)."""
+    stale: int = 0
+    """Entries of the buffer's order for events of this stream its own bound dropped: its earliest ones."""
     arrived: anyio.Event | None = None
     """Set (and dropped) when an event is stored: a replay following the stream waits on it."""
 
@@ -77,8 +86,9 @@ class _Stream:
             self.arrived = anyio.Event()
         return self.arrived
 
-    def first_held(self) -> int:
-        return self.events[0][0] if self.events else self.next_seq
+    @property
+    def next_seq(self) -> int:
+        return self.first_seq + len(self.events)
 
 
 class EventBuffer:
@@ -88,36 +98,45 @@ class EventBuffer:
         self.stream_events = stream_events
         self.total_bytes = total_bytes
         self.held_bytes = 0
-        self._order: deque[tuple[_Stream, int, int]] = deque()
-        """(stream, sequence number, bytes) in the order stored: who goes first past `total_bytes`."""
+        self._order: deque[_Stream] = deque()
+        """The stream of every event in the order stored: whose oldest event goes first past `total_bytes`."""
         self._stale = 0
         """Entries of `_order` whose event its stream's own bound dropped (compacted past half of it)."""
-        self._sessions: weakref.WeakValueDictionary[str, SessionEvents] = weakref.WeakValueDictionary()
+        self._texts: dict[str, str] = {}
+        """The messages stored last (most recent last), each held once: every session's stream holds the same
+        `initialize` result, and messages like it, rather than a copy of its own."""
 
-    def session(self, session_id: str) -> SessionEvents:
-        """The event store of one MCP session (held for as long as its transport holds it)."""
-        events = self._sessions[session_id] = SessionEvents(self)
-        return events
+    def session(self) -> SessionEvents:
+        """A new event store of one MCP session (held for as long as its transport holds it)."""
+        return SessionEvents(self)
 
-    def of(self, session_id: str) -> SessionEvents | None:
-        return self._sessions.get(session_id)
+    def shared(self, data: str) -> str:
+        """`data`, or the equal message stored recently (one string for many sessions' equal events)."""
+        if len(data) > SHARED_TEXT_BYTES:
+            return data
+        texts = self._texts
+        held = texts.pop(data, None)
+        if held is None:
+            held = data
+            if len(texts) >= SHARED_TEXTS:
+                del texts[next(iter(texts))]
+        texts[held] = held
+        return held
 
     def add(self, stream: _Stream, data: str | None) -> int:
         seq = stream.next_seq
-        stream.next_seq += 1
-        size = size_of(data)
-        stream.events.append((seq, data))
-        self._order.append((stream, seq, size))
-        self.held_bytes += size
+        stream.events.append(data)
+        self._order.append(stream)
+        self.held_bytes += size_of(data)
         while len(stream.events) > self.stream_events:
-            self._drop_oldest(stream)
+            self._drop_over_stream_bound(stream)
         while self.held_bytes > self.total_bytes and self._order:
-            oldest, oldest_seq, _ = self._order[0]
-            if oldest.events and oldest.events[0][0] == oldest_seq:
-                self._drop_oldest(oldest)
-            else:  # already dropped by its stream's own bound
-                self._order.popleft()
+            oldest = self._order.popleft()
+            if oldest.stale:  # its event was already dropped by its stream's own bound
+                oldest.stale -= 1
                 self._stale -= 1
+            else:
+                self._drop_oldest(oldest)
         if self._stale > len(self._order) // 2:
             self._compact()
         arrived, stream.arrived = stream.arrived, None
@@ -125,26 +144,34 @@ class EventBuffer:
             arrived.set()
         return seq
 
-    def _drop_oldest(self, stream: _Stream) -> None:
-        seq, data = stream.events.pop(0)  # at most STREAM_EVENTS held
-        self.held_bytes -= size_of(data)
-        if self._order and self._order[0][0] is stream and self._order[0][1] == seq:
-            self._order.popleft()
+    def _drop_over_stream_bound(self, stream: _Stream) -> None:
+        if self._order and self._order[0] is stream and not stream.stale:
+            self._order.popleft()  # the entry of this very event (its stream has no stale one before it)
         else:
+            stream.stale += 1
             self._stale += 1
+        self._drop_oldest(stream)
+
+    def _drop_oldest(self, stream: _Stream) -> None:
+        """Drop the oldest event of `stream` (its entry in `_order` is taken care of by the caller)."""
+        data = stream.events.pop(0)  # at most STREAM_EVENTS held
+        stream.first_seq += 1
+        self.held_bytes -= size_of(data)
         if not stream.events:
-            stream.forget(stream)
+            stream.owner.forget(stream)
 
     def _compact(self) -> None:
         """Drop the entries of evicted events from `_order` (amortized: each entry is dropped once), so its
-        length, and the streams its entries keep alive, follow the events held, not the events ever sent."""
-        self._order = deque(entry for entry in self._order if _held(entry[0], entry[1]))
+        length, and the streams its entries keep alive, follow the events held, not the events ever sent.
+        A stream's stale entries are its earliest: its own bound drops its events oldest first."""
+        kept: deque[_Stream] = deque()
+        for stream in self._order:
+            if stream.stale:
+                stream.stale -= 1
+            else:
+                kept.append(stream)
+        self._order = kept
         self._stale = 0
-
-
-def _held(stream: _Stream, seq: int) -> bool:
-    """Whether event `seq` of `stream` is still held (a stream drops its events oldest first)."""
-    return bool(stream.events) and seq >= stream.events[0][0]
 
 
 def size_of(data: str | None) -> int:
@@ -153,44 +180,51 @@ def size_of(data: str | None) -> int:
 
 
 class SessionEvents(EventStore):
-    """One MCP session's streams: the `EventStore` its transport stores to and replays from."""
+    """One MCP session's streams: the `EventStore` its transport stores to and replays from.
+
+    An event id is `<session key>.<stream number>.<sequence number>`: the key is random per session, so
+    an event id of another session (or a made-up one) names nothing here."""
 
     def __init__(self, buffer: EventBuffer) -> None:
         self._buffer = buffer
-        self._streams: dict[str, _Stream] = {}
-        """By the SDK's stream id (a request id, or the standalone GET stream's key)."""
-        self._keys: dict[str, _Stream] = {}
-        """By the random key event ids carry."""
+        self._key = secrets.token_urlsafe(9)
+        self._streams: dict[str | int, _Stream] = {}
+        """Each stream twice: by the SDK's stream id (a string) and by its number (an int)."""
+        self._numbered = 0
 
     async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
         stream = self._streams.get(stream_id)
         if stream is None:
-            stream = _Stream(secrets.token_urlsafe(9), self._forget)
-            self._streams[stream_id] = self._keys[stream.key] = stream
+            self._numbered += 1
+            stream = _Stream(self, stream_id, self._numbered)
+            self._streams[stream_id] = self._streams[stream.number] = stream
         data = None if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)
-        seq = self._buffer.add(stream, data)
-        return f"{stream.key}.{seq}"
+        seq = self._buffer.add(stream, None if data is None else self._buffer.shared(data))
+        return f"{self._key}.{stream.number}.{seq}"
 
-    def _forget(self, stream: _Stream) -> None:
-        self._keys.pop(stream.key, None)
-        for stream_id, held in tuple(self._streams.items()):
-            if held is stream:
-                del self._streams[stream_id]
+    def forget(self, stream: _Stream) -> None:
+        """Let go of `stream`, every event of which has been evicted."""
+        if self._streams.get(stream.stream_id) is stream:
+            del self._streams[stream.stream_id]
+        self._streams.pop(stream.number, None)
 
     @property
     def streams(self) -> int:
         """Streams this session holds events of."""
-        return len(self._keys)
+        return len(self._streams) // 2
 
     def holds_after(self, last_event_id: str) -> bool:
         """Whether every event of this session after `last_event_id` is still held."""
         found = self._find(last_event_id)
-        return found is not None and found[0].first_held() <= found[1] + 1
+        return found is not None and found[0].first_seq <= found[1] + 1
 
     def _find(self, event_id: str) -> tuple[_Stream, int] | None:
-        key, _, seq = event_id.rpartition(".")
-        stream = self._keys.get(key)
-        if stream is None or not seq.isdigit() or int(seq) >= stream.next_seq:
+        key, _, rest = event_id.partition(".")
+        number, _, seq = rest.partition(".")
+        if not (_is_count(number) and _is_count(seq) and secrets.compare_digest(key, self._key)):
+            return None
+        stream = self._streams.get(int(number))
+        if stream is None or int(seq) >= stream.next_seq:
             return None
         return stream, int(seq)
 
@@ -205,20 +239,24 @@ class SessionEvents(EventStore):
             return None
         stream, position = found
         while True:
-            if stream.first_held() > position + 1:
+            if stream.first_seq > position + 1:
                 return None  # evicted before this client read them: it reconnects and is refused
             arrived = stream.arrival()
-            for seq, data in tuple(stream.events):
-                if seq <= position:
-                    continue
+            first, events = stream.first_seq, tuple(stream.events)
+            for seq, data in enumerate(events[position + 1 - first :], start=position + 1):
                 position = seq
                 if data is None:
                     continue
                 message = jsonrpc_message_adapter.validate_json(data)
-                await send_callback(EventMessage(message, f"{stream.key}.{seq}"))
+                await send_callback(EventMessage(message, f"{self._key}.{stream.number}.{seq}"))
                 if isinstance(message, JSONRPCResponse | JSONRPCError):
                     return None
             await arrived.wait()
+
+
+def _is_count(text: str) -> bool:
+    """Whether `text` (from a client's `Last-Event-ID`) is a plain decimal number of a sane length."""
+    return 0 < len(text) <= 18 and text.isascii() and text.isdigit()
 
 
 def resumable(server: Server[Any], buffer: EventBuffer, **options: Any) -> App:
@@ -235,7 +273,7 @@ def resumable(server: Server[Any], buffer: EventBuffer, **options: Any) -> App:
     def admit_session(requestor: Any) -> Any:
         transport = admit(requestor)
         if transport is not None and transport.mcp_session_id is not None:
-            transport._event_store = buffer.session(transport.mcp_session_id)
+            transport._event_store = buffer.session()
         return transport
 
     manager._admit_session = admit_session  # type: ignore[method-assign]
@@ -245,13 +283,19 @@ def resumable(server: Server[Any], buffer: EventBuffer, **options: Any) -> App:
             headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
             last = headers.get(LAST_EVENT_ID_HEADER)
             if last is not None:
-                events = buffer.of(headers.get(MCP_SESSION_ID_HEADER, ""))
+                events = _events_of(manager, headers.get(MCP_SESSION_ID_HEADER, ""))
                 if events is None or not events.holds_after(last):
                     await _refuse(send, f"No events after Last-Event-ID {last[:80]!r} are held for this session")
                     return
         await app(scope, receive, send)
 
     return guarded
+
+
+def _events_of(manager: StreamableHTTPSessionManager, session_id: str) -> SessionEvents | None:
+    """The event store of the open session `session_id` (its transport holds it: no map of its own here)."""
+    store = getattr(manager._server_instances.get(session_id), "_event_store", None)
+    return store if isinstance(store, SessionEvents) else None
 
 
 async def _refuse(send: Send, message: str) -> None:

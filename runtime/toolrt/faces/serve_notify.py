@@ -27,7 +27,7 @@ from ..reload import ReloadEvent
 from ..scope import CallScope
 from .serve_client import RequestContext
 from .serve_notes import LoopBridge, offer
-from .serve_sessions import connection_of
+from .serve_sessions import OnExit, connection_of
 
 
 class Notifier:
@@ -47,6 +47,8 @@ class Notifier:
         """Handler code that did not import when the reloader started, until a save fixes it."""
         self._told_sessions: dict[str, tuple[str | None, str | None]] = {}
         """2026-07-28 sessions: the problems and notice their calls were last told."""
+        self._last_notice: str | None = None
+        """The notice last told: one string held by every connection told it, not one each."""
         self.bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.bus)
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
@@ -98,8 +100,11 @@ class Notifier:
         listener = self._connections.get(connection)
         if listener is None:
             listener = self._connections[connection] = _Listener(connection)
-            connection.exit_stack.callback(self._connections.pop, connection, None)
+            connection.exit_stack.push(OnExit(self._forget_connection, connection))
         return listener
+
+    def _forget_connection(self, connection: Connection) -> None:
+        self._connections.pop(connection, None)
 
     async def set_log_level(self, ctx: RequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
         """`logging/setLevel`: toolrt's own log messages to this connection at `params.level` and above
@@ -165,7 +170,9 @@ class Notifier:
         notice = self.unasked_notice()
         if notice is None or notice == listener.notice:
             return
-        listener.notice = notice
+        if notice == self._last_notice:
+            notice = self._last_notice
+        listener.notice = self._last_notice = notice
         await self._log_to(listener, _LogEntry("warning", notice))
 
     async def _tell_subscribers_notice(self) -> None:

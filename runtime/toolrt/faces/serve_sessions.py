@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.connection import Connection
@@ -35,7 +36,7 @@ from ..errors import StoreError
 from .serve_client import RequestContext
 from .serve_principal import principal_suffix
 
-__all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "connection_of"]
+__all__ = ["DEFAULT_SESSION", "SESSION_META_KEY", "McpSessions", "OnExit", "connection_of"]
 
 SESSION_META_KEY = "toolrt/session"
 """The `_meta` key of the session token on the sessionless protocol (request and result)."""
@@ -57,6 +58,19 @@ def connection_of(ctx: RequestContext) -> Connection:
     """
     connection: Connection = ctx.session._connection
     return connection
+
+
+@dataclass(frozen=True, slots=True)
+class OnExit:
+    """`callback(argument)` when a connection's exit stack unwinds (`exit_stack.push(OnExit(...))`): one small
+    object per open session, where `ExitStack.callback` keeps a closure with its cells, an argument tuple, a
+    keyword dict and a `__wrapped__` attribute dict. Never suppresses an exception (returns None)."""
+
+    callback: Callable[[Any], object]
+    argument: Any
+
+    def __call__(self, *_exc_info: object) -> None:
+        self.callback(self.argument)
 
 
 class McpSessions:
@@ -104,7 +118,7 @@ class McpSessions:
             name = _MCP_SESSION_PREFIX + connection.session_id + mine
             if not connection.state.get(_RELEASE_REGISTERED):
                 connection.state[_RELEASE_REGISTERED] = True
-                connection.exit_stack.callback(self._store.release, name)
+                connection.exit_stack.push(OnExit(self._store.release, name))
             return name, None
         if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return self._default + mine, None
