@@ -16,7 +16,7 @@ from ..build.snapshot import Snapshot
 from ..errors import ToolFailure
 from ..permissions.denied_reads import ReadDenies, read_denies
 from ..permissions.evaluate import decide
-from ..permissions.model import PermissionRequest
+from ..permissions.model import Decision, PermissionRequest
 from ..permissions.protected import PROTECTED
 from ..result import ToolResult
 from ..sandbox.policy import SandboxPolicy
@@ -140,20 +140,24 @@ class ActiveCall(NamedTuple):
 
         For `protected` the pattern is an absolute path: permitted when it is not protected, when this call
         was granted it, or when the rules allow writing it without asking."""
-        permissions = self.snapshot.permissions
         if permission == PROTECTED:
             protection = self.snapshot.site.protected
             request = protection.request([pattern]) if protection is not None else None
             if request is None or all((PROTECTED, p) in self.granted for p in request.patterns):
                 return True
             pattern = request.patterns[0]
-        decision = decide(
-            (PermissionRequest(permission, (pattern,), ()),),
+        return self.rules_decide((PermissionRequest(permission, (pattern,), ()),)).action == "allow"
+
+    def rules_decide(self, requests: Sequence[PermissionRequest]) -> Decision:
+        """What this call's agent's rules, the locked rules and the session's approvals decide for
+        `requests`, with no one asked."""
+        permissions = self.snapshot.permissions
+        return decide(
+            requests,
             permissions.ruleset(self.agent),
             locked=permissions.locked,
             approved=self.services.broker.approved(self.session, self.agent),
         )
-        return decision.action == "allow"
 
     def read_denies(self) -> ReadDenies | None:
         """The `read` rules of this call for the sandbox's masks (None when none could deny); built once per

@@ -21,7 +21,6 @@ import anyio
 from ..build.selection import Offered, ToolSet, unavailable
 from ..build.snapshot import Snapshot, blocked_message
 from ..errors import CallError, InputRequired, PermissionBlocked, ProtocolError, RejectedError, StoreError
-from ..permissions.evaluate import decide
 from ..permissions.model import Decision, PermissionRequest
 from ..result import ToolResult
 from ..telemetry import call_span, record_call, span, tracer
@@ -139,13 +138,7 @@ def _failed(
         state.recent = state.recent[:-1]  # a round that waits for the client is not a call of its own; its retry is
     if decision is None and requests is not None and isinstance(error, PermissionBlocked):
         # The record names the rules that blocked the call; authorize raised before returning them.
-        permissions = call.snapshot.permissions
-        decision = decide(
-            requests,
-            permissions.ruleset(call.agent),
-            locked=permissions.locked,
-            approved=call.services.broker.approved(call.session, call.agent),
-        )
+        decision = call.rules_decide(requests)
     result = ToolResult(title=_title(call, args), output="", error=str(error))
     if isinstance(error, ProtocolError):  # the MCP server answers it as a JSON-RPC error
         protocol = {"code": error.code, "message": error.message, "data": error.data}
@@ -186,14 +179,7 @@ async def _authorized(call: ActiveCall, args: Any, requests: list[PermissionRequ
         try:
             decision = await authorize(call, args, requests, doom_loop)
         except PermissionBlocked as error:
-            permissions = call.snapshot.permissions
-            blocked = decide(
-                requests,
-                permissions.ruleset(call.agent),
-                locked=permissions.locked,
-                approved=call.services.broker.approved(call.session, call.agent),
-            )
-            _decided(traced, blocked, "reject" if isinstance(error, RejectedError) else "deny")
+            _decided(traced, call.rules_decide(requests), "reject" if isinstance(error, RejectedError) else "deny")
             raise
         _decided(traced, decision, decision.action)
         return decision
