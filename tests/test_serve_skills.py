@@ -384,3 +384,19 @@ def test_a_skill_read_at_ask_resumes_once_and_a_replayed_or_tampered_state_loads
         assert loads == ["input_required", "ok"]  # the ask, then the one approved load: the refusals ran nothing
 
     run(tmp_path, body)
+
+
+def test_a_user_skills_directory_that_a_symlinked_home_puts_inside_the_project_is_the_projects(
+    tmp_path: Path,
+) -> None:
+    # The project is the person's home (resolved), and $HOME names it through a symlink (as /home does
+    # where it is a link to /var/home): the "user" skills directory is a directory of the project the
+    # model can write, so its skills are project skills (confined, and held while the model's).
+    root = (tmp_path / "project").resolve()
+    folder = root / ".config" / "toolrt" / "skills" / "mine"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: mine\ndescription: A skill.\n---\nDo it.\n", encoding="utf-8")
+    home = tmp_path / "home-link"
+    home.symlink_to(root)
+    assert catalog(root, home)["mine"].project
+    assert catalog(root, root)["mine"].project

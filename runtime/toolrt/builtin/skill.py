@@ -62,8 +62,8 @@ def discover_skills(root: Path, home: Path) -> dict[str, Skill]:
 
 def _held(skill: Skill, root: Path, data_dir: Path) -> Hold | None:
     """Why a project skill's SKILL.md, as read, is held (the model wrote it; the person has not approved it)."""
-    if not is_within(skill.directory, root):
-        return None
+    if not (is_within(skill.directory, root) or is_within(skill.directory.resolve(), root.resolve())):
+        return None  # a user skill (as named and as its real path: $HOME may be a symlink into the project)
     return journal_for(data_dir).hold(skill.directory / "SKILL.md", root, text=skill.text)
 
 

@@ -188,8 +188,11 @@ def catalog(root: Path, home: Path, digests: Digests | None = None) -> dict[str,
     for name, skill in discover_skills(root, home).items():
         if not _NAME.match(name):
             continue
-        project = is_within(skill.directory, root)
-        found = _served(name, skill.directory.resolve(), real_root if project else None, project, digests)
+        directory = skill.directory.resolve()
+        # A project skill as named or as its real path: a $HOME that is a symlink into the project names
+        # the project's own directory as the user's.
+        project = is_within(skill.directory, root) or is_within(directory, real_root)
+        found = _served(name, directory, real_root if project else None, project, digests)
         if found is not None:
             served[name] = found
     return served
