@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # imported for annotations only: a build loads this module fo
     from ..build.compiled import DescribeInfo
     from ..call.context import ToolContext
 
-__all__ = ["Skill", "describe", "discover_skills", "skill", "split_frontmatter"]
+__all__ = ["Skill", "describe", "discover_skills", "is_project_skill", "skill", "split_frontmatter"]
 
 _MAX_SKILL_BYTES = 1024 * 1024
 PLACEHOLDER = "{skills}"
@@ -60,10 +60,16 @@ def discover_skills(root: Path, home: Path) -> dict[str, Skill]:
     return skills
 
 
+def is_project_skill(skill: Skill, root: Path) -> bool:
+    """Whether `skill` lies in the project, as named or as its real path: a $HOME that is a symlink into
+    the project names the project's own directory as the user's."""
+    return is_within(skill.directory, root) or is_within(skill.directory.resolve(), root.resolve())
+
+
 def _held(skill: Skill, root: Path, data_dir: Path) -> Hold | None:
     """Why a project skill's SKILL.md, as read, is held (the model wrote it; the person has not approved it)."""
-    if not (is_within(skill.directory, root) or is_within(skill.directory.resolve(), root.resolve())):
-        return None  # a user skill (as named and as its real path: $HOME may be a symlink into the project)
+    if not is_project_skill(skill, root):
+        return None
     return journal_for(data_dir).hold(skill.directory / "SKILL.md", root, text=skill.text)
 
 

@@ -50,7 +50,7 @@ from mcp.shared.exceptions import MCPError
 from ..api import Runtime
 from ..attribution import journal_for
 from ..beneath import is_within, open_checked
-from ..builtin.skill import discover_skills, split_frontmatter
+from ..builtin.skill import discover_skills, is_project_skill, split_frontmatter
 from ..errors import PathChanged
 from ..scope import CallScope
 from .serve_client import RequestContext
@@ -188,11 +188,8 @@ def catalog(root: Path, home: Path, digests: Digests | None = None) -> dict[str,
     for name, skill in discover_skills(root, home).items():
         if not _NAME.match(name):
             continue
-        directory = skill.directory.resolve()
-        # A project skill as named or as its real path: a $HOME that is a symlink into the project names
-        # the project's own directory as the user's.
-        project = is_within(skill.directory, root) or is_within(directory, real_root)
-        found = _served(name, directory, real_root if project else None, project, digests)
+        project = is_project_skill(skill, root)
+        found = _served(name, skill.directory.resolve(), real_root if project else None, project, digests)
         if found is not None:
             served[name] = found
     return served
