@@ -24,6 +24,7 @@ import pytest
 
 from toolrt import Runtime
 from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox import binds
 from toolrt.sandbox.config import call_plan
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox, within
 from toolrt.sandbox.policy import SandboxPolicy
@@ -199,6 +200,39 @@ def test_protected_paths_are_read_only_where_a_mount_namespace_exists(tmp_path: 
     assert "read-only toolrt.yaml, .git" in plan.description
     # toolrt's own process is not in that mount namespace: it can still write the file.
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n# edited by the host\n")
+
+
+@pytest.mark.parametrize("descriptors", [True, False], ids=["open_tree", "mount"])
+def test_read_only_paths_and_the_writable_directory_beneath_them_under_either_mount_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, descriptors: bool
+) -> None:
+    """The descriptor calls (`open_tree`, `mount_setattr`, `move_mount`), and the two `mount` calls made
+    where a container's filter refuses those: the same mounts either way."""
+    if not SUPPORT.mount_namespace:
+        pytest.skip("no mount namespace here: protected paths cannot be made read-only")
+    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    data = tmp_path / "data"
+    (data / "tool-output").mkdir(parents=True)
+    (data / "journal").write_text("kept\n")
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    support = replace(SUPPORT, launch="thread")
+    policy = SandboxPolicy(protected=(tmp_path / "toolrt.yaml", data), essential=(data,))
+    plan = plan_sandbox(policy, support, root=tmp_path, output_dir=data / "tool-output")
+    assert plan is not None and str(data / "tool-output") in plan.pinned
+    result = sh(
+        "echo x >> toolrt.yaml; echo x >> data/journal; mv data d; echo fine > data/tool-output/mine.txt; echo done",
+        plan,
+        tmp_path,
+    )
+    assert result.output.splitlines() == [
+        "bash: line 1: toolrt.yaml: Read-only file system",
+        "bash: line 1: data/journal: Read-only file system",
+        "mv: cannot move 'data' to 'd': Device or resource busy",
+        "done",
+    ], result.output
+    assert (data / "tool-output" / "mine.txt").read_text() == "fine\n"
+    assert (tmp_path / "toolrt.yaml").read_text() == "builtin_tools: true\n"
+    assert (data / "journal").read_text() == "kept\n"
 
 
 def test_a_sandbox_that_cannot_be_applied_runs_nothing(tmp_path: Path) -> None:

@@ -319,6 +319,8 @@ def _start_failure(line: bytes, argv: Sequence[str], cwd: Path) -> OSError:
         return OSError(number, os.strerror(number), argv[0])
     if step == "chdir":
         return OSError(number, os.strerror(number), str(cwd))
+    if ": " in step:  # the step says what went wrong
+        return kernel.SandboxSetupError(number, f"the sandbox could not be set up ({step})")
     return kernel.SandboxSetupError(
         f"the sandbox could not be set up ({step}: {os.strerror(number) if number else 'failed'})"
     )

@@ -30,7 +30,7 @@ def bwrap_argv(
     directories become empty read-only tmpfs mounts, masked files the empty file `empty` (or their
     placeholder, `masks.sources`), read-only;
     `pinned` directories are bound writable among the read-only paths, the shallowest first (see
-    `kernel.bind_read_only`)."""
+    `binds.bind_read_only`)."""
     argv = [bwrap, "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
     for path in writable:
         if os.path.isdir(path) and not path.startswith("/dev/"):

@@ -165,13 +165,18 @@ class _Kept:
                         kernel.make_mounts(mounts, dev=base is None)
                 os.write(ready_write, b"1")
                 os.read(done_read, 1)  # stay alive until the server holds the namespace
+            except BaseException as error:  # what went wrong reaches the caller, not a bare "failed"
+                os.write(ready_write, f"{getattr(error, 'errno', None) or 0} {error}".encode()[:512])
             finally:
                 os._exit(0)
         os.close(ready_write)
         os.close(done_read)
         try:
-            if os.read(ready_read, 1) != b"1":
-                raise OSError(0, f"could not make a {kind} namespace")
+            answer = os.read(ready_read, 512)
+            if answer != b"1":
+                code, _, why = answer.decode(errors="replace").partition(" ")
+                number = int(code) if code.isdigit() else 0
+                raise OSError(number, f"could not make a {kind} namespace: {why or 'its maker ended without a word'}")
             return os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
         finally:
             os.close(ready_read)
@@ -507,7 +512,7 @@ class _Server:
         try:
             kept = self.kept.prepare(request)
         except OSError as error:
-            channel.sendall(f"E{error.errno or 0} sandbox\n".encode())
+            channel.sendall(f"E{error.errno or 0} sandbox: {error}".replace("\n", " ").encode()[:512] + b"\n")
             channel.close()
             return
         supervised = bool(request.get("supervise_unix") or request.get("proxy_net"))

@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 if __package__:
+    from .binds import bind_read_only
     from .devices import minimal_dev, own_proc, own_terminals
 else:  # run by path under `python -I -S`, outside the package (the fork server)
+    from binds import bind_read_only  # type: ignore[import-not-found,no-redef]
     from devices import minimal_dev, own_proc, own_terminals  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
@@ -39,7 +41,6 @@ __all__ = [
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "LandlockRules",
-    "bind_read_only",
     "drop_capabilities",
     "grant_own_terminals",
     "own_terminals",
@@ -405,31 +406,6 @@ def make_mounts_private() -> None:
     _mount(b"none", b"/", MS_REC | MS_PRIVATE)
 
 
-def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: str | None = None) -> None:
-    """Bind-mount each existing path of `paths` onto itself, read-only, and each existing directory of
-    `pinned` onto itself, writable (in a private mount namespace), the shallowest first, so a deeper
-    mount lands on the one above it. A mount point can be neither renamed nor removed (EBUSY): pinning
-    the directories above a read-only path keeps it where toolrt looks for it, and a pinned directory
-    beneath a read-only one (the tool-output directory in toolrt's data directory) stays writable.
-
-    `beneath`: a covered root (`covered_mounts`), whose real directory, under the overlay, is the working
-    directory: a path strictly beneath it is bound from the real tree, not from the overlay, so nothing
-    looked up below it (the whole of `.git`) pays the overlay's first lookup of each name."""
-    read_only = set(paths)
-    prefix = beneath.rstrip("/") + "/" if beneath else None
-    for path in sorted(read_only | set(pinned), key=lambda p: (p.rstrip("/").count("/"), p)):
-        source = path[len(prefix) :] if prefix and path.startswith(prefix) and path != prefix else path
-        try:
-            kept = os.statvfs(source).f_flag & _KEPT_FLAGS
-        except FileNotFoundError:
-            continue
-        if path not in read_only and not os.path.isdir(source):
-            continue
-        target = os.fsencode(path)
-        _mount(os.fsencode(source), target, MS_BIND | MS_REC)
-        _mount(None, target, MS_REMOUNT | MS_BIND | (MS_RDONLY if path in read_only else 0) | kept)
-
-
 def mask(
     files: Iterable[str], directories: Iterable[str], empty: str, sources: Mapping[str, str] | None = None
 ) -> None:
@@ -472,7 +448,7 @@ def _is(path: str, kind: Callable[[int], bool]) -> bool:
 def make_mounts(key: tuple[Any, ...], *, dev: bool = True, beneath: str | None = None) -> None:
     """In a fresh private mount namespace: the mounts a `launch_request.mount_key` describes (`dev`: its minimal /dev
     and own /proc too; False: they came with the namespace this one was copied from, and only its
-    terminals are made anew, see `own_terminals`; `beneath`: see `bind_read_only`)."""
+    terminals are made anew, see `own_terminals`; `beneath`: see `binds.bind_read_only`)."""
     if key[0] and dev:
         minimal_dev()
         own_proc()

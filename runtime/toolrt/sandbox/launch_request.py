@@ -59,7 +59,7 @@ def mount_key(
 ) -> tuple[Any, ...]:
     """What a kept mount namespace is made of: whether `/dev` is the minimal one (and `/proc` lists only
     the process's own tree), the identity of each protected path, of each masked path and of each pinned
-    directory (see `kernel.bind_read_only`), and each masked file's own source (a credential's placeholder),
+    directory (see `binds.bind_read_only`), and each masked file's own source (a credential's placeholder),
     so a file replaced on disk (or a new denied file, or a new placeholder) gets a fresh namespace."""
     if masks is None:
         return (dev, identity_key(read_only), (), (), "", identity_key(pinned), ())

@@ -74,7 +74,7 @@ def mount_namespace(
     read_only: Sequence[str], masks: Mapping[str, Any] | None = None, dev: bool = False, pinned: Sequence[str] = ()
 ) -> int:
     """An fd of a private mount namespace where `read_only` are read-only bind mounts, `pinned` are
-    writable ones (see `kernel.bind_read_only`), the paths of `masks` (`launch_request.request_masks`) are
+    writable ones (see `binds.bind_read_only`), the paths of `masks` (`launch_request.request_masks`) are
     hidden, and with `dev` `/dev` is the minimal one."""
     key = launch_request.mount_key(read_only, masks, dev, pinned)
     with _lock:

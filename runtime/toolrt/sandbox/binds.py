@@ -1,0 +1,157 @@
+"""Bind mounts that look each name up once: the read-only paths and pinned directories of a sandbox's
+mount namespace (`bind_read_only`).
+
+`mount(2)` names its target by path, and making a bind mount read-only takes a second call on that
+path: a name swapped between the two (a process left running that puts a symlink in the place of a
+listed socket, and back) sends the second call to another file, which is no mount point, and the setup
+fails. So each name is opened once, and the mount is made with the descriptor API (Linux 5.12):
+`open_tree` clones the tree at the descriptor, `mount_setattr` makes the clone read-only while it is
+still detached, `move_mount` attaches it onto that same descriptor. Where those calls are refused (a
+container's seccomp filter, an older kernel) the two path-based calls are made instead. A file renamed
+over between the open and the attach is no longer at its name; the name is opened again, a few times.
+
+Standard library only, like `kernel`: the fork server imports it under `python -I -S`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+from collections.abc import Iterable
+
+__all__ = ["bind_read_only"]
+
+_MS_RDONLY = 1
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_KEPT_FLAGS = os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME | os.ST_RELATIME
+
+_OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442  # the same numbers on every architecture (the generic table)
+_OPEN_TREE_CLONE = 1
+_AT_EMPTY_PATH = 0x1000
+_AT_RECURSIVE = 0x8000
+_MOVE_MOUNT_F_EMPTY_PATH = 0x04
+_MOVE_MOUNT_T_EMPTY_PATH = 0x40
+_MOUNT_ATTR_RDONLY = 0x1
+_EMPTY = b""
+_ATTEMPTS = 8  # a name renamed over again and again (a swapper racing the setup) fails it after this many
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
+_READ_ONLY = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+_WRITABLE = _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0)  # a clone beneath a read-only mount is read-only too
+_descriptor_api: list[bool] = []  # [whether open_tree works here], once known
+
+
+def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: str | None = None) -> None:
+    """Bind-mount each existing path of `paths` onto itself, read-only, and each existing directory of
+    `pinned` onto itself, writable (in a private mount namespace), the shallowest first, so a deeper
+    mount lands on the one above it. A mount point can be neither renamed nor removed (EBUSY): pinning
+    the directories above a read-only path keeps it where toolrt looks for it, and a pinned directory
+    beneath a read-only one (the tool-output directory in toolrt's data directory) stays writable.
+    A path that is a symlink when it is opened is followed, as `mount` follows it: the file it names is
+    the one made read-only.
+
+    `beneath`: a covered root (`kernel.covered_mounts`), whose real directory, under the overlay, is the
+    working directory: a path strictly beneath it is bound from the real tree, not from the overlay, so
+    nothing looked up below it (the whole of `.git`) pays the overlay's first lookup of each name."""
+    read_only = set(paths)
+    prefix = beneath.rstrip("/") + "/" if beneath else None
+    for path in sorted(read_only | set(pinned), key=lambda p: (p.rstrip("/").count("/"), p)):
+        source = path[len(prefix) :] if prefix and path.startswith(prefix) and path != prefix else path
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                _bind_existing(source, path, path in read_only)
+                break
+            except _NameMoved:
+                if attempt == _ATTEMPTS:
+                    raise
+
+
+class _NameMoved(OSError):
+    """The file opened at a name was renamed over before the mount was attached to it."""
+
+
+def _bind_existing(source: str, target: str, read_only: bool) -> None:
+    """Bind what `source` names now onto `target` (a directory only, unless `read_only`), if it exists."""
+    try:
+        source_fd = os.open(source, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        if read_only or stat.S_ISDIR(os.fstat(source_fd).st_mode):
+            _bind(source_fd, source, target, read_only)
+    finally:
+        os.close(source_fd)
+
+
+def _bind(source_fd: int, source: str, target: str, read_only: bool) -> None:
+    """Bind the file open at `source_fd` onto `target` (the same file unless bound from beneath a cover)."""
+    target_fd = source_fd if source == target else os.open(target, os.O_PATH | os.O_CLOEXEC)
+    try:
+        if not _descriptor_api or _descriptor_api[0]:
+            tree = _open_tree(source_fd)
+            if tree is not None:
+                _attach(tree, target_fd, target, read_only)
+                return
+        kept = os.fstatvfs(source_fd).f_flag & _KEPT_FLAGS
+        _mount(os.fsencode(source), os.fsencode(target), _MS_BIND | _MS_REC)
+        _mount(None, os.fsencode(target), _MS_REMOUNT | _MS_BIND | (_MS_RDONLY if read_only else 0) | kept)
+    finally:
+        if target_fd != source_fd:
+            os.close(target_fd)
+
+
+def _open_tree(fd: int) -> int | None:
+    """A detached clone of the mount tree at `fd`, or None where the descriptor API is refused."""
+    flags = _OPEN_TREE_CLONE | _AT_RECURSIVE | _AT_EMPTY_PATH | os.O_CLOEXEC
+    tree = int(_libc.syscall(_OPEN_TREE, ctypes.c_int(fd), _EMPTY, ctypes.c_uint(flags)))
+    if tree >= 0:
+        _descriptor_api[:] = [True]
+        return tree
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EPERM) and not _descriptor_api:
+        _descriptor_api[:] = [False]
+        return None
+    raise _fail("open_tree", code)
+
+
+def _attach(tree: int, target_fd: int, target: str, read_only: bool) -> None:
+    """Make the detached `tree` read-only or writable (its top mount, as a remount would), then attach it
+    onto `target_fd`."""
+    try:
+        attr = _READ_ONLY if read_only else _WRITABLE
+        size = ctypes.c_size_t(ctypes.sizeof(attr))
+        if _libc.syscall(_MOUNT_SETATTR, tree, _EMPTY, _AT_EMPTY_PATH, ctypes.byref(attr), size):
+            raise _fail(f"mount_setattr {target}", ctypes.get_errno())
+        flags = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
+        if _libc.syscall(_MOVE_MOUNT, tree, _EMPTY, ctypes.c_int(target_fd), _EMPTY, ctypes.c_uint(flags)):
+            code = ctypes.get_errno()
+            if code == errno.ENOENT:  # the file opened is no longer at its name: another took its place
+                raise _NameMoved(code, f"move_mount {target}: renamed over while it was being mounted")
+            raise _fail(f"move_mount {target}", code)
+    finally:
+        os.close(tree)
+
+
+def _mount(source: bytes | None, target: bytes, flags: int) -> None:
+    if _libc.mount(source, target, None, ctypes.c_ulong(flags), None) != 0:
+        raise _fail(f"mount {target.decode(errors='replace')}", ctypes.get_errno())
+
+
+def _fail(what: str, code: int) -> OSError:
+    return OSError(code, f"{what}: {os.strerror(code)}")
