@@ -235,6 +235,32 @@ def test_read_only_paths_and_the_writable_directory_beneath_them_under_either_mo
     assert (data / "journal").read_text() == "kept\n"
 
 
+@pytest.mark.parametrize("descriptors", [True, False], ids=["open_tree", "mount"])
+def test_a_writable_directory_swapped_for_a_link_is_not_bound_where_the_link_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, descriptors: bool
+) -> None:
+    """The tool-output directory beneath the read-only data directory is bound writable: put a link to
+    `.git` in its place (a process racing the setup could) and `.git` must stay read-only."""
+    if not SUPPORT.mount_namespace:
+        pytest.skip("no mount namespace here: protected paths cannot be made read-only")
+    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    policy = SandboxPolicy(protected=(tmp_path / ".git", data), essential=(data,))
+    plan = plan_sandbox(policy, replace(SUPPORT, launch="thread"), root=tmp_path, output_dir=data / "tool-output")
+    assert plan is not None and str(data / "tool-output") in plan.pinned
+    (data / "tool-output").symlink_to(tmp_path / ".git")
+    result = sh("echo x >> .git/config; echo x >> data/tool-output/config; echo done", plan, tmp_path)
+    assert result.output.splitlines() == [
+        "bash: line 1: .git/config: Read-only file system",
+        "bash: line 1: data/tool-output/config: Read-only file system",
+        "done",
+    ], result.output
+    assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
+
+
 def test_a_sandbox_that_cannot_be_applied_runs_nothing(tmp_path: Path) -> None:
     plan = replace(plan_for(tmp_path), rules=(("/", 1 << 40),))  # a right no kernel knows
     marker = tmp_path / "ran"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import stat
 from collections.abc import Iterable
 
 __all__ = ["bind_read_only"]
@@ -87,33 +86,40 @@ class _NameMoved(OSError):
 
 
 def _bind_existing(source: str, target: str, read_only: bool) -> None:
-    """Bind what `source` names now onto `target` (a directory only, unless `read_only`), if it exists."""
+    """Bind what `source` names now onto `target`, if it exists. A read-only path is followed when it is
+    a symlink (what it names is made read-only); a pinned one is bound only when it is a directory at
+    its own name: a writable mount never lands where a link put in its place points."""
+    flags = os.O_PATH | os.O_CLOEXEC | (0 if read_only else os.O_NOFOLLOW | os.O_DIRECTORY)
     try:
-        source_fd = os.open(source, os.O_PATH | os.O_CLOEXEC)
-    except FileNotFoundError:
+        source_fd = os.open(source, flags)
+    except (FileNotFoundError, NotADirectoryError):
         return
     try:
-        if read_only or stat.S_ISDIR(os.fstat(source_fd).st_mode):
-            _bind(source_fd, source, target, read_only)
+        target_fd = source_fd if source == target else os.open(target, flags)
+        try:
+            _bind(source_fd, target_fd, target, read_only)
+        finally:
+            if target_fd != source_fd:
+                os.close(target_fd)
     finally:
         os.close(source_fd)
 
 
-def _bind(source_fd: int, source: str, target: str, read_only: bool) -> None:
-    """Bind the file open at `source_fd` onto `target` (the same file unless bound from beneath a cover)."""
-    target_fd = source_fd if source == target else os.open(target, os.O_PATH | os.O_CLOEXEC)
-    try:
-        if not _descriptor_api or _descriptor_api[0]:
-            tree = _open_tree(source_fd)
-            if tree is not None:
-                _attach(tree, target_fd, target, read_only)
-                return
-        kept = os.fstatvfs(source_fd).f_flag & _KEPT_FLAGS
-        _mount(os.fsencode(source), os.fsencode(target), _MS_BIND | _MS_REC)
-        _mount(None, os.fsencode(target), _MS_REMOUNT | _MS_BIND | (_MS_RDONLY if read_only else 0) | kept)
-    finally:
-        if target_fd != source_fd:
-            os.close(target_fd)
+def _bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
+    """Bind the file open at `source_fd` onto the one open at `target_fd`, read-only or writable."""
+    if not _descriptor_api or _descriptor_api[0]:
+        tree = _open_tree(source_fd)
+        if tree is not None:
+            _attach(tree, target_fd, target, read_only)
+            return
+    # The path-based calls: the bind goes through the descriptors; the remount needs the name, which
+    # must still lead to what was bound (a remount elsewhere could make another mount writable).
+    kept = os.fstatvfs(source_fd).f_flag & _KEPT_FLAGS
+    _mount(f"/proc/self/fd/{source_fd}".encode(), f"/proc/self/fd/{target_fd}".encode(), _MS_BIND | _MS_REC)
+    bound, now = os.fstat(source_fd), os.stat(target, follow_symlinks=read_only)
+    if (now.st_dev, now.st_ino) != (bound.st_dev, bound.st_ino):
+        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed over while it was being mounted")
+    _mount(None, os.fsencode(target), _MS_REMOUNT | _MS_BIND | (_MS_RDONLY if read_only else 0) | kept)
 
 
 def _open_tree(fd: int) -> int | None:
