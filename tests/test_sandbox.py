@@ -261,10 +261,12 @@ def test_a_writable_directory_swapped_for_a_link_is_not_bound_where_the_link_poi
     assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
 
 
-def test_a_sandbox_that_cannot_be_applied_runs_nothing(tmp_path: Path) -> None:
-    plan = replace(plan_for(tmp_path), rules=(("/", 1 << 40),))  # a right no kernel knows
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_sandbox_that_cannot_be_applied_runs_nothing(tmp_path: Path, launch: str) -> None:
+    """Under either launcher the message says which step failed and how (the fork server's too)."""
+    plan = replace(plan_for(tmp_path, launch), rules=(("/", 1 << 40),))  # a right no kernel knows
     marker = tmp_path / "ran"
-    with pytest.raises(Exception, match="Could not start 'bash'.*sandbox.*Nothing was run"):
+    with pytest.raises(Exception, match="Could not start 'bash'.*sandbox.*landlock_add_rule /.*Nothing was run"):
         sh(f"touch {marker}", plan, tmp_path)
     assert not marker.exists()
 

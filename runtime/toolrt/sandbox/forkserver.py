@@ -324,8 +324,9 @@ def _child(
             _become_init(report)
         step = "exec"
         _exec(request, report)
-    except OSError as error:
-        os.write(report, f"{error.errno or 0} {step}".encode())
+    except OSError as error:  # the program's or the directory's error as its number; the sandbox's in words
+        said = step if step in ("exec", "chdir") else f"{step}: {error}".replace("\n", " ")
+        os.write(report, f"{error.errno or 0} {said}".encode()[:512])
     except BaseException as error:  # a bug must still reach the caller, and never run unsandboxed
         os.write(report, f"0 {step}: {type(error).__name__}: {error}".encode()[:512])
     finally:
