@@ -109,8 +109,7 @@ def _bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
     """Bind the file open at `source_fd` onto the one open at `target_fd`, read-only or writable."""
     if not _descriptor_api or _descriptor_api[0]:
         tree = _open_tree(source_fd)
-        if tree is not None:
-            _attach(tree, target_fd, target, read_only)
+        if tree is not None and _attach(tree, target_fd, target, read_only):
             return
     # The path-based calls: the bind goes through the descriptors; the remount needs the name, which
     # must still lead to what was bound (a remount elsewhere could make another mount writable).
@@ -127,7 +126,6 @@ def _open_tree(fd: int) -> int | None:
     flags = _OPEN_TREE_CLONE | _AT_RECURSIVE | _AT_EMPTY_PATH | os.O_CLOEXEC
     tree = int(_libc.syscall(_OPEN_TREE, ctypes.c_int(fd), _EMPTY, ctypes.c_uint(flags)))
     if tree >= 0:
-        _descriptor_api[:] = [True]
         return tree
     code = ctypes.get_errno()
     if code in (errno.ENOSYS, errno.EPERM) and not _descriptor_api:
@@ -136,20 +134,26 @@ def _open_tree(fd: int) -> int | None:
     raise _fail("open_tree", code)
 
 
-def _attach(tree: int, target_fd: int, target: str, read_only: bool) -> None:
+def _attach(tree: int, target_fd: int, target: str, read_only: bool) -> bool:
     """Make the detached `tree` read-only or writable (its top mount, as a remount would), then attach it
-    onto `target_fd`."""
+    onto `target_fd`. False: `mount_setattr` is refused here (open_tree without it: the path-based calls)."""
     try:
         attr = _READ_ONLY if read_only else _WRITABLE
         size = ctypes.c_size_t(ctypes.sizeof(attr))
         if _libc.syscall(_MOUNT_SETATTR, tree, _EMPTY, _AT_EMPTY_PATH, ctypes.byref(attr), size):
-            raise _fail(f"mount_setattr {target}", ctypes.get_errno())
+            code = ctypes.get_errno()
+            if code in (errno.ENOSYS, errno.EPERM) and not _descriptor_api:
+                _descriptor_api[:] = [False]
+                return False
+            raise _fail(f"mount_setattr {target}", code)
         flags = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
         if _libc.syscall(_MOVE_MOUNT, tree, _EMPTY, ctypes.c_int(target_fd), _EMPTY, ctypes.c_uint(flags)):
             code = ctypes.get_errno()
             if code == errno.ENOENT:  # the file opened is no longer at its name: another took its place
                 raise _NameMoved(code, f"move_mount {target}: renamed over while it was being mounted")
             raise _fail(f"move_mount {target}", code)
+        _descriptor_api[:] = [True]
+        return True
     finally:
         os.close(tree)
 
