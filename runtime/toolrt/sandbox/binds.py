@@ -9,6 +9,8 @@ fails. So each name is opened once, and the mount is made with the descriptor AP
 still detached, `move_mount` attaches it onto that same descriptor. Where those calls are refused (a
 container's seccomp filter, an older kernel) the two path-based calls are made instead. A file renamed
 over between the open and the attach is no longer at its name; the name is opened again, a few times.
+A directory to bind writable is opened without following a symlink: a link put in its place (to `.git`)
+is not bound, where `mount` would have made what it points to writable.
 
 Standard library only, like `kernel`: the fork server imports it under `python -I -S`.
 """
@@ -53,7 +55,7 @@ _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
 _READ_ONLY = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
 _WRITABLE = _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0)  # a clone beneath a read-only mount is read-only too
-_descriptor_api: list[bool] = []  # [whether open_tree works here], once known
+_descriptor_api: list[bool] = []  # [whether the descriptor calls work here], once known
 
 
 def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: str | None = None) -> None:
@@ -62,8 +64,9 @@ def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: st
     mount lands on the one above it. A mount point can be neither renamed nor removed (EBUSY): pinning
     the directories above a read-only path keeps it where toolrt looks for it, and a pinned directory
     beneath a read-only one (the tool-output directory in toolrt's data directory) stays writable.
-    A path that is a symlink when it is opened is followed, as `mount` follows it: the file it names is
-    the one made read-only.
+    A read-only path that is a symlink when it is opened is followed, as `mount` follows it: the file it
+    names is the one made read-only. A pinned one that is a symlink is not bound: a writable mount never
+    lands where a link points.
 
     `beneath`: a covered root (`kernel.covered_mounts`), whose real directory, under the overlay, is the
     working directory: a path strictly beneath it is bound from the real tree, not from the overlay, so
