@@ -1,0 +1,135 @@
+"""The sandbox's bind mounts (`toolrt.sandbox.binds`) attacked with real renames, real processes and the
+real kernel: a name moved while it is being mounted, descriptors left open by many setups, and the
+path-based fallback (`binds._descriptor_api = [False]`, as where a container's filter refuses
+`open_tree`). The rename happens at a chosen point of the setup (between the open and the attach) so
+the race is decided every run, never by luck."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox import binds
+from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
+from toolrt.sandbox.policy import SandboxPolicy
+from toolrt.sandbox.support import detect_support
+
+SUPPORT = detect_support()
+pytestmark = pytest.mark.skipif(
+    not (SUPPORT.landlock_abi and SUPPORT.mount_namespace), reason=f"no mount namespace here: {SUPPORT.describe()}"
+)
+ENV = build_env()
+
+
+def _plan(root: Path, launch: str = "thread") -> SandboxPlan:
+    policy = SandboxPolicy(protected=(root / "toolrt.yaml", root / ".git"))
+    plan = plan_sandbox(policy, replace(SUPPORT, launch=launch), root=root, output_dir=root / "tool-output")  # type: ignore[arg-type]
+    assert plan is not None
+    return plan
+
+
+def _sh(command: str, plan: SandboxPlan, cwd: Path) -> ProcessOutcome:
+    async def main() -> ProcessOutcome:
+        return await run_process(["bash", "-c", command], cwd=cwd, env=ENV, timeout=20, sandbox=plan)
+
+    return anyio.run(main)
+
+
+@contextmanager
+def _renaming_aside(
+    monkeypatch: pytest.MonkeyPatch, name: Path, replace_with: Callable[[Path], object]
+) -> Iterator[list[str]]:
+    """Between the open of `name` and the attach of its mount, rename it to `name.aside` and put
+    another in its place (`replace_with`): a real rename, once, made by a thread started here, in the
+    host's mount namespace (an editor keeping a backup, a process the name's directory is writable to;
+    a thread the setup thread started would share the namespace being made). Yields the names renamed."""
+    real: Callable[[int, int, str, bool], None] = binds._bind
+    asked, renamed = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def rename_when_asked() -> None:
+        if asked.wait(timeout=30) and not done:
+            os.rename(name, f"{name}.aside")
+            replace_with(name)
+            done.append(str(name))
+        renamed.set()
+
+    def bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
+        if target == str(name) and not asked.is_set():
+            asked.set()
+            assert renamed.wait(timeout=30), "the host thread never renamed"
+        real(source_fd, target_fd, target, read_only)
+
+    host = threading.Thread(target=rename_when_asked)
+    host.start()
+    monkeypatch.setattr(binds, "_bind", bind)
+    try:
+        yield done
+    finally:
+        done.append("stop")  # the host thread, if never asked, ends without renaming
+        asked.set()
+        host.join(timeout=30)
+
+
+@pytest.mark.parametrize("covered", [False, True], ids=["kept", "covered"])
+@pytest.mark.parametrize("descriptors", [True, False], ids=["open_tree", "mount"])
+def test_a_read_only_name_renamed_aside_while_it_is_mounted_stays_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, descriptors: bool, covered: bool
+) -> None:
+    """The mount is attached to the file opened, wherever it now is: the name must still be read-only
+    (the file put in its place), not the file moved aside only."""
+    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    if not covered:  # every protected name exists: a kept namespace; else a covered one, per process
+        (tmp_path / ".git").mkdir()
+    plan = _plan(tmp_path)
+    with _renaming_aside(monkeypatch, tmp_path / "toolrt.yaml", lambda name: name.write_text("swapped in\n")) as done:
+        script = "echo x >> toolrt.yaml; mv toolrt.yaml elsewhere; echo y >> toolrt.yaml.aside; echo done"
+        result = _sh(script, plan, tmp_path)
+    assert done[0] == str(tmp_path / "toolrt.yaml"), "the setup never mounted toolrt.yaml"
+    assert result.output.splitlines() == [
+        "bash: line 1: toolrt.yaml: Read-only file system",
+        "mv: cannot move 'toolrt.yaml' to 'elsewhere': Device or resource busy",
+        "done",
+    ], result.output
+    assert (tmp_path / "toolrt.yaml").read_text() == "swapped in\n"
+    assert not (tmp_path / "elsewhere").exists()
+    # No mount is left on the file moved aside: an ordinary file of the project now, as outside.
+    assert (tmp_path / "toolrt.yaml.aside").read_text() == "builtin_tools: true\ny\n"
+
+
+@pytest.mark.parametrize("descriptors", [True, False], ids=["open_tree", "mount"])
+def test_a_pinned_directory_renamed_aside_while_it_is_mounted_is_pinned_at_its_name_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, descriptors: bool
+) -> None:
+    """The tool-output directory is bound writable beneath the read-only data directory: renamed aside
+    mid-setup, the directory put in its place is the writable one, and the one moved aside is read-only
+    with the rest of the data directory (no writable mount left on it)."""
+    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    data = tmp_path / "data"
+    (data / "tool-output").mkdir(parents=True)
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    (tmp_path / ".git").mkdir()
+    policy = SandboxPolicy(protected=(tmp_path / "toolrt.yaml", tmp_path / ".git", data), essential=(data,))
+    plan = plan_sandbox(policy, replace(SUPPORT, launch="thread"), root=tmp_path, output_dir=data / "tool-output")
+    assert plan is not None and str(data / "tool-output") in plan.pinned
+    output = data / "tool-output"
+    with _renaming_aside(monkeypatch, output, Path.mkdir) as done:
+        result = _sh(
+            "echo a > data/tool-output/mine.txt; echo b > data/tool-output.aside/mine.txt; echo done", plan, tmp_path
+        )
+    assert done[0] == str(output), "the setup never mounted the tool-output directory"
+    assert result.output.splitlines() == [
+        "bash: line 1: data/tool-output.aside/mine.txt: Read-only file system",
+        "done",
+    ], result.output
+    assert (output / "mine.txt").read_text() == "a\n"
+    assert not (data / "tool-output.aside" / "mine.txt").exists()
