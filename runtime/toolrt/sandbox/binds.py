@@ -28,6 +28,7 @@ _MS_RDONLY = 1
 _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
+_MNT_DETACH = 2
 _KEPT_FLAGS = os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME | os.ST_RELATIME
 
 _OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442  # the same numbers on every architecture (the generic table)
@@ -53,6 +54,7 @@ class _MountAttr(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
+_libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
 _READ_ONLY = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
 _WRITABLE = _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0)  # a clone beneath a read-only mount is read-only too
 _descriptor_api: list[bool] = []  # [whether the descriptor calls work here], once known
@@ -112,16 +114,27 @@ def _bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
     """Bind the file open at `source_fd` onto the one open at `target_fd`, read-only or writable."""
     if not _descriptor_api or _descriptor_api[0]:
         tree = _open_tree(source_fd)
-        if tree is not None and _attach(tree, target_fd, target, read_only):
+        if tree is not None and _attach(tree, source_fd, target_fd, target, read_only):
             return
     # The path-based calls: the bind goes through the descriptors; the remount needs the name, which
     # must still lead to what was bound (a remount elsewhere could make another mount writable).
     kept = os.fstatvfs(source_fd).f_flag & _KEPT_FLAGS
     _mount(f"/proc/self/fd/{source_fd}".encode(), f"/proc/self/fd/{target_fd}".encode(), _MS_BIND | _MS_REC)
-    bound, now = os.fstat(source_fd), os.stat(target, follow_symlinks=read_only)
-    if (now.st_dev, now.st_ino) != (bound.st_dev, bound.st_ino):
-        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed over while it was being mounted")
+    _still_named(source_fd, target, read_only)
     _mount(None, os.fsencode(target), _MS_REMOUNT | _MS_BIND | (_MS_RDONLY if read_only else 0) | kept)
+
+
+def _still_named(source_fd: int, target: str, read_only: bool) -> None:
+    """Raise _NameMoved unless `target` now leads to the root of the mount just made from `source_fd`: a
+    mount is attached to the file that was opened, wherever it is, so a file renamed aside (another put
+    in its place) took the mount with it and left its name unprotected."""
+    bound = os.fstat(source_fd)
+    try:
+        now = os.stat(target, follow_symlinks=read_only)
+    except FileNotFoundError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (bound.st_dev, bound.st_ino):
+        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted")
 
 
 def _open_tree(fd: int) -> int | None:
@@ -137,9 +150,10 @@ def _open_tree(fd: int) -> int | None:
     raise _fail("open_tree", code)
 
 
-def _attach(tree: int, target_fd: int, target: str, read_only: bool) -> bool:
-    """Make the detached `tree` read-only or writable (its top mount, as a remount would), then attach it
-    onto `target_fd`. False: `mount_setattr` is refused here (open_tree without it: the path-based calls)."""
+def _attach(tree: int, source_fd: int, target_fd: int, target: str, read_only: bool) -> bool:
+    """Make the detached `tree` (cloned from `source_fd`) read-only or writable (its top mount, as a
+    remount would), then attach it onto `target_fd`, and detach it again unless `target` still leads to
+    it. False: `mount_setattr` is refused here (open_tree without it: the path-based calls)."""
     try:
         attr = _READ_ONLY if read_only else _WRITABLE
         size = ctypes.c_size_t(ctypes.sizeof(attr))
@@ -156,9 +170,20 @@ def _attach(tree: int, target_fd: int, target: str, read_only: bool) -> bool:
                 raise _NameMoved(code, f"move_mount {target}: renamed over while it was being mounted")
             raise _fail(f"move_mount {target}", code)
         _descriptor_api[:] = [True]
+        try:
+            _still_named(source_fd, target, read_only)
+        except _NameMoved:  # the mount went with the file renamed aside: taken off there (a pinned one is writable)
+            _mount_detach(tree, target)
+            raise
         return True
     finally:
         os.close(tree)
+
+
+def _mount_detach(tree: int, target: str) -> None:
+    """Unmount the mount attached from the descriptor `tree` (it names that mount's root, wherever it is)."""
+    if _libc.umount2(f"/proc/self/fd/{tree}".encode(), ctypes.c_int(_MNT_DETACH)) != 0:
+        raise _fail(f"umount {target} (renamed while it was being mounted)", ctypes.get_errno())
 
 
 def _mount(source: bytes | None, target: bytes, flags: int) -> None:
