@@ -133,3 +133,27 @@ def test_a_pinned_directory_renamed_aside_while_it_is_mounted_is_pinned_at_its_n
     ], result.output
     assert (output / "mine.txt").read_text() == "a\n"
     assert not (data / "tool-output.aside" / "mine.txt").exists()
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_a_read_only_file_given_a_new_name_entry_for_the_same_inode_is_read_only_in_the_next_call(
+    tmp_path: Path, launch: str
+) -> None:
+    """Unlinking a file detaches the mounts on it in every other namespace, a kept one's too; a file put
+    at its name with the same device and inode (a hard link renamed into place, or an inode number the
+    file system hands out again, as ext4 does after `git checkout` rewrites a file) must not be taken
+    for the file that kept namespace protects."""
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    (tmp_path / ".git").mkdir()  # every protected name exists: the namespace is kept between calls
+    plan = _plan(tmp_path, launch)
+    first = _sh("echo x >> toolrt.yaml; echo done", plan, tmp_path)
+    assert first.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", first.output
+    before = os.stat(tmp_path / "toolrt.yaml")
+    os.link(tmp_path / "toolrt.yaml", tmp_path / "relinked")
+    os.unlink(tmp_path / "toolrt.yaml")
+    os.rename(tmp_path / "relinked", tmp_path / "toolrt.yaml")
+    after = os.stat(tmp_path / "toolrt.yaml")
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    second = _sh("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
+    assert second.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", second.output
+    assert (tmp_path / "toolrt.yaml").read_text() == "builtin_tools: true\n"
