@@ -34,6 +34,7 @@ __all__ = [
     "build_ruleset",
     "RuleTemplate",
     "identity_key",
+    "mounted_identity_key",
     "restrict_with",
     "setns",
     "CLONE_NEWNET",
@@ -207,6 +208,24 @@ def identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
         except FileNotFoundError:
             continue
         key.append((path, info.st_dev, info.st_ino))
+    return tuple(key)
+
+
+def mounted_identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int, int], ...]:
+    """(path, device, inode, change time) of each existing path a kept mount namespace mounts on: the
+    change time of a file that is no directory, 0 of a directory. Unlinking a file detaches the mounts
+    on it in every other namespace, and the file put at its name can have the same device and inode (a
+    hard link renamed into place; an inode number handed out again, as ext4 does after `git checkout`
+    rewrites a file): its link count changed, or it is a new inode, so its change time differs and the
+    namespace whose mount went with the old name entry is not used for it. (A directory's change time
+    moves with every entry made in it: for one, the key stays its device and inode.)"""
+    key = []
+    for path in paths:
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        key.append((path, info.st_dev, info.st_ino, 0 if stat.S_ISDIR(info.st_mode) else info.st_ctime_ns))
     return tuple(key)
 
 
@@ -454,9 +473,9 @@ def make_mounts(key: tuple[Any, ...], *, dev: bool = True, beneath: str | None =
         own_proc()
     elif key[0]:
         own_terminals()
-    bind_read_only([path for path, _, _ in key[1]], [path for path, _, _ in key[5]], beneath)
+    bind_read_only([entry[0] for entry in key[1]], [entry[0] for entry in key[5]], beneath)
     if key[4]:
-        mask([path for path, _, _ in key[2]], [path for path, _, _ in key[3]], key[4], dict(key[6]))
+        mask([entry[0] for entry in key[2]], [entry[0] for entry in key[3]], key[4], dict(key[6]))
 
 
 def cover_base(dev: bool, cover: Mapping[str, Any]) -> None:

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 if __package__:
-    from .kernel import LandlockRules, identity_key
+    from .kernel import LandlockRules, identity_key, mounted_identity_key
 else:  # run by path under `python -I -S`, outside the package (the fork server)
-    from kernel import LandlockRules, identity_key  # type: ignore[import-not-found,no-redef]
+    from kernel import LandlockRules, identity_key, mounted_identity_key  # type: ignore[import-not-found,no-redef]
 
 __all__ = ["base_usable", "cover_base_key", "landlock_rules", "mount_key", "request_masks", "wants_mounts"]
 
@@ -60,13 +60,14 @@ def mount_key(
     """What a kept mount namespace is made of: whether `/dev` is the minimal one (and `/proc` lists only
     the process's own tree), the identity of each protected path, of each masked path and of each pinned
     directory (see `binds.bind_read_only`), and each masked file's own source (a credential's placeholder),
-    so a file replaced on disk (or a new denied file, or a new placeholder) gets a fresh namespace."""
+    so a file replaced on disk (or a new denied file, or a new placeholder) gets a fresh namespace (a file
+    given a new name entry for its inode too: `kernel.mounted_identity_key`)."""
     if masks is None:
-        return (dev, identity_key(read_only), (), (), "", identity_key(pinned), ())
+        return (dev, mounted_identity_key(read_only), (), (), "", identity_key(pinned), ())
     return (
         dev,
-        identity_key(read_only),
-        identity_key(masks["files"]),
+        mounted_identity_key(read_only),
+        mounted_identity_key(masks["files"]),
         identity_key(masks["directories"]),
         masks["empty"],
         identity_key(pinned),
