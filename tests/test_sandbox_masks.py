@@ -129,6 +129,28 @@ def test_a_denied_file_made_after_an_earlier_call_is_masked_too(
 
 
 @needs_mounts
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_a_denied_file_given_a_new_name_entry_for_its_inode_stays_masked(
+    tmp_path: Path, project_writer: Callable[..., Path], launch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unlink of the old name entry detached the kept namespace's mask; the same device and inode
+    at the name (a hard link renamed into place: an inode number handed out again looks the same) must
+    get a fresh namespace with the mask, not that one."""
+    if launch == "forkserver":
+        monkeypatch.setattr("toolrt.sandbox.config.detect_support", lambda: replace(SUPPORT, launch="forkserver"))
+    root = _project(project_writer, tmp_path / "project")
+    rt = Runtime.load(root)
+    assert SECRET not in _bash(rt, "python3 r.py")["output"]
+    inode = (root / ".env").stat().st_ino
+    (root / "relinked").hardlink_to(root / ".env")
+    (root / ".env").unlink()
+    (root / "relinked").rename(root / ".env")
+    assert (root / ".env").stat().st_ino == inode
+    result = _bash(rt, "python3 r.py; echo done")
+    assert SECRET not in result["output"] and "done" in result["output"], result["output"]
+
+
+@needs_mounts
 def test_an_ask_rule_is_not_masked(tmp_path: Path, project_writer: Callable[..., Path]) -> None:
     root = project_writer(
         tmp_path / "project",
