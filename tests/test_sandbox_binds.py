@@ -157,3 +157,55 @@ def test_a_read_only_file_given_a_new_name_entry_for_the_same_inode_is_read_only
     second = _sh("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
     assert second.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", second.output
     assert (tmp_path / "toolrt.yaml").read_text() == "builtin_tools: true\n"
+
+
+def test_a_pinned_directory_swapped_for_a_link_after_its_check_does_not_remount_what_the_link_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path-based calls bind, check the name still leads to what was bound, and remount: the tool-output
+    directory swapped for a link to `.git` between the check and the remount (from the host's namespace)
+    must not make `.git`'s read-only mount writable."""
+    monkeypatch.setattr(binds, "_descriptor_api", [False])
+    data = tmp_path / "data"
+    output = data / "tool-output"
+    output.mkdir(parents=True)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    policy = SandboxPolicy(protected=(tmp_path / "toolrt.yaml", tmp_path / ".git", data), essential=(data,))
+    plan = plan_sandbox(policy, replace(SUPPORT, launch="thread"), root=tmp_path, output_dir=output)
+    assert plan is not None and str(output) in plan.pinned
+    real_bind: Callable[[int, int, str, bool], None] = binds._bind
+    real_mount: Callable[[bytes | None, bytes, int], None] = binds._mount
+    binding: list[str] = []
+    asked, swapped = threading.Event(), threading.Event()
+
+    def swap_when_asked() -> None:
+        if asked.wait(timeout=30) and not swapped.is_set():
+            os.rename(output, data / "aside")
+            output.symlink_to(tmp_path / ".git")
+        swapped.set()
+
+    def bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
+        binding[:] = [target]
+        real_bind(source_fd, target_fd, target, read_only)
+
+    def mount(source: bytes | None, target: bytes, flags: int) -> None:
+        if flags & 32 and binding == [str(output)] and not asked.is_set():  # MS_REMOUNT: the check is behind
+            asked.set()
+            assert swapped.wait(timeout=30), "the host thread never swapped"
+        real_mount(source, target, flags)
+
+    host = threading.Thread(target=swap_when_asked)
+    host.start()
+    monkeypatch.setattr(binds, "_bind", bind)
+    monkeypatch.setattr(binds, "_mount", mount)
+    try:
+        result = _sh("echo x >> .git/config; echo done", plan, tmp_path)
+    finally:
+        swapped.set()
+        asked.set()
+        host.join(timeout=30)
+    assert asked.is_set(), "the setup never remounted the tool-output directory"
+    assert result.output.splitlines() == ["bash: line 1: .git/config: Read-only file system", "done"], result.output
+    assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
