@@ -94,7 +94,7 @@ def _bind_existing(source: str, target: str, read_only: bool) -> None:
     """Bind what `source` names now onto `target`, if it exists. A read-only path is followed when it is
     a symlink (what it names is made read-only); a pinned one is bound only when it is a directory at
     its own name: a writable mount never lands where a link put in its place points."""
-    flags = os.O_PATH | os.O_CLOEXEC | (0 if read_only else os.O_NOFOLLOW | os.O_DIRECTORY)
+    flags = _open_flags(read_only)
     try:
         source_fd = os.open(source, flags)
     except (FileNotFoundError, NotADirectoryError):
@@ -116,25 +116,45 @@ def _bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
         tree = _open_tree(source_fd)
         if tree is not None and _attach(tree, source_fd, target_fd, target, read_only):
             return
-    # The path-based calls: the bind goes through the descriptors; the remount needs the name, which
-    # must still lead to what was bound (a remount elsewhere could make another mount writable).
+    # The path-based calls: the bind goes through the descriptors; the remount goes through one opened
+    # at the name after the bind, which must lead to what was bound (a remount elsewhere could make
+    # another mount writable), and is the mount remounted: a name swapped again after the check (a link
+    # to `.git`) is not looked up a second time.
     kept = os.fstatvfs(source_fd).f_flag & _KEPT_FLAGS
     _mount(f"/proc/self/fd/{source_fd}".encode(), f"/proc/self/fd/{target_fd}".encode(), _MS_BIND | _MS_REC)
-    _still_named(source_fd, target, read_only)
-    _mount(None, os.fsencode(target), _MS_REMOUNT | _MS_BIND | (_MS_RDONLY if read_only else 0) | kept)
+    try:
+        bound_fd = os.open(target, _open_flags(read_only))
+    except (FileNotFoundError, NotADirectoryError):
+        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted") from None
+    try:
+        _same_file(source_fd, os.fstat(bound_fd), target)
+        _mount(
+            None, f"/proc/self/fd/{bound_fd}".encode(), _MS_REMOUNT | _MS_BIND | (_MS_RDONLY if read_only else 0) | kept
+        )
+    finally:
+        os.close(bound_fd)
+
+
+def _open_flags(read_only: bool) -> int:
+    """A read-only path is followed when it is a link; a pinned one must be a directory at its own name."""
+    return os.O_PATH | os.O_CLOEXEC | (0 if read_only else os.O_NOFOLLOW | os.O_DIRECTORY)
+
+
+def _same_file(source_fd: int, now: os.stat_result, target: str) -> None:
+    bound = os.fstat(source_fd)
+    if (now.st_dev, now.st_ino) != (bound.st_dev, bound.st_ino):
+        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted")
 
 
 def _still_named(source_fd: int, target: str, read_only: bool) -> None:
     """Raise _NameMoved unless `target` now leads to the root of the mount just made from `source_fd`: a
     mount is attached to the file that was opened, wherever it is, so a file renamed aside (another put
     in its place) took the mount with it and left its name unprotected."""
-    bound = os.fstat(source_fd)
     try:
         now = os.stat(target, follow_symlinks=read_only)
     except FileNotFoundError:
-        now = None
-    if now is None or (now.st_dev, now.st_ino) != (bound.st_dev, bound.st_ino):
-        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted")
+        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted") from None
+    _same_file(source_fd, now, target)
 
 
 def _open_tree(fd: int) -> int | None:
