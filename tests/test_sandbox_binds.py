@@ -7,6 +7,7 @@ the race is decided every run, never by luck."""
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from toolrt.errors import ToolFailure
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox import binds
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
@@ -45,27 +47,33 @@ def _sh(command: str, plan: SandboxPlan, cwd: Path) -> ProcessOutcome:
 
 @contextmanager
 def _renaming_aside(
-    monkeypatch: pytest.MonkeyPatch, name: Path, replace_with: Callable[[Path], object]
+    monkeypatch: pytest.MonkeyPatch, name: Path, replace_with: Callable[[Path], object], times: int = 1
 ) -> Iterator[list[str]]:
-    """Between the open of `name` and the attach of its mount, rename it to `name.aside` and put
-    another in its place (`replace_with`): a real rename, once, made by a thread started here, in the
-    host's mount namespace (an editor keeping a backup, a process the name's directory is writable to;
-    a thread the setup thread started would share the namespace being made). Yields the names renamed."""
+    """Between the open of `name` and the attach of its mount, rename it aside (`name.aside`, then
+    `name.aside2` ...) and put another in its place (`replace_with`): real renames, the first `times`
+    times it is mounted, made by a thread started here, in the host's mount namespace (an editor keeping
+    a backup, a process the name's directory is writable to; a thread the setup thread started would
+    share the namespace being made). Yields the names it was renamed to."""
     real: Callable[[int, int, str, bool], None] = binds._bind
-    asked, renamed = threading.Event(), threading.Event()
+    asks: queue.Queue[bool] = queue.Queue()
+    answers: queue.Queue[BaseException | None] = queue.Queue()
     done: list[str] = []
 
     def rename_when_asked() -> None:
-        if asked.wait(timeout=30) and not done:
-            os.rename(name, f"{name}.aside")
-            replace_with(name)
-            done.append(str(name))
-        renamed.set()
+        while asks.get(timeout=30):
+            try:
+                aside = f"{name}.aside{len(done) + 1 if done else ''}"
+                os.rename(name, aside)
+                replace_with(name)
+                done.append(aside)
+                answers.put(None)
+            except BaseException as error:
+                answers.put(error)
 
     def bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
-        if target == str(name) and not asked.is_set():
-            asked.set()
-            assert renamed.wait(timeout=30), "the host thread never renamed"
+        if target == str(name) and len(done) < times:
+            asks.put(True)
+            assert answers.get(timeout=30) is None, "the host thread could not rename"
         real(source_fd, target_fd, target, read_only)
 
     host = threading.Thread(target=rename_when_asked)
@@ -74,8 +82,7 @@ def _renaming_aside(
     try:
         yield done
     finally:
-        done.append("stop")  # the host thread, if never asked, ends without renaming
-        asked.set()
+        asks.put(False)
         host.join(timeout=30)
 
 
@@ -94,7 +101,7 @@ def test_a_read_only_name_renamed_aside_while_it_is_mounted_stays_read_only(
     with _renaming_aside(monkeypatch, tmp_path / "toolrt.yaml", lambda name: name.write_text("swapped in\n")) as done:
         script = "echo x >> toolrt.yaml; mv toolrt.yaml elsewhere; echo y >> toolrt.yaml.aside; echo done"
         result = _sh(script, plan, tmp_path)
-    assert done[0] == str(tmp_path / "toolrt.yaml"), "the setup never mounted toolrt.yaml"
+    assert done == [f"{tmp_path}/toolrt.yaml.aside"], "the setup never mounted toolrt.yaml"
     assert result.output.splitlines() == [
         "bash: line 1: toolrt.yaml: Read-only file system",
         "mv: cannot move 'toolrt.yaml' to 'elsewhere': Device or resource busy",
@@ -126,13 +133,34 @@ def test_a_pinned_directory_renamed_aside_while_it_is_mounted_is_pinned_at_its_n
         result = _sh(
             "echo a > data/tool-output/mine.txt; echo b > data/tool-output.aside/mine.txt; echo done", plan, tmp_path
         )
-    assert done[0] == str(output), "the setup never mounted the tool-output directory"
+    assert done == [f"{output}.aside"], "the setup never mounted the tool-output directory"
     assert result.output.splitlines() == [
         "bash: line 1: data/tool-output.aside/mine.txt: Read-only file system",
         "done",
     ], result.output
     assert (output / "mine.txt").read_text() == "a\n"
     assert not (data / "tool-output.aside" / "mine.txt").exists()
+
+
+@pytest.mark.parametrize("descriptors", [True, False], ids=["open_tree", "mount"])
+def test_a_name_renamed_aside_at_every_attempt_fails_the_setup_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, descriptors: bool
+) -> None:
+    """A name renamed aside every time it is mounted (a swapper racing each attempt) fails the setup after
+    a few attempts with a message that says what happened, and nothing runs."""
+    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    (tmp_path / ".git").mkdir()
+    plan = _plan(tmp_path)
+    marker = tmp_path / "ran"
+    with (
+        _renaming_aside(monkeypatch, tmp_path / "toolrt.yaml", lambda name: name.write_text("again\n"), 99) as done,
+        pytest.raises(
+            ToolFailure, match=r"could not be set up: .*toolrt.yaml: renamed (over )?while it was being mounted"
+        ),
+    ):
+        _sh(f"touch {marker}", plan, tmp_path)
+    assert len(done) == 8 and not marker.exists()
 
 
 @pytest.mark.parametrize("launch", ["thread", "forkserver"])
