@@ -7,8 +7,11 @@ listed socket, and back) sends the second call to another file, which is no moun
 fails. So each name is opened once, and the mount is made with the descriptor API (Linux 5.12):
 `open_tree` clones the tree at the descriptor, `mount_setattr` makes the clone read-only while it is
 still detached, `move_mount` attaches it onto that same descriptor. Where those calls are refused (a
-container's seccomp filter, an older kernel) the two path-based calls are made instead. A file renamed
-over between the open and the attach is no longer at its name; the name is opened again, a few times.
+container's seccomp filter, an older kernel) the two path-based calls are made instead, the second
+through a descriptor opened at the name after the first and checked to be what was bound. A mount is
+attached to the file opened, wherever it is by then: a file renamed over between the open and the
+attach, or renamed aside (another put at its name), is no longer at its name; its mount is taken off
+where it landed and the name is opened again, a few times.
 A directory to bind writable is opened without following a symlink: a link put in its place (to `.git`)
 is not bound, where `mount` would have made what it points to writable.
 
