@@ -237,3 +237,57 @@ def test_a_pinned_directory_swapped_for_a_link_after_its_check_does_not_remount_
     assert asked.is_set(), "the setup never remounted the tool-output directory"
     assert result.output.splitlines() == ["bash: line 1: .git/config: Read-only file system", "done"], result.output
     assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
+
+
+def _save_by_rename_over(name: Path) -> None:
+    """An editor's or git's save: the new content written to a temporary file renamed over the name."""
+    temporary = name.with_name(name.name + ".new")
+    temporary.write_text(name.read_text())
+    os.rename(temporary, name)
+
+
+def _save_keeping_a_backup(name: Path) -> None:
+    """An editor's save that keeps the old file as a backup: renamed aside, a new file made at the name."""
+    os.rename(name, name.with_name(name.name + "~"))
+    name.write_text(name.with_name(name.name + "~").read_text())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a bind mount goes with its file: a running process's namespace does not protect the file saved in its "
+    "place (the next call's namespace does, by the change-time key)",
+)
+@pytest.mark.parametrize("save", [_save_by_rename_over, _save_keeping_a_backup], ids=["rename-over", "backup"])
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_a_read_only_file_the_person_saves_while_a_process_runs_stays_read_only_to_it(
+    tmp_path: Path, launch: str, save: Callable[[Path], None]
+) -> None:
+    """A process still running in a kept namespace (a long call) when the person saves `toolrt.yaml` (the
+    old file renamed over, or aside): its read-only mount went with the old file (detached, or moved to the
+    backup), so the file now at the name must not be writable to it."""
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    (tmp_path / ".git").mkdir()  # every protected name exists: the namespace is kept between calls
+    fifo = tmp_path.parent / f"{tmp_path.name}-go"
+    os.mkfifo(fifo)
+    plan = _plan(tmp_path, launch)
+    outcome: list[ProcessOutcome] = []
+    call = threading.Thread(
+        target=lambda: outcome.append(_sh(f"read -r _ < {fifo}; echo x >> toolrt.yaml; echo done", plan, tmp_path))
+    )
+    call.start()
+    opened = threading.Event()
+    writer: list[int] = []
+
+    def open_when_read() -> None:  # opening a FIFO to write blocks until the process opens it to read
+        writer.append(os.open(fifo, os.O_WRONLY))
+        opened.set()
+
+    threading.Thread(target=open_when_read, daemon=True).start()
+    assert opened.wait(timeout=30), "the sandboxed process never started"
+    save(tmp_path / "toolrt.yaml")
+    os.write(writer[0], b"go\n")
+    os.close(writer[0])
+    call.join(timeout=30)
+    assert outcome, "the sandboxed process never ended"
+    assert outcome[0].output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", outcome[0].output
+    assert (tmp_path / "toolrt.yaml").read_text() == "builtin_tools: true\n"
