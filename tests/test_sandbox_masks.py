@@ -152,8 +152,11 @@ def test_a_denied_file_given_a_new_name_entry_for_its_inode_stays_masked(
     assert SECRET not in result["output"] and "done" in result["output"], result["output"]
 
 
-PROTECTED_NAMES = (".bash_login", ".bash_logout", ".bash_profile", ".bashrc", ".envrc", ".gitconfig", ".gitmodules")
-PROTECTED_NAMES += (".inputrc", ".profile", ".zlogin", ".zprofile", ".zshenv", ".zshrc", "toolrt.yaml")
+PROTECTED_NAMES = (
+    *(".bash_login", ".bash_logout", ".bash_profile", ".bashrc", ".envrc", ".gitconfig", ".gitmodules"),
+    *(".inputrc", ".profile", ".zlogin", ".zprofile", ".zshenv", ".zshrc", "toolrt.yaml"),
+)
+"""The default protected files a project may lack (an absent one makes every process's namespace covered)."""
 
 
 @needs_mounts
