@@ -291,3 +291,21 @@ def test_a_read_only_file_the_person_saves_while_a_process_runs_stays_read_only_
     assert outcome, "the sandboxed process never ended"
     assert outcome[0].output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", outcome[0].output
     assert (tmp_path / "toolrt.yaml").read_text() == "builtin_tools: true\n"
+
+
+@pytest.mark.parametrize("descriptors", [True, False], ids=["open_tree", "mount"])
+def test_a_name_renamed_aside_at_each_attempt_but_the_last_leaves_one_mount_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, descriptors: bool
+) -> None:
+    """Each attempt whose file was renamed aside takes its mount off that file again: the kept namespace holds
+    one mount of toolrt.yaml, at its name, and the files moved aside are ordinary files there (no mount
+    point: a process can move them)."""
+    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
+    (tmp_path / ".git").mkdir()  # every protected name exists: a kept namespace
+    plan = _plan(tmp_path)
+    with _renaming_aside(monkeypatch, tmp_path / "toolrt.yaml", lambda name: name.write_text("new\n"), times=7) as done:
+        script = "grep -c toolrt.yaml /proc/self/mountinfo; mv toolrt.yaml.aside7 moved && echo moved"
+        result = _sh(script, plan, tmp_path)
+    assert len(done) == 7, done
+    assert result.output.splitlines() == ["1", "moved"], result.output
