@@ -126,16 +126,30 @@ def _bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
     kept = os.fstatvfs(source_fd).f_flag & _KEPT_FLAGS
     _mount(f"/proc/self/fd/{source_fd}".encode(), f"/proc/self/fd/{target_fd}".encode(), _MS_BIND | _MS_REC)
     try:
-        bound_fd = os.open(target, _open_flags(read_only))
-    except (FileNotFoundError, NotADirectoryError):
-        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted") from None
+        bound_fd = _opened_again(source_fd, target, read_only)
+    except _NameMoved:  # the bind went with the file renamed aside: taken off there (the top mount on that file)
+        _mount_detach(target_fd, target)
+        raise
     try:
-        _same_file(source_fd, os.fstat(bound_fd), target)
         _mount(
             None, f"/proc/self/fd/{bound_fd}".encode(), _MS_REMOUNT | _MS_BIND | (_MS_RDONLY if read_only else 0) | kept
         )
     finally:
         os.close(bound_fd)
+
+
+def _opened_again(source_fd: int, target: str, read_only: bool) -> int:
+    """A descriptor opened at `target` now, which must lead to the file open at `source_fd`."""
+    try:
+        bound_fd = os.open(target, _open_flags(read_only))
+    except (FileNotFoundError, NotADirectoryError):
+        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted") from None
+    try:
+        _same_file(source_fd, os.fstat(bound_fd), target)
+    except _NameMoved:
+        os.close(bound_fd)
+        raise
+    return bound_fd
 
 
 def _open_flags(read_only: bool) -> int:
@@ -203,9 +217,10 @@ def _attach(tree: int, source_fd: int, target_fd: int, target: str, read_only: b
         os.close(tree)
 
 
-def _mount_detach(tree: int, target: str) -> None:
-    """Unmount the mount attached from the descriptor `tree` (it names that mount's root, wherever it is)."""
-    if _libc.umount2(f"/proc/self/fd/{tree}".encode(), ctypes.c_int(_MNT_DETACH)) != 0:
+def _mount_detach(fd: int, target: str) -> None:
+    """Unmount the top mount at the file open at `fd` (the root of an attached `open_tree` clone, or the
+    file a bind was made onto), wherever that file is: the setup's thread alone mounts in the namespace."""
+    if _libc.umount2(f"/proc/self/fd/{fd}".encode(), ctypes.c_int(_MNT_DETACH)) != 0:
         raise _fail(f"umount {target} (renamed while it was being mounted)", ctypes.get_errno())
 
 
