@@ -309,3 +309,22 @@ def test_a_name_renamed_aside_at_each_attempt_but_the_last_leaves_one_mount_on_i
         result = _sh(script, plan, tmp_path)
     assert len(done) == 7, done
     assert result.output.splitlines() == ["1", "moved"], result.output
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_a_read_only_link_whose_file_is_saved_by_a_rename_is_read_only_in_the_next_call(
+    tmp_path: Path, launch: str
+) -> None:
+    """A read-only name that is a symlink is followed: its mount is on the file it names. That file saved by
+    a rename over it (the link left as it is) detaches the kept namespace's mount; the next call must get a
+    namespace with the new file read-only, not that one, keyed by the link alone."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "toolrt.yaml").write_text("builtin_tools: true\n")
+    (tmp_path / "toolrt.yaml").symlink_to("shared/toolrt.yaml")
+    (tmp_path / ".git").mkdir()  # every protected name exists: the namespace is kept between calls
+    first = _sh("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
+    assert first.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", first.output
+    _save_by_rename_over(tmp_path / "shared" / "toolrt.yaml")
+    second = _sh("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
+    assert second.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", second.output
+    assert (tmp_path / "shared" / "toolrt.yaml").read_text() == "builtin_tools: true\n"
