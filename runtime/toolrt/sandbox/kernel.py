@@ -218,15 +218,26 @@ def mounted_identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int, int
     hard link renamed into place; an inode number handed out again, as ext4 does after `git checkout`
     rewrites a file): its link count changed, or it is a new inode, so its change time differs and the
     namespace whose mount went with the old name entry is not used for it. (A directory's change time
-    moves with every entry made in it: for one, the key stays its device and inode.)"""
+    moves with every entry made in it: for one, the key stays its device and inode.) A symlink is
+    followed by the mount: what it names is keyed too, so that file saved by a rename over it (the link
+    left as it is) gets a fresh namespace."""
     key = []
     for path in paths:
         try:
             info = os.lstat(path)
         except FileNotFoundError:
             continue
-        key.append((path, info.st_dev, info.st_ino, 0 if stat.S_ISDIR(info.st_mode) else info.st_ctime_ns))
+        key.append(_mounted_identity(path, info))
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                key.append(_mounted_identity(path, os.stat(path)))
+            except OSError:
+                pass  # a dangling link (or a loop) is not mounted
     return tuple(key)
+
+
+def _mounted_identity(path: str, info: os.stat_result) -> tuple[str, int, int, int]:
+    return (path, info.st_dev, info.st_ino, 0 if stat.S_ISDIR(info.st_mode) else info.st_ctime_ns)
 
 
 def build_ruleset(rules: LandlockRules) -> int:
