@@ -16,7 +16,7 @@ import platform
 import select
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 if __package__:
@@ -199,16 +199,18 @@ class LandlockRules:
         return (self.abi, self.fs, self.net, self.scoped, tuple(self.paths), identity_key(p for p, _ in self.paths))
 
 
-def identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
-    """(path, device, inode) of each existing path: a kept mount namespace is made for exactly these."""
-    key = []
+def _existing(paths: Iterable[str]) -> Iterator[tuple[str, os.stat_result]]:
+    """Each path that exists, with its `lstat`."""
     for path in paths:
         try:
-            info = os.lstat(path)
+            yield path, os.lstat(path)
         except FileNotFoundError:
             continue
-        key.append((path, info.st_dev, info.st_ino))
-    return tuple(key)
+
+
+def identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int], ...]:
+    """(path, device, inode) of each existing path: a kept mount namespace is made for exactly these."""
+    return tuple((path, info.st_dev, info.st_ino) for path, info in _existing(paths))
 
 
 def mounted_identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int, int], ...]:
@@ -222,11 +224,7 @@ def mounted_identity_key(paths: Iterable[str]) -> tuple[tuple[str, int, int, int
     followed by the mount: what it names is keyed too, so that file saved by a rename over it (the link
     left as it is) gets a fresh namespace."""
     key = []
-    for path in paths:
-        try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            continue
+    for path, info in _existing(paths):
         key.append(_mounted_identity(path, info))
         if stat.S_ISLNK(info.st_mode):
             try:
