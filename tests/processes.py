@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from toolrt.attribution import _CLOCK_SLACK_NS
 
-__all__ = ["after_the_last_process", "before_the_next_process", "holding"]
+__all__ = ["after_the_last_process", "before_the_next_process", "held_at", "holding"]
 
 
 def holding(marker: str) -> list[int]:
@@ -60,3 +63,23 @@ def before_the_next_process() -> None:
             if probe.stat().st_ctime_ns > made + _CLOCK_SLACK_NS:
                 return
     raise AssertionError("the file clock did not move in 5 s")
+
+
+@contextmanager
+def held_at(fifo: Path, timeout: float = 30) -> Iterator[None]:
+    """Enter once a process has opened the FIFO `fifo` to read (`read -r _ < FIFO`): it waits there while
+    the body runs; on exit it reads a line and goes on."""
+    opened = threading.Event()
+    writer: list[int] = []
+
+    def open_when_read() -> None:  # opening a FIFO to write blocks until the process opens it to read
+        writer.append(os.open(fifo, os.O_WRONLY))
+        opened.set()
+
+    threading.Thread(target=open_when_read, daemon=True).start()
+    assert opened.wait(timeout=timeout), "the process never opened the FIFO"
+    try:
+        yield
+    finally:
+        os.write(writer[0], b"go\n")
+        os.close(writer[0])

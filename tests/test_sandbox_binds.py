@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from processes import held_at
 
 from toolrt.errors import ToolFailure
 from toolrt.execute import ProcessOutcome, build_env, run_process
@@ -275,18 +276,8 @@ def test_a_read_only_file_the_person_saves_while_a_process_runs_stays_read_only_
         target=lambda: outcome.append(_sh(f"read -r _ < {fifo}; echo x >> toolrt.yaml; echo done", plan, tmp_path))
     )
     call.start()
-    opened = threading.Event()
-    writer: list[int] = []
-
-    def open_when_read() -> None:  # opening a FIFO to write blocks until the process opens it to read
-        writer.append(os.open(fifo, os.O_WRONLY))
-        opened.set()
-
-    threading.Thread(target=open_when_read, daemon=True).start()
-    assert opened.wait(timeout=30), "the sandboxed process never started"
-    save(tmp_path / "toolrt.yaml")
-    os.write(writer[0], b"go\n")
-    os.close(writer[0])
+    with held_at(fifo):
+        save(tmp_path / "toolrt.yaml")
     call.join(timeout=30)
     assert outcome, "the sandboxed process never ended"
     assert outcome[0].output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", outcome[0].output

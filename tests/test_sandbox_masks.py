@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from processes import held_at
 
 from toolrt import Runtime
 from toolrt.errors import ToolFailure
@@ -184,19 +185,9 @@ def test_a_denied_file_the_person_saves_while_a_process_runs_stays_masked_to_it(
     results: list[dict[str, Any]] = []
     call = threading.Thread(target=lambda: results.append(_bash(rt, f"python3 r.py; read -r _ < {fifo}; python3 r.py")))
     call.start()
-    opened = threading.Event()
-    writer: list[int] = []
-
-    def open_when_read() -> None:  # opening a FIFO to write blocks until the process opens it to read
-        writer.append(os.open(fifo, os.O_WRONLY))
-        opened.set()
-
-    threading.Thread(target=open_when_read, daemon=True).start()
-    assert opened.wait(timeout=30), "the sandboxed process never started"
-    (root / ".env.new").write_text(f"NEW={SECRET}\n")
-    os.rename(root / ".env.new", root / ".env")
-    os.write(writer[0], b"go\n")
-    os.close(writer[0])
+    with held_at(fifo):
+        (root / ".env.new").write_text(f"NEW={SECRET}\n")
+        os.rename(root / ".env.new", root / ".env")
     call.join(timeout=30)
     assert results, "the call never ended"
     assert "covered" not in results[0]["metadata"]["sandbox"], results[0]["metadata"]["sandbox"]
