@@ -14,9 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolrt.attribution import _CLOCK_SLACK_NS
+import anyio
 
-__all__ = ["after_the_last_process", "before_the_next_process", "held_at", "holding"]
+from toolrt.attribution import _CLOCK_SLACK_NS
+from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox.plan import SandboxPlan
+
+__all__ = ["after_the_last_process", "before_the_next_process", "held_at", "holding", "sandboxed_bash"]
 
 
 def holding(marker: str) -> list[int]:
@@ -83,3 +87,12 @@ def held_at(fifo: Path, timeout: float = 30) -> Iterator[None]:
     finally:
         os.write(writer[0], b"go\n")
         os.close(writer[0])
+
+
+def sandboxed_bash(command: str, plan: SandboxPlan | None, cwd: Path, timeout: float = 20) -> ProcessOutcome:
+    """What real bash running `command` in `plan`'s sandbox (None: none) printed, and how it ended."""
+
+    async def main() -> ProcessOutcome:
+        return await run_process(["bash", "-c", command], cwd=cwd, env=build_env(), timeout=timeout, sandbox=plan)
+
+    return anyio.run(main)

@@ -21,9 +21,9 @@ from typing import Any
 
 import anyio
 import pytest
+from processes import sandboxed_bash as sh
 
 from toolrt import Runtime
-from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox import binds
 from toolrt.sandbox.config import call_plan
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox, within
@@ -33,7 +33,6 @@ from toolrt.sandbox.support import Support, detect_support
 SUPPORT = detect_support()
 pytestmark = pytest.mark.skipif(not SUPPORT.landlock_abi, reason=f"no Landlock on this machine: {SUPPORT.describe()}")
 LAUNCHES = ["thread", "forkserver"]
-ENV = build_env()
 
 
 @pytest.fixture
@@ -57,13 +56,6 @@ def plan_for(root: Path, launch: str = "thread", **policy: object) -> SandboxPla
     )
     assert plan is not None
     return plan
-
-
-def sh(command: str, plan: SandboxPlan | None, cwd: Path) -> ProcessOutcome:
-    async def main() -> ProcessOutcome:
-        return await run_process(["bash", "-c", command], cwd=cwd, env=ENV, timeout=20, sandbox=plan)
-
-    return anyio.run(main)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
@@ -210,7 +202,7 @@ def test_read_only_paths_and_the_writable_directory_beneath_them_under_either_mo
     where a container's filter refuses those: the same mounts either way."""
     if not SUPPORT.mount_namespace:
         pytest.skip("no mount namespace here: protected paths cannot be made read-only")
-    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    monkeypatch.setattr(binds, "_descriptor_api", descriptors)
     data = tmp_path / "data"
     (data / "tool-output").mkdir(parents=True)
     (data / "journal").write_text("kept\n")
@@ -243,7 +235,7 @@ def test_a_writable_directory_swapped_for_a_link_is_not_bound_where_the_link_poi
     `.git` in its place (a process racing the setup could) and `.git` must stay read-only."""
     if not SUPPORT.mount_namespace:
         pytest.skip("no mount namespace here: protected paths cannot be made read-only")
-    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    monkeypatch.setattr(binds, "_descriptor_api", descriptors)
     data = tmp_path / "data"
     data.mkdir()
     (tmp_path / ".git").mkdir()

@@ -1,6 +1,6 @@
 """The sandbox's bind mounts (`toolrt.sandbox.binds`) attacked with real renames, real processes and the
 real kernel: a name moved while it is being mounted, descriptors left open by many setups, and the
-path-based fallback (`binds._descriptor_api = [False]`, as where a container's filter refuses
+path-based fallback (`binds._descriptor_api = False`, as where a container's filter refuses
 `open_tree`). The rename happens at a chosen point of the setup (between the open and the attach) so
 the race is decided every run, never by luck."""
 
@@ -14,12 +14,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-import anyio
 import pytest
-from processes import held_at
+from processes import held_at, sandboxed_bash
 
 from toolrt.errors import ToolFailure
-from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.execute import ProcessOutcome
 from toolrt.sandbox import binds
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
@@ -29,7 +28,6 @@ SUPPORT = detect_support()
 pytestmark = pytest.mark.skipif(
     not (SUPPORT.landlock_abi and SUPPORT.mount_namespace), reason=f"no mount namespace here: {SUPPORT.describe()}"
 )
-ENV = build_env()
 
 
 def _plan(root: Path, launch: str = "thread") -> SandboxPlan:
@@ -37,13 +35,6 @@ def _plan(root: Path, launch: str = "thread") -> SandboxPlan:
     plan = plan_sandbox(policy, replace(SUPPORT, launch=launch), root=root, output_dir=root / "tool-output")  # type: ignore[arg-type]
     assert plan is not None
     return plan
-
-
-def _sh(command: str, plan: SandboxPlan, cwd: Path) -> ProcessOutcome:
-    async def main() -> ProcessOutcome:
-        return await run_process(["bash", "-c", command], cwd=cwd, env=ENV, timeout=20, sandbox=plan)
-
-    return anyio.run(main)
 
 
 @contextmanager
@@ -94,14 +85,14 @@ def test_a_read_only_name_renamed_aside_while_it_is_mounted_stays_read_only(
 ) -> None:
     """The mount is attached to the file opened, wherever it now is: the name must still be read-only
     (the file put in its place), not the file moved aside only."""
-    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    monkeypatch.setattr(binds, "_descriptor_api", descriptors)
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
     if not covered:  # every protected name exists: a kept namespace; else a covered one, per process
         (tmp_path / ".git").mkdir()
     plan = _plan(tmp_path)
     with _renaming_aside(monkeypatch, tmp_path / "toolrt.yaml", lambda name: name.write_text("swapped in\n")) as done:
         script = "echo x >> toolrt.yaml; mv toolrt.yaml elsewhere; echo y >> toolrt.yaml.aside; echo done"
-        result = _sh(script, plan, tmp_path)
+        result = sandboxed_bash(script, plan, tmp_path)
     assert done == [f"{tmp_path}/toolrt.yaml.aside"], "the setup never mounted toolrt.yaml"
     assert result.output.splitlines() == [
         "bash: line 1: toolrt.yaml: Read-only file system",
@@ -121,7 +112,7 @@ def test_a_pinned_directory_renamed_aside_while_it_is_mounted_is_pinned_at_its_n
     """The tool-output directory is bound writable beneath the read-only data directory: renamed aside
     mid-setup, the directory put in its place is the writable one, and the one moved aside is read-only
     with the rest of the data directory (no writable mount left on it)."""
-    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    monkeypatch.setattr(binds, "_descriptor_api", descriptors)
     data = tmp_path / "data"
     (data / "tool-output").mkdir(parents=True)
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
@@ -131,7 +122,7 @@ def test_a_pinned_directory_renamed_aside_while_it_is_mounted_is_pinned_at_its_n
     assert plan is not None and str(data / "tool-output") in plan.pinned
     output = data / "tool-output"
     with _renaming_aside(monkeypatch, output, Path.mkdir) as done:
-        result = _sh(
+        result = sandboxed_bash(
             "echo a > data/tool-output/mine.txt; echo b > data/tool-output.aside/mine.txt; echo done", plan, tmp_path
         )
     assert done == [f"{output}.aside"], "the setup never mounted the tool-output directory"
@@ -149,7 +140,7 @@ def test_a_name_renamed_aside_at_every_attempt_fails_the_setup_saying_so(
 ) -> None:
     """A name renamed aside every time it is mounted (a swapper racing each attempt) fails the setup after
     a few attempts with a message that says what happened, and nothing runs."""
-    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    monkeypatch.setattr(binds, "_descriptor_api", descriptors)
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
     (tmp_path / ".git").mkdir()
     plan = _plan(tmp_path)
@@ -160,7 +151,7 @@ def test_a_name_renamed_aside_at_every_attempt_fails_the_setup_saying_so(
             ToolFailure, match=r"could not be set up: .*toolrt.yaml: renamed (over )?while it was being mounted"
         ),
     ):
-        _sh(f"touch {marker}", plan, tmp_path)
+        sandboxed_bash(f"touch {marker}", plan, tmp_path)
     assert len(done) == 8 and not marker.exists()
 
 
@@ -175,7 +166,7 @@ def test_a_read_only_file_given_a_new_name_entry_for_the_same_inode_is_read_only
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
     (tmp_path / ".git").mkdir()  # every protected name exists: the namespace is kept between calls
     plan = _plan(tmp_path, launch)
-    first = _sh("echo x >> toolrt.yaml; echo done", plan, tmp_path)
+    first = sandboxed_bash("echo x >> toolrt.yaml; echo done", plan, tmp_path)
     assert first.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", first.output
     before = os.stat(tmp_path / "toolrt.yaml")
     os.link(tmp_path / "toolrt.yaml", tmp_path / "relinked")
@@ -183,7 +174,7 @@ def test_a_read_only_file_given_a_new_name_entry_for_the_same_inode_is_read_only
     os.rename(tmp_path / "relinked", tmp_path / "toolrt.yaml")
     after = os.stat(tmp_path / "toolrt.yaml")
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
-    second = _sh("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
+    second = sandboxed_bash("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
     assert second.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", second.output
     assert (tmp_path / "toolrt.yaml").read_text() == "builtin_tools: true\n"
 
@@ -194,7 +185,7 @@ def test_a_pinned_directory_swapped_for_a_link_after_its_check_does_not_remount_
     """The path-based calls bind, check the name still leads to what was bound, and remount: the tool-output
     directory swapped for a link to `.git` between the check and the remount (from the host's namespace)
     must not make `.git`'s read-only mount writable."""
-    monkeypatch.setattr(binds, "_descriptor_api", [False])
+    monkeypatch.setattr(binds, "_descriptor_api", False)
     data = tmp_path / "data"
     output = data / "tool-output"
     output.mkdir(parents=True)
@@ -230,7 +221,7 @@ def test_a_pinned_directory_swapped_for_a_link_after_its_check_does_not_remount_
     monkeypatch.setattr(binds, "_bind", bind)
     monkeypatch.setattr(binds, "_mount", mount)
     try:
-        result = _sh("echo x >> .git/config; echo done", plan, tmp_path)
+        result = sandboxed_bash("echo x >> .git/config; echo done", plan, tmp_path)
     finally:
         swapped.set()
         asked.set()
@@ -273,7 +264,9 @@ def test_a_read_only_file_the_person_saves_while_a_process_runs_stays_read_only_
     plan = _plan(tmp_path, launch)
     outcome: list[ProcessOutcome] = []
     call = threading.Thread(
-        target=lambda: outcome.append(_sh(f"read -r _ < {fifo}; echo x >> toolrt.yaml; echo done", plan, tmp_path))
+        target=lambda: outcome.append(
+            sandboxed_bash(f"read -r _ < {fifo}; echo x >> toolrt.yaml; echo done", plan, tmp_path)
+        )
     )
     call.start()
     with held_at(fifo):
@@ -291,13 +284,13 @@ def test_a_name_renamed_aside_at_each_attempt_but_the_last_leaves_one_mount_on_i
     """Each attempt whose file was renamed aside takes its mount off that file again: the kept namespace holds
     one mount of toolrt.yaml, at its name, and the files moved aside are ordinary files there (no mount
     point: a process can move them)."""
-    monkeypatch.setattr(binds, "_descriptor_api", [descriptors])
+    monkeypatch.setattr(binds, "_descriptor_api", descriptors)
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: true\n")
     (tmp_path / ".git").mkdir()  # every protected name exists: a kept namespace
     plan = _plan(tmp_path)
     with _renaming_aside(monkeypatch, tmp_path / "toolrt.yaml", lambda name: name.write_text("new\n"), times=7) as done:
         script = "grep -c toolrt.yaml /proc/self/mountinfo; mv toolrt.yaml.aside7 moved && echo moved"
-        result = _sh(script, plan, tmp_path)
+        result = sandboxed_bash(script, plan, tmp_path)
     assert len(done) == 7, done
     assert result.output.splitlines() == ["1", "moved"], result.output
 
@@ -313,9 +306,9 @@ def test_a_read_only_link_whose_file_is_saved_by_a_rename_is_read_only_in_the_ne
     (tmp_path / "shared" / "toolrt.yaml").write_text("builtin_tools: true\n")
     (tmp_path / "toolrt.yaml").symlink_to("shared/toolrt.yaml")
     (tmp_path / ".git").mkdir()  # every protected name exists: the namespace is kept between calls
-    first = _sh("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
+    first = sandboxed_bash("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
     assert first.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", first.output
     _save_by_rename_over(tmp_path / "shared" / "toolrt.yaml")
-    second = _sh("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
+    second = sandboxed_bash("echo x >> toolrt.yaml; echo done", _plan(tmp_path, launch), tmp_path)
     assert second.output.splitlines()[0] == "bash: line 1: toolrt.yaml: Read-only file system", second.output
     assert (tmp_path / "shared" / "toolrt.yaml").read_text() == "builtin_tools: true\n"

@@ -60,7 +60,7 @@ _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
 _libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
 _READ_ONLY = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
 _WRITABLE = _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0)  # a clone beneath a read-only mount is read-only too
-_descriptor_api: list[bool] = []  # [whether the descriptor calls work here], once known
+_descriptor_api: bool | None = None  # whether the descriptor calls work here; None until known
 
 
 def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: str | None = None) -> None:
@@ -90,7 +90,7 @@ def bind_read_only(paths: Iterable[str], pinned: Iterable[str] = (), beneath: st
 
 
 class _NameMoved(OSError):
-    """The file opened at a name was renamed over before the mount was attached to it."""
+    """The file opened at a name was no longer at it (renamed over, or aside) once its mount was made."""
 
 
 def _bind_existing(source: str, target: str, read_only: bool) -> None:
@@ -115,7 +115,7 @@ def _bind_existing(source: str, target: str, read_only: bool) -> None:
 
 def _bind(source_fd: int, target_fd: int, target: str, read_only: bool) -> None:
     """Bind the file open at `source_fd` onto the one open at `target_fd`, read-only or writable."""
-    if not _descriptor_api or _descriptor_api[0]:
+    if _descriptor_api is not False:
         tree = _open_tree(source_fd)
         if tree is not None and _attach(tree, source_fd, target_fd, target, read_only):
             return
@@ -163,17 +163,6 @@ def _same_file(source_fd: int, now: os.stat_result, target: str) -> None:
         raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted")
 
 
-def _still_named(source_fd: int, target: str, read_only: bool) -> None:
-    """Raise _NameMoved unless `target` now leads to the root of the mount just made from `source_fd`: a
-    mount is attached to the file that was opened, wherever it is, so a file renamed aside (another put
-    in its place) took the mount with it and left its name unprotected."""
-    try:
-        now = os.stat(target, follow_symlinks=read_only)
-    except FileNotFoundError:
-        raise _NameMoved(errno.ENOENT, f"mount {target}: renamed while it was being mounted") from None
-    _same_file(source_fd, now, target)
-
-
 def _open_tree(fd: int) -> int | None:
     """A detached clone of the mount tree at `fd`, or None where the descriptor API is refused."""
     flags = _OPEN_TREE_CLONE | _AT_RECURSIVE | _AT_EMPTY_PATH | os.O_CLOEXEC
@@ -181,8 +170,8 @@ def _open_tree(fd: int) -> int | None:
     if tree >= 0:
         return tree
     code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EPERM) and not _descriptor_api:
-        _descriptor_api[:] = [False]
+    if code in (errno.ENOSYS, errno.EPERM) and _descriptor_api is None:
+        _descriptor_api_works(False)
         return None
     raise _fail("open_tree", code)
 
@@ -196,8 +185,8 @@ def _attach(tree: int, source_fd: int, target_fd: int, target: str, read_only: b
         size = ctypes.c_size_t(ctypes.sizeof(attr))
         if _libc.syscall(_MOUNT_SETATTR, tree, _EMPTY, _AT_EMPTY_PATH, ctypes.byref(attr), size):
             code = ctypes.get_errno()
-            if code in (errno.ENOSYS, errno.EPERM) and not _descriptor_api:
-                _descriptor_api[:] = [False]
+            if code in (errno.ENOSYS, errno.EPERM) and _descriptor_api is None:
+                _descriptor_api_works(False)
                 return False
             raise _fail(f"mount_setattr {target}", code)
         flags = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
@@ -206,15 +195,20 @@ def _attach(tree: int, source_fd: int, target_fd: int, target: str, read_only: b
             if code == errno.ENOENT:  # the file opened is no longer at its name: another took its place
                 raise _NameMoved(code, f"move_mount {target}: renamed over while it was being mounted")
             raise _fail(f"move_mount {target}", code)
-        _descriptor_api[:] = [True]
-        try:
-            _still_named(source_fd, target, read_only)
-        except _NameMoved:  # the mount went with the file renamed aside: taken off there (a pinned one is writable)
+        _descriptor_api_works(True)
+        try:  # a mount goes with the file opened, wherever it is: one renamed aside took it from its name
+            os.close(_opened_again(source_fd, target, read_only))
+        except _NameMoved:  # taken off where it landed (a pinned one is writable)
             _mount_detach(tree, target)
             raise
         return True
     finally:
         os.close(tree)
+
+
+def _descriptor_api_works(works: bool) -> None:
+    global _descriptor_api
+    _descriptor_api = works
 
 
 def _mount_detach(fd: int, target: str) -> None:
