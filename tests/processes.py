@@ -20,7 +20,14 @@ from toolrt.attribution import _CLOCK_SLACK_NS
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox.plan import SandboxPlan
 
-__all__ = ["after_the_last_process", "before_the_next_process", "held_at", "holding", "sandboxed_bash"]
+__all__ = [
+    "after_the_last_process",
+    "before_the_next_process",
+    "held_at",
+    "holding",
+    "sandboxed_bash",
+    "watched_by_warden",
+]
 
 
 def holding(marker: str) -> list[int]:
@@ -34,6 +41,26 @@ def holding(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def watched_by_warden(parent: int) -> set[int]:
+    """Host pids the warden of process `parent` holds a pidfd of (see `toolrt.sandbox.warden`): the
+    processes it will kill when `parent` dies. Empty while `parent` has no warden."""
+    watched: set[int] = set()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rpartition(b")")[2].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                warden = ppid == parent and b"warden.py" in f.read()
+            if not warden:
+                continue
+            for fd in os.listdir(f"/proc/{entry}/fdinfo"):
+                with open(f"/proc/{entry}/fdinfo/{fd}", encoding="ascii") as f:
+                    watched.update(int(line.split()[1]) for line in f if line.startswith("Pid:"))
+        except (OSError, ValueError, IndexError):
+            continue
+    return watched
 
 
 def after_the_last_process() -> None:

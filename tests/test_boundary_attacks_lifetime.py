@@ -25,7 +25,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from processes import holding
+from processes import holding, watched_by_warden
 
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox import launcher
@@ -83,13 +83,20 @@ def _stage(tmp_path: Path) -> tuple[Path, Path, Path, str]:
     return root, started, go, uuid.uuid4().hex
 
 
-def _kill_when_started(process: subprocess.Popen[bytes], started: Path, marker: str) -> None:
+def _kill_when_started(process: subprocess.Popen[bytes], started: Path, marker: str, *, warden: bool = False) -> None:
+    """SIGKILL `process` once the staged program has started (with `warden`: once toolrt's warden holds it too)."""
     try:
         give_up = time.monotonic() + 15
         while not started.exists():
             assert process.poll() is None and time.monotonic() < give_up, "the call never started"
             time.sleep(0.01)
         assert holding(marker), "the staged process cannot be found by its marker"
+        # The thread launcher tells the warden of a process just after `subprocess` returns: a toolrt killed
+        # before that leaves it unwatched (the one gap, docs/sandbox.md), and on a loaded machine the staged
+        # program can start before the launching thread runs again. The kill comes after.
+        while warden and not set(holding(marker)) & watched_by_warden(process.pid):
+            assert process.poll() is None and time.monotonic() < give_up, "the warden was never told of the call"
+            time.sleep(0.01)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
@@ -116,7 +123,7 @@ def test_a_sandboxed_process_ends_when_toolrt_is_killed(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    _kill_when_started(toolrt, started, marker)
+    _kill_when_started(toolrt, started, marker, warden=True)
     _assert_all_gone(marker, go)
 
 
