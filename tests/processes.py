@@ -64,36 +64,36 @@ def watched_by_warden(parent: int) -> set[int]:
 
 
 def after_the_last_process() -> None:
-    """Wait (5 s at most) until the kernel's file clock has passed the end of every process run so far:
+    """Wait (20 s at most) until the kernel's file clock has passed the end of every process run so far:
     it runs up to a tick behind `time.time_ns()`, and only a change made after that is outside their
     lifetimes (the attribution journal's; a person's edit right after a call is the model's otherwise).
 
     The probe file lives in a directory of its own, never in a project: making it changes its
     directory's change time, which (a tick behind) can fall inside the last span, and a directory on
     the way to a file counts for the file."""
-    ended, give_up = time.time_ns(), time.monotonic() + 5
+    ended, give_up = time.time_ns(), time.monotonic() + 20
     with tempfile.TemporaryDirectory(prefix="toolrt-clock-") as directory:
         probe = Path(directory) / "probe"
         while time.monotonic() < give_up:
             probe.write_text("tick")
             if probe.stat().st_ctime_ns > ended:
                 return
-    raise AssertionError("the file clock did not move in 5 s")
+    raise AssertionError("the file clock did not move in 20 s")
 
 
 def before_the_next_process() -> None:
-    """Wait (5 s at most) until a process started from now on cannot take the files made so far for its
+    """Wait (20 s at most) until a process started from now on cannot take the files made so far for its
     own: the journal starts a span `_CLOCK_SLACK_NS` before its spawn (the file clock runs up to a tick
     behind), so a file, or a directory on the way to it, made within that much of a call is the call's."""
     made = time.time_ns()
     with tempfile.TemporaryDirectory(prefix="toolrt-clock-") as directory:
         probe = Path(directory) / "probe"
-        give_up = time.monotonic() + 5
+        give_up = time.monotonic() + 20
         while time.monotonic() < give_up:
             probe.write_text("tick")
             if probe.stat().st_ctime_ns > made + _CLOCK_SLACK_NS:
                 return
-    raise AssertionError("the file clock did not move in 5 s")
+    raise AssertionError("the file clock did not move in 20 s")
 
 
 @contextmanager

@@ -47,7 +47,7 @@ _CLOCK_REALTIME_COARSE = 5
 def _past_the_tick_of(stamp: int) -> None:
     """Wait (a few milliseconds at most) until the coarse clock that stamps files is past `stamp`: a
     change made after that gets another time."""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 20  # a hang guard: the tick comes within milliseconds
     while time.clock_gettime_ns(_CLOCK_REALTIME_COARSE) <= stamp:
         assert time.monotonic() < deadline, "the coarse clock did not move on"
         time.sleep(0)  # yield; the wait is for the clock's next tick, an event, not a fixed time

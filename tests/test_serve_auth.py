@@ -292,8 +292,8 @@ def test_a_jwks_that_is_down_or_slow_fails_closed_within_the_bound_and_cached_ke
             init = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
             down = await http.post(url, json=init, headers=with_token(HEADERS, issuer.mint(audience=url)))
             assert down.status_code == 401  # no keys: nothing verifies
-            issuer.jwks_down, issuer.jwks_delay = False, 5.0
-            with anyio.fail_after(3):  # bounded: the server stops waiting after 0.5 s
+            issuer.jwks_down, issuer.jwks_delay = False, 60.0
+            with anyio.fail_after(20):  # the server stops waiting after 0.5 s, long before the issuer answers
                 slow = await http.post(url, json=init, headers=with_token(HEADERS, issuer.mint(audience=url)))
             assert slow.status_code == 401
             issuer.jwks_delay = 0.0

@@ -192,7 +192,7 @@ def test_a_jwks_that_is_huge_redirects_or_is_not_an_object_is_as_down_and_keys_h
             return serve_auth.JwtVerifier(issuer.url, url, serve_auth.JwksKeys(issuer.jwks_url, min_refetch=0.0))
 
         issuer.jwks_padding = 64 * serve_auth.MAX_JWKS_BYTES
-        with anyio.fail_after(5):
+        with anyio.fail_after(20):  # a hang guard: the cap stops the read at once
             assert await verifier().verify_token(token) is None
         issuer.jwks_padding = serve_auth.MAX_JWKS_BYTES // 2  # large, yet within the bound
         assert await verifier().verify_token(token) is not None
