@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ..config.resources import read_yaml
@@ -31,6 +32,9 @@ class _Program:
     ends_cluster: frozenset[str] = frozenset()
     takes_value: frozenset[str] = frozenset()
     """Every option that takes a value (script, file, text and other values), joined once."""
+    short: Mapping[str, str] = MappingProxyType({})
+    """Each short option's letter → how a cluster reads it (`_ENDS`, `_VALUE`, `_FLAG`), in that order of
+    precedence: one lookup per letter instead of three set tests."""
 
 
 @cache
@@ -43,13 +47,26 @@ def _programs() -> Mapping[str, _Program]:
     for name, row in data["programs"].items():
         sets = {key: frozenset(row.get(key, ())) for key in options}
         valued = ("script_options", "file_options", "text_options", "value_options")
+        takes_value = frozenset().union(*(sets[key] for key in valued))
         programs[name] = _Program(
             text=row.get("text") == "all",
             script=row.get("script") == "first",
-            takes_value=frozenset().union(*(sets[key] for key in valued)),
+            takes_value=takes_value,
+            short=_short_roles(sets["ends_cluster"], takes_value, sets["flags"]),
             **sets,
         )
     return programs
+
+
+_ENDS, _VALUE, _FLAG = "ends", "value", "flag"
+
+
+def _short_roles(ends: frozenset[str], valued: frozenset[str], flags: frozenset[str]) -> Mapping[str, str]:
+    """Letter → role of every short option (`-x`) in the three sets; the first set that holds it wins."""
+    roles: dict[str, str] = {}
+    for role, options in ((_FLAG, flags), (_VALUE, valued), (_ENDS, ends)):  # later ones take precedence
+        roles.update((option[1], role) for option in options if len(option) == 2 and option[1] != "-")
+    return MappingProxyType(roles)
 
 
 def operand_programs() -> Mapping[str, object]:
@@ -124,20 +141,23 @@ def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Read
 def _cluster(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
     """Read a cluster of short options (`-rn`, `-nf FILE`, `-d/`) at `index`; the next word to read."""
     arg = args[index] or ""
+    roles = spec.short
     for position in range(1, len(arg)):
-        option = "-" + arg[position]
-        if option in spec.ends_cluster:
+        role = roles.get(arg[position])
+        if role is _FLAG:
+            continue
+        if role is _ENDS:
             return index + 1
-        if option in spec.takes_value:
+        if role is _VALUE:
+            option = "-" + arg[position]
             _note(spec, option, index, reading)
             if position + 1 < len(arg):  # the rest of the cluster is its value (`-d/`, `-fFILE`)
                 return index + 1
             if option in spec.text_options or option in spec.script_options:
                 reading.skipped.add(index + 1)
             return index + 2
-        if option not in spec.flags:
-            reading.uncertain = True
-            return index + 1
+        reading.uncertain = True  # not in the table: it may take the next word as its value
+        return index + 1
     reading.skipped.add(index)  # flags only (`ls -la`): the word names no path
     return index + 1
 
