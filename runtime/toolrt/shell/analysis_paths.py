@@ -299,6 +299,8 @@ class PathChecks(AnalysisState):
         and without the directory's own name); past `_MAX_COPIED` names, the directory's unnamed files."""
         base = posixpath.basename(posixpath.normpath(source))
         out = [posixpath.join(destination, base)] if base not in ("", ".", "..", "/") else []
+        if not source:
+            return out  # an empty operand names no file (`cp "" dir` copies nothing)
         absolute = self.scope.expand(source, cwd) if cwd is not None or source.startswith(("/", "~")) else None
         if absolute is None or not os.path.isdir(absolute):
             return out
