@@ -18,11 +18,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from . import limits
-from .analysis_commands import CommandChecks
+from .analysis_commands import CommandChecks, inert_builtin
 from .analysis_paths import redefines_cd, sets_pwd
+from .facts import INERT, RESERVED, program_facts
 from .findings import Findings
+from .operands import not_paths, operand_programs
 from .parser import INLINE_BYTES, parse
 from .paths import PathScope
+from .plain_line import Pipeline, PlainLine, Token, read_plain
+from .words import Word
 from .wrappers import WrapperTable
 
 if TYPE_CHECKING:
@@ -122,17 +126,18 @@ class _Analysis(CommandChecks):
         if len(self.source) > limits.MAX_INPUT_BYTES:
             self.findings.fail_closed(text, f"the command is longer than {limits.MAX_INPUT_BYTES} bytes")
             return
+        plain = _read_plain(text) if self.depth == 0 and not self.inherited else None
+        if plain is not None and self._plain_heads(plain):
+            self._start(text)
+            self._plain_line(plain)
+            self._resolve_deferred()
+            return
         tree = parse(self.source, self.findings.deadline)
         if tree is None or (len(self.source) > INLINE_BYTES and self.findings.out_of_time()):
             self._out_of_time()  # a long text whose parse spent the budget is not walked at all
             return
         root = tree.root_node
-        if redefines_cd(text):
-            self.findings.cd_redefined = True
-        if sets_pwd(text):
-            self.pwd_known = False
-            self.known.pop("PWD", None)  # nor what an outer text took it for
-        self._set_pwd()
+        self._start(text)
         self._walk(root)
         self._resolve_deferred()
         if root.has_error:
@@ -141,6 +146,15 @@ class _Analysis(CommandChecks):
                 row, column = self.first_error.start_point
                 where = f" (syntax error at line {row + 1}, column {column + 1})"
             self.findings.fail_closed(text, f"the command could not be parsed{where}")
+
+    def _start(self, text: str) -> None:
+        """What the whole text says before any command of it is read: a `cd` function, a `PWD` of its own."""
+        if redefines_cd(text):
+            self.findings.cd_redefined = True
+        if sets_pwd(text):
+            self.pwd_known = False
+            self.known.pop("PWD", None)  # nor what an outer text took it for
+        self._set_pwd()
 
     def _walk(self, root: Node) -> None:
         """Visit every node in document order (so `cd` affects what follows); stops at a limit."""
@@ -222,6 +236,82 @@ class _Analysis(CommandChecks):
                 stack.append((_Restore(self.cwds, merge=False), None, nesting))
         return True
 
+    def _plain_heads(self, line: PlainLine) -> bool:
+        """Whether every command of a line read without its tree (`plain_line`) is one whose checks need
+        nothing but its words: no assignment, keyword, statement, builtin, wrapper or path as its name
+        (`cd` is read here too). Decided before anything is recorded, so the tree can still read the line."""
+        for first, rest in line.statements:
+            for pipeline in (first, *(pipeline for _, pipeline in rest)):
+                for command in pipeline:
+                    if not self._plain_head(command):
+                        return False
+        return True
+
+    def _plain_head(self, command: tuple[Token, ...]) -> bool:
+        head = command[0].raw
+        if command[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS:
+            return False
+        facts = program_facts(self.table, head)
+        if facts.plain or head == "cd":
+            return True
+        if facts.builtin or "/" in head or head in ("pushd", "popd"):
+            return False
+        return not facts.may_wrap or self.table.match([_plain_word(token).value for token in command], 0) is None
+
+    def _plain_line(self, line: PlainLine) -> None:
+        """The line's statements in order, as `_walk` visits their tree (`plain_line` gives its shape)."""
+        last = len(line.statements) - 1
+        for index, (first, rest) in enumerate(line.statements):
+            entry = self.cwds  # what each `&&` list of the statement restores (`_descend`)
+            for operator, _ in rest:
+                if operator == "&&":
+                    self.chains.append({})
+            then = bool(rest) and rest[0][0] == "&&"  # `_then`: the first command, before `&&`
+            self._plain_pipeline(first, then=then, final=index == last and not rest)
+            for position, (operator, pipeline) in enumerate(rest):
+                self._plain_pipeline(pipeline, then=False, final=index == last and position == len(rest) - 1)
+                if operator == "&&":
+                    self._restore(_Restore(entry, merge=True, chain=True))
+
+    def _plain_pipeline(self, pipeline: Pipeline, *, then: bool, final: bool) -> None:
+        """One pipeline; each part of a pipeline of several runs in a subshell (`_descend`)."""
+        if len(pipeline) == 1:
+            self._plain_command(pipeline[0], then=then, final=final)
+            return
+        entry = self.cwds
+        for command in pipeline:
+            self._plain_command(command, then=False, final=False)
+            self._restore(_Restore(entry, merge=False))
+
+    def _plain_command(self, tokens: tuple[Token, ...], *, then: bool, final: bool) -> None:
+        """One command of plain words, checked as `_command` and `_segment` check it from its tree:
+        `then`, `&&` follows it in its list; `final`, the line ends with it (`_last_command`)."""
+        words = [_plain_word(token) for token in tokens]
+        values: list[str | None] = [word.value for word in words]
+        head = tokens[0].raw
+        if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
+            return  # `_final_cd`: where the line's last `cd` goes changes nothing
+        self._check_paths(words, text=not_paths(head, values[1:]) if head in operand_programs() else None)
+        text = self.text[tokens[0].start : tokens[-1].end]  # ASCII: byte and character offsets agree
+        facts = program_facts(self.table, head)
+        own: list[str] = []
+        if facts.plain:
+            self._emit(words, values, 0, text, "", own)
+            self._writes(values, text)
+            return
+        if head == "cd":
+            self._cd(words, 0, len(words), text, name=head, certain=then)
+            return
+        self._shell_state(head, values[1:], text)
+        if head in INERT and inert_builtin(head, values):
+            return
+        self._emit(words, values, 0, text, "", own)
+        if facts.described:
+            self._unseen(None, None, words, 0, len(words), text, own, facts)
+        if facts.interpreter:
+            self._interpreted(head, values[1:], text)
+        self._writes(values, text)
+
     def _assignment(self, node: Node, parent: Node | None) -> None:
         self._record_assignment(node)
         self._standalone_assignment(node, parent)
@@ -291,3 +381,20 @@ _CHECKS: Mapping[str, Callable[[_Analysis, Node, Node | None], None]] = MappingP
         **dict.fromkeys(_EXPANDED_LEAVES, lambda analysis, node, _: analysis._leaf(node)),
     }
 )
+
+
+_read_plain = read_plain  # `tests/test_bash_fast_paths.py` turns the reading without the tree off here
+# Command names tree-sitter reads as statements of their own (`declare x`: a `declaration_command`).
+_STATEMENTS = frozenset(("declare", "typeset", "export", "local", "readonly", "unset"))
+
+
+_new_word = tuple.__new__  # a `Word` without the keyword-taking constructor
+
+
+def _plain_word(token: Token) -> Word:
+    """The word `_name_word` and `_arguments` read from a plain word, number or quoted word's text."""
+    raw, kind = token.raw, token.kind
+    if kind == "word" or kind == "number":
+        return _new_word(Word, (raw, raw, raw, False, None, kind, (), "" if kind == "word" else raw, ()))
+    value = raw[1:-1]
+    return _new_word(Word, (raw, value, value, False, None, kind, (), value, ()))
