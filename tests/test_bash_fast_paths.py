@@ -167,7 +167,7 @@ def test_lines_of_plain_commands_are_read_without_the_tree(command: str) -> None
         "42 x",  # a number as the name
         'ls "~"',
         "ls é",  # not ASCII
-        "a " * 200,  # longer than the reading takes
+        "a " * 400,  # longer than the reading takes
     ],
 )
 def test_any_other_line_is_read_from_its_tree(command: str) -> None:

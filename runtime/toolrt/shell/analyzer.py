@@ -25,7 +25,7 @@ from .findings import Findings
 from .operands import not_paths, operand_programs
 from .parser import INLINE_BYTES, parse
 from .paths import PathScope
-from .plain_line import Pipeline, PlainLine, Token, read_plain
+from .plain_line import Command, Pipeline, Statement, read_plain
 from .words import Word
 from .wrappers import WrapperTable
 
@@ -236,40 +236,40 @@ class _Analysis(CommandChecks):
                 stack.append((_Restore(self.cwds, merge=False), None, nesting))
         return True
 
-    def _plain_heads(self, line: PlainLine) -> bool:
+    def _plain_heads(self, line: list[Statement]) -> bool:
         """Whether every command of a line read without its tree (`plain_line`) is one whose checks need
         nothing but its words: no assignment, keyword, statement, builtin, wrapper or path as its name
         (`cd` is read here too). Decided before anything is recorded, so the tree can still read the line."""
-        for first, rest in line.statements:
-            for pipeline in (first, *(pipeline for _, pipeline in rest)):
-                for command in pipeline:
-                    if not self._plain_head(command):
+        for statement in line:
+            for _, pipeline in statement:
+                for _, _, words in pipeline:
+                    if not self._plain_head(words):
                         return False
         return True
 
-    def _plain_head(self, command: tuple[Token, ...]) -> bool:
-        head = command[0].raw
-        if command[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS:
+    def _plain_head(self, words: list[Word]) -> bool:
+        head = words[0].raw
+        if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS:
             return False
         facts = program_facts(self.table, head)
         if facts.plain or head == "cd":
             return True
         if facts.builtin or "/" in head or head in ("pushd", "popd"):
             return False
-        return not facts.may_wrap or self.table.match([_plain_word(token).value for token in command], 0) is None
+        return not facts.may_wrap or self.table.match([word.value for word in words], 0) is None
 
-    def _plain_line(self, line: PlainLine) -> None:
+    def _plain_line(self, line: list[Statement]) -> None:
         """The line's statements in order, as `_walk` visits their tree (`plain_line` gives its shape)."""
-        last = len(line.statements) - 1
-        for index, (first, rest) in enumerate(line.statements):
+        final = line[-1][-1][1]  # the line's last pipeline
+        for statement in line:
             entry = self.cwds  # what each `&&` list of the statement restores (`_descend`)
-            for operator, _ in rest:
+            for operator, _ in statement:
                 if operator == "&&":
                     self.chains.append({})
-            then = bool(rest) and rest[0][0] == "&&"  # `_then`: the first command, before `&&`
-            self._plain_pipeline(first, then=then, final=index == last and not rest)
-            for position, (operator, pipeline) in enumerate(rest):
-                self._plain_pipeline(pipeline, then=False, final=index == last and position == len(rest) - 1)
+            then = len(statement) > 1 and statement[1][0] == "&&"  # `_then`: the first command, before `&&`
+            for operator, pipeline in statement:
+                self._plain_pipeline(pipeline, then=then, final=pipeline is final)
+                then = False
                 if operator == "&&":
                     self._restore(_Restore(entry, merge=True, chain=True))
 
@@ -283,16 +283,16 @@ class _Analysis(CommandChecks):
             self._plain_command(command, then=False, final=False)
             self._restore(_Restore(entry, merge=False))
 
-    def _plain_command(self, tokens: tuple[Token, ...], *, then: bool, final: bool) -> None:
+    def _plain_command(self, command: Command, *, then: bool, final: bool) -> None:
         """One command of plain words, checked as `_command` and `_segment` check it from its tree:
         `then`, `&&` follows it in its list; `final`, the line ends with it (`_last_command`)."""
-        words = [_plain_word(token) for token in tokens]
+        start, end, words = command
         values: list[str | None] = [word.value for word in words]
-        head = tokens[0].raw
+        head = words[0].raw
         if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
             return  # `_final_cd`: where the line's last `cd` goes changes nothing
         self._check_paths(words, text=not_paths(head, values[1:]) if head in operand_programs() else None)
-        text = self.text[tokens[0].start : tokens[-1].end]  # ASCII: byte and character offsets agree
+        text = self.text[start:end]  # ASCII: byte and character offsets agree
         facts = program_facts(self.table, head)
         own: list[str] = []
         if facts.plain:
@@ -386,15 +386,3 @@ _CHECKS: Mapping[str, Callable[[_Analysis, Node, Node | None], None]] = MappingP
 _read_plain = read_plain  # `tests/test_bash_fast_paths.py` turns the reading without the tree off here
 # Command names tree-sitter reads as statements of their own (`declare x`: a `declaration_command`).
 _STATEMENTS = frozenset(("declare", "typeset", "export", "local", "readonly", "unset"))
-
-
-_new_word = tuple.__new__  # a `Word` without the keyword-taking constructor
-
-
-def _plain_word(token: Token) -> Word:
-    """The word `_name_word` and `_arguments` read from a plain word, number or quoted word's text."""
-    raw, kind = token.raw, token.kind
-    if kind == "word" or kind == "number":
-        return _new_word(Word, (raw, raw, raw, False, None, kind, (), "" if kind == "word" else raw, ()))
-    value = raw[1:-1]
-    return _new_word(Word, (raw, value, value, False, None, kind, (), value, ()))

@@ -4,8 +4,9 @@ Most lines a model runs are a few commands of plain words joined by `&&`, `||`, 
 `git commit -m "wip" && git push`, `grep -rn TODO src | head`. For those, tree-sitter-bash gives one
 tree shape and nothing in it the analyzer would read beyond the words: `read_plain` reads the same
 commands straight from the text, and returns None for any line holding anything else (a `$`, a glob,
-a quote inside a word, a redirection, a newline, a comment, an assignment, a word tree-sitter reads
-as a keyword). The analyzer then reads the line from its tree, as it reads every other line.
+a quote inside a word, a redirection, a newline, a comment, a non-ASCII character). The analyzer then
+reads the line from its tree, as it reads every other line; it also leaves to the tree every command
+whose name is an assignment, a keyword or anything else it reads specially (`analyzer._plain_head`).
 
 The shape (tree-sitter-bash 0.25): `;` separates the program's statements; a statement is a chain of
 pipelines joined by `&&`/`||`, read left to right (`a && b || c` is `list(list(a && b) || c)`), and a
@@ -16,12 +17,13 @@ pipeline of one command is that command. `analyzer` walks that shape as the tree
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
-__all__ = ["MAX_TOKENS", "PlainLine", "Token", "read_plain"]
+from .words import Word
 
-MAX_TOKENS = 96
-"""Words and operators in a line read this way: far below every budget of the tree walk."""
+__all__ = ["MAX_CHARS", "Command", "Pipeline", "Statement", "read_plain"]
+
+MAX_CHARS = 768
+"""Longest line read this way: a few hundred words at most, far below every budget of the tree walk."""
 
 # Unquoted: letters, digits and `_./:@%+,=-`, nothing bash expands or treats as an operator.
 _WORD = r"[A-Za-z0-9_./:@%+,=-]+"
@@ -33,73 +35,51 @@ _TOKEN = f"(?:{_WORD}|{_DOUBLE}|{_SINGLE})"
 _COMMAND = f"{_TOKEN}(?:[ \\t]+{_TOKEN})*"
 _OPERATOR = r"&&|\|\||[;|]"
 _LINE = re.compile(f"[ \\t]*{_COMMAND}(?:[ \\t]*(?:{_OPERATOR})[ \\t]*{_COMMAND})*[ \\t]*;?[ \\t]*")
-_TOKENS = re.compile(f"({_WORD})|({_DOUBLE}|{_SINGLE})|({_OPERATOR})")
+_COMMANDS = re.compile(_COMMAND)
+_TOKENS = re.compile(_TOKEN)
 _NUMBER = re.compile(r"-?(?:0x)?[0-9]+")  # what tree-sitter-bash reads as a `number` node
+_new_word = tuple.__new__  # a `Word` without the keyword-taking constructor
 
-
-class Token(NamedTuple):
-    """One word of a command: its text, where it starts and ends, and the node type tree-sitter gives it."""
-
-    raw: str
-    start: int
-    end: int
-    kind: str
-    """`word`, `number`, `string` (double-quoted) or `raw_string` (single-quoted)."""
-
-
-Pipeline = tuple[tuple[Token, ...], ...]
+Command = tuple[int, int, list[Word]]
+"""Where a command's text starts and ends, and its words (name first), as the tree walk reads them."""
+Pipeline = list[Command]
 """The commands of one pipeline (one command: no pipe)."""
+Statement = list[tuple[str, Pipeline]]
+"""The pipelines of a statement, each with the operator before it (`""` before the first)."""
 
 
-class PlainLine(NamedTuple):
-    """The statements of a line; each is its first pipeline and the (operator, pipeline) pairs after it."""
-
-    statements: tuple[tuple[Pipeline, tuple[tuple[str, Pipeline], ...]], ...]
-
-
-def read_plain(text: str) -> PlainLine | None:
+def read_plain(text: str) -> list[Statement] | None:
     """The statements of `text` when it is a line of plain commands (see the module), else None."""
-    if len(text) > MAX_TOKENS * 8 or not text.isascii() or _LINE.fullmatch(text) is None:
+    if len(text) > MAX_CHARS or not text.isascii() or _LINE.fullmatch(text) is None:
         return None
-    statements: list[tuple[Pipeline, tuple[tuple[str, Pipeline], ...]]] = []
-    chain: list[tuple[str, Pipeline]] = []
-    pipeline: list[tuple[Token, ...]] = []
-    command: list[Token] = []
-    tokens = 0
-    for match in _TOKENS.finditer(text):
-        tokens += 1
-        word, quoted, operator = match.groups()
-        if word is not None:
-            kind = "number" if _NUMBER.fullmatch(word) else "word"
-            command.append(Token(word, match.start(), match.end(), kind))
-            continue
-        if quoted is not None:
-            command.append(Token(quoted, match.start(), match.end(), "string" if quoted[0] == '"' else "raw_string"))
-            continue
-        if command:  # a `;` that ends the line follows no command
-            pipeline.append(tuple(command))
-            command = []
+    statements: list[Statement] = []
+    statement: Statement = []
+    pipeline: Pipeline = []
+    end = 0
+    for match in _COMMANDS.finditer(text):
+        operator = text[end : match.start()].strip(" \t")  # only blanks and one operator lie between
         if operator == "|":
-            continue
-        chain.append((operator, tuple(pipeline)))
-        pipeline = []
-        if operator == ";":
-            statements.append(_statement(chain))
-            chain = []
-    if tokens > MAX_TOKENS:
-        return None
-    if command:
-        pipeline.append(tuple(command))
-    if pipeline:
-        chain.append(("", tuple(pipeline)))
-    if chain:
-        statements.append(_statement(chain))
-    return PlainLine(tuple(statements))
+            pipeline = statement[-1][1]
+        else:
+            pipeline = []
+            if operator == ";":
+                statements.append(statement)
+                statement = []
+            statement.append((operator if statement else "", pipeline))
+        end = match.end()
+        pipeline.append((match.start(), end, [_word(raw) for raw in _TOKENS.findall(match.group())]))
+    statements.append(statement)
+    return statements
 
 
-def _statement(chain: list[tuple[str, Pipeline]]) -> tuple[Pipeline, tuple[tuple[str, Pipeline], ...]]:
-    """`chain` holds each pipeline with the operator that follows it; the statement pairs each pipeline
-    after the first with the operator before it."""
-    first = chain[0][1]
-    rest = tuple((chain[index - 1][0], chain[index][1]) for index in range(1, len(chain)))
-    return first, rest
+def _word(raw: str) -> Word:
+    """The word `_name_word` and `_arguments` read from a plain word, number or quoted word's text."""
+    first = raw[0]
+    if first == '"' or first == "'":
+        value = raw[1:-1]
+        return _new_word(
+            Word, (raw, value, value, False, None, "string" if first == '"' else "raw_string", (), value, ())
+        )
+    if (first == "-" or "0" <= first <= "9") and _NUMBER.fullmatch(raw) is not None:
+        return _new_word(Word, (raw, raw, raw, False, None, "number", (), raw, ()))
+    return _new_word(Word, (raw, raw, raw, False, None, "word", (), "", ()))
