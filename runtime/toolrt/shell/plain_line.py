@@ -33,11 +33,12 @@ _DOUBLE = r'"(?:[\x20\x21\x23\x25-\x5b\x5d-\x5f\x61-\x7d][\x20\x21\x23\x25-\x5b\
 _SINGLE = r"'(?:[\x20-\x26\x28-\x7d][\x20-\x26\x28-\x7e]*)?'"
 _TOKEN = f"(?:{_WORD}|{_DOUBLE}|{_SINGLE})"
 _COMMAND = f"{_TOKEN}(?:[ \\t]+{_TOKEN})*"
-_OPERATOR = r"&&|\|\||[;|]"
-_LINE = re.compile(f"[ \\t]*{_COMMAND}(?:[ \\t]*(?:{_OPERATOR})[ \\t]*{_COMMAND})*[ \\t]*;?[ \\t]*")
+_OPERATORS = frozenset(("&&", "||", ";"))  # and `|`, which joins a pipeline
 _COMMANDS = re.compile(_COMMAND)
+_UNQUOTED_COMMANDS = re.compile(f"{_WORD}(?:[ \\t]+{_WORD})*")  # the same, for a line without quotes
 _TOKENS = re.compile(_TOKEN)
 _NUMBER = re.compile(r"-?(?:0x)?[0-9]+")  # what tree-sitter-bash reads as a `number` node
+_NOT_WORD = "\"'-0123456789"  # what a word starts with when it may be quoted or a number
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor
 
 Command = tuple[int, int, list[Word]]
@@ -49,16 +50,26 @@ Statement = list[tuple[str, Pipeline]]
 
 
 def read_plain(text: str) -> list[Statement] | None:
-    """The statements of `text` when it is a line of plain commands (see the module), else None."""
-    if len(text) > MAX_CHARS or not text.isascii() or _LINE.fullmatch(text) is None:
+    """The statements of `text` when it is a line of plain commands (see the module), else None.
+
+    One scan for the commands: whatever lies between two of them must be one operator (blanks around
+    it), before the first only blanks, after the last only blanks and one `;`; anything else there
+    (a `$`, a quote inside a word, `&`, `>`) is text no command took, and the line is not plain."""
+    if len(text) > MAX_CHARS or not text.isascii():
         return None
     statements: list[Statement] = []
     statement: Statement = []
     pipeline: Pipeline = []
     end = 0
-    for match in _COMMANDS.finditer(text):
-        operator = text[end : match.start()].strip(" \t")  # only blanks and one operator lie between
-        if operator == "|":
+    quoted = '"' in text or "'" in text
+    for match in (_COMMANDS if quoted else _UNQUOTED_COMMANDS).finditer(text):
+        operator = text[end : match.start()].strip(" \t")
+        if not statement and not operator:  # the line's first command
+            pipeline = []
+            statement.append(("", pipeline))
+        elif not statement or (operator not in _OPERATORS and operator != "|"):
+            return None
+        elif operator == "|":
             pipeline = statement[-1][1]
         else:
             pipeline = []
@@ -67,7 +78,14 @@ def read_plain(text: str) -> list[Statement] | None:
                 statement = []
             statement.append((operator if statement else "", pipeline))
         end = match.end()
-        pipeline.append((match.start(), end, [_word(raw) for raw in _TOKENS.findall(match.group())]))
+        raws = _TOKENS.findall(match.group()) if quoted else match.group().split()
+        words = [
+            _new_word(Word, (raw, raw, raw, False, None, "word", (), "", ())) if raw[0] not in _NOT_WORD else _word(raw)
+            for raw in raws
+        ]
+        pipeline.append((match.start(), end, words))
+    if not statement or text[end:].strip(" \t") not in ("", ";"):
+        return None
     statements.append(statement)
     return statements
 
