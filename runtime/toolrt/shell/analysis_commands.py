@@ -324,9 +324,11 @@ class CommandChecks(ScriptChecks):
         if facts.code:  # all `_unseen_code` reads
             self._unseen_code(node, parent, base, args, text)
         follow = self.table.follow_options.get(base)
-        if follow is not None and [arg for arg in args if arg is not None and arg[:1] == "-"]:
-            if any(has_option(arg, follow) for arg in args):
-                self._walked_links(base, args)
+        if follow is not None:
+            for arg in args:
+                if has_option(arg, follow):
+                    self._walked_links(base, args)
+                    break
         known = self.table.subcommands.get(base)
         if known is not None:
             subcommand = self._subcommand(base, args)
@@ -629,4 +631,9 @@ def has_option(arg: str | None, options: frozenset[str]) -> bool:
         return False
     if arg.partition("=")[0] in options:
         return True
-    return arg[1:2] != "-" and any("-" + letter in options for letter in arg[1:])
+    if arg[1:2] == "-":
+        return False
+    for letter in arg[1:]:  # a loop: cheaper than `any` over a generator
+        if "-" + letter in options:
+            return True
+    return False

@@ -242,7 +242,7 @@ class _Analysis(CommandChecks):
         (`cd` is read here too). Decided before anything is recorded, so the tree can still read the line."""
         for statement in line:
             for _, pipeline in statement:
-                for _, _, words in pipeline:
+                for _, words in pipeline:
                     if not self._plain_head(words):
                         return False
         return True
@@ -281,18 +281,17 @@ class _Analysis(CommandChecks):
         entry = self.cwds
         for command in pipeline:
             self._plain_command(command, then=False, final=False)
-            self._restore(_Restore(entry, merge=False))
+            self._set_cwds(entry)  # `_restore` of the `_Restore(entry, merge=False)` after each part
 
     def _plain_command(self, command: Command, *, then: bool, final: bool) -> None:
         """One command of plain words, checked as `_command` and `_segment` check it from its tree:
         `then`, `&&` follows it in its list; `final`, the line ends with it (`_last_command`)."""
-        start, end, words = command
+        text, words = command
         values: list[str | None] = [word.value for word in words]
         head = words[0].raw
         if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
             return  # `_final_cd`: where the line's last `cd` goes changes nothing
         self._check_paths(words, text=not_paths(head, values[1:]) if head in operand_programs() else None)
-        text = self.text[start:end]  # ASCII: byte and character offsets agree
         facts = program_facts(self.table, head)
         own: list[str] = []
         if facts.plain:

@@ -34,15 +34,18 @@ _SINGLE = r"'(?:[\x20-\x26\x28-\x7d][\x20-\x26\x28-\x7e]*)?'"
 _TOKEN = f"(?:{_WORD}|{_DOUBLE}|{_SINGLE})"
 _COMMAND = f"{_TOKEN}(?:[ \\t]+{_TOKEN})*"
 _OPERATORS = frozenset(("&&", "||", ";"))  # and `|`, which joins a pipeline
+_JOINERS = frozenset(("&&", "||", ";", "|"))
+_UNQUOTED_LINE = re.compile(r"[A-Za-z0-9_./:@%+,=| ;&-]*")  # plain words, blanks and operators
 _COMMANDS = re.compile(_COMMAND)
 _UNQUOTED_COMMANDS = re.compile(f"{_WORD}(?:[ \\t]+{_WORD})*")  # the same, for a line without quotes
 _TOKENS = re.compile(_TOKEN)
+_SPLIT_TOKEN = re.compile(_TOKEN)  # one word of a line split at its blanks
 _NUMBER = re.compile(r"-?(?:0x)?[0-9]+")  # what tree-sitter-bash reads as a `number` node
 _NOT_WORD = "\"'-0123456789"  # what a word starts with when it may be quoted or a number
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor
 
-Command = tuple[int, int, list[Word]]
-"""Where a command's text starts and ends, and its words (name first), as the tree walk reads them."""
+Command = tuple[str, list[Word]]
+"""A command's text and its words (name first), as the tree walk reads them."""
 Pipeline = list[Command]
 """The commands of one pipeline (one command: no pipe)."""
 Statement = list[tuple[str, Pipeline]]
@@ -57,11 +60,17 @@ def read_plain(text: str) -> list[Statement] | None:
     (a `$`, a quote inside a word, `&`, `>`) is text no command took, and the line is not plain."""
     if len(text) > MAX_CHARS or not text.isascii():
         return None
+    quoted = '"' in text or "'" in text
+    tokens = text.split()
+    if " ".join(tokens) == text and (quoted or _UNQUOTED_LINE.fullmatch(text) is not None):
+        # One blank between words and operators (the common case): split at the blanks.
+        split = _split_line(tokens, quoted)
+        if split is not None:
+            return split
     statements: list[Statement] = []
     statement: Statement = []
     pipeline: Pipeline = []
     end = 0
-    quoted = '"' in text or "'" in text
     for match in (_COMMANDS if quoted else _UNQUOTED_COMMANDS).finditer(text):
         operator = text[end : match.start()].strip(" \t")
         if not statement and not operator:  # the line's first command
@@ -78,16 +87,57 @@ def read_plain(text: str) -> list[Statement] | None:
                 statement = []
             statement.append((operator if statement else "", pipeline))
         end = match.end()
-        raws = _TOKENS.findall(match.group()) if quoted else match.group().split()
-        words = [
-            _new_word(Word, (raw, raw, raw, False, None, "word", (), "", ())) if raw[0] not in _NOT_WORD else _word(raw)
-            for raw in raws
-        ]
-        pipeline.append((match.start(), end, words))
+        command = match.group()
+        pipeline.append((command, _words(_TOKENS.findall(command) if quoted else command.split())))
     if not statement or text[end:].strip(" \t") not in ("", ";"):
         return None
     statements.append(statement)
     return statements
+
+
+def _split_line(tokens: list[str], quoted: bool) -> list[Statement] | None:
+    """`read_plain` of a line of words and operators, each between single blanks (`tokens`); None when a
+    word is no plain or quoted word (without quotes, the line holds only their characters)."""
+    statements: list[Statement] = []
+    statement: Statement = []
+    pipeline: Pipeline = []
+    command: list[str] = []
+    operator = ""  # the one before the pipeline being read
+    for token in tokens:
+        if token not in _JOINERS:
+            if quoted and _SPLIT_TOKEN.fullmatch(token) is None:
+                return None  # a quote inside a word, a quoted blank, `$`, ...
+            if not quoted and ("&" in token or "|" in token or ";" in token):
+                return None  # an operator run into a word, or `&`
+            command.append(token)
+            continue
+        if not command:
+            return None  # an operator with no command before it (`; ls`, `ls | | wc`)
+        pipeline.append((" ".join(command), _words(command)))
+        command = []
+        if token == "|":
+            continue
+        statement.append((operator, pipeline))
+        pipeline = []
+        operator = "" if token == ";" else token
+        if token == ";":
+            statements.append(statement)
+            statement = []
+    if command:
+        pipeline.append((" ".join(command), _words(command)))
+        statement.append((operator, pipeline))
+    elif pipeline or operator:
+        return None  # the line ends with `|`, `&&` or `||`
+    if statement:
+        statements.append(statement)
+    return statements or None
+
+
+def _words(raws: list[str]) -> list[Word]:
+    return [
+        _new_word(Word, (raw, raw, raw, False, None, "word", (), "", ())) if raw[0] not in _NOT_WORD else _word(raw)
+        for raw in raws
+    ]
 
 
 def _word(raw: str) -> Word:
