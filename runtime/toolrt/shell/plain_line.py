@@ -35,13 +35,15 @@ _TOKEN = f"(?:{_WORD}|{_DOUBLE}|{_SINGLE})"
 _COMMAND = f"{_TOKEN}(?:[ \\t]+{_TOKEN})*"
 _OPERATORS = frozenset(("&&", "||", ";"))  # and `|`, which joins a pipeline
 _JOINERS = frozenset(("&&", "||", ";", "|"))
-_UNQUOTED_LINE = re.compile(r"[A-Za-z0-9_./:@%+,=| ;&-]*")  # plain words, blanks and operators
+_UNQUOTED_LINE = re.compile(r"[A-Za-z0-9_./:@%+,=| \t;&-]*")  # plain words, blanks and operators
+_OPERATOR_SPLIT = re.compile(r" (&&|\|\||;|\|) ")
 _COMMANDS = re.compile(_COMMAND)
 _UNQUOTED_COMMANDS = re.compile(f"{_WORD}(?:[ \\t]+{_WORD})*")  # the same, for a line without quotes
 _TOKENS = re.compile(_TOKEN)
 _SPLIT_TOKEN = re.compile(_TOKEN)  # one word of a line split at its blanks
 _NUMBER = re.compile(r"-?(?:0x)?[0-9]+")  # what tree-sitter-bash reads as a `number` node
 _NOT_WORD = "\"'-0123456789"  # what a word starts with when it may be quoted or a number
+_DIGITS = frozenset("0123456789")
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor
 
 Command = tuple[str, list[Word]]
@@ -55,18 +57,32 @@ Statement = list[tuple[str, Pipeline]]
 def read_plain(text: str) -> list[Statement] | None:
     """The statements of `text` when it is a line of plain commands (see the module), else None.
 
-    One scan for the commands: whatever lies between two of them must be one operator (blanks around
-    it), before the first only blanks, after the last only blanks and one `;`; anything else there
-    (a `$`, a quote inside a word, `&`, `>`) is text no command took, and the line is not plain."""
+    The line is split at its operators where that is plain to see (`_split`), else scanned for its
+    commands: whatever lies between two of them must be one operator (blanks around it), before the
+    first only blanks, after the last only blanks and one `;`; anything else there (a `$`, a quote
+    inside a word, `&`, `>`) is text no command took, and the line is not plain."""
     if len(text) > MAX_CHARS or not text.isascii():
         return None
     quoted = '"' in text or "'" in text
+    if not quoted and _UNQUOTED_LINE.fullmatch(text) is None:
+        return None
+    split = _split(text, quoted)
+    return split if split is not None else _scan(text, quoted)
+
+
+def _split(text: str, quoted: bool) -> list[Statement] | None:
+    """The common case, one blank between words and operators: the line split at its operators (without
+    quotes) or at its blanks (with them); None for any other line, or one the split cannot tell."""
+    if not quoted:
+        if "  " in text or "\t" in text or text[:1] == " " or text[-1:] == " ":
+            return None
+        return _split_commands(_OPERATOR_SPLIT.split(text[:-2] if text[-2:] == " ;" else text))
     tokens = text.split()
-    if " ".join(tokens) == text and (quoted or _UNQUOTED_LINE.fullmatch(text) is not None):
-        # One blank between words and operators (the common case): split at the blanks.
-        split = _split_line(tokens, quoted)
-        if split is not None:
-            return split
+    return _split_line(tokens) if " ".join(tokens) == text else None
+
+
+def _scan(text: str, quoted: bool) -> list[Statement] | None:
+    """`read_plain` by one scan for the commands (see there)."""
     statements: list[Statement] = []
     statement: Statement = []
     pipeline: Pipeline = []
@@ -95,9 +111,35 @@ def read_plain(text: str) -> list[Statement] | None:
     return statements
 
 
-def _split_line(tokens: list[str], quoted: bool) -> list[Statement] | None:
-    """`read_plain` of a line of words and operators, each between single blanks (`tokens`); None when a
-    word is no plain or quoted word (without quotes, the line holds only their characters)."""
+def _split_commands(parts: list[str]) -> list[Statement] | None:
+    """`read_plain` of a line without quotes split at its operators, each between single blanks: the
+    commands with the operators between them; None when a command is empty or holds what is left of an
+    operator (`ls;`, `a &`, `a |& b`), which the scan reads instead."""
+    statements: list[Statement] = []
+    statement: Statement = []
+    pipeline: Pipeline = []
+    operator = ""  # the one before the pipeline being read
+    for index in range(0, len(parts), 2):
+        command = parts[index]
+        if not command or "&" in command or "|" in command or ";" in command:
+            return None
+        pipeline.append((command, _words(command.split(" "))))
+        joiner = parts[index + 1] if index + 1 < len(parts) else ""
+        if joiner == "|":
+            continue
+        statement.append((operator, pipeline))
+        pipeline = []
+        operator = "" if joiner == ";" else joiner
+        if joiner == ";":
+            statements.append(statement)
+            statement = []
+    statements.append(statement)
+    return statements
+
+
+def _split_line(tokens: list[str]) -> list[Statement] | None:
+    """`read_plain` of a line with quotes whose words and operators are each between single blanks
+    (`tokens`); None when a word is no plain or quoted word, which the scan reads instead."""
     statements: list[Statement] = []
     statement: Statement = []
     pipeline: Pipeline = []
@@ -105,10 +147,8 @@ def _split_line(tokens: list[str], quoted: bool) -> list[Statement] | None:
     operator = ""  # the one before the pipeline being read
     for token in tokens:
         if token not in _JOINERS:
-            if quoted and _SPLIT_TOKEN.fullmatch(token) is None:
+            if _SPLIT_TOKEN.fullmatch(token) is None:
                 return None  # a quote inside a word, a quoted blank, `$`, ...
-            if not quoted and ("&" in token or "|" in token or ";" in token):
-                return None  # an operator run into a word, or `&`
             command.append(token)
             continue
         if not command:
@@ -135,7 +175,9 @@ def _split_line(tokens: list[str], quoted: bool) -> list[Statement] | None:
 
 def _words(raws: list[str]) -> list[Word]:
     return [
-        _new_word(Word, (raw, raw, raw, False, None, "word", (), "", ())) if raw[0] not in _NOT_WORD else _word(raw)
+        _new_word(Word, (raw, raw, raw, False, None, "word", (), "", ()))
+        if raw[0] not in _NOT_WORD or raw[0] == "-" and raw[1:2] not in _DIGITS  # an option: no number
+        else _word(raw)
         for raw in raws
     ]
 
