@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from unittest.mock import patch
 
 import pytest
@@ -17,6 +18,11 @@ from hypothesis import strategies as st
 
 from toolrt.permissions.model import CallSite, PermissionRequest
 from toolrt.shell import analysis_commands, analyze_command, analyzer
+from toolrt.shell.parser import parse
+from toolrt.shell.plain_line import read_plain
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 CORPORA = Path(__file__).with_name("corpus")
 _ROOT = Path(tempfile.mkdtemp(prefix="toolrt-fast-paths-"))
@@ -165,6 +171,7 @@ def test_lines_of_plain_commands_are_read_without_the_tree(command: str) -> None
         "./x.sh",  # a path
         "pushd src",
         "42 x",  # a number as the name
+        "- a=b x",  # tree-sitter skips a leading `-`: an assignment, then `x`
         'ls "~"',
         "ls é",  # not ASCII
         "a " * 400,  # longer than the reading takes
@@ -213,3 +220,78 @@ def test_generated_chains_get_the_same_requests(command: str) -> None:
     restore): read without the tree where the line allows, they get the requests the tree walk gives."""
     fast, full = _both(command)
     assert not _differ(fast, full), (fast, full)
+
+
+_NAMES = (
+    "ls cat git python3 cd rm echo grep sed awk find cp mv tar make npm docker kubectl sudo env xargs time exec"
+    " eval command builtin nohup nice timeout true false set shopt trap alias let test printf read mapfile wait"
+    " kill exit return break continue shift hash type ulimit umask jobs fg bg pwd dirs history source declare"
+    " export local readonly typeset unset if then else elif fi case esac for select while until do done in"
+    " function coproc - -- -x + : . % @ , x=1 =x 42 -20 0x1 a,b x: a.b ./x"
+).split()
+_WORDS = (
+    "if then else elif fi case esac for select while until do done in function time coproc a=b =x - -- -la 42"
+    " -20 0x1 x: %1 @a +x a,b 'x' \"y\" '' \"\" '$x' \"a;b\" \"a b\" 'a && b'"
+).split(" ")
+
+
+def _tree_is_plain(line: str) -> bool:
+    """Whether tree-sitter reads `line` as the shape `plain_line` assumes: statements of lists and
+    pipelines of commands whose name is one word and whose arguments are plain words, numbers or quoted
+    words, each of the type the reading without the tree gives it."""
+    source = line.encode()
+    root = parse(source).root_node
+    kinds = {"word", "number", "string", "raw_string"}
+
+    def plain(node: Node) -> bool:
+        if node.type in ("list", "pipeline"):
+            return all(plain(child) for child in node.named_children)
+        children = node.named_children
+        if node.type != "command" or children[0].type != "command_name":
+            return False
+        if [child.type for child in children[0].named_children] != ["word"]:
+            return False
+        return all(child.type in kinds for child in children[1:])
+
+    return not root.has_error and all(plain(child) for child in root.named_children)
+
+
+def _word_kinds(line: str) -> list[str]:
+    source = line.encode()
+    found: list[str] = []
+
+    def collect(node: Node) -> None:
+        if node.type in ("word", "number", "string", "raw_string"):
+            found.append(node.type)
+            return
+        for child in node.named_children:
+            collect(child)
+
+    collect(parse(source).root_node)
+    return found
+
+
+def test_every_line_read_without_the_tree_has_the_shape_it_assumes() -> None:
+    """Against tree-sitter itself: names and words that bash or the parser read specially (keywords,
+    assignments, numbers, a leading `-`), in every position of lists, pipelines and statements. Each line
+    the analyzer reads without the tree parses to plain commands, and its words have the node types
+    `plain_line` gives them."""
+    read = 0
+    for name in _NAMES:
+        for word in _WORDS:
+            for line in (f"{name} {word} x", f"x && {name} {word}", f"x | {name} {word}", f"x;{name} {word}", name):
+                if not _read_without_tree(line):
+                    continue
+                read += 1
+                assert _tree_is_plain(line), line
+                lexed = read_plain(line)
+                assert lexed is not None
+                kinds = [
+                    word.kind
+                    for statement in lexed
+                    for _, pipeline in statement
+                    for _, words in pipeline
+                    for word in words
+                ]
+                assert kinds == _word_kinds(line), line
+    assert read > 2_000

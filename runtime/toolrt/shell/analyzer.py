@@ -249,8 +249,8 @@ class _Analysis(CommandChecks):
 
     def _plain_head(self, words: list[Word]) -> bool:
         head = words[0].raw
-        if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS:
-            return False
+        if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS or head[0] == "-":
+            return False  # tree-sitter skips a leading `-` (`- a=b x` is an assignment and `x`)
         facts = program_facts(self.table, head)
         if facts.plain or head == "cd":
             return True
@@ -301,7 +301,8 @@ class _Analysis(CommandChecks):
         if head == "cd":
             self._cd(words, 0, len(words), text, name=head, certain=then)
             return
-        self._shell_state(head, values[1:], text)
+        if head in _SHELL_STATE:
+            self._shell_state(head, values[1:], text)
         if head in INERT and inert_builtin(head, values):
             return
         self._emit(words, values, 0, text, "", own)
@@ -385,3 +386,5 @@ _CHECKS: Mapping[str, Callable[[_Analysis, Node, Node | None], None]] = MappingP
 _read_plain = read_plain  # `tests/test_bash_fast_paths.py` turns the reading without the tree off here
 # Command names tree-sitter reads as statements of their own (`declare x`: a `declaration_command`).
 _STATEMENTS = frozenset(("declare", "typeset", "export", "local", "readonly", "unset"))
+# The names `_shell_state` reads (a name read without the tree holds no `/`).
+_SHELL_STATE = frozenset(("trap", "set", "shopt", "bash", "sh"))
