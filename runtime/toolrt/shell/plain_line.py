@@ -115,6 +115,11 @@ def _split_commands(parts: list[str]) -> list[Statement] | None:
     """`read_plain` of a line without quotes split at its operators, each between single blanks: the
     commands with the operators between them; None when a command is empty or holds what is left of an
     operator (`ls;`, `a &`, `a |& b`), which the scan reads instead."""
+    if len(parts) == 1:  # one command, the most common line
+        command = parts[0]
+        if not command or "&" in command or "|" in command or ";" in command:
+            return None
+        return [[("", [(command, _words(command.split(" ")))])]]
     statements: list[Statement] = []
     statement: Statement = []
     pipeline: Pipeline = []
