@@ -260,6 +260,9 @@ class _Analysis(CommandChecks):
 
     def _plain_line(self, line: list[Statement]) -> None:
         """The line's statements in order, as `_walk` visits their tree (`plain_line` gives its shape)."""
+        if len(line) == 1 and len(line[0]) == 1 and len(line[0][0][1]) == 1:  # one command, the common line
+            self._plain_command(line[0][0][1][0], then=False, final=True)
+            return
         final = line[-1][-1][1]  # the line's last pipeline
         for statement in line:
             entry = self.cwds  # what each `&&` list of the statement restores (`_descend`)

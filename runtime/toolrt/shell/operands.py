@@ -101,10 +101,11 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
     reading = _Reading()
     first_operand: int | None = None
     index = 0
-    while index < len(args):
+    count = len(args)
+    while index < count:
         arg = args[index]
         if arg == "--":
-            first_operand = index + 1 if first_operand is None and index + 1 < len(args) else first_operand
+            first_operand = index + 1 if first_operand is None and index + 1 < count else first_operand
             break
         if arg is None or arg == "-" or arg[:1] != "-":
             first_operand = index if first_operand is None else first_operand
