@@ -34,13 +34,13 @@ _SINGLE = r"'(?:[\x20-\x26\x28-\x7d][\x20-\x26\x28-\x7e]*)?'"
 _TOKEN = f"(?:{_WORD}|{_DOUBLE}|{_SINGLE})"
 _COMMAND = f"{_TOKEN}(?:[ \\t]+{_TOKEN})*"
 _OPERATORS = frozenset(("&&", "||", ";"))  # and `|`, which joins a pipeline
-_JOINERS = frozenset(("&&", "||", ";", "|"))
 _UNQUOTED_LINE = re.compile(r"[A-Za-z0-9_./:@%+,=| \t;&-]*")  # plain words, blanks and operators
+_QUOTES = re.compile(r"\"[^\"]*\"|'[^']*'")  # what a quoted word can be at most (each quote closed)
 _OPERATOR_SPLIT = re.compile(r" (&&|\|\||;|\|) ")
 _COMMANDS = re.compile(_COMMAND)
 _UNQUOTED_COMMANDS = re.compile(f"{_WORD}(?:[ \\t]+{_WORD})*")  # the same, for a line without quotes
 _TOKENS = re.compile(_TOKEN)
-_SPLIT_TOKEN = re.compile(_TOKEN)  # one word of a line split at its blanks
+_QUOTED_WORD = re.compile(f"{_DOUBLE}|{_SINGLE}")
 _NUMBER = re.compile(r"-?(?:0x)?[0-9]+")  # what tree-sitter-bash reads as a `number` node
 _NOT_WORD = "\"'-0123456789"  # what a word starts with when it may be quoted or a number
 _DIGITS = frozenset("0123456789")
@@ -64,21 +64,24 @@ def read_plain(text: str) -> list[Statement] | None:
     if len(text) > MAX_CHARS or not text.isascii():
         return None
     quoted = '"' in text or "'" in text
-    if not quoted and _UNQUOTED_LINE.fullmatch(text) is None:
-        return None
+    if _UNQUOTED_LINE.fullmatch(_QUOTES.sub("", text) if quoted else text) is None:
+        return None  # outside its quotes, a plain line holds only words, blanks and operators
     split = _split(text, quoted)
     return split if split is not None else _scan(text, quoted)
 
 
 def _split(text: str, quoted: bool) -> list[Statement] | None:
-    """The common case, one blank between words and operators: the line split at its operators (without
-    quotes) or at its blanks (with them); None for any other line, or one the split cannot tell."""
-    if not quoted:
-        if "  " in text or "\t" in text or text[:1] == " " or text[-1:] == " ":
-            return None
-        return _split_commands(_OPERATOR_SPLIT.split(text[:-2] if text[-2:] == " ;" else text))
-    tokens = text.split()
-    return _split_line(tokens) if " ".join(tokens) == text else None
+    """The common case, one blank between words and operators: the line split at its operators and each
+    command at its blanks; None for any other line, or one the split cannot tell. Every word holding a
+    quote must be one quoted word, so no quoted word holds a blank: neither split cuts into one (an
+    operator splits only between blanks)."""
+    if "  " in text or "\t" in text or text[:1] == " " or text[-1:] == " ":
+        return None
+    if quoted:
+        for word in text.split(" "):
+            if ('"' in word or "'" in word) and _QUOTED_WORD.fullmatch(word) is None:
+                return None
+    return _split_commands(_OPERATOR_SPLIT.split(text[:-2] if text[-2:] == " ;" else text))
 
 
 def _scan(text: str, quoted: bool) -> list[Statement] | None:
@@ -112,8 +115,8 @@ def _scan(text: str, quoted: bool) -> list[Statement] | None:
 
 
 def _split_commands(parts: list[str]) -> list[Statement] | None:
-    """`read_plain` of a line without quotes split at its operators, each between single blanks: the
-    commands with the operators between them; None when a command is empty or holds what is left of an
+    """`read_plain` of a line split at its operators, each between single blanks: the commands with the
+    operators between them; None when a command is empty or holds what is left of an
     operator (`ls;`, `a &`, `a |& b`), which the scan reads instead."""
     if len(parts) == 1:  # one command, the most common line
         command = parts[0]
@@ -140,42 +143,6 @@ def _split_commands(parts: list[str]) -> list[Statement] | None:
             statement = []
     statements.append(statement)
     return statements
-
-
-def _split_line(tokens: list[str]) -> list[Statement] | None:
-    """`read_plain` of a line with quotes whose words and operators are each between single blanks
-    (`tokens`); None when a word is no plain or quoted word, which the scan reads instead."""
-    statements: list[Statement] = []
-    statement: Statement = []
-    pipeline: Pipeline = []
-    command: list[str] = []
-    operator = ""  # the one before the pipeline being read
-    for token in tokens:
-        if token not in _JOINERS:
-            if _SPLIT_TOKEN.fullmatch(token) is None:
-                return None  # a quote inside a word, a quoted blank, `$`, ...
-            command.append(token)
-            continue
-        if not command:
-            return None  # an operator with no command before it (`; ls`, `ls | | wc`)
-        pipeline.append((" ".join(command), _words(command)))
-        command = []
-        if token == "|":
-            continue
-        statement.append((operator, pipeline))
-        pipeline = []
-        operator = "" if token == ";" else token
-        if token == ";":
-            statements.append(statement)
-            statement = []
-    if command:
-        pipeline.append((" ".join(command), _words(command)))
-        statement.append((operator, pipeline))
-    elif pipeline or operator:
-        return None  # the line ends with `|`, `&&` or `||`
-    if statement:
-        statements.append(statement)
-    return statements or None
 
 
 def _words(raws: list[str]) -> list[Word]:
