@@ -240,6 +240,8 @@ class _Analysis(CommandChecks):
         """Whether every command of a line read without its tree (`plain_line`) is one whose checks need
         nothing but its words: no assignment, keyword, statement, builtin, wrapper or path as its name
         (`cd` is read here too). Decided before anything is recorded, so the tree can still read the line."""
+        if len(line) == 1 and len(line[0]) == 1 and len(line[0][0][1]) == 1:  # one command, the common line
+            return self._plain_head(line[0][0][1][0][1])
         for statement in line:
             for _, pipeline in statement:
                 for _, words in pipeline:
