@@ -290,7 +290,7 @@ def test_every_line_read_without_the_tree_has_the_shape_it_assumes() -> None:
                     word.kind
                     for statement in lexed
                     for _, pipeline in statement
-                    for _, words in pipeline
+                    for _, words, _ in pipeline
                     for word in words
                 ]
                 assert kinds == _word_kinds(line), line

@@ -367,7 +367,7 @@ class CommandChecks(ScriptChecks):
     ) -> None:
         """Code in another language the command runs, unless it is inline Python read as inert."""
         options = self.table.code_options_of(base)
-        code = inline_code(base, args)
+        code = inline_code(base, args) if "-c" in args else None  # none without `-c`
         if code is None and node is not None and stdin_code(base, args) and self._fed(node, parent):  # cheap first
             code = self._fed_text(node, parent)
         inert = (

@@ -244,7 +244,7 @@ class _Analysis(CommandChecks):
             return self._plain_head(line[0][0][1][0][1])
         for statement in line:
             for _, pipeline in statement:
-                for _, words in pipeline:
+                for _, words, _ in pipeline:
                     if not self._plain_head(words):
                         return False
         return True
@@ -291,8 +291,7 @@ class _Analysis(CommandChecks):
     def _plain_command(self, command: Command, *, then: bool, final: bool) -> None:
         """One command of plain words, checked as `_command` and `_segment` check it from its tree:
         `then`, `&&` follows it in its list; `final`, the line ends with it (`_last_command`)."""
-        text, words = command
-        values: list[str | None] = [word.value for word in words]
+        text, words, values = command
         head = words[0].raw
         if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
             return  # `_final_cd`: where the line's last `cd` goes changes nothing

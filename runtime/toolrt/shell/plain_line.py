@@ -46,8 +46,8 @@ _NOT_WORD = "\"'-0123456789"  # what a word starts with when it may be quoted or
 _DIGITS = frozenset("0123456789")
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor
 
-Command = tuple[str, list[Word]]
-"""A command's text and its words (name first), as the tree walk reads them."""
+Command = tuple[str, list[Word], list[str | None]]
+"""A command's text, its words (name first) as the tree walk reads them, and their values."""
 Pipeline = list[Command]
 """The commands of one pipeline (one command: no pipe)."""
 Statement = list[tuple[str, Pipeline]]
@@ -107,7 +107,7 @@ def _scan(text: str, quoted: bool) -> list[Statement] | None:
             statement.append((operator if statement else "", pipeline))
         end = match.end()
         command = match.group()
-        pipeline.append((command, _words(_TOKENS.findall(command) if quoted else command.split())))
+        pipeline.append(_command(command, _TOKENS.findall(command) if quoted else command.split()))
     if not statement or text[end:].strip(" \t") not in ("", ";"):
         return None
     statements.append(statement)
@@ -122,7 +122,7 @@ def _split_commands(parts: list[str]) -> list[Statement] | None:
         command = parts[0]
         if not command or "&" in command or "|" in command or ";" in command:
             return None
-        return [[("", [(command, _words(command.split(" ")))])]]
+        return [[("", [_command(command, command.split(" "))])]]
     statements: list[Statement] = []
     statement: Statement = []
     pipeline: Pipeline = []
@@ -131,7 +131,7 @@ def _split_commands(parts: list[str]) -> list[Statement] | None:
         command = parts[index]
         if not command or "&" in command or "|" in command or ";" in command:
             return None
-        pipeline.append((command, _words(command.split(" "))))
+        pipeline.append(_command(command, command.split(" ")))
         joiner = parts[index + 1] if index + 1 < len(parts) else ""
         if joiner == "|":
             continue
@@ -143,6 +143,14 @@ def _split_commands(parts: list[str]) -> list[Statement] | None:
             statement = []
     statements.append(statement)
     return statements
+
+
+def _command(text: str, raws: list[str]) -> Command:
+    """The command `text` of the words `raws`: a plain word's value is its text, a quoted word's what its
+    quotes hold."""
+    words = _words(raws)
+    values: list[str | None] = [word.value for word in words] if '"' in text or "'" in text else list(raws)
+    return text, words, values
 
 
 def _words(raws: list[str]) -> list[Word]:
