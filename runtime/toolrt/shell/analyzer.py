@@ -117,6 +117,13 @@ class _Analysis(CommandChecks):
 
     def run(self, text: str) -> None:
         self.text = text
+        plain = _read_plain(text) if self.depth == 0 and not self.inherited else None
+        if plain is not None and self._plain_heads(plain):
+            self.source = text.encode()  # printable ASCII: nothing binary, far below every size limit
+            self._start(text)
+            self._plain_line(plain)
+            self._resolve_deferred()
+            return
         if _BINARY.search(text):
             self.findings.fail_closed(text, "the command contains binary or invalid characters")
         try:
@@ -125,12 +132,6 @@ class _Analysis(CommandChecks):
             self.source = text.encode("utf-8", "replace")
         if len(self.source) > limits.MAX_INPUT_BYTES:
             self.findings.fail_closed(text, f"the command is longer than {limits.MAX_INPUT_BYTES} bytes")
-            return
-        plain = _read_plain(text) if self.depth == 0 and not self.inherited else None
-        if plain is not None and self._plain_heads(plain):
-            self._start(text)
-            self._plain_line(plain)
-            self._resolve_deferred()
             return
         tree = parse(self.source, self.findings.deadline)
         if tree is None or (len(self.source) > INLINE_BYTES and self.findings.out_of_time()):

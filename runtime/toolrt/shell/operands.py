@@ -96,8 +96,12 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
         return frozenset()
     if spec.text:
         return frozenset(range(len(args)))
-    if not spec.script and not _has_option(args):
-        return _NOTHING  # operands only, and every one a path (`cat README.md`)
+    if not spec.script:
+        for arg in args:  # a loop: cheaper than `any` over a generator
+            if arg is not None and arg[:1] == "-":
+                break
+        else:
+            return _NOTHING  # operands only, and every one a path (`cat README.md`)
     reading = _Reading()
     first_operand: int | None = None
     index = 0
@@ -115,14 +119,6 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
     if spec.script and not reading.no_script_operand and not reading.uncertain and first_operand is not None:
         reading.skipped.add(first_operand)
     return frozenset(reading.skipped)
-
-
-def _has_option(args: Sequence[str | None]) -> bool:
-    """Whether a word of `args` starts with `-` (a loop: cheaper than `any` over a generator)."""
-    for arg in args:
-        if arg is not None and arg[:1] == "-":
-            return True
-    return False
 
 
 def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
