@@ -549,3 +549,14 @@ def test_a_program_named_cd_is_not_the_cd_builtin(site: CallSite, command: str) 
     # Found by the hypothesis test: `/cd` is an executable somewhere, not the builtin that asks nothing.
     requests = [r for r in analyze_command(command, site) if r.permission == "bash"]
     assert requests and command in requests[0].patterns
+
+
+@pytest.mark.parametrize("command", ['cp "" ..', "cp '' src", 'mv "" ../x', 'rsync -a "" ..'])
+def test_an_empty_operand_to_a_copy_names_nothing_and_raises_nothing(site: CallSite, command: str) -> None:
+    """`cp "" ..` once raised IndexError (found by generated chains): an empty source names no file; the
+    destination is still checked (`..` is outside the project)."""
+    (site.root / "src").mkdir()
+    requests = analyze_command(command, site)
+    outside = command.endswith("..") or "../x" in command
+    assert any(r.permission == "external_directory" for r in requests) is outside, requests
+    assert any(r.permission == "bash" and command in r.patterns for r in requests), requests

@@ -9,13 +9,20 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolrt.permissions.model import CallSite, PermissionRequest
-from toolrt.shell import analysis_commands, analyze_command
+from toolrt.shell import analysis_commands, analyze_command, analyzer
+from toolrt.shell.parser import parse
+from toolrt.shell.plain_line import read_plain
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 CORPORA = Path(__file__).with_name("corpus")
 _ROOT = Path(tempfile.mkdtemp(prefix="toolrt-fast-paths-"))
@@ -25,16 +32,22 @@ _ROOT = Path(tempfile.mkdtemp(prefix="toolrt-fast-paths-"))
 SITE = CallSite(root=_ROOT, cwd=_ROOT, home=_ROOT.parent)
 
 
+def _no_plain_line(text: str) -> None:
+    return None
+
+
 @contextmanager
 def _full_reading() -> Iterator[None]:
-    """Every word goes through `evaluate` and every quoted word is walked, as without the fast paths."""
-    plain, quoted = analysis_commands._PLAIN_WORD, analysis_commands._QUOTED
+    """Every line is parsed and walked, every word goes through `evaluate` and every quoted word is
+    walked, as without the fast paths."""
+    plain, quoted, lines = analysis_commands._PLAIN_WORD, analysis_commands._QUOTED, analyzer._read_plain
     analysis_commands._PLAIN_WORD = re.compile("")  # matches every word: none is plain
     analysis_commands._QUOTED = re.compile("(?!)")  # matches none
+    analyzer._read_plain = _no_plain_line  # no line is read without its tree
     try:
         yield
     finally:
-        analysis_commands._PLAIN_WORD, analysis_commands._QUOTED = plain, quoted
+        analysis_commands._PLAIN_WORD, analysis_commands._QUOTED, analyzer._read_plain = plain, quoted, lines
 
 
 def _both(command: str) -> tuple[tuple[PermissionRequest, ...], tuple[PermissionRequest, ...]]:
@@ -110,3 +123,175 @@ def test_quoted_words_read_fast_still_name_what_they_name(command: str, named: s
 def test_generated_lines_get_the_same_requests(command: str) -> None:
     fast, full = _both(command)
     assert fast == full
+
+
+def _read_without_tree(command: str) -> bool:
+    """Whether the analyzer reads `command` without parsing it (`plain_line`): the parser is made to
+    fail, so a line that reaches it raises."""
+    with patch.object(analyzer, "parse", side_effect=LookupError("parsed")):
+        try:
+            analyze_command(command, SITE)
+        except LookupError:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'git commit -m "x1" && git push origin main',
+        "ls -la src1",
+        "grep -rn TODO1 src | head -20",
+        "cd src && python3 -m pytest -q -k t1 && cd ..",
+        "cat README1.md | wc -l",
+        "true; set -e; echo 'a b' \"c d\" || rm -rf ../x",
+    ],
+)
+def test_lines_of_plain_commands_are_read_without_the_tree(command: str) -> None:
+    assert _read_without_tree(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls $x",  # an expansion
+        "ls *.py",  # a glob
+        'ls a"b"',  # a quote inside a word
+        "ls > out",  # a redirection
+        "ls &",  # in the background
+        "ls\nrm x",  # a newline
+        "ls # c",  # a comment
+        "X=1 ls",  # an assignment
+        "x=1",
+        "if true; then ls; fi",  # keywords
+        "export X",  # a statement of its own in the tree
+        "sudo rm x",  # a wrapper
+        "git grep -O less x",  # a wrapper that starts like a plain program
+        "source x",  # a builtin
+        "./x.sh",  # a path
+        "pushd src",
+        "42 x",  # a number as the name
+        "- a=b x",  # tree-sitter skips a leading `-`: an assignment, then `x`
+        'ls "~"',
+        "ls é",  # not ASCII
+        "a " * 400,  # longer than the reading takes
+    ],
+)
+def test_any_other_line_is_read_from_its_tree(command: str) -> None:
+    assert not _read_without_tree(command)
+
+
+def test_most_corpus_lines_are_read_without_the_tree() -> None:
+    """The corpus comparison above covers the reading without the tree, not only the tree's."""
+    lines = _corpus_lines()
+    assert sum(_read_without_tree(line) for line in lines) > 600
+
+
+HEAD = st.sampled_from(
+    ["cd", "ls", "cat", "git", "python3", "rm", "echo", "grep", "sed", "true", "set", "shopt", "xargs", "sudo", "time"]
+    + ["bash", "declare", "x=1", "if", "done", "42", "-x", "./s", "pushd", "trap", "find", "cp", "tar", "unzip", "make"]
+)
+ARGUMENT = st.one_of(
+    st.sampled_from(["..", "src", "-la", "-rf", "-c", "-m", "-o", "out", "/", "~", "../x", "lnk", "-I", "{}", "-i"]),
+    st.sampled_from(
+        ["push", "commit", "-v", "a=b", "--", "-", "s/a/b/", "-exec", ";", "expand_aliases", "-x", "pytest"]
+    ),
+    QUOTED_BODY.map(lambda body: f'"{body}"'),
+    QUOTED_BODY.map(lambda body: f"'{body}'"),
+)
+# Names the reading without the tree takes (`cd` most of all: the lists and pipelines restore where it goes).
+PLAIN_HEAD = st.sampled_from(
+    ["cd", "cd", "cd", "ls", "cat", "git", "python3", "rm", "grep", "sed", "true", "find", "cp"]
+)
+OPERATOR = st.sampled_from([" && ", " || ", "; ", " | ", "&&", "|", ";"])
+
+
+def _chains(head: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    command = st.tuples(head, st.lists(ARGUMENT, max_size=4)).map(lambda parts: " ".join((parts[0], *parts[1])))
+    return st.tuples(
+        command, st.lists(st.tuples(OPERATOR, command), max_size=4), st.sampled_from(["", ";", " ; "])
+    ).map(lambda parts: parts[0] + "".join(operator + command for operator, command in parts[1]) + parts[2])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_chains(HEAD), _chains(PLAIN_HEAD)))
+def test_generated_chains_get_the_same_requests(command: str) -> None:
+    """Lists, pipelines and statements of commands (`cd` among them, which the chains and pipelines
+    restore): read without the tree where the line allows, they get the requests the tree walk gives."""
+    fast, full = _both(command)
+    assert not _differ(fast, full), (fast, full)
+
+
+_NAMES = (
+    "ls cat git python3 cd rm echo grep sed awk find cp mv tar make npm docker kubectl sudo env xargs time exec"
+    " eval command builtin nohup nice timeout true false set shopt trap alias let test printf read mapfile wait"
+    " kill exit return break continue shift hash type ulimit umask jobs fg bg pwd dirs history source declare"
+    " export local readonly typeset unset if then else elif fi case esac for select while until do done in"
+    " function coproc - -- -x + : . % @ , x=1 =x 42 -20 0x1 a,b x: a.b ./x"
+).split()
+_WORDS = (
+    "if then else elif fi case esac for select while until do done in function time coproc a=b =x - -- -la 42"
+    " -20 0x1 x: %1 @a +x a,b 'x' \"y\" '' \"\" '$x' \"a;b\" \"a b\" 'a && b'"
+).split(" ")
+
+
+def _tree_is_plain(line: str) -> bool:
+    """Whether tree-sitter reads `line` as the shape `plain_line` assumes: statements of lists and
+    pipelines of commands whose name is one word and whose arguments are plain words, numbers or quoted
+    words, each of the type the reading without the tree gives it."""
+    source = line.encode()
+    root = parse(source).root_node
+    kinds = {"word", "number", "string", "raw_string"}
+
+    def plain(node: Node) -> bool:
+        if node.type in ("list", "pipeline"):
+            return all(plain(child) for child in node.named_children)
+        children = node.named_children
+        if node.type != "command" or children[0].type != "command_name":
+            return False
+        if [child.type for child in children[0].named_children] != ["word"]:
+            return False
+        return all(child.type in kinds for child in children[1:])
+
+    return not root.has_error and all(plain(child) for child in root.named_children)
+
+
+def _word_kinds(line: str) -> list[str]:
+    source = line.encode()
+    found: list[str] = []
+
+    def collect(node: Node) -> None:
+        if node.type in ("word", "number", "string", "raw_string"):
+            found.append(node.type)
+            return
+        for child in node.named_children:
+            collect(child)
+
+    collect(parse(source).root_node)
+    return found
+
+
+def test_every_line_read_without_the_tree_has_the_shape_it_assumes() -> None:
+    """Against tree-sitter itself: names and words that bash or the parser read specially (keywords,
+    assignments, numbers, a leading `-`), in every position of lists, pipelines and statements. Each line
+    the analyzer reads without the tree parses to plain commands, and its words have the node types
+    `plain_line` gives them."""
+    read = 0
+    for name in _NAMES:
+        for word in _WORDS:
+            for line in (f"{name} {word} x", f"x && {name} {word}", f"x | {name} {word}", f"x;{name} {word}", name):
+                if not _read_without_tree(line):
+                    continue
+                read += 1
+                assert _tree_is_plain(line), line
+                lexed = read_plain(line)
+                assert lexed is not None
+                kinds = [
+                    word.kind
+                    for statement in lexed
+                    for _, pipeline in statement
+                    for _, words, _ in pipeline
+                    for word in words
+                ]
+                assert kinds == _word_kinds(line), line
+    assert read > 2_000

@@ -232,3 +232,23 @@ def test_inline_python_after_a_command_that_may_write_a_module_is_opaque(project
     line = "printf 'import os' > json.py; python3 -c 'import json; print(json.dumps(1))'"
     assert any(r.opaque for r in analyze_command(line, project))
     assert any(r.opaque for r in analyze_command("make && python3 -c 'import json'", project))
+
+
+@pytest.mark.parametrize(
+    ("command", "reaches_out"),
+    [
+        # `-i` is both a flag and an option whose value is the rest of its cluster: the rest (`.bak`) is
+        # its value, so the script that follows is still the script (a pattern, not a path)
+        ("sed -ni.bak /../../outside/d src/app.py", False),
+        ("sed -nz /../../outside/d src/app.py", False),  # flags only: the script follows
+        ("sed -nq /../../outside/d src/app.py", True),  # `q` is no option sed's row knows: maybe a value
+        ("cut -d/ -f2 ../outside", True),  # `-d` takes the rest of its cluster; the operand is a file
+    ],
+)
+def test_a_cluster_is_read_letter_by_letter_by_the_programs_table(
+    project: CallSite, command: str, reaches_out: bool
+) -> None:
+    """Each short option's role in a cluster (ends it, takes a value, a flag, unknown) is compiled once per
+    program, with the table's precedence: a letter that both ends a cluster and is a flag ends it."""
+    requests = analyze_command(command, project)
+    assert any(r.permission == "external_directory" for r in requests) is reaches_out, requests

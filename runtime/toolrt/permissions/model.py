@@ -88,7 +88,8 @@ class PermissionRequest:
     patterns: tuple[str, ...]
     always: tuple[str, ...] = ()
     """Patterns that an "always" reply turns into allow rules for the rest of the session."""
-    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    metadata: Mapping[str, Any] = _EMPTY
+    """Read-only; the shared empty mapping by default (a plain default: no factory call per request)."""
     floor: Action | None = None
     """The least strict action this request may get: `ask` means rules can never auto-allow it
     (a dynamic command name, a loader variable, an unparseable command)."""

@@ -25,7 +25,7 @@ from .wrappers import Wrapper
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["PLAIN_WORDS", "REDIRECTS", "CommandChecks"]
+__all__ = ["PLAIN_WORDS", "REDIRECTS", "CommandChecks", "inert_builtin"]
 
 PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
@@ -179,8 +179,8 @@ class CommandChecks(ScriptChecks):
         wrapper that adds words to it when it runs)."""
         words, values = command.words, command.values
         whole = last == len(words)
-        start = command.start if first == 0 else words[first].node.start_byte
-        end = command.end if whole else words[last - 1].node.end_byte
+        start = command.start if first == 0 else _node(words[first]).start_byte
+        end = command.end if whole else _node(words[last - 1]).end_byte
         text = self.source[start:end].decode("utf-8", "surrogateescape")  # self._slice(start, end)
         head = words[first].value
         if head is None or words[first].glob or head in RESERVED:
@@ -199,7 +199,7 @@ class CommandChecks(ScriptChecks):
             self._cd_segment(command, first, last, text, own, redirects)
             return []
         self._shell_state(head, values[first + 1 : last], text)
-        if head in INERT and not own and not redirects and _inert(head, mine):
+        if head in INERT and not own and not redirects and inert_builtin(head, mine):
             return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
         wrapper = self.table.match(values, first) if facts.may_wrap else None
         if feeder and wrapper is not None:
@@ -301,7 +301,7 @@ class CommandChecks(ScriptChecks):
 
     def _unseen(
         self,
-        node: Node,
+        node: Node | None,
         parent: Node | None,
         words: list[Word],
         first: int,
@@ -312,17 +312,23 @@ class CommandChecks(ScriptChecks):
     ) -> None:
         """What this command (a `described` one, by its `facts`) does that the analyzer cannot see:
         the command table, code in another language, a configured alias, a script fed or written by
-        the line itself."""
+        the line itself. `node` is None for a command read without its syntax tree (`plain_line`), which has
+        no redirections and, being no builtin, is not read by `_unseen_builtin`."""
         base = (words[first].value or "").rpartition("/")[2]
         args = [word.value for word in words[first + 1 : last]]
         if facts.builtin:  # all `_unseen_builtin` reads
-            self._unseen_builtin(node, words, first, last, text, reasons)
+            if node is None:  # `plain_line` reads no builtin: never the case
+                self.findings.fail_closed(text, f"`{base}` is a builtin read only from the syntax tree")
+            else:
+                self._unseen_builtin(node, words, first, last, text, reasons)
         if facts.code:  # all `_unseen_code` reads
             self._unseen_code(node, parent, base, args, text)
         follow = self.table.follow_options.get(base)
-        if follow is not None and [arg for arg in args if arg is not None and arg[:1] == "-"]:
-            if any(has_option(arg, follow) for arg in args):
-                self._walked_links(base, args)
+        if follow is not None:
+            for arg in args:
+                if has_option(arg, follow):
+                    self._walked_links(base, args)
+                    break
         known = self.table.subcommands.get(base)
         if known is not None:
             subcommand = self._subcommand(base, args)
@@ -356,11 +362,13 @@ class CommandChecks(ScriptChecks):
             if variable is not None:  # an unknown name failed closed above (`_evaluated_names`)
                 self._assign(variable, None, text, how=f"`{base}`")
 
-    def _unseen_code(self, node: Node, parent: Node | None, base: str, args: list[str | None], text: str) -> None:
+    def _unseen_code(
+        self, node: Node | None, parent: Node | None, base: str, args: list[str | None], text: str
+    ) -> None:
         """Code in another language the command runs, unless it is inline Python read as inert."""
         options = self.table.code_options_of(base)
-        code = inline_code(base, args)
-        if code is None and stdin_code(base, args) and self._fed(node, parent):  # the cheap test first
+        code = inline_code(base, args) if "-c" in args else None  # none without `-c`
+        if code is None and node is not None and stdin_code(base, args) and self._fed(node, parent):  # cheap first
             code = self._fed_text(node, parent)
         inert = (
             code is not None
@@ -388,8 +396,11 @@ class CommandChecks(ScriptChecks):
             index += 1
         return None
 
-    def _fed(self, node: Node, parent: Node | None) -> bool:
-        """Whether a here-document or here-string feeds the command."""
+    def _fed(self, node: Node | None, parent: Node | None) -> bool:
+        """Whether a here-document or here-string feeds the command (`node` None: a command read without
+        its syntax tree, `plain_line`, which has no redirections)."""
+        if node is None:
+            return False
         holders = [node] if parent is None or parent.type != "redirected_statement" else [node, parent]
         return any(
             child.type in ("heredoc_redirect", "herestring_redirect")
@@ -547,6 +558,13 @@ _QUOTED = re.compile(r"\"[^\\`$\"]*\"|'[^']*'")
 _new_word = tuple.__new__  # a `Word` without the keyword-taking constructor, once per plain word
 
 
+def _node(word: Word) -> Node:
+    """The node of a word a wrapper's inner command starts or ends with: read from the tree, as a line
+    with a wrapper always is (`plain_line` reads no wrapper)."""
+    assert word.node is not None
+    return word.node
+
+
 def _hidden(raw: str) -> bool:
     """Whether a plain word holds what bash runs as a command substitution (a backtick, `$(`, `$[`)."""
     return "`" in raw or "$(" in raw or "$[" in raw
@@ -557,7 +575,7 @@ def _braced(words: list[Word]) -> bool:
     return any(word.glob and word.value is not None and "{" in word.value for word in words)
 
 
-def _inert(head: str, values: list[str | None]) -> bool:
+def inert_builtin(head: str, values: list[str | None]) -> bool:
     """Whether a builtin of `INERT` does nothing here (`shopt -s expand_aliases` does something)."""
     return head != "shopt" or shell_option_reason("shopt", values[1:]) is None
 
@@ -613,4 +631,9 @@ def has_option(arg: str | None, options: frozenset[str]) -> bool:
         return False
     if arg.partition("=")[0] in options:
         return True
-    return arg[1:2] != "-" and any("-" + letter in options for letter in arg[1:])
+    if arg[1:2] == "-":
+        return False
+    for letter in arg[1:]:  # a loop: cheaper than `any` over a generator
+        if "-" + letter in options:
+            return True
+    return False

@@ -87,7 +87,7 @@ class PathChecks(AnalysisState):
                 self._external(value)
             elif kind == "other" and self.cwds[0] is not None and len(self.findings.read) < MAX_READ_PATHS:
                 # An entry that is no symlink stays in the project: only its `read` rules apply.
-                self.findings.read[posixpath.normpath(self.cwds[0] + "/" + value)] = None
+                self.findings.read[_entry_path(self.cwds[0], value)] = None
             return
         else:
             candidates = [value]
@@ -175,7 +175,7 @@ class PathChecks(AnalysisState):
         if base is None or cwd is None:
             return False
         if len(self.findings.read) < MAX_READ_PATHS:
-            self.findings.read[posixpath.normpath(cwd + "/" + name)] = None
+            self.findings.read[_entry_path(cwd, name)] = None
         return self.findings.listings.kind(base, name) != "link"
 
     def _redirect(self, node: Node, parent: Node | None) -> None:
@@ -299,6 +299,8 @@ class PathChecks(AnalysisState):
         and without the directory's own name); past `_MAX_COPIED` names, the directory's unnamed files."""
         base = posixpath.basename(posixpath.normpath(source))
         out = [posixpath.join(destination, base)] if base not in ("", ".", "..", "/") else []
+        if not source:
+            return out  # an empty operand names no file (`cp "" dir` copies nothing)
         absolute = self.scope.expand(source, cwd) if cwd is not None or source.startswith(("/", "~")) else None
         if absolute is None or not os.path.isdir(absolute):
             return out
@@ -417,6 +419,12 @@ def _bare_name(word: Word, value: str) -> bool:
         and value != ".."
         and (value.isascii() and "\x00" not in value or fs_safe(value))  # fs_safe, its common case first
     )
+
+
+def _entry_path(directory: str, name: str) -> str:
+    """`posixpath.normpath(directory + "/" + name)` for a normalised directory and a bare name (no `/`, not
+    `.` or `..`): the joined text itself, but under `/` and `//`."""
+    return directory + "/" + name if len(directory) > 2 else posixpath.normpath(directory + "/" + name)
 
 
 def _plain_name(path: str) -> bool:

@@ -298,6 +298,8 @@ class VariableChecks(PathChecks):
             combinations = [{**known, name: option} for known in combinations for option in options]
             if len(combinations) > _MAX_COMBINATIONS:
                 return None
+        if word.node is None:  # a plain word holds no variable: never the case
+            return None
         for known in combinations:
             again = evaluate(word.node, known, word.kind, source=self.source)
             if again.value is None:

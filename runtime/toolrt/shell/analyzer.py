@@ -18,11 +18,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from . import limits
-from .analysis_commands import CommandChecks
+from .analysis_commands import CommandChecks, inert_builtin
 from .analysis_paths import redefines_cd, sets_pwd
+from .facts import INERT, RESERVED, program_facts
 from .findings import Findings
+from .operands import not_paths, operand_programs
 from .parser import INLINE_BYTES, parse
 from .paths import PathScope
+from .plain_line import Command, Pipeline, Statement, read_plain
+from .words import Word
 from .wrappers import WrapperTable
 
 if TYPE_CHECKING:
@@ -113,6 +117,13 @@ class _Analysis(CommandChecks):
 
     def run(self, text: str) -> None:
         self.text = text
+        plain = _read_plain(text) if self.depth == 0 and not self.inherited else None
+        if plain is not None and self._plain_heads(plain):
+            self.source = text.encode()  # printable ASCII: nothing binary, far below every size limit
+            self._start(text)
+            self._plain_line(plain)
+            self._resolve_deferred()
+            return
         if _BINARY.search(text):
             self.findings.fail_closed(text, "the command contains binary or invalid characters")
         try:
@@ -127,12 +138,7 @@ class _Analysis(CommandChecks):
             self._out_of_time()  # a long text whose parse spent the budget is not walked at all
             return
         root = tree.root_node
-        if redefines_cd(text):
-            self.findings.cd_redefined = True
-        if sets_pwd(text):
-            self.pwd_known = False
-            self.known.pop("PWD", None)  # nor what an outer text took it for
-        self._set_pwd()
+        self._start(text)
         self._walk(root)
         self._resolve_deferred()
         if root.has_error:
@@ -141,6 +147,15 @@ class _Analysis(CommandChecks):
                 row, column = self.first_error.start_point
                 where = f" (syntax error at line {row + 1}, column {column + 1})"
             self.findings.fail_closed(text, f"the command could not be parsed{where}")
+
+    def _start(self, text: str) -> None:
+        """What the whole text says before any command of it is read: a `cd` function, a `PWD` of its own."""
+        if redefines_cd(text):
+            self.findings.cd_redefined = True
+        if sets_pwd(text):
+            self.pwd_known = False
+            self.known.pop("PWD", None)  # nor what an outer text took it for
+        self._set_pwd()
 
     def _walk(self, root: Node) -> None:
         """Visit every node in document order (so `cd` affects what follows); stops at a limit."""
@@ -222,6 +237,86 @@ class _Analysis(CommandChecks):
                 stack.append((_Restore(self.cwds, merge=False), None, nesting))
         return True
 
+    def _plain_heads(self, line: list[Statement]) -> bool:
+        """Whether every command of a line read without its tree (`plain_line`) is one whose checks need
+        nothing but its words: no assignment, keyword, statement, builtin, wrapper or path as its name
+        (`cd` is read here too). Decided before anything is recorded, so the tree can still read the line."""
+        if len(line) == 1 and len(line[0]) == 1 and len(line[0][0][1]) == 1:  # one command, the common line
+            return self._plain_head(line[0][0][1][0][1])
+        for statement in line:
+            for _, pipeline in statement:
+                for _, words, _ in pipeline:
+                    if not self._plain_head(words):
+                        return False
+        return True
+
+    def _plain_head(self, words: list[Word]) -> bool:
+        head = words[0].raw
+        if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS or head[0] == "-":
+            return False  # tree-sitter skips a leading `-` (`- a=b x` is an assignment and `x`)
+        facts = program_facts(self.table, head)
+        if facts.plain or head == "cd":
+            return True
+        if facts.builtin or "/" in head or head in ("pushd", "popd"):
+            return False
+        return not facts.may_wrap or self.table.match([word.value for word in words], 0) is None
+
+    def _plain_line(self, line: list[Statement]) -> None:
+        """The line's statements in order, as `_walk` visits their tree (`plain_line` gives its shape)."""
+        if len(line) == 1 and len(line[0]) == 1 and len(line[0][0][1]) == 1:  # one command, the common line
+            self._plain_command(line[0][0][1][0], then=False, final=True)
+            return
+        final = line[-1][-1][1]  # the line's last pipeline
+        for statement in line:
+            entry = self.cwds  # what each `&&` list of the statement restores (`_descend`)
+            for operator, _ in statement:
+                if operator == "&&":
+                    self.chains.append({})
+            then = len(statement) > 1 and statement[1][0] == "&&"  # `_then`: the first command, before `&&`
+            for operator, pipeline in statement:
+                self._plain_pipeline(pipeline, then=then, final=pipeline is final)
+                then = False
+                if operator == "&&":
+                    self._restore(_Restore(entry, merge=True, chain=True))
+
+    def _plain_pipeline(self, pipeline: Pipeline, *, then: bool, final: bool) -> None:
+        """One pipeline; each part of a pipeline of several runs in a subshell (`_descend`)."""
+        if len(pipeline) == 1:
+            self._plain_command(pipeline[0], then=then, final=final)
+            return
+        entry = self.cwds
+        for command in pipeline:
+            self._plain_command(command, then=False, final=False)
+            self._set_cwds(entry)  # `_restore` of the `_Restore(entry, merge=False)` after each part
+
+    def _plain_command(self, command: Command, *, then: bool, final: bool) -> None:
+        """One command of plain words, checked as `_command` and `_segment` check it from its tree:
+        `then`, `&&` follows it in its list; `final`, the line ends with it (`_last_command`)."""
+        text, words, values = command
+        head = words[0].raw
+        if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
+            return  # `_final_cd`: where the line's last `cd` goes changes nothing
+        self._check_paths(words, text=not_paths(head, values[1:]) if head in operand_programs() else None)
+        facts = program_facts(self.table, head)
+        own: list[str] = []
+        if facts.plain:
+            self._emit(words, values, 0, text, "", own)
+            self._writes(values, text)
+            return
+        if head == "cd":
+            self._cd(words, 0, len(words), text, name=head, certain=then)
+            return
+        if head in _SHELL_STATE:
+            self._shell_state(head, values[1:], text)
+        if head in INERT and inert_builtin(head, values):
+            return
+        self._emit(words, values, 0, text, "", own)
+        if facts.described:
+            self._unseen(None, None, words, 0, len(words), text, own, facts)
+        if facts.interpreter:
+            self._interpreted(head, values[1:], text)
+        self._writes(values, text)
+
     def _assignment(self, node: Node, parent: Node | None) -> None:
         self._record_assignment(node)
         self._standalone_assignment(node, parent)
@@ -291,3 +386,10 @@ _CHECKS: Mapping[str, Callable[[_Analysis, Node, Node | None], None]] = MappingP
         **dict.fromkeys(_EXPANDED_LEAVES, lambda analysis, node, _: analysis._leaf(node)),
     }
 )
+
+
+_read_plain = read_plain  # `tests/test_bash_fast_paths.py` turns the reading without the tree off here
+# Command names tree-sitter reads as statements of their own (`declare x`: a `declaration_command`).
+_STATEMENTS = frozenset(("declare", "typeset", "export", "local", "readonly", "unset"))
+# The names `_shell_state` reads (a name read without the tree holds no `/`).
+_SHELL_STATE = frozenset(("trap", "set", "shopt", "bash", "sh"))

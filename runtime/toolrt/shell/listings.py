@@ -70,17 +70,19 @@ class Listings:
         found = self._names.get(path)
         if found is not None:
             return found
-        if listing is _UNASKED:
-            asked = self._asked[directory] = self._asked.get(directory, 0) + 1
-            if asked > PER_NAME or directory in _listed:
-                # A listing an earlier call made is checked (one `stat`) rather than asking name by name.
-                listing = self._directories[directory] = _settled_listing(directory)
-        if isinstance(listing, _Listing):
-            found = "missing" if name not in listing.names else "link" if name in listing.links else "other"
-        else:
-            found = _name_kind(path)
+        if listing is _UNASKED and (not PER_NAME or directory in _listed or self._ask(directory) > PER_NAME):
+            # A listing an earlier call made is checked (one `stat`) rather than asking name by name.
+            listing = self._directories[directory] = _settled_listing(directory)
+            if isinstance(listing, _Listing):  # it answers every later name (the first branch above)
+                return "missing" if name not in listing.names else "link" if name in listing.links else "other"
+        found = _name_kind(path)
         self._names[path] = found
         return found
+
+    def _ask(self, directory: str) -> int:
+        """How many names have been asked in `directory` so far, this one included."""
+        asked = self._asked[directory] = self._asked.get(directory, 0) + 1
+        return asked
 
 
 _UNASKED = object()

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ..config.resources import read_yaml
@@ -31,6 +32,9 @@ class _Program:
     ends_cluster: frozenset[str] = frozenset()
     takes_value: frozenset[str] = frozenset()
     """Every option that takes a value (script, file, text and other values), joined once."""
+    short: Mapping[str, str] = MappingProxyType({})
+    """Each short option's letter → how a cluster reads it (`_ENDS`, `_VALUE`, `_FLAG`), in that order of
+    precedence: one lookup per letter instead of three set tests."""
 
 
 @cache
@@ -43,13 +47,26 @@ def _programs() -> Mapping[str, _Program]:
     for name, row in data["programs"].items():
         sets = {key: frozenset(row.get(key, ())) for key in options}
         valued = ("script_options", "file_options", "text_options", "value_options")
+        takes_value = frozenset().union(*(sets[key] for key in valued))
         programs[name] = _Program(
             text=row.get("text") == "all",
             script=row.get("script") == "first",
-            takes_value=frozenset().union(*(sets[key] for key in valued)),
+            takes_value=takes_value,
+            short=_short_roles(sets["ends_cluster"], takes_value, sets["flags"]),
             **sets,
         )
     return programs
+
+
+_ENDS, _VALUE, _FLAG = "ends", "value", "flag"
+
+
+def _short_roles(ends: frozenset[str], valued: frozenset[str], flags: frozenset[str]) -> Mapping[str, str]:
+    """Letter → role of every short option (`-x`) in the three sets; the first set that holds it wins."""
+    roles: dict[str, str] = {}
+    for role, options in ((_FLAG, flags), (_VALUE, valued), (_ENDS, ends)):  # later ones take precedence
+        roles.update((option[1], role) for option in options if len(option) == 2 and option[1] != "-")
+    return MappingProxyType(roles)
 
 
 def operand_programs() -> Mapping[str, object]:
@@ -79,15 +96,20 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
         return frozenset()
     if spec.text:
         return frozenset(range(len(args)))
-    if not spec.script and not _has_option(args):
-        return _NOTHING  # operands only, and every one a path (`cat README.md`)
+    if not spec.script:
+        for arg in args:  # a loop: cheaper than `any` over a generator
+            if arg is not None and arg[:1] == "-":
+                break
+        else:
+            return _NOTHING  # operands only, and every one a path (`cat README.md`)
     reading = _Reading()
     first_operand: int | None = None
     index = 0
-    while index < len(args):
+    count = len(args)
+    while index < count:
         arg = args[index]
         if arg == "--":
-            first_operand = index + 1 if first_operand is None and index + 1 < len(args) else first_operand
+            first_operand = index + 1 if first_operand is None and index + 1 < count else first_operand
             break
         if arg is None or arg == "-" or arg[:1] != "-":
             first_operand = index if first_operand is None else first_operand
@@ -97,14 +119,6 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
     if spec.script and not reading.no_script_operand and not reading.uncertain and first_operand is not None:
         reading.skipped.add(first_operand)
     return frozenset(reading.skipped)
-
-
-def _has_option(args: Sequence[str | None]) -> bool:
-    """Whether a word of `args` starts with `-` (a loop: cheaper than `any` over a generator)."""
-    for arg in args:
-        if arg is not None and arg[:1] == "-":
-            return True
-    return False
 
 
 def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
@@ -124,20 +138,23 @@ def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Read
 def _cluster(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
     """Read a cluster of short options (`-rn`, `-nf FILE`, `-d/`) at `index`; the next word to read."""
     arg = args[index] or ""
+    roles = spec.short
     for position in range(1, len(arg)):
-        option = "-" + arg[position]
-        if option in spec.ends_cluster:
+        role = roles.get(arg[position])
+        if role is _FLAG:
+            continue
+        if role is _ENDS:
             return index + 1
-        if option in spec.takes_value:
+        if role is _VALUE:
+            option = "-" + arg[position]
             _note(spec, option, index, reading)
             if position + 1 < len(arg):  # the rest of the cluster is its value (`-d/`, `-fFILE`)
                 return index + 1
             if option in spec.text_options or option in spec.script_options:
                 reading.skipped.add(index + 1)
             return index + 2
-        if option not in spec.flags:
-            reading.uncertain = True
-            return index + 1
+        reading.uncertain = True  # not in the table: it may take the next word as its value
+        return index + 1
     reading.skipped.add(index)  # flags only (`ls -la`): the word names no path
     return index + 1
 

@@ -45,8 +45,9 @@ class Word(NamedTuple):
     """The literal text before the first dynamic part (the whole value when static)."""
     glob: bool
     """Unquoted `*`, `?`, `[` or a brace expansion: the shell would turn it into other words."""
-    node: Node
-    """Where the word sits in the source (byte offsets are read only when needed)."""
+    node: Node | None
+    """Where the word sits in the source (byte offsets are read only when needed); None for a word read
+    without the syntax tree (`plain_line`), which is plain: nothing reads its node."""
     kind: str
     """The node type (`word`, `string`, `concatenation`, ...)."""
     variables: tuple[str, ...] | None = ()
