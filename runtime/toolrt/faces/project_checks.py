@@ -45,6 +45,8 @@ RUNTIME_PERMISSIONS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Report:
+    """What `validate` found: errors and warnings, sorted by file and line."""
+
     errors: tuple[Problem, ...]
     warnings: tuple[Problem, ...]
     sandbox: str | None = None
