@@ -121,11 +121,14 @@ def _texts(snapshot: Snapshot) -> dict[str, str]:
     """The text of each project file the build read, by path relative to the root (so that its first
     line is not read again)."""
     texts: dict[str, str] = {}
+    root = str(snapshot.root)
+    inside = root if root.endswith("/") else f"{root}/"  # `Path.is_relative_to`, on the strings: no Path per parent
     for layer in snapshot.config.layers if snapshot.config is not None else ():
         if layer.name == "project":
             for document in [source.document for source in layer.tools] + [layer.permissions, layer.settings]:
-                if document is not None and document.text is not None and document.path.is_relative_to(snapshot.root):
-                    texts[str(document.path.relative_to(snapshot.root))] = document.text
+                name = str(document.path) if document is not None else ""
+                if document is not None and document.text is not None and name.startswith(inside):
+                    texts[name[len(inside) :]] = document.text
     return texts
 
 
