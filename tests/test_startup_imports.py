@@ -22,10 +22,19 @@ from toolrt.config import resources
 from toolrt.config.resources import read_yaml
 from toolrt.config.settings_values import checked_settings, plain_settings
 from toolrt.errors import Problem
-from toolrt.faces.project_checks import python_handler_problems
+from toolrt.faces.project_checks import python_handler_problems, validate
 
 REPORT = "import sys; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in WATCHED)), file=sys.stderr)"
 WATCHED = "('toolrt', 'pydantic', 'pydantic_settings', 'jinja2', 'mcp', 'ssl')"
+LOSSY_TOOL = """
+    id: mine
+    description: Echo a name.
+    parameters:
+      type: object
+      properties: {name: {type: string, minLength: 1}}
+      required: [name]
+    handler: {argv: [echo, "{{ name }}"]}
+"""
 
 
 def _fresh_user(tmp_path: Path) -> dict[str, str]:
@@ -197,6 +206,21 @@ def test_the_builtin_tools_pass_every_check_a_project_s_tool_gets(make_project: 
         assert compile_tool(replace(definition, layer="project"), definition.description, problems) is not None
         assert problems == [], definition.id
     assert description_problem("{% for t in tools %}{{ nope }}{% endfor %}") is not None
+
+
+def test_validate_checks_the_builtins_formats_only_when_asked(make_project: Callable[..., Path]) -> None:
+    """`toolrt validate` shows the built-in tools' format warnings only with `--all`, so it asks for them
+    only then; the package's own tools compile for every format without an error either way."""
+    root = make_project({"mine": LOSSY_TOOL}, builtin_tools=True)
+    everything = validate(root)
+    assert everything.errors == ()
+    builtins = {p.file for p in everything.warnings if p.file.startswith("<builtin>/tools.d/")}
+    assert "<builtin>/tools.d/write.yaml" in builtins  # minLength: lossy for OpenAI's strict mode
+    project_only = validate(root, builtin=False)
+    assert project_only.errors == ()
+    assert not [p for p in project_only.warnings if p.file.startswith("<builtin>/")]
+    assert [p.file for p in project_only.warnings] == [p for p in (p.file for p in everything.warnings) if "<" not in p]
+    assert any(p.file == "tools.d/mine.yaml" and "minLength" in p.message for p in project_only.warnings)
 
 
 def test_a_packaged_jinja_template_compiles_by_its_first_render() -> None:

@@ -97,6 +97,8 @@ def _within(path: str, directory: str) -> bool:
 
 @dataclass
 class _State:
+    """What the journal said so far, and the offset up to which it was read."""
+
     offset: int = 0
     model: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     """(path, digest) → (call, via) of content the model wrote there."""

@@ -69,8 +69,17 @@ class CompiledTool:
     static_requests: tuple[PermissionRequest, ...] | None = None
     """The permission requests of every call when they do not depend on the arguments (no templates,
     no path arguments, no analyzer): computed once, and their allow decisions can be reused."""
-    specs: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict, compare=False, repr=False)
-    """Provider specs by (format, offered name), compiled on first use (`selection.spec_of`)."""
+    specs: dict[tuple[Any, ...], Mapping[str, Any]] | None = field(default=None, compare=False, repr=False)
+    """Provider specs by (format, offered name), compiled on first use (`selection.spec_of`); None until
+    the first (most tools of a large config are never offered in every format: no dict per tool for them)."""
+
+    def spec_cache(self) -> dict[tuple[Any, ...], Mapping[str, Any]]:
+        """`specs`, made on the first use (a memo on the frozen instance, like `Document.marks`)."""
+        cache = self.specs
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "specs", cache)
+        return cache
 
     @property
     def id(self) -> str:
@@ -208,9 +217,7 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         parameter_names=names,
         validator=validator,
         output_validator=output_validator,
-        defaults=MappingProxyType(
-            {name: schema["default"] for name, schema in properties.items() if "default" in schema}
-        ),
+        defaults=_read_only({name: schema["default"] for name, schema in properties.items() if "default" in schema}),
         title=template("/title", tool.title),
         confirm_title=template("/confirm/title", tool.confirm_title),
         confirm_message=template("/confirm/message", tool.confirm_message),
@@ -220,10 +227,18 @@ def compile_tool(tool: ToolDefinition, description: str, problems: list[Problem]
         shell=command.shell,
         cwd=command.cwd,
         stdin=command.stdin,
-        env_set=MappingProxyType(command.env_set),
+        env_set=_read_only(command.env_set),
     )
     _check_examples(compiled, problems)
     return compiled if len(problems) == before else None
+
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+def _read_only(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only view of `values`; the one empty mapping every tool without any shares."""
+    return MappingProxyType(values) if values else _NOTHING
 
 
 class _Templates:

@@ -20,7 +20,9 @@ from .tool_layers import compile_with_description
 __all__ = ["BuildReuse", "Reusing", "compile_cached", "permission_config"]
 
 
-_CompiledEntry = tuple[Document, str, str, CompiledTool | None, tuple[Problem, ...]]
+_CompiledEntry = CompiledTool | tuple[Document, str, str, None, tuple[Problem, ...]]
+"""A tool compiled without a problem (its definition holds the document, description and layer it came
+from: no tuple per tool), or what a document with problems gave."""
 
 
 _PermissionEntry = tuple[tuple[Any, ...], PermissionConfig | None, tuple[Problem, ...]]
@@ -62,15 +64,24 @@ def compile_cached(
         definition = tool_from_document(document, description=description, layer=layer)
         return compile_with_description(definition, info, problems)
     hit = reusing.compiled.get(id(document)) or reusing.previous.compiled.get(id(document))
-    if hit is not None and hit[0] is document and hit[1] == description and hit[2] == layer:
-        reusing.compiled[id(document)] = hit
-        problems.extend(hit[4])
-        return hit[3]
+    if hit is not None:
+        if isinstance(hit, CompiledTool):
+            made = hit.definition
+            if made.document is document and made.description == description and made.layer == layer:
+                reusing.compiled[id(document)] = hit
+                return hit
+        elif hit[0] is document and hit[1] == description and hit[2] == layer:
+            reusing.compiled[id(document)] = hit
+            problems.extend(hit[4])
+            return None
     found: list[Problem] = []
     definition = tool_from_document(document, description=description, layer=layer)
     compiled = compile_with_description(definition, info, found)
     problems.extend(found)
-    reusing.compiled[id(document)] = (document, description, layer, compiled, tuple(found))
+    if compiled is not None and not found:
+        reusing.compiled[id(document)] = compiled
+    else:
+        reusing.compiled[id(document)] = (document, description, layer, None, tuple(found))
     return compiled
 
 

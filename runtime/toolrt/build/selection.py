@@ -143,7 +143,7 @@ def spec_of(offered: Offered, format: str, tools: tuple[str, ...] = ()) -> Mappi
     key: tuple[Any, ...] = (format, offered.name)
     if OFFERED_MARK in description:
         key = (format, offered.name, tools)
-    cache = offered.tool.specs
+    cache = offered.tool.spec_cache()
     found = cache.get(key)
     if found is None:
         from ..specs import compile_spec

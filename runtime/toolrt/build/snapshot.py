@@ -53,6 +53,8 @@ __all__ = ["BuildReuse", "Snapshot", "blocked_message", "build_snapshot", "degra
 
 @dataclass(frozen=True)
 class Snapshot:
+    """One build of a project's config: everything a call needs, compiled, immutable."""
+
     root: Path
     data_dir: Path
     tools: Mapping[str, CompiledTool]

@@ -596,6 +596,8 @@ def render(template: Template | str, args: Mapping[str, Any], parameters: frozen
 
 @dataclass(frozen=True, slots=True)
 class ArgvTemplate:
+    """A compiled `handler.argv`: one compiled element per argv element."""
+
     elements: tuple[Any, ...]
     """A template per element, or a compiled expression (a callable) for whole-expression ones."""
     expands: tuple[bool, ...]

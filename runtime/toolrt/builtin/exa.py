@@ -19,8 +19,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_plus, urlencode
 
-import anyio
-
 from ..errors import ToolFailure
 
 if TYPE_CHECKING:  # imported for annotations only: a build loads this module for its describe hook
@@ -87,6 +85,7 @@ async def call_exa(tool: str, arguments: Mapping[str, Any], *, timeout: float, w
         ToolFailure: the endpoint failed, answered an error or took longer than `timeout` seconds; the
             message never holds the API key.
     """
+    import anyio  # here, as httpx2: a build imports this module for its describe hook
     import httpx2
 
     key = os.environ.get(KEY_VARIABLE, "")

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import yaml
 
 from ..attribution import journal_for
@@ -101,6 +100,8 @@ async def skill(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
     Raises ToolFailure naming the available skills when there is no skill of that name.
     """
+    import anyio.to_thread  # here, not at the top: a build imports this module for its describe hook
+
     name = str(args["name"])
     skills = await anyio.to_thread.run_sync(discover_skills, ctx.root, Path.home())
     chosen = skills.get(name)

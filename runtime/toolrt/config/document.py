@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Document", "child_pointer", "node_marks"]
+__all__ = ["NO_MARKS", "Document", "child_pointer", "document_start", "node_marks"]
+
+NO_MARKS: Mapping[str, tuple[int, int]] = MappingProxyType({})
+"""The marks of a document whose positions are found on the first lookup: one value shared by every
+such document (a large config holds one object fewer per file for the garbage collector to count)."""
+_FIRST = (1, 1)
+
+
+def document_start(line: int, column: int) -> tuple[int, int]:
+    """(line, column) where a document starts, the usual (1, 1) shared."""
+    return _FIRST if line == 1 and column == 1 else (line, column)
 
 
 def child_pointer(pointer: str, key: str | int) -> str:
@@ -24,9 +36,9 @@ class Document:
 
     path: Path
     data: Any
-    marks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    marks: Mapping[str, tuple[int, int]] = NO_MARKS
     """JSON pointer → (1-based line, 1-based column) of the node's start (a key's position for mappings' values).
-    Filled from `node` on the first lookup: most documents are valid and never need them."""
+    Computed from `text` on the first lookup (`NO_MARKS` until then): most documents are valid and never need them."""
     display: str = ""
     """The path as shown in messages (relative to the root when inside it)."""
     text: str | None = field(default=None, repr=False, compare=False)
@@ -34,7 +46,7 @@ class Document:
     instead of a node per value keeps the garbage collector's work small for large configs)."""
     index: int = 0
     """Which `---` document of the file this is."""
-    start: tuple[int, int] = (1, 1)
+    start: tuple[int, int] = _FIRST
     """Line and column where the document's content starts (what `source("")` names)."""
 
     @property
@@ -46,7 +58,8 @@ class Document:
         if not pointer and not self.marks:
             return self.start
         if not self.marks and self.text is not None:
-            self.marks.update(node_marks(_compose(self.text, self.index)))
+            # a memo of what `text` holds, not a change of value: set once, on the frozen instance
+            object.__setattr__(self, "marks", node_marks(_compose(self.text, self.index)))
         while True:
             if pointer in self.marks:
                 return self.marks[pointer]

@@ -36,6 +36,8 @@ _YAML_SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True, slots=True)
 class ToolSource:
+    """One tool document of a layer, with its description resolved."""
+
     document: Document
     description: str | None
     """The description text (inline or from description_file), None when missing."""
@@ -46,6 +48,8 @@ class ToolSource:
 
 @dataclass(frozen=True, slots=True)
 class Layer:
+    """The files of one layer (the built-in one, a plugin's, the project's), read and schema-checked."""
+
     name: str
     """`builtin`, `plugin:NAME` or `project`."""
     tools: tuple[ToolSource, ...] = ()
@@ -59,6 +63,8 @@ class Layer:
 
 @dataclass(frozen=True, slots=True)
 class ConfigSet:
+    """Every layer of a project as read, with the problems found and the paths to watch."""
+
     root: Path
     layers: tuple[Layer, ...]
     problems: tuple[Problem, ...] = ()

@@ -7,6 +7,7 @@ plain Python values itself, so that every value keeps its position for error mes
 from __future__ import annotations
 
 import datetime
+import operator
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, Problem
-from .document import Document, child_pointer, node_marks
+from .document import NO_MARKS, Document, child_pointer, document_start, node_marks
 
 __all__ = ["load_documents", "load_yaml_text"]
 
@@ -52,14 +53,17 @@ _intern = sys.intern
 one string per name instead of one per occurrence (and looks them up by identity)."""
 
 
-def _no_path_resolvers(self: Any, *_: Any) -> None:
-    """Path resolvers are never registered for config files: nothing to track per node."""
-
-
 _Loader: type[yaml.SafeLoader] = type(
     "ConfigLoader",
     (_SafeLoader,),
-    {"resolve": _resolve, "descend_resolver": _no_path_resolvers, "ascend_resolver": _no_path_resolvers},
+    {
+        "resolve": _resolve,
+        # Path resolvers are never registered for config files: nothing to track per node. libyaml's
+        # composer calls these two hooks around every node, so they are C functions that do nothing
+        # with what they get (`descend_resolver(parent, index)`, `ascend_resolver()`), not Python ones.
+        "descend_resolver": staticmethod(operator.is_),
+        "ascend_resolver": staticmethod(tuple),
+    },
 )
 
 
@@ -98,8 +102,8 @@ def load_yaml_text(text: str, *, path: Path, display: str, located: bool = False
                 data = _build_plain(loader, node, None, problems, display, 0)
             else:
                 data = _build(loader, node, None, problems, _Expansion(display))
-            start = (node.start_mark.line + 1, node.start_mark.column + 1)
-            marks = node_marks(node) if located else {}
+            start = document_start(node.start_mark.line + 1, node.start_mark.column + 1)
+            marks = node_marks(node) if located else NO_MARKS
             documents.append(Document(path, data, marks, display=display, text=text, index=position, start=start))
     except yaml.MarkedYAMLError as exc:
         raise ConfigError([_syntax_problem(exc, text, display)]) from None

@@ -33,6 +33,8 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True)
 class PythonHandler:
+    """A `handler: {python: module:function}`: a function of the project, a plugin or the package."""
+
     ref: str
     """`package.module:function`, called with `(args, ctx)`."""
     blocking: bool = True
@@ -41,6 +43,8 @@ class PythonHandler:
 
 @dataclass(frozen=True, slots=True)
 class ProcessOptions:
+    """What a process handler sets besides its command: working directory, environment, stdin, exit statuses."""
+
     cwd: str | None = None
     env_allow: tuple[str, ...] | None = None
     env_set: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
@@ -53,12 +57,16 @@ class ProcessOptions:
 
 @dataclass(frozen=True, slots=True)
 class ArgvHandler:
+    """A `handler: {argv: [...]}`: one process started without a shell, each element a template."""
+
     argv: tuple[str, ...]
     options: ProcessOptions = ProcessOptions()
 
 
 @dataclass(frozen=True, slots=True)
 class ShellHandler:
+    """A `handler: {shell: ...}`: a script run by `shell`, its values quoted into it."""
+
     script: str
     shell: str = "/bin/sh"
     options: ProcessOptions = ProcessOptions()
@@ -66,6 +74,8 @@ class ShellHandler:
 
 @dataclass(frozen=True, slots=True)
 class HostHandler:
+    """A `handler: {host: name}`: a function the embedding host registers at run time."""
+
     name: str
     """The slot a host fills with `Runtime.register_handler(name, fn)`."""
 
@@ -75,12 +85,16 @@ Handler = PythonHandler | ArgvHandler | ShellHandler | HostHandler
 
 @dataclass(frozen=True, slots=True)
 class PathArg:
+    """A parameter that names a file or directory (`permission.paths`): checked against the path rules."""
+
     arg: str
     kind: Literal["file", "directory"] = "file"
 
 
 @dataclass(frozen=True, slots=True)
 class PermissionSpec:
+    """A tool's `permission:`: the key its calls ask under and the patterns they ask with."""
+
     key: str
     patterns: tuple[str, ...] = ("*",)
     always: tuple[str, ...] = ()
@@ -102,6 +116,8 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)
 class When:
+    """A tool's `when:`: the models, providers, flags and clients it is offered to."""
+
     models: tuple[Selector, ...] | None = None
     models_group: str | None = None
     providers: tuple[str, ...] | None = None
@@ -113,6 +129,8 @@ class When:
 
 @dataclass(frozen=True, slots=True)
 class TruncateSpec:
+    """A tool's `truncate:`: its own output limits (None: the setting's)."""
+
     max_lines: int | None = None
     max_bytes: int | None = None
     direction: Literal["head", "tail"] | None = None
@@ -120,6 +138,8 @@ class TruncateSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolDefinition:
+    """One tool as its YAML (or a host's registration) defines it, before compilation."""
+
     id: str
     description: str
     parameters: Mapping[str, Any]
@@ -158,6 +178,8 @@ class ToolDefinition:
 
 @dataclass(frozen=True, slots=True)
 class FlagDef:
+    """A feature flag `toolrt.yaml` declares (`flags:`)."""
+
     name: str
     description: str
     default: bool = False
@@ -167,6 +189,8 @@ class FlagDef:
 
 @dataclass(frozen=True, slots=True)
 class ProjectSettings:
+    """What the `toolrt.yaml` files declare: flags, model groups, tool sets, the built-in tools kept."""
+
     flags: Mapping[str, FlagDef] = field(default_factory=lambda: _EMPTY)
     model_groups: Mapping[str, tuple[Selector, ...]] = field(default_factory=lambda: _EMPTY)
     toolsets: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _EMPTY)

@@ -35,6 +35,8 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class TruncateSettings:
+    """`truncate.*`: how much of a tool's output a result keeps."""
+
     max_lines: int = 2000
     max_bytes: int = 51200
     direction: Literal["head", "tail"] = "head"
@@ -42,6 +44,8 @@ class TruncateSettings:
 
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
+    """`serve.*`: where and how `toolrt serve` serves."""
+
     host: str = "127.0.0.1"
     """Where `toolrt serve --transport http` listens; anything but loopback is host-only."""
     port: int = 8765
@@ -212,6 +216,8 @@ class CommandLineSettings:
 
 @dataclass(frozen=True, slots=True)
 class IgnoredSetting:
+    """A setting value a layer gave that was not applied: where it came from and why."""
+
     key: str
     value: Any
     origin: str

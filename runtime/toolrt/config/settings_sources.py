@@ -54,6 +54,8 @@ FLAG_PREFIX = "TOOLRT_FLAG_"
 
 @dataclass
 class SettingsLayer:
+    """One source of settings values, by its precedence."""
+
     name: str
     project: bool
     """A project file (a model can write it): host-only settings are refused."""

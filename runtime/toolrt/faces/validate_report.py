@@ -174,7 +174,8 @@ def validate_paths(root: Path, files: Sequence[str], *, all_files: bool, cwd: Pa
     notes: list[Problem] = []
     sandboxes: list[str] = []
     for project, chosen in named.items():
-        report = validate(project)
+        # the built-in tools' warnings are shown only with --all (or in the package's own tree)
+        report = validate(project, builtin=all_files or is_within(builtin_root(), project.absolute()))
         if report.sandbox is not None:
             sandboxes.append(f"{_shown_root(project)}: sandbox: {report.sandbox}")
         for problem in report.errors + report.warnings:

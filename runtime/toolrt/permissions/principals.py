@@ -24,6 +24,8 @@ __all__ = ["PrincipalRule", "agent_for", "principal_rules"]
 
 @dataclass(frozen=True, slots=True)
 class PrincipalRule:
+    """One `principals:` entry of the locked file: the token claims that map to an agent."""
+
     match: Mapping[str, tuple[str, ...]]
     """Claim name → the values one of which it must equal (or, for a list claim, hold)."""
     agent: str

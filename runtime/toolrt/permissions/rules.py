@@ -32,6 +32,8 @@ _VIEW_CACHE_LIMIT = 4096
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
+    """A rule with its position in the ruleset (the last match wins)."""
+
     index: int
     rule: Rule
     matches: Matcher

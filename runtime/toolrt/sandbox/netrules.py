@@ -39,6 +39,8 @@ _WEB_PORTS = (80, 443)
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
+    """One entry of a `network:` list: a host name, wildcard or IP address, and the port."""
+
     name: str
     """Lower case, no trailing dot; `*.x` for the subdomains of x."""
     port: int | None

@@ -21,6 +21,8 @@ __all__ = ["not_paths", "operand_programs"]
 
 @dataclass(frozen=True, slots=True)
 class _Program:
+    """What a known program does with its operands (reads text, runs a script)."""
+
     text: bool = False
     script: bool = False
     script_options: frozenset[str] = frozenset()
