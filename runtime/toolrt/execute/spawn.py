@@ -337,8 +337,9 @@ def _pidfd_of(pid: int) -> int | None:
 def _popen_in_sandbox(
     plan: SandboxPlan, argv: Sequence[str], masked: tuple[Masked, ...] = (), **options: Any
 ) -> PidfdProcess:
-    """Start the process from a thread of its own (made ahead by `toolrt.sandbox.keeper` when it could) that
-    first enters the sandbox itself (see `toolrt.sandbox.support`), watched by the warden, which kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
+    """Start the process from a thread of its own (made ahead by `toolrt.sandbox.keeper` when it could)
+    that first enters the sandbox itself (see `toolrt.sandbox.support`), watched by the warden, which
+    kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
 
     A bare `_thread` and a lock, not `threading.Thread`: its start handshake and join cost two more
     context switches per process, which on a busy machine weigh more than the whole sandbox.
