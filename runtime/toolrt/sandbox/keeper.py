@@ -1,15 +1,16 @@
-"""One thread of toolrt's for the thread launcher's work off the calls' path: making the next covered mount
-namespace ahead (`namespaces._make_spare`), closing each used one once its process has ended (the last
-reference unmounts it), and starting the thread the next process will be launched from (`start_thread`).
-A thread started for each of these costs about 0.1 ms of CPU, three per process, on the call's path; this
-one is started once, and waits on its jobs and on the processes' pidfds.
+"""The keeper: two threads of toolrt's for the thread launcher's work off the calls' path. One makes ahead
+what the next process needs: its covered mount namespace (`namespaces._make_spare`) and the thread it will
+be launched from (`start_thread`). The other closes each used namespace once its process has ended (the
+last reference unmounts it, and unmounting an overlay syncs the filesystem under it, which may wait on
+the disk: never in the way of the next namespace being made). A thread started for each of these costs
+about 0.1 ms of CPU, three per process, on the call's path; these two are started once, and wait on their
+jobs and on the processes' pidfds.
 
-The keeper empties its own capability bounding set when it may (CAP_SETPCAP): a thread it starts inherits
-the empty set, so a launch thread made ahead need not drop the 41 capabilities itself (`bounding_set_empty`).
-
-Making a namespace moves the thread that makes it into it: the keeper goes back to the mount namespace it
-started in after each job, so it holds none it made, and one closed is unmounted at once. It is a thread of
-toolrt, never sandboxed, like the threads it replaces.
+Making a namespace moves the thread that makes it into it: the maker goes back to the mount namespace it
+started in after each job, so it holds none it made, and one closed is unmounted at once. Both are
+threads of toolrt, never sandboxed, like the threads they replace. The maker empties its own capability
+bounding set when it may (CAP_SETPCAP): a thread it starts inherits the empty set, so a launch thread
+made ahead need not drop the 41 capabilities itself (`bounding_set_empty`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ _lock = threading.Lock()
 _jobs: deque[Callable[[], None]] = deque()
 _ends: deque[tuple[int, int]] = deque()
 """(pidfd, fd): close `fd` once the process of `pidfd` has ended (both are the keeper's to close)."""
-_wake: list[int] = []
-"""The eventfd that wakes the keeper, once it runs (in this process: cleared in a forked child)."""
+_wakes: dict[str, int] = {}
+"""`jobs` and `ends` → the eventfd that wakes the thread serving them, once it runs (cleared in a forked
+child, which has neither thread)."""
 _MAX_PARKED = 2
 
 
@@ -53,11 +55,11 @@ _here = threading.local()
 
 
 def soon(job: Callable[[], None]) -> None:
-    """Run `job` in the keeper thread. It may change the thread's mount namespace; an exception it raises
-    is its own business (the keeper goes on with the next)."""
+    """Run `job` in the keeper's making thread. It may change the thread's mount namespace; an exception it
+    raises is its own business (the keeper goes on with the next)."""
     with _lock:
         _jobs.append(job)
-        wake = _started()
+        wake = _started("jobs")
     os.eventfd_write(wake, 1)
 
 
@@ -71,7 +73,7 @@ def close_when_ended(pid: int, fd: int) -> None:
         return
     with _lock:
         _ends.append((pidfd, fd))
-        wake = _started()
+        wake = _started("ends")
     os.eventfd_write(wake, 1)
 
 
@@ -98,23 +100,35 @@ def bounding_set_empty() -> bool:
     return bool(getattr(_here, "bounded", False))
 
 
-def _started() -> int:
-    """The keeper's eventfd, starting the keeper when it is not running (called under `_lock`)."""
-    if not _wake:
+def _started(kind: str) -> int:
+    """The eventfd of the thread serving `kind` (`jobs` or `ends`), started when it is not running (called
+    under `_lock`)."""
+    if kind not in _wakes:
         wake = os.eventfd(0, os.EFD_CLOEXEC)
-        home = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        threading.Thread(target=_loop, args=(wake, home), name="toolrt-sandbox-keeper", daemon=True).start()
-        _wake.append(wake)
-    return _wake[0]
+        serve = _make_ahead if kind == "jobs" else _close_ended
+        threading.Thread(target=serve, args=(wake,), name=f"toolrt-sandbox-keeper-{kind}", daemon=True).start()
+        _wakes[kind] = wake
+    return _wakes[kind]
 
 
-def _loop(wake: int, home: int) -> None:
+def _make_ahead(wake: int) -> None:
+    home = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)  # toolrt's: where it starts
     try:
         kernel.unshare(kernel.CLONE_FS)  # a root and working directory of its own: joining a namespace needs them
     except OSError:
         pass  # each job that makes a namespace unshares them itself
     _here.bounded = kernel.empty_bounding_set()  # not for itself (it never execs): for the threads it starts
     _here.home = os.fstat(home).st_ino
+    while True:
+        os.eventfd_read(wake)
+        with _lock:
+            jobs = list(_jobs)
+            _jobs.clear()
+        for job in jobs:
+            _run(job, home)
+
+
+def _close_ended(wake: int) -> None:
     poller = select.poll()
     poller.register(wake, select.POLLIN)
     watched: dict[int, int] = {}
@@ -128,14 +142,11 @@ def _loop(wake: int, home: int) -> None:
                 continue
             os.eventfd_read(wake)
             with _lock:
-                jobs, ends = list(_jobs), list(_ends)
-                _jobs.clear()
+                ends = list(_ends)
                 _ends.clear()
             for pidfd, held in ends:
                 watched[pidfd] = held
                 poller.register(pidfd, select.POLLIN)
-            for job in jobs:
-                _run(job, home)
 
 
 def _run(job: Callable[[], None], home: int) -> None:
@@ -152,7 +163,7 @@ def _run(job: Callable[[], None], home: int) -> None:
 
 
 def _park() -> None:
-    """In the keeper, back in its own mount namespace: start a thread that waits for its function."""
+    """In the making thread, back in its own mount namespace: start a thread that waits for its function."""
     with _lock:
         if len(_parked) >= _MAX_PARKED:
             return
@@ -177,7 +188,7 @@ def _forget_in_child() -> None:
     """A forked child has no keeper thread: it starts its own on first use (its parent's fds are left)."""
     _jobs.clear()
     _ends.clear()
-    _wake.clear()
+    _wakes.clear()
     _parked.clear()
 
 
