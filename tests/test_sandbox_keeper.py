@@ -135,3 +135,15 @@ def test_a_used_namespace_is_closed_once_its_process_ended_not_before(tmp_path: 
         _until(lambda: _names(handed) != _names(held), "closed the namespace once its process ended")
     finally:
         os.close(held)
+
+
+def test_the_thread_that_unmounts_runs_at_the_lowest_priority_and_the_one_that_makes_ahead_does_not() -> None:
+    """No call waits for an unmount; the next process may wait for what is made ahead, and a launch thread
+    made ahead inherits the priority of the thread that started it."""
+    keeper.close_when_ended(os.getpid(), os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+    _in_keeper(lambda: None)
+    threads = {thread.name: thread.native_id for thread in threading.enumerate()}
+    closing, making = threads["toolrt-sandbox-keeper-ends"], threads["toolrt-sandbox-keeper-jobs"]
+    assert closing is not None and making is not None
+    _until(lambda: os.getpriority(os.PRIO_PROCESS, closing) == 19, "lowered the closing thread's priority")
+    assert os.getpriority(os.PRIO_PROCESS, making) == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

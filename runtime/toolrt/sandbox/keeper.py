@@ -2,7 +2,9 @@
 what the next process needs: its covered mount namespace (`namespaces._make_spare`) and the thread it will
 be launched from (`start_thread`). The other closes each used namespace once its process has ended (the
 last reference unmounts it, and unmounting an overlay syncs the filesystem under it, which may wait on
-the disk: never in the way of the next namespace being made). A thread started for each of these costs
+the disk: never in the way of the next namespace being made), at the lowest priority (nice 19: no call
+waits for an unmount, which on a busy machine would take the CPU from the call that ended and the
+next). A thread started for each of these costs
 about 0.1 ms of CPU, three per process, on the call's path; these two are started once, and wait on their
 jobs and on the processes' pidfds.
 
@@ -35,6 +37,7 @@ _wakes: dict[str, int] = {}
 """`jobs` and `ends` → the eventfd that wakes the thread serving them, once it runs (cleared in a forked
 child, which has neither thread)."""
 _MAX_PARKED = 2
+_NICEST = 19
 
 
 class _Parked:
@@ -129,6 +132,10 @@ def _make_ahead(wake: int) -> None:
 
 
 def _close_ended(wake: int) -> None:
+    try:  # the lowest priority: no call waits for an unmount, and each would take CPU from a call's path
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICEST)  # Linux: this thread's alone
+    except OSError:
+        pass
     poller = select.poll()
     poller.register(wake, select.POLLIN)
     watched: dict[int, int] = {}
