@@ -5,6 +5,7 @@ namespaces, real overlays, the thread launcher (root only)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -147,3 +148,16 @@ def test_the_thread_that_unmounts_runs_at_the_lowest_priority_and_the_one_that_m
     assert closing is not None and making is not None
     _until(lambda: os.getpriority(os.PRIO_PROCESS, closing) == 19, "lowered the closing thread's priority")
     assert os.getpriority(os.PRIO_PROCESS, making) == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def test_a_forked_child_starts_a_keeper_of_its_own_even_when_the_lock_was_held_at_the_fork() -> None:
+    _in_keeper(lambda: None)  # the parent's keeper runs
+    with keeper._lock:  # held by a thread of the parent at the fork
+        child = os.fork()
+        if child == 0:  # the child: no keeper thread, a free lock
+            signal.alarm(10)  # a child stuck on the parent's lock dies instead of holding the test
+            served = threading.Event()
+            keeper.soon(served.set)
+            os._exit(0 if served.wait(10) else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

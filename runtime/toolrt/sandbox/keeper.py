@@ -192,7 +192,10 @@ def _wait(parked: _Parked) -> None:
 
 
 def _forget_in_child() -> None:
-    """A forked child has no keeper thread: it starts its own on first use (its parent's fds are left)."""
+    """A forked child has no keeper thread: it starts its own on first use (its parent's fds are left), with
+    a lock of its own (another thread of the parent may have held this one at the fork)."""
+    global _lock
+    _lock = threading.Lock()
     _jobs.clear()
     _ends.clear()
     _wakes.clear()
