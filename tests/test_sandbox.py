@@ -599,3 +599,20 @@ def test_a_writable_directory_replaced_on_disk_is_writable_again(tmp_path: Path,
     result = sh(f"echo x > {output}/second && echo wrote", plan, tmp_path)
     assert result.output == "wrote\n"
     assert sh(f"echo x > {outside}/beside", plan, tmp_path).exit_code == 1  # still confined
+
+
+def test_a_policy_made_by_replace_gets_a_plan_of_its_own_not_the_one_cached_for_the_first(tmp_path: Path) -> None:
+    """A policy's hash is computed once and kept (each call's plan looks its policy up in a few caches):
+    a policy `replace` made is another, hashed anew, and equal policies hash alike."""
+    for name in ("a.yaml", "b.yaml"):
+        (tmp_path / name).write_text("x\n")
+    first = SandboxPolicy(protected=(tmp_path / "a.yaml",))
+    support = replace(SUPPORT, launch="thread")
+    planned = plan_sandbox(first, support, root=tmp_path, output_dir=tmp_path / "out")
+    assert planned is not None and planned.read_only == (str(tmp_path / "a.yaml"),)
+    second = replace(first, protected=(tmp_path / "b.yaml",))
+    planned = plan_sandbox(second, support, root=tmp_path, output_dir=tmp_path / "out")
+    assert planned is not None and planned.read_only == (str(tmp_path / "b.yaml"),)
+    alike = SandboxPolicy(protected=(tmp_path / "b.yaml",))
+    assert second == alike and hash(second) == hash(alike) and hash(first) != hash(second)
+    assert len({first, second, alike}) == 2

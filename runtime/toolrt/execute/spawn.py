@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from ..sandbox import kernel, warden
+from ..sandbox import keeper, kernel, warden
 from ..sandbox.credentials import Masked, sandbox_environment
 from ..sandbox.loopback import proxy_environment
 from ..sandbox.namespaces import enter_from_thread, release_after
@@ -337,8 +337,9 @@ def _pidfd_of(pid: int) -> int | None:
 def _popen_in_sandbox(
     plan: SandboxPlan, argv: Sequence[str], masked: tuple[Masked, ...] = (), **options: Any
 ) -> PidfdProcess:
-    """Start the process from a fresh thread that first enters the sandbox itself (see `toolrt.sandbox.support`),
-    watched by the warden, which kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
+    """Start the process from a thread of its own (made ahead by `toolrt.sandbox.keeper` when it could)
+    that first enters the sandbox itself (see `toolrt.sandbox.support`), watched by the warden, which
+    kills it (and its PID namespace) if toolrt dies (see `toolrt.sandbox.warden`).
 
     A bare `_thread` and a lock, not `threading.Thread`: its start handshake and join cost two more
     context switches per process, which on a busy machine weigh more than the whole sandbox.
@@ -348,7 +349,7 @@ def _popen_in_sandbox(
     except OSError as error:
         raise kernel.SandboxSetupError(f"the sandbox could not be set up: {error}") from error
     handoff = _Handoff()
-    _thread.start_new_thread(_start_inside, (plan, argv, options, handoff))
+    keeper.start_thread(_start_inside, (plan, argv, options, handoff))  # made ahead when the keeper could
     handoff.done.acquire()
     outcome = handoff.outcome
     if isinstance(outcome, BaseException):

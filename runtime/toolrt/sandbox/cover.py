@@ -41,13 +41,19 @@ def absent_names(
 ) -> tuple[str, ...]:
     """The protected names directly in `root` that do not exist now (`exists`: the check, which a plan
     shares with its read-only mounts so that each path is looked at once per call)."""
-    directory = str(root)
-    names = set()
+    return tuple(name for path, name in _root_level(str(root), tuple(protected)) if not exists(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _root_level(directory: str, protected: tuple[Path, ...]) -> tuple[tuple[str, str], ...]:
+    """(path, name) of each protected entry directly in `directory`, sorted by name: a function of the
+    policy's strings alone (which of them exist is looked at per call), so cached."""
+    found: dict[str, str] = {}
     for path in map(str, protected):
         parent, name = os.path.split(path)
-        if parent == directory and not exists(path):
-            names.add(name)
-    return tuple(sorted(names))
+        if parent == directory:
+            found[name] = path
+    return tuple((found[name], name) for name in sorted(found))
 
 
 @functools.lru_cache(maxsize=64)

@@ -607,7 +607,7 @@ def empty_bounding_set(*, for_children: bool = False) -> bool:
     return True
 
 
-def drop_capabilities(*, keep_permitted: bool = False) -> None:
+def drop_capabilities(*, keep_permitted: bool = False, bounding_set_empty: bool = False) -> None:
     """Leave every program the calling thread then starts, root's included, without any capability: the
     bounding set emptied (where this thread may: CAP_SETPCAP), the ambient set cleared, and the
     effective, permitted and inheritable sets zeroed, so an exec as uid 0 gains none back.
@@ -618,8 +618,12 @@ def drop_capabilities(*, keep_permitted: bool = False) -> None:
     inheritable sets empty), so the kernel's ptrace check, which lets a process read another's
     `/proc/TID/environ` or `mem` only when the other holds no capability it lacks, keeps the program out of
     toolrt's environment and memory through that thread's `/proc/TID`. A thread with no capability to keep
-    makes toolrt undumpable instead, which the same check refuses."""
-    empty_bounding_set()
+    makes toolrt undumpable instead, which the same check refuses.
+
+    `bounding_set_empty`: the calling thread's bounding set is already empty (inherited from the thread
+    that started it, see `keeper`): the 41 calls that empty it are skipped."""
+    if not bounding_set_empty:
+        empty_bounding_set()
     if _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
         raise _fail("prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)

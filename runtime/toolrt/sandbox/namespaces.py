@@ -17,14 +17,13 @@ process (and keeps its own, the same way).
 
 from __future__ import annotations
 
-import _thread
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import kernel, launch_request, loopback, seccomp
+from . import keeper, kernel, launch_request, loopback, seccomp
 
 __all__ = [
     "covered_namespace",
@@ -168,7 +167,8 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
             if landlock is not None and dev:
                 os.close(landlock)
         listener = _filter_sockets(request)
-        kernel.drop_capabilities(keep_permitted=True)  # this thread stays alive beside the program
+        # this thread stays alive beside the program; one the keeper started ahead has an empty bounding set
+        kernel.drop_capabilities(keep_permitted=True, bounding_set_empty=keeper.bounding_set_empty())
     except BaseException:
         for fd in (listener, proxy):
             if fd is not None:
@@ -375,7 +375,7 @@ def _make_spare(
             return
         _building.add(key)
 
-    def body() -> None:  # a bare thread: no start handshake to wait for
+    def body() -> None:  # in the keeper thread
         fd = built = None
         try:
             _make_covered(mounts, cover)
@@ -397,28 +397,17 @@ def _make_spare(
                 if old_rules is not None:
                     os.close(old_rules)
 
-    _thread.start_new_thread(body, ())
+    keeper.soon(body)
 
 
 def release_after(pid: int, namespace: int) -> None:
-    """Close a single-use namespace fd once process `pid` has ended, in a thread of its own: the last
-    reference unmounts the overlay, which should not delay the call that used it. The next one is made
-    now, while the process runs, not while it was being started."""
+    """Close a single-use namespace fd once process `pid` has ended, in the keeper thread (`keeper`): the
+    last reference unmounts the overlay, which should not delay the call that used it. The next one is
+    made now, by the keeper too, while the process runs, not while it was being started, and so is the
+    thread it will be launched from (`keeper.start_thread`)."""
     with _lock:
         wanted = _wanted.pop(namespace, None)
     if wanted is not None:
         _make_spare(*wanted)
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        os.close(namespace)
-        return
-
-    def body() -> None:
-        try:
-            kernel.wait_readable(pidfd)
-        finally:
-            os.close(pidfd)
-            os.close(namespace)
-
-    _thread.start_new_thread(body, ())
+        keeper.park_a_thread()  # the next process's launch thread, made ahead with its namespace
+    keeper.close_when_ended(pid, namespace)

@@ -204,7 +204,7 @@ def plan_sandbox(
     source = empty_file() if masks else ""
     writable = writable_set(policy, root=root, output_dir=output_dir)
     deny_network = not policy.network
-    exists = functools.cache(os.path.lexists)  # one look at each path per plan: the mounts' and the cover's
+    exists = functools.cache(_exists)  # one look at each path per plan: the mounts' and the cover's
     protected = tuple(filter(exists, _mountable(policy, writable)))
     if not support.landlock_abi:
         return _exec_plan(policy, support, writable, protected, root, masks, source, granted)
@@ -391,6 +391,12 @@ def _count(masks: Masks) -> str:
 def _read_only_note(paths: tuple[str, ...], root: Path) -> str:
     prefix = str(root).rstrip("/") + "/"
     return "read-only " + ", ".join(p[len(prefix) :] if p.startswith(prefix) else p for p in paths)
+
+
+def _exists(path: str) -> bool:
+    """`os.path.lexists` without an exception raised and caught for each absent path (most protected names
+    are absent): `faccessat(F_OK, AT_SYMLINK_NOFOLLOW)`."""
+    return os.access(path, os.F_OK, follow_symlinks=False)
 
 
 def within(path: str, directory: str) -> bool:

@@ -10,7 +10,7 @@ cannot loosen it either. Modes order `read-only` < `workspace-write` < `off`; `n
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
 
@@ -72,6 +72,15 @@ class SandboxPolicy:
     """With `network` False: the names reachable through toolrt's proxy (see `proxy`); None: none."""
     credentials: tuple[Credential, ...] = ()
     """The host's credentials list (see `credentials`)."""
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+    """The hash, once computed: each call's plan looks its policy up in a few caches, and hashing a
+    policy hashes every protected path (dozens) each time."""
+
+    def __hash__(self) -> int:
+        if not self._hash:
+            values = tuple(getattr(self, f.name) for f in fields(self) if f.compare)
+            object.__setattr__(self, "_hash", hash(values) or 1)
+        return self._hash
 
     def widened_for_call(self, directories: tuple[Path, ...]) -> SandboxPolicy:
         """This policy with `directories` writable too (an allowed `external_directory` request),

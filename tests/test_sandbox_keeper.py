@@ -1,0 +1,163 @@
+"""The keeper (`toolrt.sandbox.keeper`): one thread of toolrt that makes the next covered namespace and the next
+launch thread ahead and closes each used namespace once its process has ended. Real processes, real
+namespaces, real overlays, the thread launcher (root only)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from processes import sandboxed_bash
+
+from toolrt.sandbox import keeper, kernel
+from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
+from toolrt.sandbox.policy import SandboxPolicy
+from toolrt.sandbox.support import detect_support
+
+SUPPORT = detect_support()
+pytestmark = [
+    pytest.mark.skipif(
+        not (SUPPORT.landlock_abi and SUPPORT.mount_namespace), reason=f"no mount namespace: {SUPPORT.describe()}"
+    ),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the thread launcher makes namespaces itself only as root"),
+]
+
+
+def _covered_plan(root: Path) -> SandboxPlan:
+    plan = plan_sandbox(
+        SandboxPolicy(protected=(root / "tools.d",)),
+        replace(SUPPORT, launch="thread"),
+        root=root,
+        output_dir=root / "o",
+    )
+    assert plan is not None and plan.covered == ("tools.d",)
+    return plan
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait (at most 10 s) for something the keeper does in its own time."""
+    waited = threading.Event()
+    for _ in range(1000):
+        if condition():
+            return
+        waited.wait(0.01)
+    raise AssertionError(f"the keeper never {what}")
+
+
+def _in_keeper(job: Callable[[], object]) -> object:
+    """Run `job` in the keeper and return what it returned."""
+    done = threading.Event()
+    result: list[object] = []
+
+    def run() -> None:
+        try:
+            result.append(job())
+        finally:
+            done.set()
+
+    keeper.soon(run)
+    assert done.wait(10), "the keeper did not run the job"
+    return result[0] if result else None
+
+
+def test_a_process_launched_from_a_thread_made_ahead_has_no_capability_and_its_cover(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = _covered_plan(root)
+    sandboxed_bash("true", plan, root)  # its successor's namespace and launch thread are made ahead now
+    _until(lambda: bool(keeper._parked), "parked a launch thread")
+    waiting = list(keeper._parked)
+    command = "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status; mkdir tools.d/x || echo refused"
+    result = sandboxed_bash(command, plan, root)
+    assert any(thread.job is not None for thread in waiting), "no launch thread made ahead was used"
+    lines = result.output.splitlines()
+    sets = dict(line.split(":\t") for line in lines[:5])
+    assert sets == dict.fromkeys(("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), "0000000000000000"), lines
+    assert lines[-1] == "refused" and not (root / "tools.d").exists(), result.output
+
+
+def test_a_thread_made_ahead_starts_in_toolrt_s_mount_namespace_with_an_empty_bounding_set() -> None:
+    home = os.readlink("/proc/thread-self/ns/mnt")
+    _in_keeper(lambda: kernel.unshare(kernel.CLONE_NEWNS))  # a job that leaves the keeper elsewhere
+    keeper.park_a_thread()
+    _until(lambda: bool(keeper._parked), "parked a thread")
+    seen: list[tuple[str, bool, str]] = []
+    done = threading.Event()
+
+    def look() -> None:
+        with open("/proc/thread-self/status") as status:
+            bounding = next(line for line in status if line.startswith("CapBnd:"))
+        seen.append((os.readlink("/proc/thread-self/ns/mnt"), keeper.bounding_set_empty(), bounding.split()[1]))
+        done.set()
+
+    keeper.start_thread(look, ())
+    assert done.wait(10)
+    assert seen == [(home, True, "0000000000000000")]
+    assert os.readlink("/proc/thread-self/ns/mnt") == home  # the keeper's moves are its own
+
+
+def test_a_job_that_fails_leaves_the_keeper_serving_the_next() -> None:
+    def failing() -> None:
+        raise OSError("a namespace that could not be made")
+
+    keeper.soon(failing)
+    assert _in_keeper(lambda: "served") == "served"
+
+
+def _names(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except FileNotFoundError:
+        return "closed"
+
+
+def test_a_used_namespace_is_closed_once_its_process_ended_not_before(tmp_path: Path) -> None:
+    namespace = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    held = os.dup(namespace)
+    os.close(namespace)  # the number the keeper is handed; `held` shows what it named
+    reader, writer = os.pipe()
+    running = subprocess.Popen(["cat"], stdin=reader)
+    os.close(reader)
+    try:
+        handed = os.dup(held)
+        keeper.close_when_ended(running.pid, handed)
+        _in_keeper(lambda: None)  # the keeper has taken it in
+        assert _names(handed) == _names(held)  # still open while its process runs
+    finally:
+        os.close(writer)  # cat ends
+        running.wait(10)
+    try:
+        _until(lambda: _names(handed) != _names(held), "closed the namespace once its process ended")
+    finally:
+        os.close(held)
+
+
+def test_the_thread_that_unmounts_runs_at_the_lowest_priority_and_the_one_that_makes_ahead_does_not() -> None:
+    """No call waits for an unmount; the next process may wait for what is made ahead, and a launch thread
+    made ahead inherits the priority of the thread that started it."""
+    keeper.close_when_ended(os.getpid(), os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+    _in_keeper(lambda: None)
+    threads = {thread.name: thread.native_id for thread in threading.enumerate()}
+    closing, making = threads["toolrt-sandbox-keeper-ends"], threads["toolrt-sandbox-keeper-jobs"]
+    assert closing is not None and making is not None
+    _until(lambda: os.getpriority(os.PRIO_PROCESS, closing) == 19, "lowered the closing thread's priority")
+    assert os.getpriority(os.PRIO_PROCESS, making) == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def test_a_forked_child_starts_a_keeper_of_its_own_even_when_the_lock_was_held_at_the_fork() -> None:
+    _in_keeper(lambda: None)  # the parent's keeper runs
+    with keeper._lock:  # held by a thread of the parent at the fork
+        child = os.fork()
+        if child == 0:  # the child: no keeper thread, a free lock
+            signal.alarm(10)  # a child stuck on the parent's lock dies instead of holding the test
+            served = threading.Event()
+            keeper.soon(served.set)
+            os._exit(0 if served.wait(10) else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
