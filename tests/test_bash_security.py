@@ -310,3 +310,54 @@ def test_a_tilde_bash_leaves_in_an_option_value_or_a_quoted_default_is_checked_a
     decision = decide(analyze_command(command, site), RULESETS["outside"], locked=Ruleset(()))
     asked = [d.pattern for d in decision.decisions if d.permission == "external_directory" and d.action == "ask"]
     assert f"{outside}/*" in asked, decision
+
+
+def _git(*args: str, cwd: Path) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(
+        ["git", "-c", "protocol.file.allow=always", *args], cwd=cwd, env=env, check=True, capture_output=True
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git submodule foreach rm -rf build",
+        "git submodule foreach --recursive 'rm -rf build'",
+        "git submodule --quiet foreach 'rm -rf build'",
+        "git submodule -q foreach --recursive rm -rf build",
+        "git -C . submodule foreach rm -rf build",
+        "/usr/bin/git -C . submodule foreach rm -rf build",
+        "git --no-pager grep -O 'rm -rf build' x",
+    ],
+)
+def test_git_runs_what_submodule_foreach_is_given_and_a_denied_command_there_is_denied(
+    line: str, tmp_path: Path
+) -> None:
+    """git runs `submodule foreach`'s words through the shell in each submodule (shown with real git), so
+    `rm -rf build` there meets `rm *: deny`, global options before the subcommand included."""
+    library, project = tmp_path / "library", tmp_path / "project"
+    for repository in (library, project):
+        repository.mkdir()
+        _git("init", "-q", cwd=repository)
+        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x", cwd=repository)
+    _git("submodule", "add", "-q", str(library), "library", cwd=project)
+    _git("submodule", "foreach", "-q", "touch ran-by-foreach", cwd=project)
+    assert (project / "library" / "ran-by-foreach").exists()  # the words ran, as a command, in the submodule
+
+    site = CallSite(root=project, cwd=project, home=tmp_path)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+def test_a_wrapper_after_git_s_global_options_is_not_allowed_unread_and_a_plain_subcommand_still_is(
+    tmp_path: Path,
+) -> None:
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    unread = decide(analyze_command("git -C . submodule foreach echo hi", site), RULESETS["rm"], locked=Ruleset())
+    assert unread.action == "ask"
+    assert any(
+        "global options" in (request.reason or "")
+        for request in analyze_command("git -C . submodule foreach echo hi", site)
+    )
+    for line in ("git -C . grep foo", "git --no-pager log -3", "git -C . status"):
+        assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "allow", line

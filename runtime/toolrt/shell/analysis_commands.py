@@ -201,7 +201,7 @@ class CommandChecks(ScriptChecks):
         self._shell_state(head, values[first + 1 : last], text)
         if head in INERT and not own and not redirects and inert_builtin(head, mine):
             return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
-        wrapper = self.table.match(values, first) if facts.may_wrap else None
+        wrapper = self._wrapper(values, first, mine, text) if facts.may_wrap else None
         if feeder and wrapper is not None:
             self.findings.fail_closed(
                 text, f"`{feeder}` adds words to `{head}` when it runs, which may make them a command"
@@ -452,6 +452,31 @@ class CommandChecks(ScriptChecks):
             found[pattern] = None
         if always is not None:
             self.findings.always[always] = None
+
+    def _wrapper(self, values: list[str | None], first: int, mine: list[str | None], text: str) -> Wrapper | None:
+        """The wrapper the command `values[first:]` (`mine`) begins with; a wrapper named only after the
+        program's global options is not read, and fails the command closed."""
+        wrapper = self.table.match(values, first)
+        head = values[first] or ""
+        if wrapper is None and self._wraps_after_global_options(head, mine):
+            self.findings.fail_closed(
+                text, f"`{head}` runs a command named after its global options, which is not read"
+            )
+        return wrapper
+
+    def _wraps_after_global_options(self, head: str, values: list[str | None]) -> bool:
+        """Whether the command, its global options left out, is a wrapper that runs something (`git -C sub
+        submodule foreach rm -rf x`, `git --no-pager grep -O CMD`): the wrapper table matches the words as
+        written, so such a command is not read."""
+        base = head.rpartition("/")[2]
+        if base not in self.table.global_options or None in values:
+            return False
+        stripped = self._without_global_options(base, values, [])  # type: ignore[arg-type]  # no None in it
+        wrapper = self.table.match(stripped, 0) if stripped is not None else None
+        if stripped is None or wrapper is None:
+            return False
+        inner = unwrap(wrapper, stripped, 0, len(stripped))
+        return bool(inner.commands or inner.scripts or inner.reads_stdin or inner.dynamic)
 
     def _without_global_options(self, base: str, literal: list[str], reasons: list[str]) -> list[str] | None:
         """`git -C dir -c k=v push x` → `git push x` (and the reasons `-c` brings); None if none apply."""

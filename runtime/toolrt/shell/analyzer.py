@@ -259,7 +259,10 @@ class _Analysis(CommandChecks):
             return True
         if facts.builtin or "/" in head or head in ("pushd", "popd"):
             return False
-        return not facts.may_wrap or self.table.match([word.value for word in words], 0) is None
+        if not facts.may_wrap:
+            return True
+        values = [word.value for word in words]
+        return self.table.match(values, 0) is None and not self._wraps_after_global_options(head, values)
 
     def _plain_line(self, line: list[Statement]) -> None:
         """The line's statements in order, as `_walk` visits their tree (`plain_line` gives its shape)."""
