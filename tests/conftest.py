@@ -221,6 +221,20 @@ def _bytecode_for_the_processes_tests_start() -> None:
         compileall.compile_dir(Path(toolrt.__file__).parent, quiet=2)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
+    """Collection keeps the bytecode of what it imports, PYTHONDONTWRITEBYTECODE or not: pytest rewrites the
+    asserts of every test module (an AST pass and a compile per module, in every worker), and with the
+    setting on it did so again in every run. Its bytecode goes to `tests/__pycache__` (ignored by git), as
+    without the setting; the tests themselves run with the person's setting."""
+    wrote = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = wrote
+
+
 def _coverage_floor_for_the_whole_suite_only(config: pytest.Config) -> None:
     """`--cov-fail-under` (pyproject's addopts) judges the whole suite: a run of some tests (paths
     named, `-k`, `-m`, `--lf`, `--deselect`) is measured but not held to the floor."""
