@@ -18,7 +18,7 @@ from .operands import not_paths, operand_programs
 from .programs import unseen_code
 from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import Unwrapped, unwrap
-from .variables import assigned_names, traces
+from .variables import assigned_names, assignment_word, sets_keyword, traces
 from .words import Word, evaluate
 from .wrappers import Wrapper
 
@@ -253,6 +253,8 @@ class CommandChecks(ScriptChecks):
             self.findings.trapped = True
         if head in ("set", "shopt") and traces(head, args):
             self.traced = True
+        if head == "set" and sets_keyword(args):
+            self.keyword = True
         if head == "shopt" and (changed := glob_options(args)) is not None:
             self.findings.globbing = f"`shopt {brief(changed)}`"
         elif head.rpartition("/")[2] in ("bash", "sh"):
@@ -260,6 +262,10 @@ class CommandChecks(ScriptChecks):
                 self.findings.globbing = f"`{brief(text)}`"
             if (why := shell_option_reason("bash", args)) is not None:
                 self.findings.fail_closed(text, why)
+            if sets_keyword(args):
+                self.findings.fail_closed(
+                    text, f"`{brief(text)}` makes every NAME=value word an environment assignment"
+                )
 
     def _wrapped(
         self, command: _Command, first: int, text: str, wrapper: Wrapper, inner: Unwrapped, own: list[str]
@@ -431,6 +437,11 @@ class CommandChecks(ScriptChecks):
         else:
             tokens = literal = values  # type: ignore[assignment]  # no None among them (a `cast` is a call)
         patterns = [text, " ".join(tokens) + rest]
+        if self.keyword and any(assignment_word(token) for token in tokens):
+            # After `set -k`, bash runs the command without its NAME=value words, which become its environment.
+            tokens = literal = [token for token in tokens if not assignment_word(token)] or tokens[:1]
+            patterns.append(" ".join(tokens) + rest)
+            reasons = [*reasons, "after `set -k`, its NAME=value words are its environment, not its arguments"]
         base = tokens[0]
         if "/" in base:
             # `/bin/rm -rf x` must meet the rules written for `rm`.

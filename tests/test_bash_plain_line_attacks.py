@@ -1,0 +1,93 @@
+"""Lines of plain words (`shell/plain_line.py` reads them without the syntax tree) that bash runs otherwise
+than they read: found by attacking the plain-line reader with real bash as the oracle (tests/bash_oracle.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bash_oracle import ALLOW_LIST, DENY_LIST, analyzer_action, make_workspace, run_lines, unavailable, weaker
+
+from toolrt.permissions.model import CallSite
+from toolrt.shell.plain_line import read_plain
+
+
+@pytest.fixture(scope="module")
+def workspace() -> Iterator[tuple[Path, CallSite]]:
+    yield make_workspace()
+
+
+def _bash(line: str) -> str:
+    return subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=False, timeout=10).stdout
+
+
+# -- `set -k`: every NAME=value word of a later command goes to its environment, not its arguments ------
+
+KEYWORD_LINES = [
+    "set -k; git x=1 push",
+    "set -o keyword; git x=1 push origin main",
+    "set -ek; git a=b push",
+    "set -eo keyword && git GIT_DIR=.git push",
+]
+
+
+@pytest.mark.parametrize(
+    "line", ["set -k; printenv x=1 x", "set -o keyword; printenv x=1 x", "set -ek; printenv x=1 x"]
+)
+def test_bash_moves_assignment_words_to_the_environment_after_set_k(line: str) -> None:
+    """What the attack rests on: the word `x=1` after the name is no argument of printenv but its
+    environment, from the next command of the same line on."""
+    assert read_plain(line) is not None
+    assert _bash(line) == "1\n"
+    assert _bash(line.replace("k", "x", 1) if line.startswith("set -k") else "printenv x=1 x") == ""
+
+
+@pytest.mark.parametrize("line", KEYWORD_LINES)
+def test_a_denied_command_behind_assignment_words_after_set_k_is_denied(line: str) -> None:
+    """`git x=1 push` is `git push` once `set -k` ran: the deny rule for `git push*` applies."""
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "deny"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "set -k; cat LD_PRELOAD=./x.so a.txt",
+        "set -o keyword; ls LD_PRELOAD=./x.so",
+        "set -k; cat LD_LIBRARY_PATH=. a.txt",
+    ],
+)
+def test_an_allowed_command_given_an_environment_by_set_k_is_not_allowed(line: str) -> None:
+    """`cat LD_PRELOAD=./x.so a.txt` after `set -k` runs cat with a preloaded library: the allow rule for
+    `cat *` cannot cover the environment it is given."""
+    _, site = make_workspace()
+    assert analyzer_action(line, site, ALLOW_LIST) != "allow"
+
+
+@pytest.mark.parametrize("line", ["set -e; make CC=gcc", "set -- -k; make CC=gcc", "make CC=gcc; set -k"])
+def test_assignment_words_without_set_k_before_them_stay_arguments(line: str) -> None:
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "allow"
+
+
+def test_set_k_lines_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root, site = workspace
+    observations = run_lines(KEYWORD_LINES, root)
+    assert all(seen.execs and seen.execs[-1][-1] != "x=1" for seen in observations[:1])  # bash ran `git push`
+    problems = [
+        problem for line, seen in zip(KEYWORD_LINES, observations, strict=True) for problem in weaker(line, seen, site)
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize("line", ["bash -k -c 'ls LD_PRELOAD=./x.so'", "sh -o keyword -c 'ls LD_PRELOAD=./x.so'"])
+def test_a_shell_started_with_keyword_fails_closed(line: str) -> None:
+    assert _bash("bash -k -c 'printenv x=1 x'") == "1\n"
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "ask"
+    assert analyzer_action(line.replace(" -k", "").replace(" -o keyword", ""), site, DENY_LIST) == "allow"
