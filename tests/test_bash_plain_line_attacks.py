@@ -91,3 +91,30 @@ def test_a_shell_started_with_keyword_fails_closed(line: str) -> None:
     _, site = make_workspace()
     assert analyzer_action(line, site, DENY_LIST) == "ask"
     assert analyzer_action(line.replace(" -k", "").replace(" -o keyword", ""), site, DENY_LIST) == "allow"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "set -k; eval 'git x=1 push'",
+        "bash -k -c 'git x=1 push'",
+        "bash -o keyword -c 'git x=1 push'",
+        "set -k; bash -c 'cd sub && git x=1 push'",  # with SHELLOPTS exported, the child shell has -k too
+    ],
+)
+def test_a_script_run_with_keyword_on_is_read_with_it(line: str) -> None:
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "deny"
+
+
+def test_scripts_run_with_keyword_on_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root, site = workspace
+    lines = ["set -k; eval 'git x=1 push'", "bash -k -c 'git x=1 push'", "bash -o keyword -c 'git x=1 push'"]
+    observations = run_lines(lines, root)
+    assert [seen.execs[-1][-1] for seen in observations] == ["push", "push", "push"]
+    assert [
+        problem for line, seen in zip(lines, observations, strict=True) for problem in weaker(line, seen, site)
+    ] == []

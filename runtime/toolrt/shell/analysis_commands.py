@@ -263,6 +263,7 @@ class CommandChecks(ScriptChecks):
             if (why := shell_option_reason("bash", args)) is not None:
                 self.findings.fail_closed(text, why)
             if sets_keyword(args):
+                self.keyword = True  # for the script it runs (and, to be safe, for the rest of this line)
                 self.findings.fail_closed(
                     text, f"`{brief(text)}` makes every NAME=value word an environment assignment"
                 )
