@@ -276,7 +276,8 @@ class PathChecks(AnalysisState):
         roots: dict[str, str | None] = {}
         for cwd in self.cwds:
             # `.` too: `grep -R PATTERN` walks the working directory, and its pattern is no directory.
-            for operand in (*(a for a in args if a is not None and not a.startswith("-")), "."):
+            # An empty operand (`find -L ""`) names no directory.
+            for operand in (*(a for a in args if a and not a.startswith("-")), "."):
                 absolute = self.scope.expand(operand, cwd) if cwd is not None or operand[:1] in "/~" else None
                 if absolute is not None and os.path.isdir(absolute) and not os.path.islink(absolute):
                     roots.setdefault(posixpath.normpath(absolute), cwd)
