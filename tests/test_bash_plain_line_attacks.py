@@ -11,6 +11,7 @@ import pytest
 from bash_oracle import ALLOW_LIST, DENY_LIST, analyzer_action, make_workspace, run_lines, unavailable, weaker
 
 from toolrt.permissions.model import CallSite
+from toolrt.shell import analyze_command
 from toolrt.shell.plain_line import read_plain
 
 
@@ -118,3 +119,64 @@ def test_scripts_run_with_keyword_on_are_never_weaker_than_what_bash_ran(workspa
     assert [
         problem for line, seen in zip(lines, observations, strict=True) for problem in weaker(line, seen, site)
     ] == []
+
+
+# -- `==` and `=~`: tree-sitter-bash drops them from a command's words (its `[[ ]]` operators leak out) --
+
+DROPPED_LINES = [
+    "grep -e == ../outside/secret > /dev/null",  # the tree read `grep -e ../outside/secret`: no file at all
+    "grep -e == lnk/secret; echo $HOME",
+    "grep -e =~ ../outside/secret 2>/dev/null",
+    "X=1 grep -e == ../outside/secret",
+]
+
+
+@pytest.mark.parametrize("line", DROPPED_LINES)
+def test_a_word_the_parser_drops_still_counts_as_a_word(line: str) -> None:
+    """The plain-line reader read `grep -e == ../outside/secret` right and the tree walk did not: with a
+    redirection (read from the tree) the outside file went unasked."""
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "ask"
+
+
+def test_lines_with_dropped_words_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root, site = workspace
+    observations = run_lines(DROPPED_LINES, root)
+    assert all(seen.outside for seen in observations)  # grep really read the file outside
+    assert [
+        problem for line, seen in zip(DROPPED_LINES, observations, strict=True) for problem in weaker(line, seen, site)
+    ] == []
+
+
+@pytest.mark.parametrize(
+    ("line", "pattern"), [("test a == b", "test a == b"), ("echo x == y > out.txt", "echo x == y > out.txt")]
+)
+def test_a_dropped_word_is_read_where_it_stands(line: str, pattern: str) -> None:
+    _, site = make_workspace()
+    requests = analyze_command(line, site)
+    assert [request.patterns[0] for request in requests if request.permission == "bash"] == [pattern]
+    assert analyzer_action(line, site, DENY_LIST) == "allow"
+
+
+@pytest.mark.parametrize(
+    ("line", "pattern"),
+    [
+        ("ls -a$ ../outside/secret > /dev/null", "ls -a$ ../outside/secret > /dev/null"),
+        ("grep -e$ ../f", "grep -e$ ../f"),
+    ],
+)
+def test_a_word_ending_in_a_dollar_the_parser_drops_is_read_whole(line: str, pattern: str) -> None:
+    _, site = make_workspace()
+    requests = analyze_command(line, site)
+    assert any(request.permission == "external_directory" for request in requests), requests
+    assert any(pattern in request.patterns for request in requests if request.permission == "bash"), requests
+
+
+@pytest.mark.parametrize("line", ["ls $== ../f > /dev/null", "ls $=~ ../f"])
+def test_a_dropped_token_that_is_no_literal_word_fails_closed(line: str) -> None:
+    _, site = make_workspace()
+    requests = analyze_command(line, site)
+    assert any("dropped" in (request.reason or "") for request in requests), requests

@@ -30,6 +30,10 @@ __all__ = ["PLAIN_WORDS", "REDIRECTS", "CommandChecks", "inert_builtin"]
 PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
 _XARGS_REPLACE = frozenset(("-I", "-i", "--replace"))
+# Tokens tree-sitter-bash leaves out of a command's words (its `[[ ]]` operators, a word ending in `$`): bash
+# reads each standing alone as a literal word.
+_DROPPED = frozenset(("==", "=~"))
+_LITERAL = re.compile(r"[A-Za-z0-9_./:@%+,=-]*")  # characters bash leaves as they are
 
 
 class CommandChecks(ScriptChecks):
@@ -74,6 +78,8 @@ class CommandChecks(ScriptChecks):
         nested: list[Node] = []
         start = -1
         children = node.named_children
+        if node.child_count != len(children):
+            children = self._with_dropped(node)
         for index, child in enumerate(children):
             kind = child.type
             if kind == "command_name":
@@ -92,12 +98,39 @@ class CommandChecks(ScriptChecks):
                 nested.append(child)
         return False, words, assignments, nested, start
 
+    def _with_dropped(self, node: Node) -> list[Node]:
+        """The children of a command that holds tokens tree-sitter leaves out of its words (`==`, `=~`
+        and `$` standing alone: `grep -e == FILE` has two arguments, not `-e FILE`), each kept as the
+        word bash reads; one joined to a word (`-e$`) makes a word the tree does not hold, and the
+        command fails closed."""
+        children = node.children
+        named = False  # the command's name is behind
+        for index, child in enumerate(children):
+            if child.is_named:
+                named = named or child.type == "command_name"
+                continue
+            before = children[index - 1].end_byte if index else -1
+            after = children[index + 1].start_byte if index + 1 < len(children) else -1
+            raw = self._slice(child.start_byte, child.end_byte)
+            if (
+                not named
+                or not _literal_dropped(child.type, raw)
+                or child.start_byte == before
+                or child.end_byte == after
+            ):
+                self._fail(node, f"the parser dropped `{brief(raw)}` from the command's words")
+        return children
+
     def _arguments(self, children: list[Node], first: int, words: list[Word], nested: list[Node]) -> None:
         """The words after the command's name (into `words`), and the children that may hold more
         commands (into `nested`). A plain word is read here; any other goes through `evaluate`."""
         known, source = self.known, self.source
         for child in children[first:]:
             kind = child.type
+            if not child.is_named:  # a token tree-sitter left out, the literal word bash reads (`_with_dropped`)
+                raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
+                words.append(_new_word(Word, (raw, raw, raw, False, child, "word", (), "", ())))
+                continue
             if kind == "word" or kind == "number":
                 raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
                 if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
@@ -575,6 +608,14 @@ def _node(word: Word) -> Node:
     with a wrapper always is (`plain_line` reads no wrapper)."""
     assert word.node is not None
     return word.node
+
+
+def _literal_dropped(kind: str, raw: str) -> bool:
+    """Whether a token of type `kind` tree-sitter left out of a command's words is the literal word `raw`
+    (`==`, `=~`, `-a$`: a `$` that ends a word expands nothing)."""
+    if kind == "$":
+        return raw[-1:] == "$" and _LITERAL.fullmatch(raw, 0, len(raw) - 1) is not None
+    return kind in _DROPPED and raw == kind
 
 
 def _hidden(raw: str) -> bool:
