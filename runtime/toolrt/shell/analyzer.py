@@ -258,6 +258,8 @@ class _Analysis(CommandChecks):
         head = words[0].raw
         if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS or head[0] == "-":
             return False  # tree-sitter skips a leading `-` (`- a=b x` is an assignment and `x`)
+        if "@" in head or "%" in head or "+:" in head or words[-1].raw == "==":
+            return False  # tree-sitter cannot parse these (`a@ rm x`, `ls ==`): the tree walk fails closed
         facts = program_facts(self.table, head)
         if facts.plain or head == "cd":
             return True
