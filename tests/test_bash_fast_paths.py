@@ -177,6 +177,9 @@ def test_lines_of_plain_commands_are_read_without_the_tree(command: str) -> None
         "a+: rm x",
         "ls ==",  # nor `==` as a command's last word
         "ls == && rm x",
+        "ls | wc | cat && cd",  # tree-sitter reads a first pipeline of three or more into `&&`: `ls | (wc | cat && cd)`
+        "true; ls | wc | cat || rm x",
+        "ls | wc && ls | wc | cat || rm x",
         'ls "~"',
         "ls é",  # not ASCII
         "a " * 400,  # longer than the reading takes
