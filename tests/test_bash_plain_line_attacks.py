@@ -180,3 +180,34 @@ def test_a_dropped_token_that_is_no_literal_word_fails_closed(line: str) -> None
     _, site = make_workspace()
     requests = analyze_command(line, site)
     assert any("dropped" in (request.reason or "") for request in requests), requests
+
+
+# -- `cd` alone goes home: what follows reads there, as after `cd ~` -------------------------------------
+
+HOME_LINES = ["cd && ls", "cd && grep -r secret", "cd -- ; ls -la", "cd -P && du", "cd -L || true; ls"]
+
+
+@pytest.mark.parametrize("line", HOME_LINES)
+def test_a_cd_without_a_directory_asks_for_home_as_cd_tilde_does(line: str) -> None:
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "ask"
+    assert analyzer_action(line, site, ALLOW_LIST) != "allow"
+    assert analyzer_action(line.replace("cd", "cd ~", 1), site, DENY_LIST) == "ask"
+
+
+@pytest.mark.parametrize("line", ["ls && cd", "cd src && ls && cd"])
+def test_a_final_cd_without_a_directory_still_asks_nothing(line: str) -> None:
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "allow"
+
+
+def test_cd_home_lines_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root, site = workspace
+    observations = run_lines(HOME_LINES, root)
+    assert all(str(root / "home") in seen.outside for seen in observations)  # each listed or read home
+    assert [
+        problem for line, seen in zip(HOME_LINES, observations, strict=True) for problem in weaker(line, seen, site)
+    ] == []

@@ -336,7 +336,8 @@ class PathChecks(AnalysisState):
             self.findings.fail_closed(text, f"`{brief(text)}` goes back to a directory not known here")
             self._set_cwds((*self.cwds, None))
             return
-        if target is None:
+        if target is None:  # home, as `cd ~`: what follows may read there (`cd && grep -r x`)
+            self._external("~")
             self._set_cwds((*self.cwds, self.scope.home))
             return
         if target.value is None or target.glob or (not self.pwd_known and target.value.startswith("~+")):
