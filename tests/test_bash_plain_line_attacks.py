@@ -211,3 +211,28 @@ def test_cd_home_lines_are_never_weaker_than_what_bash_ran(workspace: tuple[Path
     assert [
         problem for line, seen in zip(HOME_LINES, observations, strict=True) for problem in weaker(line, seen, site)
     ] == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["set -k; cd HOME=. && cat ../outside/secret", "set -k; cd HOME=. && ls ..", "set -k; cd CDPATH=.. outside && ls"],
+)
+def test_cd_given_an_environment_by_set_k_goes_where_it_is_not_known(line: str) -> None:
+    """After `set -k`, `cd HOME=.` is `cd` with HOME set to `.`: it stays where it is, and `..` is outside;
+    the analyzer took `HOME=.` for a directory below the project."""
+    _, site = make_workspace()
+    assert analyzer_action(line, site, DENY_LIST) == "ask"
+    assert analyzer_action(line, site, ALLOW_LIST) != "allow"
+
+
+def test_set_k_cd_lines_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root, site = workspace
+    lines = ["set -k; cd HOME=. && cat ../outside/secret", "set -k; cd HOME=. && ls .."]
+    observations = run_lines(lines, root)
+    assert all(seen.outside for seen in observations)
+    assert [
+        problem for line, seen in zip(lines, observations, strict=True) for problem in weaker(line, seen, site)
+    ] == []

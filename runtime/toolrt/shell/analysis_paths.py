@@ -14,6 +14,7 @@ from .braces import expand_braces
 from .findings import MAX_READ_PATHS
 from .globs import glob_paths
 from .paths import fs_safe, path_candidate
+from .variables import assignment_word
 from .words import Word, evaluate
 from .writes import copies, may_write, written
 
@@ -325,6 +326,11 @@ class PathChecks(AnalysisState):
         relative paths fail closed."""
         if self.findings.cd_redefined:
             self.findings.fail_closed(text, f"`{name}` is a function the line defines: where it goes is not known here")
+            self._set_cwds((*self.cwds, None))
+            return
+        if self.keyword and any(assignment_word(word.raw) for word in words[first + 1 : last]):
+            # After `set -k`, `cd HOME=.` is `cd` with HOME set: its NAME=value words pick where it goes.
+            self.findings.fail_closed(text, f"after `set -k`, `{brief(text)}` is given HOME or CDPATH by its words")
             self._set_cwds((*self.cwds, None))
             return
         target, followed = _directory_operand(words[first + 1 : last], pushd=name == "pushd")
