@@ -31,6 +31,8 @@ KEYWORD_LINES = [
     "set -o keyword; git x=1 push origin main",
     "set -ek; git a=b push",
     "set -eo keyword && git GIT_DIR=.git push",
+    "shopt -so keyword; git x=1 push",  # shopt -o sets what set -o sets
+    "shopt -o -s keyword && git y=2 push",
 ]
 
 
@@ -58,6 +60,7 @@ def test_a_denied_command_behind_assignment_words_after_set_k_is_denied(line: st
         "set -k; cat LD_PRELOAD=./x.so a.txt",
         "set -o keyword; ls LD_PRELOAD=./x.so",
         "set -k; cat LD_LIBRARY_PATH=. a.txt",
+        "shopt -so keyword; cat LD_PRELOAD=./x.so a.txt",
     ],
 )
 def test_an_allowed_command_given_an_environment_by_set_k_is_not_allowed(line: str) -> None:

@@ -286,7 +286,7 @@ class CommandChecks(ScriptChecks):
             self.findings.trapped = True
         if head in ("set", "shopt") and traces(head, args):
             self.traced = True
-        if head == "set" and sets_keyword(args):
+        if head in ("set", "shopt") and sets_keyword(args, shopt=head == "shopt"):
             self.keyword = True
         if head == "shopt" and (changed := glob_options(args)) is not None:
             self.findings.globbing = f"`shopt {brief(changed)}`"

@@ -124,10 +124,14 @@ def traces(builtin: str, args: Sequence[str | None]) -> bool:
     return False
 
 
-def sets_keyword(args: Sequence[str | None]) -> bool:
-    """Whether the options `args` of `set` or `bash` turn on `keyword` (`-k`, `-o keyword`): bash then puts
-    every `NAME=value` word of a later command into its environment, not its arguments. The options
-    end at `--`, `-` or the first other word (`set -- -k` sets the positional parameters)."""
+def sets_keyword(args: Sequence[str | None], *, shopt: bool = False) -> bool:
+    """Whether the options `args` of `set` or `bash` turn on `keyword` (`-k`, `-o keyword`), or those of
+    `shopt` (`shopt -so keyword`): bash then puts every `NAME=value` word of a later command into its
+    environment, not its arguments. The options end at `--`, `-` or the first other word (`set -- -k`
+    sets the positional parameters)."""
+    if shopt:
+        options = [arg for arg in args if arg is not None and arg[:1] == "-"]
+        return any("o" in option for option in options) and any(arg is None or arg == "keyword" for arg in args)
     takes_name = False
     for arg in args:
         if takes_name:
