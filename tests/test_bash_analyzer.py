@@ -560,3 +560,19 @@ def test_an_empty_operand_to_a_copy_names_nothing_and_raises_nothing(site: CallS
     outside = command.endswith("..") or "../x" in command
     assert any(r.permission == "external_directory" for r in requests) is outside, requests
     assert any(r.permission == "bash" and command in r.patterns for r in requests), requests
+
+
+@pytest.mark.parametrize(
+    "command", ['find -L ""', "grep -R x ''", 'rg -L x "" src', 'tree -la ""', 'cp -L -f x ""', "chown -L x ''"]
+)
+def test_an_empty_operand_to_a_program_that_follows_links_names_nothing_and_raises_nothing(
+    site: CallSite, command: str
+) -> None:
+    """`find -L ""` raised IndexError (found attacking the plain-line reader with generated lines): an
+    empty operand names no directory to walk; the working directory and the other operands still are,
+    so a link out of the project still asks."""
+    (site.root / "src").mkdir()
+    (site.root / "src" / "out").symlink_to(site.root.parent)
+    requests = analyze_command(command, site)
+    assert any(r.permission == "bash" for r in requests), requests
+    assert any(r.permission == "external_directory" for r in requests), requests

@@ -172,6 +172,14 @@ def test_lines_of_plain_commands_are_read_without_the_tree(command: str) -> None
         "pushd src",
         "42 x",  # a number as the name
         "- a=b x",  # tree-sitter skips a leading `-`: an assignment, then `x`
+        "a@ rm x",  # tree-sitter cannot parse a name holding `@`, `%` or `+:` (it reads `rm x` alone)
+        "a%b rm x",
+        "a+: rm x",
+        "ls ==",  # nor `==` as a command's last word
+        "ls == && rm x",
+        "ls | wc | cat && cd",  # tree-sitter reads a first pipeline of three or more into `&&`: `ls | (wc | cat && cd)`
+        "true; ls | wc | cat || rm x",
+        "ls | wc && ls | wc | cat || rm x",
         'ls "~"',
         "ls é",  # not ASCII
         "a " * 400,  # longer than the reading takes
@@ -227,11 +235,11 @@ _NAMES = (
     " eval command builtin nohup nice timeout true false set shopt trap alias let test printf read mapfile wait"
     " kill exit return break continue shift hash type ulimit umask jobs fg bg pwd dirs history source declare"
     " export local readonly typeset unset if then else elif fi case esac for select while until do done in"
-    " function coproc - -- -x + : . % @ , x=1 =x 42 -20 0x1 a,b x: a.b ./x"
+    " function coproc - -- -x + : . % @ , x=1 =x 42 -20 0x1 a,b x: a.b ./x a@ a%b a+: g++ x@y %1 @a"
 ).split()
 _WORDS = (
     "if then else elif fi case esac for select while until do done in function time coproc a=b =x - -- -la 42"
-    " -20 0x1 x: %1 @a +x a,b 'x' \"y\" '' \"\" '$x' \"a;b\" \"a b\" 'a && b'"
+    " -20 0x1 x: %1 @a +x a,b == = =~x 'x' \"y\" '' \"\" '$x' \"a;b\" \"a b\" 'a && b'"
 ).split(" ")
 
 
@@ -264,8 +272,11 @@ def _word_kinds(line: str) -> list[str]:
         if node.type in ("word", "number", "string", "raw_string"):
             found.append(node.type)
             return
-        for child in node.named_children:
-            collect(child)
+        for child in node.children:
+            if child.is_named:
+                collect(child)
+            elif node.type == "command":  # a token tree-sitter leaves out of the words (`==`): the walk reads a word
+                found.append("word")
 
     collect(parse(source).root_node)
     return found

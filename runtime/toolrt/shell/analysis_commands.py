@@ -18,7 +18,7 @@ from .operands import not_paths, operand_programs
 from .programs import unseen_code
 from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import Unwrapped, unwrap
-from .variables import assigned_names, traces
+from .variables import assigned_names, assignment_word, sets_keyword, traces
 from .words import Word, evaluate
 from .wrappers import Wrapper
 
@@ -30,6 +30,10 @@ __all__ = ["PLAIN_WORDS", "REDIRECTS", "CommandChecks", "inert_builtin"]
 PLAIN_WORDS = frozenset(("word", "number", "raw_string"))
 REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
 _XARGS_REPLACE = frozenset(("-I", "-i", "--replace"))
+# Tokens tree-sitter-bash leaves out of a command's words (its `[[ ]]` operators, a word ending in `$`): bash
+# reads each standing alone as a literal word.
+_DROPPED = frozenset(("==", "=~"))
+_LITERAL = re.compile(r"[A-Za-z0-9_./:@%+,=-]*")  # characters bash leaves as they are
 
 
 class CommandChecks(ScriptChecks):
@@ -74,6 +78,8 @@ class CommandChecks(ScriptChecks):
         nested: list[Node] = []
         start = -1
         children = node.named_children
+        if node.child_count != len(children):
+            children = self._with_dropped(node)
         for index, child in enumerate(children):
             kind = child.type
             if kind == "command_name":
@@ -92,12 +98,39 @@ class CommandChecks(ScriptChecks):
                 nested.append(child)
         return False, words, assignments, nested, start
 
+    def _with_dropped(self, node: Node) -> list[Node]:
+        """The children of a command that holds tokens tree-sitter leaves out of its words (`==`, `=~`
+        and `$` standing alone: `grep -e == FILE` has two arguments, not `-e FILE`), each kept as the
+        word bash reads; one joined to a word (`-e$`) makes a word the tree does not hold, and the
+        command fails closed."""
+        children = node.children
+        named = False  # the command's name is behind
+        for index, child in enumerate(children):
+            if child.is_named:
+                named = named or child.type == "command_name"
+                continue
+            before = children[index - 1].end_byte if index else -1
+            after = children[index + 1].start_byte if index + 1 < len(children) else -1
+            raw = self._slice(child.start_byte, child.end_byte)
+            if (
+                not named
+                or not _literal_dropped(child.type, raw)
+                or child.start_byte == before
+                or child.end_byte == after
+            ):
+                self._fail(node, f"the parser dropped `{brief(raw)}` from the command's words")
+        return children
+
     def _arguments(self, children: list[Node], first: int, words: list[Word], nested: list[Node]) -> None:
         """The words after the command's name (into `words`), and the children that may hold more
         commands (into `nested`). A plain word is read here; any other goes through `evaluate`."""
         known, source = self.known, self.source
         for child in children[first:]:
             kind = child.type
+            if not child.is_named:  # a token tree-sitter left out, the literal word bash reads (`_with_dropped`)
+                raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
+                words.append(_new_word(Word, (raw, raw, raw, False, child, "word", (), "", ())))
+                continue
             if kind == "word" or kind == "number":
                 raw = source[child.start_byte : child.end_byte].decode("utf-8", "surrogateescape")
                 if _PLAIN_WORD.search(raw) is None:  # as `evaluate` gives it, and nothing `_hidden`
@@ -253,6 +286,8 @@ class CommandChecks(ScriptChecks):
             self.findings.trapped = True
         if head in ("set", "shopt") and traces(head, args):
             self.traced = True
+        if head in ("set", "shopt") and sets_keyword(args, shopt=head == "shopt"):
+            self.keyword = True
         if head == "shopt" and (changed := glob_options(args)) is not None:
             self.findings.globbing = f"`shopt {brief(changed)}`"
         elif head.rpartition("/")[2] in ("bash", "sh"):
@@ -260,6 +295,11 @@ class CommandChecks(ScriptChecks):
                 self.findings.globbing = f"`{brief(text)}`"
             if (why := shell_option_reason("bash", args)) is not None:
                 self.findings.fail_closed(text, why)
+            if sets_keyword(args):
+                self.keyword = True  # for the script it runs (and, to be safe, for the rest of this line)
+                self.findings.fail_closed(
+                    text, f"`{brief(text)}` makes every NAME=value word an environment assignment"
+                )
 
     def _wrapped(
         self, command: _Command, first: int, text: str, wrapper: Wrapper, inner: Unwrapped, own: list[str]
@@ -431,6 +471,11 @@ class CommandChecks(ScriptChecks):
         else:
             tokens = literal = values  # type: ignore[assignment]  # no None among them (a `cast` is a call)
         patterns = [text, " ".join(tokens) + rest]
+        if self.keyword and any(assignment_word(token) for token in tokens):
+            # After `set -k`, bash runs the command without its NAME=value words, which become its environment.
+            tokens = literal = [token for token in tokens if not assignment_word(token)] or tokens[:1]
+            patterns.append(" ".join(tokens) + rest)
+            reasons = [*reasons, "after `set -k`, its NAME=value words are its environment, not its arguments"]
         base = tokens[0]
         if "/" in base:
             # `/bin/rm -rf x` must meet the rules written for `rm`.
@@ -588,6 +633,14 @@ def _node(word: Word) -> Node:
     with a wrapper always is (`plain_line` reads no wrapper)."""
     assert word.node is not None
     return word.node
+
+
+def _literal_dropped(kind: str, raw: str) -> bool:
+    """Whether a token of type `kind` tree-sitter left out of a command's words is the literal word `raw`
+    (`==`, `=~`, `-a$`: a `$` that ends a word expands nothing)."""
+    if kind == "$":
+        return raw[-1:] == "$" and _LITERAL.fullmatch(raw, 0, len(raw) - 1) is not None
+    return kind in _DROPPED and raw == kind
 
 
 def _hidden(raw: str) -> bool:

@@ -14,6 +14,7 @@ from .braces import expand_braces
 from .findings import MAX_READ_PATHS
 from .globs import glob_paths
 from .paths import fs_safe, path_candidate
+from .variables import assignment_word
 from .words import Word, evaluate
 from .writes import copies, may_write, written
 
@@ -276,7 +277,8 @@ class PathChecks(AnalysisState):
         roots: dict[str, str | None] = {}
         for cwd in self.cwds:
             # `.` too: `grep -R PATTERN` walks the working directory, and its pattern is no directory.
-            for operand in (*(a for a in args if a is not None and not a.startswith("-")), "."):
+            # An empty operand (`find -L ""`) names no directory.
+            for operand in (*(a for a in args if a and not a.startswith("-")), "."):
                 absolute = self.scope.expand(operand, cwd) if cwd is not None or operand[:1] in "/~" else None
                 if absolute is not None and os.path.isdir(absolute) and not os.path.islink(absolute):
                     roots.setdefault(posixpath.normpath(absolute), cwd)
@@ -326,6 +328,11 @@ class PathChecks(AnalysisState):
             self.findings.fail_closed(text, f"`{name}` is a function the line defines: where it goes is not known here")
             self._set_cwds((*self.cwds, None))
             return
+        if self.keyword and any(assignment_word(word.raw) for word in words[first + 1 : last]):
+            # After `set -k`, `cd HOME=.` is `cd` with HOME set: its NAME=value words pick where it goes.
+            self.findings.fail_closed(text, f"after `set -k`, `{brief(text)}` is given HOME or CDPATH by its words")
+            self._set_cwds((*self.cwds, None))
+            return
         target, followed = _directory_operand(words[first + 1 : last], pushd=name == "pushd")
         if not followed:
             self.findings.fail_closed(text, f"`{brief(text)}` goes to a directory of the stack, not known here")
@@ -335,7 +342,8 @@ class PathChecks(AnalysisState):
             self.findings.fail_closed(text, f"`{brief(text)}` goes back to a directory not known here")
             self._set_cwds((*self.cwds, None))
             return
-        if target is None:
+        if target is None:  # home, as `cd ~`: what follows may read there (`cd && grep -r x`)
+            self._external("~")
             self._set_cwds((*self.cwds, self.scope.home))
             return
         if target.value is None or target.glob or (not self.pwd_known and target.value.startswith("~+")):

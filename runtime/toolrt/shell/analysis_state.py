@@ -58,6 +58,7 @@ class AnalysisState(ABC):
         "table",
         "text",
         "traced",
+        "keyword",
         "unseen_prompt",
         "pwd_known",
     )
@@ -97,6 +98,8 @@ class AnalysisState(ABC):
         """For each `&&` list being walked, every working directory set inside it so far."""
         self.traced = False
         """Whether the text turns on xtrace (`set -x`), which expands `PS4` before every command."""
+        self.keyword = False
+        """Whether the text turns on `keyword` (`set -k`): a later command's `NAME=value` words are its environment."""
         self.unseen_prompt = False
         """Whether the text gives `PS4` a value only known when it runs."""
         self.pwd_known = True

@@ -73,17 +73,21 @@ def analyze_text(
     depth: int = 0,
     inherited: tuple[str, ...] = (),
     known: Mapping[str, str] | None = None,
+    keyword: bool = False,
 ) -> None:
     """Add the requests of `text` to `findings`.
 
     `cwd` is the working directory, or the directories it may be (None: not known). `inherited`
     holds reasons that apply to every command inside (a script run by a shell whose environment
-    loads code); `known` the variables whose values the text inherits.
+    loads code); `known` the variables whose values the text inherits; `keyword`, whether the text
+    runs with `set -k` on.
     """
     cwds = cwd if isinstance(cwd, tuple) else (cwd,)
     if not findings.line:
         findings.line = text
-    _Analysis(scope, table, findings, cwds, depth, inherited, known).run(text)
+    analysis = _Analysis(scope, table, findings, cwds, depth, inherited, known)
+    analysis.keyword = keyword
+    analysis.run(text)
     if depth == 0 and "\\\n" in text:
         # bash joins a backslash-newline before it reads words (`r\<newline>m` is `rm`); tree-sitter
         # splits there. Both readings are analysed: the union is never weaker than either.
@@ -254,6 +258,8 @@ class _Analysis(CommandChecks):
         head = words[0].raw
         if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS or head[0] == "-":
             return False  # tree-sitter skips a leading `-` (`- a=b x` is an assignment and `x`)
+        if "@" in head or "%" in head or "+:" in head or words[-1].raw == "==":
+            return False  # tree-sitter cannot parse these (`a@ rm x`, `ls ==`): the tree walk fails closed
         facts = program_facts(self.table, head)
         if facts.plain or head == "cd":
             return True
@@ -355,6 +361,7 @@ class _Analysis(CommandChecks):
             depth=self.depth + 1,
             inherited=tuple(reasons),
             known=self.known,
+            keyword=self.keyword,  # `eval` runs in this shell; a child shell may inherit it (SHELLOPTS)
         )
 
     def _too_large(self, command: Node | None) -> None:

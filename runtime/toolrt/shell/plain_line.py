@@ -10,7 +10,9 @@ whose name is an assignment, a keyword or anything else it reads specially (`ana
 
 The shape (tree-sitter-bash 0.25): `;` separates the program's statements; a statement is a chain of
 pipelines joined by `&&`/`||`, read left to right (`a && b || c` is `list(list(a && b) || c)`), and a
-pipeline of one command is that command. `analyzer` walks that shape as the tree walk does.
+pipeline of one command is that command. `analyzer` walks that shape as the tree walk does. A statement
+where a pipeline of three commands or more is followed by `&&`/`||` is not read: tree-sitter gives it
+another shape (`a | b | c && d` is `a | (b | c && d)`, not what bash runs), which the tree walk reads.
 `tests/test_bash_fast_paths.py` checks that both readings give the same requests.
 """
 
@@ -66,8 +68,15 @@ def read_plain(text: str) -> list[Statement] | None:
     quoted = '"' in text or "'" in text
     if _UNQUOTED_LINE.fullmatch(_QUOTES.sub("", text) if quoted else text) is None:
         return None  # outside its quotes, a plain line holds only words, blanks and operators
-    split = _split(text, quoted)
-    return split if split is not None else _scan(text, quoted)
+    line = _split(text, quoted)
+    if line is None:
+        line = _scan(text, quoted)
+    if line is not None:
+        for statement in line:
+            for index in range(len(statement) - 1):
+                if len(statement[index][1]) > 2:
+                    return None  # tree-sitter reads `a | b | c && d` as `a | (b | c && d)`: the walk reads that
+    return line
 
 
 def _split(text: str, quoted: bool) -> list[Statement] | None:

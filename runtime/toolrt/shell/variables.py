@@ -8,11 +8,21 @@ substitutions included: `PS4` on every command traced by `set -x`) and runs `PRO
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
-__all__ = ["ASSIGNING_BUILTINS", "CODE_VARIABLES", "PROMPTS", "assigned_names", "prompt_code", "traces"]
+__all__ = [
+    "ASSIGNING_BUILTINS",
+    "CODE_VARIABLES",
+    "PROMPTS",
+    "assigned_names",
+    "assignment_word",
+    "prompt_code",
+    "sets_keyword",
+    "traces",
+]
 
 PROMPTS = frozenset(("PS0", "PS1", "PS2", "PS3", "PS4"))
 """Variables bash expands as prompts: parameter expansion, arithmetic and command substitution."""
@@ -112,3 +122,34 @@ def traces(builtin: str, args: Sequence[str | None]) -> bool:
     if builtin == "shopt":
         return "xtrace" in args
     return False
+
+
+def sets_keyword(args: Sequence[str | None], *, shopt: bool = False) -> bool:
+    """Whether the options `args` of `set` or `bash` turn on `keyword` (`-k`, `-o keyword`), or those of
+    `shopt` (`shopt -so keyword`): bash then puts every `NAME=value` word of a later command into its
+    environment, not its arguments. The options end at `--`, `-` or the first other word (`set -- -k`
+    sets the positional parameters)."""
+    if shopt:
+        options = [arg for arg in args if arg is not None and arg[:1] == "-"]
+        return any("o" in option for option in options) and any(arg is None or arg == "keyword" for arg in args)
+    takes_name = False
+    for arg in args:
+        if takes_name:
+            if arg is None or arg == "keyword":
+                return True
+            takes_name = False
+            continue
+        if arg is None or arg in ("-", "--") or arg[:1] not in ("-", "+"):
+            return False
+        if arg[0] == "-" and "k" in arg[1:]:
+            return True
+        takes_name = "o" in arg[1:] or "O" in arg[1:]
+    return False
+
+
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+
+
+def assignment_word(value: str) -> bool:
+    """Whether a word reads as `NAME=value` (or `NAME+=value`), which `set -k` makes an assignment."""
+    return _ASSIGNMENT_WORD.match(value) is not None
