@@ -1,0 +1,76 @@
+"""Programs with global options (`git -C dir -c k=v push`): the command without them, for the rules
+and the wrapper table, and its subcommand."""
+
+from __future__ import annotations
+
+from .analysis_scripts import ScriptChecks
+from .unwrap import unwrap
+from .wrappers import Wrapper
+
+__all__ = ["GlobalOptionChecks"]
+
+
+class GlobalOptionChecks(ScriptChecks):
+    """What a program's global options hide: its subcommand, and a wrapper named after them."""
+
+    __slots__ = ()
+
+    def _wrapper(self, values: list[str | None], first: int, mine: list[str | None], text: str) -> Wrapper | None:
+        """The wrapper the command `values[first:]` (`mine`) begins with; a wrapper named only after the
+        program's global options is not read, and fails the command closed."""
+        wrapper = self.table.match(values, first)
+        head = values[first] or ""
+        if wrapper is None and self._wraps_after_global_options(head, mine):
+            self.findings.fail_closed(
+                text, f"`{head}` runs a command named after its global options, which is not read"
+            )
+        return wrapper
+
+    def _wraps_after_global_options(self, head: str, values: list[str | None]) -> bool:
+        """Whether the command, its global options left out, is a wrapper that runs something (`git -C sub
+        submodule foreach rm -rf x`, `git --no-pager grep -O CMD`): the wrapper table matches the words as
+        written, so such a command is not read."""
+        base = head.rpartition("/")[2]
+        if base not in self.table.global_options or None in values:
+            return False
+        stripped = self._without_global_options(base, values, [])  # type: ignore[arg-type]  # no None in it
+        wrapper = self.table.match(stripped, 0) if stripped is not None else None
+        if stripped is None or wrapper is None:
+            return False
+        inner = unwrap(wrapper, stripped, 0, len(stripped))
+        return bool(inner.commands or inner.scripts or inner.reads_stdin or inner.dynamic)
+
+    def _without_global_options(self, base: str, literal: list[str], reasons: list[str]) -> list[str] | None:
+        """`git -C dir -c k=v push x` → `git push x` (and the reasons `-c` brings); None if none apply."""
+        options = self.table.global_options.get(base)
+        if options is None:
+            return None
+        index = 1
+        while index < len(literal) and literal[index].startswith("-") and literal[index] != "--":
+            name, equals, _ = literal[index].partition("=")
+            short = name[:2] if not name.startswith("--") else name
+            reason = options.ask.get(name) or options.ask.get(short)
+            if reason is not None:
+                reasons.append(reason)
+            if not equals and name in options.options_with_value:
+                index += 2
+            else:
+                index += 1
+        if index == 1:
+            return None
+        return [base, *literal[index:]]
+
+    def _subcommand(self, base: str, args: list[str | None]) -> str | None:
+        """The first word after the command's global options ("" when only known at run time)."""
+        options = self.table.global_options.get(base)
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            if arg is None:
+                return ""
+            if not arg.startswith("-"):
+                return arg
+            if options is not None and "=" not in arg and arg in options.options_with_value:
+                index += 1
+            index += 1
+        return None
