@@ -161,3 +161,44 @@ def test_a_forked_child_starts_a_keeper_of_its_own_even_when_the_lock_was_held_a
             os._exit(0 if served.wait(10) else 1)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _mount_namespaces_held() -> int:
+    """How many mount namespace fds this process holds."""
+    held = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held += os.readlink(f"/proc/self/fd/{fd}").startswith("mnt:")
+        except OSError:
+            continue
+    return held
+
+
+def test_concurrent_first_calls_each_get_a_namespace_of_their_own_and_none_is_left_open(tmp_path: Path) -> None:
+    """Calls of four threads at once, none with a namespace made ahead: each makes its own (none took
+    another's place in the bookkeeping: KeyError and a namespace never closed), and each namespace is
+    closed once its process ended."""
+    roots = [tmp_path / f"project{i}" for i in range(4)]
+    for root in roots:
+        root.mkdir()
+    plans = [_covered_plan(root) for root in roots]
+    before = _mount_namespaces_held()
+    together = threading.Barrier(len(roots))
+    outcomes: dict[int, str] = {}
+
+    def call(index: int) -> None:
+        together.wait()
+        try:
+            outcomes[index] = sandboxed_bash("mkdir tools.d/x || echo refused", plans[index], roots[index]).output
+        except BaseException as error:
+            outcomes[index] = repr(error)
+
+    threads = [threading.Thread(target=call, args=(index,)) for index in range(len(roots))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [outcomes.get(i, "").splitlines()[-1:] for i in range(len(roots))] == [["refused"]] * len(roots), outcomes
+    assert not any((root / "tools.d").exists() for root in roots)
+    spares = len(roots)  # each call's successor, made ahead and kept for the next call of its kind
+    _until(lambda: _mount_namespaces_held() <= before + spares, "closed the namespaces of the ended processes")

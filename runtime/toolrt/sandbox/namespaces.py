@@ -289,13 +289,15 @@ def covered_namespace(
         # made a second time beside it, which would take the CPU it needs and leave it to be thrown away.
         while spare is None and key in _building and _built.wait(_SPARE_WAIT):
             spare = _spares.pop(key, None)
-        _wanted[spare[0] if spare is not None else -1] = (key, mounts, cover, landlock)
-    if spare is None:
-        fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
-        with _lock:
-            _wanted[fd] = _wanted.pop(-1)
-        return fd, None
-    return spare
+        if spare is not None:
+            _wanted[spare[0]] = (key, mounts, cover, landlock)
+            return spare
+    # Made here, for this process alone: its successor is noted under its own fd once it exists (other
+    # threads make theirs meanwhile).
+    fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
+    with _lock:
+        _wanted[fd] = (key, mounts, cover, landlock)
+    return fd, None
 
 
 def _forget(namespace: int) -> None:
