@@ -202,3 +202,27 @@ def test_concurrent_first_calls_each_get_a_namespace_of_their_own_and_none_is_le
     assert not any((root / "tools.d").exists() for root in roots)
     spares = len(roots)  # each call's successor, made ahead and kept for the next call of its kind
     _until(lambda: _mount_namespaces_held() <= before + spares, "closed the namespaces of the ended processes")
+
+
+def test_a_process_launched_from_a_thread_made_ahead_creates_files_under_the_host_s_umask_of_now(
+    tmp_path: Path,
+) -> None:
+    """A host that tightens its umask after the keeper started: the files its next processes create get
+    it, as they do from a thread started on the call's path (a thread started by the keeper's making
+    thread had that thread's copy of the umask, taken when it began to make namespaces)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = _covered_plan(root)
+    sandboxed_bash("true", plan, root)  # the keeper runs, and makes this plan's next namespace ahead
+    _in_keeper(lambda: None)
+    earlier = os.umask(0o077)
+    try:
+        sandboxed_bash("true", plan, root)  # ... and the next launch thread
+        _until(lambda: bool(keeper._parked), "parked a launch thread")
+        waiting = list(keeper._parked)
+        result = sandboxed_bash("umask; touch made; stat -c %a made", plan, root)
+        assert any(thread.job is not None for thread in waiting), "no launch thread made ahead was used"
+    finally:
+        os.umask(earlier)
+    assert result.output.split() == ["0077", "600"], result.output
+    assert (root / "made").stat().st_mode & 0o777 == 0o600
