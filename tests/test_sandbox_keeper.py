@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from processes import sandboxed_bash
+from processes import holding, sandboxed_bash
 
-from toolrt.sandbox import keeper, kernel
+from toolrt.sandbox import keeper, kernel, namespaces
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import detect_support
@@ -226,3 +226,94 @@ def test_a_process_launched_from_a_thread_made_ahead_creates_files_under_the_hos
         os.umask(earlier)
     assert result.output.split() == ["0077", "600"], result.output
     assert (root / "made").stat().st_mode & 0o777 == 0o600
+
+
+def _namespaces_of(pid: int | str) -> set[str]:
+    """The mount namespaces process `pid` holds fds of."""
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            name = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if name.startswith("mnt:"):
+            held.add(name)
+    return held
+
+
+def test_a_forked_child_holds_neither_the_namespace_made_ahead_for_the_parent_nor_one_in_use(tmp_path: Path) -> None:
+    """A host forked (a pre-forking server, multiprocessing): the child's processes never join the
+    namespace made ahead for the parent's next process (two processes in one overlay), and the child
+    does not keep the namespace of a process of the parent's that still runs mounted after it ended."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = _covered_plan(root)
+    sandboxed_bash("true", plan, root)
+    _until(lambda: bool(namespaces._spares), "made a namespace ahead")
+    spares = {os.readlink(f"/proc/self/fd/{spare[0]}") for spare in namespaces._spares.values()}
+    fifo = tmp_path / "fifo"  # outside the root: one there is the overlay's, another pipe than toolrt's
+    os.mkfifo(fifo)
+    marker = f"toolrt-fork-{os.getpid()}"
+    running = threading.Thread(target=sandboxed_bash, args=(f"cat {fifo}; : {marker}", plan, root))
+    running.start()
+    try:
+        _until(lambda: bool(holding(marker)), "started the process")
+        used = os.readlink(f"/proc/{holding(marker)[0]}/ns/mnt")
+        spares |= {os.readlink(f"/proc/self/fd/{spare[0]}") for spare in namespaces._spares.values()}
+        reader, writer = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: says which namespaces it holds
+            try:
+                os.write(writer, "\n".join(_namespaces_of("self")).encode())
+            finally:
+                os._exit(0)
+        os.close(writer)
+        with os.fdopen(reader) as told:
+            held = set(told.read().split())
+        os.waitpid(child, 0)
+    finally:
+        try:  # cat, waiting to open it for reading, ends
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass  # it never started
+        running.join(20)
+    assert not held & (spares | {used}), (held, spares, used)
+
+
+def test_a_forked_child_makes_namespaces_ahead_of_its_own_when_the_keeper_was_mid_job_at_the_fork(
+    tmp_path: Path,
+) -> None:
+    """The keeper making a namespace at the fork (inside the namespaces' lock, its key being made): the
+    child neither waits forever for the lock nor for a namespace only the parent's keeper would make."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = _covered_plan(root)
+    sandboxed_bash("true", plan, root)
+    busy, release = threading.Event(), threading.Event()
+
+    def mid_job() -> None:
+        with namespaces._lock:
+            busy.set()
+            release.wait(20)
+
+    keeper.soon(mid_job)
+    assert busy.wait(10)
+    try:
+        child = os.fork()
+        if child == 0:  # the child: its calls run, and the next one's namespace is made ahead
+            signal.alarm(20)  # a child stuck on the parent's lock dies instead of holding the test
+            made = threading.Event()
+            try:
+                sandboxed_bash("true", plan, root)
+                sandboxed_bash("true", plan, root)
+                for _ in range(1000):
+                    if namespaces._spares:
+                        made.set()
+                        break
+                    made.wait(0.01)
+            finally:
+                os._exit(0 if made.is_set() else 1)
+    finally:
+        release.set()
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

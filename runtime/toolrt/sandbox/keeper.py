@@ -37,6 +37,8 @@ _lock = threading.Lock()
 _jobs: deque[Callable[[], None]] = deque()
 _ends: deque[tuple[int, int]] = deque()
 """(pidfd, fd): close `fd` once the process of `pidfd` has ended (both are the keeper's to close)."""
+_watched: dict[int, int] = {}
+"""pidfd → the fd to close once that process has ended: the `ends` thread's (the `_ends` it took in)."""
 _wakes: dict[str, int] = {}
 """`jobs`, `threads` and `ends` → the eventfd that wakes the thread serving them, once it runs (cleared in a forked
 child, which has neither thread)."""
@@ -152,21 +154,20 @@ def _close_ended(wake: int) -> None:
         pass
     poller = select.poll()
     poller.register(wake, select.POLLIN)
-    watched: dict[int, int] = {}
-    """pidfd → the fd to close when it becomes readable."""
     while True:
         for fd, _ in poller.poll():
             if fd != wake:
                 poller.unregister(fd)
+                held = _watched.pop(fd)  # before closing: a child forked meanwhile closes only what is open
                 os.close(fd)
-                os.close(watched.pop(fd))
+                os.close(held)
                 continue
             os.eventfd_read(wake)
             with _lock:
                 ends = list(_ends)
+                _watched.update(ends)  # before `_ends` is cleared: a child forked meanwhile closes each
                 _ends.clear()
-            for pidfd, held in ends:
-                watched[pidfd] = held
+            for pidfd, _ in ends:
                 poller.register(pidfd, select.POLLIN)
 
 
@@ -206,12 +207,20 @@ def _wait(parked: _Parked) -> None:
 
 
 def _forget_in_child() -> None:
-    """A forked child has no keeper thread: it starts its own on first use (its parent's fds are left), with
-    a lock of its own (another thread of the parent may have held this one at the fork)."""
+    """A forked child has no keeper thread: it starts its own on first use, with a lock of its own (another
+    thread of the parent may have held this one at the fork). Its copies of the fds the parent's keeper
+    was to close are closed now: the namespaces of the parent's processes, which they would keep mounted
+    after those ended (their pidfds and the keeper's eventfds with them)."""
     global _lock
     _lock = threading.Lock()
+    for fd in {*(fd for pair in (*_ends, *_watched.items()) for fd in pair), *_wakes.values()}:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # a handler run at fork goes on: the rest are closed all the same
     _jobs.clear()
     _ends.clear()
+    _watched.clear()
     _wakes.clear()
     _parked.clear()
 

@@ -402,6 +402,29 @@ def _make_spare(
     keeper.soon(body)
 
 
+def _forget_in_child() -> None:
+    """A forked child makes its covered namespaces itself (its keeper too, see `keeper`): the ones made
+    ahead for the parent's next processes are the parent's (a process of each in one overlay otherwise),
+    and so are the ones its processes use now (the child's copies would keep them mounted after the
+    parent closed its own). A lock of its own: the parent's keeper may have held this one at the fork,
+    in the middle of a namespace whose making (`_building`) the child would wait for in vain. The kept
+    namespaces and rulesets serve any number of processes: the child keeps them."""
+    global _lock, _built
+    _lock = threading.Lock()
+    _built = threading.Condition(_lock)
+    for fd in {*(fd for pair in _spares.values() for fd in pair if fd is not None), *_wanted}:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # a handler run at fork goes on: the rest are closed all the same
+    _spares.clear()
+    _wanted.clear()
+    _building.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def release_after(pid: int, namespace: int) -> None:
     """Close a single-use namespace fd once process `pid` has ended, in the keeper thread (`keeper`): the
     last reference unmounts the overlay, which should not delay the call that used it. The next one is
