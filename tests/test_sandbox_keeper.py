@@ -317,3 +317,46 @@ def test_a_forked_child_makes_namespaces_ahead_of_its_own_when_the_keeper_was_mi
         release.set()
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_200_calls_from_four_event_loops_at_once_never_share_a_namespace_and_leave_no_thread_or_namespace(
+    tmp_path: Path,
+) -> None:
+    """Four threads, each with event loops of its own, 50 covered calls each over two projects: no two
+    processes are in one mount namespace at once, every one is refused the protected name, and once the
+    keeper is done the threads and namespaces held are those of before, plus what it keeps."""
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for root in roots:
+        root.mkdir()
+    plans = [_covered_plan(root) for root in roots]
+    threads_before, namespaces_before = len(os.listdir("/proc/self/task")), _mount_namespaces_held()
+    with open("/proc/self/mountinfo") as mountinfo:
+        mounts_before = len(mountinfo.readlines())
+    spans: list[tuple[str, int, int]] = []
+    failures: list[str] = []
+    command = "date +%s%N; readlink /proc/self/ns/mnt; sleep 0.02; date +%s%N; mkdir tools.d/x || echo refused"
+
+    def calls(index: int) -> None:
+        for _ in range(50):
+            try:
+                words = sandboxed_bash(command, plans[index % 2], roots[index % 2]).output.split()
+                spans.append((words[1], int(words[0]), int(words[2])))
+                if words[-1] != "refused":
+                    failures.append(" ".join(words))
+            except BaseException as error:
+                failures.append(repr(error))
+
+    workers = [threading.Thread(target=calls, args=(index,)) for index in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert not failures and len(spans) == 200, failures[:3]
+    spans.sort(key=lambda span: span[1])
+    shared = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1 :] if a[0] == b[0] and b[1] < a[2]]
+    assert not shared, shared[:3]
+    kept = 3 + keeper._MAX_PARKED + namespaces._MAX_SPARES  # its threads, launch threads, namespaces ahead
+    _until(lambda: len(os.listdir("/proc/self/task")) <= threads_before + kept, "ended its threads")
+    _until(lambda: _mount_namespaces_held() <= namespaces_before + kept, "closed the used namespaces")
+    with open("/proc/self/mountinfo") as mountinfo:
+        assert len(mountinfo.readlines()) == mounts_before
