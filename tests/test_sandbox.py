@@ -616,3 +616,20 @@ def test_a_policy_made_by_replace_gets_a_plan_of_its_own_not_the_one_cached_for_
     alike = SandboxPolicy(protected=(tmp_path / "b.yaml",))
     assert second == alike and hash(second) == hash(alike) and hash(first) != hash(second)
     assert len({first, second, alike}) == 2
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_sandboxed_process_creates_files_under_the_host_s_umask_of_now(tmp_path: Path, launch: str) -> None:
+    """The host tightens its umask after its sandboxed processes started (the fork server and the keeper's
+    threads running): the next process's files get it, never the umask of when those began."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = plan_for(root, launch)
+    assert sh("true", plan, root).exit_code == 0  # the launcher and its helpers run
+    earlier = os.umask(0o077)
+    try:
+        sh("true", plan, root)  # (the thread launcher: its next launch thread is started ahead now)
+        result = sh("umask; touch made; mkdir dir; stat -c %a made dir", plan, root)
+    finally:
+        os.umask(earlier)
+    assert result.output.split() == ["0077", "600", "700"], result.output

@@ -263,6 +263,9 @@ def _served(
     theirs = [in_read if in_read is not None else devnull, out_write, err_write if err_write is not None else out_write]
     ours = (out_read, err_read, in_write)
     request = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), **plan.request()}
+    umask = kernel.current_umask()  # the host's of now: the server's own dates from its start
+    if umask is not None:
+        request["umask"] = umask
     # The server is not closed while the process runs on it: the last Runtime to close (a collected one
     # included) would otherwise close it, and with it kill this process.
     release = running_on_fork_server()

@@ -319,6 +319,9 @@ def _child(
         kernel.drop_capabilities()
         step = "chdir"
         os.chdir(str(request["cwd"]))
+        umask = request.get("umask")
+        if isinstance(umask, int):  # toolrt's of now (this server's dates from its start)
+            os.umask(umask)
         if own_pids:
             step = "fork"
             _become_init(report)

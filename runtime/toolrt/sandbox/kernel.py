@@ -27,6 +27,7 @@ else:  # run by path under `python -I -S`, outside the package (the fork server)
     from devices import minimal_dev, own_proc, own_terminals  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
+    "current_umask",
     "CLONE_FS",
     "SandboxSetupError",
     "cover_absent",
@@ -392,6 +393,20 @@ def wait_readable(fd: int, timeout: float | None = None) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(None if timeout is None else timeout * 1000))
+
+
+def current_umask() -> int | None:
+    """The calling thread's umask, without setting it (`os.umask` can only set it, and two calls would leave
+    another thread's files made between them under a wrong one); None where the kernel does not say
+    (before Linux 4.7)."""
+    try:
+        with open("/proc/thread-self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return None
 
 
 def set_parent_death_signal(signum: int) -> None:

@@ -289,13 +289,15 @@ def covered_namespace(
         # made a second time beside it, which would take the CPU it needs and leave it to be thrown away.
         while spare is None and key in _building and _built.wait(_SPARE_WAIT):
             spare = _spares.pop(key, None)
-        _wanted[spare[0] if spare is not None else -1] = (key, mounts, cover, landlock)
-    if spare is None:
-        fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
-        with _lock:
-            _wanted[fd] = _wanted.pop(-1)
-        return fd, None
-    return spare
+        if spare is not None:
+            _wanted[spare[0]] = (key, mounts, cover, landlock)
+            return spare
+    # Made here, for this process alone: its successor is noted under its own fd once it exists (other
+    # threads make theirs meanwhile).
+    fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
+    with _lock:
+        _wanted[fd] = (key, mounts, cover, landlock)
+    return fd, None
 
 
 def _forget(namespace: int) -> None:
@@ -398,6 +400,29 @@ def _make_spare(
                     os.close(old_rules)
 
     keeper.soon(body)
+
+
+def _forget_in_child() -> None:
+    """A forked child makes its covered namespaces itself (its keeper too, see `keeper`): the ones made
+    ahead for the parent's next processes are the parent's (a process of each in one overlay otherwise),
+    and so are the ones its processes use now (the child's copies would keep them mounted after the
+    parent closed its own). A lock of its own: the parent's keeper may have held this one at the fork,
+    in the middle of a namespace whose making (`_building`) the child would wait for in vain. The kept
+    namespaces and rulesets serve any number of processes: the child keeps them."""
+    global _lock, _built
+    _lock = threading.Lock()
+    _built = threading.Condition(_lock)
+    for fd in {*(fd for pair in _spares.values() for fd in pair if fd is not None), *_wanted}:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # a handler run at fork goes on: the rest are closed all the same
+    _spares.clear()
+    _wanted.clear()
+    _building.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def release_after(pid: int, namespace: int) -> None:
