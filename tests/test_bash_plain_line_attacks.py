@@ -8,11 +8,31 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bash_oracle import ALLOW_LIST, DENY_LIST, analyzer_action, make_workspace, run_lines, unavailable, weaker
+from bash_oracle import (
+    ALLOW_LIST,
+    DENY_LIST,
+    Observation,
+    analyzer_action,
+    make_workspace,
+    run_lines,
+    unavailable,
+    weaker,
+)
 
 from toolrt.permissions.model import CallSite
 from toolrt.shell import analyze_command
 from toolrt.shell.plain_line import read_plain
+
+
+def _run_by_bash(lines: list[str], workspace: tuple[Path, CallSite]) -> tuple[list[Observation], list[str]]:
+    """What real bash did with each of `lines`, and where the analyzer's reading was weaker than that."""
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root, site = workspace
+    observations = run_lines(lines, root)
+    problems = [problem for line, seen in zip(lines, observations, strict=True) for problem in weaker(line, seen, site)]
+    return observations, problems
 
 
 @pytest.fixture(scope="module")
@@ -77,15 +97,8 @@ def test_assignment_words_without_set_k_before_them_stay_arguments(line: str) ->
 
 
 def test_set_k_lines_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    root, site = workspace
-    observations = run_lines(KEYWORD_LINES, root)
+    observations, problems = _run_by_bash(KEYWORD_LINES, workspace)
     assert all(seen.execs and seen.execs[-1][-1] != "x=1" for seen in observations[:1])  # bash ran `git push`
-    problems = [
-        problem for line, seen in zip(KEYWORD_LINES, observations, strict=True) for problem in weaker(line, seen, site)
-    ]
     assert problems == []
 
 
@@ -112,16 +125,10 @@ def test_a_script_run_with_keyword_on_is_read_with_it(line: str) -> None:
 
 
 def test_scripts_run_with_keyword_on_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    root, site = workspace
     lines = ["set -k; eval 'git x=1 push'", "bash -k -c 'git x=1 push'", "bash -o keyword -c 'git x=1 push'"]
-    observations = run_lines(lines, root)
+    observations, problems = _run_by_bash(lines, workspace)
     assert [seen.execs[-1][-1] for seen in observations] == ["push", "push", "push"]
-    assert [
-        problem for line, seen in zip(lines, observations, strict=True) for problem in weaker(line, seen, site)
-    ] == []
+    assert problems == []
 
 
 # -- `==` and `=~`: tree-sitter-bash drops them from a command's words (its `[[ ]]` operators leak out) --
@@ -143,15 +150,9 @@ def test_a_word_the_parser_drops_still_counts_as_a_word(line: str) -> None:
 
 
 def test_lines_with_dropped_words_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    root, site = workspace
-    observations = run_lines(DROPPED_LINES, root)
+    observations, problems = _run_by_bash(DROPPED_LINES, workspace)
     assert all(seen.outside for seen in observations)  # grep really read the file outside
-    assert [
-        problem for line, seen in zip(DROPPED_LINES, observations, strict=True) for problem in weaker(line, seen, site)
-    ] == []
+    assert problems == []
 
 
 @pytest.mark.parametrize(
@@ -205,15 +206,9 @@ def test_a_final_cd_without_a_directory_still_asks_nothing(line: str) -> None:
 
 
 def test_cd_home_lines_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    root, site = workspace
-    observations = run_lines(HOME_LINES, root)
-    assert all(str(root / "home") in seen.outside for seen in observations)  # each listed or read home
-    assert [
-        problem for line, seen in zip(HOME_LINES, observations, strict=True) for problem in weaker(line, seen, site)
-    ] == []
+    observations, problems = _run_by_bash(HOME_LINES, workspace)
+    assert all(str(workspace[0] / "home") in seen.outside for seen in observations)  # each listed or read home
+    assert problems == []
 
 
 @pytest.mark.parametrize(
@@ -229,13 +224,7 @@ def test_cd_given_an_environment_by_set_k_goes_where_it_is_not_known(line: str) 
 
 
 def test_set_k_cd_lines_are_never_weaker_than_what_bash_ran(workspace: tuple[Path, CallSite]) -> None:
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    root, site = workspace
     lines = ["set -k; cd HOME=. && cat ../outside/secret", "set -k; cd HOME=. && ls .."]
-    observations = run_lines(lines, root)
+    observations, problems = _run_by_bash(lines, workspace)
     assert all(seen.outside for seen in observations)
-    assert [
-        problem for line, seen in zip(lines, observations, strict=True) for problem in weaker(line, seen, site)
-    ] == []
+    assert problems == []

@@ -213,11 +213,7 @@ def _forget_in_child() -> None:
     after those ended (their pidfds and the keeper's eventfds with them)."""
     global _lock
     _lock = threading.Lock()
-    for fd in {*(fd for pair in (*_ends, *_watched.items()) for fd in pair), *_wakes.values()}:
-        try:
-            os.close(fd)
-        except OSError:
-            pass  # a handler run at fork goes on: the rest are closed all the same
+    kernel.close_each({*(fd for pair in (*_ends, *_watched.items()) for fd in pair), *_wakes.values()})
     _jobs.clear()
     _ends.clear()
     _watched.clear()

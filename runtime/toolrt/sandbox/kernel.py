@@ -664,6 +664,15 @@ def map_user(uid: int, gid: int) -> None:
         f.write(f"{gid} {gid} 1")
 
 
+def close_each(fds: Iterable[int]) -> None:
+    """Close each descriptor of `fds`, going on past one that is already closed (a handler run at fork)."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def closerange_except(keep: Sequence[int]) -> None:
     """Close every descriptor from 3 up except those in `keep`."""
     low = 3

@@ -412,11 +412,7 @@ def _forget_in_child() -> None:
     global _lock, _built
     _lock = threading.Lock()
     _built = threading.Condition(_lock)
-    for fd in {*(fd for pair in _spares.values() for fd in pair if fd is not None), *_wanted}:
-        try:
-            os.close(fd)
-        except OSError:
-            pass  # a handler run at fork goes on: the rest are closed all the same
+    kernel.close_each({*(fd for pair in _spares.values() for fd in pair if fd is not None), *_wanted})
     _spares.clear()
     _wanted.clear()
     _building.clear()
