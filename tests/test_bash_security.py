@@ -327,6 +327,8 @@ def _git(*args: str, cwd: Path) -> None:
         "git submodule --quiet foreach 'rm -rf build'",
         "git submodule -q foreach --recursive rm -rf build",
         "git -C . submodule foreach rm -rf build",
+        "git submodule -q -q foreach rm -rf build",
+        'git -C "$dir" submodule foreach rm -rf build',
         "/usr/bin/git -C . submodule foreach rm -rf build",
         "git --no-pager grep -O 'rm -rf build' x",
     ],
@@ -361,3 +363,14 @@ def test_a_wrapper_after_git_s_global_options_is_not_allowed_unread_and_a_plain_
     )
     for line in ("git -C . grep foo", "git --no-pager log -3", "git -C . status"):
         assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "allow", line
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['git -C . submodule foreach "$c"', "git submodule --quiet --quiet foreach echo hi", 'git -C . grep -O "$p" x'],
+)
+def test_a_wrapper_named_past_options_is_never_allowed_unread(line: str, tmp_path: Path) -> None:
+    """Found on review: a script only known at run time made the global-options check give up, and a
+    subcommand's own options (`git submodule -q -q foreach`, which git runs) hid the wrapper's name."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "ask"

@@ -16,28 +16,27 @@ class GlobalOptionChecks(ScriptChecks):
     __slots__ = ()
 
     def _wrapper(self, values: list[str | None], first: int, mine: list[str | None], text: str) -> Wrapper | None:
-        """The wrapper the command `values[first:]` (`mine`) begins with; a wrapper named only after the
-        program's global options is not read, and fails the command closed."""
+        """The wrapper the command `values[first:]` (`mine`) begins with; a wrapper named only past options
+        (the program's global options, or its subcommand's) is not read, and fails the command closed."""
         wrapper = self.table.match(values, first)
         head = values[first] or ""
-        if wrapper is None and self._wraps_after_global_options(head, mine):
+        if wrapper is None and self._wraps_past_options(head, mine):
             self.findings.fail_closed(
-                text, f"`{head}` runs a command named after its global options, which is not read"
+                text,
+                f"`{head}` runs a command named after options (its global options or a subcommand's): not read",
             )
         return wrapper
 
-    def _wraps_after_global_options(self, head: str, values: list[str | None]) -> bool:
-        """Whether the command, its global options left out, is a wrapper that runs something (`git -C sub
-        submodule foreach rm -rf x`, `git --no-pager grep -O CMD`): the wrapper table matches the words as
-        written, so such a command is not read."""
-        base = head.rpartition("/")[2]
-        if base not in self.table.global_options or None in values:
+    def _wraps_past_options(self, head: str, values: list[str | None]) -> bool:
+        """Whether the command, its options left out, is a wrapper that runs something (`git -C sub submodule
+        foreach rm -rf x`, `git submodule -q -q foreach CMD`, `git --no-pager grep -O CMD`): the wrapper table
+        matches the words as written, so such a command is not read."""
+        options = self.table.global_options.get(head.rpartition("/")[2])
+        found = self.table.match_past_options(values, options.options_with_value if options else frozenset())
+        if found is None:
             return False
-        stripped = self._without_global_options(base, values, [])  # type: ignore[arg-type]  # no None in it
-        wrapper = self.table.match(stripped, 0) if stripped is not None else None
-        if stripped is None or wrapper is None:
-            return False
-        inner = unwrap(wrapper, stripped, 0, len(stripped))
+        wrapper, words = found
+        inner = unwrap(wrapper, words, 0, len(words))
         return bool(inner.commands or inner.scripts or inner.reads_stdin or inner.dynamic)
 
     def _without_global_options(self, base: str, literal: list[str], reasons: list[str]) -> list[str] | None:

@@ -268,7 +268,7 @@ class _Analysis(CommandChecks):
         if not facts.may_wrap:
             return True
         values = [word.value for word in words]
-        return self.table.match(values, 0) is None and not self._wraps_after_global_options(head, values)
+        return self.table.match(values, 0) is None and not self._wraps_past_options(head, values)
 
     def _plain_line(self, line: list[Statement]) -> None:
         """The line's statements in order, as `_walk` visits their tree (`plain_line` gives its shape)."""

@@ -105,6 +105,29 @@ class WrapperTable:
                 return wrapper
         return None
 
+    def match_past_options(
+        self, words: Sequence[str | None], takes_value: frozenset[str]
+    ) -> tuple[Wrapper, list[str | None]] | None:
+        """The wrapper `words` names when the options standing before or between the words of its name are
+        left out (`git -C sub submodule -q foreach CMD`; options in `takes_value` take the next word), and
+        the words without them; None when no wrapper's name is there."""
+        first = words[0] if words else None
+        if first is None:
+            return None
+        for wrapper in self._by_first_word.get(first.rpartition("/")[2], ()):
+            kept: list[str | None] = [first]
+            index = 1
+            for part in wrapper.name[1:]:
+                while index < len(words) and (word := words[index]) is not None and word[:1] == "-" and word != "--":
+                    index += 2 if "=" not in word and word in takes_value else 1
+                if index >= len(words) or words[index] != part:
+                    break
+                kept.append(part)
+                index += 1
+            else:
+                return wrapper, [*kept, *words[index:]]
+        return None
+
     def may_wrap(self, program: str) -> bool:
         """Whether some wrapper's name starts with `program` (a basename)."""
         return program in self._by_first_word
