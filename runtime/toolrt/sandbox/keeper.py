@@ -4,9 +4,9 @@ be launched from (`start_thread`). The third closes each used namespace once its
 last reference unmounts it, and unmounting an overlay syncs the filesystem under it, which may wait on
 the disk: never in the way of the next namespace being made), at the lowest priority (nice 19: no call
 waits for an unmount, which on a busy machine would take the CPU from the call that ended and the
-next). A thread started for each of these costs
-about 0.1 ms of CPU, three per process, on the call's path; these two are started once, and wait on their
-jobs and on the processes' pidfds.
+next). A thread started per process for each of these jobs cost about 0.1 ms of CPU, three per process,
+one of them on the call's path; these three are started once, and wait on their jobs and on the
+processes' pidfds.
 
 Making a namespace moves the thread that makes it into it: the maker goes back to the mount namespace it
 started in after each job, so it holds none it made, and one closed is unmounted at once. It must have a

@@ -72,6 +72,7 @@ class AnalysisState(ABC):
         depth: int,
         inherited: tuple[str, ...],
         known: Mapping[str, str] | None,
+        keyword: bool = False,
     ) -> None:
         self.scope = scope
         self.table = table
@@ -98,7 +99,7 @@ class AnalysisState(ABC):
         """For each `&&` list being walked, every working directory set inside it so far."""
         self.traced = False
         """Whether the text turns on xtrace (`set -x`), which expands `PS4` before every command."""
-        self.keyword = False
+        self.keyword = keyword
         """Whether the text turns on `keyword` (`set -k`): a later command's `NAME=value` words are its environment."""
         self.unseen_prompt = False
         """Whether the text gives `PS4` a value only known when it runs."""

@@ -85,14 +85,12 @@ def analyze_text(
     cwds = cwd if isinstance(cwd, tuple) else (cwd,)
     if not findings.line:
         findings.line = text
-    analysis = _Analysis(scope, table, findings, cwds, depth, inherited, known)
-    analysis.keyword = keyword
-    analysis.run(text)
+    _Analysis(scope, table, findings, cwds, depth, inherited, known, keyword).run(text)
     if depth == 0 and "\\\n" in text:
         # bash joins a backslash-newline before it reads words (`r\<newline>m` is `rm`); tree-sitter
         # splits there. Both readings are analysed: the union is never weaker than either.
         joined = text.replace("\\\n", "")
-        _Analysis(scope, table, findings, cwds, depth, inherited, known).run(joined)
+        _Analysis(scope, table, findings, cwds, depth, inherited, known, keyword).run(joined)
 
 
 class _Restore:
