@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..beneath import is_within
 from ..build.compiled import CompiledTool, call_arity_problem, import_ref, locate, project_root_of
 from ..build.snapshot import Snapshot, build_snapshot
 from ..config.collect import collector_paused
@@ -122,13 +123,12 @@ def _texts(snapshot: Snapshot) -> dict[str, str]:
     line is not read again)."""
     texts: dict[str, str] = {}
     root = str(snapshot.root)
-    inside = root if root.endswith("/") else f"{root}/"  # `Path.is_relative_to`, on the strings: no Path per parent
+    skip = len(root.rstrip("/")) + 1  # a document within the root is named from it: its path is root + "/" + name
     for layer in snapshot.config.layers if snapshot.config is not None else ():
         if layer.name == "project":
             for document in [source.document for source in layer.tools] + [layer.permissions, layer.settings]:
-                name = str(document.path) if document is not None else ""
-                if document is not None and document.text is not None and name.startswith(inside):
-                    texts[name[len(inside) :]] = document.text
+                if document is not None and document.text is not None and is_within(document.path, root):
+                    texts[str(document.path)[skip:]] = document.text
     return texts
 
 
