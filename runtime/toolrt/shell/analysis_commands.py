@@ -209,7 +209,9 @@ class CommandChecks(GlobalOptionChecks):
         self, command: _Command, first: int, last: int, inherited: list[str], feeder: str
     ) -> list[tuple[int, int, list[str], str]]:
         """One command of `command.words[first:last]`; returns the commands it wraps (`feeder`: the
-        wrapper that adds words to it when it runs)."""
+        wrapper that adds words to it when it runs). A line of plain commands runs the same checks through
+        `analyzer._plain_command`, without its tree: a check added here belongs there too where it applies
+        (`tests/test_bash_fast_paths.py` compares the two readings)."""
         words, values = command.words, command.values
         whole = last == len(words)
         start = command.start if first == 0 else _node(words[first]).start_byte
