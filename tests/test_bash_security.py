@@ -11,6 +11,7 @@ Rulesets (the global `"*": allow` first, as OpenCode's defaults):
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -374,3 +375,33 @@ def test_a_wrapper_named_past_options_is_never_allowed_unread(line: str, tmp_pat
     subcommand's own options (`git submodule -q -q foreach`, which git runs) hid the wrapper's name."""
     site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
     assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "ask"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "npm --prefix x exec -c 'rm -rf build'",
+        "tmux -L x new-session 'rm -rf build'",
+        "uv --directory x run rm -rf build",
+        "pnpm -C x exec rm -rf build",
+        "poetry -C x run rm -rf build",
+        "yarn --cwd x exec rm -rf build",
+    ],
+)
+def test_a_wrapper_named_past_an_option_and_its_value_is_not_allowed(line: str, tmp_path: Path) -> None:
+    """Found attacking: an option the table does not know to take a value (`npm --prefix x`) put a word
+    between the program and the wrapper's name, and the line was allowed; npm runs the script (shown below)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action in {"ask", "deny"}
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="needs npm, the oracle")
+def test_npm_runs_exec_s_script_past_a_prefix_option(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "package.json").write_text('{"name": "x", "version": "1.0.0"}')
+    (tmp_path / "build").mkdir()
+    env = {**os.environ, "npm_config_cache": str(tmp_path / "cache"), "npm_config_offline": "true"}
+    subprocess.run(
+        ["npm", "--prefix", "x", "exec", "-c", "rm -rf build"], cwd=tmp_path, env=env, check=True, capture_output=True
+    )
+    assert not (tmp_path / "build").exists()

@@ -110,7 +110,9 @@ class WrapperTable:
     ) -> tuple[Wrapper, list[str | None]] | None:
         """The wrapper `words` names when the options standing before or between the words of its name are
         left out (`git -C sub submodule -q foreach CMD`; options in `takes_value` take the next word), and
-        the words without them; None when no wrapper's name is there."""
+        the words without them; None when no wrapper's name is there. Another option may take a value too
+        (`npm --prefix dir exec`, `tmux -L name new-session`): a word after it that is not the name's is
+        passed over as its value."""
         first = words[0] if words else None
         if first is None:
             return None
@@ -120,6 +122,9 @@ class WrapperTable:
             for part in wrapper.name[1:]:
                 while index < len(words) and (word := words[index]) is not None and word[:1] == "-" and word != "--":
                     index += 2 if "=" not in word and word in takes_value else 1
+                    following = words[index] if index < len(words) else None
+                    if "=" not in word and following is not None and following[:1] != "-" and following != part:
+                        index += 1
                 if index >= len(words) or words[index] != part:
                     break
                 kept.append(part)
