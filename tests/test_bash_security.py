@@ -405,3 +405,32 @@ def test_npm_runs_exec_s_script_past_a_prefix_option(tmp_path: Path) -> None:
         ["npm", "--prefix", "x", "exec", "-c", "rm -rf build"], cwd=tmp_path, env=env, check=True, capture_output=True
     )
     assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "env --split='rm -rf build'",
+        "env --split 'rm -rf build'",
+        "git grep --open='rm -rf build' foo",
+        "git -C . grep --open-files 'rm -rf build' foo",
+        "flock lock --comm 'rm -rf build'",
+        "tar --to-comm='rm -rf build' -xf a.tar",
+    ],
+)
+def test_an_abbreviated_long_option_that_runs_a_script_is_read(line: str, tmp_path: Path) -> None:
+    """Found attacking: getopt_long and git take any unambiguous prefix of a long option, and env and git
+    run the script (shown by the oracle below); the table matched only the full name, so these were allowed."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+def test_env_and_git_run_the_script_an_abbreviated_option_names(tmp_path: Path) -> None:
+    _git("init", "-q", cwd=tmp_path)
+    (tmp_path / "f").write_text("foo\n")
+    _git("add", "f", cwd=tmp_path)
+    (tmp_path / "build").mkdir()
+    subprocess.run(["bash", "-c", "env --split='rm -rf build'"], cwd=tmp_path, check=True)
+    assert not (tmp_path / "build").exists()
+    _git("grep", "--open=touch ran-by-grep;:", "foo", cwd=tmp_path)
+    assert (tmp_path / "ran-by-grep").exists()
