@@ -434,3 +434,26 @@ def test_env_and_git_run_the_script_an_abbreviated_option_names(tmp_path: Path) 
     assert not (tmp_path / "build").exists()
     _git("grep", "--open=touch ran-by-grep;:", "foo", cwd=tmp_path)
     assert (tmp_path / "ran-by-grep").exists()
+
+
+@pytest.mark.parametrize(
+    "line", ["tmux new -d 'touch x'", "tmux new-s -d 'touch x'", "tmux -L x neww 'touch x'", "tmux run 'touch x'"]
+)
+def test_tmux_is_never_allowed_unread(line: str, tmp_path: Path) -> None:
+    """Found attacking: only `tmux new-session` was a wrapper, but tmux runs shell commands through
+    `new`, `neww`, `run`, `send-keys` and any unambiguous prefix of a command's name (shown below)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "ask"
+    assert decide(analyze_command("tmux new 'rm -rf build'", site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux, the oracle")
+def test_tmux_runs_the_command_of_an_abbreviated_new_session(tmp_path: Path) -> None:
+    socket, ran = tmp_path / "socket", tmp_path / "ran-by-tmux"
+    tmux = ["tmux", "-S", str(socket), "-f", os.devnull]
+    try:
+        subprocess.run([*tmux, "new-s", "-d", f"touch {ran}; sleep 30"], check=True, cwd=tmp_path, timeout=30)
+        subprocess.run(["bash", "-c", f"until [ -e {ran} ]; do sleep 0.05; done"], check=True, timeout=30)
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)
+    assert ran.exists()
