@@ -457,3 +457,21 @@ def test_tmux_runs_the_command_of_an_abbreviated_new_session(tmp_path: Path) -> 
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)
     assert ran.exists()
+
+
+@pytest.mark.parametrize(
+    "line", ["npm x rm -rf build", "npm exe -c 'rm -rf build'", "npm --prefix x x -c 'rm -rf build'"]
+)
+def test_npm_exec_by_its_alias_or_prefix_is_read(line: str, tmp_path: Path) -> None:
+    """Found attacking: npm runs `x` (exec's alias) and `exe` (a prefix) as `exec` (shown below)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="needs npm, the oracle")
+@pytest.mark.parametrize("name", ["x", "exe"])
+def test_npm_runs_the_script_of_exec_s_alias_and_prefix(name: str, tmp_path: Path) -> None:
+    (tmp_path / "build").mkdir()
+    env = {**os.environ, "npm_config_cache": str(tmp_path / "cache"), "npm_config_offline": "true"}
+    subprocess.run(["npm", name, "-c", "rm -rf build"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    assert not (tmp_path / "build").exists()
