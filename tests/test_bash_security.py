@@ -475,3 +475,21 @@ def test_npm_runs_the_script_of_exec_s_alias_and_prefix(name: str, tmp_path: Pat
     env = {**os.environ, "npm_config_cache": str(tmp_path / "cache"), "npm_config_offline": "true"}
     subprocess.run(["npm", name, "-c", "rm -rf build"], cwd=tmp_path, env=env, check=True, capture_output=True)
     assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "action"),
+    [
+        ("git -c color.ui=never log", "allow"),
+        ("git -ccolor.ui=never -C . status", "allow"),
+        ("git -c user.name=t -c user.email=t@t commit -m x", "allow"),
+        ("git -c color.ui=never -c core.sshCommand=x fetch", "ask"),
+        ('git -c "$setting" log', "ask"),
+        ("git -c core.pager='rm -rf build' log", "deny"),
+    ],
+)
+def test_git_c_with_a_setting_that_runs_nothing_does_not_ask(line: str, action: str, tmp_path: Path) -> None:
+    """A false ask on everyday lines: `git -c` asked for any setting, a colour's too; it asks now only for a
+    setting not listed as harmless (one that may run a command, or one known only at run time)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == action

@@ -3,6 +3,8 @@ and the wrapper table, and its subcommand."""
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 from .analysis_scripts import ScriptChecks
 from .unwrap import unwrap
 from .wrappers import Wrapper
@@ -49,7 +51,8 @@ class GlobalOptionChecks(ScriptChecks):
             name, equals, _ = literal[index].partition("=")
             short = name[:2] if not name.startswith("--") else name
             reason = options.ask.get(name) or options.ask.get(short)
-            if reason is not None:
+            value = _value(literal, index, name, short, equals)
+            if reason is not None and not _harmless(options.harmless.get(short, frozenset()), value):
                 reasons.append(reason)
             if not equals and name in options.options_with_value:
                 index += 2
@@ -73,3 +76,21 @@ class GlobalOptionChecks(ScriptChecks):
                 index += 1
             index += 1
         return None
+
+
+def _value(literal: list[str], index: int, name: str, short: str, equals: str) -> str | None:
+    """The value of the option at `literal[index]`: attached (`--opt=v`, `-cv`) or the next word."""
+    word = literal[index]
+    if equals and name.startswith("--"):
+        return word.partition("=")[2]
+    if not name.startswith("--") and len(word) > 2:
+        return word[2:]
+    return literal[index + 1] if index + 1 < len(literal) else None
+
+
+def _harmless(settings: frozenset[str], value: str | None) -> bool:
+    """Whether the setting `value` (`name=value`) is one of `settings`, which cannot run anything."""
+    if value is None:
+        return False
+    key = value.partition("=")[0].lower()
+    return any(fnmatchcase(key, pattern) for pattern in settings)

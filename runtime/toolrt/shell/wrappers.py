@@ -55,6 +55,9 @@ class GlobalOptions:
     options_with_value: frozenset[str]
     ask: Mapping[str, str]
     """Option → the reason shown when it is present."""
+    harmless: Mapping[str, frozenset[str]] = MappingProxyType({})
+    """Option in `ask` → the settings (`name=value`, the name lowercased and matched by fnmatch) that
+    cannot run anything, with which it does not ask (`git -c color.ui=never`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +297,16 @@ def _add_global_options(
         spec_map = _mapping(spec, source, pointer, problems)
         options = _list(spec_map.get("options_with_value"), source, pointer + "/options_with_value", problems)
         ask = _mapping(spec_map.get("ask"), source, pointer + "/ask", problems)
+        harmless = _mapping(spec_map.get("harmless"), source, pointer + "/harmless", problems)
         globals_[str(name)] = GlobalOptions(
-            frozenset(options), MappingProxyType({str(k): str(v) for k, v in ask.items()})
+            frozenset(options),
+            MappingProxyType({str(k): str(v) for k, v in ask.items()}),
+            MappingProxyType(
+                {
+                    str(k): frozenset(_list(v, source, f"{pointer}/harmless/{_escape(str(k))}", problems))
+                    for k, v in harmless.items()
+                }
+            ),
         )
 
 
