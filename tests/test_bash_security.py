@@ -493,3 +493,22 @@ def test_git_c_with_a_setting_that_runs_nothing_does_not_ask(line: str, action: 
     setting not listed as harmless (one that may run a command, or one known only at run time)."""
     site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
     assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == action
+
+
+def test_a_wrapper_named_past_options_that_xargs_feeds_is_not_allowed(tmp_path: Path) -> None:
+    """Found attacking: `xargs -a f git -C . submodule foreach` was allowed, as foreach had no words yet;
+    xargs gives it the file's words, which git runs in each submodule (real xargs and git below)."""
+    library, project = tmp_path / "library", tmp_path / "project"
+    for repository in (library, project):
+        repository.mkdir()
+        _git("init", "-q", cwd=repository)
+        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x", cwd=repository)
+    _git("submodule", "add", "-q", str(library), "library", cwd=project)
+    (project / "library" / "build").mkdir()
+    (project / "words").write_text("rm -rf build\n")
+    line = "xargs -a words git -C . submodule foreach"
+    site = CallSite(root=project, cwd=project, home=tmp_path)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "ask"
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["bash", "-c", line], cwd=project, env=env, check=True, capture_output=True)
+    assert not (project / "library" / "build").exists()

@@ -17,19 +17,22 @@ class GlobalOptionChecks(ScriptChecks):
 
     __slots__ = ()
 
-    def _wrapper(self, values: list[str | None], first: int, mine: list[str | None], text: str) -> Wrapper | None:
+    def _wrapper(
+        self, values: list[str | None], first: int, mine: list[str | None], text: str, fed: bool = False
+    ) -> Wrapper | None:
         """The wrapper the command `values[first:]` (`mine`) begins with; a wrapper named only past options
-        (the program's global options, or its subcommand's) is not read, and fails the command closed."""
+        (the program's global options, or its subcommand's) is not read, and fails the command closed,
+        as it does with nothing to run yet when a feeder (`fed`: xargs, find) adds words to it."""
         wrapper = self.table.match(values, first)
         head = values[first] or ""
-        if wrapper is None and self._wraps_past_options(head, mine):
+        if wrapper is None and self._wraps_past_options(head, mine, fed):
             self.findings.fail_closed(
                 text,
                 f"`{head}` runs a command named after options (its global options or a subcommand's): not read",
             )
         return wrapper
 
-    def _wraps_past_options(self, head: str, values: list[str | None]) -> bool:
+    def _wraps_past_options(self, head: str, values: list[str | None], fed: bool = False) -> bool:
         """Whether the command, its options left out, is a wrapper that runs something (`git -C sub submodule
         foreach rm -rf x`, `git submodule -q -q foreach CMD`, `git --no-pager grep -O CMD`): the wrapper table
         matches the words as written, so such a command is not read."""
@@ -38,6 +41,8 @@ class GlobalOptionChecks(ScriptChecks):
         if found is None:
             return False
         wrapper, words = found
+        if fed:  # `xargs git -C . submodule foreach`: the words it adds are the script
+            return True
         inner = unwrap(wrapper, words, 0, len(words))
         return bool(inner.commands or inner.scripts or inner.reads_stdin or inner.dynamic)
 
