@@ -11,6 +11,7 @@ Rulesets (the global `"*": allow` first, as OpenCode's defaults):
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -374,3 +375,140 @@ def test_a_wrapper_named_past_options_is_never_allowed_unread(line: str, tmp_pat
     subcommand's own options (`git submodule -q -q foreach`, which git runs) hid the wrapper's name."""
     site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
     assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "ask"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "npm --prefix x exec -c 'rm -rf build'",
+        "tmux -L x new-session 'rm -rf build'",
+        "uv --directory x run rm -rf build",
+        "pnpm -C x exec rm -rf build",
+        "poetry -C x run rm -rf build",
+        "yarn --cwd x exec rm -rf build",
+    ],
+)
+def test_a_wrapper_named_past_an_option_and_its_value_is_not_allowed(line: str, tmp_path: Path) -> None:
+    """Found attacking: an option the table does not know to take a value (`npm --prefix x`) put a word
+    between the program and the wrapper's name, and the line was allowed; npm runs the script (shown below)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action in {"ask", "deny"}
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="needs npm, the oracle")
+def test_npm_runs_exec_s_script_past_a_prefix_option(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "package.json").write_text('{"name": "x", "version": "1.0.0"}')
+    (tmp_path / "build").mkdir()
+    env = {**os.environ, "npm_config_cache": str(tmp_path / "cache"), "npm_config_offline": "true"}
+    subprocess.run(
+        ["npm", "--prefix", "x", "exec", "-c", "rm -rf build"], cwd=tmp_path, env=env, check=True, capture_output=True
+    )
+    assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "env --split='rm -rf build'",
+        "env --split 'rm -rf build'",
+        "git grep --open='rm -rf build' foo",
+        "git -C . grep --open-files 'rm -rf build' foo",
+        "flock lock --comm 'rm -rf build'",
+        "tar --to-comm='rm -rf build' -xf a.tar",
+    ],
+)
+def test_an_abbreviated_long_option_that_runs_a_script_is_read(line: str, tmp_path: Path) -> None:
+    """Found attacking: getopt_long and git take any unambiguous prefix of a long option, and env and git
+    run the script (shown by the oracle below); the table matched only the full name, so these were allowed."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+def test_env_and_git_run_the_script_an_abbreviated_option_names(tmp_path: Path) -> None:
+    _git("init", "-q", cwd=tmp_path)
+    (tmp_path / "f").write_text("foo\n")
+    _git("add", "f", cwd=tmp_path)
+    (tmp_path / "build").mkdir()
+    subprocess.run(["bash", "-c", "env --split='rm -rf build'"], cwd=tmp_path, check=True)
+    assert not (tmp_path / "build").exists()
+    _git("grep", "--open=touch ran-by-grep;:", "foo", cwd=tmp_path)
+    assert (tmp_path / "ran-by-grep").exists()
+
+
+@pytest.mark.parametrize(
+    "line", ["tmux new -d 'touch x'", "tmux new-s -d 'touch x'", "tmux -L x neww 'touch x'", "tmux run 'touch x'"]
+)
+def test_tmux_is_never_allowed_unread(line: str, tmp_path: Path) -> None:
+    """Found attacking: only `tmux new-session` was a wrapper, but tmux runs shell commands through
+    `new`, `neww`, `run`, `send-keys` and any unambiguous prefix of a command's name (shown below)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "ask"
+    assert decide(analyze_command("tmux new 'rm -rf build'", site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux, the oracle")
+def test_tmux_runs_the_command_of_an_abbreviated_new_session(tmp_path: Path) -> None:
+    socket, ran = tmp_path / "socket", tmp_path / "ran-by-tmux"
+    tmux = ["tmux", "-S", str(socket), "-f", os.devnull]
+    try:
+        subprocess.run([*tmux, "new-s", "-d", f"touch {ran}; sleep 30"], check=True, cwd=tmp_path, timeout=30)
+        subprocess.run(["bash", "-c", f"until [ -e {ran} ]; do sleep 0.05; done"], check=True, timeout=30)
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)
+    assert ran.exists()
+
+
+@pytest.mark.parametrize(
+    "line", ["npm x rm -rf build", "npm exe -c 'rm -rf build'", "npm --prefix x x -c 'rm -rf build'"]
+)
+def test_npm_exec_by_its_alias_or_prefix_is_read(line: str, tmp_path: Path) -> None:
+    """Found attacking: npm runs `x` (exec's alias) and `exe` (a prefix) as `exec` (shown below)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="needs npm, the oracle")
+@pytest.mark.parametrize("name", ["x", "exe"])
+def test_npm_runs_the_script_of_exec_s_alias_and_prefix(name: str, tmp_path: Path) -> None:
+    (tmp_path / "build").mkdir()
+    env = {**os.environ, "npm_config_cache": str(tmp_path / "cache"), "npm_config_offline": "true"}
+    subprocess.run(["npm", name, "-c", "rm -rf build"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "action"),
+    [
+        ("git -c color.ui=never log", "allow"),
+        ("git -ccolor.ui=never -C . status", "allow"),
+        ("git -c user.name=t -c user.email=t@t commit -m x", "allow"),
+        ("git -c color.ui=never -c core.sshCommand=x fetch", "ask"),
+        ('git -c "$setting" log', "ask"),
+        ("git -c core.pager='rm -rf build' log", "deny"),
+    ],
+)
+def test_git_c_with_a_setting_that_runs_nothing_does_not_ask(line: str, action: str, tmp_path: Path) -> None:
+    """A false ask on everyday lines: `git -c` asked for any setting, a colour's too; it asks now only for a
+    setting not listed as harmless (one that may run a command, or one known only at run time)."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == action
+
+
+def test_a_wrapper_named_past_options_that_xargs_feeds_is_not_allowed(tmp_path: Path) -> None:
+    """Found attacking: `xargs -a f git -C . submodule foreach` was allowed, as foreach had no words yet;
+    xargs gives it the file's words, which git runs in each submodule (real xargs and git below)."""
+    library, project = tmp_path / "library", tmp_path / "project"
+    for repository in (library, project):
+        repository.mkdir()
+        _git("init", "-q", cwd=repository)
+        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x", cwd=repository)
+    _git("submodule", "add", "-q", str(library), "library", cwd=project)
+    (project / "library" / "build").mkdir()
+    (project / "words").write_text("rm -rf build\n")
+    line = "xargs -a words git -C . submodule foreach"
+    site = CallSite(root=project, cwd=project, home=tmp_path)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "ask"
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["bash", "-c", line], cwd=project, env=env, check=True, capture_output=True)
+    assert not (project / "library" / "build").exists()

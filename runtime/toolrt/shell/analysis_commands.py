@@ -236,7 +236,7 @@ class CommandChecks(GlobalOptionChecks):
         self._shell_state(head, values[first + 1 : last], text)
         if head in INERT and not own and not redirects and inert_builtin(head, mine):
             return []  # `true`, `:`, `set -e`, `shopt -s nullglob`: nothing runs, nothing is written
-        wrapper = self._wrapper(values, first, mine, text) if facts.may_wrap else None
+        wrapper = self._wrapper(values, first, mine, text, bool(feeder)) if facts.may_wrap else None
         if feeder and wrapper is not None:
             self.findings.fail_closed(
                 text, f"`{feeder}` adds words to `{head}` when it runs, which may make them a command"

@@ -47,7 +47,29 @@ def _is_option(wrapper: Wrapper, word: str, positionals: int) -> bool:
     """Whether `word` is an option of the wrapper. Once its operands are consumed (`timeout 5`), what
     follows is the command, except a script option (`flock FILE -c 'cmd'`)."""
     operands_done = wrapper.positionals > 0 and positionals == 0
-    return len(word) > 1 and word[0] == "-" and (not operands_done or word.partition("=")[0] in wrapper.script_options)
+    return (
+        len(word) > 1
+        and word[0] == "-"
+        and (not operands_done or _long_name(wrapper, word.partition("=")[0]) in wrapper.script_options)
+    )
+
+
+def _long_name(wrapper: Wrapper, name: str) -> str:
+    """The long option `name` abbreviates (`--split` for env's `--split-string`, `--open` for git grep's
+    `--open-files-in-pager`: getopt_long, git and argparse take any unambiguous prefix), a script option
+    before one that takes a value; `name` itself when it is exact or no such option begins with it."""
+    if (
+        not name.startswith("--")
+        or len(name) < 3
+        or name in wrapper.options_with_value
+        or name in wrapper.script_options
+    ):
+        return name
+    for options in (wrapper.script_options, wrapper.options_with_value):
+        for option in sorted(options):
+            if option.startswith(name):
+                return option
+    return name
 
 
 def _with_script(
@@ -144,6 +166,7 @@ def _option(
 ) -> tuple[int, bool, str | None]:
     """(words consumed, stops the command, script text or "" for a dynamic one) for the option `word`."""
     name, equals, value = word.partition("=")
+    name = _long_name(wrapper, name)
     if name in wrapper.stop_options:
         return 1, True, None
     # Long options, an attached `=value`, and single-dash long names (`zip -TT`, `pwsh -Command`).

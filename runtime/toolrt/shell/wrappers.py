@@ -55,6 +55,9 @@ class GlobalOptions:
     options_with_value: frozenset[str]
     ask: Mapping[str, str]
     """Option → the reason shown when it is present."""
+    harmless: Mapping[str, frozenset[str]] = MappingProxyType({})
+    """Option in `ask` → the settings (`name=value`, the name lowercased and matched by fnmatch) that
+    cannot run anything, with which it does not ask (`git -c color.ui=never`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,9 @@ class WrapperTable:
     ) -> tuple[Wrapper, list[str | None]] | None:
         """The wrapper `words` names when the options standing before or between the words of its name are
         left out (`git -C sub submodule -q foreach CMD`; options in `takes_value` take the next word), and
-        the words without them; None when no wrapper's name is there."""
+        the words without them; None when no wrapper's name is there. Another option may take a value too
+        (`npm --prefix dir exec`, `tmux -L name new-session`): a word after it that is not the name's is
+        passed over as its value."""
         first = words[0] if words else None
         if first is None:
             return None
@@ -120,6 +125,9 @@ class WrapperTable:
             for part in wrapper.name[1:]:
                 while index < len(words) and (word := words[index]) is not None and word[:1] == "-" and word != "--":
                     index += 2 if "=" not in word and word in takes_value else 1
+                    following = words[index] if index < len(words) else None
+                    if "=" not in word and following is not None and following[:1] != "-" and following != part:
+                        index += 1
                 if index >= len(words) or words[index] != part:
                     break
                 kept.append(part)
@@ -289,8 +297,16 @@ def _add_global_options(
         spec_map = _mapping(spec, source, pointer, problems)
         options = _list(spec_map.get("options_with_value"), source, pointer + "/options_with_value", problems)
         ask = _mapping(spec_map.get("ask"), source, pointer + "/ask", problems)
+        harmless = _mapping(spec_map.get("harmless"), source, pointer + "/harmless", problems)
         globals_[str(name)] = GlobalOptions(
-            frozenset(options), MappingProxyType({str(k): str(v) for k, v in ask.items()})
+            frozenset(options),
+            MappingProxyType({str(k): str(v) for k, v in ask.items()}),
+            MappingProxyType(
+                {
+                    str(k): frozenset(_list(v, source, f"{pointer}/harmless/{_escape(str(k))}", problems))
+                    for k, v in harmless.items()
+                }
+            ),
         )
 
 
