@@ -320,6 +320,17 @@ def _git(*args: str, cwd: Path) -> None:
     )
 
 
+def _project_with_a_submodule(tmp_path: Path) -> Path:
+    """A git repository `project` with one submodule, `library` (both with one empty commit)."""
+    library, project = tmp_path / "library", tmp_path / "project"
+    for repository in (library, project):
+        repository.mkdir()
+        _git("init", "-q", cwd=repository)
+        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x", cwd=repository)
+    _git("submodule", "add", "-q", str(library), "library", cwd=project)
+    return project
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -339,12 +350,7 @@ def test_git_runs_what_submodule_foreach_is_given_and_a_denied_command_there_is_
 ) -> None:
     """git runs `submodule foreach`'s words through the shell in each submodule (shown with real git), so
     `rm -rf build` there meets `rm *: deny`, global options before the subcommand included."""
-    library, project = tmp_path / "library", tmp_path / "project"
-    for repository in (library, project):
-        repository.mkdir()
-        _git("init", "-q", cwd=repository)
-        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x", cwd=repository)
-    _git("submodule", "add", "-q", str(library), "library", cwd=project)
+    project = _project_with_a_submodule(tmp_path)
     _git("submodule", "foreach", "-q", "touch ran-by-foreach", cwd=project)
     assert (project / "library" / "ran-by-foreach").exists()  # the words ran, as a command, in the submodule
 
@@ -498,12 +504,7 @@ def test_git_c_with_a_setting_that_runs_nothing_does_not_ask(line: str, action: 
 def test_a_wrapper_named_past_options_that_xargs_feeds_is_not_allowed(tmp_path: Path) -> None:
     """Found attacking: `xargs -a f git -C . submodule foreach` was allowed, as foreach had no words yet;
     xargs gives it the file's words, which git runs in each submodule (real xargs and git below)."""
-    library, project = tmp_path / "library", tmp_path / "project"
-    for repository in (library, project):
-        repository.mkdir()
-        _git("init", "-q", cwd=repository)
-        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x", cwd=repository)
-    _git("submodule", "add", "-q", str(library), "library", cwd=project)
+    project = _project_with_a_submodule(tmp_path)
     (project / "library" / "build").mkdir()
     (project / "words").write_text("rm -rf build\n")
     line = "xargs -a words git -C . submodule foreach"
