@@ -120,6 +120,8 @@ class WrapperTable:
         if first is None:
             return None
         for wrapper in self._by_first_word.get(first.rpartition("/")[2], ()):
+            if wrapper.name[-1] not in words:  # the common case (`git commit`): no word of the name is there
+                continue
             kept: list[str | None] = [first]
             index = 1
             for part in wrapper.name[1:]:
