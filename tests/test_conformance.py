@@ -191,8 +191,8 @@ def test_the_official_conformance_suite_passes_every_tools_scenario(tmp_path: Pa
             report[revision] = (failing, passing)
     finally:
         for _, _, run, _ in started:
-            run.kill()  # a run that hung past its limit (the others have ended)
-            run.wait()
+            with run:  # on leaving: its pipes closed (a run left unread when an assertion failed), it reaped
+                run.kill()  # a run that hung past its limit (the others have ended)
         server.terminate()
         server.wait(timeout=10)
         reader.join(10)
