@@ -122,13 +122,19 @@ def test_the_toolrt_command_opts_in_and_a_call_of_its_main_does_not(
 
     (tmp_path / "toolrt.yaml").write_text("builtin_tools: false\n")
     before = pause_collector_during_builds(False)
+    frozen = gc.get_freeze_count()
     try:
         assert main(["validate", "--root", str(tmp_path)]) == 0
         assert pause_collector_during_builds(False) is False  # an embedding caller passes argv
+        assert gc.get_freeze_count() == frozen  # and keeps its heap to its own collector
         monkeypatch.setattr("sys.argv", ["toolrt", "validate", "--root", str(tmp_path)])
         assert main() == 0
         assert pause_collector_during_builds(False) is True  # the command line owns the process
+        # its process ends next: what validate loaded is out of the shutdown's collections' way
+        assert gc.get_freeze_count() > frozen
     finally:
+        if frozen == 0:  # the test process's heap goes back to its collector
+            gc.unfreeze()
         pause_collector_during_builds(before)
 
 

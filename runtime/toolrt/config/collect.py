@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["collector_paused", "pause_collector_during_builds"]
+__all__ = ["collector_paused", "keep_heap_until_exit", "pause_collector_during_builds"]
 
 _lock = threading.Lock()
 _depth = 0  # process-wide on purpose: the cyclic collector is the process's, not a Runtime's
@@ -61,6 +61,18 @@ def collector_paused(*, age: bool = False) -> Iterator[None]:
                 _age = False
                 if _was_enabled:
                     gc.enable()
+
+
+def keep_heap_until_exit() -> None:
+    """Put every object alive now in the permanent generation (`gc.freeze()`) when the host opted in: the
+    `toolrt` command calls this once a command's work is done and its process is about to end.
+
+    The interpreter's shutdown runs full collections, which would walk every module, tool and rule the
+    command loaded (a seventh of a `toolrt validate`) to free nothing the exit does not free anyway.
+    What is allocated afterwards (the report) is collected as usual. Without the opt-in (a library, a
+    test calling `main(argv)`) it does nothing."""
+    if _opted_in:
+        gc.freeze()
 
 
 def _age_young() -> None:

@@ -15,7 +15,7 @@ __all__ = ["cmd_init", "cmd_lsp", "cmd_schema", "cmd_settings", "cmd_trust", "cm
 
 
 def cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
-    from ..config.collect import collector_paused
+    from ..config.collect import collector_paused, keep_heap_until_exit
     from ..errors import UsageError
 
     if options.files and options.root != ".":
@@ -27,6 +27,7 @@ def cmd_validate(options: argparse.Namespace, out: TextIO) -> int:
         from .validate_report import render, validate_paths
 
         outcome = validate_paths(Path(options.root), options.files, all_files=options.all)
+    keep_heap_until_exit()  # nothing that is alive now is garbage before the process ends
     paint = painter(options.color, out)
     shown: Any = PaintedLines(out, paint) if paint.on and options.format == "text" else out
     render(outcome, options.format, shown, strict=options.strict, all_files=options.all)
