@@ -10,20 +10,20 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
-
 from ..attribution import journal_for
-from ..permissions.denied_reads import ReadDenies
 from ..permissions.model import PermissionRequest
-from ..result import ToolResult
 from ..sandbox.config import call_plan
-from ..sandbox.policy import SandboxPolicy
-from ..scope import CallScope, Questioner
 from ..truncate import tool_output_dir
-from .client import ClientChannel, ClientInfo, ClientRequest, Elicited, check_capabilities
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a project's handler module imports this one to type its handlers, `toolrt validate` included
+    import anyio
+
+    from ..permissions.denied_reads import ReadDenies
+    from ..result import ToolResult
     from ..sandbox.plan import SandboxPlan
+    from ..sandbox.policy import SandboxPolicy
+    from ..scope import CallScope, Questioner
+    from .client import ClientChannel, ClientInfo, ClientRequest, Elicited
 
 __all__ = ["HandlerCall", "LanguageServers", "ToolContext"]
 
@@ -101,6 +101,8 @@ else:
 
 def _answer(request: ClientRequest, raw: Mapping[str, Any] | None) -> Any:
     """A client's result in the shape the context's methods return."""
+    from .client import Elicited
+
     result: Mapping[str, Any] = raw or {}
     if request.method == "elicitation/create":
         action = result.get("action")
@@ -220,6 +222,8 @@ class ToolContext:
     def abort(self) -> anyio.Event:
         """Set when the call is aborted: long-running handlers watch it and stop."""
         if self._abort is None:
+            import anyio
+
             self._abort = anyio.Event()
         return self._abort
 
@@ -325,6 +329,8 @@ class ToolContext:
     @staticmethod
     def elicit_request(message: str, schema: Mapping[str, Any]) -> ClientRequest:
         """A form for the person: `schema` is a flat JSON Schema object (defaults, enums, multi-select)."""
+        from .client import ClientRequest
+
         return ClientRequest(
             "elicitation/create", {"mode": "form", "message": message, "requestedSchema": dict(schema)}
         )
@@ -332,6 +338,8 @@ class ToolContext:
     @staticmethod
     def sample_request(messages: Sequence[Any], max_tokens: int, **params: Any) -> ClientRequest:
         """A completion by the client's model; a message may be plain text (a user message)."""
+        from .client import ClientRequest
+
         shaped = [
             {"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str) else dict(m)
             for m in messages
@@ -340,6 +348,8 @@ class ToolContext:
 
     @staticmethod
     def roots_request() -> ClientRequest:
+        from .client import ClientRequest
+
         return ClientRequest("roots/list")
 
     async def ask_client(self, requests: Mapping[str, ClientRequest]) -> dict[str, Any]:
@@ -349,6 +359,8 @@ class ToolContext:
         Raises:
             ProtocolError: -32021 when the client did not declare a capability a request needs.
         """
+        from .client import check_capabilities
+
         check_capabilities(self._call.channel.info, requests.values())
         answers = await self._call.channel.request(requests)
         return {key: _answer(request, answers.get(key)) for key, request in requests.items()}

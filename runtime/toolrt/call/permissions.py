@@ -14,8 +14,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-
 from ..beneath import is_within, steady_realpath
 from ..build.compiled import CompiledTool, import_ref, project_root_of
 from ..build.locked_tools import locked_denial
@@ -99,6 +97,8 @@ async def permission_requests_off_loop(
     try:
         if size <= INLINE_ARGUMENT_CHARS:
             return permission_requests(tool, args, snapshot, agent)
+        import anyio.to_thread  # (`toolrt validate` asks for requests without a call, nor an event loop)
+
         return await anyio.to_thread.run_sync(permission_requests, tool, args, snapshot, agent)
     except OSError as error:
         raise PathChanged(
