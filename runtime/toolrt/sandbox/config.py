@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..beneath import is_within
 from ..config.document import Document
 from ..errors import Problem, ToolFailure
-from .credentials import Credential, masked_files
 from .masks import NO_MASKS, DenyTest, Masks, denied_paths
-from .netrules import entry_problem
 from .policy import MODES, Mode, SandboxLayer, SandboxPolicy, loosening, merge_tighter
 from .support import Support, detect_support
 
@@ -77,6 +75,8 @@ def host_layer(
                 why = refusal(named, journal) or NOT_A_SOCKET
                 problems.append(Problem(source, 0, 0, "", f"sandbox.sockets names '{named}', which {why}", "warning"))
     known: Mode | None = next((m for m in MODES if m == mode), None)
+    if credentials:  # the credentials module (secrets, temp files) is imported by a host that lists them
+        from .credentials import Credential
     allow, deny = _names(getattr(network, "allow", None), getattr(network, "deny", None), source, problems)
     return SandboxLayer(
         known,
@@ -114,6 +114,8 @@ def _names(
         if entries is None:
             found.append(None)
             continue
+        from .netrules import entry_problem  # (a host that names no hosts imports no address parsing)
+
         kept = []
         for entry in map(str, entries):  # type: ignore[call-overload]
             problem = entry_problem(entry)
@@ -247,7 +249,11 @@ def call_plan(
     support = support or detect_support()
     sandboxed = policy.mode != "off" and support.available
     masks = denied_paths(root, reads) if sandboxed else NO_MASKS
-    secret_files, placeholders = masked_files(policy.credentials) if sandboxed else ((), ())
+    secret_files: tuple[str, ...] = ()
+    if sandboxed and policy.credentials:
+        from .credentials import masked_files
+
+        secret_files, placeholders = masked_files(policy.credentials)
     if secret_files:  # the host's credential files read as empty (as denied files do), or as placeholders
         masks = Masks(tuple(dict.fromkeys((*masks.files, *secret_files))), masks.directories, placeholders)
     plan = plan_sandbox(

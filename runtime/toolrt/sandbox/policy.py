@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from .credentials import Credential
-from .netrules import NetworkRules
+if TYPE_CHECKING:  # both are read only where a layer names credentials or hosts (`toolrt validate` rarely)
+    from .credentials import Credential
+    from .netrules import NetworkRules
 
 __all__ = ["MODES", "Mode", "SandboxLayer", "SandboxPolicy", "loosening", "merge_tighter"]
 
@@ -99,6 +100,8 @@ class SandboxPolicy:
             rules = None
         elif layer.allow is not None or layer.deny is not None:
             if self.network:  # names narrow an open network
+                from .netrules import NetworkRules
+
                 rules = NetworkRules(()).narrowed(layer.allow, layer.deny)
             elif rules is not None:
                 rules = rules.narrowed(layer.allow, layer.deny)
@@ -203,6 +206,8 @@ def _network_within(
         warnings.append(f"{host.source}: sandbox network ignored: the locked file turns the network off")
     fixed = _names(locked)
     if fixed is not None:  # the locked file's names widen the host's (or fix them when it had none)
+        from .netrules import NetworkRules
+
         rules = NetworkRules(
             ((*(rules.allow[0] if rules is not None else ()), *fixed.allow[0]),),
             tuple(dict.fromkeys((*(rules.deny if rules is not None else ()), *fixed.deny))),
@@ -227,6 +232,8 @@ def _names(layer: SandboxLayer) -> NetworkRules | None:
     """A host or locked layer's `network: {allow, deny}` as the first (widest) list, or None."""
     if layer.allow is None:
         return None
+    from .netrules import NetworkRules
+
     return NetworkRules(()).narrowed(layer.allow, layer.deny)
 
 
