@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import threading
 import time
@@ -40,7 +39,13 @@ from .errors import ToolFailure
 
 __all__ = ["Confinement", "Hold", "Journal", "approved_files", "digest_of", "journal_for", "signature_of"]
 
-logger = logging.getLogger("toolrt.attribution")
+
+def _warn(message: str, *args: object) -> None:
+    """A warning on the `toolrt.attribution` logger (logging is imported when there is one to give)."""
+    import logging
+
+    logging.getLogger("toolrt.attribution").warning(message, *args)
+
 
 _CLOCK_SLACK_NS = 20_000_000
 """File times come from the kernel's coarse clock, up to a tick behind `time.time_ns()`: a span starts
@@ -146,7 +151,7 @@ class Journal:
             finally:
                 os.close(fd)
         except OSError as error:
-            logger.warning("cannot write the attribution journal %s: %s", self.path, error)
+            _warn("cannot write the attribution journal %s: %s", self.path, error)
             return False
         return True
 
@@ -163,7 +168,7 @@ class Journal:
             temporary.write_bytes(data)
             os.replace(temporary, target)
         except OSError as error:
-            logger.warning("cannot keep content for diffs in %s: %s", target.parent, error)
+            _warn("cannot keep content for diffs in %s: %s", target.parent, error)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -276,7 +281,7 @@ class Journal:
         except FileNotFoundError:
             return state
         except OSError as error:  # a data directory that is not one: nothing was journalled there
-            logger.warning("cannot read the attribution journal %s: %s", self.path, error)
+            _warn("cannot read the attribution journal %s: %s", self.path, error)
             return state
         complete = data.rfind(b"\n") + 1
         for line in data[:complete].splitlines():

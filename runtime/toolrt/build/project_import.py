@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import site
@@ -55,8 +54,11 @@ class _CheckedLoader(importlib.machinery.SourceFileLoader):
         return importlib.util.decode_source(self._source)
 
 
-class _CheckedFinder(importlib.abc.MetaPathFinder):
-    """Finds the modules of guarded project packages and refuses the held ones (see the module)."""
+class _CheckedFinder:
+    """Finds the modules of guarded project packages and refuses the held ones (see the module).
+
+    A `sys.meta_path` finder by its `find_spec` (`importlib.abc.MetaPathFinder`'s module, which brings in
+    `importlib.resources`, is not imported for it)."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None

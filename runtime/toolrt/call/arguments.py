@@ -7,7 +7,6 @@ OpenCode's form, so the model can rewrite its call.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,6 @@ from ..errors import InvalidArgumentsError
 from ..specs.nulls import strip_strict_nulls
 
 __all__ = ["parse_arguments"]
-
-logger = logging.getLogger("toolrt.call")
 
 
 def parse_arguments(tool: CompiledTool, raw: Any, root: Path | None = None) -> dict[str, Any]:
@@ -95,7 +92,11 @@ def _formatted(hook: str, tool: CompiledTool, root: Path | None, errors: list[An
         )
         text = formatter(tool.id, errors)
     except Exception:  # project code: its failure must not turn a bad call into a crash
-        logger.exception("format_validation_error hook %s failed; using the default message", hook)
+        import logging  # imported when a hook fails (`toolrt validate` imports this module)
+
+        logging.getLogger("toolrt.call").exception(
+            "format_validation_error hook %s failed; using the default message", hook
+        )
         return default_text
     return text if isinstance(text, str) and text else default_text
 
