@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,25 +100,28 @@ def _within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-@dataclass
 class _State:
-    """What the journal said so far, and the offset up to which it was read."""
+    """What the journal said so far, and the offset up to which it was read (one per journal, mutated in
+    place as records are read: a plain class, none of a dataclass's methods would be used)."""
 
-    offset: int = 0
-    model: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    """(path, digest) → (call, via) of content the model wrote there."""
-    model_inodes: dict[tuple[int, int, str], tuple[str, str]] = field(default_factory=dict)
-    """(device, inode, digest) → (call, via) of content a file tool wrote into that file: the same
-    content under another name of it (a hard link made beforehand) is the model's too."""
-    person: set[tuple[str, str]] = field(default_factory=set)
-    """(path, digest) accepted as the person's."""
-    last_person: dict[str, str] = field(default_factory=dict)
-    """path → the latest digest accepted as the person's there (what `toolrt trust` diffs against)."""
-    spans: dict[str, list[Any]] = field(default_factory=dict)
-    refused: dict[str, None] = field(default_factory=dict)
-    """Paths a load refused that no build lists (a module imported at run time, a plugin's): `toolrt
-    trust` shows them."""
-    """span id → [call, start, end or None, deadline, Confinement or None]."""
+    __slots__ = ("last_person", "model", "model_inodes", "offset", "person", "refused", "spans")
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.model: dict[tuple[str, str], tuple[str, str]] = {}
+        """(path, digest) → (call, via) of content the model wrote there."""
+        self.model_inodes: dict[tuple[int, int, str], tuple[str, str]] = {}
+        """(device, inode, digest) → (call, via) of content a file tool wrote into that file: the same
+        content under another name of it (a hard link made beforehand) is the model's too."""
+        self.person: set[tuple[str, str]] = set()
+        """(path, digest) accepted as the person's."""
+        self.last_person: dict[str, str] = {}
+        """path → the latest digest accepted as the person's there (what `toolrt trust` diffs against)."""
+        self.spans: dict[str, list[Any]] = {}
+        """span id → [call, start, end or None, deadline, Confinement or None]."""
+        self.refused: dict[str, None] = {}
+        """Paths a load refused that no build lists (a module imported at run time, a plugin's): `toolrt
+        trust` shows them."""
 
 
 class Journal:

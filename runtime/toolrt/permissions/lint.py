@@ -8,8 +8,8 @@ exactly for two wildcards, and `lint` reports each such pair as an error naming 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..errors import Problem
 from .config import PermissionConfig, RuleLayer
@@ -27,8 +27,7 @@ _ANY = "\0any"
 _OPTIONAL_TAIL = " *"
 
 
-@dataclass(frozen=True, slots=True)
-class _Glob:
+class _Glob(NamedTuple):
     """A wildcard as an NFA: state i = i tokens consumed; accepting states listed."""
 
     tokens: tuple[str, ...]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .model import Rule
 from .paths import PATH_PERMISSIONS, path_forms
@@ -30,11 +30,10 @@ _VIEW_CACHE_LIMIT = 4096
 """Permission names remembered per ruleset; tools give a handful, `toolrt check` may give any."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     """A rule with its position in the ruleset (the last match wins)."""
 
-    index: int
+    position: int
     rule: Rule
     matches: Matcher
     prefix: str
@@ -84,10 +83,10 @@ class _PatternIndex:
             if bucket is None:
                 continue
             for entry in bucket:
-                if entry.index <= best_index:
+                if entry.position <= best_index:
                     break
                 if entry.matches(text):
-                    best, best_index = entry.rule, entry.index
+                    best, best_index = entry.rule, entry.position
                     break
         return best_index, best
 
@@ -163,7 +162,7 @@ class Ruleset:
             sources = [self._exact.get(key, ())]
             sources.extend(entries for matches, entries in self._wild if matches(key))
             paths = self._root is not None and key in PATH_PERMISSIONS
-            view = _PatternIndex(list(heapq.merge(*sources, key=lambda entry: entry.index)), paths=paths)
+            view = _PatternIndex(list(heapq.merge(*sources, key=lambda entry: entry.position)), paths=paths)
             if len(self._views) >= _VIEW_CACHE_LIMIT:
                 self._views.clear()
             self._views[key] = view

@@ -8,19 +8,17 @@ pattern), `cut -d`'s delimiter. The bash analyzer checks every other word as a p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..config.resources import read_yaml
 
 __all__ = ["not_paths", "operand_programs"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Program:
+class _Program(NamedTuple):
     """What a known program does with its operands (reads text, runs a script)."""
 
     text: bool = False

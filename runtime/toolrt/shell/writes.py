@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -252,17 +252,19 @@ def _has(word: str | None, options: frozenset[str]) -> bool:
     return word[1:2] != "-" and any("-" + letter in options for letter in word[1:])
 
 
-@dataclass(slots=True)
 class _Scanned:
-    """What `_scan` has read of a command's words so far."""
+    """What `_scan` has read of a command's words so far (mutated as it reads: a plain class)."""
 
-    enabled: bool
-    unnamed: bool
-    operands: list[str | None] = field(default_factory=list)
-    out: list[str | None] = field(default_factory=list)
-    script: bool = False
-    index: int = 0
-    options_done: bool = False
+    __slots__ = ("enabled", "index", "operands", "options_done", "out", "script", "unnamed")
+
+    def __init__(self, *, enabled: bool, unnamed: bool) -> None:
+        self.enabled = enabled
+        self.unnamed = unnamed
+        self.operands: list[str | None] = []
+        self.out: list[str | None] = []
+        self.script = False
+        self.index = 0
+        self.options_done = False
 
     def mark(self, rule: WriteRule, option: str) -> None:
         self.enabled = self.enabled or option in rule.when
