@@ -7,7 +7,6 @@ was found and what was expected, with the closest valid key for a typo.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -103,7 +102,7 @@ def parameter_keyword_warnings(document: Document, pointer: str, parameters: Map
             elif key in _SCHEMA_ONE:
                 stack.append((here, value))
             elif key not in _KNOWN_KEYWORDS and not key.startswith("x-"):
-                close = difflib.get_close_matches(key, sorted(_KNOWN_KEYWORDS), n=1, cutoff=0.6)
+                close = _close_matches(key, sorted(_KNOWN_KEYWORDS), cutoff=0.6)
                 hint = f"; did you mean '{close[0]}'?" if close else " (extension keywords start with 'x-')"
                 message = f"unknown JSON Schema keyword '{key}' is ignored by validators and providers{hint}"
                 line, column = document.locate(here)
@@ -163,7 +162,7 @@ def _messages(error: Any) -> Iterator[tuple[str, str]]:
         for key in error.instance:
             if key in allowed:
                 continue
-            hint = difflib.get_close_matches(key, allowed, n=1)
+            hint = _close_matches(key, allowed)
             suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; expected one of: {', '.join(allowed)}"
             yield child_pointer(pointer, key), f"unknown key '{key}'{suggestion}"
         return
@@ -268,7 +267,7 @@ def _enum_values(branches: list[Any]) -> list[str]:
 def _did_you_mean(value: Any, choices: list[str]) -> str:
     if not isinstance(value, str) or not choices:
         return ""
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+    close = _close_matches(value, choices, cutoff=0.5)
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
@@ -383,3 +382,11 @@ _EXPLAINERS: dict[str, Callable[[Any], str | None]] = {
     "minimum": _minimum_message,
 }
 """Validator keyword → its message, or None where jsonschema's own says it better."""
+
+
+def _close_matches(word: str, choices: list[str], *, cutoff: float = 0.6) -> list[str]:
+    """The closest of `choices` to a misspelt `word` (at most one), for a "did you mean" hint; difflib is
+    imported when a file has a key to suggest for (most builds have none)."""
+    import difflib
+
+    return difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)

@@ -109,9 +109,11 @@ def _rules_built(snapshot: Snapshot) -> bool:
 
 
 def _lsp_problems(snapshot: Snapshot) -> list[Problem]:
+    resolved = snapshot.resolved
+    if not resolved.values.lsp.servers:
+        return []  # settings name no server: nothing to check (nor the language-server module to import)
     from ..lsp.servers import server_problems
 
-    resolved = snapshot.resolved
     return server_problems(resolved.values.lsp, resolved.origins, snapshot.root)
 
 
