@@ -1,8 +1,9 @@
 """The keeper: three threads of toolrt's for the thread launcher's work off the calls' path. One makes ahead
 the next process's covered mount namespace (`namespaces._make_spare`); one starts ahead the thread it will
-be launched from (`start_thread`). The third closes each used namespace once its process has ended (the
-last reference unmounts it, and unmounting an overlay syncs the filesystem under it, which may wait on
-the disk: never in the way of the next namespace being made), at the lowest priority (nice 19: no call
+be launched from (`start_thread`). The third, once a used namespace's process has ended, hands it to the
+making thread to be made ready for the next process (`namespaces._recycle`), or closes it (the last
+reference unmounts it, and unmounting an overlay syncs the filesystem under it, which may wait on the
+disk: never in the way of the next namespace being made), at the lowest priority (nice 19: no call
 waits for an unmount, which on a busy machine would take the CPU from the call that ended and the
 next). A thread started per process for each of these jobs cost about 0.1 ms of CPU, three per process,
 one of them on the call's path; these three are started once, and wait on their jobs and on the

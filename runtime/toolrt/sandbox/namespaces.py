@@ -275,16 +275,17 @@ def covered_namespace(
     pinned: Sequence[str] = (),
     rules: kernel.LandlockRules | None = None,
 ) -> tuple[int, int | None]:
-    """An fd of a fresh mount namespace for ONE process: the kept mounts, and the absent protected names
-    covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes
-    under it, so no two processes share one. The next one is made ahead, in a thread, before it is
-    needed (its overlay has looked nothing up until it is used), and the end of each (unmounting it, a
-    few milliseconds) is left to `release_after`: neither is on the path of a call.
+    """An fd of a mount namespace for ONE process at a time: the kept mounts, and the absent protected names
+    covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes under
+    it, so no two processes share one at once, and one is handed out only when its overlay has looked up
+    nothing yet (made ahead, in a thread, before it is needed) or has forgotten all it looked up after its
+    last process and everything that process started ended (`_recycle`). Making one, putting one back or
+    unmounting one is left to `release_after`: none is on the path of a call.
 
     With `dev` and `rules`, a namespace made ahead comes with the process's own ruleset made ahead too
     (the second fd, to enforce and close; None when it was not made ahead): `rules` built from the kept
-    template and granted that namespace's own devpts (`kernel.grant_own_terminals`), which no other
-    process ever sees."""
+    template and granted that namespace's own devpts (`kernel.grant_own_terminals`), which no process
+    outside it ever sees."""
     mounts = launch_request.mount_key(read_only, masks, dev, pinned)
     landlock = (rules, rules.key()) if dev and rules is not None else None
     root = str(cover["root"])
