@@ -62,6 +62,16 @@ ROUTES = {
     "touch": "touch .envrc",
     "setxattr": 'python3 -c \'import os; os.setxattr(".env", "user.toolrt", b"1")\'',
     "rmdir": "rmdir .vscode",
+    # A placeholder is a socket file (git passes over it): nothing opens it, replaces it or reaches its inode.
+    "write into one": "echo x > .envrc",
+    "truncate": "truncate -s 0 toolrt.yaml",
+    "a file beneath one": 'python3 -c \'open("tools.d/p.yaml", "w")\'',
+    "chmod through an O_PATH descriptor": (
+        'python3 -c \'import os; fd = os.open(".envrc", os.O_PATH); os.chmod(f"/proc/self/fd/{fd}", 0o777)\''
+    ),
+    "a hard link to one": "ln .envrc linked",
+    "a FIFO in its place": "mkfifo .bashrc",
+    "a socket bound at its name": ("python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\".profile\")'"),
 }
 LEFT = {"ok.txt", "staged", "staged2", "dir", "onto", "empty"}
 """What the refused routes leave behind, and the ordinary file."""

@@ -114,7 +114,10 @@ def test_a_call_cannot_reach_the_terminal_another_call_holds(tmp_path: Path, lau
 
 def _spare_with_ruleset(root: Path, deadline: float) -> None:
     """Wait until a covered namespace made ahead for `root` holds its own ruleset (made off the call's path)."""
-    while not any(repr(str(root)) in key[1] and made[1] is not None for key, made in list(namespaces._spares.items())):
+    while not any(
+        repr(str(root)) in key[1] and any(ruleset is not None for _, ruleset in ready)
+        for key, ready in list(namespaces._spares.items())
+    ):
         if time.monotonic() > deadline:
             raise TimeoutError("no covered namespace was made ahead with its ruleset")
         time.sleep(0.005)

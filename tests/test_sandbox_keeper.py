@@ -250,7 +250,7 @@ def test_a_forked_child_holds_neither_the_namespace_made_ahead_for_the_parent_no
     plan = _covered_plan(root)
     sandboxed_bash("true", plan, root)
     _until(lambda: bool(namespaces._spares), "made a namespace ahead")
-    spares = {os.readlink(f"/proc/self/fd/{spare[0]}") for spare in namespaces._spares.values()}
+    spares = {os.readlink(f"/proc/self/fd/{spare[0]}") for ready in namespaces._spares.values() for spare in ready}
     fifo = tmp_path / "fifo"  # outside the root: one there is the overlay's, another pipe than toolrt's
     os.mkfifo(fifo)
     marker = f"toolrt-fork-{os.getpid()}"
@@ -259,7 +259,7 @@ def test_a_forked_child_holds_neither_the_namespace_made_ahead_for_the_parent_no
     try:
         _until(lambda: bool(holding(marker)), "started the process")
         used = os.readlink(f"/proc/{holding(marker)[0]}/ns/mnt")
-        spares |= {os.readlink(f"/proc/self/fd/{spare[0]}") for spare in namespaces._spares.values()}
+        spares |= {os.readlink(f"/proc/self/fd/{spare[0]}") for ready in namespaces._spares.values() for spare in ready}
         reader, writer = os.pipe()
         child = os.fork()
         if child == 0:  # the child: says which namespaces it holds

@@ -352,12 +352,13 @@ def open_in_root(root: int, path: str) -> int:
 TERMINALS = "/dev/pts"
 
 
-def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
+def grant_own_terminals(ruleset: int, rules: LandlockRules, terminals: int | None = None) -> None:
     """Add to `ruleset` the rights its rules give `/dev/pts`, on the `/dev/pts` of the mount namespace
     the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
     devpts of its own there, one per process (`devices.own_terminals`), whose root is another inode.
     So `ruleset` must be this process's own (`build_ruleset`), never a kept one: each process it served
-    would add its instance, and every later one would be granted them all."""
+    would add its instance, and every later one would be granted them all. `terminals`: an O_PATH fd of
+    that devpts's root, opened in the namespace, to grant instead (the caller may be elsewhere)."""
     rights = 0
     for path, granted in rules.paths:
         if path == TERMINALS:
@@ -366,7 +367,11 @@ def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
     if not rights or numbers is None:
         return
     try:
-        fd = os.open(TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = (
+            os.dup(terminals)
+            if terminals is not None
+            else os.open(TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        )
     except OSError:
         return  # no terminals here: nothing to grant
     try:
@@ -520,46 +525,54 @@ def cover_absent(cover: Mapping[str, Any]) -> None:
 
     `cover` is `{"root", "names", "lower", "work"}`: `lower` and `work` are directories on the root's
     filesystem outside the project (toolrt's data directory; the overlay's work directory is made in
-    `work` and removed once it is mounted). A read-only tmpfs on `lower` holds an
-    empty directory per absent name; an overlay whose upper layer is the root itself is mounted on the
+    `work` and removed once it is mounted). A read-only tmpfs on `lower` holds a
+    placeholder socket per absent name; an overlay whose upper layer is the root itself is mounted on the
     root, so those names exist in this namespace and nowhere else, and each is covered by a read-only
-    bind of its empty directory: `mkdir`, `mv`, `ln`, a rename into place or a write beneath it fails
-    (EEXIST, EBUSY, EROFS), and nothing is ever copied up. Every other name is the real one: new files,
-    writes, renames and removals go straight to the real tree (one filesystem: `mv` and `ln` between
-    directories work as outside). The overlay hides the mounts below the root, so it comes first and
-    `make_mounts` puts the read-only paths, the pinned directories and the masks on top of it (and the
-    data directory holding `lower` and `work` read-only after them).
+    bind of its placeholder: `mkdir`, `mv`, `ln`, a rename into place, an open or a path beneath it fails
+    (EEXIST, EBUSY, EXDEV, ENXIO, ENOTDIR, EROFS), and nothing is ever copied up. Every other name is
+    the real one: new files, writes, renames and removals go straight to the real tree (one filesystem:
+    `mv` and `ln` between directories work as outside). The overlay hides the mounts below the root, so
+    it comes first and `make_mounts` puts the read-only paths, the pinned directories and the masks on
+    top of it (and the data directory holding `lower` and `work` read-only after them).
 
     An overlay caches what it looked up and does not see changes made beside it, so a namespace with a
-    cover serves one process and is never kept (see `namespaces.covered_namespace`); its lower layer
-    can come from a kept base (`cover_base`), then only `cover_root` is made per process."""
+    cover serves one process at a time and forgets what it looked up before the next (see
+    `namespaces.covered_namespace`); its lower layer can come from a kept base (`cover_base`), then only
+    `cover_root` is made per namespace."""
     cover_lower(cover)
     cover_root(cover)
 
 
-def covered_mounts(key: tuple[Any, ...], cover: Mapping[str, Any], *, lower: bool, dev: bool) -> None:
+def covered_mounts(
+    key: tuple[Any, ...], cover: Mapping[str, Any], *, lower: bool, dev: bool, overlay: list[int] | None = None
+) -> None:
     """In a fresh private mount namespace for ONE process: the cover (`cover_absent`, or only `cover_root`
     on a copy of a base that holds the lower layer: not `lower`), then the mounts `key` describes
     (`make_mounts`), those beneath the root bound from the real tree. The working directory is the real
     root while the overlay is mounted on it (an overlay mounted on a directory does not move a working
-    directory in it), and `/` again at the end."""
+    directory in it), and `/` again at the end. `overlay`: gets an O_PATH fd of the overlay's root (see
+    `binds.forget_lookups`), opened before anything is mounted on or beneath it."""
     os.chdir(str(cover["root"]))
     try:
         if lower:
             cover_lower(cover)
         cover_root(cover)
+        if overlay is not None:
+            overlay.append(os.open(str(cover["root"]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
         make_mounts(key, dev=dev, beneath=str(cover["root"]))
     finally:
         os.chdir("/")
 
 
 def cover_lower(cover: Mapping[str, Any]) -> None:
-    """The overlay's lower layer: a read-only tmpfs on `lower` with an empty directory per absent name."""
+    """The overlay's lower layer: a read-only tmpfs on `lower` with a placeholder per absent name, a socket
+    file: it can be neither opened (ENXIO) nor descended into (ENOTDIR), and `git status` passes over it
+    without a system call (an empty directory it opened and read, seven calls for each name)."""
     lower = os.fsencode(str(cover["lower"]))
     hidden = MS_NOSUID | MS_NODEV | MS_NOEXEC
     _mount(b"toolrt-protected", lower, hidden, b"tmpfs")
     for name in cover["names"]:
-        os.mkdir(os.path.join(str(cover["lower"]), str(name)), 0o555)
+        os.mknod(os.path.join(str(cover["lower"]), str(name)), 0o444 | stat.S_IFSOCK)
     _mount(None, lower, MS_REMOUNT | MS_RDONLY | hidden)
 
 
