@@ -182,6 +182,10 @@ def test_concurrent_first_calls_each_get_a_namespace_of_their_own_and_none_is_le
     for root in roots:
         root.mkdir()
     plans = [_covered_plan(root) for root in roots]
+    # What a worker's first covered call makes once and keeps (the base namespace copies start from, the
+    # keeper's own), made before the count, so the test holds wherever it runs in the worker's order.
+    (tmp_path / "first").mkdir()
+    sandboxed_bash("true", _covered_plan(tmp_path / "first"), tmp_path / "first")
     before = _mount_namespaces_held()
     together = threading.Barrier(len(roots))
     outcomes: dict[int, str] = {}
