@@ -193,3 +193,22 @@ def test_approval_required_message_for_default_ask_and_many_patterns() -> None:
     message = approval_required_message(decide([PermissionRequest("bash", patterns)], Ruleset(), locked=NONE))
     assert "(bash `a`, bash `b`, bash `c` and 2 more)" in message
     assert "- bash `e`: ask, no rule matched: default ask" in message
+
+
+def test_a_request_is_the_frozen_dataclass_its_fields_say() -> None:
+    """`PermissionRequest` writes its `__init__` out (cheaper than the generated one): it takes the fields
+    in their order with their defaults, stays frozen, and `dataclasses.replace` still builds one."""
+    import dataclasses
+
+    fields = dataclasses.fields(PermissionRequest)
+    request = PermissionRequest("bash", ("ls",))
+    assert [getattr(request, field.name) for field in fields[2:]] == [field.default for field in fields[2:]]
+    values = ("bash", ("ls x",), ("ls *",), {"k": 1}, "ask", "why", True, ("rm x",))
+    positional = PermissionRequest(*values)  # type: ignore[arg-type]
+    assert tuple(getattr(positional, field.name) for field in fields) == values
+    assert positional == PermissionRequest(**{field.name: value for field, value in zip(fields, values)})
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'floor'"):
+        request.floor = "deny"  # type: ignore[misc]
+    assert dataclasses.replace(request, floor="deny") == PermissionRequest("bash", ("ls",), floor="deny")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'flor'"):
+        PermissionRequest("bash", ("ls",), flor="deny")  # type: ignore[call-arg]
