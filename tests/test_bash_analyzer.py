@@ -456,6 +456,24 @@ def test_wrapper_table_can_be_extended(site: CallSite) -> None:
     assert "rm x" not in bash_request(analyze_command("devrun -e prod rm x", site)).patterns
 
 
+def test_a_wrapper_is_found_by_any_word_of_its_name() -> None:
+    """`match` and `match_past_options` pass over a command holding none of the last words of the wrappers
+    named after its first word (`git commit`), and only then: a one-word wrapper of that name matches any."""
+    table = default_wrappers()
+    assert table.match(["git", "commit", "-m", "x"], 0) is None
+    assert table.match_past_options(["git", "-C", "a", "commit"], frozenset(("-C",))) is None
+    foreach = table.match(["git", "submodule", "foreach", "rm", "x"], 0)
+    assert foreach is not None and foreach.name == ("git", "submodule", "foreach")
+    found = table.match_past_options(["git", "-C", "a", "submodule", "-q", "foreach", "rm"], frozenset(("-C",)))
+    assert found is not None and found[1] == ["git", "submodule", "foreach", "rm"]
+    assert table.match(["/usr/bin/git", "grep", "x"], 0) is not None
+    assert table.match(["sudo", "git", "grep"], 1) is not None
+    single = table.extended({"wrappers": {"git": {"options_with_value": ["-C"]}}})
+    wrapper = single.match(["git", "commit"], 0)
+    assert wrapper is not None and wrapper.name == ("git",)
+    assert single.match(["git", "submodule", "foreach", "x"], 0) == table.match(["git", "submodule", "foreach"], 0)
+
+
 def test_program_facts_are_kept_per_table(site: CallSite) -> None:
     """The facts derived for a command name are kept with the table they came from: a name the
     packaged table has already read as a plain program is a wrapper, or a command with an unseen

@@ -26,7 +26,6 @@ from .operands import not_paths, operand_programs
 from .parser import INLINE_BYTES, parse
 from .paths import PathScope
 from .plain_line import Command, Pipeline, Statement, read_plain
-from .words import Word
 from .wrappers import WrapperTable
 
 if TYPE_CHECKING:
@@ -244,15 +243,16 @@ class _Analysis(CommandChecks):
         nothing but its words: no assignment, keyword, statement, builtin, wrapper or path as its name
         (`cd` is read here too). Decided before anything is recorded, so the tree can still read the line."""
         if len(line) == 1 and len(line[0]) == 1 and len(line[0][0][1]) == 1:  # one command, the common line
-            return self._plain_head(line[0][0][1][0][1])
+            return self._plain_head(line[0][0][1][0])
         for statement in line:
             for _, pipeline in statement:
-                for _, words, _ in pipeline:
-                    if not self._plain_head(words):
+                for command in pipeline:
+                    if not self._plain_head(command):
                         return False
         return True
 
-    def _plain_head(self, words: list[Word]) -> bool:
+    def _plain_head(self, command: Command) -> bool:
+        _, words, values = command
         head = words[0].raw
         if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS or head[0] == "-":
             return False  # tree-sitter skips a leading `-` (`- a=b x` is an assignment and `x`)
@@ -265,7 +265,6 @@ class _Analysis(CommandChecks):
             return False
         if not facts.may_wrap:
             return True
-        values = [word.value for word in words]
         return self.table.match(values, 0) is None and not self._wraps_past_options(head, values)
 
     def _plain_line(self, line: list[Statement]) -> None:
