@@ -11,6 +11,7 @@ import pytest
 from toolrt.errors import ConfigError
 from toolrt.permissions.model import CallSite, PermissionRequest
 from toolrt.shell import WrapperTable, analyze_call, analyze_command, arity_prefix, default_wrappers
+from toolrt.shell.arity import arity_table
 from toolrt.shell.limits import MAX_INPUT_BYTES
 
 
@@ -447,6 +448,27 @@ def test_exempt_directories_never_ask(site: CallSite) -> None:
 )
 def test_arity_prefix_matches_opencode(tokens: tuple[str, ...], expected: tuple[str, ...]) -> None:
     assert arity_prefix(tokens) == expected
+
+
+def test_arity_prefix_is_the_longest_listed_prefix() -> None:
+    """`prefix` reads the table as a tree of tokens: it gives what trying every prefix of the tokens,
+    longest first, gives, for every listed prefix followed by any token of the table or none."""
+    table = arity_table()
+
+    def longest_listed(tokens: tuple[str, ...]) -> tuple[str, ...]:
+        for length in range(len(tokens), 0, -1):
+            arity = table.get(" ".join(tokens[:length]))
+            if arity is not None:
+                return tokens[:arity]
+        return tokens[:1]
+
+    tokens = sorted({token for key in table for token in key.split(" ")}) + ["x"]
+    for key in table:
+        listed = tuple(key.split(" "))
+        for following in [(), *((token,) for token in tokens), *((token, "x") for token in tokens)]:
+            line = listed + following
+            assert arity_prefix(line) == longest_listed(line), line
+            assert arity_prefix(line[1:]) == longest_listed(line[1:]), line[1:]
 
 
 def test_wrapper_table_can_be_extended(site: CallSite) -> None:
