@@ -206,7 +206,7 @@ def test_a_request_is_the_frozen_dataclass_its_fields_say() -> None:
     values = ("bash", ("ls x",), ("ls *",), {"k": 1}, "ask", "why", True, ("rm x",))
     positional = PermissionRequest(*values)  # type: ignore[arg-type]
     assert tuple(getattr(positional, field.name) for field in fields) == values
-    assert positional == PermissionRequest(**{field.name: value for field, value in zip(fields, values)})
+    assert positional == PermissionRequest(**{field.name: value for field, value in zip(fields, values, strict=True)})
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'floor'"):
         request.floor = "deny"  # type: ignore[misc]
     assert dataclasses.replace(request, floor="deny") == PermissionRequest("bash", ("ls",), floor="deny")
