@@ -14,7 +14,7 @@ from .arity import prefix
 from .braces import expand_braces
 from .facts import INERT, RESERVED, ProgramFacts, program_facts
 from .globs import GLOB_OPTIONS, glob_options, glob_paths
-from .operands import not_paths, operand_programs
+from .operands import not_paths
 from .programs import unseen_code
 from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import Unwrapped, unwrap
@@ -65,8 +65,7 @@ class CommandChecks(GlobalOptionChecks):
         rest = self._slice(node.end_byte, end) if redirected else ""
         values = [word.value for word in words]
         program = values[0].rpartition("/")[2] if values[0] else ""
-        text = not_paths(program, values[1:]) if program in operand_programs() else None
-        self._check_paths(words, text=text)
+        self._check_paths(words, text=not_paths(program, values[1:]))
         self._segments(_new_command(_Command, (node, parent, words, values, start, end, rest)), reasons)
         return nested
 

@@ -22,7 +22,7 @@ from .analysis_commands import CommandChecks, inert_builtin
 from .analysis_paths import redefines_cd, sets_pwd
 from .facts import INERT, RESERVED, program_facts
 from .findings import Findings
-from .operands import not_paths, operand_programs
+from .operands import not_paths
 from .parser import INLINE_BYTES, parse
 from .paths import PathScope
 from .plain_line import Command, Pipeline, Statement, read_plain
@@ -302,7 +302,7 @@ class _Analysis(CommandChecks):
         head = words[0].raw
         if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
             return  # `_final_cd`: where the line's last `cd` goes changes nothing
-        self._check_paths(words, text=not_paths(head, values[1:]) if head in operand_programs() else None)
+        self._check_paths(words, text=not_paths(head, values[1:]))
         facts = program_facts(self.table, head)
         own: list[str] = []
         if facts.plain:
