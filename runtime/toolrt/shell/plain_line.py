@@ -167,12 +167,13 @@ def _command(text: str, raws: list[str], quoted: bool) -> Command | None:
     word (`a"b"`, `"a b"` split at its blank). `quoted`: the line holds a quote somewhere."""
     if not quoted or ('"' not in text and "'" not in text):
         return text, _words(raws), list(raws)
-    words: list[Word] = []
-    for raw in raws:
-        if ('"' in raw or "'" in raw) and _QUOTED_WORD.fullmatch(raw) is None:
-            return None
-        words.append(_word(raw))
-    return text, words, [word.value for word in words]
+    words = _words(raws)
+    values: list[str | None] = []
+    for word in words:
+        if word.kind == "word" and ('"' in word.raw or "'" in word.raw):
+            return None  # a quote inside a word (`a"b"`) or a quoted word split at its blank (`"a`, `b"`)
+        values.append(word.value)
+    return text, words, values
 
 
 def _words(raws: list[str]) -> list[Word]:
@@ -185,9 +186,10 @@ def _words(raws: list[str]) -> list[Word]:
 
 
 def _word(raw: str) -> Word:
-    """The word `_name_word` and `_arguments` read from a plain word, number or quoted word's text."""
+    """The word `_name_word` and `_arguments` read from a plain word, number or quoted word's text; a word
+    that starts with a quote and is not one quoted word is a plain word, which `_command` refuses."""
     first = raw[0]
-    if first == '"' or first == "'":
+    if (first == '"' or first == "'") and _QUOTED_WORD.fullmatch(raw) is not None:
         value = raw[1:-1]
         return _new_word(
             Word, (raw, value, value, False, None, "string" if first == '"' else "raw_string", (), value, ())
