@@ -48,7 +48,7 @@ class PathChecks(AnalysisState):
         counted after the name, that the program reads as text, patterns or scripts."""
         if skip_first and len(words) < 2:
             return
-        base = self._cwd_real()
+        base = self.cwd_real if self.cwd_real is not UNKNOWN_CWD else self._cwd_real()
         globbing = self.findings.globbing is not None  # what changes it is no operand
         operands = False  # after `--`, a word that starts with `-` is an operand too (`cat -- -n`)
         for position, word in enumerate(words[1:] if skip_first else words):

@@ -121,9 +121,13 @@ class _Analysis(CommandChecks):
         plain = _read_plain(text) if self.depth == 0 and not self.inherited else None
         if plain is not None and self._plain_heads(plain):
             self.source = text.encode()  # printable ASCII: nothing binary, far below every size limit
-            self._start(text)
+            if "(" in text or "function" in text or "PWD" in text:  # all `_start` reads
+                self._start(text)
+            else:
+                self._set_pwd()
             self._plain_line(plain)
-            self._resolve_deferred()
+            if self.deferred or self.deferred_names or self.arithmetic or self.traced:
+                self._resolve_deferred()  # all it reads
             return
         if _BINARY.search(text):
             self.findings.fail_closed(text, "the command contains binary or invalid characters")
