@@ -366,7 +366,8 @@ class PathChecks(AnalysisState):
             self.cwd_real = UNKNOWN_CWD
             self._set_pwd()
         for seen in self.chains:
-            seen.update(dict.fromkeys(unique))
+            for cwd in unique:
+                seen[cwd] = None
 
     def _set_pwd(self) -> None:
         if len(self.cwds) == 1 and self.cwds[0] is not None and self.pwd_known:

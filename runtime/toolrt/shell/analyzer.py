@@ -27,6 +27,7 @@ from .parser import INLINE_BYTES, parse
 from .paths import PathScope
 from .plain_line import Command, Pipeline, Statement, read_plain
 from .wrappers import WrapperTable
+from .writes import names_output
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -287,7 +288,7 @@ class _Analysis(CommandChecks):
                 self._plain_pipeline(pipeline, then=then, final=pipeline is final)
                 then = False
                 if operator == "&&":
-                    self._restore(_Restore(entry, merge=True, chain=True))
+                    self._end_chain(entry)
 
     def _plain_pipeline(self, pipeline: Pipeline, *, then: bool, final: bool) -> None:
         """One pipeline; each part of a pipeline of several runs in a subshell (`_descend`)."""
@@ -311,7 +312,8 @@ class _Analysis(CommandChecks):
         own: list[str] = []
         if facts.plain:
             self._emit(words, values, 0, text, "", own)
-            self._writes(values, text)
+            if names_output(values):  # all `_writes` reads of a program without a row (`may_write`)
+                self._writes(values, text)
             return
         if head == "cd":
             self._cd(words, 0, len(words), text, name=head, certain=then)
@@ -342,10 +344,15 @@ class _Analysis(CommandChecks):
 
     def _restore(self, entry: _Restore) -> None:
         if entry.chain:
-            seen = tuple(self.chains.pop())
-            self._set_cwds((*entry.cwds, *seen, *self.cwds))
+            self._end_chain(entry.cwds)
             return
         self._set_cwds((*entry.cwds, *self.cwds) if entry.merge else entry.cwds)
+
+    def _end_chain(self, entry: tuple[str | None, ...]) -> None:
+        """An `&&` list is done: it may have stopped after any of its commands, so the working directory
+        is any it was in (`entry`: where the list began)."""
+        seen = tuple(self.chains.pop())
+        self._set_cwds((*entry, *seen, *self.cwds))
 
     def _script(self, script: str, text: str, reasons: list[str]) -> None:
         if self.depth + 1 > limits.MAX_SCRIPT_DEPTH:
