@@ -245,7 +245,7 @@ class CommandChecks(GlobalOptionChecks):
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
         self._emit(words, mine, first, text, redirects, own)
         if facts.described:
-            self._unseen(command.node, command.parent, words, first, last, text, own, facts)
+            self._unseen(command.node, command.parent, words, values, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
             valued = wrapper.options_with_value
             self._script_file(words, first, last, text, own, valued=valued, bash=wrapper.dialect == "bash")
@@ -345,6 +345,7 @@ class CommandChecks(GlobalOptionChecks):
         node: Node | None,
         parent: Node | None,
         words: list[Word],
+        values: list[str | None],
         first: int,
         last: int,
         text: str,
@@ -355,8 +356,8 @@ class CommandChecks(GlobalOptionChecks):
         the command table, code in another language, a configured alias, a script fed or written by
         the line itself. `node` is None for a command read without its syntax tree (`plain_line`), which has
         no redirections and, being no builtin, is not read by `_unseen_builtin`."""
-        base = (words[first].value or "").rpartition("/")[2]
-        args = [word.value for word in words[first + 1 : last]]
+        base = (values[first] or "").rpartition("/")[2]
+        args = values[first + 1 : last]  # the values of `words`
         if facts.builtin:  # all `_unseen_builtin` reads
             if node is None:  # `plain_line` reads no builtin: never the case
                 self.findings.fail_closed(text, f"`{base}` is a builtin read only from the syntax tree")
@@ -646,9 +647,9 @@ def _then(node: Node, parent: Node | None) -> bool:
 
 def has_option(arg: str | None, options: frozenset[str]) -> bool:
     """`arg` is one of `options`, with an attached `=value`, or a cluster holding a short one (`-rL`)."""
-    if arg is None or not arg.startswith("-"):
+    if arg is None or arg[:1] != "-":
         return False
-    if arg.partition("=")[0] in options:
+    if (arg.partition("=")[0] if "=" in arg else arg) in options:
         return True
     if arg[1:2] == "-":
         return False

@@ -324,7 +324,7 @@ class _Analysis(CommandChecks):
             return
         self._emit(words, values, 0, text, "", own)
         if facts.described:
-            self._unseen(None, None, words, 0, len(words), text, own, facts)
+            self._unseen(None, None, words, values, 0, len(words), text, own, facts)
         if facts.interpreter:
             self._interpreted(head, values[1:], text)
         self._writes(values, text)
