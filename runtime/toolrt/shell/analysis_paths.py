@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ..permissions.model import UNNAMED
@@ -43,7 +44,7 @@ class PathChecks(AnalysisState):
             self.cwd_real = self.scope.real_inside(only, self.findings.listings) if only is not None else None
         return self.cwd_real
 
-    def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: frozenset[int] | None = None) -> None:
+    def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: Collection[int] | None = None) -> None:
         """Check the words (after the command's name) that may be paths; `text` holds the positions,
         counted after the name, that the program reads as text, patterns or scripts."""
         if skip_first and len(words) < 2:

@@ -7,7 +7,7 @@ pattern), `cut -d`'s delimiter. The bash analyzer checks every other word as a p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -109,17 +109,17 @@ class _Reading:
         self.uncertain = False
 
 
-_NOTHING: frozenset[int] = frozenset()
+_NOTHING: tuple[int, ...] = ()
 
 
-def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
+def not_paths(program: str, args: Sequence[str | None]) -> Collection[int]:
     """The positions in `args` that `program` reads as text, patterns or scripts, never as paths (none for
-    a program the table does not describe)."""
+    a program the table does not describe), each once or more: a few at most, tested with `in`."""
     spec = (_loaded or _programs()).get(program)
     if spec is None:
         return _NOTHING
     if spec.text:
-        return frozenset(range(len(args)))
+        return range(len(args))
     if not spec.script and not _any_option(args):
         return _NOTHING  # operands only, and every one a path (`cat README.md`)
     skipped: list[int] = []
@@ -149,7 +149,7 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
         index += read.advance
     if spec.script and not settled and first_operand is not None:
         skipped.append(first_operand)
-    return frozenset(skipped)
+    return skipped
 
 
 def _any_option(args: Sequence[str | None]) -> bool:
