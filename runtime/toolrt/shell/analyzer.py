@@ -307,12 +307,13 @@ class _Analysis(CommandChecks):
         head = words[0].raw
         if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
             return  # `_final_cd`: where the line's last `cd` goes changes nothing
-        self._check_paths(words, text=not_paths(head, values[1:]))
-        facts = program_facts(self.table, head)
+        if len(words) > 1:  # the words `_check_paths` reads
+            self._check_paths(words, text=not_paths(head, values[1:]))
+        facts = self.table.facts.get(head) or program_facts(self.table, head)
         own: list[str] = []
         if facts.plain:
             self._emit(words, values, 0, text, "", own)
-            if names_output(values):  # all `_writes` reads of a program without a row (`may_write`)
+            if len(values) > 1 and names_output(values):  # all `_writes` reads of a program without a row
                 self._writes(values, text)
             return
         if head == "cd":
