@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from . import limits
 from .analysis_commands import CommandChecks, inert_builtin
 from .analysis_paths import redefines_cd, sets_pwd
-from .facts import INERT, RESERVED, program_facts
+from .facts import INERT, program_facts
 from .findings import Findings
 from .operands import not_paths
 from .parser import INLINE_BYTES, parse
@@ -259,11 +259,11 @@ class _Analysis(CommandChecks):
     def _plain_head(self, command: Command) -> bool:
         _, words, values = command
         head = words[0].raw
-        if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS or head[0] == "-":
-            return False  # tree-sitter skips a leading `-` (`- a=b x` is an assignment and `x`)
-        if "@" in head or "%" in head or "+:" in head or words[-1].raw == "==":
-            return False  # tree-sitter cannot parse these (`a@ rm x`, `ls ==`): the tree walk fails closed
-        facts = program_facts(self.table, head)
+        if words[0].kind != "word" or words[-1].raw == "==":
+            return False  # tree-sitter cannot parse `ls ==`: the tree walk fails closed
+        facts = self.table.facts.get(head) or program_facts(self.table, head)
+        if not facts.plain_name:
+            return False  # an assignment, a keyword, a statement, `- a=b x`, `a@ rm x` (`plain_name`)
         if facts.plain or head == "cd":
             return True
         if facts.builtin or "/" in head or head in ("pushd", "popd"):
@@ -408,7 +408,5 @@ _CHECKS: Mapping[str, Callable[[_Analysis, Node, Node | None], None]] = MappingP
 
 
 _read_plain = read_plain  # `tests/test_bash_fast_paths.py` turns the reading without the tree off here
-# Command names tree-sitter reads as statements of their own (`declare x`: a `declaration_command`).
-_STATEMENTS = frozenset(("declare", "typeset", "export", "local", "readonly", "unset"))
 # The names `_shell_state` reads (a name read without the tree holds no `/`).
 _SHELL_STATE = frozenset(("trap", "set", "shopt", "bash", "sh"))
