@@ -24,6 +24,7 @@ __all__ = [
     "Rule",
     "UNMATCHED_ALLOWED",
     "UNNAMED",
+    "plain_request",
     "strictest",
     "unmatched_action",
     "unmatched_basis",
@@ -129,6 +130,22 @@ class PermissionRequest:
         _set_named(self, named)
 
 
+def plain_request(permission: str, patterns: tuple[str, ...], always: tuple[str, ...] = ()) -> PermissionRequest:
+    """`PermissionRequest(permission, patterns, always)`, every other field at its default, made without
+    calling the class (whose `__init__` binds eight arguments): the bash analyzer makes one per line."""
+    request: PermissionRequest = _new(PermissionRequest)
+    _set_permission(request, permission)
+    _set_patterns(request, patterns)
+    _set_always(request, always)
+    _set_metadata(request, _EMPTY)
+    _set_floor(request, None)
+    _set_reason(request, None)
+    _set_opaque(request, False)
+    _set_named(request, ())
+    return request
+
+
+_new = object.__new__
 # The slots of `PermissionRequest`: each descriptor's `__set__` stores one field, past the frozen guard.
 _slots: Mapping[str, Any] = vars(PermissionRequest)
 _set_permission = _slots["permission"].__set__
