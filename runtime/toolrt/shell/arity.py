@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from ..config.resources import read_yaml
@@ -38,7 +37,8 @@ def _trie() -> Mapping[str, _Node]:
             level = node[1]
 
     def frozen(level: dict[str, tuple[list[int | None], dict[str, Any]]]) -> Mapping[str, _Node]:
-        return MappingProxyType({token: (node[0][0], frozen(node[1])) for token, node in level.items()})
+        # Dicts, not read-only views (whose `get` costs twice as much): the tree is private to this module.
+        return {token: (node[0][0], frozen(node[1])) for token, node in level.items()}
 
     return frozen(root)
 

@@ -77,7 +77,7 @@ def _programs() -> Mapping[str, _Program]:
         )
         named = {"-" + letter for letter in short}.union(*sets.values())
         reads = {word: _read_option(program, word) for word in named if word[:1] == "-" and len(word) > 1}
-        programs[name] = replace(program, options=MappingProxyType(reads))
+        programs[name] = replace(program, options=reads)
     _loaded.update(programs)
     return programs
 
@@ -94,7 +94,7 @@ def _short_roles(ends: frozenset[str], valued: frozenset[str], flags: frozenset[
     roles: dict[str, str] = {}
     for role, options in ((_FLAG, flags), (_VALUE, valued), (_ENDS, ends)):  # later ones take precedence
         roles.update((option[1], role) for option in options if len(option) == 2 and option[1] != "-")
-    return MappingProxyType(roles)
+    return roles  # a dict, not a read-only view: read on every option, and kept private to this module
 
 
 class _Reading:

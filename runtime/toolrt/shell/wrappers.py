@@ -97,13 +97,14 @@ class WrapperTable:
             index.setdefault(name[0], []).append(wrapper)
         # Longest names first, so the first full match is the most specific (`uv tool run`, `uv run`).
         by_first = {first: tuple(sorted(found, key=lambda w: -len(w.name))) for first, found in index.items()}
-        object.__setattr__(self, "_by_first_word", MappingProxyType(by_first))
+        # Private indexes as dicts, not read-only views (whose `get` costs twice as much): read per command.
+        object.__setattr__(self, "_by_first_word", by_first)
         last_words = {
             first: frozenset(wrapper.name[-1] for wrapper in found)
             for first, found in by_first.items()
             if all(len(wrapper.name) > 1 for wrapper in found)
         }
-        object.__setattr__(self, "_last_words", MappingProxyType(last_words))
+        object.__setattr__(self, "_last_words", last_words)
         described = (*self.unseen, *self.code_options, *self.subcommands, *self.follow_options)
         object.__setattr__(self, "_described", frozenset(described))
 
