@@ -457,7 +457,11 @@ class CommandChecks(GlobalOptionChecks):
             literal = tokens[: values.index(None)]
         else:
             tokens = literal = values  # type: ignore[assignment]  # no None among them (a `cast` is a call)
-        patterns = [text, " ".join(tokens) + rest]
+        joined = " ".join(tokens) + rest
+        if not reasons and not self.keyword and "/" not in tokens[0] and tokens[0] not in self.table.global_options:
+            self._emit_patterns(text, joined, literal)  # the common command: what the rest gives it, directly
+            return
+        patterns = [text, joined]
         if self.keyword and any(assignment_word(token) for token in tokens):
             # After `set -k`, bash runs the command without its NAME=value words, which become its environment.
             tokens = literal = [token for token in tokens if not assignment_word(token)] or tokens[:1]
@@ -484,6 +488,16 @@ class CommandChecks(GlobalOptionChecks):
             found[pattern] = None
         if always is not None:
             self.findings.always[always] = None
+
+    def _emit_patterns(self, text: str, joined: str, literal: list[str]) -> None:
+        """`_emit` of a command without reasons, `set -k`, a path as its name or global options: its text,
+        its words joined, and the always-pattern of its arity prefix."""
+        found = self.findings.patterns
+        found[text] = None
+        found[joined] = None
+        named = " ".join(prefix(literal))
+        if "*" not in named and "?" not in named:  # a `*` or `?` the model wrote would make it a wildcard
+            self.findings.always[named + " *"] = None
 
     def _last_command(self, node: Node, parent: Node | None) -> bool:
         """Whether nothing of the text runs after `node`: only blanks, `;`, `&` or comments follow it,

@@ -298,7 +298,8 @@ class _Analysis(CommandChecks):
         entry = self.cwds
         for command in pipeline:
             self._plain_command(command, then=False, final=False)
-            self._set_cwds(entry)  # `_restore` of the `_Restore(entry, merge=False)` after each part
+            if self.cwds is not entry or self.chains:  # else `_set_cwds(entry)` changes nothing
+                self._set_cwds(entry)  # `_restore` of the `_Restore(entry, merge=False)` after each part
 
     def _plain_command(self, command: Command, *, then: bool, final: bool) -> None:
         """One command of plain words, checked as `_command` and `_segment` check it from its tree:
