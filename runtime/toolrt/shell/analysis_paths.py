@@ -358,7 +358,11 @@ class PathChecks(AnalysisState):
         self._set_cwds(tuple(targets) if certain else (*self.cwds, *targets))
 
     def _set_cwds(self, cwds: tuple[str | None, ...]) -> None:
-        unique = cwds if len(cwds) == 1 else tuple(dict.fromkeys(cwds))
+        unique: tuple[str | None, ...]
+        if len(cwds) == 1 or len(cwds) == 2 and cwds[0] != cwds[1]:
+            unique = cwds  # each once already
+        else:
+            unique = tuple(dict.fromkeys(cwds))
         if len(unique) > _MAX_CWDS:
             self.findings.fail_closed(self.text, "the working directory could be too many places to follow")
             unique = (None,)
