@@ -11,6 +11,7 @@ import pytest
 from toolrt.errors import ConfigError
 from toolrt.permissions.model import CallSite, PermissionRequest
 from toolrt.shell import WrapperTable, analyze_call, analyze_command, arity_prefix, default_wrappers
+from toolrt.shell.arity import arity_table
 from toolrt.shell.limits import MAX_INPUT_BYTES
 
 
@@ -449,11 +450,50 @@ def test_arity_prefix_matches_opencode(tokens: tuple[str, ...], expected: tuple[
     assert arity_prefix(tokens) == expected
 
 
+def test_arity_prefix_is_the_longest_listed_prefix() -> None:
+    """`prefix` reads the table as a tree of tokens: it gives what trying every prefix of the tokens,
+    longest first, gives, for every listed prefix followed by any token of the table or none."""
+    table = arity_table()
+
+    def longest_listed(tokens: tuple[str, ...]) -> tuple[str, ...]:
+        for length in range(len(tokens), 0, -1):
+            arity = table.get(" ".join(tokens[:length]))
+            if arity is not None:
+                return tokens[:arity]
+        return tokens[:1]
+
+    tokens = sorted({token for key in table for token in key.split(" ")}) + ["x"]
+    for key in table:
+        listed = tuple(key.split(" "))
+        for following in [(), *((token,) for token in tokens), *((token, "x") for token in tokens)]:
+            line = listed + following
+            assert arity_prefix(line) == longest_listed(line), line
+            assert arity_prefix(line[1:]) == longest_listed(line[1:]), line[1:]
+
+
 def test_wrapper_table_can_be_extended(site: CallSite) -> None:
     table = default_wrappers().extended({"wrappers": {"devrun": {"options_with_value": ["-e"]}}})
     request = bash_request(analyze_command("devrun -e prod rm x", site, wrappers=table))
     assert "rm x" in request.patterns
     assert "rm x" not in bash_request(analyze_command("devrun -e prod rm x", site)).patterns
+
+
+def test_a_wrapper_is_found_by_any_word_of_its_name() -> None:
+    """`match` and `match_past_options` pass over a command holding none of the last words of the wrappers
+    named after its first word (`git commit`), and only then: a one-word wrapper of that name matches any."""
+    table = default_wrappers()
+    assert table.match(["git", "commit", "-m", "x"], 0) is None
+    assert table.match_past_options(["git", "-C", "a", "commit"], frozenset(("-C",))) is None
+    foreach = table.match(["git", "submodule", "foreach", "rm", "x"], 0)
+    assert foreach is not None and foreach.name == ("git", "submodule", "foreach")
+    found = table.match_past_options(["git", "-C", "a", "submodule", "-q", "foreach", "rm"], frozenset(("-C",)))
+    assert found is not None and found[1] == ["git", "submodule", "foreach", "rm"]
+    assert table.match(["/usr/bin/git", "grep", "x"], 0) is not None
+    assert table.match(["sudo", "git", "grep"], 1) is not None
+    single = table.extended({"wrappers": {"git": {"options_with_value": ["-C"]}}})
+    wrapper = single.match(["git", "commit"], 0)
+    assert wrapper is not None and wrapper.name == ("git",)
+    assert single.match(["git", "submodule", "foreach", "x"], 0) == table.match(["git", "submodule", "foreach"], 0)
 
 
 def test_program_facts_are_kept_per_table(site: CallSite) -> None:

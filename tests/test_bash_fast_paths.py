@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolrt.permissions.model import CallSite, PermissionRequest
-from toolrt.shell import analysis_commands, analyze_command, analyzer
+from toolrt.shell import analysis_commands, analyze_command, analyzer, operands
 from toolrt.shell.parser import parse
 from toolrt.shell.plain_line import read_plain
 
@@ -306,3 +306,52 @@ def test_every_line_read_without_the_tree_has_the_shape_it_assumes() -> None:
                 ]
                 assert kinds == _word_kinds(line), line
     assert read > 2_000
+
+
+def _options_read_one_by_one(program: str, args: list[str | None]) -> frozenset[int]:
+    """`not_paths` as the option table's rules read each word, with no table of words read before."""
+    spec = operands._programs().get(program)
+    if spec is None:
+        return frozenset()
+    if spec.text:
+        return frozenset(range(len(args)))
+    reading = operands._Reading()
+    first_operand: int | None = None
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            first_operand = index + 1 if first_operand is None and index + 1 < len(args) else first_operand
+            break
+        if arg is None or arg == "-" or arg[:1] != "-":
+            first_operand = index if first_operand is None else first_operand
+            index += 1
+            continue
+        index = (operands._long if arg[:2] == "--" else operands._cluster)(spec, args, index, reading)
+    if spec.script and not reading.no_script_operand and not reading.uncertain and first_operand is not None:
+        reading.skipped.add(first_operand)
+    return frozenset(reading.skipped)
+
+
+def _option_words() -> list[str]:
+    named: set[str] = set()
+    for spec in operands._programs().values():
+        named.update(spec.takes_value, spec.flags, spec.patternless, spec.ends_cluster, ("-" + c for c in spec.short))
+    return sorted(named)
+
+
+ARGUMENT = st.one_of(
+    st.sampled_from(_option_words()),
+    st.builds(lambda letters: "-" + letters, st.text("abcdefhiklmnrsvxzACELR0129-=/", min_size=1, max_size=4)),
+    st.builds(lambda option: option + "=v", st.sampled_from(_option_words())),
+    st.sampled_from(["-", "--", "src", "x.py", "/etc", "1", "--color=auto"]),
+    st.none(),
+)
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(st.sampled_from([*operands._programs(), "cat", "make"]), st.lists(ARGUMENT, max_size=7))
+def test_option_words_read_from_the_table_read_as_the_rules_read_them(program: str, args: list[str | None]) -> None:
+    """`not_paths` answers an option word the table names, a cluster of flags only and a cluster led by an
+    unknown letter without reading it letter by letter: it finds what reading each word by the rules finds."""
+    assert frozenset(operands.not_paths(program, args)) == _options_read_one_by_one(program, args)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from toolrt.permissions.evaluate import approval_required_message, check, decide, denied_message, disabled
-from toolrt.permissions.model import Action, PermissionRequest, Rule
+from toolrt.permissions.model import Action, PermissionRequest, Rule, plain_request
 from toolrt.permissions.rules import Ruleset
 
 NONE = Ruleset()
@@ -193,3 +195,28 @@ def test_approval_required_message_for_default_ask_and_many_patterns() -> None:
     message = approval_required_message(decide([PermissionRequest("bash", patterns)], Ruleset(), locked=NONE))
     assert "(bash `a`, bash `b`, bash `c` and 2 more)" in message
     assert "- bash `e`: ask, no rule matched: default ask" in message
+
+
+def test_a_request_is_the_frozen_dataclass_its_fields_say() -> None:
+    """`PermissionRequest` writes its `__init__` out (cheaper than the generated one): it takes the fields
+    in their order with their defaults, stays frozen, and `dataclasses.replace` still builds one."""
+    import dataclasses
+
+    fields = dataclasses.fields(PermissionRequest)
+    request = PermissionRequest("bash", ("ls",))
+    assert [getattr(request, field.name) for field in fields[2:]] == [field.default for field in fields[2:]]
+    values: tuple[Any, ...] = ("bash", ("ls x",), ("ls *",), {"k": 1}, "ask", "why", True, ("rm x",))
+    positional = PermissionRequest(*values)
+    assert tuple(getattr(positional, field.name) for field in fields) == values
+    assert positional == PermissionRequest(**{field.name: value for field, value in zip(fields, values, strict=True)})
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'floor'"):
+        request.floor = "deny"  # type: ignore[misc]
+    assert dataclasses.replace(request, floor="deny") == PermissionRequest("bash", ("ls",), floor="deny")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'flor'"):
+        PermissionRequest("bash", ("ls",), flor="deny")  # type: ignore[call-arg]
+    made = plain_request("bash", ("ls x",), ("ls *",))
+    assert made == PermissionRequest("bash", ("ls x",), ("ls *",))
+    assert [getattr(made, field.name) for field in fields[3:]] == [field.default for field in fields[3:]]
+    assert plain_request("read", ("/x",)) == PermissionRequest("read", ("/x",))
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'patterns'"):
+        made.patterns = ()  # type: ignore[misc]

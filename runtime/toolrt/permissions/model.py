@@ -24,6 +24,7 @@ __all__ = [
     "Rule",
     "UNMATCHED_ALLOWED",
     "UNNAMED",
+    "plain_request",
     "strictest",
     "unmatched_action",
     "unmatched_basis",
@@ -80,9 +81,13 @@ def unmatched_basis(permission: str) -> str:
     return "no rule matched: default ask"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PermissionRequest:
-    """What one call asks of one permission, as OpenCode's `ask({permission, patterns, always})`."""
+    """What one call asks of one permission, as OpenCode's `ask({permission, patterns, always})`.
+
+    Immutable as any frozen dataclass; its `__init__` is written out (the fields in order, the same
+    defaults) to set each field through its slot rather than through `object.__setattr__` by name as
+    the generated one does, which costs twice as much: the bash analyzer builds one or more per line."""
 
     permission: str
     patterns: tuple[str, ...]
@@ -103,6 +108,54 @@ class PermissionRequest:
     named: tuple[str, ...] = ()
     """With `opaque`: command texts the unseen part visibly names (`rm -rf x` inside a `${x:-...}`);
     a rule that denies one of them denies the request."""
+
+    def __init__(
+        self,
+        permission: str,
+        patterns: tuple[str, ...],
+        always: tuple[str, ...] = (),
+        metadata: Mapping[str, Any] = _EMPTY,
+        floor: Action | None = None,
+        reason: str | None = None,
+        opaque: bool = False,
+        named: tuple[str, ...] = (),
+    ) -> None:
+        _set_permission(self, permission)
+        _set_patterns(self, patterns)
+        _set_always(self, always)
+        _set_metadata(self, metadata)
+        _set_floor(self, floor)
+        _set_reason(self, reason)
+        _set_opaque(self, opaque)
+        _set_named(self, named)
+
+
+def plain_request(permission: str, patterns: tuple[str, ...], always: tuple[str, ...] = ()) -> PermissionRequest:
+    """`PermissionRequest(permission, patterns, always)`, every other field at its default, made without
+    calling the class (whose `__init__` binds eight arguments): the bash analyzer makes one per line."""
+    request: PermissionRequest = _new(PermissionRequest)
+    _set_permission(request, permission)
+    _set_patterns(request, patterns)
+    _set_always(request, always)
+    _set_metadata(request, _EMPTY)
+    _set_floor(request, None)
+    _set_reason(request, None)
+    _set_opaque(request, False)
+    _set_named(request, ())
+    return request
+
+
+_new = object.__new__
+# The slots of `PermissionRequest`: each descriptor's `__set__` stores one field, past the frozen guard.
+_slots: Mapping[str, Any] = vars(PermissionRequest)
+_set_permission = _slots["permission"].__set__
+_set_patterns = _slots["patterns"].__set__
+_set_always = _slots["always"].__set__
+_set_metadata = _slots["metadata"].__set__
+_set_floor = _slots["floor"].__set__
+_set_reason = _slots["reason"].__set__
+_set_opaque = _slots["opaque"].__set__
+_set_named = _slots["named"].__set__
 
 
 @dataclass(frozen=True, slots=True)

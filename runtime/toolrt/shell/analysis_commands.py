@@ -14,7 +14,7 @@ from .arity import prefix
 from .braces import expand_braces
 from .facts import INERT, RESERVED, ProgramFacts, program_facts
 from .globs import GLOB_OPTIONS, glob_options, glob_paths
-from .operands import not_paths, operand_programs
+from .operands import not_paths
 from .programs import unseen_code
 from .python_code import inert_python, inline_code, stdin_code
 from .unwrap import Unwrapped, unwrap
@@ -65,8 +65,7 @@ class CommandChecks(GlobalOptionChecks):
         rest = self._slice(node.end_byte, end) if redirected else ""
         values = [word.value for word in words]
         program = values[0].rpartition("/")[2] if values[0] else ""
-        text = not_paths(program, values[1:]) if program in operand_programs() else None
-        self._check_paths(words, text=text)
+        self._check_paths(words, text=not_paths(program, values[1:]))
         self._segments(_new_command(_Command, (node, parent, words, values, start, end, rest)), reasons)
         return nested
 
@@ -246,7 +245,7 @@ class CommandChecks(GlobalOptionChecks):
             own.extend(env_reason(variable) for variable in inner.assignments if self.table.is_dangerous_env(variable))
         self._emit(words, mine, first, text, redirects, own)
         if facts.described:
-            self._unseen(command.node, command.parent, words, first, last, text, own, facts)
+            self._unseen(command.node, command.parent, words, values, first, last, text, own, facts)
         if wrapper is not None and wrapper.kind == "shell" and inner is not None and not inner.scripts:
             valued = wrapper.options_with_value
             self._script_file(words, first, last, text, own, valued=valued, bash=wrapper.dialect == "bash")
@@ -346,6 +345,7 @@ class CommandChecks(GlobalOptionChecks):
         node: Node | None,
         parent: Node | None,
         words: list[Word],
+        values: list[str | None],
         first: int,
         last: int,
         text: str,
@@ -356,8 +356,8 @@ class CommandChecks(GlobalOptionChecks):
         the command table, code in another language, a configured alias, a script fed or written by
         the line itself. `node` is None for a command read without its syntax tree (`plain_line`), which has
         no redirections and, being no builtin, is not read by `_unseen_builtin`."""
-        base = (words[first].value or "").rpartition("/")[2]
-        args = [word.value for word in words[first + 1 : last]]
+        base = (values[first] or "").rpartition("/")[2]
+        args = values[first + 1 : last]  # the values of `words`
         if facts.builtin:  # all `_unseen_builtin` reads
             if node is None:  # `plain_line` reads no builtin: never the case
                 self.findings.fail_closed(text, f"`{base}` is a builtin read only from the syntax tree")
@@ -457,7 +457,11 @@ class CommandChecks(GlobalOptionChecks):
             literal = tokens[: values.index(None)]
         else:
             tokens = literal = values  # type: ignore[assignment]  # no None among them (a `cast` is a call)
-        patterns = [text, " ".join(tokens) + rest]
+        joined = " ".join(tokens) + rest
+        if not reasons and not self.keyword and "/" not in tokens[0] and tokens[0] not in self.table.global_options:
+            self._emit_patterns(text, joined, literal)  # the common command: what the rest gives it, directly
+            return
+        patterns = [text, joined]
         if self.keyword and any(assignment_word(token) for token in tokens):
             # After `set -k`, bash runs the command without its NAME=value words, which become its environment.
             tokens = literal = [token for token in tokens if not assignment_word(token)] or tokens[:1]
@@ -484,6 +488,16 @@ class CommandChecks(GlobalOptionChecks):
             found[pattern] = None
         if always is not None:
             self.findings.always[always] = None
+
+    def _emit_patterns(self, text: str, joined: str, literal: list[str]) -> None:
+        """`_emit` of a command without reasons, `set -k`, a path as its name or global options: its text,
+        its words joined, and the always-pattern of its arity prefix."""
+        found = self.findings.patterns
+        found[text] = None
+        found[joined] = None
+        named = " ".join(prefix(literal))
+        if "*" not in named and "?" not in named:  # a `*` or `?` the model wrote would make it a wildcard
+            self.findings.always[named + " *"] = None
 
     def _last_command(self, node: Node, parent: Node | None) -> bool:
         """Whether nothing of the text runs after `node`: only blanks, `;`, `&` or comments follow it,
@@ -647,9 +661,9 @@ def _then(node: Node, parent: Node | None) -> bool:
 
 def has_option(arg: str | None, options: frozenset[str]) -> bool:
     """`arg` is one of `options`, with an attached `=value`, or a cluster holding a short one (`-rL`)."""
-    if arg is None or not arg.startswith("-"):
+    if arg is None or arg[:1] != "-":
         return False
-    if arg.partition("=")[0] in options:
+    if (arg.partition("=")[0] if "=" in arg else arg) in options:
         return True
     if arg[1:2] == "-":
         return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ..permissions.model import UNNAMED
@@ -43,12 +44,12 @@ class PathChecks(AnalysisState):
             self.cwd_real = self.scope.real_inside(only, self.findings.listings) if only is not None else None
         return self.cwd_real
 
-    def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: frozenset[int] | None = None) -> None:
+    def _check_paths(self, words: list[Word], *, skip_first: bool = True, text: Collection[int] | None = None) -> None:
         """Check the words (after the command's name) that may be paths; `text` holds the positions,
         counted after the name, that the program reads as text, patterns or scripts."""
         if skip_first and len(words) < 2:
             return
-        base = self._cwd_real()
+        base = self.cwd_real if self.cwd_real is not UNKNOWN_CWD else self._cwd_real()
         globbing = self.findings.globbing is not None  # what changes it is no operand
         operands = False  # after `--`, a word that starts with `-` is an operand too (`cat -- -n`)
         for position, word in enumerate(words[1:] if skip_first else words):
@@ -357,7 +358,11 @@ class PathChecks(AnalysisState):
         self._set_cwds(tuple(targets) if certain else (*self.cwds, *targets))
 
     def _set_cwds(self, cwds: tuple[str | None, ...]) -> None:
-        unique = cwds if len(cwds) == 1 else tuple(dict.fromkeys(cwds))
+        unique: tuple[str | None, ...]
+        if len(cwds) == 1 or len(cwds) == 2 and cwds[0] != cwds[1]:
+            unique = cwds  # each once already
+        else:
+            unique = tuple(dict.fromkeys(cwds))
         if len(unique) > _MAX_CWDS:
             self.findings.fail_closed(self.text, "the working directory could be too many places to follow")
             unique = (None,)
@@ -366,7 +371,8 @@ class PathChecks(AnalysisState):
             self.cwd_real = UNKNOWN_CWD
             self._set_pwd()
         for seen in self.chains:
-            seen.update(dict.fromkeys(unique))
+            for cwd in unique:
+                seen[cwd] = None
 
     def _set_pwd(self) -> None:
         if len(self.cwds) == 1 and self.cwds[0] is not None and self.pwd_known:

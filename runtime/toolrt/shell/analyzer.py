@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 from . import limits
 from .analysis_commands import CommandChecks, inert_builtin
 from .analysis_paths import redefines_cd, sets_pwd
-from .facts import INERT, RESERVED, program_facts
+from .facts import INERT, program_facts
 from .findings import Findings
-from .operands import not_paths, operand_programs
+from .operands import not_paths
 from .parser import INLINE_BYTES, parse
 from .paths import PathScope
 from .plain_line import Command, Pipeline, Statement, read_plain
-from .words import Word
 from .wrappers import WrapperTable
+from .writes import names_output
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -122,9 +122,13 @@ class _Analysis(CommandChecks):
         plain = _read_plain(text) if self.depth == 0 and not self.inherited else None
         if plain is not None and self._plain_heads(plain):
             self.source = text.encode()  # printable ASCII: nothing binary, far below every size limit
-            self._start(text)
+            if "(" in text or "function" in text or "PWD" in text:  # all `_start` reads
+                self._start(text)
+            else:
+                self._set_pwd()
             self._plain_line(plain)
-            self._resolve_deferred()
+            if self.deferred or self.deferred_names or self.arithmetic or self.traced:
+                self._resolve_deferred()  # all it reads
             return
         if _BINARY.search(text):
             self.findings.fail_closed(text, "the command contains binary or invalid characters")
@@ -244,28 +248,28 @@ class _Analysis(CommandChecks):
         nothing but its words: no assignment, keyword, statement, builtin, wrapper or path as its name
         (`cd` is read here too). Decided before anything is recorded, so the tree can still read the line."""
         if len(line) == 1 and len(line[0]) == 1 and len(line[0][0][1]) == 1:  # one command, the common line
-            return self._plain_head(line[0][0][1][0][1])
+            return self._plain_head(line[0][0][1][0])
         for statement in line:
             for _, pipeline in statement:
-                for _, words, _ in pipeline:
-                    if not self._plain_head(words):
+                for command in pipeline:
+                    if not self._plain_head(command):
                         return False
         return True
 
-    def _plain_head(self, words: list[Word]) -> bool:
+    def _plain_head(self, command: Command) -> bool:
+        _, words, values = command
         head = words[0].raw
-        if words[0].kind != "word" or "=" in head or head in RESERVED or head in _STATEMENTS or head[0] == "-":
-            return False  # tree-sitter skips a leading `-` (`- a=b x` is an assignment and `x`)
-        if "@" in head or "%" in head or "+:" in head or words[-1].raw == "==":
-            return False  # tree-sitter cannot parse these (`a@ rm x`, `ls ==`): the tree walk fails closed
-        facts = program_facts(self.table, head)
+        if words[0].kind != "word" or words[-1].raw == "==":
+            return False  # tree-sitter cannot parse `ls ==`: the tree walk fails closed
+        facts = self.table.facts.get(head) or program_facts(self.table, head)
+        if not facts.plain_name:
+            return False  # an assignment, a keyword, a statement, `- a=b x`, `a@ rm x` (`plain_name`)
         if facts.plain or head == "cd":
             return True
         if facts.builtin or "/" in head or head in ("pushd", "popd"):
             return False
         if not facts.may_wrap:
             return True
-        values = [word.value for word in words]
         return self.table.match(values, 0) is None and not self._wraps_past_options(head, values)
 
     def _plain_line(self, line: list[Statement]) -> None:
@@ -284,7 +288,7 @@ class _Analysis(CommandChecks):
                 self._plain_pipeline(pipeline, then=then, final=pipeline is final)
                 then = False
                 if operator == "&&":
-                    self._restore(_Restore(entry, merge=True, chain=True))
+                    self._end_chain(entry)
 
     def _plain_pipeline(self, pipeline: Pipeline, *, then: bool, final: bool) -> None:
         """One pipeline; each part of a pipeline of several runs in a subshell (`_descend`)."""
@@ -294,7 +298,8 @@ class _Analysis(CommandChecks):
         entry = self.cwds
         for command in pipeline:
             self._plain_command(command, then=False, final=False)
-            self._set_cwds(entry)  # `_restore` of the `_Restore(entry, merge=False)` after each part
+            if self.cwds is not entry or self.chains:  # else `_set_cwds(entry)` changes nothing
+                self._set_cwds(entry)  # `_restore` of the `_Restore(entry, merge=False)` after each part
 
     def _plain_command(self, command: Command, *, then: bool, final: bool) -> None:
         """One command of plain words, checked as `_command` and `_segment` check it from its tree:
@@ -303,12 +308,14 @@ class _Analysis(CommandChecks):
         head = words[0].raw
         if head == "cd" and final and self.depth == 0 and not self.findings.trapped:
             return  # `_final_cd`: where the line's last `cd` goes changes nothing
-        self._check_paths(words, text=not_paths(head, values[1:]) if head in operand_programs() else None)
-        facts = program_facts(self.table, head)
+        if len(words) > 1:  # the words `_check_paths` reads
+            self._check_paths(words, text=not_paths(head, values[1:]))
+        facts = self.table.facts.get(head) or program_facts(self.table, head)
         own: list[str] = []
         if facts.plain:
             self._emit(words, values, 0, text, "", own)
-            self._writes(values, text)
+            if len(values) > 1 and names_output(values):  # all `_writes` reads of a program without a row
+                self._writes(values, text)
             return
         if head == "cd":
             self._cd(words, 0, len(words), text, name=head, certain=then)
@@ -319,7 +326,7 @@ class _Analysis(CommandChecks):
             return
         self._emit(words, values, 0, text, "", own)
         if facts.described:
-            self._unseen(None, None, words, 0, len(words), text, own, facts)
+            self._unseen(None, None, words, values, 0, len(words), text, own, facts)
         if facts.interpreter:
             self._interpreted(head, values[1:], text)
         self._writes(values, text)
@@ -339,10 +346,15 @@ class _Analysis(CommandChecks):
 
     def _restore(self, entry: _Restore) -> None:
         if entry.chain:
-            seen = tuple(self.chains.pop())
-            self._set_cwds((*entry.cwds, *seen, *self.cwds))
+            self._end_chain(entry.cwds)
             return
         self._set_cwds((*entry.cwds, *self.cwds) if entry.merge else entry.cwds)
+
+    def _end_chain(self, entry: tuple[str | None, ...]) -> None:
+        """An `&&` list is done: it may have stopped after any of its commands, so the working directory
+        is any it was in (`entry`: where the list began)."""
+        seen = tuple(self.chains.pop())
+        self._set_cwds((*entry, *seen, *self.cwds))
 
     def _script(self, script: str, text: str, reasons: list[str]) -> None:
         if self.depth + 1 > limits.MAX_SCRIPT_DEPTH:
@@ -397,7 +409,5 @@ _CHECKS: Mapping[str, Callable[[_Analysis, Node, Node | None], None]] = MappingP
 
 
 _read_plain = read_plain  # `tests/test_bash_fast_paths.py` turns the reading without the tree off here
-# Command names tree-sitter reads as statements of their own (`declare x`: a `declaration_command`).
-_STATEMENTS = frozenset(("declare", "typeset", "export", "local", "readonly", "unset"))
 # The names `_shell_state` reads (a name read without the tree holds no `/`).
 _SHELL_STATE = frozenset(("trap", "set", "shopt", "bash", "sh"))

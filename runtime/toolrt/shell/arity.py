@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ..config.resources import read_yaml
 
@@ -18,14 +19,28 @@ def arity_table() -> Mapping[str, int]:
     return {str(key): int(value) for key, value in data["arity"].items()}
 
 
-@cache
-def _longest_by_first() -> Mapping[str, int]:
-    """First token → the most tokens of any listed prefix starting with it (most programs: 1)."""
-    longest: dict[str, int] = {}
-    for key in arity_table():
-        first, _, _ = key.partition(" ")
-        longest[first] = max(longest.get(first, 1), key.count(" ") + 1)
-    return longest
+_Node = tuple[int | None, Mapping[str, "_Node"]]
+"""One token of a listed prefix: the arity when the tokens so far are listed, and the tokens that may follow."""
+
+
+def _trie() -> Mapping[str, _Node]:
+    """The table as a tree of tokens, first token → `_Node`: a command's longest listed prefix is the
+    deepest listed node on its tokens' path, found one lookup per token (most programs: one)."""
+    root: dict[str, tuple[list[int | None], dict[str, Any]]] = {}
+    for key, arity in arity_table().items():
+        level = root
+        tokens = key.split(" ")
+        for index, token in enumerate(tokens):
+            node = level.setdefault(token, ([None], {}))
+            if index == len(tokens) - 1:
+                node[0][0] = arity
+            level = node[1]
+
+    def frozen(level: dict[str, tuple[list[int | None], dict[str, Any]]]) -> Mapping[str, _Node]:
+        # Dicts, not read-only views (whose `get` costs twice as much): the tree is private to this module.
+        return {token: (node[0][0], frozen(node[1])) for token, node in level.items()}
+
+    return frozen(root)
 
 
 def prefix(tokens: Sequence[str]) -> tuple[str, ...]:
@@ -36,24 +51,26 @@ def prefix(tokens: Sequence[str]) -> tuple[str, ...]:
     """
     if not tokens:
         return ()
-    tables = _longest or _load()
-    longest = tables[0].get(tokens[0])
-    if longest is None:  # most programs: no listed prefix starts with them
+    node = (_tokens or _load()).get(tokens[0])
+    if node is None:  # most programs: no listed prefix starts with them
         return (tokens[0],)
-    table = tables[1]
-    if longest == 1:  # only the program itself is listed (`ls`, `cargo`)
-        return tuple(tokens[: table[tokens[0]]])
-    for length in range(min(len(tokens), longest), 0, -1):
-        arity = table.get(" ".join(tokens[:length]))
+    found, following = node
+    index = 1
+    while following and index < len(tokens):
+        node = following.get(tokens[index])
+        if node is None:
+            break
+        arity, following = node
         if arity is not None:
-            return tuple(tokens[:arity])
-    return tuple(tokens[:1])
+            found = arity
+        index += 1
+    return tuple(tokens[:found]) if found is not None else (tokens[0],)
 
 
-_longest: list[Mapping[str, int]] = []
+_tokens: dict[str, _Node] = {}
 
 
-def _load() -> list[Mapping[str, int]]:
-    """The two tables `prefix` reads on every command, kept at hand once loaded."""
-    _longest[:] = [_longest_by_first(), arity_table()]
-    return _longest
+def _load() -> Mapping[str, _Node]:
+    """The tree `prefix` reads on every command, kept at hand once built."""
+    _tokens.update(_trie())
+    return _tokens

@@ -19,7 +19,7 @@ from .variables import ASSIGNING_BUILTINS
 from .wrappers import WrapperTable
 from .writes import write_rules
 
-__all__ = ["INERT", "NAMED_BUILTINS", "RESERVED", "ProgramFacts", "program_facts"]
+__all__ = ["INERT", "NAMED_BUILTINS", "RESERVED", "STATEMENTS", "ProgramFacts", "program_facts"]
 
 INERT = frozenset(("true", "false", ":", "set", "shopt"))
 """Builtins that neither run anything nor write anything (with no redirection): no request at all."""
@@ -29,6 +29,8 @@ RESERVED = frozenset(
 )  # fmt: skip
 """Reserved words bash reads at a command's start. tree-sitter leaves some compound commands unparsed
 (`time { ...; }`, `! { ...; }`, `coproc NAME { ...; }`) and offers the reserved word as a command name."""
+STATEMENTS = frozenset(("declare", "typeset", "export", "local", "readonly", "unset"))
+"""Command names tree-sitter reads as statements of their own (`declare x`: a `declaration_command`)."""
 NAMED_BUILTINS = frozenset(("shopt", "let", "source", ".", *NAME_BUILTINS, *ASSIGNING_BUILTINS))
 """Builtins `_unseen` reads whatever the tables say: they alias, evaluate arithmetic, source scripts,
 evaluate or assign variable names."""
@@ -54,6 +56,10 @@ class ProgramFacts(NamedTuple):
     """A program with code-carrying options, or a Python whose inline code is read."""
     interpreter: bool
     """A program whose first file operand is a script in another language (`analysis_scripts`)."""
+    plain_name: bool
+    """Read as a command's name and nothing else, by bash and by tree-sitter: no `=` (an assignment), no
+    reserved word or statement (`declare`), no leading `-` (tree-sitter skips it), and no `@`, `%` or
+    `+:`, which tree-sitter cannot parse in a name (`a@ rm x`)."""
 
 
 def program_facts(table: WrapperTable, head: str) -> ProgramFacts:
@@ -88,4 +94,13 @@ def _derive(table: WrapperTable, head: str) -> ProgramFacts:
         builtin=base in NAMED_BUILTINS or base in table.unseen,
         code=table.code_options_of(base) is not None or is_python(base),
         interpreter=runs_scripts,
+        plain_name=not (
+            "=" in head
+            or head in RESERVED
+            or head in STATEMENTS
+            or head[:1] == "-"
+            or "@" in head
+            or "%" in head
+            or "+:" in head
+        ),
     )

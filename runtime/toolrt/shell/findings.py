@@ -6,7 +6,7 @@ import posixpath
 import time
 from typing import TYPE_CHECKING
 
-from ..permissions.model import PermissionRequest
+from ..permissions.model import PermissionRequest, plain_request
 from . import limits
 from .listings import Listings
 from .named import named_commands
@@ -100,6 +100,8 @@ class Findings:
 
     def requests(self) -> tuple[PermissionRequest, ...]:
         """`external_directory` first (as dispatch checks it), then `bash`, then the unseen ones."""
+        if not self.directories and not self.unseen:  # the common line: its commands' patterns only
+            return (plain_request("bash", tuple(self.patterns), tuple(self.always)),) if self.patterns else ()
         out: list[PermissionRequest] = []
         if self.directories:
             globs = tuple(posixpath.join(directory, "*") for directory in self.directories)

@@ -7,7 +7,7 @@ pattern), `cut -d`'s delimiter. The bash analyzer checks every other word as a p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from ..config.resources import read_yaml
 
-__all__ = ["not_paths", "operand_programs"]
+__all__ = ["not_paths"]
 
 
 class _Program(NamedTuple):
@@ -35,6 +35,22 @@ class _Program(NamedTuple):
     short: Mapping[str, str] = MappingProxyType({})
     """Each short option's letter → how a cluster reads it (`_ENDS`, `_VALUE`, `_FLAG`), in that order of
     precedence: one lookup per letter instead of three set tests."""
+    flag_letters: frozenset[str] = frozenset()
+    """The letters `short` reads as flags: a cluster of them only (`ls -la`) is one set test."""
+    options: Mapping[str, _Read] = MappingProxyType({})
+    """What reading each option word the table names finds (`-m`, `--message`), read once per program."""
+
+
+class _Read(NamedTuple):
+    """What reading one option word finds (`_read_option`), wherever it stands."""
+
+    advance: int
+    """The words it takes: 1, or 2 when the next word is its value."""
+    text: tuple[int, ...]
+    """Offsets from it (0: its own word, 1: the next) of the words that hold only text."""
+    settles: bool
+    """It gives the script or says there is none, or (not in the table) may take the next word as its
+    value: no operand is then taken for the script."""
 
 
 @cache
@@ -45,17 +61,27 @@ def _programs() -> Mapping[str, _Program]:
     )  # fmt: skip
     programs: dict[str, _Program] = {}
     for name, row in data["programs"].items():
-        sets = {key: frozenset(row.get(key, ())) for key in options}
+        sets: dict[str, Any] = {key: frozenset(row.get(key, ())) for key in options}
         valued = ("script_options", "file_options", "text_options", "value_options")
         takes_value = frozenset().union(*(sets[key] for key in valued))
-        programs[name] = _Program(
+        short = _short_roles(sets["ends_cluster"], takes_value, sets["flags"])
+        program = _Program(
             text=row.get("text") == "all",
             script=row.get("script") == "first",
             takes_value=takes_value,
-            short=_short_roles(sets["ends_cluster"], takes_value, sets["flags"]),
+            short=short,
+            flag_letters=frozenset(letter for letter, role in short.items() if role is _FLAG),
             **sets,
         )
+        named = {"-" + letter for letter in short}.union(*sets.values())
+        reads = {word: _read_option(program, word) for word in named if word[:1] == "-" and len(word) > 1}
+        programs[name] = program._replace(options=reads)
+    _loaded.update(programs)
     return programs
+
+
+_loaded: dict[str, _Program] = {}
+"""`_programs()` at hand once loaded (read on every command the table describes)."""
 
 
 _ENDS, _VALUE, _FLAG = "ends", "value", "flag"
@@ -66,12 +92,7 @@ def _short_roles(ends: frozenset[str], valued: frozenset[str], flags: frozenset[
     roles: dict[str, str] = {}
     for role, options in ((_FLAG, flags), (_VALUE, valued), (_ENDS, ends)):  # later ones take precedence
         roles.update((option[1], role) for option in options if len(option) == 2 and option[1] != "-")
-    return MappingProxyType(roles)
-
-
-def operand_programs() -> Mapping[str, object]:
-    """The programs the table describes (a caller can skip building their words for any other)."""
-    return _programs()
+    return roles  # a dict, not a read-only view: read on every option, and kept private to this module
 
 
 class _Reading:
@@ -86,23 +107,21 @@ class _Reading:
         self.uncertain = False
 
 
-_NOTHING: frozenset[int] = frozenset()
+_NOTHING: tuple[int, ...] = ()
 
 
-def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
-    """The positions in `args` that `program` reads as text, patterns or scripts, never as paths."""
-    spec = _programs().get(program)
+def not_paths(program: str, args: Sequence[str | None]) -> Collection[int]:
+    """The positions in `args` that `program` reads as text, patterns or scripts, never as paths (none for
+    a program the table does not describe), each once or more: a few at most, tested with `in`."""
+    spec = (_loaded or _programs()).get(program)
     if spec is None:
-        return frozenset()
+        return _NOTHING
     if spec.text:
-        return frozenset(range(len(args)))
-    if not spec.script:
-        for arg in args:  # a loop: cheaper than `any` over a generator
-            if arg is not None and arg[:1] == "-":
-                break
-        else:
-            return _NOTHING  # operands only, and every one a path (`cat README.md`)
-    reading = _Reading()
+        return range(len(args))
+    if not spec.script and not _any_option(args):
+        return _NOTHING  # operands only, and every one a path (`cat README.md`)
+    skipped: list[int] = []
+    settled = False  # no operand is taken for the script (`_Read.settles`)
     first_operand: int | None = None
     index = 0
     count = len(args)
@@ -115,10 +134,45 @@ def not_paths(program: str, args: Sequence[str | None]) -> frozenset[int]:
             first_operand = index if first_operand is None else first_operand
             index += 1
             continue
-        index = (_long if arg[:2] == "--" else _cluster)(spec, args, index, reading)
-    if spec.script and not reading.no_script_operand and not reading.uncertain and first_operand is not None:
-        reading.skipped.add(first_operand)
-    return frozenset(reading.skipped)
+        read = spec.options.get(arg)
+        if read is None:
+            if arg[1] != "-" and spec.flag_letters.issuperset(arg[1:]):  # a cluster of flags only (`ls -la`)
+                skipped.append(index)
+                index += 1
+                continue
+            read = _read(spec, arg)
+        for offset in read.text:
+            skipped.append(index + offset)
+        settled = settled or read.settles
+        index += read.advance
+    if spec.script and not settled and first_operand is not None:
+        skipped.append(first_operand)
+    return skipped
+
+
+def _any_option(args: Sequence[str | None]) -> bool:
+    for arg in args:  # a loop: cheaper than `any` over a generator
+        if arg is not None and arg[:1] == "-":
+            return True
+    return False
+
+
+_UNKNOWN = _Read(1, (), True)
+
+
+def _read(spec: _Program, arg: str) -> _Read:
+    """What reading the option word `arg`, which the table does not name and is no cluster of flags only,
+    finds: a cluster led by a letter the table does not know (`head -20`) is read no further (`_cluster`)."""
+    if arg[1] != "-" and arg[1] not in spec.short:
+        return _UNKNOWN
+    return _read_option(spec, arg)
+
+
+def _read_option(spec: _Program, arg: str) -> _Read:
+    """What reading the option word `arg` finds: it depends on nothing but the word."""
+    reading = _Reading()
+    advance = (_long if arg[:2] == "--" else _cluster)(spec, (arg,), 0, reading)
+    return _Read(advance, tuple(sorted(reading.skipped)), reading.no_script_operand or reading.uncertain)
 
 
 def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:

@@ -36,8 +36,11 @@ _SINGLE = r"'(?:[\x20-\x26\x28-\x7d][\x20-\x26\x28-\x7e]*)?'"
 _TOKEN = f"(?:{_WORD}|{_DOUBLE}|{_SINGLE})"
 _COMMAND = f"{_TOKEN}(?:[ \\t]+{_TOKEN})*"
 _OPERATORS = frozenset(("&&", "||", ";"))  # and `|`, which joins a pipeline
-_UNQUOTED_LINE = re.compile(r"[A-Za-z0-9_./:@%+,=| \t;&-]*")  # plain words, blanks and operators
-_QUOTES = re.compile(r"\"[^\"]*\"|'[^']*'")  # what a quoted word can be at most (each quote closed)
+_UNQUOTED = r"[A-Za-z0-9_./:@%+,=| \t;&-]*"  # plain words, blanks and operators
+_UNQUOTED_LINE = re.compile(_UNQUOTED)
+# The same with quoted text, each quote closed (what a quoted word can be at most): every repeat starts
+# at a quote, which the unquoted characters never hold, so a line is matched one way only.
+_QUOTED_LINE = re.compile(f"{_UNQUOTED}(?:(?:\"[^\"]*\"|'[^']*'){_UNQUOTED})*")
 _OPERATOR_SPLIT = re.compile(r" (&&|\|\||;|\|) ")
 _COMMANDS = re.compile(_COMMAND)
 _UNQUOTED_COMMANDS = re.compile(f"{_WORD}(?:[ \\t]+{_WORD})*")  # the same, for a line without quotes
@@ -66,12 +69,12 @@ def read_plain(text: str) -> list[Statement] | None:
     if len(text) > MAX_CHARS or not text.isascii():
         return None
     quoted = '"' in text or "'" in text
-    if _UNQUOTED_LINE.fullmatch(_QUOTES.sub("", text) if quoted else text) is None:
+    if (_QUOTED_LINE if quoted else _UNQUOTED_LINE).fullmatch(text) is None:
         return None  # outside its quotes, a plain line holds only words, blanks and operators
     line = _split(text, quoted)
     if line is None:
         line = _scan(text, quoted)
-    if line is not None:
+    if line is not None and (len(line) > 1 or len(line[0]) > 1):  # not one pipeline alone
         for statement in line:
             for index in range(len(statement) - 1):
                 if len(statement[index][1]) > 2:
@@ -86,11 +89,11 @@ def _split(text: str, quoted: bool) -> list[Statement] | None:
     operator splits only between blanks)."""
     if "  " in text or "\t" in text or text[:1] == " " or text[-1:] == " ":
         return None
-    if quoted:
-        for word in text.split(" "):
-            if ('"' in word or "'" in word) and _QUOTED_WORD.fullmatch(word) is None:
-                return None
-    return _split_commands(_OPERATOR_SPLIT.split(text[:-2] if text[-2:] == " ;" else text))
+    body = text[:-2] if text[-2:] == " ;" else text
+    if "&" not in body and "|" not in body and ";" not in body:  # one command, the most common line
+        command = _command(body, body.split(" "), quoted) if body else None
+        return None if command is None else [[("", [command])]]
+    return _split_commands(_OPERATOR_SPLIT.split(body), quoted)
 
 
 def _scan(text: str, quoted: bool) -> list[Statement] | None:
@@ -116,22 +119,23 @@ def _scan(text: str, quoted: bool) -> list[Statement] | None:
             statement.append((operator if statement else "", pipeline))
         end = match.end()
         command = match.group()
-        pipeline.append(_command(command, _TOKENS.findall(command) if quoted else command.split()))
+        if not quoted:
+            raws = command.split()
+            pipeline.append((command, _words(raws), list(raws)))
+        else:
+            words = [_word(raw) for raw in _TOKENS.findall(command)]
+            pipeline.append((command, words, [word.value for word in words]))
     if not statement or text[end:].strip(" \t") not in ("", ";"):
         return None
     statements.append(statement)
     return statements
 
 
-def _split_commands(parts: list[str]) -> list[Statement] | None:
+def _split_commands(parts: list[str], quoted: bool) -> list[Statement] | None:
     """`read_plain` of a line split at its operators, each between single blanks: the commands with the
     operators between them; None when a command is empty or holds what is left of an
-    operator (`ls;`, `a &`, `a |& b`), which the scan reads instead."""
-    if len(parts) == 1:  # one command, the most common line
-        command = parts[0]
-        if not command or "&" in command or "|" in command or ";" in command:
-            return None
-        return [[("", [_command(command, command.split(" "))])]]
+    operator (`ls;`, `a &`, `a |& b`), which the scan reads instead, or a word holding a quote that is
+    not one quoted word."""
     statements: list[Statement] = []
     statement: Statement = []
     pipeline: Pipeline = []
@@ -140,7 +144,10 @@ def _split_commands(parts: list[str]) -> list[Statement] | None:
         command = parts[index]
         if not command or "&" in command or "|" in command or ";" in command:
             return None
-        pipeline.append(_command(command, command.split(" ")))
+        read = _command(command, command.split(" "), quoted)
+        if read is None:
+            return None
+        pipeline.append(read)
         joiner = parts[index + 1] if index + 1 < len(parts) else ""
         if joiner == "|":
             continue
@@ -154,11 +161,18 @@ def _split_commands(parts: list[str]) -> list[Statement] | None:
     return statements
 
 
-def _command(text: str, raws: list[str]) -> Command:
-    """The command `text` of the words `raws`: a plain word's value is its text, a quoted word's what its
-    quotes hold."""
+def _command(text: str, raws: list[str], quoted: bool) -> Command | None:
+    """The command `text` of the words `raws` (split at single blanks, none empty): a plain word's value is
+    its text, a quoted word's what its quotes hold; None when a word holds a quote and is not one quoted
+    word (`a"b"`, `"a b"` split at its blank). `quoted`: the line holds a quote somewhere."""
+    if not quoted or ('"' not in text and "'" not in text):
+        return text, _words(raws), list(raws)
     words = _words(raws)
-    values: list[str | None] = [word.value for word in words] if '"' in text or "'" in text else list(raws)
+    values: list[str | None] = []
+    for word in words:
+        if word.kind == "word" and ('"' in word.raw or "'" in word.raw):
+            return None  # a quote inside a word (`a"b"`) or a quoted word split at its blank (`"a`, `b"`)
+        values.append(word.value)
     return text, words, values
 
 
@@ -172,9 +186,10 @@ def _words(raws: list[str]) -> list[Word]:
 
 
 def _word(raw: str) -> Word:
-    """The word `_name_word` and `_arguments` read from a plain word, number or quoted word's text."""
+    """The word `_name_word` and `_arguments` read from a plain word, number or quoted word's text; a word
+    that starts with a quote and is not one quoted word is a plain word, which `_command` refuses."""
     first = raw[0]
-    if first == '"' or first == "'":
+    if (first == '"' or first == "'") and _QUOTED_WORD.fullmatch(raw) is not None:
         value = raw[1:-1]
         return _new_word(
             Word, (raw, value, value, False, None, "string" if first == '"' else "raw_string", (), value, ())

@@ -44,7 +44,7 @@ def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], 
     for arg in args:
         if arg is None:
             return f"`{base}` takes an argument only known when it runs"
-        name = arg.partition("=")[0]
+        name = arg.partition("=")[0] if "=" in arg else arg
         attached = arg[:2] if len(arg) > 2 and arg[1] != "-" else None
         if name in options or attached in options:
             shown = name if name in options else attached

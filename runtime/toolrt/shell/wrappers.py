@@ -82,6 +82,11 @@ class WrapperTable:
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
     _described: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    _last_words: Mapping[str, frozenset[str]] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False, compare=False
+    )
+    """First word → the last words of the wrappers' names that start with it, when every one of them has
+    more than one word (`git`: `foreach`, `grep`): a command holding none of them names none of them."""
     facts: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Command name → its `facts.ProgramFacts`, derived from this table (and the packaged ones) on
     first use and kept with it: each line reads one record per command instead of a dozen tables."""
@@ -92,7 +97,14 @@ class WrapperTable:
             index.setdefault(name[0], []).append(wrapper)
         # Longest names first, so the first full match is the most specific (`uv tool run`, `uv run`).
         by_first = {first: tuple(sorted(found, key=lambda w: -len(w.name))) for first, found in index.items()}
-        object.__setattr__(self, "_by_first_word", MappingProxyType(by_first))
+        # Private indexes as dicts, not read-only views (whose `get` costs twice as much): read per command.
+        object.__setattr__(self, "_by_first_word", by_first)
+        last_words = {
+            first: frozenset(wrapper.name[-1] for wrapper in found)
+            for first, found in by_first.items()
+            if all(len(wrapper.name) > 1 for wrapper in found)
+        }
+        object.__setattr__(self, "_last_words", last_words)
         described = (*self.unseen, *self.code_options, *self.subcommands, *self.follow_options)
         object.__setattr__(self, "_described", frozenset(described))
 
@@ -102,6 +114,9 @@ class WrapperTable:
         if first is None:
             return None
         base = first.rpartition("/")[2]
+        last = self._last_words.get(base)
+        if last is not None and last.isdisjoint(words):
+            return None  # the common case (`git commit`): no word of the names' last words is there
         for wrapper in self._by_first_word.get(base, ()):
             name = wrapper.name
             if start + len(name) <= len(words) and tuple(words[start + 1 : start + len(name)]) == name[1:]:
@@ -119,8 +134,12 @@ class WrapperTable:
         first = words[0] if words else None
         if first is None:
             return None
-        for wrapper in self._by_first_word.get(first.rpartition("/")[2], ()):
-            if wrapper.name[-1] not in words:  # the common case (`git commit`): no word of the name is there
+        base = first.rpartition("/")[2]
+        last = self._last_words.get(base)
+        if last is not None and last.isdisjoint(words):
+            return None  # the common case (`git commit`): no word of the names' last words is there
+        for wrapper in self._by_first_word.get(base, ()):
+            if wrapper.name[-1] not in words:  # no word of the name is there
                 continue
             kept: list[str | None] = [first]
             index = 1

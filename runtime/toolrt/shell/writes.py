@@ -19,7 +19,7 @@ from typing import Any, Literal
 from ..config.resources import read_yaml
 from ..permissions.model import UNNAMED
 
-__all__ = ["WriteRule", "copies", "may_name_output", "may_write", "write_rules", "written"]
+__all__ = ["WriteRule", "copies", "may_name_output", "may_write", "names_output", "write_rules", "written"]
 
 Operands = Literal["last", "all", "all_but_first", "none"]
 _GIT_CONFIG_WRITES = frozenset(
@@ -165,8 +165,12 @@ def may_write(values: Sequence[str | None]) -> bool:
     if not values or values[0] is None:
         return False
     name = values[0].rpartition("/")[2]
-    if name == "git" or name in write_rules():
-        return True
+    return name == "git" or name in write_rules() or names_output(values)
+
+
+def names_output(values: Sequence[str | None]) -> bool:
+    """Whether a word after the command's name (`values[0]`) may be an option by which a program the table
+    does not know writes a file (`may_name_output`): for such a program, all `may_write` reads."""
     for value in values[1:]:
         if value is not None and value.startswith(_NAMING_PREFIXES):  # may_name_output
             return True
