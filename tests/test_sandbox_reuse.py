@@ -11,6 +11,7 @@ see the real tree. Real processes, real namespaces, real overlays, the thread la
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -141,3 +142,24 @@ def test_a_directory_above_a_mask_made_stricter_by_the_host_is_refused_to_the_ne
             assert "Permission denied" in output and "readable" not in output, output
     finally:
         (root / "sub").chmod(0o755)
+
+
+def test_a_process_cannot_change_the_mode_of_the_terminals_or_proc_its_namespace_keeps_for_the_next(
+    tmp_path: Path,
+) -> None:
+    """The namespace's own devpts and procfs outlive the process (its next process of the key gets them, and
+    every covered namespace copied from one base shares its procfs), and Landlock does not govern a mode
+    change: a sandboxed root, owner of their roots, could `chmod 000` them and leave every later process
+    without terminals, `/proc/self` or `/dev/fd`. Each is mounted read-only, so the change is refused."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = _plan(root)
+    targets = "/dev/pts /dev/pts/ptmx /proc"
+    _, before = _run(f"stat -c %a {targets}", plan, root)
+    for _ in range(2):
+        _, output = _run(f"chmod 000 {targets} 2>&1; chmod 777 {targets} 2>&1; echo done", plan, root)
+        assert output.count("Read-only file system") == 6 and output.endswith("done\n"), output
+        terminal = "python3 -c 'import os, pty; print(os.ttyname(pty.openpty()[1]))'"
+        _, after = _run(f"stat -c %a {targets}; ls /proc/self/fd; {terminal}", plan, root)
+        assert after.startswith(before) and re.search(r"\n/dev/pts/[0-9]+\n$", after), after
+        assert after.removeprefix(before).startswith("0\n1\n2\n"), after
