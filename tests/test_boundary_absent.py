@@ -72,8 +72,22 @@ ROUTES = {
     "a hard link to one": "ln .envrc linked",
     "a FIFO in its place": "mkfifo .bashrc",
     "a socket bound at its name": ("python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\".profile\")'"),
+    # renameat2's flags: a swap with a real file (RENAME_EXCHANGE), a rename that refuses an existing target
+    # (RENAME_NOREPLACE), one that leaves a whiteout behind (RENAME_WHITEOUT); each is a route of its own.
+    **{
+        f"renameat2 {flag}": (
+            f"cp stage.yaml staged3 && python3 -c 'import ctypes, sys; libc = ctypes.CDLL(None); "
+            f'sys.exit(libc.renameat2(-100, b"staged3", -100, b"toolrt.yaml", {value}) != 0)\''
+        )
+        for flag, value in (("RENAME_EXCHANGE", 2), ("RENAME_NOREPLACE", 1), ("RENAME_WHITEOUT", 4))
+    },
+    "an O_TMPFILE file linked at its name": (
+        'python3 -c \'import ctypes, os, sys; fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644); '
+        'sys.exit(ctypes.CDLL(None).linkat(-100, f"/proc/self/fd/{fd}".encode(), -100, b".envrc", 0x400) != 0)\''
+    ),
+    "unlink one": "python3 -c 'import os; os.unlink(\".idea\")'",
 }
-LEFT = {"ok.txt", "staged", "staged2", "dir", "onto", "empty"}
+LEFT = {"ok.txt", "staged", "staged2", "staged3", "dir", "onto", "empty"}
 """What the refused routes leave behind, and the ordinary file."""
 ORDINARY = "echo fine > ok.txt && mkdir d && mv d d2 && rm -r d2 && sed -i s/one/two/ stage.yaml && echo ORDINARY-OK"
 

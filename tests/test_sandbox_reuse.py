@@ -1,16 +1,18 @@
-"""Covered mount namespaces reused (`namespaces._recycle`): once a process and everything it started have ended,
-its namespace's overlay forgets every name it looked up and the namespace serves the next process of its key,
-instead of being unmounted (which synced the project's whole filesystem) and made anew for each process.
+"""Covered mount namespaces across processes: each process gets one of its own, made ahead of it, and none
+is handed to a later process (`namespaces.covered_namespace`), since what a process leaves behind (descriptors
+in flight over a socket pair) keeps its overlay's entries looked up after it ended.
 
 An overlay does not see changes made beside it to names it has looked up: the attacks here make each such
 change on the host between two processes (a name looked up and absent, then created; a directory looked up,
-then renamed away and made anew; a file read, then removed) and the next process, in the same namespace, must
-see the real tree. Real processes, real namespaces, real overlays, the thread launcher (root only).
+then renamed away and made anew; a file read, then removed; a directory held in flight, then moved out of the
+project) and the next process must see the real tree. Real processes, real namespaces, real overlays, the
+thread launcher (root only).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -65,12 +67,12 @@ def _ready(root: Path) -> int:
 def _run(command: str, plan: SandboxPlan, root: Path) -> tuple[str, str]:
     """(the process's mount namespace, its output after that line), once the one it used is ready again."""
     output = sandboxed_bash(f"readlink /proc/self/ns/mnt; {command}", plan, root).output
-    _until(lambda: _ready(root) >= 2, "put the used namespace back beside the one made ahead")
+    _until(lambda: _ready(root) >= 1 and not namespaces._building, "made the next process's namespace ahead")
     namespace, _, rest = output.partition("\n")
     return namespace, rest
 
 
-def test_a_reused_namespace_sees_every_change_made_beside_it_between_two_processes(tmp_path: Path) -> None:
+def test_the_next_process_sees_every_change_made_beside_the_last_one(tmp_path: Path) -> None:
     root = tmp_path / "project"
     (root / "d").mkdir(parents=True)
     (root / "d" / "f").write_text("v0\n")
@@ -95,14 +97,13 @@ def test_a_reused_namespace_sees_every_change_made_beside_it_between_two_process
         seen.append(namespace)
         assert f"made later\nv{step + 1}\n" in output, output
         assert f"gone{step}: No such file or directory" in output and f"old{step}\n" in output, output
-    assert len(set(seen)) < len(seen) / 2, seen  # the namespaces were reused, not made per process
     assert not (root / "tools.d").exists()
 
 
 def test_a_directory_moved_above_a_mask_gives_a_namespace_that_sees_the_new_one(tmp_path: Path) -> None:
     """A denied directory's mask holds the overlay's entry of each directory above it while the namespace
     lasts: moving one of them away and the masked directory (the same inode) into a new one in its place
-    must not leave a reused namespace showing the old directory under the name."""
+    must not leave a namespace made ahead showing the old directory under the name."""
     root = tmp_path / "project"
     (root / "sub" / "vault").mkdir(parents=True)
     (root / "sub" / "vault" / "key").write_text("SECRET\n")
@@ -141,3 +142,62 @@ def test_a_directory_above_a_mask_made_stricter_by_the_host_is_refused_to_the_ne
             assert "Permission denied" in output and "readable" not in output, output
     finally:
         (root / "sub").chmod(0o755)
+
+
+def test_a_process_cannot_change_the_mode_of_the_terminals_or_proc_for_the_next(
+    tmp_path: Path,
+) -> None:
+    """A procfs outlives the process (every covered namespace copied from one base shares it, every process of a
+    kept namespace too), and so did a covered namespace's devpts while the namespace served the next process
+    of its key. Landlock does not govern a mode change: a sandboxed root, owner of their roots, could `chmod
+    000` them and leave every later process without terminals, `/proc/self` or `/dev/fd`. Each is mounted
+    read-only, so the change is refused."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = _plan(root)
+    targets = "/dev/pts /dev/pts/ptmx /proc"
+    _, before = _run(f"stat -c %a {targets}", plan, root)
+    for _ in range(2):
+        _, output = _run(f"chmod 000 {targets} 2>&1; chmod 777 {targets} 2>&1; echo done", plan, root)
+        assert output.count("Read-only file system") == 6 and output.endswith("done\n"), output
+        terminal = "python3 -c 'import os, pty; print(os.ttyname(pty.openpty()[1]))'"
+        _, after = _run(f"stat -c %a {targets}; ls /proc/self/fd; {terminal}", plan, root)
+        assert after.startswith(before) and re.search(r"\n/dev/pts/[0-9]+\n$", after), after
+        assert after.removeprefix(before).startswith("0\n1\n2\n"), after
+
+
+_PIN = """python3 -c "
+import array, os, socket
+held = array.array('i', [os.open('d', os.O_RDONLY), os.open('d/f', os.O_RDONLY)])
+a, b = socket.socketpair()  # each end sent over the other with the files: in flight after every process ended
+a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [a.fileno(), b.fileno(), *held]))])
+b.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [a.fileno(), b.fileno(), *held]))])
+print('pinned')
+"
+"""
+
+
+def test_a_directory_a_process_left_in_flight_is_not_the_next_process_s_once_the_person_moved_it_away(
+    tmp_path: Path,
+) -> None:
+    """A process can leave descriptors behind it: sent over a socket pair whose ends are in flight over each
+    other, they outlive every process of its PID namespace until the kernel's garbage collector finds them,
+    and keep the overlay's entries for their names looked up. The person then moves the directory out of
+    the project (a private place) and makes another under its name: the next process must see the new one,
+    and neither read nor write the one moved away, which is outside every rule's reach now."""
+    root = tmp_path / "project"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f").write_text("v0\n")
+    private = tmp_path / "private"
+    private.mkdir()
+    plan = _plan(root)
+    for step in range(4):
+        assert sandboxed_bash(_PIN, plan, root).output == "pinned\n"
+        _until(lambda: _ready(root) >= 1 and not namespaces._building, "made the next namespace ready")
+        (root / "d").rename(private / f"moved{step}")
+        (root / "d").mkdir()
+        (root / "d" / "f").write_text(f"v{step + 1}\n")
+        output = sandboxed_bash(f"cat d/f; ls d; echo x > d/written{step}; echo $?", plan, root).output
+        assert output == f"v{step + 1}\nf\n0\n", output
+        assert not (private / f"moved{step}" / f"written{step}").exists()
+        assert (root / "d" / f"written{step}").read_text() == "x\n"

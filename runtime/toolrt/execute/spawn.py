@@ -360,7 +360,7 @@ def _popen_in_sandbox(
         raise outcome
     popen, pidfd = outcome
     if handoff.namespace is not None:  # here: that thread may start no thread (its next PID namespace differs)
-        release_after(popen.pid, handoff.namespace, reuse=plan.pid_namespace)  # reused once all it started ended
+        release_after(popen.pid, handoff.namespace)
     if handoff.supervised is not None:
         supervise(handoff.supervised, plan.sockets, network=not plan.deny_network)
     process = PidfdProcess(popen, pidfd)

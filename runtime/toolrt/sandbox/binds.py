@@ -25,7 +25,7 @@ import errno
 import os
 from collections.abc import Iterable
 
-__all__ = ["bind_read_only", "forget_lookups"]
+__all__ = ["bind_read_only"]
 
 _MS_RDONLY = 1
 _MS_REMOUNT = 32
@@ -35,10 +35,6 @@ _MNT_DETACH = 2
 _KEPT_FLAGS = os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME | os.ST_RELATIME
 
 _OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442  # the same numbers on every architecture (the generic table)
-_FSCONFIG, _FSPICK = 431, 433
-_FSPICK_CLOEXEC = 0x1
-_FSPICK_EMPTY_PATH = 0x8
-_FSCONFIG_CMD_RECONFIGURE = 7
 _OPEN_TREE_CLONE = 1
 _AT_EMPTY_PATH = 0x1000
 _AT_RECURSIVE = 0x8000
@@ -229,21 +225,3 @@ def _mount(source: bytes | None, target: bytes, flags: int) -> None:
 
 def _fail(what: str, code: int) -> OSError:
     return OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def forget_lookups(mount_root: int) -> bool:
-    """Have the filesystem mounted at `mount_root` (an fd of a mount's root; an overlay's) forget every name
-    it has looked up that nothing holds now: a reconfigure of its superblock (`fspick`, `fsconfig`), which
-    drops every unused dentry of it first, cached positive and negative alike, and changes nothing else. An
-    overlay with the real root as its upper layer then looks each name up again, as a fresh one would.
-    Works from any mount namespace (the fd names the mount). False where the calls are refused."""
-    picked = int(
-        _libc.syscall(_FSPICK, ctypes.c_int(mount_root), _EMPTY, ctypes.c_uint(_FSPICK_CLOEXEC | _FSPICK_EMPTY_PATH))
-    )
-    if picked < 0:
-        return False
-    try:
-        done = _libc.syscall(_FSCONFIG, ctypes.c_int(picked), ctypes.c_uint(_FSCONFIG_CMD_RECONFIGURE), None, None, 0)
-        return bool(done == 0)
-    finally:
-        os.close(picked)

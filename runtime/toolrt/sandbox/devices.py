@@ -37,10 +37,17 @@ _MS_NOEXEC = 8
 _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
+_PTS_FLAGS = _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC
+"""Read-only, like the procfs (`own_proc`): a terminal opens for writing all the same (a device node is no
+file of its mount), while a mode change on the root or `ptmx` is refused. Landlock does not govern a mode
+change, and a sandboxed root owns both: `chmod 000 /dev/pts` would otherwise last as long as the mount,
+which a covered namespace reused for the next process of its key keeps (and a procfs, every namespace
+copied from its base)."""
 
 _PROC_OPTIONS = "hidepid=invisible,gid=2147483646"
 """Only processes the reader may trace are listed; `gid` names a group no one is in (by default root's
-group, whose members see every process)."""
+group, whose members see every process). Mounted read-only: Landlock refuses a write to it anyway, and the
+mount's flag refuses a mode change on its root too (see `_PTS_FLAGS`)."""
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
@@ -72,7 +79,7 @@ def minimal_dev() -> None:
             _mount(f"/proc/self/fd/{fd}", target, _MS_BIND | _MS_REC)
         os.mkdir("/dev/pts", 0o755)
         try:  # no host terminal: when no devpts can be made here, programs get no terminal at all
-            _mount("devpts", "/dev/pts", _MS_NOSUID | _MS_NOEXEC, "devpts", _PTS_OPTIONS)
+            _mount("devpts", "/dev/pts", _PTS_FLAGS, "devpts", _PTS_OPTIONS)
         except OSError:
             pass
         for name, link in _LINKS.items():
@@ -90,7 +97,7 @@ def own_terminals() -> None:
     process's reach, and its own out of theirs. Raises OSError when none can be mounted over an instance
     that holds terminals: the shared one would stay in reach."""
     try:
-        _mount("devpts", "/dev/pts", _MS_NOSUID | _MS_NOEXEC, "devpts", _PTS_OPTIONS)
+        _mount("devpts", "/dev/pts", _PTS_FLAGS, "devpts", _PTS_OPTIONS)
     except OSError:
         if os.path.exists("/dev/pts/ptmx"):
             raise
@@ -102,7 +109,7 @@ def own_proc() -> bool:
     the process's own tree. Whether it was mounted (False: this namespace's owner may not mount a
     procfs of the host's PID namespace, as in the fork server's user namespace)."""
     try:
-        _mount("proc", "/proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "proc", _PROC_OPTIONS)
+        _mount("proc", "/proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "proc", _PROC_OPTIONS)
     except OSError:  # EPERM in a user namespace: the host's /proc stays (its processes' files still need ptrace)
         return False
     return True

@@ -1,9 +1,8 @@
 """The keeper: three threads of toolrt's for the thread launcher's work off the calls' path. One makes ahead
 the next process's covered mount namespace (`namespaces._make_spare`); one starts ahead the thread it will
-be launched from (`start_thread`). The third, once a used namespace's process has ended, hands it to the
-making thread to be made ready for the next process (`namespaces._recycle`), or closes it (the last
-reference unmounts it, and unmounting an overlay syncs the filesystem under it, which may wait on the
-disk: never in the way of the next namespace being made), at the lowest priority (nice 19: no call
+be launched from (`start_thread`). The third closes each used namespace once its process has ended (the
+last reference unmounts it, and unmounting an overlay syncs the filesystem under it, which may wait on
+the disk: never in the way of the next namespace being made), at the lowest priority (nice 19: no call
 waits for an unmount, which on a busy machine would take the CPU from the call that ended and the
 next). A thread started per process for each of these jobs cost about 0.1 ms of CPU, three per process,
 one of them on the call's path; these three are started once, and wait on their jobs and on the
@@ -23,7 +22,6 @@ inherits the empty set, so a launch thread made ahead need not drop the 41 capab
 from __future__ import annotations
 
 import _thread
-import functools
 import os
 import select
 import threading
@@ -37,12 +35,10 @@ __all__ = ["bounding_set_empty", "close_when_ended", "park_a_thread", "soon", "s
 
 _lock = threading.Lock()
 _jobs: deque[Callable[[], None]] = deque()
-_Then = Callable[[int], None]
-_ends: deque[tuple[int, int, _Then | None]] = deque()
-"""(pidfd, fd, then): close `fd` (or hand it to `then`) once the process of `pidfd` has ended (both are the
-keeper's to close)."""
-_watched: dict[int, tuple[int, _Then | None]] = {}
-"""pidfd → the fd to close (or hand on) once that process has ended: the `ends` thread's (the `_ends` it took in)."""
+_ends: deque[tuple[int, int]] = deque()
+"""(pidfd, fd): close `fd` once the process of `pidfd` has ended (both are the keeper's to close)."""
+_watched: dict[int, int] = {}
+"""pidfd → the fd to close once that process has ended: the `ends` thread's (the `_ends` it took in)."""
 _wakes: dict[str, int] = {}
 """`jobs`, `threads` and `ends` → the eventfd that wakes the thread serving them, once it runs (cleared in a forked
 child, which has neither thread)."""
@@ -76,17 +72,16 @@ def soon(job: Callable[[], None]) -> None:
     os.eventfd_write(wake, 1)
 
 
-def close_when_ended(pid: int, fd: int, then: _Then | None = None) -> None:
+def close_when_ended(pid: int, fd: int) -> None:
     """Close `fd` (the keeper's from now on) once process `pid` has ended; at once when it has (or cannot
-    be watched). With `then`: run `then(fd)` in the making thread instead (see `soon`), which owns `fd`
-    from then on; never when the process could not be watched (`fd` is closed)."""
+    be watched)."""
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
         os.close(fd)
         return
     with _lock:
-        _ends.append((pidfd, fd, then))
+        _ends.append((pidfd, fd))
         wake = _started("ends")
     os.eventfd_write(wake, 1)
 
@@ -163,19 +158,16 @@ def _close_ended(wake: int) -> None:
         for fd, _ in poller.poll():
             if fd != wake:
                 poller.unregister(fd)
-                held, then = _watched.pop(fd)  # before closing: a child forked meanwhile closes only what is open
+                held = _watched.pop(fd)  # before closing: a child forked meanwhile closes only what is open
                 os.close(fd)
-                if then is None:
-                    os.close(held)
-                else:
-                    soon(functools.partial(then, held))
+                os.close(held)
                 continue
             os.eventfd_read(wake)
             with _lock:
                 ends = list(_ends)
-                _watched.update((pidfd, (fd, then)) for pidfd, fd, then in ends)  # before `_ends` is cleared:
-                _ends.clear()  # a child forked meanwhile closes each
-            for pidfd, _, _ in ends:
+                _watched.update(ends)  # before `_ends` is cleared: a child forked meanwhile closes each
+                _ends.clear()
+            for pidfd, _ in ends:
                 poller.register(pidfd, select.POLLIN)
 
 
@@ -221,8 +213,7 @@ def _forget_in_child() -> None:
     after those ended (their pidfds and the keeper's eventfds with them)."""
     global _lock
     _lock = threading.Lock()
-    ended = [(pidfd, fd) for pidfd, fd, _ in _ends] + [(pidfd, fd) for pidfd, (fd, _) in _watched.items()]
-    kernel.close_each({*(fd for pair in ended for fd in pair), *_wakes.values()})
+    kernel.close_each({*(fd for pair in (*_ends, *_watched.items()) for fd in pair), *_wakes.values()})
     _jobs.clear()
     _ends.clear()
     _watched.clear()

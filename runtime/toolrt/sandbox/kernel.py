@@ -352,13 +352,12 @@ def open_in_root(root: int, path: str) -> int:
 TERMINALS = "/dev/pts"
 
 
-def grant_own_terminals(ruleset: int, rules: LandlockRules, terminals: int | None = None) -> None:
+def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
     """Add to `ruleset` the rights its rules give `/dev/pts`, on the `/dev/pts` of the mount namespace
     the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
     devpts of its own there, one per process (`devices.own_terminals`), whose root is another inode.
     So `ruleset` must be this process's own (`build_ruleset`), never a kept one: each process it served
-    would add its instance, and every later one would be granted them all. `terminals`: an O_PATH fd of
-    that devpts's root, opened in the namespace, to grant instead (the caller may be elsewhere)."""
+    would add its instance, and every later one would be granted them all."""
     rights = 0
     for path, granted in rules.paths:
         if path == TERMINALS:
@@ -367,11 +366,7 @@ def grant_own_terminals(ruleset: int, rules: LandlockRules, terminals: int | Non
     if not rights or numbers is None:
         return
     try:
-        fd = (
-            os.dup(terminals)
-            if terminals is not None
-            else os.open(TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        )
+        fd = os.open(TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return  # no terminals here: nothing to grant
     try:
@@ -536,29 +531,23 @@ def cover_absent(cover: Mapping[str, Any]) -> None:
     top of it (and the data directory holding `lower` and `work` read-only after them).
 
     An overlay caches what it looked up and does not see changes made beside it, so a namespace with a
-    cover serves one process at a time and forgets what it looked up before the next (see
-    `namespaces.covered_namespace`); its lower layer can come from a kept base (`cover_base`), then only
-    `cover_root` is made per namespace."""
+    cover serves one process and is never kept (see `namespaces.covered_namespace`); its lower layer
+    can come from a kept base (`cover_base`), then only `cover_root` is made per process."""
     cover_lower(cover)
     cover_root(cover)
 
 
-def covered_mounts(
-    key: tuple[Any, ...], cover: Mapping[str, Any], *, lower: bool, dev: bool, overlay: list[int] | None = None
-) -> None:
+def covered_mounts(key: tuple[Any, ...], cover: Mapping[str, Any], *, lower: bool, dev: bool) -> None:
     """In a fresh private mount namespace for ONE process: the cover (`cover_absent`, or only `cover_root`
     on a copy of a base that holds the lower layer: not `lower`), then the mounts `key` describes
     (`make_mounts`), those beneath the root bound from the real tree. The working directory is the real
     root while the overlay is mounted on it (an overlay mounted on a directory does not move a working
-    directory in it), and `/` again at the end. `overlay`: gets an O_PATH fd of the overlay's root (see
-    `binds.forget_lookups`), opened before anything is mounted on or beneath it."""
+    directory in it), and `/` again at the end."""
     os.chdir(str(cover["root"]))
     try:
         if lower:
             cover_lower(cover)
         cover_root(cover)
-        if overlay is not None:
-            overlay.append(os.open(str(cover["root"]), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
         make_mounts(key, dev=dev, beneath=str(cover["root"]))
     finally:
         os.chdir("/")

@@ -17,14 +17,13 @@ process (and keeps its own, the same way).
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from . import binds, keeper, kernel, launch_request, loopback, seccomp
+from . import keeper, kernel, launch_request, loopback, seccomp
 
 __all__ = [
     "covered_namespace",
@@ -248,12 +247,9 @@ def _filter_sockets(request: Mapping[str, Any]) -> int | None:
 
 
 _spares: OrderedDict[tuple[Any, ...], list[tuple[int, int | None]]] = OrderedDict()
-"""Covered mount namespaces ready for their next process, by key (see `covered_namespace`): made ahead, or
-used before and made to forget what they looked up (`_recycle`), each with the process's own Landlock ruleset
-when it has a minimal /dev (its devpts granted), else None. At most `_MAX_SPARES` in all."""
-_overlays: dict[int, tuple[int, int | None]] = {}
-"""Covered namespace fd → O_PATH fds of its overlay's root and of its own devpts (None without one), held
-for `_recycle`; closed with the namespace (`_close`)."""
+"""Covered mount namespaces made ahead of use, by key, each for one process (see `covered_namespace`), with
+the process's own Landlock ruleset when it has a minimal /dev (its devpts granted), else None. At most
+`_MAX_SPARES` in all."""
 _building: set[tuple[Any, ...]] = set()
 _built = threading.Condition(_lock)
 """Notified whenever a spare's making ends (made or failed)."""
@@ -275,12 +271,14 @@ def covered_namespace(
     pinned: Sequence[str] = (),
     rules: kernel.LandlockRules | None = None,
 ) -> tuple[int, int | None]:
-    """An fd of a mount namespace for ONE process at a time: the kept mounts, and the absent protected names
-    covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes under
-    it, so no two processes share one at once, and one is handed out only when its overlay has looked up
-    nothing yet (made ahead, in a thread, before it is needed) or has forgotten all it looked up after its
-    last process and everything that process started ended (`_recycle`). Making one, putting one back or
-    unmounting one is left to `release_after`: none is on the path of a call.
+    """An fd of a fresh mount namespace for ONE process: the kept mounts, and the absent protected names
+    covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes
+    under it, so no two processes share one, not even one after the other: a process can leave
+    descriptors of its files in flight over a socket pair of its own (sent over each other's ends), which
+    outlive it and keep the overlay's entries for their names looked up, so its overlay would show the
+    next process a directory the person has moved away since. The next one is made ahead, in a thread,
+    before it is needed (its overlay has looked nothing up until it is used), and the end of each
+    (unmounting it, a few milliseconds) is left to `release_after`: neither is on the path of a call.
 
     With `dev` and `rules`, a namespace made ahead comes with the process's own ruleset made ahead too
     (the second fd, to enforce and close; None when it was not made ahead): `rules` built from the kept
@@ -304,19 +302,16 @@ def covered_namespace(
             return spare
     # Made here, for this process alone: its successor is noted under its own fd once it exists (other
     # threads make theirs meanwhile).
-    held: list[tuple[int, int | None] | None] = []
-    fd = _in_new_thread(lambda: held.append(_make_covered(mounts, cover)), "mnt")
+    fd = _in_new_thread(lambda: _make_covered(mounts, cover), "mnt")
     with _lock:
         _wanted[fd] = (key, mounts, cover, landlock)
-        if held and held[0] is not None:
-            _overlays[fd] = held[0]
     return fd, None
 
 
 def _ancestors(root: str, paths: Iterable[str]) -> tuple[str, ...]:
     """The directories strictly between `root` and each of `paths` beneath it: the overlay's entries for
-    them stay looked up while a mount beneath them lasts, so a reused namespace (`_recycle`) must find
-    them the same directories as when it was made (their identities are part of its key)."""
+    them are looked up when a mount beneath them is made, so a namespace made ahead must find them the same
+    directories when it is used (their identities are part of its key)."""
     top = root.rstrip("/")
     found: set[str] = set()
     for path in paths:
@@ -342,7 +337,7 @@ def _held_identity(directories: Iterable[str]) -> tuple[tuple[str, int, int, int
 
 
 def _take(key: tuple[Any, ...]) -> tuple[int, int | None] | None:
-    """A ready namespace of `key`, the last one put back first (called under `_lock`)."""
+    """A namespace of `key` made ahead, the last one first (called under `_lock`)."""
     ready = _spares.get(key)
     if not ready:
         return None
@@ -369,10 +364,8 @@ def _put_back(key: tuple[Any, ...], spare: tuple[int, int | None]) -> None:
 
 
 def _close(namespace: int, ruleset: int | None = None) -> None:
-    """Close a covered namespace that no process uses (its overlay unmounted with it), and what is held with it."""
-    with _lock:
-        held = _overlays.pop(namespace, None)
-    kernel.close_each(fd for fd in (namespace, ruleset, *(held or ())) if fd is not None)
+    """Close a covered namespace that no process uses (its overlay unmounted with it), and its ruleset."""
+    kernel.close_each(fd for fd in (namespace, ruleset) if fd is not None)
 
 
 def _forget(namespace: int) -> None:
@@ -382,32 +375,22 @@ def _forget(namespace: int) -> None:
     _close(namespace)
 
 
-def _make_covered(mounts: tuple[Any, ...], cover: Any) -> tuple[int, int | None] | None:
+def _make_covered(mounts: tuple[Any, ...], cover: Any) -> None:
     """In a throwaway thread: a covered namespace, copied from its kept base (`kernel.cover_base`: the
-    lower layer, the minimal /dev and own /proc are copied, not made again) where one can serve. Returns
-    the O_PATH fds `_overlays` holds for it (see `_recycle`)."""
-    overlay: list[int] = []
+    lower layer, the minimal /dev and own /proc are copied, not made again) where one can serve."""
+    if not launch_request.base_usable(cover):
+        kernel.unshare(kernel.CLONE_NEWNS)
+        kernel.make_mounts_private()
+        kernel.covered_mounts(mounts, cover, lower=True, dev=True)
+        return
+    base = _base(mounts, cover)
     try:
-        if not launch_request.base_usable(cover):
-            kernel.unshare(kernel.CLONE_NEWNS)
-            kernel.make_mounts_private()
-            kernel.covered_mounts(mounts, cover, lower=True, dev=True, overlay=overlay)
-        else:
-            base = _base(mounts, cover)
-            try:
-                kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
-                kernel.setns(base, kernel.CLONE_NEWNS)
-            finally:
-                os.close(base)
-            kernel.unshare(kernel.CLONE_NEWNS)
-            kernel.covered_mounts(mounts, cover, lower=False, dev=False, overlay=overlay)
-        terminals = (
-            os.open(kernel.TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC) if mounts[0] else None
-        )
-    except BaseException:
-        kernel.close_each(overlay)
-        raise
-    return overlay[0], terminals
+        kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
+        kernel.setns(base, kernel.CLONE_NEWNS)
+    finally:
+        os.close(base)
+    kernel.unshare(kernel.CLONE_NEWNS)
+    kernel.covered_mounts(mounts, cover, lower=False, dev=False)
 
 
 def _base(mounts: tuple[Any, ...], cover: Any) -> int:
@@ -434,18 +417,17 @@ def _base(mounts: tuple[Any, ...], cover: Any) -> int:
         return os.dup(kept)
 
 
-def _spare_ruleset(rules: kernel.LandlockRules, key: tuple[Any, ...], terminals: int | None = None) -> int | None:
+def _spare_ruleset(rules: kernel.LandlockRules, key: tuple[Any, ...]) -> int | None:
     """In the thread that made a spare covered namespace: `rules` built from their kept template (`key`,
     their `LandlockRules.key` taken outside this namespace, where the project's paths are the real ones;
-    the template is never made here) and granted this namespace's own devpts (or the one `terminals` is
-    an fd of, from anywhere); None when none is kept."""
+    the template is never made here) and granted this namespace's own devpts; None when none is kept."""
     with _lock:  # under the lock: an eviction by another thread never closes what is in use
         template = _templates.get(key)
         if template is None:
             return None
         built = template.build()
     try:
-        kernel.grant_own_terminals(built, rules, terminals)
+        kernel.grant_own_terminals(built, rules)
     except BaseException:
         os.close(built)
         raise
@@ -464,9 +446,9 @@ def _make_spare(
         _building.add(key)
 
     def body() -> None:  # in the keeper thread
-        fd = built = held = None
+        fd = built = None
         try:
-            held = _make_covered(mounts, cover)
+            _make_covered(mounts, cover)
             fd = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             built = _spare_ruleset(*landlock) if landlock is not None else None
         except OSError:
@@ -474,10 +456,6 @@ def _make_spare(
         finally:
             with _lock:
                 _building.discard(key)
-                if fd is not None and held is not None:
-                    _overlays[fd] = held
-                elif held is not None:
-                    kernel.close_each(h for h in held if h is not None)
             if fd is not None:
                 _put_back(key, (fd, built))
             else:
@@ -485,29 +463,6 @@ def _make_spare(
                     _built.notify_all()
 
     keeper.soon(body)
-
-
-def _recycle(wanted: tuple[Any, ...], namespace: int) -> None:
-    """In the keeper's making thread, once the process that used `namespace` and everything it started have
-    ended (its PID namespace's init ended last): make its overlay forget every name it looked up
-    (`binds.forget_lookups`: nothing holds them now but the mounts, whose entries and their parents are part
-    of its key), and put it back for the next process of its key, with a ruleset of its own granting its
-    devpts. Making and unmounting a covered namespace per process took a millisecond of CPU, and unmounting
-    an overlay syncs the whole filesystem under it (the project's), which on a busy disk held up the calls
-    after it. Where forgetting is refused, it is closed as before."""
-    key, _, _, landlock = wanted
-    with _lock:
-        held = _overlays.get(namespace)
-    built = None
-    try:
-        if held is None or not binds.forget_lookups(held[0]):
-            raise OSError("the overlay cannot be made to forget what it looked up")
-        if landlock is not None:
-            built = _spare_ruleset(landlock[0], landlock[1], held[1])
-    except OSError:
-        _close(namespace)
-        return
-    _put_back(key, (namespace, built))
 
 
 def _forget_in_child() -> None:
@@ -521,10 +476,8 @@ def _forget_in_child() -> None:
     _lock = threading.Lock()
     _built = threading.Condition(_lock)
     ready = [fd for spares in _spares.values() for spare in spares for fd in spare if fd is not None]
-    held = [fd for pair in _overlays.values() for fd in pair if fd is not None]
-    kernel.close_each({*ready, *held, *_wanted})
+    kernel.close_each({*ready, *_wanted})
     _spares.clear()
-    _overlays.clear()
     _wanted.clear()
     _building.clear()
 
@@ -532,23 +485,16 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def release_after(pid: int, namespace: int, reuse: bool = False) -> None:
-    """Hand a covered namespace fd to the keeper (`keeper`) once process `pid` has ended: with `reuse` (the
-    process is the init of its own PID namespace, so nothing it started outlives it) it is made to forget
-    what it looked up and serves the next process of its key (`_recycle`); else it is closed, the last
-    reference unmounting the overlay. Neither delays the call that used it. When no namespace of its key is
-    ready, the next one is made now, by the keeper too, while the process runs, not while it was being
-    started, and so is the thread it will be launched from (`keeper.start_thread`)."""
+def release_after(pid: int, namespace: int) -> None:
+    """Close a single-use namespace fd once process `pid` has ended, in the keeper thread (`keeper`): the
+    last reference unmounts the overlay, which should not delay the call that used it. Never handed to
+    another process, even once every process of its PID namespace has ended: descriptors it left in flight
+    keep its overlay's entries for their names (see `covered_namespace`). The next one is made now, by the
+    keeper too, while the process runs, not while it was being started, and so is the thread it will be
+    launched from (`keeper.start_thread`)."""
     with _lock:
         wanted = _wanted.pop(namespace, None)
-        reusable = reuse and wanted is not None and namespace in _overlays
     if wanted is not None:
         _make_spare(*wanted)
         keeper.park_a_thread()  # the next process's launch thread, made ahead with its namespace
-    if wanted is not None and reusable:
-        keeper.close_when_ended(pid, namespace, functools.partial(_recycle, wanted))
-        return
-    with _lock:
-        held = _overlays.pop(namespace, None)
-    kernel.close_each(fd for fd in held or () if fd is not None)
     keeper.close_when_ended(pid, namespace)
