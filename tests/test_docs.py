@@ -18,6 +18,7 @@ import pytest
 import referencing
 import yaml
 from doc_blocks import MARKERS, PAGES, REPO, Block, blocks, sample_repository, tool_environment
+from measured import unmeasured
 
 from toolrt.build.snapshot import build_snapshot
 from toolrt.config.resources import SCHEMA_NAMES, builtin_root, schema
@@ -91,7 +92,8 @@ def _pre_commit_config(block: Block, tmp_path: Path) -> None:
 @pytest.mark.slow  # runs every block: dozens of `toolrt` processes per page
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO)) for p in PAGES])
 def test_page_blocks_run_and_parse(page: Path, tmp_path: Path) -> None:
-    env = tool_environment(tmp_path / "home")
+    # The examples' `toolrt` processes take paths the CLI's own tests measure: not measured here.
+    env = unmeasured(tool_environment(tmp_path / "home"))
     repo = sample_repository(tmp_path / "repo", env)
     printed: tuple[Block, str] | None = None
     for block in blocks(page):
