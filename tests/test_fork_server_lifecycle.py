@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from measured import unmeasured
 
 from toolrt.sandbox.support import detect_support
 
@@ -176,7 +177,7 @@ def test_nothing_is_printed_after_a_pytest_session_that_used_the_fork_server(tmp
         encoding="utf-8",
     )
     # Neither measured nor parallel: what matters is the interpreter's exit after pytest's.
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "COVERAGE_"))}
+    env = {key: value for key, value in unmeasured(os.environ).items() if not key.startswith("PYTEST_")}
     # Its own temporary tree: pytest's numbered ones are shared with every other run on the machine.
     options = ["-p", "no:cacheprovider", "-p", "no:cov", "-p", "no:xdist", "--basetemp", str(tmp_path / "tmp")]
     done = subprocess.run(

@@ -22,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from measured import unmeasured
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,8 +34,8 @@ def _environment(home: Path) -> dict[str, str]:
     installed in the virtual environment (it is not the source tree coverage reports on)."""
     env = {
         key: value
-        for key, value in os.environ.items()
-        if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and not key.startswith(("COVERAGE_", "PIP_"))
+        for key, value in unmeasured(os.environ).items()
+        if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and not key.startswith("PIP_")
     }
     env.update(
         PIP_NO_INDEX="1",
