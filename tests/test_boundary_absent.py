@@ -62,7 +62,7 @@ ROUTES = {
     "touch": "touch .envrc",
     "setxattr": 'python3 -c \'import os; os.setxattr(".env", "user.toolrt", b"1")\'',
     "rmdir": "rmdir .vscode",
-    # A placeholder is a socket file (git passes over it): nothing opens it, replaces it or reaches its inode.
+    # At a placeholder: nothing writes into it, replaces it or reaches its inode.
     "write into one": "echo x > .envrc",
     "truncate": "truncate -s 0 toolrt.yaml",
     "a file beneath one": 'python3 -c \'open("tools.d/p.yaml", "w")\'',

@@ -2,8 +2,8 @@
 
 The program's own message stays as it printed it; the hint is added when the output shows a refusal
 the sandbox explains: a write to a path outside the writable set (EACCES / EPERM / EROFS), a write to
-a protected or masked path, an absent protected name the sandbox covers (EEXIST, ENOTDIR, ENXIO,
-EROFS, EBUSY), a device node (`mknod`), a UNIX socket (the seccomp filter's
+a protected or masked path, an absent protected name the sandbox covers (EEXIST, EISDIR, EROFS,
+EBUSY), a device node (`mknod`), a UNIX socket (the seccomp filter's
 EAFNOSUPPORT), or a connection while the network is off. A program that failed and printed nothing
 (any status but 1, the usual silent "no") gets the exit status and what the sandbox refuses, since its
 silence may be one of those refusals.
@@ -21,15 +21,9 @@ __all__ = ["refusal_hint"]
 
 _WHY = (
     r"(?P<why>Permission denied|Operation not permitted|Read-only file system|File exists|Is a directory|"
-    r"Not a directory|Device or resource busy|No such device or address)"
+    r"Not a directory|Device or resource busy)"
 )
-_PLAIN_FAILURES = (
-    "File exists",
-    "Is a directory",
-    "Not a directory",
-    "Device or resource busy",
-    "No such device or address",
-)
+_PLAIN_FAILURES = ("File exists", "Is a directory", "Not a directory", "Device or resource busy")
 """Errors of every filesystem: hinted only where the sandbox's cover explains them."""
 _REFUSED_PATH = re.compile(
     # `sh: 1: cannot create /x/y: Permission denied`, `touch: cannot touch '/x/y': Permission denied`
@@ -37,7 +31,7 @@ _REFUSED_PATH = re.compile(
     + _WHY
     # Python: `PermissionError: [Errno 13] Permission denied: '/x/y'`
     + r"""|(?P<why2>Permission denied|Operation not permitted|Read-only file system|File exists|"""
-    + r"""Is a directory|Device or resource busy|No such device or address): ['"](?P<path2>[^'"\n]+)['"]"""
+    + r"""Is a directory|Device or resource busy): ['"](?P<path2>[^'"\n]+)['"]"""
 )
 _UNIX_SOCKET = re.compile(r"Address family not supported by protocol|EAFNOSUPPORT", re.IGNORECASE)
 _UNLISTED_SOCKET = re.compile(
@@ -123,9 +117,9 @@ def _path_hint(match: re.Match[str], output: str, plan: SandboxPlan, cwd: Path) 
     if covered is not None:
         return (
             f"toolrt: {covered} is a protected name (toolrt's config, editor tasks, shell start-up files and the "
-            "like): the sandbox keeps it from being created at the project root, where it appears as a "
-            "placeholder (a socket file) that can be neither opened nor replaced. Creating it needs the person: "
-            "they can make it themselves, or approve it through a file tool's `protected` question."
+            "like): the sandbox keeps it from being created at the project root, where it appears as an empty "
+            "read-only directory. Creating it needs the person: they can make it themselves, or approve it "
+            "through a file tool's `protected` question."
         )
     if why in _PLAIN_FAILURES:
         return None

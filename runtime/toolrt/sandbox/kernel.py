@@ -520,15 +520,15 @@ def cover_absent(cover: Mapping[str, Any]) -> None:
 
     `cover` is `{"root", "names", "lower", "work"}`: `lower` and `work` are directories on the root's
     filesystem outside the project (toolrt's data directory; the overlay's work directory is made in
-    `work` and removed once it is mounted). A read-only tmpfs on `lower` holds a
-    placeholder socket per absent name; an overlay whose upper layer is the root itself is mounted on the
+    `work` and removed once it is mounted). A read-only tmpfs on `lower` holds an
+    empty directory per absent name; an overlay whose upper layer is the root itself is mounted on the
     root, so those names exist in this namespace and nowhere else, and each is covered by a read-only
-    bind of its placeholder: `mkdir`, `mv`, `ln`, a rename into place, an open or a path beneath it fails
-    (EEXIST, EBUSY, EXDEV, ENXIO, ENOTDIR, EROFS), and nothing is ever copied up. Every other name is
-    the real one: new files, writes, renames and removals go straight to the real tree (one filesystem:
-    `mv` and `ln` between directories work as outside). The overlay hides the mounts below the root, so
-    it comes first and `make_mounts` puts the read-only paths, the pinned directories and the masks on
-    top of it (and the data directory holding `lower` and `work` read-only after them).
+    bind of its empty directory: `mkdir`, `mv`, `ln`, a rename into place or a write beneath it fails
+    (EEXIST, EBUSY, EROFS), and nothing is ever copied up. Every other name is the real one: new files,
+    writes, renames and removals go straight to the real tree (one filesystem: `mv` and `ln` between
+    directories work as outside). The overlay hides the mounts below the root, so it comes first and
+    `make_mounts` puts the read-only paths, the pinned directories and the masks on top of it (and the
+    data directory holding `lower` and `work` read-only after them).
 
     An overlay caches what it looked up and does not see changes made beside it, so a namespace with a
     cover serves one process and is never kept (see `namespaces.covered_namespace`); its lower layer
@@ -554,14 +554,12 @@ def covered_mounts(key: tuple[Any, ...], cover: Mapping[str, Any], *, lower: boo
 
 
 def cover_lower(cover: Mapping[str, Any]) -> None:
-    """The overlay's lower layer: a read-only tmpfs on `lower` with a placeholder per absent name, a socket
-    file: it can be neither opened (ENXIO) nor descended into (ENOTDIR), and `git status` passes over it
-    without a system call (an empty directory it opened and read, seven calls for each name)."""
+    """The overlay's lower layer: a read-only tmpfs on `lower` with an empty directory per absent name."""
     lower = os.fsencode(str(cover["lower"]))
     hidden = MS_NOSUID | MS_NODEV | MS_NOEXEC
     _mount(b"toolrt-protected", lower, hidden, b"tmpfs")
     for name in cover["names"]:
-        os.mknod(os.path.join(str(cover["lower"]), str(name)), 0o444 | stat.S_IFSOCK)
+        os.mkdir(os.path.join(str(cover["lower"]), str(name)), 0o555)
     _mount(None, lower, MS_REMOUNT | MS_RDONLY | hidden)
 
 
