@@ -180,6 +180,25 @@ def test_the_model_is_told_why_and_ordinary_directories_stay_its_own(project: Pa
     assert (project / "lib2" / "stage.yaml").is_file() and not (project / "build").exists()
 
 
+def test_whole_tree_copies_in_the_sandbox_pass_over_the_placeholders(project: Path) -> None:
+    """Programs that copy or archive the whole project work in the sandbox: a placeholder copies as the
+    empty directory it is (a socket file in its place stopped `shutil.copytree` and Node's `fs.cpSync`)."""
+    snapshot = build_snapshot(project, partial=True)
+    plan = call_plan(snapshot.sandbox, root=project, output_dir=snapshot.truncation_dir)
+    assert plan is not None and "absent protected covered" in plan.description
+    copy = "import shutil; shutil.copytree('.', 'copy', ignore=shutil.ignore_patterns('copy', '.git'))"
+    command = f'python3 -c "{copy}" && tar -cf tree.tar --exclude=./tree.tar . && echo COPIED'
+
+    async def main() -> ProcessOutcome:
+        return await run_process(["bash", "-c", command], cwd=project, env=build_env(), timeout=30, sandbox=plan)
+
+    outcome = anyio.run(main)
+    assert outcome.output.strip() == "COPIED", outcome.output
+    assert (project / "copy" / "stage.yaml").read_text() == "id: p\none\n"
+    assert sorted(os.listdir(project / "copy" / "tools.d")) == []  # the placeholder, as an empty directory
+    assert not (project / "tools.d").exists()
+
+
 @pytest.mark.parametrize("launch", ["thread", "forkserver"])
 def test_the_cover_holds_when_its_lower_directory_is_replaced_between_calls(project: Path, launch: Launch) -> None:
     """Covered namespaces are copied from a kept base holding the overlay's lower layer; a lower
