@@ -10,7 +10,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +26,7 @@ __all__ = [
     "held_at",
     "holding",
     "sandboxed_bash",
+    "until",
     "watched_by_warden",
 ]
 
@@ -61,6 +62,16 @@ def watched_by_warden(parent: int) -> set[int]:
         except (OSError, ValueError, IndexError):
             continue
     return watched
+
+
+def until(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    """Wait (`timeout` seconds at most, looking every 10 ms) for something a thread or process of toolrt's
+    does in its own time (the keeper, the warden); `what` says what, for the failure."""
+    waited, give_up = threading.Event(), time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > give_up:
+            raise AssertionError(f"waited {timeout:g} s, and it never {what}")
+        waited.wait(0.01)
 
 
 def after_the_last_process() -> None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from processes import holding, sandboxed_bash
+from processes import holding, sandboxed_bash, until
 
 from toolrt.sandbox import keeper, kernel, namespaces
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
@@ -40,16 +40,6 @@ def _covered_plan(root: Path) -> SandboxPlan:
     return plan
 
 
-def _until(condition: Callable[[], bool], what: str) -> None:
-    """Wait (at most 10 s) for something the keeper does in its own time."""
-    waited = threading.Event()
-    for _ in range(1000):
-        if condition():
-            return
-        waited.wait(0.01)
-    raise AssertionError(f"the keeper never {what}")
-
-
 def _in_keeper(job: Callable[[], object]) -> object:
     """Run `job` in the keeper and return what it returned."""
     done = threading.Event()
@@ -71,7 +61,7 @@ def test_a_process_launched_from_a_thread_made_ahead_has_no_capability_and_its_c
     root.mkdir()
     plan = _covered_plan(root)
     sandboxed_bash("true", plan, root)  # its successor's namespace and launch thread are made ahead now
-    _until(lambda: bool(keeper._parked), "parked a launch thread")
+    until(lambda: bool(keeper._parked), "parked a launch thread")
     waiting = list(keeper._parked)
     command = "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status; mkdir tools.d/x || echo refused"
     result = sandboxed_bash(command, plan, root)
@@ -86,7 +76,7 @@ def test_a_thread_made_ahead_starts_in_toolrt_s_mount_namespace_with_an_empty_bo
     home = os.readlink("/proc/thread-self/ns/mnt")
     _in_keeper(lambda: kernel.unshare(kernel.CLONE_NEWNS))  # a job that leaves the keeper elsewhere
     keeper.park_a_thread()
-    _until(lambda: bool(keeper._parked), "parked a thread")
+    until(lambda: bool(keeper._parked), "parked a thread")
     seen: list[tuple[str, bool, str]] = []
     done = threading.Event()
 
@@ -133,7 +123,7 @@ def test_a_used_namespace_is_closed_once_its_process_ended_not_before(tmp_path: 
         os.close(writer)  # cat ends
         running.wait(10)
     try:
-        _until(lambda: _names(handed) != _names(held), "closed the namespace once its process ended")
+        until(lambda: _names(handed) != _names(held), "closed the namespace once its process ended")
     finally:
         os.close(held)
 
@@ -146,7 +136,7 @@ def test_the_thread_that_unmounts_runs_at_the_lowest_priority_and_the_one_that_m
     threads = {thread.name: thread.native_id for thread in threading.enumerate()}
     closing, making = threads["toolrt-sandbox-keeper-ends"], threads["toolrt-sandbox-keeper-jobs"]
     assert closing is not None and making is not None
-    _until(lambda: os.getpriority(os.PRIO_PROCESS, closing) == 19, "lowered the closing thread's priority")
+    until(lambda: os.getpriority(os.PRIO_PROCESS, closing) == 19, "lowered the closing thread's priority")
     assert os.getpriority(os.PRIO_PROCESS, making) == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
@@ -205,7 +195,7 @@ def test_concurrent_first_calls_each_get_a_namespace_of_their_own_and_none_is_le
     assert [outcomes.get(i, "").splitlines()[-1:] for i in range(len(roots))] == [["refused"]] * len(roots), outcomes
     assert not any((root / "tools.d").exists() for root in roots)
     spares = len(roots)  # each call's successor, made ahead and kept for the next call of its kind
-    _until(lambda: _mount_namespaces_held() <= before + spares, "closed the namespaces of the ended processes")
+    until(lambda: _mount_namespaces_held() <= before + spares, "closed the namespaces of the ended processes")
 
 
 def test_a_process_launched_from_a_thread_made_ahead_creates_files_under_the_host_s_umask_of_now(
@@ -222,7 +212,7 @@ def test_a_process_launched_from_a_thread_made_ahead_creates_files_under_the_hos
     earlier = os.umask(0o077)
     try:
         sandboxed_bash("true", plan, root)  # ... and the next launch thread
-        _until(lambda: bool(keeper._parked), "parked a launch thread")
+        until(lambda: bool(keeper._parked), "parked a launch thread")
         waiting = list(keeper._parked)
         result = sandboxed_bash("umask; touch made; stat -c %a made", plan, root)
         assert any(thread.job is not None for thread in waiting), "no launch thread made ahead was used"
@@ -253,7 +243,7 @@ def test_a_forked_child_holds_neither_the_namespace_made_ahead_for_the_parent_no
     root.mkdir()
     plan = _covered_plan(root)
     sandboxed_bash("true", plan, root)
-    _until(lambda: bool(namespaces._spares), "made a namespace ahead")
+    until(lambda: bool(namespaces._spares), "made a namespace ahead")
     spares = {os.readlink(f"/proc/self/fd/{spare[0]}") for ready in namespaces._spares.values() for spare in ready}
     fifo = tmp_path / "fifo"  # outside the root: one there is the overlay's, another pipe than toolrt's
     os.mkfifo(fifo)
@@ -261,7 +251,7 @@ def test_a_forked_child_holds_neither_the_namespace_made_ahead_for_the_parent_no
     running = threading.Thread(target=sandboxed_bash, args=(f"cat {fifo}; : {marker}", plan, root))
     running.start()
     try:
-        _until(lambda: bool(holding(marker)), "started the process")
+        until(lambda: bool(holding(marker)), "started the process")
         used = os.readlink(f"/proc/{holding(marker)[0]}/ns/mnt")
         spares |= {os.readlink(f"/proc/self/fd/{spare[0]}") for ready in namespaces._spares.values() for spare in ready}
         reader, writer = os.pipe()
@@ -360,7 +350,7 @@ def test_200_calls_from_four_event_loops_at_once_never_share_a_namespace_and_lea
     shared = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1 :] if a[0] == b[0] and b[1] < a[2]]
     assert not shared, shared[:3]
     kept = 3 + keeper._MAX_PARKED + namespaces._MAX_SPARES  # its threads, launch threads, namespaces ahead
-    _until(lambda: len(os.listdir("/proc/self/task")) <= threads_before + kept, "ended its threads")
-    _until(lambda: _mount_namespaces_held() <= namespaces_before + kept, "closed the used namespaces")
+    until(lambda: len(os.listdir("/proc/self/task")) <= threads_before + kept, "ended its threads")
+    until(lambda: _mount_namespaces_held() <= namespaces_before + kept, "closed the used namespaces")
     with open("/proc/self/mountinfo") as mountinfo:
         assert len(mountinfo.readlines()) == mounts_before

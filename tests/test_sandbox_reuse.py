@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from processes import sandboxed_bash
+from processes import sandboxed_bash, until
 
 from toolrt.sandbox import namespaces
 from toolrt.sandbox.masks import Masks
@@ -49,16 +47,6 @@ def _plan(root: Path, masks: Masks | None = None) -> SandboxPlan:
     return plan
 
 
-def _until(condition: Callable[[], bool], what: str) -> None:
-    """Wait (at most 10 s) for something the keeper does in its own time."""
-    waited = threading.Event()
-    for _ in range(1000):
-        if condition():
-            return
-        waited.wait(0.01)
-    raise AssertionError(f"the keeper never {what}")
-
-
 def _ready(root: Path) -> int:
     """How many namespaces covering `root` wait for their next process."""
     return sum(len(ready) for key, ready in list(namespaces._spares.items()) if repr(str(root)) in key[1])
@@ -67,7 +55,7 @@ def _ready(root: Path) -> int:
 def _run(command: str, plan: SandboxPlan, root: Path) -> tuple[str, str]:
     """(the process's mount namespace, its output after that line), once the one it used is ready again."""
     output = sandboxed_bash(f"readlink /proc/self/ns/mnt; {command}", plan, root).output
-    _until(lambda: _ready(root) >= 1 and not namespaces._building, "made the next process's namespace ahead")
+    until(lambda: _ready(root) >= 1 and not namespaces._building, "made the next process's namespace ahead")
     namespace, _, rest = output.partition("\n")
     return namespace, rest
 
@@ -193,7 +181,7 @@ def test_a_directory_a_process_left_in_flight_is_not_the_next_process_s_once_the
     plan = _plan(root)
     for step in range(4):
         assert sandboxed_bash(_PIN, plan, root).output == "pinned\n"
-        _until(lambda: _ready(root) >= 1 and not namespaces._building, "made the next namespace ready")
+        until(lambda: _ready(root) >= 1 and not namespaces._building, "made the next namespace ready")
         (root / "d").rename(private / f"moved{step}")
         (root / "d").mkdir()
         (root / "d" / "f").write_text(f"v{step + 1}\n")
