@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+
+@contextmanager
+def own_data_home() -> Iterator[None]:
+    """toolrt's default data directory in a temporary one (`XDG_DATA_HOME`) while a benchmark runs: each
+    sandboxed call journals its process there, and thousands of them in the person's own attribution
+    journal would slow every later `toolrt` start, which reads it whole (and would slow the next run's
+    loads). `XDG_DATA_HOME`, unlike `TOOLRT_DATA_DIR`, brings in no settings layer to measure."""
+    before = os.environ.get("XDG_DATA_HOME")
+    with tempfile.TemporaryDirectory(prefix="toolrt-bench-data-") as home:
+        os.environ["XDG_DATA_HOME"] = home
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ["XDG_DATA_HOME"]
+            else:
+                os.environ["XDG_DATA_HOME"] = before
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:

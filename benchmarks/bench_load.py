@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from _timing import own_data_home
 
 from toolrt.api import Runtime
 from toolrt.config.collect import pause_collector_during_builds
@@ -201,4 +202,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with own_data_home():
+        main()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import anyio
+from _timing import own_data_home
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -269,20 +269,6 @@ async def proxied_fetch(root: Path, calls: int, repeats: int) -> dict[str, float
 
 
 async def main(calls: int, repeats: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as data:
-        # The runtimes' data directory: each sandboxed call journals its process, and a thousand calls in
-        # the person's own journal would slow every later `toolrt` start (it reads the journal).
-        before, os.environ["TOOLRT_DATA_DIR"] = os.environ.get("TOOLRT_DATA_DIR"), data
-        try:
-            return await _measure(calls, repeats)
-        finally:
-            if before is None:
-                del os.environ["TOOLRT_DATA_DIR"]
-            else:
-                os.environ["TOOLRT_DATA_DIR"] = before
-
-
-async def _measure(calls: int, repeats: int) -> dict[str, float]:
     results = await spawn_overhead(calls, repeats)
     with tempfile.TemporaryDirectory() as spill:
         results.update(await big_output(Path(spill)))
@@ -359,7 +345,8 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=7)
     options = parser.parse_args()
-    numbers = anyio.run(main, options.calls, options.repeats)
+    with own_data_home():
+        numbers = anyio.run(main, options.calls, options.repeats)
     print(_table(numbers, options.calls, options.repeats))
     print(
         json.dumps(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _timing import interleaved_medians, print_table
+from _timing import interleaved_medians, own_data_home, print_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -181,4 +181,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with own_data_home():
+        main()
