@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _timing import own_data_home
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -132,7 +134,9 @@ def main(argv: list[str]) -> int:
     bomb = _laughs(30)
     for fmt in ("gemini", "mcp"):
         result = compile_spec(fmt, name="demo_tool", description="Demo.", parameters=bomb)
-        assert any("grew past 1000 inlined references" in w.message for w in result.warnings)
+        # Gemini takes no $ref, so its compiler inlines them and stops the bomb; MCP passes $defs through.
+        cut = any("grew past 1000 inlined references" in w.message for w in result.warnings)
+        assert cut == (fmt == "gemini"), (fmt, [w.message for w in result.warnings][:3])
         compile_bomb = lambda fmt=fmt: compile_spec(fmt, name="demo_tool", description="Demo.", parameters=bomb)  # noqa: E731
         rows.append((f"$ref bomb compiled for {fmt}", _median(compile_bomb, runs), 5.0))
     for name, command in BAD_SERVERS.items():
@@ -158,4 +162,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    with own_data_home():
+        status = main(sys.argv[1:])
+    sys.exit(status)
