@@ -21,6 +21,7 @@ from toolrt.permissions.evaluate import decide
 from toolrt.permissions.model import CallSite, Rule
 from toolrt.permissions.rules import Ruleset
 from toolrt.shell import analyze_call, analyze_command
+from toolrt.shell.writes import written
 
 _READ_ONLY = ("echo *", "ls *", "ls*", "cat *", "head *", "tee *", "grep *", "git status*", "npm *", "find *", "true")
 
@@ -429,6 +430,29 @@ def test_an_abbreviated_long_option_that_runs_a_script_is_read(line: str, tmp_pa
     run the script (shown by the oracle below); the table matched only the full name, so these were allowed."""
     site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
     assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+@pytest.mark.parametrize(
+    ("values", "writes"),
+    [
+        (["sort", "--out=.envrc", "x"], [".envrc"]),
+        (["sort", "--outp", ".envrc", "x"], [".envrc"]),
+        (["sed", "--in", "s/a/b/", ".envrc"], [".envrc"]),
+        (["cp", "--targ", ".git", "x"], [".git"]),
+        (["cp", "x", ".envrc", "--suf", ".bak"], [".envrc"]),  # the value of `--suffix`, not the destination
+        (["uniq", "x", ".envrc", "--skip-f", "1"], [".envrc"]),
+        (["install", "--dir", "a", ".vscode"], ["a", ".vscode"]),
+        (["csplit", "--pre=.git/x", "f", "2"], [".git/\0"]),
+        (["tar", "-xf", "a.tar", "--dir=.git"], [".git", ".git/\0"]),
+        (["wget", "--output-doc=.envrc", "u"], [".envrc"]),
+        (["curl", "--head", "-o", ".envrc", "u"], [".envrc"]),  # curl's own `--head`: `-o` is no value of it
+        (["curl", "--out", ".envrc", "u"], [".envrc"]),
+    ],
+)
+def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: list[str], writes: list[str]) -> None:
+    """Found attacking: getopt_long (and curl) take any unambiguous prefix of a long option, as the
+    protected-route test of `sort --out=.envrc` shows; the writes table matched only full names."""
+    assert written(values) == writes
 
 
 def test_env_and_git_run_the_script_an_abbreviated_option_names(tmp_path: Path) -> None:

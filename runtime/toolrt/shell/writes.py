@@ -53,6 +53,16 @@ class WriteRule:
     """Options whose value prefixes the names written (`csplit -f`); `operand: N` names an operand."""
     lists: frozenset[str] = frozenset()
     """With one of these options the command only lists, tests or prints (`unzip -l`): no writes."""
+    flags: frozenset[str] = frozenset()
+    """Long options without a value that begin a longer one the row names (curl's `--head`, `--header`):
+    each is read as itself (getopt_long prefers an exact name), never as an abbreviation."""
+    long_options: tuple[str, ...] = ()
+    """The long options the row names but `lists`, those that write first (`target`, `when`, `unnamed`,
+    `all_when`, `into`, `prefix`, then `script`, `values`): what an abbreviation is read as (`_long_name`)."""
+
+
+_WRITING = ("target", "when", "unnamed", "all_when", "into", "prefix", "script", "values")
+"""The row's sets of options that make or name a write, those that write first (`long_options`)."""
 
 
 @cache
@@ -61,25 +71,26 @@ def write_rules() -> Mapping[str, WriteRule]:
     data: dict[str, Any] = read_yaml(Path(__file__).with_name("writes.yaml"))
     rules: dict[str, WriteRule] = {}
     for name, row in data["commands"].items():
+        sets = {key: frozenset(row.get(key, ())) for key in (*_WRITING, "assign", "lists", "flags")}
+        long_options = (option for key in _WRITING for option in sorted(sets[key]) if option[:2] == "--")
         rules[name] = WriteRule(
-            operands=row.get("operands", "all"),
-            **{
-                key: frozenset(row.get(key, ()))
-                for key in (
-                    "when",
-                    "unnamed",
-                    "target",
-                    "values",
-                    "script",
-                    "assign",
-                    "all_when",
-                    "into",
-                    "prefix",
-                    "lists",
-                )
-            },
+            operands=row.get("operands", "all"), long_options=tuple(dict.fromkeys(long_options)), **sets
         )
     return rules
+
+
+def _long_name(rule: WriteRule, option: str) -> str:
+    """The long option of `rule` that `option` abbreviates (`--out` for sort's `--output`, `--in` for sed's
+    `--in-place`): getopt_long takes any unambiguous prefix of a long option. `option` itself when it is
+    one of them or abbreviates none; of several, the first of `long_options` (one that writes: an
+    ambiguous prefix stops the program, so reading it as any of them is never weaker). `lists` is never
+    read so: an abbreviation does not take a command's writes away."""
+    if option[:2] != "--" or len(option) < 3 or option in rule.long_options or option in rule.flags:
+        return option
+    for name in rule.long_options:
+        if name.startswith(option):
+            return name
+    return option
 
 
 def written(values: Sequence[str | None]) -> list[str | None]:
@@ -92,7 +103,7 @@ def written(values: Sequence[str | None]) -> list[str | None]:
     rule = write_rules().get(name)
     if rule is None:
         return _unknown_program(values[1:])
-    if rule.lists and any(_has(word, rule.lists) for word in values[1:]):
+    if rule.lists and any(_has(word, rule.lists) for word in values[1:]):  # as written, never abbreviated
         return []
     out = _operands(rule, values[1:])
     if name in _URL_NAMED and not out:
@@ -215,7 +226,7 @@ def _prefixed(rule: WriteRule, words: Sequence[str | None], operands: list[str |
                 prefix = operands[position]
             continue
         for index, word in enumerate(words):
-            if word is not None and word.partition("=")[0] == entry:
+            if word is not None and _long_name(rule, word.partition("=")[0]) == entry:
                 prefix = word.partition("=")[2] if "=" in word else (words[index + 1] if index + 1 < len(words) else "")
             elif word is not None and len(entry) == 2 and word.startswith(entry) and len(word) > 2:
                 prefix = word[2:]
@@ -231,11 +242,11 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
         out.append(None if directory is None else posixpath.join(directory, UNNAMED))
     if rule.prefix:
         out.extend(_prefixed(rule, words, operands))
-    if rule.into and any(_has(word, rule.into) for word in words) and operands:
+    if rule.into and any(_has(word, rule.into, rule) for word in words) and operands:
         out.append(None if operands[-1] is None else posixpath.join(operands[-1], UNNAMED))
     if not enabled:
         return []
-    if rule.all_when and any(_has(word, rule.all_when) for word in words):
+    if rule.all_when and any(_has(word, rule.all_when, rule) for word in words):
         return [*out, *operands]
     kind = "all" if rule.operands == "all_but_first" and script else rule.operands
     if kind == "last":
@@ -247,11 +258,13 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
     return out
 
 
-def _has(word: str | None, options: frozenset[str]) -> bool:
-    """`word` is one of `options`, or a cluster of short options holding one (`-dv`)."""
+def _has(word: str | None, options: frozenset[str], rule: WriteRule | None = None) -> bool:
+    """`word` is one of `options`, or a cluster of short options holding one (`-dv`); with `rule`, also
+    an abbreviation of one (`_long_name`)."""
     if word is None or word[:1] != "-":
         return False
-    if word.partition("=")[0] in options:
+    name = word.partition("=")[0]
+    if name in options or (rule is not None and _long_name(rule, name) in options):
         return True
     return word[1:2] != "-" and any("-" + letter in options for letter in word[1:])
 
@@ -312,6 +325,7 @@ def _scan_operand(rule: WriteRule, state: _Scanned, word: str | None) -> None:
 
 def _scan_long(rule: WriteRule, state: _Scanned, word: str, words: Sequence[str | None]) -> None:
     option, equals, value = word.partition("=")
+    option = _long_name(rule, option)
     state.mark(rule, option)
     if option in rule.target:
         state.out.append(value if equals else (words[state.index] if state.index < len(words) else None))
