@@ -447,6 +447,9 @@ def test_an_abbreviated_long_option_that_runs_a_script_is_read(line: str, tmp_pa
         (["wget", "--output-doc=.envrc", "u"], [".envrc"]),
         (["curl", "--head", "-o", ".envrc", "u"], [".envrc"]),  # curl's own `--head`: `-o` is no value of it
         (["curl", "--out", ".envrc", "u"], [".envrc"]),
+        (["chmod", "--ref", "x", ".envrc"], [".envrc"]),  # `--reference`: no mode operand, every one is a file
+        (["chown", "--reference=x", "a", ".envrc"], ["a", ".envrc"]),
+        (["chown", "--from=u", "v", ".envrc"], [".envrc"]),
     ],
 )
 def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: list[str], writes: list[str]) -> None:

@@ -74,6 +74,8 @@ def _blocked(result: Any, path: str) -> None:
         ("tee -a .envrc < notes.txt", ".envrc"),
         ("sed -i s/a/b/ toolrt.yaml", "toolrt.yaml"),
         ("sed --in s/a/b/ toolrt.yaml", "toolrt.yaml"),  # `--in-place`, abbreviated as getopt_long takes it
+        ("chmod --reference=notes.txt toolrt.yaml", "toolrt.yaml"),  # no mode operand: every one is a file
+        ("chgrp --ref notes.txt .git/hooks", ".git/hooks"),
         ("ln -sf /bin/true .git/hooks/pre-commit", ".git/hooks/pre-commit"),
         ("dd if=notes.txt of=.bashrc", ".bashrc"),
         ("git config core.hooksPath /tmp/hooks", ".git/config"),
