@@ -458,6 +458,35 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
     assert written(values) == writes
 
 
+@pytest.mark.parametrize(
+    ("line", "action"),
+    [
+        ("sed -s '1e rm -rf build' a.txt", "deny"),  # `-s` is `--separate`, no value: the script follows
+        ("sed --expr='1e rm -rf build' a.txt", "deny"),
+        ("sed -nf s.sed a.txt", "ask"),  # a script file in a cluster
+        ("sed -fs.sed a.txt", "ask"),
+        ("sed --fil=s.sed a.txt", "ask"),
+        ("awk --source='BEGIN{system(\"rm -rf build\")}'", "deny"),  # gawk's `-e`
+        ("awk --so 'BEGIN{system(\"rm -rf build\")}' a.txt", "deny"),
+        ("awk -e 1 -e 'BEGIN{system(\"rm -rf build\")}' a.txt", "deny"),
+        ("awk -E p.awk a.txt", "ask"),  # gawk's program files: `--exec`, `--include`, `--load`
+        ("awk --include=lib 1 a.txt", "ask"),
+        ("awk -l ext 1 a.txt", "ask"),
+        ("awk --fi=p.awk a.txt", "ask"),
+        ("awk -W exec p.awk a.txt", "ask"),  # mawk's
+        ("sed -n -e p a.txt", "allow"),
+        ("sed -i.bak s/a/b/ a.txt", "allow"),
+        ("awk -F: -v x=1 '{print $1}' a.txt", "allow"),
+    ],
+)
+def test_sed_and_awk_options_are_read_as_getopt_long_reads_them(line: str, action: str, tmp_path: Path) -> None:
+    """Found attacking: `sed -s` was read as taking a value (it hid the script, and real sed ran `rm`), a
+    script file in a cluster (`-nf FILE`) and a long option by a prefix of its name were not read, and
+    gawk's `--source`, `-E`, `-i` and `-l` give it code the analyzer did not see."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == action
+
+
 def test_env_and_git_run_the_script_an_abbreviated_option_names(tmp_path: Path) -> None:
     _git("init", "-q", cwd=tmp_path)
     (tmp_path / "f").write_text("foo\n")
