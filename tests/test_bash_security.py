@@ -474,6 +474,12 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
         ("awk -l ext 1 a.txt", "ask"),
         ("awk --fi=p.awk a.txt", "ask"),
         ("awk -W exec p.awk a.txt", "ask"),  # mawk's
+        ("rg --pre rm x a.txt", "deny"),  # ripgrep runs `rm a.txt` to read a.txt
+        ("rg --pre=./conv.sh x", "ask"),
+        ("rg --pre-glob '*.pdf' x a.txt", "allow"),
+        ("make --eval='$(shell rm -rf build)' all", "deny"),  # make expands it before anything else
+        ("make -E '$(shell rm -rf build)'", "deny"),
+        ("make test", "allow"),
         ("sed -n -e p a.txt", "allow"),
         ("sed -i.bak s/a/b/ a.txt", "allow"),
         ("awk -F: -v x=1 '{print $1}' a.txt", "allow"),
