@@ -477,6 +477,8 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
         ("rg --pre rm x a.txt", "deny"),  # ripgrep runs `rm a.txt` to read a.txt
         ("rg --pre=./conv.sh x", "ask"),
         ("rg --pre-glob '*.pdf' x a.txt", "allow"),
+        ("rg x - < a.txt", "allow"),  # its input is data, not code
+        ("split -l 1 - p <<< 'a'", "allow"),
         ("make --eval='$(shell rm -rf build)' all", "deny"),  # make expands it before anything else
         ("make -E '$(shell rm -rf build)'", "deny"),
         ("make test", "allow"),

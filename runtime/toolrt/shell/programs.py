@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 
 __all__ = ["awk_runs_code", "sed_runs_code", "unseen_code"]
 
+_DATA_INPUT = frozenset(("rg", "split"))
+"""Programs whose code is only in their options (`rg --pre`, `split --filter`): their input is data."""
 _SED = frozenset(("sed", "gsed"))
 _AWK = frozenset(("awk", "gawk", "mawk", "nawk", "busybox awk"))
 # awk: `system(`, a pipe into or out of a command, `getline` from a command, or output redirected
@@ -47,11 +49,13 @@ def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], 
         if name in options or attached in options or _abbreviates(name, options):
             shown = name if name in options or not attached else attached
             return f"`{base} {shown}` runs code the analyzer does not read"
+        if base in _DATA_INPUT:
+            continue
         if arg == "-" or (not arg.startswith("-")):
             operands += 1
             if arg == "-":
                 return f"`{base} -` runs code from its input, which the analyzer does not read"
-    if operands == 0 and fed():
+    if operands == 0 and base not in _DATA_INPUT and fed():
         return f"`{base}` runs the code fed to its input, which the analyzer does not read"
     return None
 
