@@ -459,6 +459,26 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
 
 
 @pytest.mark.parametrize(
+    ("values", "writes"),
+    [
+        (["gunzip", ".envrc.gz"], [".envrc", ".envrc.gz"]),  # makes FILE, removes FILE.gz
+        (["gzip", "-d", "a.gz", ".envrc.z"], ["a", ".envrc", "a.gz", ".envrc.z"]),
+        (["gzip", ".envrc"], [".envrc.gz", ".envrc"]),  # removes FILE
+        (["gzip", "-S", "rc", ".env"], [None, ".env"]),  # `.envrc`: a suffix given on the line
+        (["gunzip", "-r", ".git/hooks"], [".git/hooks/\0", None, ".git/hooks"]),
+        (["unxz", ".envrc.xz"], [".envrc", ".envrc.xz"]),
+        (["bzip2", "--decomp", ".envrc.bz2"], [".envrc", ".envrc.bz2"]),
+        (["zstd", "-d", ".envrc.zst"], [".envrc", ".envrc.zst"]),
+        (["gzip", "-dc", ".envrc.gz"], []),  # to standard output only
+    ],
+)
+def test_a_compressor_writes_its_operands_renamed(values: list[str], writes: list[str | None]) -> None:
+    """Found attacking: `gunzip .envrc.gz` made `.envrc` (shown by the protected-route test) and the
+    table had no compressor but `zstd -o`."""
+    assert written(values) == writes
+
+
+@pytest.mark.parametrize(
     ("line", "action"),
     [
         ("sed -s '1e rm -rf build' a.txt", "deny"),  # `-s` is `--separate`, no value: the script follows

@@ -148,6 +148,8 @@ MISSED_ROUTES = [
     ("uniq stage/.envrc .envrc --skip-f 0", ".envrc", ".envrc"),
     ("install --dir .vscode", ".vscode", ".vscode"),
     ("curl -s --head -o .envrc file://$PWD/stage/.envrc", ".envrc", ".envrc"),  # `--head`, not `--header`
+    ("gzip -c stage/.envrc > e.gz; mv e.gz .envrc.gz; gunzip .envrc.gz", ".envrc", ".envrc"),  # FILE.gz → FILE
+    ("xz -c stage/.envrc > .envrc.xz; xz -d .envrc.xz", ".envrc", ".envrc"),
 ]
 
 

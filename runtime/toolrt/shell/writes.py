@@ -53,6 +53,12 @@ class WriteRule:
     """Options whose value prefixes the names written (`csplit -f`); `operand: N` names an operand."""
     lists: frozenset[str] = frozenset()
     """With one of these options the command only lists, tests or prints (`unzip -l`): no writes."""
+    unpack: frozenset[str] = frozenset()
+    """With one of these options (`*`: always) the program decompresses: see `suffixes`."""
+    suffixes: tuple[str, ...] = ()
+    """What a compressor adds to each operand's name (the first) and strips when it decompresses (`gzip`:
+    `FILE` writes `FILE.gz`, `gunzip FILE.gz` writes `FILE`); a name without one, or a suffix given by
+    `-S`, is only known when it runs."""
     flags: frozenset[str] = frozenset()
     """Long options without a value that begin a longer one the row names (curl's `--head`, `--header`):
     each is read as itself (getopt_long prefers an exact name), never as an abbreviation."""
@@ -61,7 +67,7 @@ class WriteRule:
     `all_when`, `into`, `prefix`, then `script`, `values`): what an abbreviation is read as (`_long_name`)."""
 
 
-_WRITING = ("target", "when", "unnamed", "all_when", "into", "prefix", "script", "values")
+_WRITING = ("target", "when", "unnamed", "all_when", "into", "prefix", "unpack", "script", "values")
 """The row's sets of options that make or name a write, those that write first (`long_options`)."""
 
 
@@ -74,7 +80,10 @@ def write_rules() -> Mapping[str, WriteRule]:
         sets = {key: frozenset(row.get(key, ())) for key in (*_WRITING, "assign", "lists", "flags")}
         long_options = (option for key in _WRITING for option in sorted(sets[key]) if option[:2] == "--")
         rules[name] = WriteRule(
-            operands=row.get("operands", "all"), long_options=tuple(dict.fromkeys(long_options)), **sets
+            operands=row.get("operands", "all"),
+            long_options=tuple(dict.fromkeys(long_options)),
+            suffixes=tuple(row.get("suffixes", ())),
+            **sets,
         )
     return rules
 
@@ -248,6 +257,8 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
         return []
     if rule.all_when and any(_has(word, rule.all_when, rule) for word in words):
         return [*out, *operands]
+    if rule.suffixes:
+        out.extend(_renamed(rule, words, operands))
     kind = "all" if rule.operands == "all_but_first" and script else rule.operands
     if kind == "last":
         out.extend(operands[-1:] if len(operands) > 1 else [])
@@ -255,6 +266,35 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
         out.extend(operands)
     elif kind == "all_but_first":
         out.extend(operands[1:])
+    return out
+
+
+_CUSTOM_SUFFIX = frozenset(("-S", "--suffix"))
+_RECURSIVE = frozenset(("-r",))
+
+
+def _abbreviates(word: str | None, option: str) -> bool:
+    name = (word or "").partition("=")[0]
+    return len(name) > 2 and name[:2] == "--" and option.startswith(name)
+
+
+def _renamed(rule: WriteRule, words: Sequence[str | None], operands: list[str | None]) -> list[str | None]:
+    """The files a compressor makes of `operands` (`suffixes`); None where the name is only known when it
+    runs (a suffix given by `-S`, a name without a known suffix to strip, an operand only known then)."""
+    custom = "-S" in rule.values and any(_has(word, _CUSTOM_SUFFIX, rule) for word in words)
+    unpack = "*" in rule.unpack or any(_has(word, rule.unpack, rule) for word in words)
+    recursive = any(_has(word, _RECURSIVE) or _abbreviates(word, "--recursive") for word in words)
+    out: list[str | None] = []
+    for operand in operands:
+        if recursive and operand is not None:
+            out.append(posixpath.join(operand, UNNAMED))  # every file below a directory operand
+        if operand is None or operand == "-" or custom:
+            out.append(None if operand != "-" else "")
+        elif not unpack:
+            out.append(operand + rule.suffixes[0])
+        else:
+            stripped = [operand[: -len(suffix)] for suffix in rule.suffixes if operand.endswith(suffix)]
+            out.append(stripped[0] if stripped and stripped[0] else None)
     return out
 
 
