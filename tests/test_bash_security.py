@@ -470,6 +470,9 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
         (["bzip2", "--decomp", ".envrc.bz2"], [".envrc", ".envrc.bz2"]),
         (["zstd", "-d", ".envrc.zst"], [".envrc", ".envrc.zst"]),
         (["gzip", "-dc", ".envrc.gz"], []),  # to standard output only
+        (["sponge", "-a", ".envrc"], [".envrc"]),  # a file editor or rewriter writes its operand
+        (["dos2unix", ".envrc"], [".envrc"]),
+        (["ed", "-s", ".envrc"], [".envrc"]),
     ],
 )
 def test_a_compressor_writes_its_operands_renamed(values: list[str], writes: list[str | None]) -> None:
