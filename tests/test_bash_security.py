@@ -473,6 +473,9 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
         (["sponge", "-a", ".envrc"], [".envrc"]),  # a file editor or rewriter writes its operand
         (["dos2unix", ".envrc"], [".envrc"]),
         (["ed", "-s", ".envrc"], [".envrc"]),
+        (["gpg", "--out", ".envrc", "--enarmor", "x"], [".envrc"]),  # a program the table does not know
+        (["gpg", "--outp=.envrc", "x"], [".envrc"]),
+        (["gpg", "--only", "x"], []),
     ],
 )
 def test_a_compressor_writes_its_operands_renamed(values: list[str], writes: list[str | None]) -> None:

@@ -150,6 +150,7 @@ MISSED_ROUTES = [
     ("curl -s --head -o .envrc file://$PWD/stage/.envrc", ".envrc", ".envrc"),  # `--head`, not `--header`
     ("gzip -c stage/.envrc > e.gz; mv e.gz .envrc.gz; gunzip .envrc.gz", ".envrc", ".envrc"),  # FILE.gz → FILE
     ("xz -c stage/.envrc > .envrc.xz; xz -d .envrc.xz", ".envrc", ".envrc"),
+    ("gpg --homedir stage --batch --out .envrc --enarmor stage/.envrc", ".envrc", ".envrc"),  # `--output`
     ("printf 'a\\nexport EVIL=1\\n.\\nw\\n' | ed -s .envrc", ".envrc", ".envrc"),  # ed writes what its input says
 ]
 

@@ -176,7 +176,7 @@ def copies(values: Sequence[str | None]) -> tuple[list[str | None], str | None] 
 
 _OUTPUT_OPTIONS = frozenset(("-o", "--output"))
 _DIRECTORY_OPTIONS = frozenset(("--prefix", "--target-directory"))
-_NAMING_PREFIXES = ("-o", *_OUTPUT_OPTIONS, *_DIRECTORY_OPTIONS)
+_NAMING_PREFIXES = ("-o", "--o", *_OUTPUT_OPTIONS, *_DIRECTORY_OPTIONS)  # `--o`: a prefix of `--output`
 
 
 def may_write(values: Sequence[str | None]) -> bool:
@@ -206,7 +206,9 @@ def may_name_output(word: str) -> bool:
 
 def _unknown_program(words: Sequence[str | None]) -> list[str | None]:
     """What a program the table does not know writes by the common options: the value of `-o` and
-    `--output`, and anything in the directories `--prefix` and `--target-directory` name."""
+    `--output` (also by a prefix of its name, `--out`, as getopt_long and gpg read it), and anything in
+    the directories `--prefix` and `--target-directory` name (not by a prefix: `pip install --pre`,
+    `cargo build --target` name other options)."""
     out: list[str | None] = []
     for index, word in enumerate(words):
         if word is None or word[:1] != "-":
@@ -218,7 +220,7 @@ def _unknown_program(words: Sequence[str | None]) -> list[str | None]:
             option, given = "-o", word[2:]
         else:
             given = words[index + 1] if index + 1 < len(words) else ""
-        if option in _OUTPUT_OPTIONS and given != "":
+        if (option in _OUTPUT_OPTIONS or _abbreviates(option, "--output")) and given != "":
             out.append(given)
         elif option in _DIRECTORY_OPTIONS and given != "":
             out.append(None if given is None else posixpath.join(given, UNNAMED))
