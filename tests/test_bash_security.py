@@ -465,6 +465,8 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
         (["gzip", "-d", "a.gz", ".envrc.z"], ["a", ".envrc", "a.gz", ".envrc.z"]),
         (["gzip", ".envrc"], [".envrc.gz", ".envrc"]),  # removes FILE
         (["gzip", "-S", "rc", ".env"], [None, ".env"]),  # `.envrc`: a suffix given on the line
+        (["gzip", "-Src", ".env"], [None, ".env"]),  # `c` is the value's, not `-c` (to standard output)
+        (["unzip", "-d.l", "a.zip"], [".l", ".l/\0"]),  # the same for a listing option (`-l`)
         (["gunzip", "-r", ".git/hooks"], [".git/hooks/\0", None, ".git/hooks"]),
         (["unxz", ".envrc.xz"], [".envrc", ".envrc.xz"]),
         (["bzip2", "--decomp", ".envrc.bz2"], [".envrc", ".envrc.bz2"]),

@@ -112,7 +112,7 @@ def written(values: Sequence[str | None]) -> list[str | None]:
     rule = write_rules().get(name)
     if rule is None:
         return _unknown_program(values[1:])
-    if rule.lists and any(_has(word, rule.lists) for word in values[1:]):  # as written, never abbreviated
+    if rule.lists and any(_has(word, rule.lists, rule, abbreviated=False) for word in values[1:]):
         return []
     out = _operands(rule, values[1:])
     if name in _URL_NAMED and not out:
@@ -285,7 +285,7 @@ def _renamed(rule: WriteRule, words: Sequence[str | None], operands: list[str | 
     runs (a suffix given by `-S`, a name without a known suffix to strip, an operand only known then)."""
     custom = "-S" in rule.values and any(_has(word, _CUSTOM_SUFFIX, rule) for word in words)
     unpack = "*" in rule.unpack or any(_has(word, rule.unpack, rule) for word in words)
-    recursive = any(_has(word, _RECURSIVE) or _abbreviates(word, "--recursive") for word in words)
+    recursive = any(_has(word, _RECURSIVE, rule) or _abbreviates(word, "--recursive") for word in words)
     out: list[str | None] = []
     for operand in operands:
         if recursive and operand is not None:
@@ -300,15 +300,24 @@ def _renamed(rule: WriteRule, words: Sequence[str | None], operands: list[str | 
     return out
 
 
-def _has(word: str | None, options: frozenset[str], rule: WriteRule | None = None) -> bool:
-    """`word` is one of `options`, or a cluster of short options holding one (`-dv`); with `rule`, also
-    an abbreviation of one (`_long_name`)."""
+def _has(word: str | None, options: frozenset[str], rule: WriteRule, *, abbreviated: bool = True) -> bool:
+    """`word` is one of `options`, an abbreviation of one (`_long_name`, unless not `abbreviated`), or a
+    cluster of short options holding one (`-dv`) before a letter of the row that takes a value: what
+    follows that letter is its value (`unzip -d.l`, `gzip -Src`), not options."""
     if word is None or word[:1] != "-":
         return False
     name = word.partition("=")[0]
-    if name in options or (rule is not None and _long_name(rule, name) in options):
+    if name in options or (abbreviated and _long_name(rule, name) in options):
         return True
-    return word[1:2] != "-" and any("-" + letter in options for letter in word[1:])
+    if word[1:2] == "-":
+        return False
+    for letter in word[1:]:
+        option = "-" + letter
+        if option in options:
+            return True
+        if option in rule.values or option in rule.target or option in rule.prefix:
+            return False
+    return False
 
 
 @dataclass(slots=True)
