@@ -472,6 +472,8 @@ def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: lis
         (["bzip2", "--decomp", ".envrc.bz2"], [".envrc", ".envrc.bz2"]),
         (["zstd", "-d", ".envrc.zst"], [".envrc", ".envrc.zst"]),
         (["gzip", "-dc", ".envrc.gz"], []),  # to standard output only
+        (["gunzip", "a.tgz"], ["a.tar", "a.tgz"]),  # as gzip names it: an everyday line that must not fail closed
+        (["unxz", "a.txz"], ["a.tar", "a.txz"]),
         (["sponge", "-a", ".envrc"], [".envrc"]),  # a file editor or rewriter writes its operand
         (["dos2unix", ".envrc"], [".envrc"]),
         (["ed", "-s", ".envrc"], [".envrc"]),

@@ -273,6 +273,8 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
 
 _CUSTOM_SUFFIX = frozenset(("-S", "--suffix"))
 _RECURSIVE = frozenset(("-r",))
+_UNPACKED = {".tgz": ".tar", ".taz": ".tar", ".txz": ".tar", ".tbz2": ".tar", ".tbz": ".tar"}
+"""A compressed archive's suffix → the name its unpacked file gets in its place (`a.tgz` → `a.tar`)."""
 
 
 def _abbreviates(word: str | None, option: str) -> bool:
@@ -295,7 +297,11 @@ def _renamed(rule: WriteRule, words: Sequence[str | None], operands: list[str | 
         elif not unpack:
             out.append(operand + rule.suffixes[0])
         else:
-            stripped = [operand[: -len(suffix)] for suffix in rule.suffixes if operand.endswith(suffix)]
+            stripped = [
+                operand[: -len(suffix)] + _UNPACKED.get(suffix, "")
+                for suffix in rule.suffixes
+                if operand.endswith(suffix)
+            ]
             out.append(stripped[0] if stripped and stripped[0] else None)
     return out
 
