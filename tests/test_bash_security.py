@@ -21,6 +21,7 @@ from toolrt.permissions.evaluate import decide
 from toolrt.permissions.model import CallSite, Rule
 from toolrt.permissions.rules import Ruleset
 from toolrt.shell import analyze_call, analyze_command
+from toolrt.shell.writes import written
 
 _READ_ONLY = ("echo *", "ls *", "ls*", "cat *", "head *", "tee *", "grep *", "git status*", "npm *", "find *", "true")
 
@@ -429,6 +430,99 @@ def test_an_abbreviated_long_option_that_runs_a_script_is_read(line: str, tmp_pa
     run the script (shown by the oracle below); the table matched only the full name, so these were allowed."""
     site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
     assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == "deny"
+
+
+@pytest.mark.parametrize(
+    ("values", "writes"),
+    [
+        (["sort", "--out=.envrc", "x"], [".envrc"]),
+        (["sort", "--outp", ".envrc", "x"], [".envrc"]),
+        (["sed", "--in", "s/a/b/", ".envrc"], [".envrc"]),
+        (["cp", "--targ", ".git", "x"], [".git"]),
+        (["cp", "x", ".envrc", "--suf", ".bak"], [".envrc"]),  # the value of `--suffix`, not the destination
+        (["uniq", "x", ".envrc", "--skip-f", "1"], [".envrc"]),
+        (["install", "--dir", "a", ".vscode"], ["a", ".vscode"]),
+        (["csplit", "--pre=.git/x", "f", "2"], [".git/\0"]),
+        (["tar", "-xf", "a.tar", "--dir=.git"], [".git", ".git/\0"]),
+        (["wget", "--output-doc=.envrc", "u"], [".envrc"]),
+        (["curl", "--head", "-o", ".envrc", "u"], [".envrc"]),  # curl's own `--head`: `-o` is no value of it
+        (["curl", "--out", ".envrc", "u"], [".envrc"]),
+        (["chmod", "--ref", "x", ".envrc"], [".envrc"]),  # `--reference`: no mode operand, every one is a file
+        (["chown", "--reference=x", "a", ".envrc"], ["a", ".envrc"]),
+        (["chown", "--from=u", "v", ".envrc"], [".envrc"]),
+    ],
+)
+def test_an_abbreviated_long_option_writes_what_its_full_name_writes(values: list[str], writes: list[str]) -> None:
+    """Found attacking: getopt_long (and curl) take any unambiguous prefix of a long option, as the
+    protected-route test of `sort --out=.envrc` shows; the writes table matched only full names."""
+    assert written(values) == writes
+
+
+@pytest.mark.parametrize(
+    ("values", "writes"),
+    [
+        (["gunzip", ".envrc.gz"], [".envrc", ".envrc.gz"]),  # makes FILE, removes FILE.gz
+        (["gzip", "-d", "a.gz", ".envrc.z"], ["a", ".envrc", "a.gz", ".envrc.z"]),
+        (["gzip", ".envrc"], [".envrc.gz", ".envrc"]),  # removes FILE
+        (["gzip", "-S", "rc", ".env"], [None, ".env"]),  # `.envrc`: a suffix given on the line
+        (["gzip", "-Src", ".env"], [None, ".env"]),  # `c` is the value's, not `-c` (to standard output)
+        (["unzip", "-d.l", "a.zip"], [".l", ".l/\0"]),  # the same for a listing option (`-l`)
+        (["gunzip", "-r", ".git/hooks"], [".git/hooks/\0", None, ".git/hooks"]),
+        (["unxz", ".envrc.xz"], [".envrc", ".envrc.xz"]),
+        (["bzip2", "--decomp", ".envrc.bz2"], [".envrc", ".envrc.bz2"]),
+        (["zstd", "-d", ".envrc.zst"], [".envrc", ".envrc.zst"]),
+        (["gzip", "-dc", ".envrc.gz"], []),  # to standard output only
+        (["gunzip", "a.tgz"], ["a.tar", "a.tgz"]),  # as gzip names it: an everyday line that must not fail closed
+        (["unxz", "a.txz"], ["a.tar", "a.txz"]),
+        (["sponge", "-a", ".envrc"], [".envrc"]),  # a file editor or rewriter writes its operand
+        (["dos2unix", ".envrc"], [".envrc"]),
+        (["ed", "-s", ".envrc"], [".envrc"]),
+        (["gpg", "--out", ".envrc", "--enarmor", "x"], [".envrc"]),  # a program the table does not know
+        (["gpg", "--outp=.envrc", "x"], [".envrc"]),
+        (["gpg", "--only", "x"], []),
+    ],
+)
+def test_a_compressor_writes_its_operands_renamed(values: list[str], writes: list[str | None]) -> None:
+    """Found attacking: `gunzip .envrc.gz` made `.envrc` (shown by the protected-route test) and the
+    table had no compressor but `zstd -o`."""
+    assert written(values) == writes
+
+
+@pytest.mark.parametrize(
+    ("line", "action"),
+    [
+        ("sed -s '1e rm -rf build' a.txt", "deny"),  # `-s` is `--separate`, no value: the script follows
+        ("sed --expr='1e rm -rf build' a.txt", "deny"),
+        ("sed -nf s.sed a.txt", "ask"),  # a script file in a cluster
+        ("sed -fs.sed a.txt", "ask"),
+        ("sed --fil=s.sed a.txt", "ask"),
+        ("awk --source='BEGIN{system(\"rm -rf build\")}'", "deny"),  # gawk's `-e`
+        ("awk --so 'BEGIN{system(\"rm -rf build\")}' a.txt", "deny"),
+        ("awk -e 1 -e 'BEGIN{system(\"rm -rf build\")}' a.txt", "deny"),
+        ("awk -E p.awk a.txt", "ask"),  # gawk's program files: `--exec`, `--include`, `--load`
+        ("awk --include=lib 1 a.txt", "ask"),
+        ("awk -l ext 1 a.txt", "ask"),
+        ("awk --fi=p.awk a.txt", "ask"),
+        ("awk -W exec p.awk a.txt", "ask"),  # mawk's
+        ("rg --pre rm x a.txt", "deny"),  # ripgrep runs `rm a.txt` to read a.txt
+        ("rg --pre=./conv.sh x", "ask"),
+        ("rg --pre-glob '*.pdf' x a.txt", "allow"),
+        ("rg x - < a.txt", "allow"),  # its input is data, not code
+        ("split -l 1 - p <<< 'a'", "allow"),
+        ("make --eval='$(shell rm -rf build)' all", "deny"),  # make expands it before anything else
+        ("make -E '$(shell rm -rf build)'", "deny"),
+        ("make test", "allow"),
+        ("sed -n -e p a.txt", "allow"),
+        ("sed -i.bak s/a/b/ a.txt", "allow"),
+        ("awk -F: -v x=1 '{print $1}' a.txt", "allow"),
+    ],
+)
+def test_sed_and_awk_options_are_read_as_getopt_long_reads_them(line: str, action: str, tmp_path: Path) -> None:
+    """Found attacking: `sed -s` was read as taking a value (it hid the script, and real sed ran `rm`), a
+    script file in a cluster (`-nf FILE`) and a long option by a prefix of its name were not read, and
+    gawk's `--source`, `-E`, `-i` and `-l` give it code the analyzer did not see."""
+    site = CallSite(root=tmp_path, cwd=tmp_path, home=tmp_path.parent)
+    assert decide(analyze_command(line, site), RULESETS["rm"], locked=Ruleset()).action == action
 
 
 def test_env_and_git_run_the_script_an_abbreviated_option_names(tmp_path: Path) -> None:

@@ -73,6 +73,9 @@ def _blocked(result: Any, path: str) -> None:
         ("cp notes.txt tools.d/", "tools.d"),
         ("tee -a .envrc < notes.txt", ".envrc"),
         ("sed -i s/a/b/ toolrt.yaml", "toolrt.yaml"),
+        ("sed --in s/a/b/ toolrt.yaml", "toolrt.yaml"),  # `--in-place`, abbreviated as getopt_long takes it
+        ("chmod --reference=notes.txt toolrt.yaml", "toolrt.yaml"),  # no mode operand: every one is a file
+        ("chgrp --ref notes.txt .git/hooks", ".git/hooks"),
         ("ln -sf /bin/true .git/hooks/pre-commit", ".git/hooks/pre-commit"),
         ("dd if=notes.txt of=.bashrc", ".bashrc"),
         ("git config core.hooksPath /tmp/hooks", ".git/config"),
@@ -137,6 +140,18 @@ MISSED_ROUTES = [
     ("iconv -f utf-8 -t utf-8 -o .envrc stage/.envrc", ".envrc", ".envrc"),
     ("printf 'a\\nb\\nc\\n' | split -a 1 -l 1 - .envr", "*", ".envrc"),  # a prefix and a suffix
     ("printf 'a\\nb\\n' > lines; csplit -s -f .envr -b 'c%.0d' lines 2", "*", ".envrc"),
+    # getopt_long takes any unambiguous prefix of a long option; the table matched only the full names.
+    ("sort --out=.envrc stage/.envrc", ".envrc", ".envrc"),
+    ("shuf --out .envrc stage/.envrc", ".envrc", ".envrc"),
+    ("cp --target=. stage/.envrc", ".envrc", ".envrc"),
+    ("cp stage/.envrc .envrc --suf .bak", ".envrc", ".envrc"),  # `.bak` was read as the destination
+    ("uniq stage/.envrc .envrc --skip-f 0", ".envrc", ".envrc"),
+    ("install --dir .vscode", ".vscode", ".vscode"),
+    ("curl -s --head -o .envrc file://$PWD/stage/.envrc", ".envrc", ".envrc"),  # `--head`, not `--header`
+    ("gzip -c stage/.envrc > e.gz; mv e.gz .envrc.gz; gunzip .envrc.gz", ".envrc", ".envrc"),  # FILE.gz → FILE
+    ("xz -c stage/.envrc > .envrc.xz; xz -d .envrc.xz", ".envrc", ".envrc"),
+    ("gpg --homedir stage --batch --out .envrc --enarmor stage/.envrc", ".envrc", ".envrc"),  # `--output`
+    ("printf 'a\\nexport EVIL=1\\n.\\nw\\n' | ed -s .envrc", ".envrc", ".envrc"),  # ed writes what its input says
 ]
 
 

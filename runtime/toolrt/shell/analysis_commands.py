@@ -660,12 +660,18 @@ def _then(node: Node, parent: Node | None) -> bool:
 
 
 def has_option(arg: str | None, options: frozenset[str]) -> bool:
-    """`arg` is one of `options`, with an attached `=value`, or a cluster holding a short one (`-rL`)."""
+    """`arg` is one of `options`, with an attached `=value`, a prefix of a long one (`--deref` for
+    `--dereference`: getopt_long takes any unambiguous prefix), or a cluster holding a short one (`-rL`)."""
     if arg is None or arg[:1] != "-":
         return False
-    if (arg.partition("=")[0] if "=" in arg else arg) in options:
+    name = arg.partition("=")[0] if "=" in arg else arg
+    if name in options:
         return True
     if arg[1:2] == "-":
+        if len(name) > 2:
+            for option in options:
+                if option.startswith(name):
+                    return True
         return False
     for letter in arg[1:]:  # a loop: cheaper than `any` over a generator
         if "-" + letter in options:

@@ -35,6 +35,9 @@ class _Program(NamedTuple):
     short: Mapping[str, str] = MappingProxyType({})
     """Each short option's letter → how a cluster reads it (`_ENDS`, `_VALUE`, `_FLAG`), in that order of
     precedence: one lookup per letter instead of three set tests."""
+    long_options: tuple[str, ...] = ()
+    """The long options the row names, those that give the script or a file first: what an abbreviation
+    of one is read as (`_long_name`)."""
     flag_letters: frozenset[str] = frozenset()
     """The letters `short` reads as flags: a cluster of them only (`ls -la`) is one set test."""
     options: Mapping[str, _Read] = MappingProxyType({})
@@ -65,10 +68,13 @@ def _programs() -> Mapping[str, _Program]:
         valued = ("script_options", "file_options", "text_options", "value_options")
         takes_value = frozenset().union(*(sets[key] for key in valued))
         short = _short_roles(sets["ends_cluster"], takes_value, sets["flags"])
+        order = ("script_options", "file_options", "text_options", "value_options", "patternless", "flags")
+        long_options = (option for key in order for option in sorted(sets[key]) if option[:2] == "--")
         program = _Program(
             text=row.get("text") == "all",
             script=row.get("script") == "first",
             takes_value=takes_value,
+            long_options=tuple(dict.fromkeys(long_options)),
             short=short,
             flag_letters=frozenset(letter for letter, role in short.items() if role is _FLAG),
             **sets,
@@ -178,6 +184,7 @@ def _read_option(spec: _Program, arg: str) -> _Read:
 def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
     """Read `--name[=value]` at `index`; the index of the next word to read."""
     name, equals, _ = (args[index] or "").partition("=")
+    name = _long_name(spec, name)
     _note(spec, name, index, reading)
     if equals or name in spec.flags or name in spec.patternless:
         return index + 1
@@ -187,6 +194,18 @@ def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Read
         return index + 2
     reading.uncertain = True  # it may take the next word as its value
     return index + 1
+
+
+def _long_name(spec: _Program, name: str) -> str:
+    """The long option of the row that `name` abbreviates (`--reg` for grep's `--regexp`): getopt_long
+    takes any unambiguous prefix of a long option. `name` itself when the row names it or it abbreviates
+    none; of several, the first of `long_options` (an ambiguous prefix stops the program)."""
+    if len(name) < 3 or name in spec.long_options:
+        return name
+    for option in spec.long_options:
+        if option.startswith(name):
+            return option
+    return name
 
 
 def _cluster(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:

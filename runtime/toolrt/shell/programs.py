@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 
 __all__ = ["awk_runs_code", "sed_runs_code", "unseen_code"]
 
+_DATA_INPUT = frozenset(("rg", "split"))
+"""Programs whose code is only in their options (`rg --pre`, `split --filter`): their input is data."""
 _SED = frozenset(("sed", "gsed"))
 _AWK = frozenset(("awk", "gawk", "mawk", "nawk", "busybox awk"))
-_SED_OPTIONS_WITH_VALUE = frozenset(("-l", "--line-length", "-s"))
-_AWK_OPTIONS_WITH_VALUE = frozenset(("-F", "-v", "--assign", "--field-separator"))
 # awk: `system(`, a pipe into or out of a command, `getline` from a command, or output redirected
 # to a file (`print > "f"`; a comparison `$1 > 5` is caught too: the cost of not parsing awk).
 # awk: `system(`, a pipe (not `||`), `getline`, `ARGV`/`ARGC` (files the program names for itself to
@@ -46,52 +46,106 @@ def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], 
             return f"`{base}` takes an argument only known when it runs"
         name = arg.partition("=")[0] if "=" in arg else arg
         attached = arg[:2] if len(arg) > 2 and arg[1] != "-" else None
-        if name in options or attached in options:
-            shown = name if name in options else attached
+        if name in options or attached in options or _abbreviates(name, options):
+            shown = name if name in options or not attached else attached
             return f"`{base} {shown}` runs code the analyzer does not read"
+        if base in _DATA_INPUT:
+            continue
         if arg == "-" or (not arg.startswith("-")):
             operands += 1
             if arg == "-":
                 return f"`{base} -` runs code from its input, which the analyzer does not read"
-    if operands == 0 and fed():
+    if operands == 0 and base not in _DATA_INPUT and fed():
         return f"`{base}` runs the code fed to its input, which the analyzer does not read"
     return None
 
 
+def _abbreviates(name: str, options: frozenset[str]) -> bool:
+    """Whether the long option `name` is a prefix of one of `options` (`split --fil` for `--filter`):
+    getopt_long takes any unambiguous prefix of a long option's name."""
+    if name[:2] != "--" or len(name) < 3:
+        return False
+    for option in options:
+        if option[:2] == "--" and option.startswith(name):
+            return True
+    return False
+
+
 def _sed(args: Sequence[str | None]) -> str | None:
+    """GNU sed's options as getopt_long reads them: clusters (`-nf FILE`, `-ne SCRIPT`, `-sE`) and any
+    prefix of a long option's name (`--expr=SCRIPT`)."""
     scripts: list[str] = []
     index = 0
     explicit = False
+    options = True
     while index < len(args):
         arg = args[index]
+        following = args[index + 1] if index + 1 < len(args) else ""
         if arg is None:
             return "`sed` takes an argument only known when it runs"
-        if arg in ("-e", "--expression"):
-            explicit = True
-            following = args[index + 1] if index + 1 < len(args) else None
-            if following is None:
-                return "`sed -e` takes a script only known when it runs"
-            scripts.append(following)
-            index += 2
-            continue
-        if arg.startswith("--expression="):
-            explicit = True
-            scripts.append(arg.partition("=")[2])
-        elif arg in ("-f", "--file") or arg.startswith("--file="):
-            return "`sed -f` runs a script file the analyzer does not read"
-        elif arg.startswith("-e") and len(arg) > 2:
-            explicit = True
-            scripts.append(arg[2:])
-        elif arg in _SED_OPTIONS_WITH_VALUE:
+        if not options or arg == "-" or arg[:1] != "-":
+            if not explicit:
+                scripts.append(arg)
+                explicit = True
             index += 1
-        elif not arg.startswith("-") and not explicit:
-            scripts.append(arg)
+            continue
+        if arg == "--":
+            options = False
+            index += 1
+            continue
+        role, value, taken = _option(arg, following, _SED_LONG, _SED_SHORT)
+        if role == _CODE_FILE:
+            return "`sed -f` runs a script file the analyzer does not read"
+        if role == _PROGRAM:
+            if value is None:
+                return "`sed -e` takes a script only known when it runs"
+            scripts.append(value)
             explicit = True
-        index += 1
+        index += 1 + taken
     for script in scripts:
         if sed_runs_code(script):
             return "the sed script runs a command or reads or writes a file (`e`, `r`, `w`), which is not followed here"
     return None
+
+
+_PROGRAM, _CODE_FILE, _VALUE, _OPTIONAL, _FLAG = "program", "code file", "value", "optional", "flag"
+# Each option's role: its value is the program text, names a file of code, is another value, is attached
+# only (`sed -i.bak`, `gawk -dFILE`), or it has none. A long option is read by any prefix of its name, in
+# this order (a prefix of several stops the program, so the first, the strictest reading, is never weaker).
+_SED_LONG = (("--expression", _PROGRAM), ("--file", _CODE_FILE), ("--line-length", _VALUE), ("--in-place", _OPTIONAL))
+_SED_SHORT = {"e": _PROGRAM, "f": _CODE_FILE, "l": _VALUE, "i": _OPTIONAL}
+_AWK_LONG = (
+    ("--file", _CODE_FILE), ("--exec", _CODE_FILE), ("--include", _CODE_FILE), ("--load", _CODE_FILE),
+    ("--source", _PROGRAM), ("--assign", _VALUE), ("--field-separator", _VALUE),
+)  # fmt: skip
+_AWK_SHORT = {
+    "f": _CODE_FILE, "E": _CODE_FILE, "i": _CODE_FILE, "l": _CODE_FILE, "e": _PROGRAM, "F": _VALUE, "v": _VALUE,
+    "W": _VALUE, "d": _OPTIONAL, "D": _OPTIONAL, "L": _OPTIONAL, "o": _OPTIONAL, "p": _OPTIONAL,
+}  # fmt: skip
+
+
+def _option(
+    arg: str, following: str | None, longs: tuple[tuple[str, str], ...], shorts: dict[str, str]
+) -> tuple[str, str | None, int]:
+    """The role of the option word `arg` (`--name[=value]` or a cluster), its value (None: only known when
+    it runs) and how many words after it the value takes (0 or 1)."""
+    if arg[:2] == "--":
+        name, equals, value = arg.partition("=")
+        for option, role in longs:
+            if len(name) > 2 and option.startswith(name):
+                if role in (_FLAG, _OPTIONAL) or equals:
+                    return role, value, 0
+                return role, following, 1
+        return _FLAG, None, 0
+    for position in range(1, len(arg)):
+        role = shorts.get(arg[position], _FLAG)
+        if role == _FLAG:
+            continue
+        rest = arg[position + 1 :]
+        if rest or role == _OPTIONAL:
+            return role, rest, 0
+        return role, following, 1
+    return _FLAG, None, 0
 
 
 def sed_runs_code(script: str) -> bool:
@@ -137,20 +191,35 @@ def _after_delimited(script: str, index: int) -> int:
 
 
 def _awk(args: Sequence[str | None]) -> str | None:
+    """awk's options (gawk's and mawk's) as getopt_long reads them: `-e`/`--source` give program text,
+    `-f`, `-E`, `-i`, `-l` (and their long names, by any prefix) files of code; the first operand is the
+    program unless an option gave one."""
+    programs: list[str] = []
     index = 0
+    options = True
     while index < len(args):
         arg = args[index]
+        following = args[index + 1] if index + 1 < len(args) else ""
         if arg is None:
             return "`awk` takes an argument only known when it runs"
-        if arg in ("-f", "--file") or arg.startswith("--file=") or (arg.startswith("-f") and len(arg) > 2):
-            return "`awk -f` runs a program file the analyzer does not read"
-        if arg in _AWK_OPTIONS_WITH_VALUE:
-            index += 2
-            continue
-        if arg.startswith("-") and arg != "-":
+        if not options or arg == "-" or arg[:1] != "-":
+            if not programs:
+                programs.append(arg)
+            break  # the program, or the first file after the programs the options gave
+        if arg == "--":
+            options = False
             index += 1
             continue
-        return "the awk program runs commands or writes files" if awk_runs_code(arg) else None
+        role, value, taken = _option(arg, following, _AWK_LONG, _AWK_SHORT)
+        if role == _CODE_FILE or (arg[:2] == "-W" and (value or "")[:1] == "e"):  # mawk's `-W exec FILE`
+            return "`awk -f` runs a program file the analyzer does not read"
+        if role == _PROGRAM:
+            if value is None:
+                return "`awk -e` takes a program only known when it runs"
+            programs.append(value)
+        index += 1 + taken
+    if any(awk_runs_code(program) for program in programs):
+        return "the awk program runs commands or writes files"
     return None
 
 

@@ -53,6 +53,22 @@ class WriteRule:
     """Options whose value prefixes the names written (`csplit -f`); `operand: N` names an operand."""
     lists: frozenset[str] = frozenset()
     """With one of these options the command only lists, tests or prints (`unzip -l`): no writes."""
+    unpack: frozenset[str] = frozenset()
+    """With one of these options (`*`: always) the program decompresses: see `suffixes`."""
+    suffixes: tuple[str, ...] = ()
+    """What a compressor adds to each operand's name (the first) and strips when it decompresses (`gzip`:
+    `FILE` writes `FILE.gz`, `gunzip FILE.gz` writes `FILE`); a name without one, or a suffix given by
+    `-S`, is only known when it runs."""
+    flags: frozenset[str] = frozenset()
+    """Long options without a value that begin a longer one the row names (curl's `--head`, `--header`):
+    each is read as itself (getopt_long prefers an exact name), never as an abbreviation."""
+    long_options: tuple[str, ...] = ()
+    """The long options the row names but `lists`, those that write first (`target`, `when`, `unnamed`,
+    `all_when`, `into`, `prefix`, then `script`, `values`): what an abbreviation is read as (`_long_name`)."""
+
+
+_WRITING = ("target", "when", "unnamed", "all_when", "into", "prefix", "unpack", "script", "values")
+"""The row's sets of options that make or name a write, those that write first (`long_options`)."""
 
 
 @cache
@@ -61,25 +77,29 @@ def write_rules() -> Mapping[str, WriteRule]:
     data: dict[str, Any] = read_yaml(Path(__file__).with_name("writes.yaml"))
     rules: dict[str, WriteRule] = {}
     for name, row in data["commands"].items():
+        sets = {key: frozenset(row.get(key, ())) for key in (*_WRITING, "assign", "lists", "flags")}
+        long_options = (option for key in _WRITING for option in sorted(sets[key]) if option[:2] == "--")
         rules[name] = WriteRule(
             operands=row.get("operands", "all"),
-            **{
-                key: frozenset(row.get(key, ()))
-                for key in (
-                    "when",
-                    "unnamed",
-                    "target",
-                    "values",
-                    "script",
-                    "assign",
-                    "all_when",
-                    "into",
-                    "prefix",
-                    "lists",
-                )
-            },
+            long_options=tuple(dict.fromkeys(long_options)),
+            suffixes=tuple(row.get("suffixes", ())),
+            **sets,
         )
     return rules
+
+
+def _long_name(rule: WriteRule, option: str) -> str:
+    """The long option of `rule` that `option` abbreviates (`--out` for sort's `--output`, `--in` for sed's
+    `--in-place`): getopt_long takes any unambiguous prefix of a long option. `option` itself when it is
+    one of them or abbreviates none; of several, the first of `long_options` (one that writes: an
+    ambiguous prefix stops the program, so reading it as any of them is never weaker). `lists` is never
+    read so: an abbreviation does not take a command's writes away."""
+    if option[:2] != "--" or len(option) < 3 or option in rule.long_options or option in rule.flags:
+        return option
+    for name in rule.long_options:
+        if name.startswith(option):
+            return name
+    return option
 
 
 def written(values: Sequence[str | None]) -> list[str | None]:
@@ -92,7 +112,7 @@ def written(values: Sequence[str | None]) -> list[str | None]:
     rule = write_rules().get(name)
     if rule is None:
         return _unknown_program(values[1:])
-    if rule.lists and any(_has(word, rule.lists) for word in values[1:]):
+    if rule.lists and any(_has(word, rule.lists, rule, abbreviated=False) for word in values[1:]):
         return []
     out = _operands(rule, values[1:])
     if name in _URL_NAMED and not out:
@@ -156,7 +176,7 @@ def copies(values: Sequence[str | None]) -> tuple[list[str | None], str | None] 
 
 _OUTPUT_OPTIONS = frozenset(("-o", "--output"))
 _DIRECTORY_OPTIONS = frozenset(("--prefix", "--target-directory"))
-_NAMING_PREFIXES = ("-o", *_OUTPUT_OPTIONS, *_DIRECTORY_OPTIONS)
+_NAMING_PREFIXES = ("-o", "--o", *_OUTPUT_OPTIONS, *_DIRECTORY_OPTIONS)  # `--o`: a prefix of `--output`
 
 
 def may_write(values: Sequence[str | None]) -> bool:
@@ -186,7 +206,9 @@ def may_name_output(word: str) -> bool:
 
 def _unknown_program(words: Sequence[str | None]) -> list[str | None]:
     """What a program the table does not know writes by the common options: the value of `-o` and
-    `--output`, and anything in the directories `--prefix` and `--target-directory` name."""
+    `--output` (also by a prefix of its name, `--out`, as getopt_long and gpg read it), and anything in
+    the directories `--prefix` and `--target-directory` name (not by a prefix: `pip install --pre`,
+    `cargo build --target` name other options)."""
     out: list[str | None] = []
     for index, word in enumerate(words):
         if word is None or word[:1] != "-":
@@ -198,7 +220,7 @@ def _unknown_program(words: Sequence[str | None]) -> list[str | None]:
             option, given = "-o", word[2:]
         else:
             given = words[index + 1] if index + 1 < len(words) else ""
-        if option in _OUTPUT_OPTIONS and given != "":
+        if (option in _OUTPUT_OPTIONS or _abbreviates(option, "--output")) and given != "":
             out.append(given)
         elif option in _DIRECTORY_OPTIONS and given != "":
             out.append(None if given is None else posixpath.join(given, UNNAMED))
@@ -215,7 +237,7 @@ def _prefixed(rule: WriteRule, words: Sequence[str | None], operands: list[str |
                 prefix = operands[position]
             continue
         for index, word in enumerate(words):
-            if word is not None and word.partition("=")[0] == entry:
+            if word is not None and _long_name(rule, word.partition("=")[0]) == entry:
                 prefix = word.partition("=")[2] if "=" in word else (words[index + 1] if index + 1 < len(words) else "")
             elif word is not None and len(entry) == 2 and word.startswith(entry) and len(word) > 2:
                 prefix = word[2:]
@@ -231,12 +253,14 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
         out.append(None if directory is None else posixpath.join(directory, UNNAMED))
     if rule.prefix:
         out.extend(_prefixed(rule, words, operands))
-    if rule.into and any(_has(word, rule.into) for word in words) and operands:
+    if rule.into and any(_has(word, rule.into, rule) for word in words) and operands:
         out.append(None if operands[-1] is None else posixpath.join(operands[-1], UNNAMED))
     if not enabled:
         return []
-    if rule.all_when and any(_has(word, rule.all_when) for word in words):
+    if rule.all_when and any(_has(word, rule.all_when, rule) for word in words):
         return [*out, *operands]
+    if rule.suffixes:
+        out.extend(_renamed(rule, words, operands))
     kind = "all" if rule.operands == "all_but_first" and script else rule.operands
     if kind == "last":
         out.extend(operands[-1:] if len(operands) > 1 else [])
@@ -247,13 +271,59 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
     return out
 
 
-def _has(word: str | None, options: frozenset[str]) -> bool:
-    """`word` is one of `options`, or a cluster of short options holding one (`-dv`)."""
+_CUSTOM_SUFFIX = frozenset(("-S", "--suffix"))
+_RECURSIVE = frozenset(("-r",))
+_UNPACKED = {".tgz": ".tar", ".taz": ".tar", ".txz": ".tar", ".tbz2": ".tar", ".tbz": ".tar"}
+"""A compressed archive's suffix → the name its unpacked file gets in its place (`a.tgz` → `a.tar`)."""
+
+
+def _abbreviates(word: str | None, option: str) -> bool:
+    name = (word or "").partition("=")[0]
+    return len(name) > 2 and name[:2] == "--" and option.startswith(name)
+
+
+def _renamed(rule: WriteRule, words: Sequence[str | None], operands: list[str | None]) -> list[str | None]:
+    """The files a compressor makes of `operands` (`suffixes`); None where the name is only known when it
+    runs (a suffix given by `-S`, a name without a known suffix to strip, an operand only known then)."""
+    custom = "-S" in rule.values and any(_has(word, _CUSTOM_SUFFIX, rule) for word in words)
+    unpack = "*" in rule.unpack or any(_has(word, rule.unpack, rule) for word in words)
+    recursive = any(_has(word, _RECURSIVE, rule) or _abbreviates(word, "--recursive") for word in words)
+    out: list[str | None] = []
+    for operand in operands:
+        if recursive and operand is not None:
+            out.append(posixpath.join(operand, UNNAMED))  # every file below a directory operand
+        if operand is None or operand == "-" or custom:
+            out.append(None if operand != "-" else "")
+        elif not unpack:
+            out.append(operand + rule.suffixes[0])
+        else:
+            stripped = [
+                operand[: -len(suffix)] + _UNPACKED.get(suffix, "")
+                for suffix in rule.suffixes
+                if operand.endswith(suffix)
+            ]
+            out.append(stripped[0] if stripped and stripped[0] else None)
+    return out
+
+
+def _has(word: str | None, options: frozenset[str], rule: WriteRule, *, abbreviated: bool = True) -> bool:
+    """`word` is one of `options`, an abbreviation of one (`_long_name`, unless not `abbreviated`), or a
+    cluster of short options holding one (`-dv`) before a letter of the row that takes a value: what
+    follows that letter is its value (`unzip -d.l`, `gzip -Src`), not options."""
     if word is None or word[:1] != "-":
         return False
-    if word.partition("=")[0] in options:
+    name = word.partition("=")[0]
+    if name in options or (abbreviated and _long_name(rule, name) in options):
         return True
-    return word[1:2] != "-" and any("-" + letter in options for letter in word[1:])
+    if word[1:2] == "-":
+        return False
+    for letter in word[1:]:
+        option = "-" + letter
+        if option in options:
+            return True
+        if option in rule.values or option in rule.target or option in rule.prefix:
+            return False
+    return False
 
 
 class _Scanned:
@@ -314,6 +384,7 @@ def _scan_operand(rule: WriteRule, state: _Scanned, word: str | None) -> None:
 
 def _scan_long(rule: WriteRule, state: _Scanned, word: str, words: Sequence[str | None]) -> None:
     option, equals, value = word.partition("=")
+    option = _long_name(rule, option)
     state.mark(rule, option)
     if option in rule.target:
         state.out.append(value if equals else (words[state.index] if state.index < len(words) else None))
