@@ -40,9 +40,8 @@ _MS_REC = 16384
 _PTS_FLAGS = _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC
 """Read-only, like the procfs (`own_proc`): a terminal opens for writing all the same (a device node is no
 file of its mount), while a mode change on the root or `ptmx` is refused. Landlock does not govern a mode
-change, and a sandboxed root owns both: `chmod 000 /dev/pts` would otherwise last as long as the mount,
-which a covered namespace reused for the next process of its key keeps (and a procfs, every namespace
-copied from its base)."""
+change, and a sandboxed root owns both: `chmod 000 /dev/pts` would otherwise last as long as the mount
+(and a procfs's, as long as every namespace copied from its base: the processes after it)."""
 
 _PROC_OPTIONS = "hidepid=invisible,gid=2147483646"
 """Only processes the reader may trace are listed; `gid` names a group no one is in (by default root's
