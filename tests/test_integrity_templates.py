@@ -161,6 +161,7 @@ def test_the_deny_analysis_reads_values_as_literals(make_project: Writer) -> Non
         ("perl -e 'print 1' {{ v }}", r"where perl reads its options"),
         ("awk {{ v }} file", r"where awk reads its options"),
         ("sed -n {{ v }} file", r"where sed reads its options"),
+        ("rg -c {{ v }} .", r"where rg reads its options .*--pre"),
         ("python3 -c {{ v }}", r"reads as code .*`python3 -c` runs it"),
         ("git {{ v }} log", r"among git's global options"),
         ("git -c {{ v }} log", r"as the value of git -c .*can run commands"),
@@ -195,6 +196,8 @@ RUNS_AS_DATA = [
     ("echo {{ v }} | cat", "; touch pwned", "; touch pwned\n"),
     ("sed -e 's/^/>/' -- {{ v }} 2>&1 || true", "-es/x/y/e touch pwned", None),
     ("rm -f -- {{ v }}; ls", "-rf", "keep\n"),
+    # the value of an option that takes one (rg's -e) is never read as an option, `--pre` included
+    ("rg -c -F -e {{ v }} -- . || true", "--pre=rm", None),
 ]
 
 

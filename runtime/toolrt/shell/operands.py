@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from ..config.resources import read_yaml
 
-__all__ = ["not_paths"]
+__all__ = ["not_paths", "takes_value"]
 
 
 class _Program(NamedTuple):
@@ -114,6 +114,14 @@ class _Reading:
 
 
 _NOTHING: tuple[int, ...] = ()
+
+
+def takes_value(program: str, option: str) -> bool:
+    """Whether `program` (a row of the table) reads the word after `option` as that option's value,
+    whatever it starts with: getopt gives an option that takes an argument the next word (`rg -e -x`
+    searches for `-x`). An abbreviation is not read here (the caller then takes the word for an option)."""
+    spec = (_loaded or _programs()).get(program)
+    return spec is not None and option in spec.takes_value
 
 
 def not_paths(program: str, args: Sequence[str | None]) -> Collection[int]:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .operands import takes_value
 from .unwrap import unwrap
 
 if TYPE_CHECKING:
@@ -441,7 +442,7 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
             explicit = True
             index += 2
             continue
-        if text in _PROGRAM_OPTIONS_WITH_VALUE.get(program, ()):
+        if text in _PROGRAM_OPTIONS_WITH_VALUE.get(program, ()) or takes_value(base, text):
             if index + 1 == words.target:
                 return
             index += 2
