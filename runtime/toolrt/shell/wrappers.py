@@ -108,16 +108,21 @@ class WrapperTable:
         described = (*self.unseen, *self.code_options, *self.subcommands, *self.follow_options)
         object.__setattr__(self, "_described", frozenset(described))
 
-    def match(self, words: Sequence[str | None], start: int) -> Wrapper | None:
-        """The wrapper that `words[start:]` begins with (first word by basename, longest name wins)."""
+    def _named_from(self, words: Sequence[str | None], start: int) -> tuple[Wrapper, ...]:
+        """The wrappers whose name `words[start]` may begin (by basename, longest first), none when not one of
+        their names' last words is among `words` (the common case, `git commit`: one set test)."""
         first = words[start]
         if first is None:
-            return None
+            return ()
         base = first.rpartition("/")[2]
         last = self._last_words.get(base)
         if last is not None and last.isdisjoint(words):
-            return None  # the common case (`git commit`): no word of the names' last words is there
-        for wrapper in self._by_first_word.get(base, ()):
+            return ()
+        return self._by_first_word.get(base, ())
+
+    def match(self, words: Sequence[str | None], start: int) -> Wrapper | None:
+        """The wrapper that `words[start:]` begins with (first word by basename, longest name wins)."""
+        for wrapper in self._named_from(words, start):
             name = wrapper.name
             if start + len(name) <= len(words) and tuple(words[start + 1 : start + len(name)]) == name[1:]:
                 return wrapper
@@ -131,17 +136,12 @@ class WrapperTable:
         the words without them; None when no wrapper's name is there. Another option may take a value too
         (`npm --prefix dir exec`, `tmux -L name new-session`): a word after it that is not the name's is
         passed over as its value."""
-        first = words[0] if words else None
-        if first is None:
+        if not words:
             return None
-        base = first.rpartition("/")[2]
-        last = self._last_words.get(base)
-        if last is not None and last.isdisjoint(words):
-            return None  # the common case (`git commit`): no word of the names' last words is there
-        for wrapper in self._by_first_word.get(base, ()):
+        for wrapper in self._named_from(words, 0):
             if wrapper.name[-1] not in words:  # no word of the name is there
                 continue
-            kept: list[str | None] = [first]
+            kept: list[str | None] = [words[0]]
             index = 1
             for part in wrapper.name[1:]:
                 while index < len(words) and (word := words[index]) is not None and word[:1] == "-" and word != "--":
