@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ..config.resources import read_yaml
+from .long_options import long_option
 
 __all__ = ["not_paths", "takes_value"]
 
@@ -37,7 +38,7 @@ class _Program(NamedTuple):
     precedence: one lookup per letter instead of three set tests."""
     long_options: tuple[str, ...] = ()
     """The long options the row names, those that give the script or a file first: what an abbreviation
-    of one is read as (`_long_name`)."""
+    of one is read as (`long_option`)."""
     flag_letters: frozenset[str] = frozenset()
     """The letters `short` reads as flags: a cluster of them only (`ls -la`) is one set test."""
     options: Mapping[str, _Read] = MappingProxyType({})
@@ -192,7 +193,7 @@ def _read_option(spec: _Program, arg: str) -> _Read:
 def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:
     """Read `--name[=value]` at `index`; the index of the next word to read."""
     name, equals, _ = (args[index] or "").partition("=")
-    name = _long_name(spec, name)
+    name = long_option(name, spec.long_options) or name
     _note(spec, name, index, reading)
     if equals or name in spec.flags or name in spec.patternless:
         return index + 1
@@ -202,18 +203,6 @@ def _long(spec: _Program, args: Sequence[str | None], index: int, reading: _Read
         return index + 2
     reading.uncertain = True  # it may take the next word as its value
     return index + 1
-
-
-def _long_name(spec: _Program, name: str) -> str:
-    """The long option of the row that `name` abbreviates (`--reg` for grep's `--regexp`): getopt_long
-    takes any unambiguous prefix of a long option. `name` itself when the row names it or it abbreviates
-    none; of several, the first of `long_options` (an ambiguous prefix stops the program)."""
-    if len(name) < 3 or name in spec.long_options:
-        return name
-    for option in spec.long_options:
-        if option.startswith(name):
-            return option
-    return name
 
 
 def _cluster(spec: _Program, args: Sequence[str | None], index: int, reading: _Reading) -> int:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from .long_options import long_option
+
 __all__ = ["awk_runs_code", "sed_runs_code", "unseen_code"]
 
 _DATA_INPUT = frozenset(("rg", "split"))
@@ -46,7 +48,7 @@ def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], 
             return f"`{base}` takes an argument only known when it runs"
         name = arg.partition("=")[0] if "=" in arg else arg
         attached = arg[:2] if len(arg) > 2 and arg[1] != "-" else None
-        if name in options or attached in options or _abbreviates(name, options):
+        if name in options or attached in options or long_option(name, options) is not None:
             shown = name if name in options or not attached else attached
             return f"`{base} {shown}` runs code the analyzer does not read"
         if base in _DATA_INPUT:
@@ -58,17 +60,6 @@ def unseen_code(base: str, options: frozenset[str], args: Sequence[str | None], 
     if operands == 0 and base not in _DATA_INPUT and fed():
         return f"`{base}` runs the code fed to its input, which the analyzer does not read"
     return None
-
-
-def _abbreviates(name: str, options: frozenset[str]) -> bool:
-    """Whether the long option `name` is a prefix of one of `options` (`split --fil` for `--filter`):
-    getopt_long takes any unambiguous prefix of a long option's name."""
-    if name[:2] != "--" or len(name) < 3:
-        return False
-    for option in options:
-        if option[:2] == "--" and option.startswith(name):
-            return True
-    return False
 
 
 def _sed(args: Sequence[str | None]) -> str | None:

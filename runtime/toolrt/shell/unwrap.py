@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .long_options import long_option
 from .wrappers import Wrapper
 
 __all__ = ["Unwrapped", "unwrap"]
@@ -56,20 +57,12 @@ def _is_option(wrapper: Wrapper, word: str, positionals: int) -> bool:
 
 def _long_name(wrapper: Wrapper, name: str) -> str:
     """The long option `name` abbreviates (`--split` for env's `--split-string`, `--open` for git grep's
-    `--open-files-in-pager`: getopt_long, git and argparse take any unambiguous prefix), a script option
-    before one that takes a value; `name` itself when it is exact or no such option begins with it."""
-    if (
-        not name.startswith("--")
-        or len(name) < 3
-        or name in wrapper.options_with_value
-        or name in wrapper.script_options
-    ):
-        return name
-    for options in (wrapper.script_options, wrapper.options_with_value):
-        for option in sorted(options):
-            if option.startswith(name):
-                return option
-    return name
+    `--open-files-in-pager`), a script option before one that takes a value; `name` itself when it is
+    exact or no such option begins with it."""
+    if name[:2] != "--":
+        return name  # (the common word: no list built)
+    named = (*sorted(wrapper.script_options), *sorted(wrapper.options_with_value))
+    return long_option(name, named) or name
 
 
 def _with_script(

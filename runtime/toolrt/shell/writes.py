@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from ..config.resources import read_yaml
 from ..permissions.model import UNNAMED
+from .long_options import long_option
 
 __all__ = ["WriteRule", "copies", "may_name_output", "may_write", "names_output", "write_rules", "written"]
 
@@ -90,16 +91,12 @@ def write_rules() -> Mapping[str, WriteRule]:
 
 def _long_name(rule: WriteRule, option: str) -> str:
     """The long option of `rule` that `option` abbreviates (`--out` for sort's `--output`, `--in` for sed's
-    `--in-place`): getopt_long takes any unambiguous prefix of a long option. `option` itself when it is
-    one of them or abbreviates none; of several, the first of `long_options` (one that writes: an
-    ambiguous prefix stops the program, so reading it as any of them is never weaker). `lists` is never
-    read so: an abbreviation does not take a command's writes away."""
-    if option[:2] != "--" or len(option) < 3 or option in rule.long_options or option in rule.flags:
+    `--in-place`), of several the first of `long_options` (one that writes); `option` itself when it is one
+    of them, one of `flags`, or abbreviates none. `lists` is never read so: an abbreviation does not take a
+    command's writes away."""
+    if option in rule.flags:
         return option
-    for name in rule.long_options:
-        if name.startswith(option):
-            return name
-    return option
+    return long_option(option, rule.long_options) or option
 
 
 def written(values: Sequence[str | None]) -> list[str | None]:
@@ -220,7 +217,7 @@ def _unknown_program(words: Sequence[str | None]) -> list[str | None]:
             option, given = "-o", word[2:]
         else:
             given = words[index + 1] if index + 1 < len(words) else ""
-        if (option in _OUTPUT_OPTIONS or _abbreviates(option, "--output")) and given != "":
+        if (option in _OUTPUT_OPTIONS or long_option(option, _OUTPUT_OPTIONS) is not None) and given != "":
             out.append(given)
         elif option in _DIRECTORY_OPTIONS and given != "":
             out.append(None if given is None else posixpath.join(given, UNNAMED))
@@ -273,13 +270,9 @@ def _operands(rule: WriteRule, words: Sequence[str | None]) -> list[str | None]:
 
 _CUSTOM_SUFFIX = frozenset(("-S", "--suffix"))
 _RECURSIVE = frozenset(("-r",))
+_RECURSIVE_LONG = ("--recursive",)
 _UNPACKED = {".tgz": ".tar", ".taz": ".tar", ".txz": ".tar", ".tbz2": ".tar", ".tbz": ".tar"}
 """A compressed archive's suffix → the name its unpacked file gets in its place (`a.tgz` → `a.tar`)."""
-
-
-def _abbreviates(word: str | None, option: str) -> bool:
-    name = (word or "").partition("=")[0]
-    return len(name) > 2 and name[:2] == "--" and option.startswith(name)
 
 
 def _renamed(rule: WriteRule, words: Sequence[str | None], operands: list[str | None]) -> list[str | None]:
@@ -287,7 +280,10 @@ def _renamed(rule: WriteRule, words: Sequence[str | None], operands: list[str | 
     runs (a suffix given by `-S`, a name without a known suffix to strip, an operand only known then)."""
     custom = "-S" in rule.values and any(_has(word, _CUSTOM_SUFFIX, rule) for word in words)
     unpack = "*" in rule.unpack or any(_has(word, rule.unpack, rule) for word in words)
-    recursive = any(_has(word, _RECURSIVE, rule) or _abbreviates(word, "--recursive") for word in words)
+    recursive = any(
+        _has(word, _RECURSIVE, rule) or long_option((word or "").partition("=")[0], _RECURSIVE_LONG) is not None
+        for word in words
+    )
     out: list[str | None] = []
     for operand in operands:
         if recursive and operand is not None:
