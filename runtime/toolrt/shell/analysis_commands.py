@@ -14,6 +14,7 @@ from .arity import prefix
 from .braces import expand_braces
 from .facts import INERT, RESERVED, ProgramFacts, program_facts
 from .globs import GLOB_OPTIONS, glob_options, glob_paths
+from .long_options import long_option
 from .operands import not_paths
 from .programs import unseen_code
 from .python_code import inert_python, inline_code, stdin_code
@@ -668,11 +669,7 @@ def has_option(arg: str | None, options: frozenset[str]) -> bool:
     if name in options:
         return True
     if arg[1:2] == "-":
-        if len(name) > 2:
-            for option in options:
-                if option.startswith(name):
-                    return True
-        return False
+        return long_option(name, options) is not None
     for letter in arg[1:]:  # a loop: cheaper than `any` over a generator
         if "-" + letter in options:
             return True

@@ -102,13 +102,13 @@ def _sed(args: Sequence[str | None]) -> str | None:
 _PROGRAM, _CODE_FILE, _VALUE, _OPTIONAL, _FLAG = "program", "code file", "value", "optional", "flag"
 # Each option's role: its value is the program text, names a file of code, is another value, is attached
 # only (`sed -i.bak`, `gawk -dFILE`), or it has none. A long option is read by any prefix of its name, in
-# this order (a prefix of several stops the program, so the first, the strictest reading, is never weaker).
-_SED_LONG = (("--expression", _PROGRAM), ("--file", _CODE_FILE), ("--line-length", _VALUE), ("--in-place", _OPTIONAL))
+# this order (`long_option`: a prefix of several stops the program, so the first, the strictest, is never weaker).
+_SED_LONG = {"--expression": _PROGRAM, "--file": _CODE_FILE, "--line-length": _VALUE, "--in-place": _OPTIONAL}
 _SED_SHORT = {"e": _PROGRAM, "f": _CODE_FILE, "l": _VALUE, "i": _OPTIONAL}
-_AWK_LONG = (
-    ("--file", _CODE_FILE), ("--exec", _CODE_FILE), ("--include", _CODE_FILE), ("--load", _CODE_FILE),
-    ("--source", _PROGRAM), ("--assign", _VALUE), ("--field-separator", _VALUE),
-)  # fmt: skip
+_AWK_LONG = {
+    "--file": _CODE_FILE, "--exec": _CODE_FILE, "--include": _CODE_FILE, "--load": _CODE_FILE,
+    "--source": _PROGRAM, "--assign": _VALUE, "--field-separator": _VALUE,
+}  # fmt: skip
 _AWK_SHORT = {
     "f": _CODE_FILE, "E": _CODE_FILE, "i": _CODE_FILE, "l": _CODE_FILE, "e": _PROGRAM, "F": _VALUE, "v": _VALUE,
     "W": _VALUE, "d": _OPTIONAL, "D": _OPTIONAL, "L": _OPTIONAL, "o": _OPTIONAL, "p": _OPTIONAL,
@@ -116,18 +116,19 @@ _AWK_SHORT = {
 
 
 def _option(
-    arg: str, following: str | None, longs: tuple[tuple[str, str], ...], shorts: dict[str, str]
+    arg: str, following: str | None, longs: dict[str, str], shorts: dict[str, str]
 ) -> tuple[str, str | None, int]:
     """The role of the option word `arg` (`--name[=value]` or a cluster), its value (None: only known when
     it runs) and how many words after it the value takes (0 or 1)."""
     if arg[:2] == "--":
         name, equals, value = arg.partition("=")
-        for option, role in longs:
-            if len(name) > 2 and option.startswith(name):
-                if role in (_FLAG, _OPTIONAL) or equals:
-                    return role, value, 0
-                return role, following, 1
-        return _FLAG, None, 0
+        option = long_option(name, longs)
+        if option is None:
+            return _FLAG, None, 0
+        role = longs[option]
+        if role in (_FLAG, _OPTIONAL) or equals:
+            return role, value, 0
+        return role, following, 1
     for position in range(1, len(arg)):
         role = shorts.get(arg[position], _FLAG)
         if role == _FLAG:
