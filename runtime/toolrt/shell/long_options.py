@@ -17,4 +17,7 @@ def long_option(name: str, options: Collection[str]) -> str | None:
         return None
     if name in options:
         return name
-    return next((option for option in options if option.startswith(name)), None)
+    for option in options:  # a loop: cheaper than `next` over a generator, and read for every long word
+        if option.startswith(name):
+            return option
+    return None
