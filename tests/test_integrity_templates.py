@@ -8,6 +8,9 @@ come out as the same bytes with no `pwned` file anywhere.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -216,3 +219,33 @@ def test_accepted_wrapper_and_option_positions_keep_the_value_data(
         assert result.output == value + "\n"
     assert sorted(p.name for p in (root / "work").iterdir()) in (["-rf", "keep"], ["keep"])
     assert not (root / "pwned").exists() and not (root / "work" / "pwned").exists()
+
+
+# (script, value): an option the table does not read as one word (`rg --context-separator`, `mawk -W`,
+# the `-r` ending the cluster `-nr`) takes the next word as its value, so the option word after it that
+# the table says takes a value (`-m`, `-e`, `-F`) is that value, and the marker after it is an option
+# or the program: `--pre=rm` deletes every file rg searches, a mawk program runs `system`.
+MISREAD_OPTION_VALUES = [
+    ("rg --context-separator -m {{ v }} -e x . || true", "--pre=rm"),
+    ("rg -nr -e {{ v }} -e x . || true", "--pre=rm"),
+    ("mawk -W -F {{ v }} keep", 'BEGIN { system("touch pwned") }'),
+]
+
+
+@pytest.mark.parametrize(("script", "value"), MISREAD_OPTION_VALUES)
+def test_a_value_after_an_option_read_as_an_earlier_options_value_is_refused(
+    make_project: Writer, tmp_path: Path, script: str, value: str
+) -> None:
+    program = script.split()[0]
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed")
+    # the real program, run on the same words, reads the value as an option or its program and runs code
+    work = tmp_path / "direct"
+    work.mkdir()
+    (work / "keep").write_text("x\n", encoding="utf-8")
+    line = script.replace("{{ v }}", '"$V"')
+    subprocess.run(["/bin/bash", "-c", line], cwd=work, env={**os.environ, "V": value}, check=False, timeout=30)
+    assert sorted(p.name for p in work.iterdir()) in (["keep", "pwned"], [])
+    with pytest.raises(ConfigError, match=rf"where {program} reads its options .*put -- before it") as caught:
+        Runtime.load(make_project({"t": _tool(script, "/bin/bash")}))
+    assert [p.pointer for p in caught.value.problems] == ["/handler/shell"]

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .operands import takes_value
+from .operands import one_word, takes_value
 from .unwrap import unwrap
 
 if TYPE_CHECKING:
@@ -420,6 +420,7 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
     program = base.rstrip("0123456789.-")
     index = first + 1
     explicit = False
+    counted = True  # every option word so far took the words the table says (`one_word`, `takes_value`)
     while index < last:
         value = words.values[index]
         is_target = index == words.target
@@ -442,13 +443,17 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
             explicit = True
             index += 2
             continue
-        if text in _PROGRAM_OPTIONS_WITH_VALUE.get(program, ()) or takes_value(base, text):
+        if counted and (text in _PROGRAM_OPTIONS_WITH_VALUE.get(program, ()) or takes_value(base, text)):
             if index + 1 == words.target:
                 return
             index += 2
             continue
         if not text.startswith("-"):
             return  # the first operand: the program or script; what follows are its arguments
+        # an option the table does not read as one word may take the next one as its value (`rg
+        # --context-separator -m`, `rg -nr -e`, `mawk -W -F`): an option word after it may be a value, and
+        # the word after that an option, so no later word is taken for an option's value
+        counted = counted and one_word(base, text)
         index += 1
 
 
