@@ -229,11 +229,17 @@ MISREAD_OPTION_VALUES = [
     ("rg --context-separator -m {{ v }} -e x . || true", "--pre=rm"),
     ("rg -nr -e {{ v }} -e x . || true", "--pre=rm"),
     ("mawk -W -F {{ v }} keep", 'BEGIN { system("touch pwned") }'),
+    # GNU getopt and rg read options after operands too, up to `--`: the first operand ends nothing
+    ("rg -e x . {{ v }} || true", "--pre=rm"),
+    ("rg x keep {{ v }} || true", "--pre=rm"),
+    ("sed s/a/b/ keep {{ v }} || true", "-e1e touch pwned"),
+    ("split keep {{ v }} || true", "--filter=touch pwned"),
+    ("make keep {{ v }} || true", "--eval=$(shell touch pwned)"),
 ]
 
 
 @pytest.mark.parametrize(("script", "value"), MISREAD_OPTION_VALUES)
-def test_a_value_after_an_option_read_as_an_earlier_options_value_is_refused(
+def test_a_value_the_program_may_read_as_an_option_is_refused(
     make_project: Writer, tmp_path: Path, script: str, value: str
 ) -> None:
     program = script.split()[0]

@@ -247,6 +247,9 @@ _PROGRAM_OPTIONS_WITH_VALUE: Mapping[str, frozenset[str]] = {
     **dict.fromkeys(_SED, frozenset({"-l", "--line-length"})),
     **dict.fromkeys(_AWK, frozenset({"-F", "-v", "--assign", "--field-separator"})),
 }
+_PERMUTES = frozenset({"rg", "sed", "gsed", "split", "gsplit", "make", "gmake"})
+"""Programs that read options after operands too, up to `--` (GNU getopt's permutation, rg's parser):
+`rg x . --pre=rm` runs `rm` on every file it searches, `sed p file "-e1e cmd"` runs cmd."""
 _ENDS_OPTIONS = ("python", "pypy")
 """Interpreters whose code option ends the option list (`python -c CODE ARG...`): what follows is
 the code's arguments. Others (`perl -e`, `node -e`, `sed -e`) read more options after it."""
@@ -424,8 +427,9 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
     while index < last:
         value = words.values[index]
         is_target = index == words.target
-        if value is None and not is_target:
+        if value is None and not is_target and program not in _PERMUTES:
             return
+        counted = counted and (value is not None or is_target)  # unknown: an operand, or an option
         text = value or ""
         if text == "--" and not is_target:
             return  # what follows is operands: a script file and its arguments
@@ -449,6 +453,9 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
             index += 2
             continue
         if not text.startswith("-"):
+            if program in _PERMUTES:  # an operand, yet the words after it are still read for options
+                explicit, index = True, index + 1
+                continue
             return  # the first operand: the program or script; what follows are its arguments
         # an option the table does not read as one word may take the next one as its value (`rg
         # --context-separator -m`, `rg -nr -e`, `mawk -W -F`): an option word after it may be a value, and
