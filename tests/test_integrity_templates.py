@@ -226,21 +226,26 @@ def test_accepted_wrapper_and_option_positions_keep_the_value_data(
 # the table says takes a value (`-m`, `-e`, `-F`) is that value, and the marker after it is an option
 # or the program: `--pre=rm` deletes every file rg searches, a mawk program runs `system`.
 MISREAD_OPTION_VALUES = [
-    ("rg --context-separator -m {{ v }} -e x . || true", "--pre=rm"),
-    ("rg -nr -e {{ v }} -e x . || true", "--pre=rm"),
-    ("mawk -W -F {{ v }} keep", 'BEGIN { system("touch pwned") }'),
+    ("rg --context-separator -m {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("rg -nr -e {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("mawk -W -F {{ v }} keep", 'BEGIN { system("touch pwned") }', "where mawk reads its options .*put -- before it"),
     # GNU getopt and rg read options after operands too, up to `--`: the first operand ends nothing
-    ("rg -e x . {{ v }} || true", "--pre=rm"),
-    ("rg x keep {{ v }} || true", "--pre=rm"),
-    ("sed s/a/b/ keep {{ v }} || true", "-e1e touch pwned"),
-    ("split keep {{ v }} || true", "--filter=touch pwned"),
-    ("make keep {{ v }} || true", "--eval=$(shell touch pwned)"),
+    ("rg -e x . {{ v }} || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("rg x keep {{ v }} || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("sed s/a/b/ keep {{ v }} || true", "-e1e touch pwned", "where sed reads its options .*put -- before it"),
+    ("split keep {{ v }} || true", "--filter=touch pwned", "where split reads its options .*put -- before it"),
+    ("make keep {{ v }} || true", "--eval=$(shell touch pwned)", "where make reads its options .*put -- before it"),
+    # getopt_long takes any unambiguous prefix of a long option: `--filt` is split's `--filter`
+    ("split --filt=x{{ v }} keep || true", "; touch pwned", "reads as code .*`split` runs it"),
+    ("split keep --filt x{{ v }} || true", "; touch pwned", "reads as code .*`split --filt` runs it"),
+    ("make --ev=x{{ v }} keep || true", "$(shell touch pwned)", "reads as code .*`make` runs it"),
+    ("sed --expr=s/a/{{ v }}/ keep || true", "b/;1e touch pwned;#", "reads as code .*`sed` runs it"),
 ]
 
 
-@pytest.mark.parametrize(("script", "value"), MISREAD_OPTION_VALUES)
+@pytest.mark.parametrize(("script", "value", "message"), MISREAD_OPTION_VALUES)
 def test_a_value_the_program_may_read_as_an_option_is_refused(
-    make_project: Writer, tmp_path: Path, script: str, value: str
+    make_project: Writer, tmp_path: Path, script: str, value: str, message: str
 ) -> None:
     program = script.split()[0]
     if shutil.which(program) is None:
@@ -252,6 +257,6 @@ def test_a_value_the_program_may_read_as_an_option_is_refused(
     line = script.replace("{{ v }}", '"$V"')
     subprocess.run(["/bin/bash", "-c", line], cwd=work, env={**os.environ, "V": value}, check=False, timeout=30)
     assert sorted(p.name for p in work.iterdir()) in (["keep", "pwned"], [])
-    with pytest.raises(ConfigError, match=rf"where {program} reads its options .*put -- before it") as caught:
+    with pytest.raises(ConfigError, match=message) as caught:
         Runtime.load(make_project({"t": _tool(script, "/bin/bash")}))
     assert [p.pointer for p in caught.value.problems] == ["/handler/shell"]

@@ -468,9 +468,25 @@ def _takes_code(program: str, option: str, options: frozenset[str]) -> bool:
     """Whether `option` of `program` takes code (a script or a script file) as its value."""
     return (
         option in options
-        or (program in _SED and option in ("-e", "--expression", "-f", "--file"))
-        or (program in _AWK and option in ("-f", "--file"))
+        or (program in _SED and option in _SED_CODE)
+        or (program in _AWK and option in _AWK_CODE)
+        or ("=" not in option and _names_code_option(program, option, options))
     )
+
+
+_SED_CODE = ("-e", "--expression", "-f", "--file")
+_AWK_CODE = ("-f", "--file")
+
+
+def _names_code_option(program: str, word: str, options: frozenset[str]) -> bool:
+    """Whether the long option of `word` (`--filt`, `--ev=TEXT`) abbreviates one that takes code:
+    getopt_long takes any unambiguous prefix of a long option, so `split --filt=CMD` runs CMD and `make
+    --ev=TEXT` expands TEXT. Every prefix counts (one that is ambiguous only stops the program)."""
+    name = word.partition("=")[0]
+    if name[:2] != "--" or len(name) == 2:
+        return False
+    known = (*options, *(_SED_CODE if program in _SED else ()), *(_AWK_CODE if program in _AWK else ()))
+    return any(option.startswith(name) for option in known if option[:2] == "--")
 
 
 def _check_program_target(
@@ -482,7 +498,8 @@ def _check_program_target(
             f"{{{{ }}}} where {base} reads its options {where}: a value starting with - could be one that "
             f"runs code ({', '.join(sorted(options)) or 'its program'}); put -- before it"
         )
-    if any(text.startswith(option) for option in options if option.startswith("-")) or text.startswith("--expression="):
+    attached = any(text.startswith(option) for option in options if option.startswith("-"))
+    if attached or text.startswith("--expression=") or _names_code_option(base.rstrip("0123456789.-"), text, options):
         raise PlaceholderProblem(f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base}` runs it")
     if not text.startswith("-") and not explicit:
         raise PlaceholderProblem(f"{{{{ }}}} as the program {base} runs {where}: name it in the template")
