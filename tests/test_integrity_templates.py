@@ -235,6 +235,9 @@ MISREAD_OPTION_VALUES = [
     ("sed s/a/b/ keep {{ v }} || true", "-e1e touch pwned", "where sed reads its options .*put -- before it"),
     ("split keep {{ v }} || true", "--filter=touch pwned", "where split reads its options .*put -- before it"),
     ("make keep {{ v }} || true", "--eval=$(shell touch pwned)", "where make reads its options .*put -- before it"),
+    # mawk's `-W exec FILE` (or `-We FILE`) runs FILE as the program, like `-f FILE`
+    ("mawk -W exec ./{{ v }} keep", "prog.awk", "reads as code .*`mawk -W exec` runs it"),
+    ("mawk -We {{ v }} keep", "prog.awk", "reads as code .*`mawk -W exec` runs it"),
     # getopt_long takes any unambiguous prefix of a long option: `--filt` is split's `--filter`
     ("split --filt=x{{ v }} keep || true", "; touch pwned", "reads as code .*`split` runs it"),
     ("split keep --filt x{{ v }} || true", "; touch pwned", "reads as code .*`split --filt` runs it"),
@@ -254,9 +257,11 @@ def test_a_value_the_program_may_read_as_an_option_is_refused(
     work = tmp_path / "direct"
     work.mkdir()
     (work / "keep").write_text("x\n", encoding="utf-8")
+    (work / "prog.awk").write_text('BEGIN { system("touch pwned") }\n', encoding="utf-8")
     line = script.replace("{{ v }}", '"$V"')
     subprocess.run(["/bin/bash", "-c", line], cwd=work, env={**os.environ, "V": value}, check=False, timeout=30)
-    assert sorted(p.name for p in work.iterdir()) in (["keep", "pwned"], [])
+    names = {p.name for p in work.iterdir()}
+    assert "pwned" in names or "keep" not in names
     with pytest.raises(ConfigError, match=message) as caught:
         Runtime.load(make_project({"t": _tool(script, "/bin/bash")}))
     assert [p.pointer for p in caught.value.problems] == ["/handler/shell"]

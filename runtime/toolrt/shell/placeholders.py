@@ -431,8 +431,8 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
             return
         counted = counted and (value is not None or is_target)  # unknown: an operand, or an option
         text = value or ""
-        if text == "--" and not is_target:
-            return  # what follows is operands: a script file and its arguments
+        if (text == "--" and not is_target) or _awk_exec(program, base, words, index, where):
+            return  # what follows is operands: a script file (`mawk -W exec FILE`) and its arguments
         takes_code = _takes_code(program, text, options)
         if takes_code and index + 1 == words.target:
             raise PlaceholderProblem(
@@ -472,6 +472,21 @@ def _takes_code(program: str, option: str, options: frozenset[str]) -> bool:
         or (program in _AWK and option in _AWK_CODE)
         or ("=" not in option and _names_code_option(program, option, options))
     )
+
+
+def _awk_exec(program: str, base: str, words: _Words, index: int, where: str) -> bool:
+    """Whether the word at `index` is mawk's `-W exec FILE` (`-Wexec`, or any prefix of exec: `-W e`),
+    which runs FILE as the program like `-f` and ends the options; the marker in FILE is refused."""
+    text = words.values[index] or ""
+    name = words.values[index + 1] if text == "-W" and index + 1 < len(words.values) else text[2:]
+    if program not in _AWK or not text.startswith("-W") or not name or not "exec".startswith(name):
+        return False
+    file = index + (2 if text == "-W" else 1)
+    if words.target == file:
+        raise PlaceholderProblem(
+            f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base} -W exec` runs it"
+        )
+    return True
 
 
 _SED_CODE = ("-e", "--expression", "-f", "--file")
