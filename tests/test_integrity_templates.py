@@ -235,6 +235,13 @@ MISREAD_OPTION_VALUES = [
     ("sed s/a/b/ keep {{ v }} || true", "-e1e touch pwned", "where sed reads its options .*put -- before it"),
     ("split keep {{ v }} || true", "--filter=touch pwned", "where split reads its options .*put -- before it"),
     ("make keep {{ v }} || true", "--eval=$(shell touch pwned)", "where make reads its options .*put -- before it"),
+    (
+        "ssh -F /dev/null nohost.invalid {{ v }} true || true",
+        "-oProxyCommand=touch pwned",
+        "where ssh reads its options",
+    ),
+    ("vim -Nu NONE -es keep {{ v }} +q || true", "-c!touch pwned", "where vim reads its options"),
+    ("gdb -batch keep {{ v }} || true", "-ex=shell touch pwned", "where gdb reads its options"),
     # mawk's `-W exec FILE` (or `-We FILE`) runs FILE as the program, like `-f FILE`
     ("mawk -W exec ./{{ v }} keep", "prog.awk", "reads as code .*`mawk -W exec` runs it"),
     ("mawk -We {{ v }} keep", "prog.awk", "reads as code .*`mawk -W exec` runs it"),
@@ -259,7 +266,14 @@ def test_a_value_the_program_may_read_as_an_option_is_refused(
     (work / "keep").write_text("x\n", encoding="utf-8")
     (work / "prog.awk").write_text('BEGIN { system("touch pwned") }\n', encoding="utf-8")
     line = script.replace("{{ v }}", '"$V"')
-    subprocess.run(["/bin/bash", "-c", line], cwd=work, env={**os.environ, "V": value}, check=False, timeout=30)
+    subprocess.run(
+        ["/bin/bash", "-c", line],
+        cwd=work,
+        env={**os.environ, "V": value},
+        stdin=subprocess.DEVNULL,
+        check=False,
+        timeout=30,
+    )
     names = {p.name for p in work.iterdir()}
     assert "pwned" in names or "keep" not in names
     with pytest.raises(ConfigError, match=message) as caught:

@@ -247,9 +247,10 @@ _PROGRAM_OPTIONS_WITH_VALUE: Mapping[str, frozenset[str]] = {
     **dict.fromkeys(_SED, frozenset({"-l", "--line-length"})),
     **dict.fromkeys(_AWK, frozenset({"-F", "-v", "--assign", "--field-separator"})),
 }
-_PERMUTES = frozenset({"rg", "sed", "gsed", "split", "gsplit", "make", "gmake"})
+_PERMUTES = frozenset({"rg", "sed", "gsed", "split", "gsplit", "make", "gmake", "ssh", "vim", "vi", "gdb"})
 """Programs that read options after operands too, up to `--` (GNU getopt's permutation, rg's parser):
-`rg x . --pre=rm` runs `rm` on every file it searches, `sed p file "-e1e cmd"` runs cmd."""
+`rg x . --pre=rm` runs `rm` on every file it searches, `sed p file "-e1e cmd"` runs cmd; ssh after the
+host (`ssh HOST -oProxyCommand=CMD`), vim and gdb after a file (`vim FILE -c CMD`, `gdb FILE -ex=CMD`)."""
 _ENDS_OPTIONS = ("python", "pypy")
 """Interpreters whose code option ends the option list (`python -c CODE ARG...`): what follows is
 the code's arguments. Others (`perl -e`, `node -e`, `sed -e`) read more options after it."""
