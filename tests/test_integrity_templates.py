@@ -228,6 +228,8 @@ def test_accepted_wrapper_and_option_positions_keep_the_value_data(
 MISREAD_OPTION_VALUES = [
     ("rg --context-separator -m {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
     ("rg -nr -e {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("rg --context-separator -- {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("mawk -W -- {{ v }} keep", 'BEGIN { system("touch pwned") }', "where mawk reads its options .*put -- before it"),
     ("mawk -W -F {{ v }} keep", 'BEGIN { system("touch pwned") }', "where mawk reads its options .*put -- before it"),
     # GNU getopt and rg read options after operands too, up to `--`: the first operand ends nothing
     ("rg -e x . {{ v }} || true", "--pre=rm", "where rg reads its options .*put -- before it"),

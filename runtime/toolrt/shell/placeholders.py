@@ -432,7 +432,7 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
             return
         counted = counted and (value is not None or is_target)  # unknown: an operand, or an option
         text = value or ""
-        if (text == "--" and not is_target) or _awk_exec(program, base, words, index, where):
+        if (text == "--" and not is_target and counted) or _awk_exec(program, base, words, index, where):
             return  # what follows is operands: a script file (`mawk -W exec FILE`) and its arguments
         takes_code = _takes_code(program, text, options)
         if takes_code and index + 1 == words.target:
@@ -459,8 +459,8 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
                 continue
             return  # the first operand: the program or script; what follows are its arguments
         # an option the table does not read as one word may take the next one as its value (`rg
-        # --context-separator -m`, `rg -nr -e`, `mawk -W -F`): an option word after it may be a value, and
-        # the word after that an option, so no later word is taken for an option's value
+        # --context-separator -m`, `rg -nr -e`, `mawk -W -F`): an option word after it, `--` included,
+        # may be a value, and the word after that an option, so no later word ends or takes one
         counted = counted and one_word(base, text)
         index += 1
 
