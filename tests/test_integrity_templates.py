@@ -230,6 +230,7 @@ MISREAD_OPTION_VALUES = [
     ("rg -nr -e {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
     ("rg --context-separator -- {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
     ("mawk -W -- {{ v }} keep", 'BEGIN { system("touch pwned") }', "where mawk reads its options .*put -- before it"),
+    ("python3 -W -- {{ v }}", "-cimport os; os.system('touch pwned')", "where python3 reads its options"),
     ("mawk -W -F {{ v }} keep", 'BEGIN { system("touch pwned") }', "where mawk reads its options .*put -- before it"),
     # GNU getopt and rg read options after operands too, up to `--`: the first operand ends nothing
     ("rg -e x . {{ v }} || true", "--pre=rm", "where rg reads its options .*put -- before it"),
