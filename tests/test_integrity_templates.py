@@ -8,6 +8,9 @@ come out as the same bytes with no `pwned` file anywhere.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -216,3 +219,66 @@ def test_accepted_wrapper_and_option_positions_keep_the_value_data(
         assert result.output == value + "\n"
     assert sorted(p.name for p in (root / "work").iterdir()) in (["-rf", "keep"], ["keep"])
     assert not (root / "pwned").exists() and not (root / "work" / "pwned").exists()
+
+
+# (script, value): an option the table does not read as one word (`rg --context-separator`, `mawk -W`,
+# the `-r` ending the cluster `-nr`) takes the next word as its value, so the option word after it that
+# the table says takes a value (`-m`, `-e`, `-F`) is that value, and the marker after it is an option
+# or the program: `--pre=rm` deletes every file rg searches, a mawk program runs `system`.
+MISREAD_OPTION_VALUES = [
+    ("rg --context-separator -m {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("rg -nr -e {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("rg --context-separator -- {{ v }} -e x . || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("mawk -W -- {{ v }} keep", 'BEGIN { system("touch pwned") }', "where mawk reads its options .*put -- before it"),
+    ("python3 -W -- {{ v }}", "-cimport os; os.system('touch pwned')", "where python3 reads its options"),
+    ("mawk -W -F {{ v }} keep", 'BEGIN { system("touch pwned") }', "where mawk reads its options .*put -- before it"),
+    # GNU getopt and rg read options after operands too, up to `--`: the first operand ends nothing
+    ("rg -e x . {{ v }} || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("rg x keep {{ v }} || true", "--pre=rm", "where rg reads its options .*put -- before it"),
+    ("sed s/a/b/ keep {{ v }} || true", "-e1e touch pwned", "where sed reads its options .*put -- before it"),
+    ("split keep {{ v }} || true", "--filter=touch pwned", "where split reads its options .*put -- before it"),
+    ("make keep {{ v }} || true", "--eval=$(shell touch pwned)", "where make reads its options .*put -- before it"),
+    (
+        "ssh -F /dev/null nohost.invalid {{ v }} true || true",
+        "-oProxyCommand=touch pwned",
+        "where ssh reads its options",
+    ),
+    ("vim -Nu NONE -es keep {{ v }} +q || true", "-c!touch pwned", "where vim reads its options"),
+    ("gdb -batch keep {{ v }} || true", "-ex=shell touch pwned", "where gdb reads its options"),
+    # mawk's `-W exec FILE` (or `-We FILE`) runs FILE as the program, like `-f FILE`
+    ("mawk -W exec ./{{ v }} keep", "prog.awk", "reads as code .*`mawk -W exec` runs it"),
+    ("mawk -We {{ v }} keep", "prog.awk", "reads as code .*`mawk -W exec` runs it"),
+    # getopt_long takes any unambiguous prefix of a long option: `--filt` is split's `--filter`
+    ("split --filt=x{{ v }} keep || true", "; touch pwned", "reads as code .*`split` runs it"),
+    ("split keep --filt x{{ v }} || true", "; touch pwned", "reads as code .*`split --filt` runs it"),
+    ("make --ev=x{{ v }} keep || true", "$(shell touch pwned)", "reads as code .*`make` runs it"),
+    ("sed --expr=s/a/{{ v }}/ keep || true", "b/;1e touch pwned;#", "reads as code .*`sed` runs it"),
+]
+
+
+@pytest.mark.parametrize(("script", "value", "message"), MISREAD_OPTION_VALUES)
+def test_a_value_the_program_may_read_as_an_option_is_refused(
+    make_project: Writer, tmp_path: Path, script: str, value: str, message: str
+) -> None:
+    program = script.split()[0]
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed")
+    # the real program, run on the same words, reads the value as an option or its program and runs code
+    work = tmp_path / "direct"
+    work.mkdir()
+    (work / "keep").write_text("x\n", encoding="utf-8")
+    (work / "prog.awk").write_text('BEGIN { system("touch pwned") }\n', encoding="utf-8")
+    line = script.replace("{{ v }}", '"$V"')
+    subprocess.run(
+        ["/bin/bash", "-c", line],
+        cwd=work,
+        env={**os.environ, "V": value},
+        stdin=subprocess.DEVNULL,
+        check=False,
+        timeout=30,
+    )
+    names = {p.name for p in work.iterdir()}
+    assert "pwned" in names or "keep" not in names
+    with pytest.raises(ConfigError, match=message) as caught:
+        Runtime.load(make_project({"t": _tool(script, "/bin/bash")}))
+    assert [p.pointer for p in caught.value.problems] == ["/handler/shell"]

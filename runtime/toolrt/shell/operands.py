@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from ..config.resources import read_yaml
 from .long_options import long_option
 
-__all__ = ["not_paths", "takes_value"]
+__all__ = ["not_paths", "one_word", "takes_value"]
 
 
 class _Program(NamedTuple):
@@ -123,6 +123,18 @@ def takes_value(program: str, option: str) -> bool:
     searches for `-x`). An abbreviation is not read here (the caller then takes the word for an option)."""
     spec = (_loaded or _programs()).get(program)
     return spec is not None and option in spec.takes_value
+
+
+def one_word(program: str, option: str) -> bool:
+    """Whether the table knows that `program` reads the option word `option` (`-n`, `-nF`, `-m5`,
+    `--x=y`) alone, never taking the next word as its value. False for an option it does not know
+    (`rg --context-separator`, `mawk -W`) or a cluster ending in one that takes a value (`rg -nr`)."""
+    spec = (_loaded or _programs()).get(program)
+    if spec is None or option[:1] != "-" or len(option) < 2:
+        return False
+    reading = _Reading()
+    advance = (_long if option[:2] == "--" else _cluster)(spec, (option,), 0, reading)
+    return advance == 1 and not reading.uncertain
 
 
 def not_paths(program: str, args: Sequence[str | None]) -> Collection[int]:

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .operands import takes_value
+from .operands import one_word, takes_value
 from .unwrap import unwrap
 
 if TYPE_CHECKING:
@@ -247,6 +247,10 @@ _PROGRAM_OPTIONS_WITH_VALUE: Mapping[str, frozenset[str]] = {
     **dict.fromkeys(_SED, frozenset({"-l", "--line-length"})),
     **dict.fromkeys(_AWK, frozenset({"-F", "-v", "--assign", "--field-separator"})),
 }
+_PERMUTES = frozenset({"rg", "sed", "gsed", "split", "gsplit", "make", "gmake", "ssh", "vim", "vi", "gdb"})
+"""Programs that read options after operands too, up to `--` (GNU getopt's permutation, rg's parser):
+`rg x . --pre=rm` runs `rm` on every file it searches, `sed p file "-e1e cmd"` runs cmd; ssh after the
+host (`ssh HOST -oProxyCommand=CMD`), vim and gdb after a file (`vim FILE -c CMD`, `gdb FILE -ex=CMD`)."""
 _ENDS_OPTIONS = ("python", "pypy")
 """Interpreters whose code option ends the option list (`python -c CODE ARG...`): what follows is
 the code's arguments. Others (`perl -e`, `node -e`, `sed -e`) read more options after it."""
@@ -420,14 +424,16 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
     program = base.rstrip("0123456789.-")
     index = first + 1
     explicit = False
+    counted = True  # every option word so far took the words the table says (`one_word`, `takes_value`)
     while index < last:
         value = words.values[index]
         is_target = index == words.target
-        if value is None and not is_target:
+        if value is None and not is_target and program not in _PERMUTES:
             return
+        counted = counted and (value is not None or is_target)  # unknown: an operand, or an option
         text = value or ""
-        if text == "--" and not is_target:
-            return  # what follows is operands: a script file and its arguments
+        if (text == "--" and not is_target and counted) or _awk_exec(program, base, words, index, where):
+            return  # what follows is operands: a script file (`mawk -W exec FILE`) and its arguments
         takes_code = _takes_code(program, text, options)
         if takes_code and index + 1 == words.target:
             raise PlaceholderProblem(
@@ -442,13 +448,20 @@ def _check_code_options(base: str, words: _Words, first: int, last: int, where: 
             explicit = True
             index += 2
             continue
-        if text in _PROGRAM_OPTIONS_WITH_VALUE.get(program, ()) or takes_value(base, text):
+        if counted and (text in _PROGRAM_OPTIONS_WITH_VALUE.get(program, ()) or takes_value(base, text)):
             if index + 1 == words.target:
                 return
             index += 2
             continue
         if not text.startswith("-"):
+            if program in _PERMUTES:  # an operand, yet the words after it are still read for options
+                explicit, index = True, index + 1
+                continue
             return  # the first operand: the program or script; what follows are its arguments
+        # an option the table does not read as one word may take the next one as its value (`rg
+        # --context-separator -m`, `rg -nr -e`, `mawk -W -F`): an option word after it, `--` included,
+        # may be a value, and the word after that an option, so no later word ends or takes one
+        counted = counted and one_word(base, text)
         index += 1
 
 
@@ -456,9 +469,40 @@ def _takes_code(program: str, option: str, options: frozenset[str]) -> bool:
     """Whether `option` of `program` takes code (a script or a script file) as its value."""
     return (
         option in options
-        or (program in _SED and option in ("-e", "--expression", "-f", "--file"))
-        or (program in _AWK and option in ("-f", "--file"))
+        or (program in _SED and option in _SED_CODE)
+        or (program in _AWK and option in _AWK_CODE)
+        or ("=" not in option and _names_code_option(program, option, options))
     )
+
+
+def _awk_exec(program: str, base: str, words: _Words, index: int, where: str) -> bool:
+    """Whether the word at `index` is mawk's `-W exec FILE` (`-Wexec`, or any prefix of exec: `-W e`),
+    which runs FILE as the program like `-f` and ends the options; the marker in FILE is refused."""
+    text = words.values[index] or ""
+    name = words.values[index + 1] if text == "-W" and index + 1 < len(words.values) else text[2:]
+    if program not in _AWK or not text.startswith("-W") or not name or not "exec".startswith(name):
+        return False
+    file = index + (2 if text == "-W" else 1)
+    if words.target == file:
+        raise PlaceholderProblem(
+            f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base} -W exec` runs it"
+        )
+    return True
+
+
+_SED_CODE = ("-e", "--expression", "-f", "--file")
+_AWK_CODE = ("-f", "--file")
+
+
+def _names_code_option(program: str, word: str, options: frozenset[str]) -> bool:
+    """Whether the long option of `word` (`--filt`, `--ev=TEXT`) abbreviates one that takes code:
+    getopt_long takes any unambiguous prefix of a long option, so `split --filt=CMD` runs CMD and `make
+    --ev=TEXT` expands TEXT. Every prefix counts (one that is ambiguous only stops the program)."""
+    name = word.partition("=")[0]
+    if name[:2] != "--" or len(name) == 2:
+        return False
+    known = (*options, *(_SED_CODE if program in _SED else ()), *(_AWK_CODE if program in _AWK else ()))
+    return any(option.startswith(name) for option in known if option[:2] == "--")
 
 
 def _check_program_target(
@@ -470,7 +514,8 @@ def _check_program_target(
             f"{{{{ }}}} where {base} reads its options {where}: a value starting with - could be one that "
             f"runs code ({', '.join(sorted(options)) or 'its program'}); put -- before it"
         )
-    if any(text.startswith(option) for option in options if option.startswith("-")) or text.startswith("--expression="):
+    attached = any(text.startswith(option) for option in options if option.startswith("-"))
+    if attached or text.startswith("--expression=") or _names_code_option(base.rstrip("0123456789.-"), text, options):
         raise PlaceholderProblem(f"{{{{ }}}} in a word the shell or a program reads as code {where}: `{base}` runs it")
     if not text.startswith("-") and not explicit:
         raise PlaceholderProblem(f"{{{{ }}}} as the program {base} runs {where}: name it in the template")
