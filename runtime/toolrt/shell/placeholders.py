@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .long_options import long_option
 from .operands import one_word, takes_value
 from .unwrap import unwrap
 
@@ -498,11 +499,8 @@ def _names_code_option(program: str, word: str, options: frozenset[str]) -> bool
     """Whether the long option of `word` (`--filt`, `--ev=TEXT`) abbreviates one that takes code:
     getopt_long takes any unambiguous prefix of a long option, so `split --filt=CMD` runs CMD and `make
     --ev=TEXT` expands TEXT. Every prefix counts (one that is ambiguous only stops the program)."""
-    name = word.partition("=")[0]
-    if name[:2] != "--" or len(name) == 2:
-        return False
     known = (*options, *(_SED_CODE if program in _SED else ()), *(_AWK_CODE if program in _AWK else ()))
-    return any(option.startswith(name) for option in known if option[:2] == "--")
+    return long_option(word.partition("=")[0], known) is not None
 
 
 def _check_program_target(
