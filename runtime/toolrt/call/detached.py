@@ -69,7 +69,7 @@ class DetachedCall:
     call_id: str = ""
     abort: anyio.Event | None = None
     session_state: MutableMapping[str, Any] = field(default_factory=dict)
-    extra: Mapping[str, Any] = MappingProxyType({})
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     questioner: Questioner | None = None
     available_tools: tuple[str, ...] = ()
     sandbox: SandboxPolicy | None = field(default_factory=SandboxPolicy)

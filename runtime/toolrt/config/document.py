@@ -36,7 +36,7 @@ class Document:
 
     path: Path
     data: Any
-    marks: Mapping[str, tuple[int, int]] = NO_MARKS
+    marks: Mapping[str, tuple[int, int]] = field(default_factory=lambda: NO_MARKS)
     """JSON pointer → (1-based line, 1-based column) of the node's start (a key's position for mappings' values).
     Computed from `text` on the first lookup (`NO_MARKS` until then): most documents are valid and never need them."""
     display: str = ""

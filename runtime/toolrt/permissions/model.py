@@ -93,8 +93,9 @@ class PermissionRequest:
     patterns: tuple[str, ...]
     always: tuple[str, ...] = ()
     """Patterns that an "always" reply turns into allow rules for the rest of the session."""
-    metadata: Mapping[str, Any] = _EMPTY
-    """Read-only; the shared empty mapping by default (a plain default: no factory call per request)."""
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Read-only; the shared empty mapping by default (`__init__`'s plain default: no factory call per
+    request; a factory here only because Python 3.11's dataclasses refuse an unhashable default)."""
     floor: Action | None = None
     """The least strict action this request may get: `ask` means rules can never auto-allow it
     (a dynamic command name, a loader variable, an unparseable command)."""

@@ -55,7 +55,7 @@ class GlobalOptions:
     options_with_value: frozenset[str]
     ask: Mapping[str, str]
     """Option → the reason shown when it is present."""
-    harmless: Mapping[str, frozenset[str]] = MappingProxyType({})
+    harmless: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     """Option in `ask` → the settings (`name=value`, the name lowercased and matched by fnmatch) that
     cannot run anything, with which it does not ask (`git -c color.ui=never`)."""
 
