@@ -94,6 +94,10 @@ async def _check_resolved(url: str, ctx: ToolContext) -> tuple[tuple[str, ...], 
     return addresses, ""
 
 
+def _invalid_url(url: str, error: Exception) -> ToolFailure:
+    return ToolFailure(f"{url} is not a valid URL: {error}. Give an http(s) URL such as https://example.com/.")
+
+
 async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Fetch `url` and return its body in `format` (markdown by default); images come back as an attachment.
 
@@ -106,8 +110,7 @@ async def webfetch(args: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
         urlsplit(url).port  # noqa: B018 (parses the host and port, raising for a malformed one)
     except ValueError as error:
-        hint = "Give an http(s) URL such as https://example.com/."
-        raise ToolFailure(f"{url} is not a valid URL: {error}. {hint}") from None
+        raise _invalid_url(url, error) from None
     output_format = str(args.get("format") or "markdown")
     if output_format not in _ACCEPT:
         raise ToolFailure(f"Unknown format {output_format!r}: use one of markdown, text, html.")
@@ -257,8 +260,8 @@ async def _download(url: str, accept: str, addresses: tuple[str, ...], unresolve
                 raise ToolFailure(TOO_LARGE)
             body = await _read_capped(response)
             return response.headers.get("content-type", ""), body
-    except httpx2.InvalidURL as error:
-        raise ToolFailure(f"Invalid URL {url!r}: {error}. Give a full URL such as https://example.com/page.") from error
+    except httpx2.InvalidURL as error:  # what the standard library let through (Python 3.10 takes `[127.0.0.1]`)
+        raise _invalid_url(url, error) from error
     except httpx2.HTTPError as error:
         raise ToolFailure(f"Could not fetch {url}: {type(error).__name__}: {error or 'no details'}") from error
 
