@@ -19,6 +19,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..api import Runtime
 from ..build.changes import SnapshotChange
 from ..build.selection import ToolSet, unavailable
+from ..build.unaskable import only_asks, without_unaskable
+from ..build.verdicts import ToolVerdicts
 from ..call.pipeline import PROTOCOL_ERROR
 from ..config.model import ToolDefinition
 from ..permissions.principals import agent_for
@@ -57,6 +59,9 @@ class McpFace:
         self._listed: dict[tuple[bool, bool, str | None], Listing] = {}
         """The listing in wire form by (whether tools that only ask are left out, whether references are
         inlined, the caller's agent), with the selection it was built from."""
+        self._asking = ToolVerdicts(only_asks)
+        """Which offered tools only ask (left out for clients that cannot be asked), kept for the tools a
+        swap left unchanged."""
         self._heap = HeapSettler()
         """Settles the heap after each swap once requests pause (`serve_heap`)."""
         self._notifier = Notifier(rt, scope, self._heap.swapped)
@@ -154,9 +159,7 @@ class McpFace:
         if cached is None or cached.toolset is not toolset:
             shown = toolset
             if hide:
-                from ..build.unaskable import without_unaskable
-
-                shown = without_unaskable(toolset, self._rt.snapshot, scope.agent)
+                shown = without_unaskable(toolset, self._rt.snapshot, scope.agent, self._asking)
             specs = shown.specs("mcp-inline" if inline else "mcp")
             cached = self._listed[(hide, inline, scope.agent)] = Listing.build(toolset, specs, cached)
         return cached.tools
