@@ -156,3 +156,55 @@ def test_a_handler_error_under_an_abort_event_reaches_the_model_as_itself(tmp_pa
     result = rt.call_sync("edit", args, abort=anyio.Event())
     assert result.error is not None
     assert result.error.startswith("You must read the file"), result.error
+
+
+def test_a_handshake_era_listing_is_what_the_sdk_would_send_each_tool_shaped_once(tmp_path: Path) -> None:
+    """`tools/list` of a handshake-era client is answered from the listing shaped per protocol version
+    (`ShapedListing`): exactly the SDK's own shaping of the whole result, and a reload reshapes only the
+    tool it changed."""
+    from mcp_types import methods
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    from toolrt.faces.serve_listing import Listing, listing_page, shaped_page
+
+    root = project(tmp_path, ["t1", "t2", "t3"])
+    (root / "toolrt.yaml").write_text("builtin_tools: true\n", encoding="utf-8")  # rich schemas and annotations
+    rt = Runtime.load(root)
+    toolset = rt.tools()
+    listing = Listing.build(toolset, toolset.specs("mcp"), None)
+    assert len(listing.tools) > 10
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        for cursor, size in ((None, 100), ("2", 5)):
+            by_sdk = methods.serialize_server_result("tools/list", version, listing_page(listing.tools, cursor, size))
+            assert shaped_page(listing_page(listing.shaped(version), cursor, size), version) == by_sdk
+            assert by_sdk.get("nextCursor") == (None if cursor is None else "7")
+    before = listing.shaped("2025-11-25")
+    (root / "tools.d" / "t2.yaml").write_text(TOOL.format(id="t2").replace("Echoes", "Repeats"), encoding="utf-8")
+    rt.reload()
+    toolset = rt.tools()
+    after = Listing.build(toolset, toolset.specs("mcp"), listing).shaped("2025-11-25")
+    changed = [new for old, new in zip(before, after, strict=True) if old is not new]
+    # The built-in skill tool is described by a hook that every build runs again (its skills may change).
+    assert {tool["name"]: tool["description"][:7] for tool in changed if tool["name"] != "skill"} == {"t2": "Repeats"}
+
+
+def test_a_handshake_era_client_lists_pages_and_is_refused_a_bad_cursor_through_the_shaped_listing(
+    tmp_path: Path,
+) -> None:
+    rt = Runtime.load(project(tmp_path, ["t1", "t2", "t3"]))
+
+    async def main() -> None:
+        server, face = build_server(rt, CallScope(), ServeLimits(page_size=2))
+        async with Client(server, mode="legacy") as legacy, Client(server, mode=MODERN) as modern:
+            assert legacy.protocol_version < "2026" <= modern.protocol_version
+            for client in (legacy, modern):
+                first = await client.list_tools()
+                assert ([t.name for t in first.tools], first.next_cursor) == (["t1", "t2"], "2")
+                second = await client.list_tools(cursor="2")
+                assert ([t.name for t in second.tools], second.next_cursor) == (["t3"], None)
+                assert second.tools[0].input_schema["required"] == ["n"]
+                with pytest.raises(MCPError, match="Invalid cursor: '9'"):
+                    await client.list_tools(cursor="9")
+        face.close()
+
+    anyio.run(main)

@@ -138,3 +138,73 @@ def test_the_scope_agent_decides(make_project: ProjectFactory) -> None:
             assert _names(await served.client.list_tools()) == []
 
     run(main)
+
+
+def test_a_reload_that_changes_the_rules_or_a_tool_changes_what_is_offered(make_project: ProjectFactory) -> None:
+    """The answers kept across reloads (`build.verdicts`) are the answers under the rules now: a save of the
+    rules, or a tool file saved anew, is seen in the next listing."""
+    rt = Runtime.load(_project(make_project))
+
+    async def main() -> None:
+        async with serving(rt) as served:
+            assert _names(await served.client.list_tools()) == ["free", "partly"]
+            await served.save("permissions.yaml", RULES.replace("asks: ask", "asks: allow"))
+            assert _names(await served.client.list_tools()) == ["asks", "free", "partly"]
+            await served.save("tools.d/free.yaml", TOOL.format(id="free").replace("Echoes", "Repeats"))
+            assert _names(await served.client.list_tools()) == ["asks", "free", "partly"]
+            await served.save("permissions.yaml", RULES.replace("free: allow", "free: ask"))
+            assert _names(await served.client.list_tools()) == ["partly"]
+            await served.save("tools.d/gone.yaml", TOOL.format(id="gone"))  # no rule: allowed
+            assert _names(await served.client.list_tools()) == ["gone", "partly"]
+
+    run(main)
+
+
+def test_a_save_asks_again_only_about_the_tool_it_changed(make_project: ProjectFactory) -> None:
+    from toolrt.build.unaskable import only_asks, without_unaskable
+    from toolrt.build.verdicts import ToolVerdicts
+
+    root = make_project({f"t{i}": TOOL.format(id=f"t{i}") for i in range(20)}, permissions="permission:\n  t3: ask\n")
+    rt = Runtime.load(root)
+    asked: list[str] = []
+
+    def counted(tool: Any, permissions: Any, agent: str | None) -> bool:
+        asked.append(tool.id)
+        return only_asks(tool, permissions, agent)
+
+    verdicts = ToolVerdicts(counted)
+
+    def offered() -> list[str]:
+        return sorted(o.name for o in without_unaskable(rt.tools(), rt.snapshot, None, verdicts).offered)
+
+    assert len(offered()) == 19 and len(asked) == 20
+    asked.clear()
+    assert len(offered()) == 19 and asked == [], "the same snapshot: nothing is asked again"
+    (root / "tools.d" / "t5.yaml").write_text(TOOL.format(id="t5").replace("Echoes", "Repeats"))
+    rt.reload()
+    assert len(offered()) == 19 and asked == ["t5"]
+    asked.clear()
+    (root / "permissions.yaml").write_text("permission:\n  t3: allow\n  t4: ask\n")
+    rt.reload()
+    assert "t3" in offered() and "t4" not in offered() and len(asked) == 20, "new rules: every tool is asked again"
+
+
+def test_the_unasked_notice_follows_the_rules_across_reloads(make_project: ProjectFactory) -> None:
+    from toolrt.faces.serve_server import build_server
+
+    root = make_project({name: TOOL.format(id=name) for name in ("a", "b")}, permissions="permission:\n  a: ask\n")
+    rt = Runtime.load(root)
+    _, face = build_server(rt, CallScope())
+    try:
+        assert "1 tool(s) run without asking for permission: b." in (face.unasked_notice() or "")
+        (root / "permissions.yaml").write_text("permission:\n  b: ask\n")
+        rt.reload()
+        assert "1 tool(s) run without asking for permission: a." in (face.unasked_notice() or "")
+        (root / "tools.d" / "c.yaml").write_text(TOOL.format(id="c"))
+        rt.reload()
+        assert "2 tool(s) run without asking for permission: a, c." in (face.unasked_notice() or "")
+        (root / "permissions.yaml").write_text('permission:\n  "*": ask\n')
+        rt.reload()
+        assert face.unasked_notice() is None
+    finally:
+        face.close()

@@ -13,19 +13,20 @@ catch-all covering it, and the locked rules put no ask or deny over every patter
 
 from __future__ import annotations
 
+from ..permissions.config import PermissionConfig
 from .compiled import CompiledTool
 from .selection import Hidden, ToolSet
 from .snapshot import Snapshot
+from .verdicts import ToolVerdicts
 
 __all__ = ["only_asks", "without_unaskable"]
 
 
-def only_asks(tool: CompiledTool, snapshot: Snapshot, agent: str | None) -> bool:
+def only_asks(tool: CompiledTool, permissions: PermissionConfig, agent: str | None) -> bool:
     """Whether every call of `tool` asks or is denied under `agent`'s rules (no call can be allowed)."""
     from ..permissions.evaluate import decide
     from ..permissions.model import unmatched_action
 
-    permissions = snapshot.permissions
     ruleset, locked = permissions.ruleset(agent), permissions.locked
     if tool.static_requests is not None:
         return decide(list(tool.static_requests), ruleset, locked=locked).action != "allow"
@@ -38,13 +39,21 @@ def only_asks(tool: CompiledTool, snapshot: Snapshot, agent: str | None) -> bool
     return not (unmatched_action(key) == "allow" and ruleset.fallback(key) is None)
 
 
-def without_unaskable(toolset: ToolSet, snapshot: Snapshot, agent: str | None) -> ToolSet:
-    """`toolset` without the tools whose calls can only ask or be denied, each hidden with its reason."""
-    name = agent or snapshot.permissions.default_agent
+def without_unaskable(
+    toolset: ToolSet, snapshot: Snapshot, agent: str | None, verdicts: ToolVerdicts | None = None
+) -> ToolSet:
+    """`toolset` without the tools whose calls can only ask or be denied, each hidden with its reason;
+    `verdicts` (of `only_asks`) keeps the answers for the tools a reload left unchanged."""
+    permissions = snapshot.permissions
+    name = agent or permissions.default_agent
+    if verdicts is None:
+        asks = tuple(only_asks(offered.tool, permissions, agent) for offered in toolset.offered)
+    else:
+        asks = verdicts.answers(snapshot, toolset, agent)
     kept = []
     hidden = list(toolset.hidden)
-    for offered in toolset.offered:
-        if only_asks(offered.tool, snapshot, agent):
+    for offered, asking in zip(toolset.offered, asks, strict=True):
+        if asking:
             reason = (
                 f"every call asks or is denied under the rules of agent {name}, and the client cannot be asked "
                 "(it declared no elicitation); `toolrt serve --offer-unaskable` offers it anyway"

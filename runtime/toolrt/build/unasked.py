@@ -10,23 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..permissions.config import PermissionConfig
 from ..permissions.evaluate import check
+from .compiled import CompiledTool
 from .selection import ToolSet
 from .snapshot import Snapshot
+from .verdicts import ToolVerdicts
 
-__all__ = ["runs_without_asking", "unasked_notice"]
+__all__ = ["runs_unasked", "runs_without_asking", "unasked_notice"]
 
 
-def runs_without_asking(snapshot: Snapshot, toolset: ToolSet, agent: str | None) -> tuple[str, ...]:
-    """Names of the offered tools whose permission is `allow` for any argument the rules do not single out."""
-    permissions = snapshot.permissions
+def runs_unasked(tool: CompiledTool, permissions: PermissionConfig, agent: str | None) -> bool:
+    """Whether `tool`'s permission is `allow` for any argument `agent`'s rules do not single out."""
     ruleset = permissions.ruleset(agent)
-    names = []
-    for offered in toolset.offered:
-        decision = check(offered.tool.permission_key, "*", ruleset, locked=permissions.locked)
-        if decision.action == "allow":
-            names.append(offered.name)
-    return tuple(names)
+    return check(tool.permission_key, "*", ruleset, locked=permissions.locked).action == "allow"
+
+
+def runs_without_asking(
+    snapshot: Snapshot, toolset: ToolSet, agent: str | None, verdicts: ToolVerdicts | None = None
+) -> tuple[str, ...]:
+    """Names of the offered tools whose permission is `allow` for any argument the rules do not single out;
+    `verdicts` (of `runs_unasked`) keeps the answers for the tools a reload left unchanged."""
+    permissions = snapshot.permissions
+    permissions.ruleset(agent)  # an unknown agent is a usage error even with nothing offered
+    if verdicts is None:
+        unasked = tuple(runs_unasked(offered.tool, permissions, agent) for offered in toolset.offered)
+    else:
+        unasked = verdicts.answers(snapshot, toolset, agent)
+    return tuple(offered.name for offered, allowed in zip(toolset.offered, unasked, strict=True) if allowed)
 
 
 def unasked_notice(names: Sequence[str]) -> str | None:

@@ -16,7 +16,7 @@ lsp_check       `toolrt lsp check`
 serve           `toolrt serve`: the MCP server (stdio and streamable HTTP), run from the serve_* modules:
 serve_server    the low-level server and its handlers' registration
 serve_face      the handlers: who is calling, tools/list, tools/call
-serve_listing   tools/list in wire form, paged
+serve_listing   tools/list in wire form, paged, shaped once per protocol version
 serve_ask       approvals, questions and held changes as elicitation forms
 serve_notes     a call's log and progress notifications
 serve_wire      a call's result as MCP content

@@ -19,6 +19,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..api import Runtime
 from ..build.changes import SnapshotChange
 from ..build.selection import ToolSet, unavailable
+from ..build.unaskable import only_asks, without_unaskable
+from ..build.verdicts import ToolVerdicts
 from ..call.pipeline import PROTOCOL_ERROR
 from ..config.model import ToolDefinition
 from ..permissions.principals import agent_for
@@ -31,7 +33,7 @@ from .serve_client import NONCE_FILE, McpChannel, NonceLedger, ReplayState, Requ
 from .serve_heap import SETTLE_IDLE_SECONDS, SETTLE_LATEST_SECONDS, HeapSettler
 from .serve_idempotency import CallClaims
 from .serve_limits import ServeLimits
-from .serve_listing import Listing, listing_page
+from .serve_listing import Listing, listing_page, shaped_page
 from .serve_notes import CallNotes, wants_progress_token
 from .serve_notify import Notifier
 from .serve_principal import current_caller, refusal
@@ -57,6 +59,9 @@ class McpFace:
         self._listed: dict[tuple[bool, bool, str | None], Listing] = {}
         """The listing in wire form by (whether tools that only ask are left out, whether references are
         inlined, the caller's agent), with the selection it was built from."""
+        self._asking = ToolVerdicts(only_asks)
+        """Which offered tools only ask (left out for clients that cannot be asked), kept for the tools a
+        swap left unchanged."""
         self._heap = HeapSettler()
         """Settles the heap after each swap once requests pause (`serve_heap`)."""
         self._notifier = Notifier(rt, scope, self._heap.swapped)
@@ -141,7 +146,7 @@ class McpFace:
         """The served selection of the current snapshot (cached by the Runtime until the next swap)."""
         return self._rt.tools(scope or self._request_scope())
 
-    def _listing(self, ctx: RequestContext) -> tuple[dict[str, Any], ...]:
+    def _listing(self, ctx: RequestContext) -> Listing:
         """The served tools as MCP `Tool`s in wire form, built once per snapshot, selection and kind of
         client (a request copies none of it; a reload validates again only the tools it changed): a client
         that cannot be asked is not offered the tools whose every call asks (`build.unaskable`), and a
@@ -154,12 +159,10 @@ class McpFace:
         if cached is None or cached.toolset is not toolset:
             shown = toolset
             if hide:
-                from ..build.unaskable import without_unaskable
-
-                shown = without_unaskable(toolset, self._rt.snapshot, scope.agent)
+                shown = without_unaskable(toolset, self._rt.snapshot, scope.agent, self._asking)
             specs = shown.specs("mcp-inline" if inline else "mcp")
             cached = self._listed[(hide, inline, scope.agent)] = Listing.build(toolset, specs, cached)
-        return cached.tools
+        return cached
 
     def _inlines(self, ctx: RequestContext) -> bool:
         """Whether this client gets every `$ref` inlined: `serve.inline_refs` is `always`, or `auto` and the
@@ -175,7 +178,16 @@ class McpFace:
     async def list_tools(self, ctx: RequestContext, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
         """`tools/list`: the cached listing (`_listing`), paged above `--page-size`."""
         self._heap.last_request = time.monotonic()
-        return listing_page(self._listing(ctx), params.cursor if params is not None else None, self._limits.page_size)
+        tools = self._listing(ctx).tools
+        return listing_page(tools, params.cursor if params is not None else None, self._limits.page_size)
+
+    async def shaped_listing(
+        self, ctx: RequestContext, params: types.PaginatedRequestParams, version: str
+    ) -> dict[str, Any]:
+        """`tools/list` in the shape the SDK's result surface of `version` gives it (`ShapedListing`)."""
+        self._heap.last_request = time.monotonic()
+        tools = self._listing(ctx).shaped(version)
+        return shaped_page(listing_page(tools, params.cursor, self._limits.page_size), version)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The SDK's `get_tool_input_schema` hook: one tool's schema from the cached specs, no listing."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.connection import Connection
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ToolsListChanged
@@ -22,7 +23,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..api import Runtime
 from ..build.changes import SnapshotChange
+from ..build.selection import ToolSet
 from ..build.snapshot import degraded_lines
+from ..build.unasked import runs_unasked, runs_without_asking, unasked_notice
+from ..build.verdicts import ToolVerdicts
 from ..reload import ReloadEvent
 from ..scope import CallScope
 from .serve_client import RequestContext
@@ -49,6 +53,10 @@ class Notifier:
         """2026-07-28 sessions: the problems and notice their calls were last told."""
         self._last_notice: str | None = None
         """The notice last told: one string held by every connection told it, not one each."""
+        self._unasked = ToolVerdicts(runs_unasked)
+        """Which offered tools run without asking, kept for the tools a swap left unchanged."""
+        self._notice_of: tuple[ToolSet, str | None] | None = None
+        """The served selection the notice was last worked out for, and the notice."""
         self.bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self.bus)
         self._changes_send, self._changes_receive = anyio.create_memory_object_stream[SnapshotChange | _LogEntry](64)
@@ -113,11 +121,15 @@ class Notifier:
         return types.EmptyResult()
 
     def unasked_notice(self) -> str | None:
-        """Which of the offered tools run without asking, or None when every one asks."""
-        from ..build.unasked import runs_without_asking, unasked_notice
-
+        """Which of the offered tools run without asking, or None when every one asks: worked out once per
+        selection (a swap makes a new one), asking again only about the tools the swap changed."""
         toolset = self._rt.tools(self._scope)
-        return unasked_notice(runs_without_asking(self._rt.snapshot, toolset, self._scope.agent))
+        if self._notice_of is not None and self._notice_of[0] is toolset:
+            return self._notice_of[1]
+        names = runs_without_asking(self._rt.snapshot, toolset, self._scope.agent, self._unasked)
+        notice = unasked_notice(names)
+        self._notice_of = (toolset, notice)
+        return notice
 
     def swap_listener(self) -> Callable[[SnapshotChange], None]:
         """A `Runtime.subscribe(..., to="swaps")` listener that queues the change for `notify_changes` (any thread)."""
@@ -155,12 +167,18 @@ class Notifier:
                     await self._log_everywhere(item)
                     continue
                 await self.bus.publish(ToolsListChanged())
+                told: list[_Listener] = []
                 for listener in tuple(self._connections.values()):
                     try:
                         await listener.connection.send_tool_list_changed()
                     except Exception:  # the client went away; stop telling it
                         self._connections.pop(listener.connection, None)
                         continue
+                    told.append(listener)
+                # Every list_changed is on its way (its writer runs at this checkpoint) before the notice is
+                # worked out for the new snapshot: the clients' tools/list does not wait for it.
+                await anyio.lowlevel.checkpoint()
+                for listener in told:
                     await self._tell_notice(listener)
                 await self._tell_subscribers_notice()
                 self._on_notified()

@@ -16,6 +16,7 @@ from ..scope import CallScope
 from .serve_client import RequestContext, state_security
 from .serve_face import McpFace
 from .serve_limits import ServeLimits
+from .serve_listing import ShapedListing
 from .serve_skills import EXTENSION, GetSkillParams, ReadDirectoryParams
 from .serve_tasks import register as serve_tasks
 
@@ -71,6 +72,7 @@ def build_server(
         RequestStateBoundary(state_security(rt.snapshot.data_dir, rt.store), default_audience="toolrt")
     )
     serve_tasks(server, face.tasks)
+    server.middleware.append(ShapedListing(face.shaped_listing, server.cache_hints))
     server.add_notification_handler("notifications/initialized", types.NotificationParams, face.remember_session)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, face.set_log_level)
     return server, face
