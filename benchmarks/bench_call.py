@@ -201,12 +201,12 @@ async def python_tool(rt: Runtime, calls: int, repeats: int) -> dict[str, float]
         medians = await _interleaved(paths, calls, repeats)
     numbers: dict[str, float] = {}
     for clock, index in (("", 0), ("cpu_", 1)):
-        ours, bare, client = (medians[name][index] for name in ("ours", "bare", "client"))
+        ours, bare, through_client = (medians[name][index] for name in ("ours", "bare", "client"))
         numbers |= {
             f"toolrt_call_{clock}us": ours * 1e6,
             f"mcp_call_tool_{clock}us": bare * 1e6,
-            f"mcp_client_call_tool_{clock}us": client * 1e6,
-            f"{clock}speedup_vs_client": client / ours,
+            f"mcp_client_call_tool_{clock}us": through_client * 1e6,
+            f"{clock}speedup_vs_client": through_client / ours,
             f"{clock}ratio_vs_bare": ours / bare,
             f"toolrt_call_abort_{clock}us": medians["ours_abort"][index] * 1e6,
             f"{clock}abort_ratio": medians["ours_abort"][index] / ours,

@@ -26,6 +26,7 @@ from toolrt.builtin.patch_format import (
 from toolrt.builtin.read import read
 from toolrt.builtin.replacers import replace
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 from toolrt.errors import ToolFailure
 
 
@@ -90,7 +91,7 @@ def main() -> None:
         with big.open("wb") as handle:
             while handle.tell() < 50 * 1024 * 1024:
                 handle.write(chunk)
-        ctx = ToolContext(tool="read", root=root, data_dir=root / "data")
+        ctx = ToolContext(DetachedCall(tool_id="read", root=root, data_dir=root / "data"))
         for label, args in (
             ("read 50 MB file, first window", {"filePath": "big.log"}),
             ("read 50 MB file, offset 1,000,000", {"filePath": "big.log", "offset": 1_000_000}),

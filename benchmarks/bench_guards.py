@@ -16,6 +16,7 @@ Medians over the runs; prints a table and one JSON line.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -128,7 +129,7 @@ def main(argv: list[str]) -> int:
     rows: list[tuple[str, float, float]] = []  # (case, seconds, goal seconds)
     rows.append(("alias bomb refused", _median(lambda: _refused(BOMB), runs), 0.1))
     for text in SELF_REFERENCES:
-        rows.append((f"self-reference {text!r} refused", _median(lambda text=text: _refused(text), runs), 0.1))
+        rows.append((f"self-reference {text!r} refused", _median(functools.partial(_refused, text), runs), 0.1))
     reloads = [_reload_with_bomb() for _ in range(runs)]
     rows.append(("bomb saved, reload keeps tools", statistics.median(reloads), 2.0))
     bomb = _laughs(30)

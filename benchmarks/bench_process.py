@@ -45,7 +45,7 @@ from toolrt.sandbox import proxy
 from toolrt.sandbox.netrules import NetworkRules
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
-from toolrt.sandbox.support import detect_support
+from toolrt.sandbox.support import Launch, detect_support
 
 BIG = 100_000_000
 BIG_SCRIPT = f"head -c {BIG} /dev/zero | tr '\\0' a"
@@ -169,7 +169,7 @@ async def sandbox_overhead(root: Path, calls: int, repeats: int, label: str = ""
         results[f"{label}{tool}_sandboxed_ms"] = statistics.median(on) * 1000
         results[f"{label}{tool}_unsandboxed_ms"] = statistics.median(off) * 1000
         results[f"{label}{tool}_ratio"] = statistics.median(on) / statistics.median(off)
-    results[f"{label}sandbox"] = probe.metadata["sandbox"]  # type: ignore[assignment]
+    results[f"{label}sandbox"] = probe.metadata["sandbox"]
     return results
 
 
@@ -191,9 +191,12 @@ async def _cpu_per_call(runtime: Runtime, tool: str, calls: int) -> float:
 async def launcher_overhead(root: Path, calls: int, repeats: int) -> dict[str, float]:
     """`true` in the same sandbox, started from a sandboxed thread vs by the fork server."""
     support = detect_support()
+    launches: tuple[Launch, ...] = ("thread", "forkserver")
     plans = {
-        launch: plan_sandbox(sandbox.snapshot.sandbox, replace(support, launch=launch), root=root, output_dir=root)
-        for launch, sandbox in (("thread", _load(root, None)), ("forkserver", _load(root, None)))
+        launch: plan_sandbox(
+            _load(root, None).snapshot.sandbox, replace(support, launch=launch), root=root, output_dir=root
+        )
+        for launch in launches
     }
     env = build_env()
     times: dict[str, list[float]] = {"thread": [], "forkserver": []}

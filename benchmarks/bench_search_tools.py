@@ -28,6 +28,7 @@ from toolrt.builtin.ls import list_directory, render_tree
 from toolrt.builtin.ripgrep import ripgrep_binary
 from toolrt.builtin.todo import todoread, todowrite
 from toolrt.call.context import ToolContext
+from toolrt.call.detached import DetachedCall
 
 Handler = Callable[[Mapping[str, Any], ToolContext], Awaitable[dict[str, Any]]]
 DIRECTORIES, FILES_PER_DIRECTORY, LINES_PER_FILE = 40, 50, 60
@@ -48,7 +49,9 @@ def build_tree(root: Path) -> None:
 
 def tool(handler: Handler, args: Mapping[str, Any], root: Path) -> Callable[[], object]:
     # A context per call, as dispatch makes one: its abort event belongs to one event loop.
-    return lambda: anyio.run(handler, args, ToolContext(tool="bench", root=root, data_dir=root / ".data"))
+    return lambda: anyio.run(
+        handler, args, ToolContext(DetachedCall(tool_id="bench", root=root, data_dir=root / ".data"))
+    )
 
 
 def bare_rg(args: list[str], cwd: Path) -> Callable[[], object]:
