@@ -5,17 +5,19 @@ per session."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from pathlib import Path
 
 import anyio
 import mcp_types as types
+import pytest
 from conftest import ProjectFactory
 from mcp import Client
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from test_serve_inprocess import Served, run, serving
 
-from toolrt import Runtime
+from toolrt import CallScope, Runtime
 
 GREET = """\
 id: greet
@@ -145,3 +147,65 @@ def test_a_client_connecting_later_hears_of_handler_code_that_did_not_import(mak
             assert len(errors) == 1 and "greet_code.py:2:" in errors[0], logged
 
     run(main)
+
+
+@pytest.mark.parametrize(
+    ("scope", "saved", "gone", "unknown"),
+    [
+        (
+            CallScope(agent="strict"),
+            "permissions.yaml",
+            "permission:\n  echo: allow\n",
+            'unknown agent "strict"',
+        ),
+        (
+            CallScope(toolset="mine"),
+            "toolrt.yaml",
+            "builtin_tools: false\n",
+            "unknown tool set 'mine'",
+        ),
+    ],
+)
+def test_a_save_that_drops_the_served_agent_or_tool_set_is_an_error_message_not_the_end_of_the_server(
+    make_project: ProjectFactory, scope: CallScope, saved: str, gone: str, unknown: str
+) -> None:
+    """`toolrt serve --agent strict` (or `--toolset mine`) and a save of the rules without that agent (or of
+    toolrt.yaml without that tool set): the reload is valid, but nothing can be selected for the server's
+    scope. The clients are told so at `error`, listing and calling fail, and the save that brings it back
+    serves again (the notice worked out after the swap used to raise and end the server)."""
+    rules = "permission:\n  echo: allow\nagents:\n  strict:\n    permission:\n      echo: allow\n"
+    root = make_project({"echo": ECHO}, permissions=rules, settings="toolsets:\n  mine: [echo]\n")
+    settings = (root / "toolrt.yaml").read_text(encoding="utf-8")
+    rt = Runtime.load(root)
+    back = rules if saved == "permissions.yaml" else settings
+
+    async def main() -> None:
+        async with serving(rt, scope=scope) as served:
+            await _round_trip(served)
+            assert [level for level, _ in _toolrt(served)] == ["warning"], "the notice: echo runs unasked"
+            await served.save(saved, gone)
+            while not any(level == "error" for level, _ in _toolrt(served)):
+                await _round_trip_or_refusal(served)
+            (error,) = [text for level, text in _toolrt(served) if level == "error"]
+            assert unknown in error and "until a save" in error
+            with pytest.raises(MCPError, match=unknown):
+                await served.client.list_tools()
+            with pytest.raises(MCPError, match=unknown):
+                await served.client.call_tool("echo", {})
+            await served.save(saved, back)
+            while True:
+                try:
+                    listed = await served.client.list_tools()
+                except MCPError:
+                    continue
+                break
+            assert [tool.name for tool in listed.tools] == ["echo"]
+            result = await served.client.call_tool("echo", {})
+            assert (result.is_error, result.content[0].text) == (False, "hi\n")  # type: ignore[union-attr]
+
+    run(main)
+
+
+async def _round_trip_or_refusal(served: Served) -> None:
+    with contextlib.suppress(MCPError):
+        await served.client.list_tools()

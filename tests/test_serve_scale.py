@@ -208,3 +208,22 @@ def test_a_handshake_era_client_lists_pages_and_is_refused_a_bad_cursor_through_
         face.close()
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize("cursor", ["²", "٢", "9" * 5000, "02"])
+def test_a_cursor_toolrt_never_gave_is_refused_as_one_whatever_its_digits(tmp_path: Path, cursor: str) -> None:
+    """A cursor is the decimal offset toolrt wrote: a superscript or Arabic-Indic digit (which `str.isdigit`
+    takes, and `int` refuses or reads as an offset), past `int`'s 4,300 digits, or with a leading zero, is the
+    same INVALID_PARAMS as any other bad cursor, not an internal error that echoes Python's message."""
+    rt = Runtime.load(project(tmp_path, ["t1", "t2", "t3"]))
+
+    async def main() -> None:
+        server, face = build_server(rt, CallScope(), ServeLimits(page_size=2))
+        async with Client(server, mode="legacy") as legacy, Client(server, mode=MODERN) as modern:
+            for client in (legacy, modern):
+                with pytest.raises(MCPError, match=r"Invalid cursor: .* \(list the tools again from the start\)"):
+                    await client.list_tools(cursor=cursor)
+                assert [t.name for t in (await client.list_tools(cursor="2")).tools] == ["t3"]
+        face.close()
+
+    anyio.run(main)

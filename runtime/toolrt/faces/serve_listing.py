@@ -24,11 +24,15 @@ _LIST_RESULT: dict[str, Any] = types.ListToolsResult(tools=[]).model_dump(by_ali
 
 
 def _page_start(cursor: str | None, total: int) -> int:
+    """The offset a cursor names: only the decimal form toolrt writes (`str.isdigit` also takes other
+    scripts' digits, which `int` reads or refuses, and `int` refuses more than 4,300 digits)."""
     if cursor is None:
         return 0
-    if not cursor.isdigit() or int(cursor) > total:
+    short = cursor.isascii() and cursor.isdigit() and len(cursor) <= len(str(total))
+    start = int(cursor) if short else -1
+    if str(start) != cursor or start > total:
         raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r} (list the tools again from the start)")
-    return int(cursor)
+    return start
 
 
 def listing_page(tools: tuple[dict[str, Any], ...], cursor: str | None, size: int) -> dict[str, Any]:

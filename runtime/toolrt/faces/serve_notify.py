@@ -27,6 +27,7 @@ from ..build.selection import ToolSet
 from ..build.snapshot import degraded_lines
 from ..build.unasked import runs_unasked, runs_without_asking, unasked_notice
 from ..build.verdicts import ToolVerdicts
+from ..errors import UsageError
 from ..reload import ReloadEvent
 from ..scope import CallScope
 from .serve_client import RequestContext
@@ -97,7 +98,10 @@ class Notifier:
         problems = self._standing_problems()
         if problems:
             await self._log_to(listener, _LogEntry("error", _problems_text(problems)))
-        await self._tell_notice(listener)
+        notice, unservable = self._served_notice()
+        if unservable is not None:
+            await self._log_to(listener, _LogEntry("error", unservable))
+        await self._tell_notice(listener, notice)
 
     def _standing_problems(self) -> list[str]:
         """What is wrong now: the snapshot's withheld and blocking problems, and handler code that did not import."""
@@ -130,6 +134,14 @@ class Notifier:
         notice = unasked_notice(names)
         self._notice_of = (toolset, notice)
         return notice
+
+    def _served_notice(self) -> tuple[str | None, str | None]:
+        """(`unasked_notice`, None), or (None, why nothing can be served): a valid save can drop the agent
+        (`--agent`) or the tool set (`--toolset`) the server was started with."""
+        try:
+            return self.unasked_notice(), None
+        except UsageError as error:
+            return None, f"toolrt: {error}: no tool is listed or runs until a save brings it back"
 
     def swap_listener(self) -> Callable[[SnapshotChange], None]:
         """A `Runtime.subscribe(..., to="swaps")` listener that queues the change for `notify_changes` (any thread)."""
@@ -178,14 +190,16 @@ class Notifier:
                 # Every list_changed is on its way (its writer runs at this checkpoint) before the notice is
                 # worked out for the new snapshot: the clients' tools/list does not wait for it.
                 await anyio.lowlevel.checkpoint()
+                notice, unservable = self._served_notice()
+                if unservable is not None:
+                    await self._log_everywhere(_LogEntry("error", unservable))
                 for listener in told:
-                    await self._tell_notice(listener)
-                await self._tell_subscribers_notice()
+                    await self._tell_notice(listener, notice)
+                self._tell_subscribers_notice(notice)
                 self._on_notified()
 
-    async def _tell_notice(self, listener: _Listener) -> None:
+    async def _tell_notice(self, listener: _Listener, notice: str | None) -> None:
         """The unasked-tools notice, when this listener has not been told this text yet."""
-        notice = self.unasked_notice()
         if notice is None or notice == listener.notice:
             return
         if notice == self._last_notice:
@@ -193,8 +207,7 @@ class Notifier:
         listener.notice = self._last_notice = notice
         await self._log_to(listener, _LogEntry("warning", notice))
 
-    async def _tell_subscribers_notice(self) -> None:
-        notice = self.unasked_notice()
+    def _tell_subscribers_notice(self, notice: str | None) -> None:
         for subscriber in tuple(self._subscribers):
             if notice is not None and notice != subscriber.notice:
                 subscriber.notice = notice
