@@ -13,11 +13,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from toolrt.attribution import _CLOCK_SLACK_NS
 from toolrt.execute import ProcessOutcome, build_env, run_process
+from toolrt.sandbox import namespaces
 from toolrt.sandbox.plan import SandboxPlan
 
 __all__ = [
@@ -72,6 +74,13 @@ def until(condition: Callable[[], bool], what: str, timeout: float = 20) -> None
         if time.monotonic() > give_up:
             raise AssertionError(f"waited {timeout:g} s, and it never {what}")
         waited.wait(0.01)
+
+
+def spares_made_ahead() -> dict[tuple[Any, ...], list[tuple[int, int | None]]]:
+    """The covered namespaces the keeper has made ahead now, by key: (namespace fd, ruleset fd) each. Copied
+    under the sandbox's lock, since the keeper adds and takes them in its own threads meanwhile."""
+    with namespaces._lock:
+        return {key: list(ready) for key, ready in namespaces._spares.items()}
 
 
 def after_the_last_process() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from processes import spares_made_ahead
 
 from toolrt.execute import ProcessOutcome, build_env, run_process
 from toolrt.sandbox import kernel, namespaces
@@ -116,7 +117,7 @@ def _spare_with_ruleset(root: Path, deadline: float) -> None:
     """Wait until a covered namespace made ahead for `root` holds its own ruleset (made off the call's path)."""
     while not any(
         repr(str(root)) in key[1] and any(ruleset is not None for _, ruleset in ready)
-        for key, ready in list(namespaces._spares.items())
+        for key, ready in spares_made_ahead().items()
     ):
         if time.monotonic() > deadline:
             raise TimeoutError("no covered namespace was made ahead with its ruleset")

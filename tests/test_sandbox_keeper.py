@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from processes import holding, sandboxed_bash, until
+from processes import holding, sandboxed_bash, spares_made_ahead, until
 
 from toolrt.sandbox import keeper, kernel, namespaces
 from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
@@ -243,8 +243,8 @@ def test_a_forked_child_holds_neither_the_namespace_made_ahead_for_the_parent_no
     root.mkdir()
     plan = _covered_plan(root)
     sandboxed_bash("true", plan, root)
-    until(lambda: bool(namespaces._spares), "made a namespace ahead")
-    spares = {os.readlink(f"/proc/self/fd/{spare[0]}") for ready in namespaces._spares.values() for spare in ready}
+    until(lambda: bool(spares_made_ahead()), "made a namespace ahead")
+    spares = {os.readlink(f"/proc/self/fd/{spare[0]}") for ready in spares_made_ahead().values() for spare in ready}
     fifo = tmp_path / "fifo"  # outside the root: one there is the overlay's, another pipe than toolrt's
     os.mkfifo(fifo)
     marker = f"toolrt-fork-{os.getpid()}"
@@ -253,7 +253,9 @@ def test_a_forked_child_holds_neither_the_namespace_made_ahead_for_the_parent_no
     try:
         until(lambda: bool(holding(marker)), "started the process")
         used = os.readlink(f"/proc/{holding(marker)[0]}/ns/mnt")
-        spares |= {os.readlink(f"/proc/self/fd/{spare[0]}") for ready in namespaces._spares.values() for spare in ready}
+        spares |= {
+            os.readlink(f"/proc/self/fd/{spare[0]}") for ready in spares_made_ahead().values() for spare in ready
+        }
         reader, writer = os.pipe()
         child = os.fork()
         if child == 0:  # the child: says which namespaces it holds

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from processes import sandboxed_bash, until
+from processes import sandboxed_bash, spares_made_ahead, until
 
 from toolrt.sandbox import namespaces
 from toolrt.sandbox.masks import Masks
@@ -49,7 +49,7 @@ def _plan(root: Path, masks: Masks | None = None) -> SandboxPlan:
 
 def _ready(root: Path) -> int:
     """How many namespaces covering `root` wait for their next process."""
-    return sum(len(ready) for key, ready in list(namespaces._spares.items()) if repr(str(root)) in key[1])
+    return sum(len(ready) for key, ready in spares_made_ahead().items() if repr(str(root)) in key[1])
 
 
 def _run(command: str, plan: SandboxPlan, root: Path) -> tuple[str, str]:
