@@ -294,6 +294,15 @@ def untraced() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _no_frozen_heap_left() -> Iterator[None]:
+    """What a test froze (`gc.freeze()`: `toolrt serve` settling its heap, the command keeping its heap until
+    exit) goes back to the collector after it: a later test on the worker would find the heap frozen, which
+    changes what its builds do (a paused block's objects are aged only while nothing is frozen)."""
+    yield
+    gc.unfreeze()
+
+
+@pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test writes truncated outputs and audit logs under its own temporary directory."""
     data = tmp_path_factory.mktemp("toolrt-data")
