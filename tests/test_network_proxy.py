@@ -248,6 +248,28 @@ def test_attacks_from_inside_reach_no_refused_server(
     assert "the Host header (evil.test) names another host than the URL" in rules_said
 
 
+def test_a_head_past_the_limit_is_refused_even_when_it_arrives_in_one_piece() -> None:
+    """anyio's `receive_until` stops reading at its limit, but returns a longer head when the blank line
+    came in the same read: the proxy's bound held only when the bytes arrived slowly (a CI run got a
+    70 KB head through to the origin server, which answered `431 Line too long` itself)."""
+    from anyio.streams.buffered import BufferedByteReceiveStream
+
+    async def main() -> None:
+        huge = b"GET http://tls.test/ HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n"
+        send, receive = anyio.create_memory_object_stream[bytes](2)
+        async with send, receive:
+            await send.send(huge)
+            await send.send(huge)
+            assert len(await BufferedByteReceiveStream(receive).receive_until(b"\r\n\r\n", proxy.MAX_HEAD)) > 70_000
+            with pytest.raises(anyio.DelimiterNotFound, match=str(proxy.MAX_HEAD)):
+                await proxy._receive_head(BufferedByteReceiveStream(receive))
+            small = b"GET http://tls.test/ HTTP/1.1\r\nHost: tls.test"
+            await send.send(small + b"\r\n\r\nbody")
+            assert await proxy._receive_head(BufferedByteReceiveStream(receive)) == small
+
+    anyio.run(main)
+
+
 def test_the_address_checked_is_the_address_connected(tmp_path: Path, refused: Origin) -> None:
     """DNS rebinding: the name resolves to the allowed server's address once, then to another one; the
     proxy looks it up once and connects to what it checked."""

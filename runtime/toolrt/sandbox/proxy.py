@@ -335,7 +335,7 @@ async def _http(
 ) -> None:
     try:
         with anyio.fail_after(_FIRST_BYTES_TIMEOUT):  # a head that never ends (slowloris) is not waited for
-            head = first + await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
+            head = first + await _receive_head(reader)
     except anyio.DelimiterNotFound:
         await client.send(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n")
         raise _Refused("?", 0, f"a request head over {MAX_HEAD} bytes", listed=False) from None
@@ -503,7 +503,7 @@ async def _redacted(
     """Copy an upstream's response with the real values starred out, or none of it when its body is compressed."""
     answer = BufferedByteReceiveStream(source)
     try:
-        head = await answer.receive_until(b"\r\n\r\n", MAX_HEAD)
+        head = await _receive_head(answer)
     except (anyio.DelimiterNotFound, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
         relay.cancel()
         return
@@ -569,7 +569,7 @@ async def _intercept(
         )
         reader = BufferedByteReceiveStream(inner)
         try:
-            head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
+            head = await _receive_head(reader)
         except anyio.DelimiterNotFound:
             raise _Refused(host, port, f"a request head over {MAX_HEAD} bytes", listed=False) from None
     try:
@@ -651,6 +651,15 @@ def _authority(text: str, default_port: int) -> tuple[str, int]:
         host, _, tail = host.partition(":")
         port = int(tail) if tail.isdigit() else -1
     return host.lower(), port
+
+
+async def _receive_head(reader: BufferedByteReceiveStream) -> bytes:
+    """A head up to its blank line, at most `MAX_HEAD` bytes however it arrived (`receive_until` returns a
+    longer one whose end came in the same read); raises `anyio.DelimiterNotFound` past that."""
+    head = await reader.receive_until(b"\r\n\r\n", MAX_HEAD)
+    if len(head) > MAX_HEAD:
+        raise anyio.DelimiterNotFound(MAX_HEAD)
+    return head
 
 
 def _refused_response(host: str, port: int) -> bytes:
