@@ -46,10 +46,7 @@ def without_unaskable(
     `verdicts` (of `only_asks`) keeps the answers for the tools a reload left unchanged."""
     permissions = snapshot.permissions
     name = agent or permissions.default_agent
-    if verdicts is None:
-        asks = tuple(only_asks(offered.tool, permissions, agent) for offered in toolset.offered)
-    else:
-        asks = verdicts.answers(snapshot, toolset, agent)
+    asks = (verdicts or ToolVerdicts(only_asks)).answers(snapshot, toolset, agent)
     kept = []
     hidden = list(toolset.hidden)
     for offered, asking in zip(toolset.offered, asks, strict=True):

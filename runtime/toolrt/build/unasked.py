@@ -33,10 +33,7 @@ def runs_without_asking(
     `verdicts` (of `runs_unasked`) keeps the answers for the tools a reload left unchanged."""
     permissions = snapshot.permissions
     permissions.ruleset(agent)  # an unknown agent is a usage error even with nothing offered
-    if verdicts is None:
-        unasked = tuple(runs_unasked(offered.tool, permissions, agent) for offered in toolset.offered)
-    else:
-        unasked = verdicts.answers(snapshot, toolset, agent)
+    unasked = (verdicts or ToolVerdicts(runs_unasked)).answers(snapshot, toolset, agent)
     return tuple(offered.name for offered, allowed in zip(toolset.offered, unasked, strict=True) if allowed)
 
 
