@@ -10,6 +10,10 @@
    same two in a repository whose `read` rules deny two files, which the sandbox masks (`masked_*`,
    same goals: the walk and the masks' mount namespace included); and
    `true` through the fork server (the path of unprivileged users) against the thread launcher.
+   And the sandbox's cost inside the program, with no launch in it (`program_*`): `git status` run in a
+   loop by one bash, in the sandbox `rt.call` gives it and with one mechanism left out at a time, against
+   the loop unsandboxed; and what that leaves of the 1.2x goal for everything a launch does
+   (`launch_budget_ms`; an upper bound: the loop reuses one warm namespace, a call gets a cold one).
 4. `network:` names: a sandboxed `curl` fetching 64 KiB from a local server through toolrt's proxy
    (its own network namespace, the listener, the proxy's checks) against the same fetch with the
    network on, and the proxy's start-up cost (its thread and loop, on first use) and per-process cost
@@ -42,8 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from toolrt import Runtime
 from toolrt.execute import build_env, run_process
 from toolrt.sandbox import proxy
+from toolrt.sandbox.config import call_plan
 from toolrt.sandbox.netrules import NetworkRules
-from toolrt.sandbox.plan import plan_sandbox
+from toolrt.sandbox.plan import SandboxPlan, plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.support import Launch, detect_support
 
@@ -173,6 +178,43 @@ async def sandbox_overhead(root: Path, calls: int, repeats: int, label: str = ""
     return results
 
 
+PROGRAM_LOOP = "TIMEFORMAT=%R; time (for i in $(seq {loops}); do git status > /dev/null; done)"
+
+
+async def program_cost(root: Path, loops: int, repeats: int) -> dict[str, float]:
+    """What the sandbox costs inside the program, no launch in it: one bash runs `git status` `loops` times
+    (timed by bash itself), in the sandbox `rt.call` gives it and in that sandbox with one mechanism left
+    out (the absent-name cover, the PID namespace, the UNIX-socket filter: plans made for this measurement
+    only, no config gives them), against the same loop unsandboxed; variants interleaved, medians of
+    `repeats`. What is left of the 1.2x budget of one `rt.call` once the program has paid for the sandbox is
+    what any launcher (plan, namespace, threads, Landlock) may cost."""
+    snapshot = _load(root, None).snapshot
+    plan = call_plan(snapshot.sandbox_for("git_status"), root=root, output_dir=snapshot.truncation_dir)
+    if plan is None or not plan.covered or not plan.pid_namespace or not plan.no_unix_sockets:
+        raise SystemExit(f"the sandbox here lacks a mechanism this measures: {plan and plan.description}")
+    variants: dict[str, SandboxPlan | None] = {
+        "every_mechanism": plan,
+        "no_cover": replace(plan, covered=()),
+        "no_pid_namespace": replace(plan, pid_namespace=False),
+        "no_socket_filter": replace(plan, no_unix_sockets=False),
+        "unsandboxed": None,
+    }
+    env = build_env()
+    script = PROGRAM_LOOP.format(loops=loops)
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, variant in variants.items():
+            outcome = await run_process(["bash", "-c", script], cwd=root, env=env, timeout=120, sandbox=variant)
+            if outcome.exit_code != 0:
+                raise SystemExit(f"{name}: the git status loop failed: {outcome.output[-300:]}")
+            times[name].append(float(outcome.output.split()[-1]) / loops)
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    base = medians["unsandboxed"]
+    results = {f"program_{name}_ms": value * 1000 for name, value in medians.items()}
+    results.update({f"program_{name}_ratio": value / base for name, value in medians.items() if name != "unsandboxed"})
+    return results
+
+
 def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -279,8 +321,11 @@ async def main(calls: int, repeats: int) -> dict[str, float]:
         root = Path(project).resolve()
         _small_repo(root)
         results.update(await sandbox_overhead(root, max(calls // 4, 20), repeats))
+        results.update(await program_cost(root, max(calls // 2, 50), repeats))
         results.update(await launcher_overhead(root, max(calls // 4, 20), repeats))
         results.update(await proxied_fetch(root, max(calls // 10, 10), repeats))
+    in_program = results["program_every_mechanism_ms"] - results["program_unsandboxed_ms"]
+    results["launch_budget_ms"] = 0.2 * results["git_status_unsandboxed_ms"] - in_program
     with tempfile.TemporaryDirectory() as project:
         root = Path(project).resolve()
         _small_repo(root, deny=True)
@@ -329,6 +374,16 @@ def _table(r: dict[str, float], calls: int, repeats: int) -> str:
             "ratio (goal <= 1.2)",
             f"{r['masked_git_status_ratio']:.3f}",
             "PASS" if r["masked_git_status_ratio"] <= 1.2 else "FAIL",
+        ),
+        ("git status, in one bash: unsandboxed", f"{r['program_unsandboxed_ms']:.3f} ms", "per run, no launch"),
+        ("  in the sandbox (every mechanism)", f"{r['program_every_mechanism_ratio']:.3f}", "x unsandboxed"),
+        ("  without the absent-name cover", f"{r['program_no_cover_ratio']:.3f}", "x unsandboxed"),
+        ("  without the PID namespace", f"{r['program_no_pid_namespace_ratio']:.3f}", "x unsandboxed"),
+        ("  without the UNIX-socket filter", f"{r['program_no_socket_filter_ratio']:.3f}", "x unsandboxed"),
+        (
+            "left for launching (1.2x rt.call)",
+            f"{r['launch_budget_ms']:.3f} ms",
+            "1.2x goal less the program's own sandbox cost",
         ),
         ("sandboxed `true`: thread launcher", f"{r['thread_true_ms']:.3f} ms", "median per call"),
         ("sandboxed `true`: fork server", f"{r['forkserver_true_ms']:.3f} ms", f"ratio {r['forkserver_ratio']:.2f}"),
