@@ -90,6 +90,41 @@ def test_ctrl_c_at_the_prompt_exits_130_at_once(project: Path, tmp_path: Path) -
     assert "Traceback" not in terminal.seen
 
 
+INTERRUPTED_READER = """
+import signal, sys, threading, time
+import anyio
+from toolrt.faces.prompts import PROMPTS_WAITING, _read_line
+
+def interrupt_the_reader() -> None:
+    while not PROMPTS_WAITING:
+        time.sleep(0.01)
+    time.sleep(0.2)  # blocked in its read by now
+    signal.pthread_kill(next(iter(PROMPTS_WAITING)), signal.SIGINT)  # the kernel may pick this thread itself
+
+threading.Thread(target=interrupt_the_reader, daemon=True).start()
+anyio.run(_read_line, "allow? ")
+sys.exit(3)  # the line came, or the read ended: never, with nothing typed
+"""
+
+
+def test_ctrl_c_handed_to_the_thread_reading_the_line_still_exits_130() -> None:
+    """A Ctrl-C is the whole process's: the kernel hands it to any thread that does not block it, the one
+    blocked reading the answer included. toolrt exited only when the main thread got it (a bare handler
+    waited for the main thread, asleep in the event loop's wait), so the person's Ctrl-C hung it."""
+    master, slave = pty.openpty()
+    started = time.monotonic()
+    reader = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_READER], stdin=slave, stderr=slave, env=_env(Path("/nonexistent"))
+    )
+    os.close(slave)
+    try:
+        assert reader.wait(timeout=10) == 130
+    finally:
+        reader.kill()
+        os.close(master)
+    assert time.monotonic() - started < 10
+
+
 @pytest.mark.slow
 def test_ctrl_d_rejects(project: Path, tmp_path: Path) -> None:
     terminal = Terminal(project, tmp_path / "data")

@@ -31,6 +31,7 @@ async def _read_line(prompt: str) -> str | None:
     import threading
 
     import anyio
+    import anyio.abc
     import anyio.from_thread
     import anyio.lowlevel
 
@@ -53,20 +54,34 @@ async def _read_line(prompt: str) -> str | None:
             except RuntimeError:
                 pass  # the event loop is gone (Ctrl-C): nobody waits for the line any more
 
-    def leave(signum: int, frame: object) -> None:
+    def leave() -> None:
         # Ctrl-C while the person is asked: exit 130 at once, whatever the cancelled call would await.
         print(file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(130)
 
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, leave) if in_main else None
-    try:
+    async def on_interrupt(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        # Through the event loop's signal handling, not a bare handler: the kernel may hand a Ctrl-C to any
+        # thread (the one blocked reading the line among them), and a bare handler then waited for the main
+        # thread to run Python, which stayed asleep in the loop's wait; the loop's own handling wakes it.
+        with anyio.open_signal_receiver(signal.SIGINT) as interrupts:
+            task_status.started()
+            async for _ in interrupts:
+                leave()
+
+    if threading.current_thread() is not threading.main_thread():  # signals are the main thread's to handle
         threading.Thread(target=read, name="toolrt-prompt", daemon=True).start()
         await done.wait()
+        return box[0] if box else None
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(on_interrupt)  # in place before the question is asked
+            threading.Thread(target=read, name="toolrt-prompt", daemon=True).start()
+            await done.wait()
+            group.cancel_scope.cancel()
     finally:
-        if in_main:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     return box[0] if box else None
 
 
