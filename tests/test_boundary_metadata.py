@@ -2,12 +2,17 @@
 `chmod` or `utimes`, and the owner of a file may change both. Toolrt running as root (an agent's container)
 runs its programs as root without capabilities, the owner of every system file: a mode change outside the
 writable set is a write the person never allowed (`chmod u+s` on a root-owned binary, `chmod 666` on
-`/etc/shadow`). Real processes, real files, both launchers (root only: a file of root's is the target).
+`/etc/shadow`). Every mount outside the writable directories is read-only in the process's namespace
+(`binds.read_only_elsewhere`). Real processes, real files, both launchers (root only: a file of root's is
+the target).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,11 +31,6 @@ pytestmark = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Landlock does not govern chmod or utimes, and no mount outside the writable set is read-only: "
-    "a sandboxed root changes the mode of any file of root's it can reach",
-)
 @pytest.mark.parametrize("launch", ["thread", "forkserver"])
 def test_a_process_cannot_change_the_mode_or_times_of_a_file_it_may_not_write(tmp_path: Path, launch: Launch) -> None:
     root = tmp_path / "project"
@@ -48,7 +48,44 @@ def test_a_process_cannot_change_the_mode_or_times_of_a_file_it_may_not_write(tm
     )
     assert plan is not None
     output = sandboxed_bash(f"echo x >> {target}; chmod 4777 {target}; touch -d 2000-01-01 {target}", plan, root).output
-    assert "Permission denied" in output, output  # the write itself is refused
+    assert output.count("Read-only file system") == 3, output  # the write, the mode and the times: EROFS
     after = target.stat()
     assert target.read_text() == "kept\n"
     assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns), output
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_in_the_default_mode_only_the_writable_directories_change_mode_times_or_attributes(
+    tmp_path: Path, launch: Launch
+) -> None:
+    """The default mode, a file of root's in a directory outside every writable one (root's home): its mode,
+    times and extended attributes stay; the same changes inside the project and in /tmp go through."""
+    root = tmp_path / "project"
+    root.mkdir()
+    home = Path(tempfile.mkdtemp(prefix=".toolrt-metadata-test-", dir=Path.home()))
+    try:
+        target = home / "system-file"
+        target.write_text("kept\n")
+        target.chmod(0o644)
+        mine, temporary = root / "mine", tmp_path / "temporary"
+        for path in (mine, temporary):
+            path.write_text("x\n")
+        before = target.stat()
+        plan = plan_sandbox(
+            SandboxPolicy(), replace(SUPPORT, launch=launch), root=root, output_dir=tmp_path / "out", masks=Masks()
+        )
+        assert plan is not None and not any(str(home).startswith(w) for w in plan.writable)
+        set_attribute = shlex.quote("import os, sys; os.setxattr(sys.argv[1], 'user.toolrt', b'1')")
+        script = "; ".join(
+            f"chmod 4755 {path}; touch -d 2000-01-01 {path}; python3 -c {set_attribute} {path} 2>&1 | tail -1"
+            for path in (target, mine, temporary)
+        )
+        output = sandboxed_bash(script, plan, root).output
+        assert output.count("Read-only file system") == 3, output  # all three on the file outside, none inside
+        after = target.stat()
+        assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns), output
+        assert "user.toolrt" not in os.listxattr(target)
+        for path in (mine, temporary):
+            assert path.stat().st_mode & 0o7777 == 0o4755 and os.getxattr(path, "user.toolrt") == b"1", output
+    finally:
+        shutil.rmtree(home)

@@ -66,7 +66,7 @@ def test_write_outside_the_root_is_refused_and_inside_works(tmp_path: Path, outs
     )
     assert (tmp_path / "inside.txt").read_text() == "in\n"
     assert not (outside / "escaped.txt").exists()
-    assert f"{outside}/escaped.txt: Permission denied" in result.output
+    assert f"{outside}/escaped.txt: Read-only file system" in result.output  # outside the writable set
     assert result.exit_code == 0  # the last command, writing to /dev/null, worked
     assert result.sandbox == plan.description
 
@@ -76,7 +76,7 @@ def test_a_refused_write_ends_with_one_line_from_toolrt(tmp_path: Path, outside:
     result = sh(f"touch {outside}/x", plan_for(tmp_path, launch), tmp_path)
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert "Permission denied" in lines[0]
+    assert "Read-only file system" in lines[0]  # every mount outside the writable set is read-only
     assert lines[-1].startswith(f"toolrt: the sandbox refused a write to {outside} ")
     assert "external_directory" in lines[-1] and "TOOLRT_SANDBOX__WRITABLE" in lines[-1]
 
@@ -109,7 +109,7 @@ def test_read_only_mode_reads_anywhere_and_writes_nowhere(tmp_path: Path, outsid
     assert "devices-ok" in result.output
     for target in targets:
         assert not target.exists() and not Path(f"{target}.d").exists(), target
-    assert result.output.count("Permission denied") == 2 * len(targets)
+    assert result.output.count("Read-only file system") == 2 * len(targets)
 
 
 @pytest.fixture
@@ -314,11 +314,11 @@ def test_an_allowed_external_directory_is_writable_for_that_call_only(
     first = _bash(rt, f"echo one > {outside}/allowed/a.txt; {hidden}")
     assert (outside / "allowed" / "a.txt").read_text() == "one\n"
     assert not (outside / "other" / "b.txt").exists()
-    assert f"{outside}/other/b.txt: Permission denied" in first["output"]
+    assert f"{outside}/other/b.txt: Read-only file system" in first["output"]
     # The next call's analyzer sees no outside path, so the widening does not carry over.
     second = _bash(rt, _script_write(root, "allowed", outside.name, "allowed", "c.txt"))
     assert not (outside / "allowed" / "c.txt").exists()
-    assert f"{outside}/allowed/c.txt: Permission denied" in second["output"]
+    assert f"{outside}/allowed/c.txt: Read-only file system" in second["output"]
     assert "landlock" in str(first["metadata"]["sandbox"])
 
 
@@ -334,7 +334,7 @@ def test_a_line_that_fools_the_analyzer_is_stopped_by_the_kernel(
     result = _bash(rt, line)
     assert not (outside / "pwned").exists()
     assert "wrote" not in result["output"]
-    assert f"{outside}/pwned: Permission denied" in result["output"]
+    assert f"{outside}/pwned: Read-only file system" in result["output"]
     printed, note = result["output"].split("\n\n<bash_metadata>\n")
     assert printed.rstrip().splitlines()[-1].startswith(f"toolrt: the sandbox refused a write to {outside}")
     assert note.startswith("The command exited with status ")
@@ -392,7 +392,7 @@ devnull = os.open("/dev/null", os.O_RDONLY)
 rules = [["/", kernel.FS_READ], [root, (1 << 16) - 1], ["/dev/null", kernel.FS_READ_FILE | kernel.FS_WRITE_FILE]]
 request = {
     "argv": ["bash", "-c", sys.argv[4]], "env": {"PATH": "/usr/bin:/bin"}, "cwd": root,
-    "read_only": [root + "/.git"], "unshare_net": True,
+    "read_only": [root + "/.git"], "unshare_net": True, "writable": [root],
     "landlock": {"abi": kernel.landlock_abi(), "paths": rules, "deny_tcp": True, "scope_signals": True,
                  "scope_abstract_unix": True},
 }
@@ -440,7 +440,7 @@ def test_an_unprivileged_user_gets_namespaces_through_the_fork_server(shared_dir
     assert report["support"] == [True, True, True]  # mount and network namespaces, through a user namespace
     lines = report["output"].splitlines()
     assert lines and lines[0] == "65534", report  # the uid is mapped to itself: files keep their owners
-    assert f"{outside}/out.txt: Permission denied" in report["output"]
+    assert f"{outside}/out.txt: Read-only file system" in report["output"]  # every other mount read-only
     assert ".git/config: Read-only file system" in report["output"]
     assert lines[-1] == "done" and report["status"].endswith("X0\n")
     assert (root / "in.txt").read_text() == "in\n" and not (outside / "out.txt").exists()
@@ -544,8 +544,8 @@ def test_a_symlinked_tool_output_directory_widens_no_write(
     assert plan is not None
     assert not any(within(str(outside), w) or within(w, str(outside)) for w in plan.writable), plan.writable
     result = sh(f"echo x > {outside}/pwned; echo x > {output}/pwned2", plan, root)
-    assert f"{outside}/pwned: Permission denied" in result.output
-    assert f"{output}/pwned2: Permission denied" in result.output
+    assert f"{outside}/pwned: Read-only file system" in result.output
+    assert f"{output}/pwned2: Read-only file system" in result.output
     assert not (outside / "pwned").exists() and not list(outside.rglob("pwned2"))
 
 
@@ -567,7 +567,7 @@ def test_a_tool_output_directory_that_becomes_a_symlink_widens_no_write(
     assert after is not None and str(output) not in after.writable
     for plan in (after, before):
         result = sh(f"echo x > {outside}/pwned", plan, root)
-        assert f"{outside}/pwned: Permission denied" in result.output
+        assert f"{outside}/pwned: Read-only file system" in result.output
     assert not (outside / "pwned").exists()
 
 
@@ -583,7 +583,7 @@ def test_a_runtime_with_a_symlinked_tool_output_directory_stops_a_hidden_write(
     _analyzer_allows(rt, line)
     result = _bash(rt, line)
     assert not (outside / "pwned").exists()
-    assert f"{outside}/pwned: Permission denied" in result["output"]
+    assert f"{outside}/pwned: Read-only file system" in result["output"]
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)

@@ -25,7 +25,7 @@ import errno
 import os
 from collections.abc import Iterable
 
-__all__ = ["bind_read_only"]
+__all__ = ["bind_read_only", "read_only_elsewhere"]
 
 _MS_RDONLY = 1
 _MS_REMOUNT = 32
@@ -38,6 +38,7 @@ _OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442  # the same numbers on e
 _OPEN_TREE_CLONE = 1
 _AT_EMPTY_PATH = 0x1000
 _AT_RECURSIVE = 0x8000
+_AT_FDCWD = -100
 _MOVE_MOUNT_F_EMPTY_PATH = 0x04
 _MOVE_MOUNT_T_EMPTY_PATH = 0x40
 _MOUNT_ATTR_RDONLY = 0x1
@@ -225,3 +226,78 @@ def _mount(source: bytes | None, target: bytes, flags: int) -> None:
 
 def _fail(what: str, code: int) -> OSError:
     return OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def read_only_elsewhere(writable: Iterable[str]) -> bool:
+    """In a private mount namespace: make every mount read-only but the directories of `writable`, which keep
+    the mounts beneath them and their flags as they are. Landlock governs writes, not a change of mode,
+    owner or times, which the owner of a file may make: a sandboxed root (no capability, but the owner of
+    every system file) could `chmod u+s` a binary of root's or `chmod 666 /etc/shadow`. On a read-only
+    mount it cannot (EROFS), while a file in a writable directory changes as before.
+
+    Each outermost writable directory's mounts are cloned (`open_tree`, detached: the clone keeps their
+    flags), every mount of the namespace is made read-only (`mount_setattr` recursive on `/`), and each
+    clone is attached back onto its directory, opened again without following a link and checked to be
+    the one cloned. Returns False, having changed nothing, where those calls are refused (Linux before
+    5.12, a container's seccomp filter): the rest of the tree then keeps its flags.
+
+    Raises:
+        OSError: a directory was no longer the one cloned when its clone was to be attached back (the
+            namespace is not used).
+    """
+    clones: list[tuple[str, int, tuple[int, int]]] = []
+    try:
+        for path in _outermost(writable):
+            try:
+                fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue  # gone, or no directory at its name now: nothing of it is writable
+            try:
+                info = os.fstat(fd)
+                flags = _OPEN_TREE_CLONE | _AT_RECURSIVE | _AT_EMPTY_PATH | os.O_CLOEXEC
+                tree = int(_libc.syscall(_OPEN_TREE, ctypes.c_int(fd), _EMPTY, ctypes.c_uint(flags)))
+            finally:
+                os.close(fd)
+            if tree < 0:
+                code = ctypes.get_errno()
+                if code in (errno.ENOSYS, errno.EPERM) and not clones:
+                    return False
+                raise _fail(f"open_tree {path}", code)
+            clones.append((path, tree, (info.st_dev, info.st_ino)))
+        size = ctypes.c_size_t(ctypes.sizeof(_READ_ONLY))
+        everything = ctypes.c_uint(_AT_RECURSIVE)
+        if _libc.syscall(_MOUNT_SETATTR, ctypes.c_int(_AT_FDCWD), b"/", everything, ctypes.byref(_READ_ONLY), size):
+            code = ctypes.get_errno()
+            if code in (errno.ENOSYS, errno.EPERM):
+                return False
+            raise _fail("mount_setattr /", code)
+        for path, tree, identity in clones:
+            _attach_back(path, tree, identity)
+        return True
+    finally:
+        for _, tree, _ in clones:
+            os.close(tree)
+
+
+def _outermost(directories: Iterable[str]) -> list[str]:
+    """The directories not beneath another of them, the shallowest first."""
+    found = sorted({os.path.normpath(d) for d in directories}, key=lambda d: (d.count("/"), d))
+    kept: list[str] = []
+    for directory in found:
+        if not any(directory == k or directory.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(directory)
+    return kept
+
+
+def _attach_back(path: str, tree: int, identity: tuple[int, int]) -> None:
+    """Attach the clone `tree` of `path`'s mounts onto `path`, which must still be the directory cloned."""
+    target = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        now = os.fstat(target)
+        if (now.st_dev, now.st_ino) != identity:
+            raise OSError(errno.ESTALE, f"mount {path}: replaced while the sandbox's mounts were made")
+        flags = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
+        if _libc.syscall(_MOVE_MOUNT, tree, _EMPTY, ctypes.c_int(target), _EMPTY, ctypes.c_uint(flags)):
+            raise _fail(f"move_mount {path}", ctypes.get_errno())
+    finally:
+        os.close(target)

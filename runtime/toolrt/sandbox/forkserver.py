@@ -183,8 +183,15 @@ class _Kept:
             os.close(done_write)
             os.waitpid(pid, 0)
 
-    def mount(self, read_only: list[str], masks: dict[str, object] | None, dev: bool, pinned: list[str]) -> int:
-        key = launch_request.mount_key(read_only, masks, dev, pinned)
+    def mount(
+        self,
+        read_only: list[str],
+        masks: dict[str, object] | None,
+        dev: bool,
+        pinned: list[str],
+        writable: list[str] | None = None,
+    ) -> int:
+        key = launch_request.mount_key(read_only, masks, dev, pinned, writable)
         if key not in self.mounts:
             if len(self.mounts) >= 16:
                 os.close(self.mounts.pop(next(iter(self.mounts))))
@@ -192,10 +199,16 @@ class _Kept:
         return self.mounts[key]
 
     def covered(
-        self, read_only: list[str], masks: dict[str, object] | None, dev: bool, cover: object, pinned: list[str]
+        self,
+        read_only: list[str],
+        masks: dict[str, object] | None,
+        dev: bool,
+        cover: object,
+        pinned: list[str],
+        writable: list[str] | None = None,
     ) -> int:
         """A single-use mount namespace with the absent protected names covered (a spare when there is one)."""
-        key = launch_request.mount_key(read_only, masks, dev, pinned)
+        key = launch_request.mount_key(read_only, masks, dev, pinned, writable)
         full = (key, repr(cover), kernel.identity_key([str(cover["root"])]))  # type: ignore[index]
         spec = {"cover": cover, "masks": masks}
         fd = self.spares.pop(full, None)
@@ -267,15 +280,16 @@ class _Kept:
         pinned = [str(p) for p in request.get("pinned", ())]  # type: ignore[attr-defined]
         masks = launch_request.request_masks(request)
         rules = launch_request.landlock_rules(request)
+        writable = launch_request.request_writable(request)
         mounts: int | None = None
         landlock: int | None = None
         if rules is not None:  # with a minimal /dev, one of the child's own: it adds its devpts (`_child`)
             landlock = self.own_ruleset(rules) if request.get("dev") else self.ruleset(rules)
         try:
             if request.get("cover"):
-                mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned)
+                mounts = self.covered(read_only, masks, bool(request.get("dev")), request["cover"], pinned, writable)
             elif launch_request.wants_mounts(request):
-                mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned)
+                mounts = self.mount(read_only, masks, bool(request.get("dev")), pinned, writable)
             return mounts, self.network() if request.get("unshare_net") else None, landlock
         except BaseException:
             if landlock is not None and request.get("dev"):

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 if __package__:
-    from .binds import bind_read_only
+    from .binds import bind_read_only, read_only_elsewhere
     from .devices import minimal_dev, own_proc, own_terminals
 else:  # run by path under `python -I -S`, outside the package (the fork server)
-    from binds import bind_read_only  # type: ignore[import-not-found,no-redef]
+    from binds import bind_read_only, read_only_elsewhere  # type: ignore[import-not-found,no-redef]
     from devices import minimal_dev, own_proc, own_terminals  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
@@ -491,12 +491,16 @@ def _is(path: str, kind: Callable[[int], bool]) -> bool:
 def make_mounts(key: tuple[Any, ...], *, dev: bool = True, beneath: str | None = None) -> None:
     """In a fresh private mount namespace: the mounts a `launch_request.mount_key` describes (`dev`: its minimal /dev
     and own /proc too; False: they came with the namespace this one was copied from, and only its
-    terminals are made anew, see `own_terminals`; `beneath`: see `binds.bind_read_only`)."""
+    terminals are made anew, see `own_terminals`; `beneath`: see `binds.bind_read_only`), every mount
+    outside its writable directories read-only first (`read_only_elsewhere`; a covered namespace's
+    after its overlay, see `covered_mounts`)."""
     if key[0] and dev:
         minimal_dev()
         own_proc()
     elif key[0]:
         own_terminals()
+    if beneath is None:
+        read_only_outside(key)
     bind_read_only([entry[0] for entry in key[1]], [entry[0] for entry in key[5]], beneath)
     if key[4]:
         mask([entry[0] for entry in key[2]], [entry[0] for entry in key[3]], key[4], dict(key[6]))
@@ -551,6 +555,14 @@ def covered_mounts(key: tuple[Any, ...], cover: Mapping[str, Any], *, lower: boo
         make_mounts(key, dev=dev, beneath=str(cover["root"]))
     finally:
         os.chdir("/")
+    read_only_outside(key)  # the overlay is mounted: its upper layer is its own clone of the root's mount
+
+
+def read_only_outside(key: tuple[Any, ...]) -> None:
+    """Every mount outside the writable directories a `launch_request.mount_key` names made read-only
+    (`binds.read_only_elsewhere`); a key made without them (a request that names none) leaves the flags."""
+    if len(key) > 7 and key[7] is not None:
+        read_only_elsewhere(entry[0] for entry in key[7])
 
 
 def cover_lower(cover: Mapping[str, Any]) -> None:

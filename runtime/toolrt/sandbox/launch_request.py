@@ -16,7 +16,15 @@ if __package__:
 else:  # run by path under `python -I -S`, outside the package (the fork server)
     from kernel import LandlockRules, identity_key, mounted_identity_key  # type: ignore[import-not-found,no-redef]
 
-__all__ = ["base_usable", "cover_base_key", "landlock_rules", "mount_key", "request_masks", "wants_mounts"]
+__all__ = [
+    "base_usable",
+    "cover_base_key",
+    "landlock_rules",
+    "mount_key",
+    "request_masks",
+    "request_writable",
+    "wants_mounts",
+]
 
 
 def request_masks(request: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -55,15 +63,22 @@ def landlock_rules(request: Mapping[str, Any]) -> LandlockRules | None:
 
 
 def mount_key(
-    read_only: Sequence[str], masks: Mapping[str, Any] | None, dev: bool = False, pinned: Sequence[str] = ()
+    read_only: Sequence[str],
+    masks: Mapping[str, Any] | None,
+    dev: bool = False,
+    pinned: Sequence[str] = (),
+    writable: Sequence[str] | None = None,
 ) -> tuple[Any, ...]:
     """What a kept mount namespace is made of: whether `/dev` is the minimal one (and `/proc` lists only
     the process's own tree), the identity of each protected path, of each masked path and of each pinned
-    directory (see `binds.bind_read_only`), and each masked file's own source (a credential's placeholder),
+    directory (see `binds.bind_read_only`), each masked file's own source (a credential's placeholder),
     so a file replaced on disk (or a new denied file, or a new placeholder) gets a fresh namespace (a file
-    given a new name entry for its inode too: `kernel.mounted_identity_key`)."""
+    given a new name entry for its inode too: `kernel.mounted_identity_key`); and the identity of each
+    writable directory, outside which every mount is read-only (`kernel.read_only_outside`; None: a request
+    that names none, whose namespace keeps the flags)."""
+    writable_key = None if writable is None else identity_key(writable)
     if masks is None:
-        return (dev, mounted_identity_key(read_only), (), (), "", identity_key(pinned), ())
+        return (dev, mounted_identity_key(read_only), (), (), "", identity_key(pinned), (), writable_key)
     return (
         dev,
         mounted_identity_key(read_only),
@@ -72,7 +87,14 @@ def mount_key(
         masks["empty"],
         identity_key(pinned),
         tuple(sorted((str(path), str(source)) for path, source in masks.get("sources", ()))),
+        writable_key,
     )
+
+
+def request_writable(request: Mapping[str, Any]) -> list[str] | None:
+    """The writable directories a request names (outside which its mounts are read-only), or None."""
+    writable = request.get("writable")
+    return None if writable is None else [str(path) for path in writable]
 
 
 def cover_base_key(key: tuple[Any, ...], cover: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -70,12 +70,17 @@ def _in_new_thread(setup: Callable[[], None], kind: str) -> int:
 
 
 def mount_namespace(
-    read_only: Sequence[str], masks: Mapping[str, Any] | None = None, dev: bool = False, pinned: Sequence[str] = ()
+    read_only: Sequence[str],
+    masks: Mapping[str, Any] | None = None,
+    dev: bool = False,
+    pinned: Sequence[str] = (),
+    writable: Sequence[str] | None = None,
 ) -> int:
     """An fd of a private mount namespace where `read_only` are read-only bind mounts, `pinned` are
     writable ones (see `binds.bind_read_only`), the paths of `masks` (`launch_request.request_masks`) are
-    hidden, and with `dev` `/dev` is the minimal one."""
-    key = launch_request.mount_key(read_only, masks, dev, pinned)
+    hidden, with `dev` `/dev` is the minimal one, and every mount outside the `writable` directories is
+    read-only (`kernel.read_only_outside`)."""
+    key = launch_request.mount_key(read_only, masks, dev, pinned, writable)
     with _lock:
         fd = _mounts.get(key)
         if fd is not None:
@@ -146,16 +151,17 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     masks = launch_request.request_masks(request)
     rules = launch_request.landlock_rules(request)
     dev = bool(request.get("dev"))
+    writable = launch_request.request_writable(request)
     # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
     # same in every namespace (a covered root's overlay sits on the real root, which Landlock walks through).
     # With a minimal /dev, one of the process's own: it gains a rule on the process's own devpts below.
     # A covered namespace made ahead (with a minimal /dev) may come with its ruleset made ahead too, its
     # own devpts already granted (see `_make_spare`): nothing of Landlock is left for the call's path.
-    single_use, granted, landlock = _covered_and_ruleset(request, read_only, masks, dev, pinned, rules)
+    single_use, granted, landlock = _covered_and_ruleset(request, read_only, masks, dev, pinned, rules, writable)
     listener = proxy = None
     try:
         try:
-            _join_mounts(request, single_use, read_only, masks, dev, pinned)
+            _join_mounts(request, single_use, read_only, masks, dev, pinned, writable)
             proxy = _join_network(request)
             if request.get("pid"):
                 kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
@@ -186,13 +192,14 @@ def _covered_and_ruleset(
     dev: bool,
     pinned: list[str],
     rules: kernel.LandlockRules | None,
+    writable: list[str] | None = None,
 ) -> tuple[int | None, int | None, int | None]:
     """(the single-use covered namespace of a request with a `cover`, the ruleset made ahead with it and
     its devpts granted, the ruleset to enforce): that one, a kept one, or one of the process's own."""
     cover = request.get("cover") if launch_request.wants_mounts(request) else None
     single_use = granted = None
     if cover:  # made for this process, its devpts included (`kernel.make_mounts`)
-        single_use, granted = covered_namespace(read_only, masks, dev, cover, pinned, rules)
+        single_use, granted = covered_namespace(read_only, masks, dev, cover, pinned, rules, writable)
     try:
         landlock = granted
         if landlock is None and rules is not None:
@@ -211,12 +218,13 @@ def _join_mounts(
     masks: dict[str, Any] | None,
     dev: bool,
     pinned: list[str],
+    writable: list[str] | None = None,
 ) -> None:
     """Join the request's mount namespace: its single-use covered one, or a kept one (with a minimal /dev,
     a copy of it with a devpts of this process's own)."""
     if not launch_request.wants_mounts(request):
         return
-    mounts = single_use if single_use is not None else mount_namespace(read_only, masks, dev, pinned)
+    mounts = single_use if single_use is not None else mount_namespace(read_only, masks, dev, pinned, writable)
     kernel.unshare(kernel.CLONE_FS)  # joining a mount namespace needs our own root and cwd
     kernel.setns(mounts, kernel.CLONE_NEWNS)
     if dev and single_use is None:  # a copy of the kept one, for its terminals alone
@@ -270,6 +278,7 @@ def covered_namespace(
     cover: Any,
     pinned: Sequence[str] = (),
     rules: kernel.LandlockRules | None = None,
+    writable: Sequence[str] | None = None,
 ) -> tuple[int, int | None]:
     """An fd of a fresh mount namespace for ONE process: the kept mounts, and the absent protected names
     covered (`kernel.cover_absent`). An overlay caches what it looks up while the real tree changes
@@ -284,7 +293,7 @@ def covered_namespace(
     (the second fd, to enforce and close; None when it was not made ahead): `rules` built from the kept
     template and granted that namespace's own devpts (`kernel.grant_own_terminals`), which no process
     outside it ever sees."""
-    mounts = launch_request.mount_key(read_only, masks, dev, pinned)
+    mounts = launch_request.mount_key(read_only, masks, dev, pinned, writable)
     landlock = (rules, rules.key()) if dev and rules is not None else None
     root = str(cover["root"])
     beneath = _ancestors(

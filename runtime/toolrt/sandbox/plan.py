@@ -125,6 +125,7 @@ class SandboxPlan:
             ),
             "read_only": list(self.read_only),
             "pinned": list(self.pinned),
+            "writable": list(self.writable),
             "masks": {
                 "files": list(self.masks.files),
                 "directories": list(self.masks.directories),
