@@ -89,3 +89,23 @@ def test_in_the_default_mode_only_the_writable_directories_change_mode_times_or_
             assert path.stat().st_mode & 0o7777 == 0o4755 and os.getxattr(path, "user.toolrt") == b"1", output
     finally:
         shutil.rmtree(home)
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_the_dev_null_a_process_reads_from_is_its_namespaces_not_the_hosts(tmp_path: Path, launch: Launch) -> None:
+    """A process without input reads /dev/null: one opened outside its namespace (by toolrt, handed to the
+    fork server) is the host's, on a mount no namespace made read-only, and a `chmod 000` through
+    `/proc/self/fd/0` would take every program's /dev/null away. The mode asked is the one it has, the
+    owner the one it has: a change that got through changes nothing."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = plan_sandbox(
+        SandboxPolicy(), replace(SUPPORT, launch=launch), root=root, output_dir=tmp_path / "out", masks=Masks()
+    )
+    assert plan is not None
+    null = os.stat("/dev/null")
+    mode = f"{null.st_mode & 0o7777:o}"
+    script = f"chmod {mode} /proc/self/fd/0; chown {null.st_uid}:{null.st_gid} /proc/self/fd/0; head -c 1 /dev/stdin"
+    outcome = sandboxed_bash(script, plan, root)
+    assert outcome.output.count("Read-only file system") == 2, outcome.output
+    assert "head" not in outcome.output, outcome.output  # still /dev/null: read, empty

@@ -47,11 +47,13 @@ signal). A request is `<length:4 bytes big-endian><JSON>` on the same channel.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import selectors
 import signal
 import socket
+import stat
 import struct
 import sys
 from collections.abc import Callable
@@ -315,6 +317,7 @@ def _child(
         rules = launch_request.landlock_rules(request) if request.get("dev") else None
         if mounts is not None:
             _join_mounts(request, mounts)
+            _null_of_its_own()
         if network is not None:
             kernel.setns(network, kernel.CLONE_NEWNET)
         elif request.get("proxy_net"):
@@ -376,6 +379,18 @@ def _join_mounts(request: dict[str, object], mounts: int) -> None:
     if request.get("dev") and not request.get("cover"):  # a copy of the kept one, for its terminals
         kernel.unshare(kernel.CLONE_NEWNS)
         kernel.own_terminals()
+
+
+def _null_of_its_own() -> None:
+    """Each of stdin, stdout and stderr that is /dev/null (toolrt's, opened outside the namespace: on a
+    mount of the host's, which no namespace made read-only, so `chmod 000 /proc/self/fd/0` would change
+    every program's /dev/null) opened again in the namespace joined, for the same access."""
+    for target in range(3):
+        info = os.fstat(target)
+        if stat.S_ISCHR(info.st_mode) and info.st_rdev == os.makedev(1, 3):
+            null = os.open("/dev/null", fcntl.fcntl(target, fcntl.F_GETFL) & os.O_ACCMODE | os.O_CLOEXEC)
+            os.dup2(null, target)
+            os.close(null)
 
 
 def _own_network(report: int) -> None:
