@@ -109,3 +109,45 @@ def test_the_dev_null_a_process_reads_from_is_its_namespaces_not_the_hosts(tmp_p
     outcome = sandboxed_bash(script, plan, root)
     assert outcome.output.count("Read-only file system") == 2, outcome.output
     assert "head" not in outcome.output, outcome.output  # still /dev/null: read, empty
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_a_link_put_above_a_writable_directory_makes_nothing_it_leads_to_changeable(
+    tmp_path: Path, launch: Launch
+) -> None:
+    """A host-declared writable directory `ext/a/bin`, and a call the person let write `ext` (an approved
+    `external_directory`) that puts a link to `sys` in the place of `ext/a`: from then on the declared
+    name leads to `sys/bin`. Landlock's rule is left out (a link on the way, `kernel._open_rule_path`);
+    the mount must be too, or `sys/bin`, outside every writable directory, gets a writable mount in the
+    next call's namespace and its files' mode and times change (a `chmod u+s` on a binary of root's)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    home = Path(tempfile.mkdtemp(prefix=".toolrt-metadata-test-", dir=Path.home()))
+    try:
+        ext, system = home / "ext", home / "sys"
+        (ext / "a" / "bin").mkdir(parents=True)
+        (system / "bin").mkdir(parents=True)
+        target = system / "bin" / "tool"
+        target.write_text("kept\n")
+        target.chmod(0o755)
+        before = target.stat()
+        support = replace(SUPPORT, launch=launch)
+        declared = SandboxPolicy(writable=(ext / "a" / "bin",))
+        approved = SandboxPolicy(writable=(ext / "a" / "bin", ext))
+        out = tmp_path / "out"
+        plan = plan_sandbox(declared, support, root=root, output_dir=out, masks=Masks())
+        assert plan is not None and str(ext / "a" / "bin") in plan.writable
+        assert "wrote" in sandboxed_bash(f"touch {ext}/a/bin/new && echo wrote", plan, root).output
+        widened = plan_sandbox(approved, support, root=root, output_dir=out, masks=Masks(), granted=(ext,))
+        assert widened is not None
+        swap = f"mv {ext}/a {ext}/a.old && ln -s {system} {ext}/a && echo swapped"
+        assert "swapped" in sandboxed_bash(swap, widened, root).output
+        plan = plan_sandbox(declared, support, root=root, output_dir=out, masks=Masks())
+        assert plan is not None
+        named = ext / "a" / "bin" / "tool"
+        output = sandboxed_bash(f"chmod 4755 {named}; touch -d 2000-01-01 {named}", plan, root).output
+        assert output.count("Read-only file system") == 2, output
+        after = target.stat()
+        assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns), output
+    finally:
+        shutil.rmtree(home)

@@ -238,8 +238,10 @@ def read_only_elsewhere(writable: Iterable[str]) -> bool:
     Each outermost writable directory's mounts are cloned (`open_tree`, detached: the clone keeps their
     flags), every mount of the namespace is made read-only (`mount_setattr` recursive on `/`), and each
     clone is attached back onto its directory, opened again without following a link and checked to be
-    the one cloned. Returns False, having changed nothing, where those calls are refused (Linux before
-    5.12, a container's seccomp filter): the rest of the tree then keeps its flags.
+    the one cloned. A directory is opened without following a link anywhere on its path (`_open_directory`):
+    one with a link on the way is left read-only, as Landlock leaves its rule out. Returns False, having
+    changed nothing, where those calls are refused (Linux before 5.12, a container's seccomp filter): the
+    rest of the tree then keeps its flags.
 
     Raises:
         OSError: a directory was no longer the one cloned when its clone was to be attached back (the
@@ -249,9 +251,9 @@ def read_only_elsewhere(writable: Iterable[str]) -> bool:
     try:
         for path in _outermost(writable):
             try:
-                fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = _open_directory(path)
             except OSError:
-                continue  # gone, or no directory at its name now: nothing of it is writable
+                continue  # gone, no directory at its name now, or a link on the way: nothing of it is writable
             try:
                 info = os.fstat(fd)
                 flags = _OPEN_TREE_CLONE | _AT_RECURSIVE | _AT_EMPTY_PATH | os.O_CLOEXEC
@@ -289,9 +291,33 @@ def _outermost(directories: Iterable[str]) -> list[str]:
     return kept
 
 
+def _open_directory(path: str) -> int:
+    """An O_PATH descriptor of the directory `path`, walked from `/` one name at a time without following
+    a symlink anywhere on the way, as Landlock's writable rules are opened (`kernel._open_rule_path`): the
+    plan resolved the path, so a link found on it now was put there since (a call let write `ext` puts a
+    link to `/usr` in the place of `ext/a`, above a declared `ext/a/bin`), and following it would give
+    `/usr/bin` a writable mount.
+
+    Raises:
+        OSError: ENOTDIR where a name on the way is a link or no directory, ENOENT where one is gone.
+    """
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for name in path.split("/"):
+            if name:
+                step = os.open(name, flags, dir_fd=fd)
+                os.close(fd)
+                fd = step
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _attach_back(path: str, tree: int, identity: tuple[int, int]) -> None:
     """Attach the clone `tree` of `path`'s mounts onto `path`, which must still be the directory cloned."""
-    target = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    target = _open_directory(path)
     try:
         now = os.fstat(target)
         if (now.st_dev, now.st_ino) != identity:
