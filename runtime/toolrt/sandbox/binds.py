@@ -25,7 +25,7 @@ import errno
 import os
 from collections.abc import Iterable
 
-__all__ = ["bind_read_only", "read_only_elsewhere"]
+__all__ = ["bind_read_only", "open_directory", "read_only_elsewhere"]
 
 _MS_RDONLY = 1
 _MS_REMOUNT = 32
@@ -238,7 +238,7 @@ def read_only_elsewhere(writable: Iterable[str]) -> bool:
     Each outermost writable directory's mounts are cloned (`open_tree`, detached: the clone keeps their
     flags), every mount of the namespace is made read-only (`mount_setattr` recursive on `/`), and each
     clone is attached back onto its directory, opened again without following a link and checked to be
-    the one cloned. A directory is opened without following a link anywhere on its path (`_open_directory`):
+    the one cloned. A directory is opened without following a link anywhere on its path (`open_directory`):
     one with a link on the way is left read-only, as Landlock leaves its rule out. Returns False, having
     changed nothing, where those calls are refused (Linux before 5.12, a container's seccomp filter): the
     rest of the tree then keeps its flags.
@@ -251,7 +251,7 @@ def read_only_elsewhere(writable: Iterable[str]) -> bool:
     try:
         for path in _outermost(writable):
             try:
-                fd = _open_directory(path)
+                fd = open_directory(path)
             except OSError:
                 continue  # gone, no directory at its name now, or a link on the way: nothing of it is writable
             try:
@@ -291,7 +291,7 @@ def _outermost(directories: Iterable[str]) -> list[str]:
     return kept
 
 
-def _open_directory(path: str) -> int:
+def open_directory(path: str) -> int:
     """An O_PATH descriptor of the directory `path`, walked from `/` one name at a time without following
     a symlink anywhere on the way, as Landlock's writable rules are opened (`kernel._open_rule_path`): the
     plan resolved the path, so a link found on it now was put there since (a call let write `ext` puts a
@@ -317,7 +317,7 @@ def _open_directory(path: str) -> int:
 
 def _attach_back(path: str, tree: int, identity: tuple[int, int]) -> None:
     """Attach the clone `tree` of `path`'s mounts onto `path`, which must still be the directory cloned."""
-    target = _open_directory(path)
+    target = open_directory(path)
     try:
         now = os.fstat(target)
         if (now.st_dev, now.st_ino) != identity:

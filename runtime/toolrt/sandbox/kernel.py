@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 if __package__:
-    from .binds import bind_read_only, read_only_elsewhere
+    from .binds import bind_read_only, open_directory, read_only_elsewhere
     from .devices import minimal_dev, own_proc, own_terminals
 else:  # run by path under `python -I -S`, outside the package (the fork server)
-    from binds import bind_read_only, read_only_elsewhere  # type: ignore[import-not-found,no-redef]
+    from binds import bind_read_only, open_directory, read_only_elsewhere  # type: ignore[import-not-found,no-redef]
     from devices import minimal_dev, own_proc, own_terminals  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
@@ -352,27 +352,42 @@ def open_in_root(root: int, path: str) -> int:
 TERMINALS = "/dev/pts"
 
 
-def grant_own_terminals(ruleset: int, rules: LandlockRules) -> None:
+def grant_own_terminals(ruleset: int, rules: LandlockRules, covered_root: str | None = None) -> None:
     """Add to `ruleset` the rights its rules give `/dev/pts`, on the `/dev/pts` of the mount namespace
     the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
     devpts of its own there, one per process (`devices.own_terminals`), whose root is another inode.
     So `ruleset` must be this process's own (`build_ruleset`), never a kept one: each process it served
-    would add its instance, and every later one would be granted them all."""
+    would add its instance, and every later one would be granted them all.
+
+    `covered_root`: a covered namespace's project root, whose rights are added on the overlay mounted
+    there. Landlock ignores a mount point another mount hides: the rule on the real root directory,
+    under the overlay, lets nothing in the overlay be written, and only a rule on a directory above it
+    (`/tmp`) would. The root is walked from `/` without following a link (`binds.open_directory`)."""
+    _grant_here(ruleset, rules, TERMINALS, lambda: os.open(TERMINALS, _DIRECTORY_PATH))
+    if covered_root:
+        _grant_here(ruleset, rules, covered_root, lambda: open_directory(covered_root))
+
+
+_DIRECTORY_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _grant_here(ruleset: int, rules: LandlockRules, target: str, opened: Callable[[], int]) -> None:
+    """Add the rights `rules` give `target` on the directory `opened` finds at it in this namespace."""
     rights = 0
     for path, granted in rules.paths:
-        if path == TERMINALS:
+        if path == target:
             rights |= granted & rules.fs
     numbers = _numbers()
     if not rights or numbers is None:
         return
     try:
-        fd = os.open(TERMINALS, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = opened()
     except OSError:
-        return  # no terminals here: nothing to grant
+        return  # nothing there: nothing to grant
     try:
         beneath = _PathBeneathAttr(rights, fd)
         if _libc.syscall(numbers[1], ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
-            raise _fail(f"landlock_add_rule {TERMINALS}")
+            raise _fail(f"landlock_add_rule {target}")
     finally:
         os.close(fd)
 

@@ -153,8 +153,8 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
     dev = bool(request.get("dev"))
     writable = launch_request.request_writable(request)
     # Built (or found) before joining any mount namespace: its rules hold the real tree's directories, the
-    # same in every namespace (a covered root's overlay sits on the real root, which Landlock walks through).
-    # With a minimal /dev, one of the process's own: it gains a rule on the process's own devpts below.
+    # same in every namespace. With a minimal /dev, one of the process's own: it gains a rule on the
+    # process's own devpts below, and on a covered root's overlay (Landlock ignores the real root beneath it).
     # A covered namespace made ahead (with a minimal /dev) may come with its ruleset made ahead too, its
     # own devpts already granted (see `_make_spare`): nothing of Landlock is left for the call's path.
     single_use, granted, landlock = _covered_and_ruleset(request, read_only, masks, dev, pinned, rules, writable)
@@ -166,8 +166,8 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
             if request.get("pid"):
                 kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
             if landlock is not None and rules is not None:
-                if dev and granted is None:
-                    kernel.grant_own_terminals(landlock, rules)  # this process's own devpts
+                if dev and granted is None:  # this process's own devpts, and its covered root's overlay
+                    kernel.grant_own_terminals(landlock, rules, _covered_root(request, single_use))
                 kernel.restrict_with(landlock)
         finally:
             if landlock is not None and dev:
@@ -426,17 +426,23 @@ def _base(mounts: tuple[Any, ...], cover: Any) -> int:
         return os.dup(kept)
 
 
-def _spare_ruleset(rules: kernel.LandlockRules, key: tuple[Any, ...]) -> int | None:
+def _covered_root(request: Mapping[str, Any], single_use: int | None) -> str | None:
+    """The project root the request's single-use namespace covers with an overlay, or None."""
+    return str(request["cover"]["root"]) if single_use is not None else None
+
+
+def _spare_ruleset(rules: kernel.LandlockRules, key: tuple[Any, ...], covered_root: str) -> int | None:
     """In the thread that made a spare covered namespace: `rules` built from their kept template (`key`,
     their `LandlockRules.key` taken outside this namespace, where the project's paths are the real ones;
-    the template is never made here) and granted this namespace's own devpts; None when none is kept."""
+    the template is never made here) and granted this namespace's own devpts and the overlay on its
+    `covered_root` (`kernel.grant_own_terminals`); None when none is kept."""
     with _lock:  # under the lock: an eviction by another thread never closes what is in use
         template = _templates.get(key)
         if template is None:
             return None
         built = template.build()
     try:
-        kernel.grant_own_terminals(built, rules)
+        kernel.grant_own_terminals(built, rules, covered_root)
     except BaseException:
         os.close(built)
         raise
@@ -459,7 +465,7 @@ def _make_spare(
         try:
             _make_covered(mounts, cover)
             fd = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-            built = _spare_ruleset(*landlock) if landlock is not None else None
+            built = _spare_ruleset(*landlock, str(cover["root"])) if landlock is not None else None
         except OSError:
             pass  # the next process makes its own (its ruleset too), and reports what fails
         finally:
