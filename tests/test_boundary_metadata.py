@@ -3,8 +3,8 @@
 runs its programs as root without capabilities, the owner of every system file: a mode change outside the
 writable set is a write the person never allowed (`chmod u+s` on a root-owned binary, `chmod 666` on
 `/etc/shadow`). Every mount outside the writable directories is read-only in the process's namespace
-(`binds.read_only_elsewhere`). Real processes, real files, both launchers (root only: a file of root's is
-the target).
+(`binds.read_only_elsewhere`), and no file anywhere gets a set-user-ID or set-group-ID bit (the seccomp
+filter, `seccomp`). Real processes, real files, both launchers (root only: a file of root's is the target).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from processes import sandboxed_bash
 from toolrt.sandbox.masks import Masks
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
+from toolrt.sandbox.seccomp import supported as seccomp_supported
 from toolrt.sandbox.support import Launch, detect_support
 
 SUPPORT = detect_support()
@@ -47,7 +48,7 @@ def test_a_process_cannot_change_the_mode_or_times_of_a_file_it_may_not_write(tm
         masks=Masks(),
     )
     assert plan is not None
-    output = sandboxed_bash(f"echo x >> {target}; chmod 4777 {target}; touch -d 2000-01-01 {target}", plan, root).output
+    output = sandboxed_bash(f"echo x >> {target}; chmod 777 {target}; touch -d 2000-01-01 {target}", plan, root).output
     assert output.count("Read-only file system") == 3, output  # the write, the mode and the times: EROFS
     after = target.stat()
     assert target.read_text() == "kept\n"
@@ -77,7 +78,7 @@ def test_in_the_default_mode_only_the_writable_directories_change_mode_times_or_
         assert plan is not None and not any(str(home).startswith(w) for w in plan.writable)
         set_attribute = shlex.quote("import os, sys; os.setxattr(sys.argv[1], 'user.toolrt', b'1')")
         script = "; ".join(
-            f"chmod 4755 {path}; touch -d 2000-01-01 {path}; python3 -c {set_attribute} {path} 2>&1 | tail -1"
+            f"chmod 755 {path}; touch -d 2000-01-01 {path}; python3 -c {set_attribute} {path} 2>&1 | tail -1"
             for path in (target, mine, temporary)
         )
         output = sandboxed_bash(script, plan, root).output
@@ -86,7 +87,7 @@ def test_in_the_default_mode_only_the_writable_directories_change_mode_times_or_
         assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns), output
         assert "user.toolrt" not in os.listxattr(target)
         for path in (mine, temporary):
-            assert path.stat().st_mode & 0o7777 == 0o4755 and os.getxattr(path, "user.toolrt") == b"1", output
+            assert path.stat().st_mode & 0o7777 == 0o755 and os.getxattr(path, "user.toolrt") == b"1", output
     finally:
         shutil.rmtree(home)
 
@@ -145,9 +146,49 @@ def test_a_link_put_above_a_writable_directory_makes_nothing_it_leads_to_changea
         plan = plan_sandbox(declared, support, root=root, output_dir=out, masks=Masks())
         assert plan is not None
         named = ext / "a" / "bin" / "tool"
-        output = sandboxed_bash(f"chmod 4755 {named}; touch -d 2000-01-01 {named}", plan, root).output
+        output = sandboxed_bash(f"chmod 700 {named}; touch -d 2000-01-01 {named}", plan, root).output
         assert output.count("Read-only file system") == 2, output
         after = target.stat()
         assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns), output
     finally:
         shutil.rmtree(home)
+
+
+@pytest.mark.skipif(not seccomp_supported(), reason="no seccomp filter on this architecture")
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_a_process_makes_no_set_user_or_group_id_file_even_where_it_may_write(tmp_path: Path, launch: Launch) -> None:
+    """/tmp and the project are writable and the host's mounts of them honour set-user-ID bits: a root
+    without capabilities owns what it makes, so `cp /bin/sh /tmp/x; chmod u+s /tmp/x` would leave a
+    root shell for any user of the machine (and a person's toolrt, a shell of the person's). No route
+    sets the bit, or set-group-ID: chmod, install, `cp -p` of a set-user-ID program, a file created
+    with the bit, mknod; a plain mode change still works."""
+    root = tmp_path / "project"
+    root.mkdir()
+    plan = plan_sandbox(
+        SandboxPolicy(), replace(SUPPORT, launch=launch), root=root, output_dir=tmp_path / "out", masks=Masks()
+    )
+    assert plan is not None and plan.no_unix_sockets
+    made = tmp_path / "made"
+    made.mkdir()
+    suid = shutil.which("su") or shutil.which("passwd") or shutil.which("mount")
+    assert suid is not None and os.stat(suid).st_mode & 0o4000
+    create = shlex.quote("import os, sys; os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o4755)")
+    node = shlex.quote("import os, stat, sys; os.mknod(sys.argv[1], stat.S_IFREG | 0o4755)")
+    routes = [
+        f"cp /bin/true {made}/chmod && chmod 4755 {made}/chmod",
+        f"cp /bin/true {made}/chmod-g && chmod g+s {made}/chmod-g",
+        "cp /bin/true mine && chmod u+s mine",
+        f"install -m 4755 /bin/true {made}/install",
+        f"cp -p {suid} {made}/copied",
+        f"python3 -c {create} {made}/created",
+        f"python3 -c {create.replace('O_WRONLY', 'O_WRONLY | os.O_TRUNC')} {made}/created2",
+        f"python3 -c {node} {made}/node",
+    ]
+    script = (
+        "; ".join(f"( {route} ) 2>&1" for route in routes) + f"; cp /bin/true {made}/plain && chmod 700 {made}/plain"
+    )
+    output = sandboxed_bash(script, plan, root).output
+    setting = {p.name: oct(p.stat().st_mode) for p in (*made.iterdir(), root / "mine") if p.stat().st_mode & 0o6000}
+    assert not setting, output
+    assert "Operation not permitted" in output, output
+    assert (made / "plain").stat().st_mode & 0o7777 == 0o700, output

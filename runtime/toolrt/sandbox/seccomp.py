@@ -23,6 +23,15 @@ With a host allow-list (`supervised`), stream and seqpacket UNIX sockets may be 
 the socket itself, to a listed socket only. Neither type can reach a new peer any other way: `sendto`
 and `sendmsg` ignore or refuse an address on them, and datagram sockets stay refused.
 
+No file gets a set-user-ID or set-group-ID bit (`EPERM`, "Operation not permitted"): a root without
+capabilities owns the files it makes, in writable directories (`/tmp`, the project) whose host mounts
+honour the bit, so `cp /bin/sh /tmp/x; chmod u+s /tmp/x` would leave a root shell for any user of the
+machine (a person's toolrt: a shell of the person's). The filter refuses a mode with either bit to
+`chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `mknod`, `mknodat`, `creat`, and to `open`/`openat` when
+they may create (`O_CREAT`, `O_TMPFILE`); `openat2`, whose mode seccomp cannot read, is refused with
+`ENOSYS` (programs fall back to `openat`). A directory made with `mkdir -m 2775` keeps its bit (it
+grants nothing); `chmod g+s` on one is refused like any.
+
 Standard library only, like `kernel`: the fork server imports it under `python -I -S`.
 """
 
@@ -50,13 +59,16 @@ _AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
-_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (args' low words, little-endian)
+_NR, _ARCH, _ARG0, _ARG1, _ARG2, _ARG3 = 0, 4, 16, 24, 32, 40  # offsets in seccomp_data (args' low words, LE)
 _AF_UNIX = 1
 _AF_INET, _AF_INET6, _AF_NETLINK = 2, 10, 16
 _SOCK_TYPE_MASK = 0xF
 _SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
 _X32_BIT = 0x40000000
 _IO_URING_SETUP = 425  # the same number on every architecture (the generic table)
+_OPENAT2, _FCHMODAT2 = 437, 452  # the same on every architecture too
+_SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+_MAY_CREATE = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (the same bits on every architecture here)
 
 # machine → (AUDIT_ARCH_*, seccomp, socket, socketpair, connect syscall numbers)
 _ARCHES = {
@@ -64,6 +76,17 @@ _ARCHES = {
     "aarch64": (0xC00000B7, 277, 198, 199, 203),
     "arm64": (0xC00000B7, 277, 198, 199, 203),
     "riscv64": (0xC00000F3, 277, 198, 199, 203),
+}
+
+_GENERIC_MODES = {"mode1": (52,), "mode2": (53, _FCHMODAT2, 33), "openat": (56,)}
+# machine → the syscalls that set a mode, by where it is: "mode1" the second argument (chmod, fchmod,
+# creat, mknod), "mode2" the third (fchmodat, fchmodat2, mknodat); "open" and "openat" read the flags
+# first (the second, the third argument) and the mode after them (the third, the fourth)
+_MODES = {
+    "x86_64": {"mode1": (90, 91, 85, 133), "mode2": (268, _FCHMODAT2, 259), "open": (2,), "openat": (257,)},
+    "aarch64": _GENERIC_MODES,
+    "arm64": _GENERIC_MODES,
+    "riscv64": _GENERIC_MODES,
 }
 
 
@@ -92,17 +115,24 @@ def _program(supervised: bool) -> list[tuple[int, int, int, int]]:
     labelled: list[tuple[str, list[tuple[int, str | None, str | None, int]]]] = [
         ("", [(_LD_ABS, None, None, _ARCH), (_JEQ, None, "enosys", arch), (_LD_ABS, None, None, _NR), *x32]),
         ("", [(_JEQ, "enosys", None, _IO_URING_SETUP), (_JEQ, "socket", None, socket_nr)]),
-        ("", [(_JEQ, "pair", None, socketpair_nr), *connect, (_RET, None, None, _RET_ALLOW)]),
+        ("", [(_JEQ, "pair", None, socketpair_nr), *connect, (_JEQ, "enosys", None, _OPENAT2)]),
+        ("", [*_mode_jumps(), (_RET, None, None, _RET_ALLOW)]),
         ("socket", [(_LD_ABS, None, None, _ARG0), (_JEQ, unix_socket, "family", _AF_UNIX)]),
         ("pair", [(_LD_ABS, None, None, _ARG0), (_JEQ, "type", "family", _AF_UNIX)]),
         ("type", [(_LD_ABS, None, None, _ARG1), (_AND, None, None, _SOCK_TYPE_MASK)]),
         ("", [(_JEQ, "allow", None, _SOCK_STREAM), (_JEQ, "allow", "refuse", _SOCK_SEQPACKET)]),
+        ("open", [(_LD_ABS, None, None, _ARG1), (_AND, None, None, _MAY_CREATE), (_JEQ, "allow", "mode2", 0)]),
+        ("openat", [(_LD_ABS, None, None, _ARG2), (_AND, None, None, _MAY_CREATE), (_JEQ, "allow", "mode3", 0)]),
+        ("mode1", [(_LD_ABS, None, None, _ARG1), (_AND, None, None, _SET_ID_BITS), (_JEQ, "allow", "eperm", 0)]),
+        ("mode2", [(_LD_ABS, None, None, _ARG2), (_AND, None, None, _SET_ID_BITS), (_JEQ, "allow", "eperm", 0)]),
+        ("mode3", [(_LD_ABS, None, None, _ARG3), (_AND, None, None, _SET_ID_BITS), (_JEQ, "allow", "eperm", 0)]),
         ("family", [(_JEQ, "allow", None, _AF_INET), (_JEQ, "allow", None, _AF_INET6)]),
         ("", [(_JEQ, "allow", "refuse", _AF_NETLINK)]),
         ("notify", [(_RET, None, None, _RET_USER_NOTIF)]),
         ("allow", [(_RET, None, None, _RET_ALLOW)]),
         ("enosys", [(_RET, None, None, _RET_ERRNO | errno.ENOSYS)]),
         ("refuse", [(_RET, None, None, _RET_ERRNO | errno.EAFNOSUPPORT)]),
+        ("eperm", [(_RET, None, None, _RET_ERRNO | errno.EPERM)]),
     ]
     at: dict[str, int] = {}
     flat: list[tuple[int, str | None, str | None, int]] = []
@@ -115,6 +145,11 @@ def _program(supervised: bool) -> list[tuple[int, int, int, int]]:
         return 0 if label is None else at[label] - index - 1
 
     return [(code, offset(i, yes), offset(i, no), k) for i, (code, yes, no, k) in enumerate(flat)]
+
+
+def _mode_jumps() -> list[tuple[int, str | None, str | None, int]]:
+    """The jumps from the syscall number to the check of the mode it sets (`_MODES`)."""
+    return [(_JEQ, where, None, nr) for where, numbers in _MODES[platform.machine()].items() for nr in numbers]
 
 
 _built: dict[bool, tuple[_Program, ctypes.Array[_Filter]]] = {}
