@@ -357,39 +357,27 @@ def grant_own_terminals(ruleset: int, rules: LandlockRules, covered_root: str | 
     the caller has now joined. The ruleset was built on the host's directory; a minimal `/dev` has a
     devpts of its own there, one per process (`devices.own_terminals`), whose root is another inode.
     So `ruleset` must be this process's own (`build_ruleset`), never a kept one: each process it served
-    would add its instance, and every later one would be granted them all.
-
-    `covered_root`: a covered namespace's project root, whose rights are added on the overlay mounted
-    there. Landlock ignores a mount point another mount hides: the rule on the real root directory,
-    under the overlay, lets nothing in the overlay be written, and only a rule on a directory above it
-    (`/tmp`) would. The root is walked from `/` without following a link (`binds.open_directory`)."""
-    _grant_here(ruleset, rules, TERMINALS, lambda: os.open(TERMINALS, _DIRECTORY_PATH))
-    if covered_root:
-        _grant_here(ruleset, rules, covered_root, lambda: open_directory(covered_root))
-
-
-_DIRECTORY_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _grant_here(ruleset: int, rules: LandlockRules, target: str, opened: Callable[[], int]) -> None:
-    """Add the rights `rules` give `target` on the directory `opened` finds at it in this namespace."""
-    rights = 0
-    for path, granted in rules.paths:
-        if path == target:
-            rights |= granted & rules.fs
+    would add its instance, and every later one would be granted them all. `covered_root`: a covered
+    namespace's root, granted its rights on the overlay there too: Landlock ignores a mount point another
+    mount hides, so the rule on the real root, under it, lets nothing in the overlay be written."""
     numbers = _numbers()
-    if not rights or numbers is None:
-        return
-    try:
-        fd = opened()
-    except OSError:
-        return  # nothing there: nothing to grant
-    try:
-        beneath = _PathBeneathAttr(rights, fd)
-        if _libc.syscall(numbers[1], ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
-            raise _fail(f"landlock_add_rule {target}")
-    finally:
-        os.close(fd)
+    for target in (TERMINALS, covered_root) if covered_root else (TERMINALS,):
+        rights = 0
+        for path, granted in rules.paths:
+            if path == target:
+                rights |= granted & rules.fs
+        if not rights or numbers is None:
+            continue
+        try:  # walked from `/` without following a link (`binds.open_directory`)
+            fd = open_directory(target)
+        except OSError:
+            continue  # nothing there: nothing to grant
+        try:
+            beneath = _PathBeneathAttr(rights, fd)
+            if _libc.syscall(numbers[1], ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
+                raise _fail(f"landlock_add_rule {target}")
+        finally:
+            os.close(fd)
 
 
 def restrict_with(ruleset: int) -> None:
