@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -192,3 +193,45 @@ def test_a_process_makes_no_set_user_or_group_id_file_even_where_it_may_write(tm
     assert not setting, output
     assert "Operation not permitted" in output, output
     assert (made / "plain").stat().st_mode & 0o7777 == 0o700, output
+
+
+@pytest.mark.parametrize("launch", ["thread", "forkserver"])
+def test_an_approved_directory_changes_for_its_call_only_and_host_mounts_keep_their_flags(
+    tmp_path: Path, launch: Launch
+) -> None:
+    """An `external_directory` the person approved for one call: its files' mode changes in that call,
+    and in the next one it is read-only again. A host's read-only mount inside the project stays
+    read-only; a host's writable mount outside every writable directory is read-only."""
+    root = tmp_path / "project"
+    inside = root / "read-only-mount"
+    inside.mkdir(parents=True)
+    home = Path(tempfile.mkdtemp(prefix=".toolrt-metadata-test-", dir=Path.home()))
+    mounted: list[Path] = []
+    try:
+        approved, outside = home / "approved", home / "writable-mount"
+        approved.mkdir()
+        outside.mkdir()
+        for target, options in ((inside, "ro,size=64k"), (outside, "size=64k")):
+            subprocess.run(["mount", "-t", "tmpfs", "-o", options, "toolrt-test", str(target)], check=True)
+            mounted.append(target)
+        (outside / "file").write_text("kept\n")
+        (approved / "file").write_text("x\n")
+        support = replace(SUPPORT, launch=launch)
+        out = tmp_path / "out"
+        widened = SandboxPolicy(writable=(approved,))
+        plan = plan_sandbox(widened, support, root=root, output_dir=out, masks=Masks(), granted=(approved,))
+        assert plan is not None
+        output = sandboxed_bash(f"chmod 700 {approved}/file && echo CHANGED", plan, root).output
+        assert "CHANGED" in output and (approved / "file").stat().st_mode & 0o777 == 0o700, output
+        plan = plan_sandbox(SandboxPolicy(), support, root=root, output_dir=out, masks=Masks())
+        assert plan is not None
+        script = f"chmod 755 {approved}/file; touch {inside}/new; chmod 700 {inside}; chmod 700 {outside}/file"
+        output = sandboxed_bash(script, plan, root).output
+        assert output.count("Read-only file system") == 4, output
+        assert (approved / "file").stat().st_mode & 0o777 == 0o700
+        assert (outside / "file").stat().st_mode & 0o777 == 0o644
+        assert not (inside / "new").exists()
+    finally:
+        for target in mounted:
+            subprocess.run(["umount", str(target)], check=True)
+        shutil.rmtree(home)
