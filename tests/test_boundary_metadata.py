@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from processes import sandboxed_bash
 
+from toolrt.sandbox import plan as plan_module
 from toolrt.sandbox.masks import Masks
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
@@ -234,4 +235,38 @@ def test_an_approved_directory_changes_for_its_call_only_and_host_mounts_keep_th
     finally:
         for target in mounted:
             subprocess.run(["umount", str(target)], check=True)
+        shutil.rmtree(home)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the plan resolves a host-declared writable directory through links (the host chose it) and cannot "
+    "tell a link the host made from one a call allowed to write above it put there: a toolrt started after "
+    "that call (its resolution not cached) makes the link's target writable, Landlock rule and mount",
+)
+def test_a_link_put_above_a_declared_writable_directory_widens_nothing_for_a_later_toolrt(tmp_path: Path) -> None:
+    """As `test_a_link_put_above_a_writable_directory_makes_nothing_it_leads_to_changeable`, but the next
+    call is planned by a toolrt started after the link was put (the plan's resolution cache empty)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    home = Path(tempfile.mkdtemp(prefix=".toolrt-metadata-test-", dir=Path.home()))
+    try:
+        ext, system = home / "ext", home / "sys"
+        (ext / "a" / "bin").mkdir(parents=True)
+        (system / "bin").mkdir(parents=True)
+        target = system / "bin" / "tool"
+        target.write_text("kept\n")
+        approved = SandboxPolicy(writable=(ext / "a" / "bin", ext))
+        out = tmp_path / "out"
+        widened = plan_sandbox(approved, SUPPORT, root=root, output_dir=out, masks=Masks(), granted=(ext,))
+        assert widened is not None
+        swap = f"mv {ext}/a {ext}/a.old && ln -s {system} {ext}/a && echo swapped"
+        assert "swapped" in sandboxed_bash(swap, widened, root).output
+        plan_module._fixed_writable.cache_clear()  # a toolrt started now
+        declared = SandboxPolicy(writable=(ext / "a" / "bin",))
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks())
+        assert plan is not None
+        output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
+        assert target.read_text() == "kept\n", output
+    finally:
         shutil.rmtree(home)
