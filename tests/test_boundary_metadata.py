@@ -14,6 +14,8 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from toolrt.sandbox.masks import Masks
 from toolrt.sandbox.plan import plan_sandbox
 from toolrt.sandbox.policy import SandboxPolicy
 from toolrt.sandbox.seccomp import supported as seccomp_supported
-from toolrt.sandbox.support import Launch, detect_support
+from toolrt.sandbox.support import Launch, Support, detect_support
 
 SUPPORT = detect_support()
 pytestmark = [
@@ -123,28 +125,17 @@ def test_a_link_put_above_a_writable_directory_makes_nothing_it_leads_to_changea
     name leads to `sys/bin`. Landlock's rule is left out (a link on the way, `kernel._open_rule_path`);
     the mount must be too, or `sys/bin`, outside every writable directory, gets a writable mount in the
     next call's namespace and its files' mode and times change (a `chmod u+s` on a binary of root's)."""
-    root = tmp_path / "project"
+    root, out = tmp_path / "project", tmp_path / "out"
     root.mkdir()
-    home = Path(tempfile.mkdtemp(prefix=".toolrt-metadata-test-", dir=Path.home()))
-    try:
-        ext, system = home / "ext", home / "sys"
-        (ext / "a" / "bin").mkdir(parents=True)
-        (system / "bin").mkdir(parents=True)
-        target = system / "bin" / "tool"
-        target.write_text("kept\n")
+    support = replace(SUPPORT, launch=launch)
+    with _declared_and_elsewhere() as (ext, target):
         target.chmod(0o755)
         before = target.stat()
-        support = replace(SUPPORT, launch=launch)
         declared = SandboxPolicy(writable=(ext / "a" / "bin",))
-        approved = SandboxPolicy(writable=(ext / "a" / "bin", ext))
-        out = tmp_path / "out"
         plan = plan_sandbox(declared, support, root=root, output_dir=out, masks=Masks())
         assert plan is not None and str(ext / "a" / "bin") in plan.writable
         assert "wrote" in sandboxed_bash(f"touch {ext}/a/bin/new && echo wrote", plan, root).output
-        widened = plan_sandbox(approved, support, root=root, output_dir=out, masks=Masks(), granted=(ext,))
-        assert widened is not None
-        swap = f"mv {ext}/a {ext}/a.old && ln -s {system} {ext}/a && echo swapped"
-        assert "swapped" in sandboxed_bash(swap, widened, root).output
+        _put_the_link(ext, target.parent.parent, support, root, out)
         plan = plan_sandbox(declared, support, root=root, output_dir=out, masks=Masks())
         assert plan is not None
         named = ext / "a" / "bin" / "tool"
@@ -152,8 +143,32 @@ def test_a_link_put_above_a_writable_directory_makes_nothing_it_leads_to_changea
         assert output.count("Read-only file system") == 2, output
         after = target.stat()
         assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns), output
+
+
+@contextmanager
+def _declared_and_elsewhere() -> Iterator[tuple[Path, Path]]:
+    """In a fresh directory of root's home (outside every writable directory): `ext/a/bin`, to be declared
+    writable, and `sys/bin/tool`, a file of root's elsewhere; yields `ext` and that file."""
+    home = Path(tempfile.mkdtemp(prefix=".toolrt-metadata-test-", dir=Path.home()))
+    try:
+        ext, system = home / "ext", home / "sys"
+        (ext / "a" / "bin").mkdir(parents=True)
+        (system / "bin").mkdir(parents=True)
+        target = system / "bin" / "tool"
+        target.write_text("kept\n")
+        yield ext, target
     finally:
         shutil.rmtree(home)
+
+
+def _put_the_link(ext: Path, system: Path, support: Support, root: Path, out: Path) -> None:
+    """A call the person let write `ext` (an approved `external_directory`) puts a link to `system` in the
+    place of `ext/a`: the declared `ext/a/bin` leads to `system/bin` from then on."""
+    approved = SandboxPolicy(writable=(ext / "a" / "bin", ext))
+    widened = plan_sandbox(approved, support, root=root, output_dir=out, masks=Masks(), granted=(ext,))
+    assert widened is not None
+    swap = f"mv {ext}/a {ext}/a.old && ln -s {system} {ext}/a && echo swapped"
+    assert "swapped" in sandboxed_bash(swap, widened, root).output
 
 
 @pytest.mark.skipif(not seccomp_supported(), reason="no seccomp filter on this architecture")
@@ -247,26 +262,13 @@ def test_an_approved_directory_changes_for_its_call_only_and_host_mounts_keep_th
 def test_a_link_put_above_a_declared_writable_directory_widens_nothing_for_a_later_toolrt(tmp_path: Path) -> None:
     """As `test_a_link_put_above_a_writable_directory_makes_nothing_it_leads_to_changeable`, but the next
     call is planned by a toolrt started after the link was put (the plan's resolution cache empty)."""
-    root = tmp_path / "project"
+    root, out = tmp_path / "project", tmp_path / "out"
     root.mkdir()
-    home = Path(tempfile.mkdtemp(prefix=".toolrt-metadata-test-", dir=Path.home()))
-    try:
-        ext, system = home / "ext", home / "sys"
-        (ext / "a" / "bin").mkdir(parents=True)
-        (system / "bin").mkdir(parents=True)
-        target = system / "bin" / "tool"
-        target.write_text("kept\n")
-        approved = SandboxPolicy(writable=(ext / "a" / "bin", ext))
-        out = tmp_path / "out"
-        widened = plan_sandbox(approved, SUPPORT, root=root, output_dir=out, masks=Masks(), granted=(ext,))
-        assert widened is not None
-        swap = f"mv {ext}/a {ext}/a.old && ln -s {system} {ext}/a && echo swapped"
-        assert "swapped" in sandboxed_bash(swap, widened, root).output
+    with _declared_and_elsewhere() as (ext, target):
+        _put_the_link(ext, target.parent.parent, SUPPORT, root, out)
         plan_module._fixed_writable.cache_clear()  # a toolrt started now
         declared = SandboxPolicy(writable=(ext / "a" / "bin",))
         plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks())
         assert plan is not None
         output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
         assert target.read_text() == "kept\n", output
-    finally:
-        shutil.rmtree(home)
