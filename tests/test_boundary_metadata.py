@@ -15,13 +15,15 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from processes import sandboxed_bash
 
+from toolrt.attribution import Journal, journal_for
+from toolrt.execute.confinement import confinement
 from toolrt.sandbox import plan as plan_module
 from toolrt.sandbox.masks import Masks
 from toolrt.sandbox.plan import plan_sandbox
@@ -161,14 +163,18 @@ def _declared_and_elsewhere() -> Iterator[tuple[Path, Path]]:
         shutil.rmtree(home)
 
 
-def _put_the_link(ext: Path, system: Path, support: Support, root: Path, out: Path) -> None:
+def _put_the_link(
+    ext: Path, system: Path, support: Support, root: Path, out: Path, journal: Journal | None = None
+) -> None:
     """A call the person let write `ext` (an approved `external_directory`) puts a link to `system` in the
-    place of `ext/a`: the declared `ext/a/bin` leads to `system/bin` from then on."""
+    place of `ext/a`: the declared `ext/a/bin` leads to `system/bin` from then on. With `journal`, the call's
+    process is journalled as `rt.call` journals it (its span, what its sandbox let it write)."""
     approved = SandboxPolicy(writable=(ext / "a" / "bin", ext))
     widened = plan_sandbox(approved, support, root=root, output_dir=out, masks=Masks(), granted=(ext,))
     assert widened is not None
     swap = f"mv {ext}/a {ext}/a.old && ln -s {system} {ext}/a && echo swapped"
-    assert "swapped" in sandboxed_bash(swap, widened, root).output
+    with journal.process("call-that-plants", timeout=60, confined=confinement(widened)) if journal else nullcontext():
+        assert "swapped" in sandboxed_bash(swap, widened, root).output
 
 
 @pytest.mark.skipif(not seccomp_supported(), reason="no seccomp filter on this architecture")
@@ -253,22 +259,45 @@ def test_an_approved_directory_changes_for_its_call_only_and_host_mounts_keep_th
         shutil.rmtree(home)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the plan resolves a host-declared writable directory through links (the host chose it) and cannot "
-    "tell a link the host made from one a call allowed to write above it put there: a toolrt started after "
-    "that call (its resolution not cached) makes the link's target writable, Landlock rule and mount",
-)
 def test_a_link_put_above_a_declared_writable_directory_widens_nothing_for_a_later_toolrt(tmp_path: Path) -> None:
     """As `test_a_link_put_above_a_writable_directory_makes_nothing_it_leads_to_changeable`, but the next
-    call is planned by a toolrt started after the link was put (the plan's resolution cache empty)."""
+    call is planned by a toolrt started after the link was put (its resolution of the declared directory not
+    cached): the host's links are followed, this one is not, since the attribution journal holds the span of
+    the call that put it there, which could write where it is."""
     root, out = tmp_path / "project", tmp_path / "out"
     root.mkdir()
+    journal = journal_for(tmp_path / "data")
     with _declared_and_elsewhere() as (ext, target):
-        _put_the_link(ext, target.parent.parent, SUPPORT, root, out)
-        plan_module._fixed_writable.cache_clear()  # a toolrt started now
+        _put_the_link(ext, target.parent.parent, SUPPORT, root, out, journal)
+        _a_toolrt_started_now()
         declared = SandboxPolicy(writable=(ext / "a" / "bin",))
-        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks())
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks(), journal=journal)
         assert plan is not None
+        assert str(target.parent) not in plan.writable, plan.writable
+        output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool; touch {ext}/a/bin/new", plan, root).output
+        assert target.read_text() == "kept\n" and not (target.parent / "new").exists(), output
+        assert output.count("Read-only file system") == 2, output
+
+
+def test_a_declared_writable_directory_behind_a_link_of_the_host_s_stays_writable(tmp_path: Path) -> None:
+    """The same layout with the link made by the host (no process a tool started was running): the
+    declared directory is where the host pointed it, and writable there."""
+    root, out = tmp_path / "project", tmp_path / "out"
+    root.mkdir()
+    journal = journal_for(tmp_path / "data")
+    with _declared_and_elsewhere() as (ext, target):
+        (ext / "a").rename(ext / "a.old")
+        (ext / "a").symlink_to(target.parent.parent)
+        _a_toolrt_started_now()
+        declared = SandboxPolicy(writable=(ext / "a" / "bin",))
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks(), journal=journal)
+        assert plan is not None
+        assert str(target.parent) in plan.writable, plan.writable
         output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
-        assert target.read_text() == "kept\n", output
+        assert target.read_text() == "changed\n", output
+
+
+def _a_toolrt_started_now() -> None:
+    """Forget what this process resolved of the host's declared directories, as a toolrt started now has."""
+    plan_module._fixed_writable.cache_clear()
+    plan_module._declared_links.cache_clear()

@@ -110,14 +110,15 @@ async def run_command(call: ActiveCall, args: dict[str, Any], timeout: float) ->
     def on_output(text: str) -> None:
         call.emit("metadata", {"output": text})
 
+    journal = journal_for(snapshot.data_dir)
     plan = call_plan(
         snapshot.sandbox_for(tool.id),
         root=root,
         output_dir=snapshot.truncation_dir,
         granted=call.granted,
         reads=call.read_denies(),
+        journal=journal,
     )
-    journal = journal_for(snapshot.data_dir)
     if options.background and tool.id in snapshot.resolved.values.background:
         return await _start_background(call, args, argv, cwd, env, plan, shown)
     with journal.process(

@@ -22,6 +22,7 @@ __all__ = ["LspAccess", "lsp_config"]
 
 def lsp_config(snapshot: Snapshot) -> LspConfig:
     """The servers, sandbox (the snapshot's, network off) and environment of `snapshot`."""
+    from ..attribution import journal_for
     from ..execute.environment import DEFAULT_ENV_ALLOW, build_env
     from ..sandbox.config import call_plan
     from .manager import LspConfig
@@ -42,6 +43,7 @@ def lsp_config(snapshot: Snapshot) -> LspConfig:
             dataclasses.replace(policy, network=False, writable=(*policy.writable, cache)),
             root=snapshot.root,
             output_dir=snapshot.truncation_dir,
+            journal=journal_for(snapshot.data_dir),
         )
     except ToolFailure:
         servers = ()  # the locked file requires a sandbox this machine lacks: no server may start

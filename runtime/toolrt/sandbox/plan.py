@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,16 +136,87 @@ class SandboxPlan:
         }
 
 
-def writable_set(policy: SandboxPolicy, *, root: Path, output_dir: Path) -> tuple[str, ...]:
+def writable_set(
+    policy: SandboxPolicy, *, root: Path, output_dir: Path, journal: Journal | None = None
+) -> tuple[str, ...]:
     """The directories a process may write under `policy` (the device files aside).
 
     The tool-output directory is writable only while neither it nor any directory above it is a
     symlink, checked at each call like an exempt directory (`usable_exempt`): a tool-output directory
-    that is, becomes, or passes through a link to `/` (or anywhere else) widens nothing."""
+    that is, becomes, or passes through a link to `/` (or anywhere else) widens nothing. A directory the
+    host declared is followed through its links (the host chose it), but not through one the attribution
+    `journal` says a process a tool started put there (`planted_links`): that directory is left out."""
     fixed = _fixed_writable(policy, root)
+    if journal is not None and policy.writable:
+        fixed = _without_planted(policy, root, fixed, journal)
     if policy.mode != "workspace-write":
         return fixed
     return tuple(dict.fromkeys((*fixed, *usable_exempt((output_dir,)))))
+
+
+def _without_planted(policy: SandboxPolicy, root: Path, fixed: tuple[str, ...], journal: Journal) -> tuple[str, ...]:
+    """`fixed` less each declared directory reached through a link the `journal` attributes to a process a
+    tool started (a call allowed to write `ext` that puts a link in the place of `ext/a`, above a declared
+    `ext/a/bin`: from then on the declared name leads wherever the link points)."""
+    planted = {
+        resolved
+        for declared, resolved, links in _declared_links(policy)
+        if any(_planted(link, journal) for link in links)
+    }
+    if not planted:
+        return fixed
+    kept = set(_fixed_writable(replace(policy, writable=()), root))  # the root and temp directories stay
+    return tuple(path for path in fixed if path not in planted or path in kept)
+
+
+def _planted(link: str, journal: Journal) -> bool:
+    """Whether the link at `link` was made (or last changed) by a process a tool started, per the journal."""
+    try:
+        changed = os.lstat(link).st_ctime_ns
+    except OSError:
+        return True  # gone since it was resolved: what the declared name leads to now is unknown
+    return journal.span_at(link, changed) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_links(policy: SandboxPolicy) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(declared, resolved, the links on the way) of each host-declared writable directory that is reached
+    through a link; cached with `_fixed_writable`'s resolution (a later link is the read-only tree's to
+    refuse, see `binds.open_directory`)."""
+    found = []
+    for path in map(str, policy.writable):
+        links = _links_on(os.path.abspath(path))
+        if links:
+            found.append((path, os.path.realpath(path), links))
+    return tuple(found)
+
+
+def _links_on(path: str) -> tuple[str, ...]:
+    """The symlinks resolving `path` goes through, each named where it is met (after the links before it)."""
+    links: list[str] = []
+    pending = [part for part in reversed(path.split("/")) if part]
+    current = "/"
+    while pending and len(links) <= 40:  # a loop: realpath gives up too
+        name = pending.pop()
+        if name == ".":
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, name)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+        except OSError:
+            current = candidate
+            continue
+        if not is_link:
+            current = candidate
+            continue
+        links.append(candidate)
+        target = os.readlink(candidate)
+        current = "/" if target.startswith("/") else current
+        pending.extend(part for part in reversed(target.split("/")) if part)
+    return tuple(links)
 
 
 @functools.lru_cache(maxsize=256)
@@ -203,7 +275,7 @@ def plan_sandbox(
     if policy.mode == "off" or not support.available:
         return None
     source = empty_file() if masks else ""
-    writable = writable_set(policy, root=root, output_dir=output_dir)
+    writable = writable_set(policy, root=root, output_dir=output_dir, journal=journal)
     deny_network = not policy.network
     exists = functools.cache(_exists)  # one look at each path per plan: the mounts' and the cover's
     protected = tuple(filter(exists, _mountable(policy, writable)))
