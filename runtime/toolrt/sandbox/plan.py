@@ -159,9 +159,7 @@ def _without_planted(policy: SandboxPolicy, root: Path, fixed: tuple[str, ...], 
     tool started (a call allowed to write `ext` that puts a link in the place of `ext/a`, above a declared
     `ext/a/bin`: from then on the declared name leads wherever the link points)."""
     planted = {
-        resolved
-        for declared, resolved, links in _declared_links(policy)
-        if any(_planted(link, journal) for link in links)
+        resolved for _, resolved, links in _declared_links(policy) if any(_planted(link, journal) for link in links)
     }
     if not planted:
         return fixed
