@@ -25,7 +25,15 @@ import errno
 import os
 from collections.abc import Iterable
 
-__all__ = ["bind_read_only", "open_directory", "read_only_elsewhere"]
+__all__ = [
+    "RESOLVE_IN_ROOT",
+    "RESOLVE_NO_MAGICLINKS",
+    "RESOLVE_NO_SYMLINKS",
+    "bind_read_only",
+    "open_directory",
+    "openat2",
+    "read_only_elsewhere",
+]
 
 _MS_RDONLY = 1
 _MS_REMOUNT = 32
@@ -42,8 +50,16 @@ _AT_FDCWD = -100
 _MOVE_MOUNT_F_EMPTY_PATH = 0x04
 _MOVE_MOUNT_T_EMPTY_PATH = 0x40
 _MOUNT_ATTR_RDONLY = 0x1
+_OPENAT2 = 437  # the same number on every architecture (the generic table)
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_IN_ROOT = 0x10
 _EMPTY = b""
 _ATTEMPTS = 8  # a name renamed over again and again (a swapper racing the setup) fails it after this many
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
 
 
 class _MountAttr(ctypes.Structure):
@@ -291,17 +307,38 @@ def _outermost(directories: Iterable[str]) -> list[str]:
     return kept
 
 
-def open_directory(path: str) -> int:
-    """An O_PATH descriptor of the directory `path`, walked from `/` one name at a time without following
-    a symlink anywhere on the way, as Landlock's writable rules are opened (`kernel._open_rule_path`): the
-    plan resolved the path, so a link found on it now was put there since (a call let write `ext` puts a
-    link to `/usr` in the place of `ext/a`, above a declared `ext/a/bin`), and following it would give
-    `/usr/bin` a writable mount.
+def openat2(directory: int, path: str, flags: int, resolve: int) -> int:
+    """`openat2(2)`: a descriptor of `path` opened relative to `directory` (`_AT_FDCWD`: the working
+    directory) with `flags`, resolved under the `RESOLVE_*` bits of `resolve`.
 
     Raises:
-        OSError: ENOTDIR where a name on the way is a link or no directory, ENOENT where one is gone.
+        OSError: the kernel's error (ELOOP: a symlink `resolve` refuses; ENOSYS/EPERM: no openat2 here).
+    """
+    how = _OpenHow(flags, 0, resolve)
+    encoded = os.fsencode(path)
+    fd = int(_libc.syscall(_OPENAT2, directory, encoded, ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
+    return fd
+
+
+def open_directory(path: str) -> int:
+    """An O_PATH descriptor of the directory `path`, opened without following a symlink anywhere on the way
+    (`openat2` `RESOLVE_NO_SYMLINKS`, as Landlock's writable rules are opened: `kernel._open_rule_path`;
+    where openat2 is refused, walked from `/` one name at a time): the plan resolved the path, so a link
+    found on it now was put there since (a call let write `ext` puts a link to `/usr` in the place of
+    `ext/a`, above a declared `ext/a/bin`), and following it would give `/usr/bin` a writable mount.
+
+    Raises:
+        OSError: ELOOP or ENOTDIR where a name on the way is a link or no directory, ENOENT where one is gone.
     """
     flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return openat2(_AT_FDCWD, path, flags, RESOLVE_NO_SYMLINKS)
+    except OSError as error:
+        if error.errno not in (errno.ENOSYS, errno.EPERM):
+            raise
     fd = os.open("/", flags)
     try:
         for name in path.split("/"):

@@ -328,7 +328,7 @@ def _child(
         if own_pids:
             kernel.unshare(kernel.CLONE_NEWPID)
         if ruleset is not None:
-            _restrict(ruleset, rules, _covered_root(request))
+            _restrict(ruleset, rules, launch_request.covered_root(request))
         if request.get("no_unix_sockets"):
             step = "seccomp"
             _filter_sockets(request, report)
@@ -407,12 +407,6 @@ def _restrict(ruleset: int, rules: kernel.LandlockRules | None, covered_root: st
     if rules is not None:
         kernel.grant_own_terminals(ruleset, rules, covered_root)  # this process's own devpts and overlay
     kernel.restrict_with(ruleset)
-
-
-def _covered_root(request: dict[str, object]) -> str | None:
-    """The project root a request's namespace covers with an overlay, or None."""
-    cover = request.get("cover")
-    return str(cover["root"]) if isinstance(cover, dict) else None
 
 
 def _filter_sockets(request: dict[str, object], report: int) -> None:

@@ -20,10 +20,26 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 if __package__:
-    from .binds import bind_read_only, open_directory, read_only_elsewhere
+    from .binds import (
+        RESOLVE_IN_ROOT,
+        RESOLVE_NO_MAGICLINKS,
+        RESOLVE_NO_SYMLINKS,
+        bind_read_only,
+        open_directory,
+        openat2,
+        read_only_elsewhere,
+    )
     from .devices import minimal_dev, own_proc, own_terminals
 else:  # run by path under `python -I -S`, outside the package (the fork server)
-    from binds import bind_read_only, open_directory, read_only_elsewhere  # type: ignore[import-not-found,no-redef]
+    from binds import (  # type: ignore[import-not-found,no-redef]
+        RESOLVE_IN_ROOT,
+        RESOLVE_NO_MAGICLINKS,
+        RESOLVE_NO_SYMLINKS,
+        bind_read_only,
+        open_directory,
+        openat2,
+        read_only_elsewhere,
+    )
     from devices import minimal_dev, own_proc, own_terminals  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
@@ -142,15 +158,7 @@ class _CapData(ctypes.Structure):
     _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
-
-
-_OPENAT2 = 437  # the same number on every architecture (the generic table)
 _AT_FDCWD = -100
-_RESOLVE_NO_MAGICLINKS = 0x02
-_RESOLVE_NO_SYMLINKS = 0x04
-_RESOLVE_IN_ROOT = 0x10
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -311,12 +319,10 @@ def _open_rule_path(path: str, rights: int) -> int:
     rather than widened to wherever the link points."""
     if not rights & FS_MAKE_REG:
         return os.open(path, os.O_PATH | os.O_CLOEXEC)
-    how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, _RESOLVE_NO_SYMLINKS)
-    encoded = os.fsencode(path)
-    fd = int(_libc.syscall(_OPENAT2, _AT_FDCWD, encoded, ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))))
-    if fd >= 0:
-        return fd
-    code = ctypes.get_errno()
+    try:
+        return openat2(_AT_FDCWD, path, os.O_PATH | os.O_CLOEXEC, RESOLVE_NO_SYMLINKS)
+    except OSError as error:
+        code = error.errno or 0
     if code == errno.ENOENT:
         raise FileNotFoundError(code, os.strerror(code), path)
     if code == errno.ELOOP:
@@ -339,14 +345,11 @@ def open_in_root(root: int, path: str) -> int:
         OSError: ELOOP (a symlink on the way), ENOENT, or ENOSYS/EPERM where openat2 is missing (no
             weaker walk is tried: the caller refuses).
     """
-    resolve = _RESOLVE_IN_ROOT | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
-    how = _OpenHow(os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, 0, resolve)
-    encoded = os.fsencode(path.lstrip("/") or ".")
-    fd = int(_libc.syscall(_OPENAT2, root, encoded, ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))))
-    if fd < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), path)
-    return fd
+    resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+    try:
+        return openat2(root, path.lstrip("/") or ".", os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, resolve)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, path) from None
 
 
 TERMINALS = "/dev/pts"

@@ -19,6 +19,7 @@ else:  # run by path under `python -I -S`, outside the package (the fork server)
 __all__ = [
     "base_usable",
     "cover_base_key",
+    "covered_root",
     "landlock_rules",
     "mount_key",
     "request_masks",
@@ -89,6 +90,12 @@ def mount_key(
         tuple(sorted((str(path), str(source)) for path, source in masks.get("sources", ()))),
         writable_key,
     )
+
+
+def covered_root(request: Mapping[str, Any]) -> str | None:
+    """The project root a request's namespace covers with an overlay (absent protected names), or None."""
+    cover = request.get("cover")
+    return str(cover["root"]) if isinstance(cover, Mapping) else None
 
 
 def request_writable(request: Mapping[str, Any]) -> list[str] | None:

@@ -167,7 +167,9 @@ def enter_from_thread(request: Mapping[str, Any]) -> tuple[int | None, int | Non
                 kernel.unshare(kernel.CLONE_NEWPID)  # the thread's next child, the program, is the namespace's init
             if landlock is not None and rules is not None:
                 if dev and granted is None:  # this process's own devpts, and its covered root's overlay
-                    kernel.grant_own_terminals(landlock, rules, _covered_root(request, single_use))
+                    kernel.grant_own_terminals(
+                        landlock, rules, launch_request.covered_root(request) if single_use else None
+                    )
                 kernel.restrict_with(landlock)
         finally:
             if landlock is not None and dev:
@@ -424,11 +426,6 @@ def _base(mounts: tuple[Any, ...], cover: Any) -> int:
         while len(_bases) > _MAX_BASES:
             os.close(_bases.popitem(last=False)[1])
         return os.dup(kept)
-
-
-def _covered_root(request: Mapping[str, Any], single_use: int | None) -> str | None:
-    """The project root the request's single-use namespace covers with an overlay, or None."""
-    return str(request["cover"]["root"]) if single_use is not None else None
 
 
 def _spare_ruleset(rules: kernel.LandlockRules, key: tuple[Any, ...], covered_root: str) -> int | None:
