@@ -344,3 +344,31 @@ def _clock_past(moment_ns: int) -> None:
     """Return once the clock is past `moment_ns` (what the journal's spans are measured by)."""
     while (left := moment_ns - time.time_ns()) > 0:
         threading.Event().wait(left / 1e9)
+
+
+def test_a_directory_holding_a_link_of_the_host_s_renamed_above_a_declared_directory_widens_nothing(
+    tmp_path: Path,
+) -> None:
+    """The host's own link `ext/lib/bin` (to `sys/bin`, for reading) is moved by a call allowed to write
+    `ext`, which renames `ext/lib` into the place of `ext/a`: the link's change time stays the host's, but
+    the declared `ext/a/bin` is now that link. The renamed directory's change time is the call's, at a
+    place it could write: a toolrt started after it must not make `sys/bin` writable."""
+    root, out = tmp_path / "project", tmp_path / "out"
+    root.mkdir()
+    journal = journal_for(tmp_path / "data")
+    with _declared_and_elsewhere() as (ext, target):
+        (ext / "lib").mkdir()
+        (ext / "lib" / "bin").symlink_to(target.parent)
+        _clock_past(time.time_ns() + 2 * _CLOCK_SLACK_NS)  # the host's link, made before any call
+        approved = plan_sandbox(SandboxPolicy(writable=(ext,)), SUPPORT, root=root, output_dir=out, masks=Masks())
+        assert approved is not None
+        move = f"mv {ext}/a {ext}/a.old && mv {ext}/lib {ext}/a && echo moved"
+        with journal.process("call-that-moves", timeout=60, confined=confinement(approved)):
+            assert "moved" in sandboxed_bash(move, approved, root).output
+        _a_toolrt_started_now()
+        declared = SandboxPolicy(writable=(ext / "a" / "bin",))
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks(), journal=journal)
+        assert plan is not None
+        assert str(target.parent) not in plan.writable, plan.writable
+        output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
+        assert target.read_text() == "kept\n", output
