@@ -372,3 +372,30 @@ def test_a_directory_holding_a_link_of_the_host_s_renamed_above_a_declared_direc
         assert str(target.parent) not in plan.writable, plan.writable
         output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
         assert target.read_text() == "kept\n", output
+
+
+def test_a_file_made_beside_a_link_of_the_host_s_leaves_the_declared_directory_behind_it_writable(
+    tmp_path: Path,
+) -> None:
+    """The host's `ext/a` is a link to `sys`, and a call allowed to write `ext` makes a file in `ext`
+    (changing `ext`'s change time, not moving anything onto the way): `ext` is the root of what that call
+    could write, which it cannot rename, so the declared `ext/a/bin` stays writable where the host
+    pointed it for a toolrt started after the call."""
+    root, out = tmp_path / "project", tmp_path / "out"
+    root.mkdir()
+    journal = journal_for(tmp_path / "data")
+    with _declared_and_elsewhere() as (ext, target):
+        (ext / "a").rename(ext / "a.old")
+        (ext / "a").symlink_to(target.parent.parent)
+        _clock_past(time.time_ns() + 2 * _CLOCK_SLACK_NS)  # the host's link, made before any call
+        approved = plan_sandbox(SandboxPolicy(writable=(ext,)), SUPPORT, root=root, output_dir=out, masks=Masks())
+        assert approved is not None
+        with journal.process("call-that-writes", timeout=60, confined=confinement(approved)):
+            assert "made" in sandboxed_bash(f"echo x > {ext}/notes && echo made", approved, root).output
+        _a_toolrt_started_now()
+        declared = SandboxPolicy(writable=(ext / "a" / "bin",))
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks(), journal=journal)
+        assert plan is not None
+        assert str(target.parent) in plan.writable, plan.writable
+        output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
+        assert target.read_text() == "changed\n", output

@@ -185,12 +185,14 @@ def _planted(link: str, journal: Journal) -> bool:
 
 def _moved_here(directory: str, journal: Journal) -> bool:
     """Whether `directory` changed (a rename into its place sets its change time) while a process a tool
-    started could write there: the host's link in it may have been put on the declared way with it."""
+    started could write the directory holding it, as renaming needs: the host's link in it may have been
+    put on the declared way with it. A writable directory's own root (the project's, an approved one)
+    changes with every file made in it, but no process renames it: its parent is not writable."""
     try:
         changed = os.lstat(directory).st_ctime_ns
     except OSError:
         return True
-    return journal.span_at(directory, changed) is not None
+    return journal.span_at(os.path.dirname(directory), changed) is not None
 
 
 def _above(link: str) -> tuple[str, ...]:
