@@ -14,6 +14,8 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 from processes import sandboxed_bash
 
-from toolrt.attribution import Journal, journal_for
+from toolrt.attribution import _CLOCK_SLACK_NS, Journal, journal_for
 from toolrt.execute.confinement import confinement
 from toolrt.sandbox import plan as plan_module
 from toolrt.sandbox.masks import Masks
@@ -301,3 +303,99 @@ def _a_toolrt_started_now() -> None:
     """Forget what this process resolved of the host's declared directories, as a toolrt started now has."""
     plan_module._fixed_writable.cache_clear()
     plan_module._declared_links.cache_clear()
+
+
+def test_a_link_made_in_one_call_and_moved_above_a_declared_directory_in_another_widens_nothing(
+    tmp_path: Path,
+) -> None:
+    """The link is made in a call that could write `stage` only, inside a directory `stage/d`; a second
+    call, let write `stage` and `ext`, renames `stage/d` into the place of `ext/d`. Renaming a directory
+    leaves the ctime of what is in it as it was: the link's ctime falls in the first call's span, whose
+    sandbox could not write where the link is now, and in no span of the second call. The declared
+    `ext/d/a/bin` now leads to `sys/bin`: a toolrt started after both calls must not make that writable."""
+    root, out = tmp_path / "project", tmp_path / "out"
+    root.mkdir()
+    journal = journal_for(tmp_path / "data")
+    with _declared_and_elsewhere() as (ext, target):
+        (ext / "d" / "a" / "bin").mkdir(parents=True)
+        stage = ext / "stage"
+        stage.mkdir()
+        first = plan_sandbox(SandboxPolicy(writable=(stage,)), SUPPORT, root=root, output_dir=out, masks=Masks())
+        assert first is not None
+        make = f"mkdir {stage}/d && ln -s {target.parent.parent} {stage}/d/a && echo made"
+        with journal.process("call-that-makes", timeout=60, confined=confinement(first)):
+            assert "made" in sandboxed_bash(make, first, root).output
+        _clock_past(time.time_ns() + 2 * _CLOCK_SLACK_NS)  # calls a person answers are seconds apart
+        second = plan_sandbox(SandboxPolicy(writable=(ext,)), SUPPORT, root=root, output_dir=out, masks=Masks())
+        assert second is not None
+        move = f"mv {ext}/d {ext}/d.old && mv {stage}/d {ext}/d && echo moved"
+        with journal.process("call-that-moves", timeout=60, confined=confinement(second)):
+            assert "moved" in sandboxed_bash(move, second, root).output
+        _a_toolrt_started_now()
+        declared = SandboxPolicy(writable=(ext / "d" / "a" / "bin",))
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks(), journal=journal)
+        assert plan is not None
+        assert str(target.parent) not in plan.writable, plan.writable
+        output = sandboxed_bash(f"echo changed > {ext}/d/a/bin/tool", plan, root).output
+        assert target.read_text() == "kept\n", output
+
+
+def _clock_past(moment_ns: int) -> None:
+    """Return once the clock is past `moment_ns` (what the journal's spans are measured by)."""
+    while (left := moment_ns - time.time_ns()) > 0:
+        threading.Event().wait(left / 1e9)
+
+
+def test_a_directory_holding_a_link_of_the_host_s_renamed_above_a_declared_directory_widens_nothing(
+    tmp_path: Path,
+) -> None:
+    """The host's own link `ext/lib/bin` (to `sys/bin`, for reading) is moved by a call allowed to write
+    `ext`, which renames `ext/lib` into the place of `ext/a`: the link's change time stays the host's, but
+    the declared `ext/a/bin` is now that link. The renamed directory's change time is the call's, at a
+    place it could write: a toolrt started after it must not make `sys/bin` writable."""
+    root, out = tmp_path / "project", tmp_path / "out"
+    root.mkdir()
+    journal = journal_for(tmp_path / "data")
+    with _declared_and_elsewhere() as (ext, target):
+        (ext / "lib").mkdir()
+        (ext / "lib" / "bin").symlink_to(target.parent)
+        _clock_past(time.time_ns() + 2 * _CLOCK_SLACK_NS)  # the host's link, made before any call
+        approved = plan_sandbox(SandboxPolicy(writable=(ext,)), SUPPORT, root=root, output_dir=out, masks=Masks())
+        assert approved is not None
+        move = f"mv {ext}/a {ext}/a.old && mv {ext}/lib {ext}/a && echo moved"
+        with journal.process("call-that-moves", timeout=60, confined=confinement(approved)):
+            assert "moved" in sandboxed_bash(move, approved, root).output
+        _a_toolrt_started_now()
+        declared = SandboxPolicy(writable=(ext / "a" / "bin",))
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks(), journal=journal)
+        assert plan is not None
+        assert str(target.parent) not in plan.writable, plan.writable
+        output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
+        assert target.read_text() == "kept\n", output
+
+
+def test_a_file_made_beside_a_link_of_the_host_s_leaves_the_declared_directory_behind_it_writable(
+    tmp_path: Path,
+) -> None:
+    """The host's `ext/a` is a link to `sys`, and a call allowed to write `ext` makes a file in `ext`
+    (changing `ext`'s change time, not moving anything onto the way): `ext` is the root of what that call
+    could write, which it cannot rename, so the declared `ext/a/bin` stays writable where the host
+    pointed it for a toolrt started after the call."""
+    root, out = tmp_path / "project", tmp_path / "out"
+    root.mkdir()
+    journal = journal_for(tmp_path / "data")
+    with _declared_and_elsewhere() as (ext, target):
+        (ext / "a").rename(ext / "a.old")
+        (ext / "a").symlink_to(target.parent.parent)
+        _clock_past(time.time_ns() + 2 * _CLOCK_SLACK_NS)  # the host's link, made before any call
+        approved = plan_sandbox(SandboxPolicy(writable=(ext,)), SUPPORT, root=root, output_dir=out, masks=Masks())
+        assert approved is not None
+        with journal.process("call-that-writes", timeout=60, confined=confinement(approved)):
+            assert "made" in sandboxed_bash(f"echo x > {ext}/notes && echo made", approved, root).output
+        _a_toolrt_started_now()
+        declared = SandboxPolicy(writable=(ext / "a" / "bin",))
+        plan = plan_sandbox(declared, SUPPORT, root=root, output_dir=out, masks=Masks(), journal=journal)
+        assert plan is not None
+        assert str(target.parent) in plan.writable, plan.writable
+        output = sandboxed_bash(f"echo changed > {ext}/a/bin/tool", plan, root).output
+        assert target.read_text() == "changed\n", output

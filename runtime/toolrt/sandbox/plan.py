@@ -168,12 +168,41 @@ def _without_planted(policy: SandboxPolicy, root: Path, fixed: tuple[str, ...], 
 
 
 def _planted(link: str, journal: Journal) -> bool:
-    """Whether the link at `link` was made (or last changed) by a process a tool started, per the journal."""
+    """Whether the link at `link` was made (or last changed) while a process a tool started was running, per
+    the journal, wherever that process could write: renaming a directory leaves the times of what is in it
+    as they were, so a link made where one call could write, in a directory a later call moved above the
+    declared one, is where neither call's sandbox puts it (a host's link made during a call counts too).
+    So is one in a directory that changed while such a process could write there: a call that renames a
+    directory holding the host's link (`ext/lib/bin`) into the declared way (`ext/a`) puts no link."""
     try:
         changed = os.lstat(link).st_ctime_ns
     except OSError:
         return True  # gone since it was resolved: what the declared name leads to now is unknown
-    return journal.span_at(link, changed) is not None
+    return journal.span_at("", changed) is not None or any(  # "": at any place
+        _moved_here(directory, journal) for directory in _above(link)
+    )
+
+
+def _moved_here(directory: str, journal: Journal) -> bool:
+    """Whether `directory` changed (a rename into its place sets its change time) while a process a tool
+    started could write the directory holding it, as renaming needs: the host's link in it may have been
+    put on the declared way with it. A writable directory's own root (the project's, an approved one)
+    changes with every file made in it, but no process renames it: its parent is not writable."""
+    try:
+        changed = os.lstat(directory).st_ctime_ns
+    except OSError:
+        return True
+    return journal.span_at(os.path.dirname(directory), changed) is not None
+
+
+def _above(link: str) -> tuple[str, ...]:
+    """The directories holding `link`, nearest first, up to (not including) the root."""
+    found = []
+    directory = os.path.dirname(link)
+    while directory not in ("/", ""):
+        found.append(directory)
+        directory = os.path.dirname(directory)
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=256)
