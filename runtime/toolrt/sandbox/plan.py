@@ -145,7 +145,7 @@ def writable_set(
     symlink, checked at each call like an exempt directory (`usable_exempt`): a tool-output directory
     that is, becomes, or passes through a link to `/` (or anywhere else) widens nothing. A directory the
     host declared is followed through its links (the host chose it), but not through one the attribution
-    `journal` says a process a tool started put there (`planted_links`): that directory is left out."""
+    `journal` says a process a tool started put there (`_without_planted`): that directory is left out."""
     fixed = _fixed_writable(policy, root)
     if journal is not None and policy.writable:
         fixed = _without_planted(policy, root, fixed, journal)
@@ -159,7 +159,7 @@ def _without_planted(policy: SandboxPolicy, root: Path, fixed: tuple[str, ...], 
     tool started (a call allowed to write `ext` that puts a link in the place of `ext/a`, above a declared
     `ext/a/bin`: from then on the declared name leads wherever the link points)."""
     planted = {
-        resolved for _, resolved, links in _declared_links(policy) if any(_planted(link, journal) for link in links)
+        resolved for resolved, links in _declared_links(policy) if any(_planted(link, journal) for link in links)
     }
     if not planted:
         return fixed
@@ -206,15 +206,15 @@ def _above(link: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _declared_links(policy: SandboxPolicy) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """(declared, resolved, the links on the way) of each host-declared writable directory that is reached
+def _declared_links(policy: SandboxPolicy) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(resolved, the links on the way) of each host-declared writable directory that is reached
     through a link; cached with `_fixed_writable`'s resolution (a later link is the read-only tree's to
     refuse, see `binds.open_directory`)."""
     found = []
     for path in map(str, policy.writable):
         links = _links_on(os.path.abspath(path))
         if links:
-            found.append((path, os.path.realpath(path), links))
+            found.append((os.path.realpath(path), links))
     return tuple(found)
 
 
